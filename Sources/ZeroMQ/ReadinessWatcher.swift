@@ -1,0 +1,241 @@
+import CZeroMQ
+import Foundation
+import Glibc
+import Synchronization
+
+/// Waits for libzmq's `ZMQ_FD` signals on behalf of Swift tasks, on one epoll thread per process.
+///
+/// `ZMQ_FD` is edge-triggered: it signals that the socket's state *may* have changed, and does so
+/// only after the owner has read `ZMQ_EVENTS` and found nothing. Every registration therefore
+/// carries a generation counter that each signal bumps. A waiting socket reads the generation
+/// *before* it checks `ZMQ_EVENTS`, then waits only for a generation newer than that one, so a
+/// signal that lands between the check and the wait is never lost.
+///
+/// The watcher never touches a libzmq socket: it only watches file descriptors. Every libzmq call
+/// stays on the socket's owner.
+final class ReadinessWatcher: Sendable {
+    static let shared = ReadinessWatcher()
+
+    enum Outcome: Sendable {
+        case signalled
+        case timedOut
+        case unregistered
+        case cancelled
+    }
+
+    private enum WaiterState {
+        case pending
+        case waiting(CheckedContinuation<Outcome, Never>, registration: UInt64, deadline: UInt64?)
+        case cancelled
+    }
+
+    private struct Registration {
+        var generation: UInt64 = 0
+        let fd: Int32
+        var waiters: [UInt64] = []
+    }
+
+    private struct State {
+        var registrations: [UInt64: Registration] = [:]
+        var waiters: [UInt64: WaiterState] = [:]
+        var nextID: UInt64 = 1
+    }
+
+    private let state = Mutex(State())
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    /// epoll data tag of the wake-up eventfd; registrations count up from 1.
+    private static let wakeTag: UInt64 = 0
+
+    private init() {
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
+        wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = Self.wakeTag
+        precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl failed: errno \(errno)")
+        let thread = Thread { [self] in run() }
+        thread.name = "zmq-readiness"
+        thread.start()
+    }
+
+    /// Starts watching `fd` (a socket's `ZMQ_FD`) and returns the registration's id.
+    func register(fd: Int32) -> UInt64 {
+        let id = state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            state.registrations[id] = Registration(fd: fd)
+            return id
+        }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | EPOLLET.rawValue
+        event.data.u64 = id
+        precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) == 0, "epoll_ctl(ADD) failed: errno \(errno)")
+        return id
+    }
+
+    /// Stops watching; tasks still waiting on the registration wake with `.unregistered`.
+    ///
+    /// Call before the socket (and so its `ZMQ_FD`) is closed.
+    func unregister(_ id: UInt64) {
+        let resumed: [CheckedContinuation<Outcome, Never>] = state.withLock { state in
+            guard let registration = state.registrations.removeValue(forKey: id) else { return [] }
+            var event = epoll_event()
+            epoll_ctl(epollFD, EPOLL_CTL_DEL, registration.fd, &event)
+            return registration.waiters.compactMap { Self.take(waiter: $0, from: &state) }
+        }
+        for continuation in resumed { continuation.resume(returning: .unregistered) }
+    }
+
+    /// The registration's current generation: read it before checking `ZMQ_EVENTS`.
+    func generation(of id: UInt64) -> UInt64 {
+        state.withLock { $0.registrations[id]?.generation ?? .max }
+    }
+
+    /// Waits until the registration is signalled after `generation`, the deadline passes, the task is
+    /// cancelled, or the registration goes away.
+    ///
+    /// - Parameters:
+    ///   - id: The registration.
+    ///   - generation: The generation read before the last `ZMQ_EVENTS` check.
+    ///   - deadline: A `CLOCK_MONOTONIC` time in nanoseconds, or `nil` to wait without limit.
+    func wait(_ id: UInt64, after generation: UInt64, deadline: UInt64?) async -> Outcome {
+        let waiterID = state.withLock { state in
+            let waiterID = state.nextID
+            state.nextID += 1
+            state.waiters[waiterID] = .pending
+            return waiterID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+                let immediate: Outcome? = state.withLock { state in
+                    guard case .pending = state.waiters[waiterID] else {
+                        state.waiters[waiterID] = nil
+                        return .cancelled
+                    }
+                    guard var registration = state.registrations[id] else {
+                        state.waiters[waiterID] = nil
+                        return .unregistered
+                    }
+                    if registration.generation != generation {
+                        state.waiters[waiterID] = nil
+                        return .signalled
+                    }
+                    if let deadline, deadline <= monotonicNanoseconds() {
+                        state.waiters[waiterID] = nil
+                        return .timedOut
+                    }
+                    registration.waiters.append(waiterID)
+                    state.registrations[id] = registration
+                    state.waiters[waiterID] = .waiting(continuation, registration: id, deadline: deadline)
+                    return nil
+                }
+                if let immediate {
+                    continuation.resume(returning: immediate)
+                } else if deadline != nil {
+                    wake()  // the loop must recompute its epoll timeout
+                }
+            }
+        } onCancel: {
+            let continuation: CheckedContinuation<Outcome, Never>? = state.withLock { state in
+                switch state.waiters[waiterID] {
+                case .pending:
+                    state.waiters[waiterID] = .cancelled
+                    return nil
+                case .waiting(_, let registration, _):
+                    state.registrations[registration]?.waiters.removeAll { $0 == waiterID }
+                    return Self.take(waiter: waiterID, from: &state)
+                case .cancelled, nil:
+                    return nil
+                }
+            }
+            continuation?.resume(returning: .cancelled)
+        }
+    }
+
+    /// Removes a waiting waiter and returns its continuation for resumption outside the lock.
+    private static func take(waiter id: UInt64, from state: inout State) -> CheckedContinuation<Outcome, Never>? {
+        guard case .waiting(let continuation, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
+        return continuation
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, MemoryLayout<UInt64>.size)
+    }
+
+    private func run() {
+        let capacity = 64
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        while true {
+            let timeout = state.withLock { state -> Int32 in
+                var nearest: UInt64?
+                for case .waiting(_, _, let deadline?) in state.waiters.values {
+                    nearest = min(nearest ?? deadline, deadline)
+                }
+                guard let nearest else { return -1 }
+                let now = monotonicNanoseconds()
+                if nearest <= now { return 0 }
+                // Round up so that the deadline has passed when epoll_wait returns.
+                return Int32(clamping: (nearest - now + 999_999) / 1_000_000)
+            }
+            let count = epoll_wait(epollFD, events, Int32(capacity), timeout)
+            if count < 0 {
+                if errno == EINTR { continue }
+                fatalError("epoll_wait failed: errno \(errno)")
+            }
+            var resumed: [(CheckedContinuation<Outcome, Never>, Outcome)] = []
+            state.withLock { state in
+                for index in 0..<Int(count) {
+                    let tag = events[index].data.u64
+                    if tag == Self.wakeTag {
+                        var value: UInt64 = 0
+                        _ = Glibc.read(wakeFD, &value, MemoryLayout<UInt64>.size)
+                        continue
+                    }
+                    guard var registration = state.registrations[tag] else { continue }
+                    registration.generation &+= 1
+                    let waiting = registration.waiters
+                    registration.waiters.removeAll()
+                    state.registrations[tag] = registration
+                    for waiter in waiting {
+                        if let continuation = Self.take(waiter: waiter, from: &state) {
+                            resumed.append((continuation, .signalled))
+                        }
+                    }
+                }
+                let now = monotonicNanoseconds()
+                var expired: [UInt64] = []
+                for (waiterID, waiter) in state.waiters {
+                    if case .waiting(_, let registration, let deadline?) = waiter, deadline <= now {
+                        expired.append(waiterID)
+                        state.registrations[registration]?.waiters.removeAll { $0 == waiterID }
+                    }
+                }
+                for waiterID in expired {
+                    if let continuation = Self.take(waiter: waiterID, from: &state) {
+                        resumed.append((continuation, .timedOut))
+                    }
+                }
+            }
+            for (continuation, outcome) in resumed { continuation.resume(returning: outcome) }
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// The `CLOCK_MONOTONIC` time `duration` from now, in nanoseconds.
+func deadline(after duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    let nanos = max(0, seconds) * 1_000_000_000 + max(0, attoseconds / 1_000_000_000)
+    return monotonicNanoseconds() &+ UInt64(nanos)
+}

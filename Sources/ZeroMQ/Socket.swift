@@ -1,0 +1,407 @@
+import CZeroMQ
+import Foundation
+
+/// What a socket is ready for, or what to wait for: `ZMQ_POLLIN`, `ZMQ_POLLOUT`, `ZMQ_POLLERR`.
+public struct PollEvents: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int16
+    public init(rawValue: Int16) { self.rawValue = rawValue }
+
+    /// A message can be received without blocking.
+    public static let readable = PollEvents(rawValue: Int16(ZMQ_POLLIN))
+    /// A message can be sent without blocking.
+    public static let writable = PollEvents(rawValue: Int16(ZMQ_POLLOUT))
+    /// An error condition (plain file descriptors only).
+    public static let error = PollEvents(rawValue: Int16(ZMQ_POLLERR))
+
+    public var description: String {
+        var names: [String] = []
+        if contains(.readable) { names.append("readable") }
+        if contains(.writable) { names.append("writable") }
+        if contains(.error) { names.append("error") }
+        return "[" + names.joined(separator: ", ") + "]"
+    }
+}
+
+/// A ZeroMQ socket.
+///
+/// libzmq sockets are not thread-safe, so a `Socket` is not `Sendable`: it has exactly one owner —
+/// a thread, an actor, or a task — and only that owner uses it. Its `async` methods run on the
+/// caller's own isolation (`nonisolated(nonsending)`), so an actor can keep a socket as stored state
+/// and `await` on it without the socket ever leaving the actor.
+///
+/// Three ways to send and receive, for three kinds of owner:
+/// - blocking (`send`, `receive` in synchronous code), for a thread that owns its sockets — they
+///   honour ``SocketOption/sendTimeout`` and ``SocketOption/receiveTimeout``;
+/// - non-blocking (`trySend`, `tryReceive`), for an event loop driven by a ``Poller``;
+/// - `async` (`send`, `receive` from async code), which suspend the task, not the thread, until the
+///   socket is ready, using `ZMQ_FD` the way libzmq means it to be used.
+///
+/// The socket closes itself when released; ``close()`` closes it earlier.
+public final class Socket {
+    /// The context this socket belongs to (kept alive by the socket).
+    public let context: Context
+    /// The socket's type.
+    public let type: SocketType
+
+    private var handle: UnsafeMutableRawPointer?
+    /// Reused for every receive into a closure, so that those allocate nothing.
+    private let scratch: UnsafeMutablePointer<zmq_msg_t>
+    /// The readiness watcher's registration of this socket's ZMQ_FD, made on first async wait.
+    private var readinessID: UInt64?
+    /// Whether a monitor is attached (it must be detached before the socket closes).
+    var isMonitored = false
+
+    init(context: Context, type: SocketType) throws(ZMQError) {
+        guard let handle = zmq_socket(context.handle, type.rawValue) else {
+            throw ZMQError.last("zmq_socket(\(type))")
+        }
+        self.context = context
+        self.type = type
+        self.handle = handle
+        scratch = .allocate(capacity: 1)
+        zmq_msg_init(scratch)
+    }
+
+    deinit {
+        close()
+        zmq_msg_close(scratch)
+        scratch.deallocate()
+    }
+
+    /// Whether ``close()`` has run.
+    public var isClosed: Bool { handle == nil }
+
+    /// Closes the socket: detaches its monitor, wakes its pending `async` calls (they throw
+    /// ``ZMQError/Code/notASocket``), and frees it. Calling it twice does nothing.
+    public func close() {
+        guard let handle else { return }
+        if isMonitored {
+            zmq_socket_monitor(handle, nil, 0)
+            isMonitored = false
+        }
+        if let readinessID {
+            ReadinessWatcher.shared.unregister(readinessID)
+            self.readinessID = nil
+        }
+        zmq_close(handle)
+        self.handle = nil
+    }
+
+    /// The open handle, or the error every call on a closed socket gets.
+    @inline(__always)
+    func open(_ operation: @autoclosure () -> String) throws(ZMQError) -> UnsafeMutableRawPointer {
+        guard let handle else { throw ZMQError(.notASocket, operation: operation()) }
+        return handle
+    }
+
+    // MARK: Endpoints
+
+    /// Listens on an endpoint: `tcp://127.0.0.1:5555`, `tcp://*:*` (any free port; see
+    /// ``lastEndpoint``), `ipc:///run/handoff.sock`, `inproc://name`.
+    ///
+    /// - Throws: ``ZMQError`` — `invalidArgument` for a malformed endpoint, `protocolNotSupported`
+    ///   for an unknown transport, `addressInUse`, `addressNotAvailable`.
+    public func bind(_ endpoint: String) throws(ZMQError) {
+        let handle = try open("zmq_bind(\"\(endpoint)\")")
+        try zmqCall("zmq_bind(\"\(endpoint)\")") { zmq_bind(handle, endpoint) }
+    }
+
+    /// Connects to an endpoint. The connection is made (and remade) in the background; messages
+    /// queue until it is up.
+    public func connect(_ endpoint: String) throws(ZMQError) {
+        let handle = try open("zmq_connect(\"\(endpoint)\")")
+        try zmqCall("zmq_connect(\"\(endpoint)\")") { zmq_connect(handle, endpoint) }
+    }
+
+    /// Stops listening on an endpoint passed to ``bind(_:)`` (with the port resolved, as ``lastEndpoint`` gives it).
+    public func unbind(_ endpoint: String) throws(ZMQError) {
+        let handle = try open("zmq_unbind(\"\(endpoint)\")")
+        try zmqCall("zmq_unbind(\"\(endpoint)\")") { zmq_unbind(handle, endpoint) }
+    }
+
+    /// Drops a connection made by ``connect(_:)``.
+    public func disconnect(_ endpoint: String) throws(ZMQError) {
+        let handle = try open("zmq_disconnect(\"\(endpoint)\")")
+        try zmqCall("zmq_disconnect(\"\(endpoint)\")") { zmq_disconnect(handle, endpoint) }
+    }
+
+    /// The endpoint last bound, with a wildcard port resolved (e.g. `tcp://127.0.0.1:41234`).
+    public var lastEndpoint: String {
+        get throws(ZMQError) { try get(.lastEndpoint) }
+    }
+
+    // MARK: Options
+
+    /// Sets a socket option.
+    ///
+    /// - Throws: ``ZMQError`` — `invalidArgument` when libzmq rejects the value for this socket type.
+    public func set<Value>(_ option: SocketOption<Value>, _ value: Value) throws(ZMQError) {
+        let handle = try open("zmq_setsockopt(\(option.name))")
+        _ = try value.withOptionBytes { (bytes) throws(ZMQError) in
+            try zmqCall("zmq_setsockopt(\(option.name))") {
+                zmq_setsockopt(handle, option.rawValue, bytes.baseAddress, bytes.count)
+            }
+        }
+    }
+
+    /// Reads a socket option.
+    public func get<Value>(_ option: SocketOption<Value>) throws(ZMQError) -> Value {
+        let handle = try open("zmq_getsockopt(\(option.name))")
+        return try Value.read(capacity: option.readCapacity ?? Value.optionCapacity) { (buffer, size) throws(ZMQError) in
+            try zmqCall("zmq_getsockopt(\(option.name))") {
+                zmq_getsockopt(handle, option.rawValue, buffer, &size)
+            }
+        }
+    }
+
+    /// Subscribes a SUB socket to every message whose first frame starts with `prefix`.
+    public func subscribe(_ prefix: String = "") throws(ZMQError) {
+        try set(.subscribe, Array(prefix.utf8))
+    }
+
+    /// Removes a subscription made by ``subscribe(_:)``.
+    public func unsubscribe(_ prefix: String) throws(ZMQError) {
+        try set(.unsubscribe, Array(prefix.utf8))
+    }
+
+    /// What the socket is ready for right now. Reading it also processes libzmq's pending commands.
+    public func pendingEvents() throws(ZMQError) -> PollEvents {
+        PollEvents(rawValue: Int16(truncatingIfNeeded: try get(.events)))
+    }
+
+    // MARK: Sending
+
+    /// Sends one frame, blocking until libzmq queues it (or ``SocketOption/sendTimeout`` passes).
+    ///
+    /// - Parameters:
+    ///   - bytes: The frame's contents, copied into libzmq.
+    ///   - more: Whether further frames of the same message follow.
+    /// - Throws: ``ZMQError`` — `wouldBlock` when the send timeout expired; `invalidState` for a
+    ///   REQ/REP out of turn; `hostUnreachable` for a mandatory ROUTER's unknown peer.
+    public func send(_ bytes: some ContiguousBytes, more: Bool = false) throws(ZMQError) {
+        _ = try rawSend(bytes, flags: more ? ZMQ_SNDMORE : 0)
+    }
+
+    /// Sends one frame if libzmq can queue it now.
+    ///
+    /// - Returns: `false` when the socket cannot take it without blocking (high-water mark, no peer).
+    public func trySend(_ bytes: some ContiguousBytes, more: Bool = false) throws(ZMQError) -> Bool {
+        try rawSend(bytes, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
+    }
+
+    /// Sends a message frame without copying its contents (large frames are shared by reference).
+    public func send(_ message: Message, more: Bool = false) throws(ZMQError) {
+        _ = try rawSend(message, flags: more ? ZMQ_SNDMORE : 0)
+    }
+
+    /// Sends a message frame if libzmq can queue it now; `false` otherwise.
+    public func trySend(_ message: Message, more: Bool = false) throws(ZMQError) -> Bool {
+        try rawSend(message, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
+    }
+
+    /// Sends every frame of a multipart message, blocking as needed.
+    public func send(multipart frames: [any ContiguousBytes]) throws(ZMQError) {
+        for (index, frame) in frames.enumerated() {
+            try send(frame, more: index < frames.count - 1)
+        }
+    }
+
+    /// Sends every frame of a multipart message, blocking as needed.
+    public func send(multipart frames: [Message]) throws(ZMQError) {
+        for (index, frame) in frames.enumerated() {
+            try send(frame, more: index < frames.count - 1)
+        }
+    }
+
+    private func rawSend(_ bytes: some ContiguousBytes, flags: Int32) throws(ZMQError) -> Bool {
+        let handle = try open("zmq_send(\(type))")
+        let result: Result<Bool, ZMQError> = bytes.withUnsafeBytes { buffer in
+            while true {
+                if zmq_send(handle, buffer.baseAddress, buffer.count, flags) >= 0 { return .success(true) }
+                let error = zmq_errno()
+                if error == EINTR { continue }
+                if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return .success(false) }
+                return .failure(ZMQError(.init(rawValue: error), operation: "zmq_send(\(type), \(buffer.count) bytes)"))
+            }
+        }
+        return try result.get()
+    }
+
+    private func rawSend(_ message: Message, flags: Int32) throws(ZMQError) -> Bool {
+        let handle = try open("zmq_msg_send(\(type))")
+        var outgoing = zmq_msg_t()
+        zmq_msg_init(&outgoing)
+        message.copy(into: &outgoing)
+        defer { zmq_msg_close(&outgoing) }
+        while true {
+            if zmq_msg_send(&outgoing, handle, flags) >= 0 { return true }
+            let error = zmq_errno()
+            if error == EINTR { continue }
+            if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return false }
+            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_send(\(type), \(message.count) bytes)")
+        }
+    }
+
+    // MARK: Receiving
+
+    /// Receives one frame, blocking until one arrives (or ``SocketOption/receiveTimeout`` passes).
+    ///
+    /// - Throws: ``ZMQError`` — `wouldBlock` when the receive timeout expired;
+    ///   `contextTerminated` after ``Context/shutdown()``.
+    public func receive() throws(ZMQError) -> Message {
+        try rawReceive(flags: 0)!
+    }
+
+    /// Receives one frame if one is waiting; `nil` otherwise.
+    public func tryReceive() throws(ZMQError) -> Message? {
+        try rawReceive(flags: ZMQ_DONTWAIT)
+    }
+
+    /// Receives every frame of the next multipart message, blocking as needed.
+    public func receiveMultipart() throws(ZMQError) -> [Message] {
+        var frames = [try receive()]
+        while frames.last!.hasMore { frames.append(try receive()) }
+        return frames
+    }
+
+    /// Receives one frame into a buffer the socket reuses and passes it to `body` in place: no
+    /// copy, no allocation. The bytes are valid only inside `body`.
+    ///
+    /// - Parameter body: Called with the frame's bytes and whether more frames follow.
+    /// - Returns: What `body` returns, or `nil` when `wait` is false and no frame is waiting.
+    public func receive<R>(
+        wait: Bool = true,
+        _ body: (UnsafeRawBufferPointer, _ more: Bool) throws -> R
+    ) throws -> R? {
+        let handle = try open("zmq_msg_recv(\(type))")
+        let flags = wait ? 0 : ZMQ_DONTWAIT
+        while true {
+            if zmq_msg_recv(scratch, handle, flags) >= 0 { break }
+            let error = zmq_errno()
+            if error == EINTR { continue }
+            if error == EAGAIN && !wait { return nil }
+            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
+        }
+        let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch))
+        return try body(bytes, zmq_msg_more(scratch) == 1)
+    }
+
+    private func rawReceive(flags: Int32) throws(ZMQError) -> Message? {
+        let handle = try open("zmq_msg_recv(\(type))")
+        while true {
+            if zmq_msg_recv(scratch, handle, flags) >= 0 { return Message(moving: scratch) }
+            let error = zmq_errno()
+            if error == EINTR { continue }
+            if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return nil }
+            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
+        }
+    }
+
+    /// Waits (blocking the thread) until the socket is ready for one of `events`, or `timeout` passes.
+    ///
+    /// - Returns: The events the socket is ready for; empty when the timeout passed first.
+    public func poll(_ events: PollEvents, timeout: Duration? = nil) throws(ZMQError) -> PollEvents {
+        var poller = Poller()
+        poller.add(self, events)
+        return try poller.poll(timeout: timeout)[0]
+    }
+}
+
+// MARK: - Async
+
+extension Socket {
+    /// Suspends the task until the socket is ready for one of `events`.
+    ///
+    /// Follows libzmq's rule for the edge-triggered `ZMQ_FD`: re-read `ZMQ_EVENTS` after every
+    /// wake-up, and wait again only when it shows nothing.
+    ///
+    /// - Parameter timeout: How long to wait at most; `nil` waits until ready.
+    /// - Returns: The events the socket is ready for; empty when the timeout passed first.
+    /// - Throws: ``ZMQError`` with `notASocket` when the socket is closed meanwhile;
+    ///   `CancellationError` when the task is cancelled.
+    nonisolated(nonsending)
+    public func waitUntilReady(for events: PollEvents, timeout: Duration? = nil) async throws -> PollEvents {
+        let watcher = ReadinessWatcher.shared
+        let registration: UInt64
+        if let readinessID {
+            registration = readinessID
+        } else {
+            let fd = try get(.fileDescriptor)
+            registration = watcher.register(fd: fd)
+            readinessID = registration
+        }
+        let limit = timeout.map(deadline(after:))
+        while true {
+            let generation = watcher.generation(of: registration)
+            let ready = try pendingEvents().intersection(events)
+            if !ready.isEmpty { return ready }
+            switch await watcher.wait(registration, after: generation, deadline: limit) {
+            case .signalled: continue
+            case .timedOut: return []
+            case .cancelled: throw CancellationError()
+            case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
+            }
+        }
+    }
+
+    /// Receives one frame, suspending the task (not the thread) until one arrives.
+    nonisolated(nonsending)
+    public func receive() async throws -> Message {
+        while true {
+            if let message = try tryReceive() { return message }
+            _ = try await waitUntilReady(for: .readable)
+        }
+    }
+
+    /// Receives one frame, or `nil` when none arrives within `timeout`.
+    nonisolated(nonsending)
+    public func receive(timeout: Duration) async throws -> Message? {
+        let limit = ContinuousClock.now + timeout
+        while true {
+            if let message = try tryReceive() { return message }
+            let remaining = ContinuousClock.now.duration(to: limit)
+            if remaining <= .zero { return nil }
+            if try await waitUntilReady(for: .readable, timeout: remaining).isEmpty { return nil }
+        }
+    }
+
+    /// Receives every frame of the next multipart message, suspending the task as needed.
+    nonisolated(nonsending)
+    public func receiveMultipart() async throws -> [Message] {
+        var frames = [try await receive()]
+        while frames.last!.hasMore { frames.append(try await receive()) }
+        return frames
+    }
+
+    /// Sends one frame, suspending the task while the socket cannot take it (high-water mark).
+    nonisolated(nonsending)
+    public func send(_ bytes: some ContiguousBytes, more: Bool = false) async throws {
+        while try !trySend(bytes, more: more) {
+            _ = try await waitUntilReady(for: .writable)
+        }
+    }
+
+    /// Sends a message frame without copying, suspending the task while the socket cannot take it.
+    nonisolated(nonsending)
+    public func send(_ message: Message, more: Bool = false) async throws {
+        while try !trySend(message, more: more) {
+            _ = try await waitUntilReady(for: .writable)
+        }
+    }
+
+    /// Sends every frame of a multipart message, suspending the task as needed.
+    nonisolated(nonsending)
+    public func send(multipart frames: [any ContiguousBytes]) async throws {
+        for (index, frame) in frames.enumerated() {
+            try await send(frame, more: index < frames.count - 1)
+        }
+    }
+
+    /// Sends every frame of a multipart message without copying, suspending the task as needed.
+    nonisolated(nonsending)
+    public func send(multipart frames: [Message]) async throws {
+        for (index, frame) in frames.enumerated() {
+            try await send(frame, more: index < frames.count - 1)
+        }
+    }
+}

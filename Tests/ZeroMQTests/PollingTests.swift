@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import ZeroMQ
+
+@Suite("Polling and readiness")
+struct PollingTests {
+    @Test("Poller times out on silence and reports the one ready socket", arguments: Transport.allCases)
+    func pollerTimeout(transport: Transport) throws {
+        let context = try Context()
+        let quiet = try context.socket(.pull)
+        let busy = try context.socket(.pull)
+        let feeder = try context.socket(.push)
+        _ = try transport.bind(quiet)
+        try feeder.connect(try transport.bind(busy))
+
+        var poller = Poller()
+        let quietIndex = poller.add(quiet, .readable)
+        let busyIndex = poller.add(busy, .readable)
+
+        let start = ContinuousClock.now
+        let idle = try poller.poll(timeout: .milliseconds(150))
+        let waited = ContinuousClock.now - start
+        #expect(idle == [[], []])
+        #expect(waited >= .milliseconds(140))
+
+        try feeder.send(Array("wake".utf8))
+        let ready = try poller.poll(timeout: .seconds(5))
+        #expect(ready[busyIndex] == .readable)
+        #expect(ready[quietIndex] == [])
+        #expect(try busy.tryReceive()?.string == "wake")
+        #expect(try busy.tryReceive() == nil)
+    }
+
+    @Test("a blocking receive honours the receive timeout")
+    func receiveTimeout() throws {
+        let context = try Context()
+        let pull = try context.socket(.pull)
+        try pull.bind("inproc://timeout-\(UUID().uuidString)")
+        try pull.set(.receiveTimeout, 100)
+        do {
+            _ = try pull.receive()
+            Issue.record("receive should time out")
+        } catch {
+            #expect(error.code == .wouldBlock)
+        }
+    }
+
+    @Test("an async receive suspends until a message arrives later", arguments: Transport.allCases)
+    func asyncReceiveWakes(transport: Transport) async throws {
+        let context = try Context()
+        let pull = try context.socket(.pull)
+        let endpoint = try transport.bind(pull)
+        let sender = Task {
+            let push = try context.socket(.push)
+            try push.connect(endpoint)
+            try await Task.sleep(for: .milliseconds(100))
+            for index in 0..<200 { try await push.send(Array("message \(index)".utf8)) }
+            try push.set(.linger, 5000)
+        }
+        // Many wake-ups in a row: every one must re-read ZMQ_EVENTS or messages would be stranded.
+        for index in 0..<200 {
+            let message = try await pull.receive(timeout: .seconds(5))
+            #expect(message?.string == "message \(index)")
+        }
+        try await sender.value
+    }
+
+    @Test("an async wait times out, and cancellation ends it promptly")
+    func asyncTimeoutAndCancel() async throws {
+        let context = try Context()
+        let pull = try context.socket(.pull)
+        try pull.bind("inproc://idle-\(UUID().uuidString)")
+        #expect(try await pull.receive(timeout: .milliseconds(50)) == nil)
+        #expect(try await pull.waitUntilReady(for: .readable, timeout: .milliseconds(50)) == [])
+
+        let waiter = Task {
+            let socket = try context.socket(.pull)
+            try socket.bind("inproc://cancel-\(UUID().uuidString)")
+            _ = try await socket.receive()
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+    }
+
+    @Test("async send waits at the high-water mark instead of dropping, then completes")
+    func asyncSendBackpressure() async throws {
+        let context = try Context()
+        let endpoint = "inproc://hwm-\(UUID().uuidString)"
+        let pull = try context.socket(.pull)
+        try pull.set(.receiveHighWaterMark, 10)
+        try pull.bind(endpoint)
+        let push = try context.socket(.push)
+        try push.set(.sendHighWaterMark, 10)
+        try push.connect(endpoint)
+
+        // Fill the pipe until a non-blocking send is refused.
+        var queued = 0
+        while try push.trySend(Array("x".utf8)) { queued += 1 }
+        #expect(queued >= 10 && queued <= 40)
+
+        let drainer = Task {
+            try await Task.sleep(for: .milliseconds(100))
+            var count = 0
+            while try await pull.receive(timeout: .milliseconds(500)) != nil { count += 1 }
+            return count
+        }
+        for _ in 0..<100 { try await push.send(Array("y".utf8)) }
+        #expect(try await drainer.value == queued + 100)
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import ZeroMQ
+
+/// The transports every pattern is tested over.
+enum Transport: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case inproc
+    case tcp
+
+    var testDescription: String { rawValue }
+
+    /// An endpoint to bind: a unique inproc name, or an ephemeral loopback port.
+    func bindEndpoint() -> String {
+        switch self {
+        case .inproc: "inproc://test-\(UUID().uuidString)"
+        case .tcp: "tcp://127.0.0.1:*"
+        }
+    }
+
+    /// Binds `socket` and returns the endpoint peers connect to (with the real port for tcp).
+    func bind(_ socket: Socket) throws -> String {
+        try socket.bind(bindEndpoint())
+        return try socket.lastEndpoint
+    }
+}
+
+/// Until a subscriber sees messages, a publisher's sends are dropped (the "slow joiner"):
+/// publish `probe` until `subscriber` receives it, then drain any duplicates.
+func awaitSubscription(publisher: Socket, subscriber: Socket, probe: String) async throws {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+        try await publisher.send(Array(probe.utf8))
+        if let message = try await subscriber.receive(timeout: .milliseconds(20)) {
+            #expect(message.string == probe)
+            while try await subscriber.receive(timeout: .milliseconds(20)) != nil {}
+            return
+        }
+    }
+    Issue.record("subscription never propagated")
+    throw CancellationError()
+}
+
+/// Collects the UTF-8 text of every frame of a multipart message.
+func strings(_ frames: [Message]) -> [String] {
+    frames.map { $0.string ?? "<binary \($0.count) bytes>" }
+}
+
+/// Runs `body` on a new thread that owns whatever it creates, and returns what it reports through `ready`.
+func onThread<T: Sendable>(
+    _ body: @escaping @Sendable (_ ready: @escaping @Sendable (T) -> Void) -> Void
+) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread {
+            let once = Mutex(false)
+            body { value in
+                let first = once.withLock { fired in
+                    defer { fired = true }
+                    return !fired
+                }
+                if first { continuation.resume(returning: value) }
+            }
+        }
+        thread.start()
+    }
+}
