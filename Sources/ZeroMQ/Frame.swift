@@ -3,15 +3,15 @@ import Foundation
 
 /// One frame of a ZeroMQ message, owning a `zmq_msg_t`.
 ///
-/// A `Message` never changes after it is made, so it may cross threads and tasks. Sending one does
-/// not consume it: libzmq shares the bytes of large frames by reference count, so the same message
+/// A `Frame` never changes after it is made, so it may cross threads and tasks. Sending one does
+/// not consume it: libzmq shares the bytes of large frames by reference count, so the same frame
 /// can be sent to many sockets without copying its contents.
 ///
 /// Ways to make one without a needless copy:
 /// - ``init(count:initializingWith:)`` lets you write the bytes straight into libzmq's buffer;
 /// - ``init(bytesNoCopy:deallocator:)`` hands libzmq a buffer you own until it calls you back;
-/// - a received message exposes its bytes in place through ``withUnsafeBytes(_:)``.
-public final class Message: @unchecked Sendable {
+/// - a received frame exposes its bytes in place through ``withUnsafeBytes(_:)``.
+public final class Frame: @unchecked Sendable {
     // Invariant for @unchecked Sendable: `storage` is initialized in init, never written after
     // init returns (sending sends a zmq_msg_copy), and closed only in deinit.
     let storage: UnsafeMutablePointer<zmq_msg_t>
@@ -138,13 +138,13 @@ public final class Message: @unchecked Sendable {
     }
 }
 
-extension Message: CustomStringConvertible {
+extension Frame: CustomStringConvertible {
     public var description: String {
         let n = count
         if let text = string, text.utf8.count <= 64, !text.contains(where: { $0.isNewline }) {
-            return "Message(\(n) bytes: \"\(text)\")"
+            return "Frame(\(n) bytes: \"\(text)\")"
         }
-        return "Message(\(n) bytes)"
+        return "Frame(\(n) bytes)"
     }
 }
 

@@ -109,7 +109,7 @@ public final class SocketMonitor {
     }
 
     /// Parses the two frames of a ZMQ_EVENT (v1): `uint16 event, uint32 value`, then the endpoint.
-    static func decode(_ header: Message, _ address: Message) throws(ZMQError) -> MonitorEvent {
+    static func decode(_ header: Frame, _ address: Frame) throws(ZMQError) -> MonitorEvent {
         guard header.count == 6, header.hasMore else {
             throw ZMQError(.invalidArgument, operation: "decoding a monitor event of \(header.count) bytes")
         }

@@ -189,13 +189,13 @@ public final class Socket {
         try rawSend(bytes, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
     }
 
-    /// Sends a message frame without copying its contents (large frames are shared by reference).
-    public func send(_ message: Message, more: Bool = false) throws(ZMQError) {
+    /// Sends a frame without copying its contents (large frames are shared by reference).
+    public func send(_ message: Frame, more: Bool = false) throws(ZMQError) {
         _ = try rawSend(message, flags: more ? ZMQ_SNDMORE : 0)
     }
 
-    /// Sends a message frame if libzmq can queue it now; `false` otherwise.
-    public func trySend(_ message: Message, more: Bool = false) throws(ZMQError) -> Bool {
+    /// Sends a frame if libzmq can queue it now; `false` otherwise.
+    public func trySend(_ message: Frame, more: Bool = false) throws(ZMQError) -> Bool {
         try rawSend(message, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
     }
 
@@ -207,7 +207,7 @@ public final class Socket {
     }
 
     /// Sends every frame of a multipart message, blocking as needed.
-    public func send(multipart frames: [Message]) throws(ZMQError) {
+    public func send(multipart frames: [Frame]) throws(ZMQError) {
         for (index, frame) in frames.enumerated() {
             try send(frame, more: index < frames.count - 1)
         }
@@ -227,7 +227,7 @@ public final class Socket {
         return try result.get()
     }
 
-    private func rawSend(_ message: Message, flags: Int32) throws(ZMQError) -> Bool {
+    private func rawSend(_ message: Frame, flags: Int32) throws(ZMQError) -> Bool {
         let handle = try open("zmq_msg_send(\(type))")
         var outgoing = zmq_msg_t()
         zmq_msg_init(&outgoing)
@@ -248,17 +248,17 @@ public final class Socket {
     ///
     /// - Throws: ``ZMQError`` — `wouldBlock` when the receive timeout expired;
     ///   `contextTerminated` after ``Context/shutdown()``.
-    public func receive() throws(ZMQError) -> Message {
+    public func receive() throws(ZMQError) -> Frame {
         try rawReceive(flags: 0)!
     }
 
     /// Receives one frame if one is waiting; `nil` otherwise.
-    public func tryReceive() throws(ZMQError) -> Message? {
+    public func tryReceive() throws(ZMQError) -> Frame? {
         try rawReceive(flags: ZMQ_DONTWAIT)
     }
 
     /// Receives every frame of the next multipart message, blocking as needed.
-    public func receiveMultipart() throws(ZMQError) -> [Message] {
+    public func receiveMultipart() throws(ZMQError) -> [Frame] {
         var frames = [try receive()]
         while frames.last!.hasMore { frames.append(try receive()) }
         return frames
@@ -286,10 +286,10 @@ public final class Socket {
         return try body(bytes, zmq_msg_more(scratch) == 1)
     }
 
-    private func rawReceive(flags: Int32) throws(ZMQError) -> Message? {
+    private func rawReceive(flags: Int32) throws(ZMQError) -> Frame? {
         let handle = try open("zmq_msg_recv(\(type))")
         while true {
-            if zmq_msg_recv(scratch, handle, flags) >= 0 { return Message(moving: scratch) }
+            if zmq_msg_recv(scratch, handle, flags) >= 0 { return Frame(moving: scratch) }
             let error = zmq_errno()
             if error == EINTR { continue }
             if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return nil }
@@ -346,7 +346,7 @@ extension Socket {
 
     /// Receives one frame, suspending the task (not the thread) until one arrives.
     nonisolated(nonsending)
-    public func receive() async throws -> Message {
+    public func receive() async throws -> Frame {
         while true {
             if let message = try tryReceive() { return message }
             _ = try await waitUntilReady(for: .readable)
@@ -355,7 +355,7 @@ extension Socket {
 
     /// Receives one frame, or `nil` when none arrives within `timeout`.
     nonisolated(nonsending)
-    public func receive(timeout: Duration) async throws -> Message? {
+    public func receive(timeout: Duration) async throws -> Frame? {
         let limit = ContinuousClock.now + timeout
         while true {
             if let message = try tryReceive() { return message }
@@ -367,7 +367,7 @@ extension Socket {
 
     /// Receives every frame of the next multipart message, suspending the task as needed.
     nonisolated(nonsending)
-    public func receiveMultipart() async throws -> [Message] {
+    public func receiveMultipart() async throws -> [Frame] {
         var frames = [try await receive()]
         while frames.last!.hasMore { frames.append(try await receive()) }
         return frames
@@ -381,9 +381,9 @@ extension Socket {
         }
     }
 
-    /// Sends a message frame without copying, suspending the task while the socket cannot take it.
+    /// Sends a frame without copying, suspending the task while the socket cannot take it.
     nonisolated(nonsending)
-    public func send(_ message: Message, more: Bool = false) async throws {
+    public func send(_ message: Frame, more: Bool = false) async throws {
         while try !trySend(message, more: more) {
             _ = try await waitUntilReady(for: .writable)
         }
@@ -399,7 +399,7 @@ extension Socket {
 
     /// Sends every frame of a multipart message without copying, suspending the task as needed.
     nonisolated(nonsending)
-    public func send(multipart frames: [Message]) async throws {
+    public func send(multipart frames: [Frame]) async throws {
         for (index, frame) in frames.enumerated() {
             try await send(frame, more: index < frames.count - 1)
         }

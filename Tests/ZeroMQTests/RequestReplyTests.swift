@@ -81,9 +81,9 @@ struct RequestReplyTests {
         try push.connect(try transport.bind(pull))
 
         let large = [UInt8]((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        let parts: [Message] = [Message("header"), Message(), Message(large), Message("trailer")]
+        let parts: [Frame] = [Frame("header"), Frame(), Frame(large), Frame("trailer")]
         try await push.send(multipart: parts)
-        // Sending does not consume a Message: the same frames go out again.
+        // Sending does not consume a Frame: the same frames go out again.
         try await push.send(multipart: parts)
 
         for _ in 0..<2 {
@@ -110,7 +110,7 @@ struct RequestReplyTests {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         buffer.initializeMemory(as: UInt8.self, repeating: 0x5A)
         do {
-            let message = Message(bytesNoCopy: buffer) { bytes in
+            let message = Frame(bytesNoCopy: buffer) { bytes in
                 bytes.deallocate()
                 released.set()
             }
@@ -125,12 +125,12 @@ struct RequestReplyTests {
 
     @Test("a frame written in place has exactly the bytes written")
     func writtenInPlace() throws {
-        let message = Message(count: 8) { buffer in
+        let message = Frame(count: 8) { buffer in
             for index in 0..<8 { buffer[index] = UInt8(index * 3) }
         }
         #expect(message.bytes == [0, 3, 6, 9, 12, 15, 18, 21])
-        #expect(Message("héllo").string == "héllo")
-        #expect(Message([0xFF, 0xFE] as [UInt8]).string == nil)
+        #expect(Frame("héllo").string == "héllo")
+        #expect(Frame([0xFF, 0xFE] as [UInt8]).string == nil)
     }
 }
 

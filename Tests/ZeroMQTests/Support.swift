@@ -42,7 +42,7 @@ func awaitSubscription(publisher: Socket, subscriber: Socket, probe: String) asy
 }
 
 /// Collects the UTF-8 text of every frame of a multipart message.
-func strings(_ frames: [Message]) -> [String] {
+func strings(_ frames: [Frame]) -> [String] {
     frames.map { $0.string ?? "<binary \($0.count) bytes>" }
 }
 
