@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "HandoffWire", targets: ["HandoffWire"]),
+        .library(name: "Handoff", targets: ["Handoff"]),
         .executable(name: "handoff", targets: ["handoff"]),
     ],
     dependencies: [
@@ -14,6 +15,8 @@ let package = Package(
         // committed generated code must match the runtime.
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // libzmq itself. Only the ZeroMQ module imports it.
@@ -28,16 +31,32 @@ let package = Package(
             name: "HandoffWire",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
-        .executableTarget(
-            name: "handoff",
+        // Activities, nodes, the broker, continuation.
+        .target(
+            name: "Handoff",
             dependencies: [
                 "ZeroMQ",
                 "HandoffWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "handoff",
+            dependencies: [
+                "Handoff",
+                "ZeroMQ",
+                "HandoffWire",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
-        .testTarget(name: "HandoffWireTests", dependencies: ["HandoffWire"]),
+        .testTarget(
+            name: "HandoffWireTests",
+            dependencies: ["HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

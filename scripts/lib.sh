@@ -1,0 +1,42 @@
+# Shared by the scripts in this folder: find the toolchain and install the Debian packages
+# Handoff needs when any is missing. Source it; it changes to the repository root.
+
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# The Debian packages Handoff builds and tests with.
+HANDOFF_DEBIAN_PACKAGES=(
+    pkg-config
+    libzmq3-dev          # libzmq 4.3 (CURVE included): the transport
+    protobuf-compiler    # protoc: Proto/generate.sh
+    libprotobuf-c-dev    # C plugins decode activities with protobuf-c
+    protobuf-c-compiler
+    gcc make             # the C plugin's plain Makefile
+)
+
+ensure_debian_packages() {
+    local missing=() package
+    for package in "${HANDOFF_DEBIAN_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$package")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "==> installing Debian packages: ${missing[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_swift() {
+    command -v swift >/dev/null && return 0
+    if [ -x /opt/swift/usr/bin/swift ]; then
+        export PATH="/opt/swift/usr/bin:$PATH"
+        return 0
+    fi
+    echo "error: no Swift toolchain on PATH (expected Swift 6.2 or later, e.g. at /opt/swift)" >&2
+    exit 1
+}
+
+ensure_debian_packages
+ensure_swift
