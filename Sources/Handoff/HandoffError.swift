@@ -1,0 +1,126 @@
+import HandoffWire
+
+/// Why something in Handoff did not work: a code to branch on and a message to show.
+///
+/// The first four codes are Apple's `NSUserActivity` errors, with their numbers in
+/// ``Code/appleErrorCode``; the rest say more precisely what went wrong. On the wire, the code
+/// travels as ``HandoffWire/WireErrorCode``, so an error raised by a remote node arrives intact.
+public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. Open-ended: a newer peer may send a code this build does not name.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+
+        /// The handoff failed for a reason not covered below (`NSUserActivityHandoffFailedError`).
+        public static let handoffFailed = Code(wire: .handoffFailed)
+        /// The originating node cannot be reached (`NSUserActivityConnectionUnavailableError`).
+        public static let connectionUnavailable = Code(wire: .connectionUnavailable)
+        /// The originating node did not answer in time (`NSUserActivityRemoteApplicationTimedOutError`).
+        public static let remoteApplicationTimedOut = Code(wire: .remoteApplicationTimedOut)
+        /// `userInfo` is over the size limit (`NSUserActivityHandoffUserInfoTooLargeError`).
+        public static let userInfoTooLarge = Code(wire: .userInfoTooLarge)
+        /// No current activity has that id (never advertised, resigned, or its node forgot it).
+        public static let activityNotFound = Code(wire: .activityNotFound)
+        /// The activity was invalidated by its originator.
+        public static let activityInvalidated = Code(wire: .activityInvalidated)
+        /// The activity's expiration date has passed.
+        public static let activityExpired = Code(wire: .activityExpired)
+        /// This node has no continuation handler for the activity's type, and it has no webpage URL.
+        public static let noHandler = Code(wire: .noHandler)
+        /// A key named in `requiredUserInfoKeys` has no value in `userInfo`.
+        public static let missingRequiredUserInfoKey = Code(wire: .missingRequiredUserInfoKey)
+        /// The activity type is not a reverse-DNS name.
+        public static let invalidActivityType = Code(wire: .invalidActivityType)
+        /// The activity may be continued once, and it already was.
+        public static let alreadyContinued = Code(wire: .alreadyContinued)
+        /// A peer sent bytes that are not a valid message.
+        public static let malformedMessage = Code(wire: .malformedMessage)
+        /// A peer speaks a protocol version this node does not.
+        public static let unsupportedProtocolVersion = Code(wire: .unsupportedProtocolVersion)
+        /// The activity does not support continuation streams.
+        public static let streamsNotSupported = Code(wire: .streamsNotSupported)
+        /// The node is not running (start it with ``Node/run()``), or is shutting down.
+        public static let notRunning = Code(rawValue: 1000)
+        /// The continuing side declined in its will-continue callback.
+        public static let declined = Code(rawValue: 1001)
+        /// The activity was invalidated here, and cannot become current again.
+        public static let invalidatedLocally = Code(rawValue: 1002)
+        /// A configuration value is unusable.
+        public static let invalidConfiguration = Code(rawValue: 1003)
+
+        init(wire: WireErrorCode) { rawValue = wire.rawValue }
+
+        /// The code as it travels on the wire.
+        var wire: WireErrorCode {
+            WireErrorCode(rawValue: rawValue) ?? .handoffFailed
+        }
+
+        /// The matching `NSUserActivity` error number (4608–4611) for Apple's four, else `nil`.
+        public var appleErrorCode: Int? {
+            switch self {
+            case .handoffFailed: 4608
+            case .connectionUnavailable: 4609
+            case .remoteApplicationTimedOut: 4610
+            case .userInfoTooLarge: 4611
+            default: nil
+            }
+        }
+
+        public var description: String {
+            switch self {
+            case .handoffFailed: "handoff failed"
+            case .connectionUnavailable: "connection unavailable"
+            case .remoteApplicationTimedOut: "remote application timed out"
+            case .userInfoTooLarge: "userInfo too large"
+            case .activityNotFound: "activity not found"
+            case .activityInvalidated: "activity invalidated"
+            case .activityExpired: "activity expired"
+            case .noHandler: "no handler"
+            case .missingRequiredUserInfoKey: "missing required userInfo key"
+            case .invalidActivityType: "invalid activity type"
+            case .alreadyContinued: "already continued"
+            case .malformedMessage: "malformed message"
+            case .unsupportedProtocolVersion: "unsupported protocol version"
+            case .streamsNotSupported: "streams not supported"
+            case .notRunning: "node not running"
+            case .declined: "declined"
+            case .invalidatedLocally: "invalidated"
+            case .invalidConfiguration: "invalid configuration"
+            default: "error \(rawValue)"
+            }
+        }
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// What went wrong and, where it helps, what to do about it.
+    public let message: String
+    /// The activity type concerned, when there is one.
+    public let activityType: String?
+
+    public init(_ code: Code, _ message: String, activityType: String? = nil) {
+        self.code = code
+        self.message = message
+        self.activityType = activityType
+    }
+
+    public var description: String {
+        if let activityType { "\(code) (\(activityType)): \(message)" } else { "\(code): \(message)" }
+    }
+
+    /// The error as sent to a peer.
+    var wire: WireError {
+        var error = WireError()
+        error.code = code.wire
+        error.message = message
+        if let activityType { error.details["activity_type"] = activityType }
+        return error
+    }
+
+    /// An error received from a peer.
+    init(wire: WireError, activityType: String? = nil) {
+        self.init(
+            Code(rawValue: wire.code.rawValue), wire.message,
+            activityType: activityType ?? wire.details["activity_type"])
+    }
+}

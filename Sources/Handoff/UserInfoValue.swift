@@ -1,0 +1,148 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+
+/// A value in an activity's `userInfo`: the types NSUserActivity accepts, and nothing that cannot
+/// cross a process boundary intact.
+public enum UserInfoValue: Hashable, Sendable {
+    case string(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+    case bytes(Data)
+    case url(URL)
+    case date(Date)
+    case list([UserInfoValue])
+    case map([String: UserInfoValue])
+
+    /// The string, when this is one.
+    public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
+    /// The integer, when this is one.
+    public var intValue: Int64? { if case .int(let value) = self { value } else { nil } }
+    /// The double, when this is one (integers convert).
+    public var doubleValue: Double? {
+        switch self {
+        case .double(let value): value
+        case .int(let value): Double(value)
+        default: nil
+        }
+    }
+    /// The Boolean, when this is one.
+    public var boolValue: Bool? { if case .bool(let value) = self { value } else { nil } }
+    /// The bytes, when this is bytes.
+    public var bytesValue: Data? { if case .bytes(let value) = self { value } else { nil } }
+    /// The URL, when this is one.
+    public var urlValue: URL? { if case .url(let value) = self { value } else { nil } }
+    /// The date, when this is one.
+    public var dateValue: Date? { if case .date(let value) = self { value } else { nil } }
+    /// The list, when this is one.
+    public var listValue: [UserInfoValue]? { if case .list(let value) = self { value } else { nil } }
+    /// The map, when this is one.
+    public var mapValue: [String: UserInfoValue]? { if case .map(let value) = self { value } else { nil } }
+}
+
+extension UserInfoValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(arrayLiteral elements: UserInfoValue...) { self = .list(elements) }
+    public init(dictionaryLiteral elements: (String, UserInfoValue)...) {
+        self = .map(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension UserInfoValue: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .string(let value): "\"\(value)\""
+        case .int(let value): String(value)
+        case .double(let value): String(value)
+        case .bool(let value): String(value)
+        case .bytes(let value): "<\(value.count) bytes>"
+        case .url(let value): value.absoluteString
+        case .date(let value): value.formatted(.iso8601)
+        case .list(let values): "[" + values.map(\.description).joined(separator: ", ") + "]"
+        case .map(let entries):
+            "[" + entries.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "]"
+        }
+    }
+}
+
+// MARK: - Wire
+
+extension UserInfoValue {
+    /// The value as it travels on the wire.
+    var wire: WireValue {
+        var value = WireValue()
+        switch self {
+        case .string(let string): value.stringValue = string
+        case .int(let int): value.intValue = int
+        case .double(let double): value.doubleValue = double
+        case .bool(let bool): value.boolValue = bool
+        case .bytes(let bytes): value.bytesValue = bytes
+        case .url(let url): value.urlValue = url.absoluteString
+        case .date(let date): value.dateValue = WireTimestamp(date)
+        case .list(let values):
+            var list = WireValueList()
+            list.values = values.map(\.wire)
+            value.listValue = list
+        case .map(let entries):
+            var map = WireValueMap()
+            map.entries = entries.mapValues(\.wire)
+            value.mapValue = map
+        }
+        return value
+    }
+
+    /// A value received from the wire.
+    ///
+    /// - Throws: ``HandoffError`` with `malformedMessage` for an unset value or an unparseable URL.
+    init(wire: WireValue) throws(HandoffError) {
+        switch wire.kind {
+        case .stringValue(let string): self = .string(string)
+        case .intValue(let int): self = .int(int)
+        case .doubleValue(let double): self = .double(double)
+        case .boolValue(let bool): self = .bool(bool)
+        case .bytesValue(let bytes): self = .bytes(bytes)
+        case .urlValue(let text):
+            guard let url = URL(string: text) else {
+                throw HandoffError(.malformedMessage, "userInfo holds an unparseable URL: \(text)")
+            }
+            self = .url(url)
+        case .dateValue(let timestamp): self = .date(timestamp.date)
+        case .listValue(let list):
+            var values: [UserInfoValue] = []
+            values.reserveCapacity(list.values.count)
+            for element in list.values { values.append(try UserInfoValue(wire: element)) }
+            self = .list(values)
+        case .mapValue(let map):
+            var entries: [String: UserInfoValue] = [:]
+            for (key, element) in map.entries { entries[key] = try UserInfoValue(wire: element) }
+            self = .map(entries)
+        case nil:
+            throw HandoffError(.malformedMessage, "userInfo holds a value with no kind set")
+        }
+    }
+}
+
+/// Encodes a whole userInfo dictionary for the wire.
+func wireUserInfo(_ userInfo: [String: UserInfoValue]) -> [String: WireValue] {
+    userInfo.mapValues(\.wire)
+}
+
+/// Decodes a whole userInfo dictionary from the wire.
+func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [String: UserInfoValue] {
+    var result: [String: UserInfoValue] = [:]
+    for (key, value) in wire { result[key] = try UserInfoValue(wire: value) }
+    return result
+}
+
+/// The encoded size of a userInfo dictionary in bytes: what the size limit is measured against.
+func encodedSize(ofUserInfo userInfo: [String: UserInfoValue]) -> Int {
+    var activity = WireActivity()
+    activity.userInfo = wireUserInfo(userInfo)
+    return (try? activity.serializedBytes() as [UInt8])?.count ?? .max
+}
