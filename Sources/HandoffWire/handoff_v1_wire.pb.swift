@@ -448,6 +448,11 @@ public nonisolated struct WireContinueRequest: Sendable {
   /// ERROR_CODE_STREAMS_NOT_SUPPORTED, if the activity does not support them).
   public var wantStreams: Bool = false
 
+  /// A re-fetch by a node that already continued this activity and heard of a newer version
+  /// (did-update): answered with the current state, but not a new continuation — the originator's
+  /// was-continued is not told again, and a continue-once activity is not used up.
+  public var refresh: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1006,7 +1011,7 @@ nonisolated extension WireSnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension WireContinueRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ContinueRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{3}want_streams\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{3}want_streams\0\u{1}refresh\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1017,6 +1022,7 @@ nonisolated extension WireContinueRequest: SwiftProtobuf.Message, SwiftProtobuf.
       case 1: try { try decoder.decodeSingularStringField(value: &self.activityID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.activityType) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.wantStreams) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.refresh) }()
       default: break
       }
     }
@@ -1032,6 +1038,9 @@ nonisolated extension WireContinueRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if self.wantStreams != false {
       try visitor.visitSingularBoolField(value: self.wantStreams, fieldNumber: 3)
     }
+    if self.refresh != false {
+      try visitor.visitSingularBoolField(value: self.refresh, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1039,6 +1048,7 @@ nonisolated extension WireContinueRequest: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.activityID != rhs.activityID {return false}
     if lhs.activityType != rhs.activityType {return false}
     if lhs.wantStreams != rhs.wantStreams {return false}
+    if lhs.refresh != rhs.refresh {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

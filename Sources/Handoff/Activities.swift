@@ -1,0 +1,243 @@
+import Foundation
+import HandoffWire
+
+/// A node as other nodes see it.
+public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
+    /// The node's unique id (a UUID unless configured).
+    public let id: String
+    /// The node's human-readable name.
+    public let name: String
+    /// The host the node runs on.
+    public let host: String
+
+    public init(id: String, name: String, host: String) {
+        self.id = id
+        self.name = name
+        self.host = host
+    }
+
+    init(wire: WireNodeRef) {
+        self.init(id: wire.nodeID, name: wire.name, host: wire.host)
+    }
+
+    var wire: WireNodeRef {
+        var node = WireNodeRef()
+        node.nodeID = id
+        node.name = name
+        node.host = host
+        return node
+    }
+
+    public var description: String { "\(name) (\(id.prefix(8)) on \(host))" }
+}
+
+/// An activity another node advertises on the bus: enough to show it and to continue it.
+///
+/// It carries no ``UserActivity/userInfo``: that comes with continuation (``ContinuedActivity``).
+public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
+    /// The activity's id.
+    public let id: String
+    /// The activity's reverse-DNS type.
+    public let activityType: String
+    /// The activity's title.
+    public let title: String
+    /// The node that advertises it.
+    public let origin: NodeInfo
+    /// Where the originator answers continue requests.
+    public let continueEndpoint: String
+    /// The activity's version when last advertised.
+    public let version: UInt64
+    /// When the activity stops being offered, if ever.
+    public let expirationDate: Date?
+    /// How long the activity stays known without a fresh advertisement.
+    public let lease: Duration
+    /// Whether continuation streams may be opened to the originator.
+    public let supportsContinuationStreams: Bool
+    /// The originator's team id, if any.
+    public let teamID: String?
+    /// Where to continue in a browser, if anywhere.
+    public let webpageURL: URL?
+    /// Search keywords.
+    public let keywords: [String]
+
+    init(wire: WireAdvertisement) {
+        id = wire.activityID
+        activityType = wire.activityType
+        title = wire.title
+        origin = NodeInfo(wire: wire.origin)
+        continueEndpoint = wire.continueEndpoint
+        version = wire.version
+        expirationDate = wire.hasExpiresAt ? wire.expiresAt.date : nil
+        lease = .milliseconds(Int64(wire.leaseMs))
+        supportsContinuationStreams = wire.supportsContinuationStreams
+        teamID = wire.teamID.isEmpty ? nil : wire.teamID
+        webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
+        keywords = wire.keywords
+    }
+
+    public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name)" }
+}
+
+/// An activity continued from another node, with its full state.
+public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
+    /// The activity's id (the same on every node).
+    public let id: String
+    /// The activity's reverse-DNS type.
+    public let activityType: String
+    /// The activity's title.
+    public let title: String
+    /// The state to pick up from.
+    public let userInfo: [String: UserInfoValue]
+    /// Keys the originator requires in ``userInfo`` (all present: checked on both sides).
+    public let requiredUserInfoKeys: Set<String>
+    /// Where to continue in a browser, if anywhere.
+    public let webpageURL: URL?
+    /// When the activity stops being offered, if ever.
+    public let expirationDate: Date?
+    /// Search keywords.
+    public let keywords: Set<String>
+    /// Whether continuation streams may be opened to the originator.
+    public let supportsContinuationStreams: Bool
+    /// The originator's team id, if any.
+    public let teamID: String?
+    /// The node the activity was continued from.
+    public let origin: NodeInfo
+    /// The activity's version when it was sent.
+    public let version: UInt64
+    /// When the originator last changed it.
+    public let updatedAt: Date
+    /// Where the originator answers continue requests (and, later, stream requests).
+    public let continueEndpoint: String
+
+    init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
+        id = wire.activityID
+        activityType = wire.activityType
+        title = wire.title
+        userInfo = try Handoff.userInfo(fromWire: wire.userInfo)
+        requiredUserInfoKeys = Set(wire.requiredUserInfoKeys)
+        webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
+        expirationDate = wire.hasExpiration ? wire.expiration.date : nil
+        keywords = Set(wire.keywords)
+        supportsContinuationStreams = wire.supportsContinuationStreams
+        teamID = wire.teamID.isEmpty ? nil : wire.teamID
+        origin = NodeInfo(wire: wire.origin)
+        version = wire.version
+        updatedAt = wire.updatedAt.date
+        self.continueEndpoint = continueEndpoint
+        let missing = requiredUserInfoKeys.subtracting(userInfo.keys)
+        if !missing.isEmpty {
+            throw HandoffError(.missingRequiredUserInfoKey, "the originator sent no value for required key(s) \(missing.sorted().joined(separator: ", "))", activityType: activityType)
+        }
+    }
+
+    public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name), \(userInfo.count) userInfo entries" }
+}
+
+/// What became of a continuation.
+public enum ContinuationResult: Hashable, Sendable {
+    /// The handler for the activity's type restored it.
+    case restored(ContinuedActivity)
+    /// No handler here for the type: continue at the activity's webpage URL instead.
+    case webpage(URL)
+}
+
+/// A change in the set of activities a node knows of.
+public enum ActivityEvent: Hashable, Sendable, CustomStringConvertible {
+    /// An activity was advertised for the first time (or first matched).
+    case appeared(DiscoveredActivity)
+    /// An activity was advertised again with a newer version.
+    case updated(DiscoveredActivity)
+    /// An activity is gone.
+    case removed(DiscoveredActivity, RemovalReason)
+
+    /// The activity the event is about.
+    public var activity: DiscoveredActivity {
+        switch self {
+        case .appeared(let activity), .updated(let activity), .removed(let activity, _): activity
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .appeared(let activity): "appeared: \(activity)"
+        case .updated(let activity): "updated: \(activity)"
+        case .removed(let activity, let reason): "removed (\(reason)): \(activity)"
+        }
+    }
+}
+
+/// Why an activity disappeared.
+public enum RemovalReason: String, Hashable, Sendable {
+    /// The originator resigned it.
+    case resigned
+    /// The originator invalidated it.
+    case invalidated
+    /// Its expiration date passed.
+    case expired
+    /// The originating node shut down.
+    case nodeShutdown
+    /// Nothing was heard of it for longer than its lease: its node is gone or unreachable.
+    case lost
+
+    init(wire: WireWithdrawal.Reason) {
+        switch wire {
+        case .invalidated: self = .invalidated
+        case .expired: self = .expired
+        case .nodeShutdown: self = .nodeShutdown
+        default: self = .resigned
+        }
+    }
+
+    var wire: WireWithdrawal.Reason {
+        switch self {
+        case .resigned, .lost: .resigned
+        case .invalidated: .invalidated
+        case .expired: .expired
+        case .nodeShutdown: .nodeShutdown
+        }
+    }
+}
+
+/// Which activities a discovery stream reports.
+public struct ActivityFilter: Hashable, Sendable {
+    /// Activity-type prefixes to match (e.g. `org.handoff.contacts.`); empty matches every type.
+    /// Filtering happens in ZeroMQ: the node subscribes only to these.
+    public var typePrefixes: [String]
+    /// Node ids to match; `nil` matches every node.
+    public var nodeIDs: Set<String>?
+
+    public init(typePrefixes: [String] = [], nodeIDs: Set<String>? = nil) {
+        self.typePrefixes = typePrefixes
+        self.nodeIDs = nodeIDs
+    }
+
+    /// Every activity on the bus.
+    public static let all = ActivityFilter()
+
+    /// Activities whose type starts with `prefix`.
+    public static func type(prefix: String) -> ActivityFilter { ActivityFilter(typePrefixes: [prefix]) }
+
+    /// Activities of one node.
+    public static func node(_ id: String) -> ActivityFilter { ActivityFilter(nodeIDs: [id]) }
+
+    func matches(_ activity: DiscoveredActivity) -> Bool {
+        (typePrefixes.isEmpty || typePrefixes.contains { activity.activityType.hasPrefix($0) })
+            && (nodeIDs?.contains(activity.origin.id) ?? true)
+    }
+
+    /// The bus topic prefixes to subscribe to for this filter.
+    var topics: [String] {
+        typePrefixes.isEmpty ? [Topic.activityPrefix] : typePrefixes.map { Topic.activityPrefix + $0 }
+    }
+}
+
+/// The bus's topic scheme: frame 1 of every bus message. Subscribers filter with ZeroMQ's own prefix
+/// matching on it.
+enum Topic {
+    /// Advertisements and withdrawals: `A:` + the activity type.
+    static let activityPrefix = "A:"
+    /// Node presence: `P:` + the node id.
+    static let presencePrefix = "P:"
+
+    static func activity(_ type: String) -> [UInt8] { Array((activityPrefix + type).utf8) }
+}

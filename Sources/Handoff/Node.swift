@@ -1,0 +1,483 @@
+import Foundation
+import HandoffWire
+import Logging
+import ServiceLifecycle
+import SwiftProtobuf
+import Synchronization
+import ZeroMQ
+
+/// Told about continuations on the continuing side, like an app delegate's Handoff methods.
+public protocol HandoffDelegate: AnyObject, Sendable {
+    /// A continuation of an activity of this type is about to start; return `false` to decline it.
+    func node(_ node: Node, willContinueActivityWithType activityType: String) async -> Bool
+
+    /// A continuation failed; `error` says why.
+    func node(_ node: Node, didFailToContinueActivityWithType activityType: String, error: HandoffError) async
+
+    /// An activity this node continued was updated by its originator; `activity` is the new state.
+    func node(_ node: Node, didUpdate activity: ContinuedActivity) async
+}
+
+extension HandoffDelegate {
+    public func node(_ node: Node, willContinueActivityWithType activityType: String) async -> Bool { true }
+    public func node(_ node: Node, didFailToContinueActivityWithType activityType: String, error: HandoffError) async {}
+    public func node(_ node: Node, didUpdate activity: ContinuedActivity) async {}
+}
+
+/// Restores a continued activity: the continue/restore handler registered for an activity type.
+public typealias ContinuationHandler = @Sendable (ContinuedActivity) async throws -> Void
+
+/// One participant on the Handoff bus: advertises this process's current activities, discovers
+/// other nodes' activities, answers continue requests, and continues activities from others.
+///
+/// One node per process is usual; many per host is normal. A node owns its ZeroMQ sockets: a
+/// publisher on the bus (XPUB), a subscriber (SUB), a ROUTER where it answers continue requests,
+/// and a DEALER per originator it continues from. All of them live on this actor.
+///
+/// ```swift
+/// let node = try Node(configuration: .init(name: "laptop",
+///     bus: .broker(frontend: "tcp://127.0.0.1:5555", backend: "tcp://127.0.0.1:5556")))
+/// try await withThrowingDiscardingTaskGroup { group in
+///     group.addTask { try await node.run() }
+///     await node.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { activity in
+///         print("restoring draft", activity.userInfo)
+///     }
+///     for await event in await node.discover(.type(prefix: "org.handoff.contacts.")) { ... }
+/// }
+/// ```
+///
+/// `run()` does the node's work until its task is cancelled or a graceful shutdown (it is a
+/// swift-service-lifecycle `Service`); on the way out it withdraws every current activity.
+public actor Node: Service {
+    /// The node's configuration.
+    public nonisolated let configuration: Configuration
+    /// The node as other nodes see it.
+    public nonisolated let info: NodeInfo
+    /// The node's id.
+    public nonisolated var id: String { info.id }
+    /// Where this node answers continue requests, as advertised to others.
+    public nonisolated let continuationEndpoint: String
+    /// In direct mode, the endpoint peers subscribe to (with the port resolved); `nil` with a broker.
+    public nonisolated let busEndpoint: String?
+
+    let logger: Logger
+    let context: Context
+    /// The bus publisher: XPUB, so that it sees subscriptions (direct mode answers them at once).
+    let publisher: Socket
+    let subscriber: Socket
+    /// Where continue requests arrive.
+    let server: Socket
+    /// One DEALER per originator endpoint this node continues from.
+    var clients: [String: Client] = [:]
+
+    enum RunState { case idle, running, stopped }
+    var runState = RunState.idle
+
+    var current: [String: UserActivity] = [:]
+    /// Ids of activities that ended here, and why, to answer late continue requests precisely.
+    var ended: [String: HandoffError.Code] = [:]
+    var known: [String: Known] = [:]
+    var watchers: [UUID: Watcher] = [:]
+    var topicCounts: [String: Int] = [:]
+    var pending: [UInt64: Pending] = [:]
+    var handlers: [String: ContinuationHandler] = [:]
+    weak var delegate: (any HandoffDelegate)?
+    /// Activities this node continued, watched for updates (did-update).
+    var held: [String: Held] = [:]
+    var sequence: UInt64 = 0
+    var nextCorrelation: UInt64 = 0
+    var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
+    nonisolated let changes: AsyncStream<String>
+    nonisolated let changesContinuation: AsyncStream<String>.Continuation
+
+    struct Known {
+        var activity: DiscoveredActivity
+        var deadline: ContinuousClock.Instant
+    }
+
+    struct Watcher {
+        let filter: ActivityFilter
+        let continuation: AsyncStream<ActivityEvent>.Continuation
+    }
+
+    struct Held {
+        var version: UInt64
+        var refreshing = false
+    }
+
+    /// Creates a node and joins the bus (connects and binds its sockets); ``run()`` starts its work.
+    ///
+    /// - Parameters:
+    ///   - configuration: Name, bus, endpoints and timing.
+    ///   - context: The ZeroMQ context to use; a new one when `nil`.
+    /// - Throws: ``ZMQError`` when an endpoint cannot be bound or connected.
+    public init(configuration: Configuration, context: Context? = nil) throws {
+        let context = try context ?? Context()
+        self.configuration = configuration
+        self.context = context
+        let host = ProcessInfo.processInfo.hostName
+        info = NodeInfo(id: configuration.id ?? UUID().uuidString, name: configuration.name, host: host)
+        var logger = Logger(label: "handoff.node")
+        logger[metadataKey: "node"] = "\(configuration.name)"
+        self.logger = logger
+
+        publisher = try context.socket(.xpub)
+        try publisher.set(.xpubVerbose, true)
+        try publisher.set(.sendHighWaterMark, 100_000)
+        try publisher.set(.linger, 1000)  // lets withdrawals sent at shutdown reach the bus
+        subscriber = try context.socket(.sub)
+        try subscriber.set(.receiveHighWaterMark, 100_000)
+        switch configuration.bus {
+        case .broker(let frontend, let backend):
+            try publisher.connect(frontend)
+            try subscriber.connect(backend)
+            busEndpoint = nil
+        case .direct(let listen, let peers):
+            try publisher.bind(listen)
+            busEndpoint = try publisher.lastEndpoint
+            for peer in peers { try subscriber.connect(peer) }
+        }
+
+        server = try context.socket(.router)
+        try server.set(.heartbeatInterval, 1000)
+        try server.set(.heartbeatTimeout, 3000)
+        try server.bind(configuration.continuationEndpoint)
+        continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
+
+        (changes, changesContinuation) = AsyncStream.makeStream(of: String.self)
+        for prefix in configuration.subscriptions {
+            let topic = Topic.activityPrefix + prefix
+            topicCounts[topic, default: 0] += 1
+            try subscriber.subscribe(topic)
+        }
+    }
+
+    /// Replaces a wildcard host in a bound endpoint with one other nodes can reach.
+    static func advertisable(_ endpoint: String, host: String) -> String {
+        for wildcard in ["tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"] where endpoint.hasPrefix(wildcard) {
+            return "tcp://\(host):" + endpoint.dropFirst(wildcard.count)
+        }
+        return endpoint
+    }
+
+    // MARK: Running
+
+    /// Does the node's work — receiving advertisements, answering continue requests, re-advertising,
+    /// expiring what was not heard of — until the task is cancelled or the service group shuts down
+    /// gracefully. Then withdraws every current activity and fails pending continuations.
+    ///
+    /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/notRunning`` when run twice.
+    public func run() async throws {
+        guard runState == .idle else {
+            throw HandoffError(.notRunning, "a node runs once; make a new node to join the bus again")
+        }
+        runState = .running
+        logger.info("node running", metadata: [
+            "id": "\(id)", "continuation": "\(continuationEndpoint)", "bus": "\(configuration.bus)",
+        ])
+        await cancelWhenGracefulShutdown {
+            await self.runLoops()
+        }
+        shutDown()
+    }
+
+    private func runLoops() async {
+        let (jobStream, jobContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+        jobs = jobContinuation
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.receiveBus() }
+                group.addTask { await self.serveContinuations() }
+                group.addTask { await self.answerSubscriptions() }
+                group.addTask { await self.tick() }
+                group.addTask { await self.applyChanges() }
+                for await job in jobStream { group.addTask { await job() } }
+                group.cancelAll()
+            }
+        } onCancel: {
+            jobContinuation.finish()
+        }
+    }
+
+    /// Runs `job` as part of the node's work (cancelled with it).
+    func spawn(_ job: @escaping @Sendable () async -> Void) {
+        jobs?.yield(job)
+    }
+
+    private func shutDown() {
+        runState = .stopped
+        jobs = nil
+        for activity in current.values {
+            activity.state.withLock { $0.node = nil }
+            publishWithdrawal(of: activity, reason: .nodeShutdown)
+        }
+        current.removeAll()
+        for id in Array(pending.keys) {
+            resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
+        }
+        for watcher in watchers.values { watcher.continuation.finish() }
+        watchers.removeAll()
+        for client in clients.values { client.close() }
+        clients.removeAll()
+        changesContinuation.finish()
+        logger.info("node stopped")
+    }
+
+    /// Runs a node for the duration of `body`: starts it, hands it to `body`, and shuts it down after.
+    public static func withRunning<Result: Sendable>(
+        _ configuration: Configuration,
+        context: Context? = nil,
+        _ body: (Node) async throws -> Result
+    ) async throws -> Result {
+        let node = try Node(configuration: configuration, context: context)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await node.run() }
+            defer { group.cancelAll() }
+            return try await body(node)
+        }
+    }
+
+    // MARK: Current activities (originating side)
+
+    /// Makes `activity` current here (called by ``UserActivity/becomeCurrent(on:)``).
+    func add(_ activity: UserActivity) throws(HandoffError) {
+        guard runState != .stopped else {
+            throw HandoffError(.notRunning, "the node has shut down", activityType: activity.activityType)
+        }
+        current[activity.id] = activity
+        ended[activity.id] = nil
+        publish(activity)
+    }
+
+    /// Stops offering `activity` (resigned, invalidated, expired).
+    func remove(_ activity: UserActivity, reason: RemovalReason) {
+        guard current.removeValue(forKey: activity.id) != nil else { return }
+        switch reason {
+        case .invalidated: ended[activity.id] = .activityInvalidated
+        case .expired: ended[activity.id] = .activityExpired
+        default: break
+        }
+        publishWithdrawal(of: activity, reason: reason)
+    }
+
+    /// Called by a current activity whenever one of its properties changes.
+    nonisolated func activityDidChange(_ id: String) {
+        changesContinuation.yield(id)
+    }
+
+    private func applyChanges() async {
+        for await id in changes {
+            guard let activity = current[id] else { continue }
+            publish(activity)
+        }
+    }
+
+    /// The activities current on this node.
+    public var currentActivities: [UserActivity] { Array(current.values) }
+
+    // MARK: Publishing
+
+    private func envelope(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0) -> [UInt8] {
+        sequence += 1
+        let envelope = WireEnvelope(body: body, sender: info.wire, sequence: sequence, correlationID: correlationID)
+        // Encoding a proto3 message cannot fail: there are no required fields.
+        return try! envelope.serializedBytes()
+    }
+
+    private func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) {
+        let bytes = envelope(body)
+        do {
+            // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
+            _ = try publisher.trySend(topic, more: true)
+            _ = try publisher.trySend(bytes)
+        } catch {
+            logger.warning("could not publish on the bus: \(error)")
+        }
+    }
+
+    func publish(_ activity: UserActivity) {
+        guard activity.isEligibleForHandoff else {
+            publishWithdrawal(of: activity, reason: .resigned)
+            return
+        }
+        let advertisement = activity.advertisement(
+            origin: info.wire, continueEndpoint: continuationEndpoint,
+            lease: configuration.effectiveLease, defaultTeamID: configuration.teamID)
+        sendOnBus(topic: Topic.activity(activity.activityType), .advertisement(advertisement))
+    }
+
+    private func publishWithdrawal(of activity: UserActivity, reason: RemovalReason) {
+        var withdrawal = WireWithdrawal()
+        withdrawal.activityID = activity.id
+        withdrawal.activityType = activity.activityType
+        withdrawal.origin = info.wire
+        withdrawal.reason = reason.wire
+        sendOnBus(topic: Topic.activity(activity.activityType), .withdrawal(withdrawal))
+    }
+
+    /// Re-advertises current activities and expires what was not heard of in time.
+    private func tick() async {
+        let interval = configuration.advertiseInterval
+        let sweep = min(configuration.effectiveLease / 4, .milliseconds(250))
+        var nextAdvertisement = ContinuousClock.now + interval
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: sweep) } catch { return }
+            let now = ContinuousClock.now
+            expireKnown(now: now)
+            if now >= nextAdvertisement {
+                nextAdvertisement = now + interval
+                for activity in current.values {
+                    if let expiration = activity.expirationDate, expiration <= Date() {
+                        activity.state.withLock { $0.node = nil }
+                        remove(activity, reason: .expired)
+                    } else {
+                        publish(activity)
+                    }
+                }
+            }
+        }
+    }
+
+    /// In direct mode, a new subscriber gets every matching current activity at once (there is no
+    /// broker cache to give it them).
+    private func answerSubscriptions() async {
+        while !Task.isCancelled {
+            guard let frame = try? await publisher.receive() else { return }
+            guard case .direct = configuration.bus else { continue }
+            let bytes = frame.bytes
+            guard bytes.first == 1 else { continue }
+            let prefix = String(decoding: bytes.dropFirst(), as: UTF8.self)
+            for activity in current.values where (Topic.activityPrefix + activity.activityType).hasPrefix(prefix) {
+                publish(activity)
+            }
+        }
+    }
+
+    // MARK: Discovery
+
+    /// Activities other nodes advertise, as they appear, change and go.
+    ///
+    /// The stream starts with an ``ActivityEvent/appeared(_:)`` for every matching activity already
+    /// known. Type prefixes are filtered by ZeroMQ itself: the node subscribes only to what some
+    /// discovery stream (or ``Configuration-swift.struct/subscriptions``) asks for. The stream ends when
+    /// the node stops; stop iterating to unsubscribe.
+    public func discover(_ filter: ActivityFilter = .all) -> AsyncStream<ActivityEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ActivityEvent.self)
+        guard runState != .stopped else {
+            continuation.finish()
+            return stream
+        }
+        let watcherID = UUID()
+        watchers[watcherID] = Watcher(filter: filter, continuation: continuation)
+        for topic in filter.topics { addTopic(topic) }
+        for entry in known.values where filter.matches(entry.activity) {
+            continuation.yield(.appeared(entry.activity))
+        }
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeWatcher(watcherID) }
+        }
+        return stream
+    }
+
+    /// The activities this node knows of right now, matching `filter`.
+    public func activities(matching filter: ActivityFilter = .all) -> [DiscoveredActivity] {
+        known.values.map(\.activity).filter(filter.matches).sorted { $0.activityType < $1.activityType }
+    }
+
+    private func removeWatcher(_ id: UUID) {
+        guard let watcher = watchers.removeValue(forKey: id) else { return }
+        for topic in watcher.filter.topics { removeTopic(topic) }
+    }
+
+    private func addTopic(_ topic: String) {
+        topicCounts[topic, default: 0] += 1
+        if topicCounts[topic] == 1 {
+            do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        }
+    }
+
+    private func removeTopic(_ topic: String) {
+        guard let count = topicCounts[topic] else { return }
+        if count > 1 {
+            topicCounts[topic] = count - 1
+            return
+        }
+        topicCounts[topic] = nil
+        do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+    }
+
+    private func emit(_ event: ActivityEvent) {
+        for watcher in watchers.values where watcher.filter.matches(event.activity) {
+            watcher.continuation.yield(event)
+        }
+    }
+
+    private func receiveBus() async {
+        while !Task.isCancelled {
+            let frames: [Frame]
+            do {
+                frames = try await subscriber.receiveMultipart()
+            } catch {
+                return  // cancelled, or the socket closed
+            }
+            guard frames.count == 2 else {
+                logger.warning("ignoring a bus message of \(frames.count) frames (expected topic and envelope)")
+                continue
+            }
+            do {
+                handleBus(try WireEnvelope.decode(frames[1].data))
+            } catch {
+                logger.warning("ignoring a malformed bus message: \(error)")
+            }
+        }
+    }
+
+    private func handleBus(_ envelope: WireEnvelope) {
+        switch envelope.body {
+        case .advertisement(let advertisement):
+            guard configuration.includeOwnActivities || advertisement.origin.nodeID != id else { return }
+            let activity = DiscoveredActivity(wire: advertisement)
+            if let expiration = activity.expirationDate, expiration <= Date() {
+                forget(activity.id, reason: .expired)
+                return
+            }
+            let deadline = ContinuousClock.now + activity.lease
+            if var entry = known[activity.id] {
+                guard activity.version >= entry.activity.version else { return }  // stale or reordered
+                let isNewer = activity.version > entry.activity.version
+                entry.deadline = deadline
+                entry.activity = activity
+                known[activity.id] = entry
+                if isNewer {
+                    emit(.updated(activity))
+                    refreshIfHeld(activity)
+                }
+            } else {
+                known[activity.id] = Known(activity: activity, deadline: deadline)
+                emit(.appeared(activity))
+                refreshIfHeld(activity)
+            }
+        case .withdrawal(let withdrawal):
+            forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
+        default:
+            break
+        }
+    }
+
+    private func forget(_ id: String, reason: RemovalReason) {
+        guard let entry = known.removeValue(forKey: id) else { return }
+        held[id] = nil
+        emit(.removed(entry.activity, reason))
+    }
+
+    private func expireKnown(now: ContinuousClock.Instant) {
+        let wallClock = Date()
+        for (id, entry) in known {
+            if entry.deadline <= now {
+                forget(id, reason: .lost)
+            } else if let expiration = entry.activity.expirationDate, expiration <= wallClock {
+                forget(id, reason: .expired)
+            }
+        }
+    }
+}

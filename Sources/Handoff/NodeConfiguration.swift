@@ -1,0 +1,76 @@
+import Foundation
+
+extension Node {
+    /// How a node joins the bus and how it behaves there.
+    public struct Configuration: Sendable {
+        /// How advertisements travel between nodes.
+        public enum Bus: Sendable, Hashable {
+            /// Through a ``Broker`` (the normal multi-process deployment): the node publishes to the
+            /// broker's `frontend` (its XSUB) and subscribes at its `backend` (its XPUB). The broker's
+            /// last-value cache gives a joining node every current activity at once.
+            case broker(frontend: String, backend: String)
+            /// Directly between nodes: the node publishes on `listen` and subscribes to every endpoint in
+            /// `peers`. A node re-advertises its activities to each new subscriber at once.
+            case direct(listen: String, peers: [String])
+        }
+
+        /// The node's human-readable name.
+        public var name: String
+        /// The node's id; a new UUID when `nil`.
+        public var id: String?
+        /// How the node joins the bus.
+        public var bus: Bus
+        /// Where the node answers continue requests (a ROUTER). `tcp://127.0.0.1:*` picks a free port.
+        public var continuationEndpoint: String
+        /// The host name other nodes use to reach this one, replacing a wildcard address (`*`,
+        /// `0.0.0.0`) in the advertised continuation endpoint. Defaults to this machine's host name.
+        public var advertisedHost: String?
+        /// Activity-type prefixes the node tracks from the start (empty string: every type).
+        /// ``Node/discover(_:)`` adds its own.
+        public var subscriptions: [String]
+        /// How often current activities are re-advertised (presence).
+        public var advertiseInterval: Duration
+        /// How long other nodes keep an activity without hearing of it again; 3 × ``advertiseInterval``
+        /// when `nil`. A node that vanishes takes its activities with it after this long.
+        public var lease: Duration?
+        /// How long a continue request waits for the originator's answer.
+        public var continueTimeout: Duration
+        /// How long a continue request waits for a connection to the originator.
+        public var connectTimeout: Duration
+        /// The largest encoded ``UserActivity/userInfo`` accepted, in bytes (Apple advises under 3 KB).
+        public var maxUserInfoSize: Int
+        /// The team id given to activities that set none.
+        public var teamID: String?
+        /// Whether discovery reports this node's own activities too.
+        public var includeOwnActivities: Bool
+
+        /// A configuration with defaults for everything but the name and bus.
+        public init(
+            name: String,
+            bus: Bus,
+            continuationEndpoint: String = "tcp://127.0.0.1:*",
+            subscriptions: [String] = [""],
+            advertiseInterval: Duration = .seconds(2),
+            lease: Duration? = nil,
+            continueTimeout: Duration = .seconds(5),
+            connectTimeout: Duration = .seconds(1),
+            maxUserInfoSize: Int = 3 * 1024,
+            teamID: String? = nil
+        ) {
+            self.name = name
+            self.bus = bus
+            self.continuationEndpoint = continuationEndpoint
+            self.subscriptions = subscriptions
+            self.advertiseInterval = advertiseInterval
+            self.lease = lease
+            self.continueTimeout = continueTimeout
+            self.connectTimeout = connectTimeout
+            self.maxUserInfoSize = maxUserInfoSize
+            self.teamID = teamID
+            includeOwnActivities = false
+        }
+
+        /// The lease other nodes are told.
+        var effectiveLease: Duration { lease ?? advertiseInterval * 3 }
+    }
+}

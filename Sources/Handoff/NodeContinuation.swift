@@ -1,0 +1,347 @@
+import Foundation
+import HandoffWire
+import Logging
+import SwiftProtobuf
+import Synchronization
+import ZeroMQ
+
+/// A DEALER connected to one originator's continuation endpoint, with a monitor that tells when the
+/// connection drops. Owned by the node actor.
+final class Client {
+    let endpoint: String
+    let socket: Socket
+    let monitor: SocketMonitor
+
+    init(endpoint: String, context: Context) throws(ZMQError) {
+        self.endpoint = endpoint
+        socket = try context.socket(.dealer)
+        // Queue only to a live connection: with no originator, a send is refused at once
+        // instead of waiting in a queue for a peer that may never come back.
+        try socket.set(.immediate, true)
+        try socket.set(.reconnectInterval, 100)
+        try socket.set(.reconnectIntervalMax, 2000)
+        try socket.set(.heartbeatInterval, 1000)
+        try socket.set(.heartbeatTimeout, 3000)
+        monitor = try socket.monitor(.disconnected)
+        try socket.connect(endpoint)
+    }
+
+    func close() {
+        monitor.stop()
+        socket.close()
+    }
+}
+
+extension Node {
+    struct Pending {
+        let continuation: CheckedContinuation<Result<WireEnvelope, HandoffError>, Never>
+        let endpoint: String
+        var timer: Task<Void, Never>?
+    }
+
+    // MARK: Continuing side
+
+    /// Registers the continue/restore handler for an activity type, replacing any earlier one.
+    public func setContinuationHandler(forType activityType: String, _ handler: @escaping ContinuationHandler) {
+        handlers[activityType] = handler
+    }
+
+    /// Removes the handler for an activity type.
+    public func removeContinuationHandler(forType activityType: String) {
+        handlers[activityType] = nil
+    }
+
+    /// The activity types this node has continuation handlers for.
+    public var handledActivityTypes: [String] { handlers.keys.sorted() }
+
+    /// Sets the delegate told of continuations on this side. Held weakly.
+    public func setDelegate(_ delegate: (any HandoffDelegate)?) {
+        self.delegate = delegate
+    }
+
+    /// Continues an activity this node knows of, by id.
+    ///
+    /// - Throws: ``HandoffError`` — ``HandoffError/Code-swift.struct/activityNotFound`` when no such
+    ///   activity is known here; otherwise as ``continueActivity(_:)``.
+    public func continueActivity(id activityID: String) async throws(HandoffError) -> ContinuationResult {
+        guard let entry = known[activityID] else {
+            throw HandoffError(.activityNotFound, "no activity with id \(activityID) is known here (\(known.count) known); it may have ended, or this node does not subscribe to its type")
+        }
+        return try await continueActivity(entry.activity)
+    }
+
+    /// Continues the most recently updated known activity of a type.
+    public func continueActivity(type activityType: String) async throws(HandoffError) -> ContinuationResult {
+        let candidates = known.values.map(\.activity).filter { $0.activityType == activityType }
+        guard let newest = candidates.max(by: { $0.version < $1.version }) else {
+            throw HandoffError(.activityNotFound, "no activity of type \(activityType) is known here", activityType: activityType)
+        }
+        return try await continueActivity(newest)
+    }
+
+    /// Continues an activity from its originator, the way an app delegate would:
+    /// will-continue(type) → fetch the full activity → the type's continuation handler; on any failure,
+    /// did-fail(type, error) and the error is thrown. With no handler for the type but a webpage URL,
+    /// returns ``ContinuationResult/webpage(_:)`` instead.
+    ///
+    /// - Returns: The restored activity, or the webpage to continue at.
+    /// - Throws: ``HandoffError``: ``HandoffError/Code-swift.struct/noHandler``,
+    ///   ``HandoffError/Code-swift.struct/declined``, ``HandoffError/Code-swift.struct/connectionUnavailable``
+    ///   (the originator is gone), ``HandoffError/Code-swift.struct/remoteApplicationTimedOut`` (no answer within
+    ///   ``Configuration-swift.struct/continueTimeout``), ``HandoffError/Code-swift.struct/activityExpired``,
+    ///   ``HandoffError/Code-swift.struct/activityInvalidated``, ``HandoffError/Code-swift.struct/activityNotFound``,
+    ///   ``HandoffError/Code-swift.struct/userInfoTooLarge``, ``HandoffError/Code-swift.struct/alreadyContinued``,
+    ///   ``HandoffError/Code-swift.struct/handoffFailed`` (the handler threw).
+    public func continueActivity(_ activity: DiscoveredActivity) async throws(HandoffError) -> ContinuationResult {
+        let activityType = activity.activityType
+        do throws(HandoffError) {
+            guard runState == .running else {
+                throw HandoffError(.notRunning, "start the node with run() before continuing activities", activityType: activityType)
+            }
+            if let delegate, !(await delegate.node(self, willContinueActivityWithType: activityType)) {
+                throw HandoffError(.declined, "the delegate declined to continue it", activityType: activityType)
+            }
+            guard let handler = handlers[activityType] else {
+                if let url = activity.webpageURL { return .webpage(url) }
+                throw HandoffError(.noHandler, "this node has no continuation handler for \(activityType), and the activity has no webpage URL to fall back to", activityType: activityType)
+            }
+            if let expiration = activity.expirationDate, expiration <= Date() {
+                throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
+            }
+            let continued = try await fetch(activity, refresh: false)
+            do {
+                try await handler(continued)
+            } catch {
+                throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType)
+            }
+            if known[continued.id] != nil, held[continued.id] == nil || held[continued.id]!.version < continued.version {
+                held[continued.id] = Held(version: continued.version)
+            }
+            return .restored(continued)
+        } catch {
+            await delegate?.node(self, didFailToContinueActivityWithType: activityType, error: error)
+            throw error
+        }
+    }
+
+    /// Asks the originator for the full activity.
+    func fetch(_ activity: DiscoveredActivity, refresh: Bool) async throws(HandoffError) -> ContinuedActivity {
+        let activityType = activity.activityType
+        let client = try await connectedClient(activity.continueEndpoint, activityType: activityType)
+        nextCorrelation += 1
+        let correlationID = nextCorrelation
+        var request = WireContinueRequest()
+        request.activityID = activity.id
+        request.activityType = activityType
+        request.refresh = refresh
+        sequence += 1
+        let bytes: [UInt8] = try! WireEnvelope(
+            body: .continueRequest(request), sender: info.wire, sequence: sequence, correlationID: correlationID
+        ).serializedBytes()
+
+        let timeout = configuration.continueTimeout
+        let endpoint = client.endpoint
+        let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { continuation in
+            pending[correlationID] = Pending(continuation: continuation, endpoint: client.endpoint)
+            do {
+                guard try client.socket.trySend(bytes) else {
+                    resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
+                    return
+                }
+            } catch {
+                resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "could not send to the originator at \(client.endpoint): \(error)", activityType: activityType)))
+                return
+            }
+            pending[correlationID]?.timer = Task { [weak self] in
+                do { try await Task.sleep(for: timeout) } catch { return }
+                await self?.resolve(correlationID, .failure(HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer within \(timeout)", activityType: activityType)))
+            }
+        }
+        let envelope = try outcome.get()
+        guard case .continueReply(let reply) = envelope.body else {
+            throw HandoffError(.malformedMessage, "the originator answered with something other than a continue reply", activityType: activityType)
+        }
+        switch reply.result {
+        case .activity(let wire):
+            guard wire.activityID == activity.id else {
+                throw HandoffError(.malformedMessage, "the originator answered with activity \(wire.activityID), not \(activity.id)", activityType: activityType)
+            }
+            return try ContinuedActivity(wire: wire, continueEndpoint: activity.continueEndpoint)
+        case .error(let error):
+            throw HandoffError(wire: error, activityType: activityType)
+        case nil:
+            throw HandoffError(.malformedMessage, "the originator's reply holds neither an activity nor an error", activityType: activityType)
+        }
+    }
+
+    /// Completes a pending request (first outcome wins).
+    func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
+        guard let request = pending.removeValue(forKey: correlationID) else { return }
+        request.timer?.cancel()
+        request.continuation.resume(returning: outcome)
+    }
+
+    /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
+    private func connectedClient(_ endpoint: String, activityType: String) async throws(HandoffError) -> Client {
+        let client: Client
+        if let existing = clients[endpoint] {
+            client = existing
+        } else {
+            do {
+                client = try Client(endpoint: endpoint, context: context)
+            } catch {
+                throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
+            }
+            clients[endpoint] = client
+            spawn { await self.receiveReplies(from: endpoint) }
+            spawn { await self.watchConnection(to: endpoint) }
+        }
+        // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
+        let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: configuration.connectTimeout)
+        guard let ready, ready.contains(.writable) else {
+            throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
+        }
+        return client
+    }
+
+    private func receiveReplies(from endpoint: String) async {
+        while let client = clients[endpoint], !Task.isCancelled {
+            let frame: Frame
+            do { frame = try await client.socket.receive() } catch { return }
+            do {
+                let envelope = try WireEnvelope.decode(frame.data)
+                resolve(envelope.correlationID, .success(envelope))
+            } catch {
+                logger.warning("ignoring a malformed reply from \(endpoint): \(error)")
+            }
+        }
+    }
+
+    /// Fails requests to an originator whose connection drops, instead of letting them time out.
+    private func watchConnection(to endpoint: String) async {
+        while let client = clients[endpoint], !Task.isCancelled {
+            let event: MonitorEvent?
+            do { event = try await client.monitor.next(matching: .disconnected, timeout: .seconds(60)) } catch { return }
+            guard event != nil else { continue }
+            for (id, request) in pending where request.endpoint == endpoint {
+                resolve(id, .failure(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering")))
+            }
+        }
+    }
+
+    /// Re-fetches an activity this node continued when its originator advertises a newer version.
+    func refreshIfHeld(_ activity: DiscoveredActivity) {
+        guard var entry = held[activity.id], activity.version > entry.version, !entry.refreshing else { return }
+        entry.refreshing = true
+        held[activity.id] = entry
+        spawn {
+            await self.refresh(activity)
+        }
+    }
+
+    private func refresh(_ activity: DiscoveredActivity) async {
+        defer { held[activity.id]?.refreshing = false }
+        do {
+            let updated = try await fetch(activity, refresh: true)
+            guard let entry = held[activity.id], updated.version > entry.version else { return }
+            held[activity.id]?.version = updated.version
+            await delegate?.node(self, didUpdate: updated)
+            // A newer version may have been advertised while this one was fetched.
+            if let latest = known[activity.id]?.activity, latest.version > updated.version {
+                held[activity.id]?.refreshing = false
+                refreshIfHeld(latest)
+            }
+        } catch {
+            logger.debug("could not refresh \(activity.id): \(error)")
+        }
+    }
+
+    // MARK: Originating side
+
+    func serveContinuations() async {
+        while !Task.isCancelled {
+            let frames: [Frame]
+            do { frames = try await server.receiveMultipart() } catch { return }
+            guard frames.count >= 2 else { continue }
+            let identity = frames[0].bytes
+            do {
+                let envelope = try WireEnvelope.decode(frames[frames.count - 1].data)
+                switch envelope.body {
+                case .continueRequest(let request):
+                    spawn { await self.answer(request, in: envelope, to: identity) }
+                default:
+                    reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))
+                }
+            } catch {
+                reply(to: identity, correlationID: 0, .error(error.wireError))
+            }
+        }
+    }
+
+    private func reply(to identity: [UInt8], correlationID: UInt64, _ body: WireEnvelope.OneOf_Body) {
+        sequence += 1
+        let bytes: [UInt8] = try! WireEnvelope(body: body, sender: info.wire, sequence: sequence, correlationID: correlationID).serializedBytes()
+        do {
+            // ROUTER drops a reply to a vanished peer; it never blocks.
+            _ = try server.trySend(identity, more: true)
+            _ = try server.trySend(bytes)
+        } catch {
+            logger.warning("could not reply to a continue request: \(error)")
+        }
+    }
+
+    private func answer(_ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8]) async {
+        let requester = NodeInfo(wire: envelope.sender)
+        var reply = WireContinueReply()
+        var continued: UserActivity?
+        do {
+            let activity = try await prepare(request, for: requester)
+            reply.activity = activity.wire(origin: info.wire, defaultTeamID: configuration.teamID)
+            continued = activity
+        } catch {
+            reply.error = error.wire
+            logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
+        }
+        self.reply(to: identity, correlationID: envelope.correlationID, .continueReply(reply))
+        if let continued, !request.refresh {
+            logger.info("\(continued.activityType) continued by \(requester)")
+            if continued.continuationPolicy == .once {
+                continued.state.withLock {
+                    $0.isInvalidated = true
+                    $0.node = nil
+                }
+                remove(continued, reason: .invalidated)
+                ended[continued.id] = .alreadyContinued
+            }
+            await continued.delegate?.userActivityWasContinued(continued, by: requester)
+        }
+    }
+
+    /// Checks that an activity may be continued, and brings its state up to date (will-save).
+    private func prepare(_ request: WireContinueRequest, for requester: NodeInfo) async throws(HandoffError) -> UserActivity {
+        guard let activity = current[request.activityID] else {
+            switch ended[request.activityID] {
+            case .activityInvalidated?:
+                throw HandoffError(.activityInvalidated, "the activity was invalidated by its originator", activityType: request.activityType)
+            case .activityExpired?:
+                throw HandoffError(.activityExpired, "the activity expired", activityType: request.activityType)
+            case .alreadyContinued?:
+                throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: request.activityType)
+            default:
+                throw HandoffError(.activityNotFound, "\(info.name) has no current activity \(request.activityID)", activityType: request.activityType)
+            }
+        }
+        if let expiration = activity.expirationDate, expiration <= Date() {
+            activity.state.withLock { $0.node = nil }
+            remove(activity, reason: .expired)
+            throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activity.activityType)
+        }
+        if activity.needsSave, let delegate = activity.delegate {
+            await delegate.userActivityWillSave(activity)
+            // Cleared without a version bump: the save itself is not a change to advertise.
+            activity.state.withLock { $0.needsSave = false }
+        }
+        try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
+        return activity
+    }
+}

@@ -1,0 +1,323 @@
+import Foundation
+import HandoffWire
+import Synchronization
+
+/// Whether an activity may be continued by many nodes or only once.
+public enum ContinuationPolicy: Sendable, Hashable {
+    /// Any number of nodes may continue the activity, each getting the current state (Apple's behaviour,
+    /// and the default).
+    case many
+    /// The first successful continuation invalidates the activity: it is withdrawn from the bus, and
+    /// later requests fail with ``HandoffError/Code-swift.struct/alreadyContinued``.
+    case once
+}
+
+/// What a user is doing, in a form another process can pick up — Handoff's `NSUserActivity`.
+///
+/// Make one, describe the state, and make it current on a ``Node``: the node advertises it on the
+/// bus until it resigns or is invalidated. Another node that discovers it can continue it; the
+/// activity's ``delegate`` is asked to refresh state first when ``needsSave`` is set.
+///
+/// ```swift
+/// let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+/// activity.title = "Editing Ada Lovelace"
+/// activity.addUserInfoEntries(from: ["firstName": "Ada", "lastName": "Lovelace"])
+/// activity.requiredUserInfoKeys = ["firstName"]
+/// try await activity.becomeCurrent(on: node)
+/// ```
+///
+/// Every property may be read and set from any thread or task. Setting one on a current activity
+/// bumps its ``version`` and re-advertises it, so continuing nodes hear of the update.
+public final class UserActivity: Sendable, Identifiable, CustomStringConvertible {
+    /// The activity's reverse-DNS type, e.g. `org.handoff.contacts.edit-contact`.
+    public let activityType: String
+    /// A unique id, fixed for the activity's life (a UUID).
+    public let id: String
+
+    struct State {
+        var title = ""
+        var userInfo: [String: UserInfoValue] = [:]
+        var requiredUserInfoKeys: Set<String> = []
+        var needsSave = false
+        var webpageURL: URL?
+        var expirationDate: Date?
+        var keywords: Set<String> = []
+        var supportsContinuationStreams = false
+        var isEligibleForHandoff = true
+        var continuationPolicy = ContinuationPolicy.many
+        var teamID: String?
+        weak var delegate: (any UserActivityDelegate)?
+        var version: UInt64 = 1
+        var updatedAt = Date()
+        var node: Node?
+        var isInvalidated = false
+        var continuedOnce = false
+    }
+
+    let state: Mutex<State>
+
+    /// Creates an activity of a type.
+    ///
+    /// - Parameter activityType: A reverse-DNS name: at least two dot-separated labels of letters,
+    ///   digits, `-` and `_`, at most 255 characters (e.g. `org.handoff.contacts.edit-contact`).
+    /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/invalidActivityType``.
+    public init(activityType: String) throws(HandoffError) {
+        try Self.validate(activityType: activityType)
+        self.activityType = activityType
+        id = UUID().uuidString
+        state = Mutex(State())
+    }
+
+    /// Checks that `activityType` is a reverse-DNS name.
+    ///
+    /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/invalidActivityType`` saying what is wrong.
+    public static func validate(activityType: String) throws(HandoffError) {
+        func fail(_ why: String) -> HandoffError {
+            HandoffError(.invalidActivityType, "\"\(activityType)\" is not a reverse-DNS activity type: \(why) (e.g. org.example.app.edit-document)", activityType: activityType)
+        }
+        guard !activityType.isEmpty else { throw fail("it is empty") }
+        guard activityType.utf8.count <= 255 else { throw fail("it is longer than 255 bytes") }
+        let labels = activityType.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2 else { throw fail("it needs at least two dot-separated labels") }
+        for label in labels {
+            guard !label.isEmpty else { throw fail("it has an empty label") }
+            let allowed = label.unicodeScalars.allSatisfy { scalar in
+                scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || scalar == "-" || scalar == "_")
+            }
+            guard allowed else { throw fail("label \"\(label)\" may hold only ASCII letters, digits, '-' and '_'") }
+        }
+    }
+
+    // MARK: Properties
+
+    /// A short, user-visible description of what the user is doing.
+    public var title: String {
+        get { state.withLock { $0.title } }
+        set { mutate { $0.title = newValue } }
+    }
+
+    /// The state another node needs to pick up where the user left off. Keep it small: the encoded
+    /// size is limited (3 KB by default, ``Node/Configuration-swift.struct/maxUserInfoSize``); bulk data
+    /// belongs in a continuation stream.
+    public var userInfo: [String: UserInfoValue] {
+        get { state.withLock { $0.userInfo } }
+        set { mutate { $0.userInfo = newValue } }
+    }
+
+    /// Adds entries to ``userInfo``, replacing values of keys already there.
+    public func addUserInfoEntries(from entries: [String: UserInfoValue]) {
+        mutate { $0.userInfo.merge(entries) { _, new in new } }
+    }
+
+    /// Keys that must have a value in ``userInfo`` for the activity to be advertised or continued.
+    public var requiredUserInfoKeys: Set<String> {
+        get { state.withLock { $0.requiredUserInfoKeys } }
+        set { mutate { $0.requiredUserInfoKeys = newValue } }
+    }
+
+    /// Set when the activity's state changed and ``userInfo`` should be refreshed: the delegate's
+    /// ``UserActivityDelegate/userActivityWillSave(_:)`` runs right before the state is next sent.
+    public var needsSave: Bool {
+        get { state.withLock { $0.needsSave } }
+        set { mutate { $0.needsSave = newValue } }
+    }
+
+    /// Where a node with no handler for the type can continue in a browser (http or https).
+    public var webpageURL: URL? {
+        get { state.withLock { $0.webpageURL } }
+        set { mutate { $0.webpageURL = newValue } }
+    }
+
+    /// When the activity stops being offered; `nil` for never.
+    public var expirationDate: Date? {
+        get { state.withLock { $0.expirationDate } }
+        set { mutate { $0.expirationDate = newValue } }
+    }
+
+    /// Words that describe the activity, for search.
+    public var keywords: Set<String> {
+        get { state.withLock { $0.keywords } }
+        set { mutate { $0.keywords = newValue } }
+    }
+
+    /// Whether a continuing node may open continuation streams to this activity's originator.
+    public var supportsContinuationStreams: Bool {
+        get { state.withLock { $0.supportsContinuationStreams } }
+        set { mutate { $0.supportsContinuationStreams = newValue } }
+    }
+
+    /// Whether the activity is offered to other nodes when current (default `true`).
+    public var isEligibleForHandoff: Bool {
+        get { state.withLock { $0.isEligibleForHandoff } }
+        set { mutate { $0.isEligibleForHandoff = newValue } }
+    }
+
+    /// Whether the activity may be continued many times (default) or once.
+    public var continuationPolicy: ContinuationPolicy {
+        get { state.withLock { $0.continuationPolicy } }
+        set { mutate { $0.continuationPolicy = newValue } }
+    }
+
+    /// The team the activity belongs to; `nil` uses the node's ``Node/Configuration-swift.struct/teamID``.
+    public var teamID: String? {
+        get { state.withLock { $0.teamID } }
+        set { mutate { $0.teamID = newValue } }
+    }
+
+    /// Told when the activity is about to be sent and when it was continued. Held weakly.
+    public var delegate: (any UserActivityDelegate)? {
+        get { state.withLock { $0.delegate } }
+        set { state.withLock { $0.delegate = newValue } }
+    }
+
+    /// Counts changes: 1 at creation, one more for every change to a property. Continuing nodes use it
+    /// to tell an update from a repeat.
+    public var version: UInt64 { state.withLock { $0.version } }
+
+    /// Whether the activity is current on a node.
+    public var isCurrent: Bool { state.withLock { $0.node != nil } }
+
+    /// Whether ``invalidate()`` has run.
+    public var isInvalidated: Bool { state.withLock { $0.isInvalidated } }
+
+    public var description: String {
+        state.withLock { "UserActivity(\(activityType), \"\($0.title)\", id \(id), v\($0.version))" }
+    }
+
+    /// Applies a change, bumps the version, and tells the node (if current) to re-advertise.
+    private func mutate(_ change: (inout State) -> Void) {
+        let node: Node? = state.withLock { state in
+            change(&state)
+            state.version += 1
+            state.updatedAt = Date()
+            return state.node
+        }
+        node?.activityDidChange(id)
+    }
+
+    // MARK: Lifecycle
+
+    /// Makes the activity current on `node`: it is advertised on the bus (when eligible for handoff)
+    /// and may be continued. Making it current again, or on another node, moves it.
+    ///
+    /// - Throws: ``HandoffError``: ``HandoffError/Code-swift.struct/userInfoTooLarge`` when the encoded
+    ///   ``userInfo`` is over the node's limit; ``HandoffError/Code-swift.struct/missingRequiredUserInfoKey``;
+    ///   ``HandoffError/Code-swift.struct/invalidatedLocally`` after ``invalidate()``;
+    ///   ``HandoffError/Code-swift.struct/activityExpired`` when the expiration date has passed;
+    ///   ``HandoffError/Code-swift.struct/handoffFailed`` for a webpage URL that is not http(s).
+    public func becomeCurrent(on node: Node) async throws(HandoffError) {
+        try validate(maxUserInfoSize: node.configuration.maxUserInfoSize)
+        let previous: Node? = try state.withLock { (state) throws(HandoffError) -> Node? in
+            guard !state.isInvalidated else {
+                throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activityType)
+            }
+            defer { state.node = node }
+            return state.node
+        }
+        if let previous, previous !== node { await previous.remove(self, reason: .resigned) }
+        try await node.add(self)
+    }
+
+    /// Stops advertising the activity. It can become current again later.
+    public func resignCurrent() async {
+        let node: Node? = state.withLock { state in
+            defer { state.node = nil }
+            return state.node
+        }
+        await node?.remove(self, reason: .resigned)
+    }
+
+    /// Ends the activity for good: it is withdrawn from the bus, and continue requests for it fail with
+    /// ``HandoffError/Code-swift.struct/activityInvalidated``.
+    public func invalidate() async {
+        let node: Node? = state.withLock { state in
+            state.isInvalidated = true
+            defer { state.node = nil }
+            return state.node
+        }
+        await node?.remove(self, reason: .invalidated)
+    }
+
+    /// Checks everything that must hold before the activity is advertised or sent.
+    func validate(maxUserInfoSize: Int) throws(HandoffError) {
+        let snapshot = state.withLock { $0 }
+        if let expiration = snapshot.expirationDate, expiration <= Date() {
+            throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
+        }
+        let missing = snapshot.requiredUserInfoKeys.subtracting(snapshot.userInfo.keys).sorted()
+        if !missing.isEmpty {
+            throw HandoffError(.missingRequiredUserInfoKey, "userInfo has no value for required key\(missing.count == 1 ? "" : "s") \(missing.map { "\"\($0)\"" }.joined(separator: ", "))", activityType: activityType)
+        }
+        let size = encodedSize(ofUserInfo: snapshot.userInfo)
+        if size > maxUserInfoSize {
+            throw HandoffError(.userInfoTooLarge, "userInfo encodes to \(size) bytes, over the \(maxUserInfoSize)-byte limit; send bulk data over a continuation stream instead", activityType: activityType)
+        }
+        if let url = snapshot.webpageURL, !["http", "https"].contains(url.scheme?.lowercased() ?? "") {
+            throw HandoffError(.handoffFailed, "webpageURL must be http or https, not \(url.absoluteString)", activityType: activityType)
+        }
+    }
+
+    /// The full activity as sent to a continuing node.
+    func wire(origin: WireNodeRef, defaultTeamID: String?) -> WireActivity {
+        state.withLock { state in
+            var activity = WireActivity()
+            activity.activityID = id
+            activity.activityType = activityType
+            activity.title = state.title
+            activity.userInfo = wireUserInfo(state.userInfo)
+            activity.requiredUserInfoKeys = state.requiredUserInfoKeys.sorted()
+            activity.webpageURL = state.webpageURL?.absoluteString ?? ""
+            activity.keywords = state.keywords.sorted()
+            if let expiration = state.expirationDate { activity.expiration = WireTimestamp(expiration) }
+            activity.eligibleForHandoff = state.isEligibleForHandoff
+            activity.supportsContinuationStreams = state.supportsContinuationStreams
+            activity.teamID = state.teamID ?? defaultTeamID ?? ""
+            activity.origin = origin
+            activity.version = state.version
+            activity.updatedAt = WireTimestamp(state.updatedAt)
+            return activity
+        }
+    }
+
+    /// The small advertisement of the activity for the bus.
+    func advertisement(origin: WireNodeRef, continueEndpoint: String, lease: Duration, defaultTeamID: String?) -> WireAdvertisement {
+        state.withLock { state in
+            var advertisement = WireAdvertisement()
+            advertisement.activityID = id
+            advertisement.activityType = activityType
+            advertisement.title = state.title
+            advertisement.origin = origin
+            advertisement.continueEndpoint = continueEndpoint
+            advertisement.version = state.version
+            if let expiration = state.expirationDate { advertisement.expiresAt = WireTimestamp(expiration) }
+            advertisement.leaseMs = UInt32(clamping: lease.milliseconds)
+            advertisement.supportsContinuationStreams = state.supportsContinuationStreams
+            advertisement.teamID = state.teamID ?? defaultTeamID ?? ""
+            advertisement.webpageURL = state.webpageURL?.absoluteString ?? ""
+            advertisement.keywords = state.keywords.sorted()
+            return advertisement
+        }
+    }
+}
+
+/// Told about an activity's life on its originating node.
+public protocol UserActivityDelegate: AnyObject, Sendable {
+    /// The activity is about to be sent to a continuing node and ``UserActivity/needsSave`` is set:
+    /// bring ``UserActivity/userInfo`` up to date now. ``UserActivity/needsSave`` is cleared afterwards.
+    func userActivityWillSave(_ activity: UserActivity) async
+
+    /// Another node continued the activity.
+    func userActivityWasContinued(_ activity: UserActivity, by node: NodeInfo) async
+}
+
+extension UserActivityDelegate {
+    public func userActivityWillSave(_ activity: UserActivity) async {}
+    public func userActivityWasContinued(_ activity: UserActivity, by node: NodeInfo) async {}
+}
+
+extension Duration {
+    /// The duration in whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import Handoff
+import Testing
+
+@Suite("UserActivity")
+struct ActivityTests {
+    @Test("activity types must be reverse-DNS", arguments: [
+        "", "contacts", ".org.handoff", "org..handoff", "org.handoff.", "org.handoff.edit contact", "org.handoff.édition",
+        String(repeating: "a.", count: 128) + "b",
+    ])
+    func invalidTypes(type: String) {
+        #expect(throws: HandoffError.self) { try UserActivity(activityType: type) }
+        do {
+            _ = try UserActivity(activityType: type)
+        } catch {
+            #expect(error.code == .invalidActivityType)
+            #expect(error.message.contains("reverse-DNS"))
+        }
+    }
+
+    @Test("well-formed types are accepted", arguments: [
+        "org.handoff.contacts.edit-contact", "com.example.Notes.view_note", "io.x", "org.handoff.v2.list-contacts",
+    ])
+    func validTypes(type: String) throws {
+        #expect(try UserActivity(activityType: type).activityType == type)
+    }
+
+    @Test("every change bumps the version; addUserInfoEntries merges")
+    func versionAndMerge() throws {
+        let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+        #expect(activity.version == 1)
+        activity.title = "Editing"
+        activity.userInfo = ["firstName": "Ada", "lastName": "Byron"]
+        activity.addUserInfoEntries(from: ["lastName": "Lovelace", "phone": "+44"])
+        #expect(activity.userInfo == ["firstName": "Ada", "lastName": "Lovelace", "phone": "+44"])
+        #expect(activity.version == 4)
+        #expect(!activity.isCurrent)
+    }
+}
+
+@Suite("Becoming current")
+struct BecomeCurrentTests {
+    @Test("userInfo over the limit is refused with userInfoTooLarge; under it is accepted")
+    func userInfoTooLarge() async throws {
+        var configuration = testConfiguration("limits")
+        configuration.maxUserInfoSize = 1024
+        try await Node.withRunning(configuration) { node in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.userInfo = ["blob": .bytes(Data(count: 2000))]
+            do {
+                try await activity.becomeCurrent(on: node)
+                Issue.record("a 2 KB userInfo must be refused with a 1 KB limit")
+            } catch let error as HandoffError {
+                #expect(error.code == .userInfoTooLarge)
+                #expect(error.code.appleErrorCode == 4611)
+                #expect(error.message.contains("1024"))
+            }
+            #expect(!activity.isCurrent)
+            activity.userInfo = ["blob": .bytes(Data(count: 900))]
+            try await activity.becomeCurrent(on: node)
+            #expect(activity.isCurrent)
+        }
+    }
+
+    @Test("the default limit is 3 KB")
+    func defaultLimit() async throws {
+        try await Node.withRunning(testConfiguration("default-limit")) { node in
+            #expect(node.configuration.maxUserInfoSize == 3072)
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.userInfo = ["blob": .bytes(Data(count: 3100))]
+            await #expect(throws: HandoffError.self) {
+                try await activity.becomeCurrent(on: node)
+            }
+        }
+    }
+
+    @Test("a missing required key is refused, naming the key")
+    func missingRequiredKey() async throws {
+        try await Node.withRunning(testConfiguration("required")) { node in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            activity.requiredUserInfoKeys = ["firstName", "contactID"]
+            activity.userInfo = ["firstName": "Ada"]
+            do {
+                try await activity.becomeCurrent(on: node)
+                Issue.record("an activity without its required keys must not be advertised")
+            } catch let error as HandoffError {
+                #expect(error.code == .missingRequiredUserInfoKey)
+                #expect(error.message.contains("\"contactID\""))
+            }
+            activity.addUserInfoEntries(from: ["contactID": "42"])
+            try await activity.becomeCurrent(on: node)
+        }
+    }
+
+    @Test("an invalidated activity cannot become current again; an expired one cannot either")
+    func invalidatedAndExpired() async throws {
+        try await Node.withRunning(testConfiguration("ended")) { node in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+            try await activity.becomeCurrent(on: node)
+            await activity.invalidate()
+            #expect(activity.isInvalidated && !activity.isCurrent)
+            do {
+                try await activity.becomeCurrent(on: node)
+                Issue.record("invalidated activities must stay invalid")
+            } catch let error as HandoffError {
+                #expect(error.code == .invalidatedLocally)
+            }
+            let expired = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+            expired.expirationDate = Date(timeIntervalSinceNow: -1)
+            do {
+                try await expired.becomeCurrent(on: node)
+                Issue.record("expired activities must not become current")
+            } catch let error as HandoffError {
+                #expect(error.code == .activityExpired)
+            }
+        }
+    }
+}

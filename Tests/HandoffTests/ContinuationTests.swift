@@ -1,0 +1,324 @@
+import Foundation
+import Handoff
+import Synchronization
+import Testing
+
+private let editContact = "org.handoff.contacts.edit-contact"
+private let viewContact = "org.handoff.contacts.view-contact"
+
+@Suite("Discovery and continuation between two nodes")
+struct ContinuationTests {
+    @Test("B discovers A's activity and continues it with every userInfo value intact; A hears who continued")
+    func continueEveryValue() async throws {
+        try await withTwoNodes { a, b in
+            let originator = Recorder()
+            let continuer = Recorder()
+            await b.setDelegate(continuer)
+            let restored = Mutex<ContinuedActivity?>(nil)
+            await b.setContinuationHandler(forType: editContact) { activity in restored.withLock { $0 = activity } }
+
+            let activity = try UserActivity(activityType: editContact)
+            activity.title = "Editing Ada Lovelace"
+            activity.userInfo = everyKindOfUserInfo
+            activity.requiredUserInfoKeys = ["string", "map"]
+            activity.webpageURL = URL(string: "https://contacts.example.org/ada")
+            activity.keywords = ["contact", "ada"]
+            activity.teamID = "TEAM42"
+            activity.delegate = originator
+            try await activity.becomeCurrent(on: a)
+
+            let found = try await discovered(activity.id, on: b)
+            #expect(found.title == "Editing Ada Lovelace")
+            #expect(found.origin.name == "node-a")
+            #expect(found.keywords == ["ada", "contact"])
+
+            let result = try await b.continueActivity(found)
+            guard case .restored(let continued) = result else {
+                Issue.record("expected a restored activity, got \(result)")
+                return
+            }
+            #expect(continued.userInfo == everyKindOfUserInfo)
+            #expect(restored.withLock { $0 } == continued)
+            #expect(continued.id == activity.id)
+            #expect(continued.requiredUserInfoKeys == ["string", "map"])
+            #expect(continued.webpageURL == activity.webpageURL)
+            #expect(continued.teamID == "TEAM42")
+            #expect(continued.origin.id == a.id)
+            #expect(continuer.log == ["willContinue \(editContact)"])
+            #expect(await eventually { originator.log.contains("wasContinued by node-b") })
+            // Apple's default: continued as often as asked.
+            _ = try await b.continueActivity(found)
+            #expect(await eventually { originator.log.filter { $0.hasPrefix("wasContinued") }.count == 2 })
+        }
+    }
+
+    @Test("needsSave runs will-save right before the state is sent, once")
+    func willSaveRefreshesLazily() async throws {
+        try await withTwoNodes { a, b in
+            let originator = Recorder(willSave: { activity in activity.addUserInfoEntries(from: ["draft": "fresh from will-save"]) })
+            let activity = try UserActivity(activityType: editContact)
+            activity.userInfo = ["draft": "stale"]
+            activity.delegate = originator
+            try await activity.becomeCurrent(on: a)
+            activity.needsSave = true
+            await b.setContinuationHandler(forType: editContact) { _ in }
+            let found = try await discovered(activity.id, on: b)
+            guard case .restored(let continued) = try await b.continueActivity(found) else { throw CancellationError() }
+            #expect(continued.userInfo["draft"] == "fresh from will-save")
+            #expect(!activity.needsSave)
+            _ = try await b.continueActivity(found)
+            #expect(originator.log.filter { $0 == "willSave" }.count == 1)
+        }
+    }
+
+    @Test("no handler: noHandler and did-fail; with a webpage URL, the URL instead")
+    func noHandlerAndWebpageFallback() async throws {
+        try await withTwoNodes { a, b in
+            let continuer = Recorder()
+            await b.setDelegate(continuer)
+            let plain = try UserActivity(activityType: viewContact)
+            try await plain.becomeCurrent(on: a)
+            let withURL = try UserActivity(activityType: "org.handoff.notes.view-note")
+            withURL.webpageURL = URL(string: "https://notes.example.org/n/7")
+            try await withURL.becomeCurrent(on: a)
+
+            let foundPlain = try await discovered(plain.id, on: b)
+            do {
+                _ = try await b.continueActivity(foundPlain)
+                Issue.record("continuing without a handler must fail")
+            } catch let error as HandoffError {
+                #expect(error.code == .noHandler)
+                #expect(error.activityType == viewContact)
+            }
+            #expect(continuer.log.contains("didFail \(viewContact) no handler"))
+
+            let foundURL = try await discovered(withURL.id, on: b)
+            #expect(try await b.continueActivity(foundURL) == .webpage(URL(string: "https://notes.example.org/n/7")!))
+        }
+    }
+
+    @Test("a delegate that declines stops the continuation")
+    func declined() async throws {
+        try await withTwoNodes { a, b in
+            let continuer = Recorder(decline: true)
+            await b.setDelegate(continuer)
+            await b.setContinuationHandler(forType: editContact) { _ in Issue.record("the handler must not run") }
+            let activity = try UserActivity(activityType: editContact)
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            await #expect(throws: HandoffError.self) { try await b.continueActivity(found) }
+            #expect(continuer.log.last == "didFail \(editContact) declined")
+        }
+    }
+
+    @Test("an originator that does not answer in time gives remoteApplicationTimedOut")
+    func remoteTimedOut() async throws {
+        try await withTwoNodes(configureB: { $0.continueTimeout = .milliseconds(400) }) { a, b in
+            let slow = Recorder(willSave: { _ in try? await Task.sleep(for: .seconds(3)) })
+            let activity = try UserActivity(activityType: editContact)
+            activity.delegate = slow
+            activity.needsSave = true
+            try await activity.becomeCurrent(on: a)
+            let continuer = Recorder()
+            await b.setDelegate(continuer)
+            await b.setContinuationHandler(forType: editContact) { _ in }
+            let found = try await discovered(activity.id, on: b)
+            let started = ContinuousClock.now
+            do {
+                _ = try await b.continueActivity(found)
+                Issue.record("a silent originator must time out")
+            } catch let error as HandoffError {
+                #expect(error.code == .remoteApplicationTimedOut)
+                #expect(error.code.appleErrorCode == 4610)
+            }
+            let waited = ContinuousClock.now - started
+            #expect(waited >= .milliseconds(350) && waited < .seconds(2))
+            #expect(continuer.log.last == "didFail \(editContact) remote application timed out")
+        }
+    }
+
+    @Test("invalidated, once-only and oversized activities are refused by the originator with the right error")
+    func refusedByOriginator() async throws {
+        try await withTwoNodes(configureA: { $0.maxUserInfoSize = 512 }) { a, b in
+            await b.setContinuationHandler(forType: editContact) { _ in }
+            let events = await b.discover(.type(prefix: "org.handoff.contacts."))
+
+            let invalidated = try UserActivity(activityType: editContact)
+            try await invalidated.becomeCurrent(on: a)
+            let foundInvalidated = try await discovered(invalidated.id, on: b)
+            await invalidated.invalidate()
+            let invalidatedID = invalidated.id
+            let removal = await firstEvent(in: events) { if case .removed(let gone, .invalidated) = $0 { gone.id == invalidatedID } else { false } }
+            #expect(removal != nil)
+            await #expect(throws: HandoffError.self) { try await b.continueActivity(foundInvalidated) }
+            do { _ = try await b.continueActivity(foundInvalidated) } catch let error as HandoffError { #expect(error.code == .activityInvalidated) }
+
+            let once = try UserActivity(activityType: editContact)
+            once.continuationPolicy = .once
+            try await once.becomeCurrent(on: a)
+            let foundOnce = try await discovered(once.id, on: b)
+            _ = try await b.continueActivity(foundOnce)
+            do {
+                _ = try await b.continueActivity(foundOnce)
+                Issue.record("a continue-once activity must not be continued twice")
+            } catch let error as HandoffError {
+                #expect(error.code == .alreadyContinued)
+            }
+            #expect(once.isInvalidated)
+
+            let growing = try UserActivity(activityType: editContact)
+            try await growing.becomeCurrent(on: a)
+            let foundGrowing = try await discovered(growing.id, on: b)
+            growing.userInfo = ["notes": .string(String(repeating: "x", count: 600))]
+            do {
+                _ = try await b.continueActivity(foundGrowing)
+                Issue.record("an activity whose userInfo grew past the limit must be refused")
+            } catch let error as HandoffError {
+                #expect(error.code == .userInfoTooLarge)
+            }
+        }
+    }
+
+    @Test("unknown ids, expired activities and a vanished originator fail with their own errors")
+    func localFailures() async throws {
+        try await withTwoNodes { a, b in
+            await b.setContinuationHandler(forType: editContact) { _ in }
+            do {
+                _ = try await b.continueActivity(id: "no-such-activity")
+                Issue.record("an unknown id must fail")
+            } catch let error as HandoffError {
+                #expect(error.code == .activityNotFound)
+            }
+
+            let expiring = try UserActivity(activityType: editContact)
+            expiring.expirationDate = Date(timeIntervalSinceNow: 0.6)
+            try await expiring.becomeCurrent(on: a)
+            let foundExpiring = try await discovered(expiring.id, on: b)
+            try await Task.sleep(for: .milliseconds(700))
+            do {
+                _ = try await b.continueActivity(foundExpiring)
+                Issue.record("an expired activity must not be continued")
+            } catch let error as HandoffError {
+                #expect(error.code == .activityExpired)
+            }
+            #expect(await eventually { await b.activities().allSatisfy { $0.id != expiring.id } })
+        }
+
+        // An originator that is gone: the discovered activity points at a dead endpoint.
+        var stale: DiscoveredActivity?
+        try await withTwoNodes { a, b in
+            let activity = try UserActivity(activityType: editContact)
+            try await activity.becomeCurrent(on: a)
+            stale = try await discovered(activity.id, on: b)
+        }
+        let found = try #require(stale)
+        try await Node.withRunning(testConfiguration("node-c")) { c in
+            await c.setContinuationHandler(forType: editContact) { _ in }
+            let started = ContinuousClock.now
+            do {
+                _ = try await c.continueActivity(found)
+                Issue.record("continuing from a vanished node must fail")
+            } catch let error as HandoffError {
+                #expect(error.code == .connectionUnavailable)
+                #expect(error.code.appleErrorCode == 4609)
+            }
+            #expect(ContinuousClock.now - started < .seconds(2))
+        }
+    }
+
+    @Test("did-update: the continuing node hears of the originator's changes, with the new state")
+    func didUpdate() async throws {
+        try await withTwoNodes { a, b in
+            let originator = Recorder()
+            let continuer = Recorder()
+            await b.setDelegate(continuer)
+            await b.setContinuationHandler(forType: editContact) { _ in }
+            let activity = try UserActivity(activityType: editContact)
+            activity.userInfo = ["draft": "v1"]
+            activity.delegate = originator
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            _ = try await b.continueActivity(found)
+            activity.userInfo = ["draft": "second draft"]
+            #expect(await eventually { continuer.log.contains { $0.hasPrefix("didUpdate") && $0.hasSuffix("second draft") } })
+            // A refresh is not a new continuation.
+            #expect(originator.log.filter { $0.hasPrefix("wasContinued") }.count == 1)
+        }
+    }
+
+    @Test("discovery filters by type prefix and by node, and reports resignation")
+    func discoveryFilters() async throws {
+        try await withTwoNodes { a, b in
+            let contacts = await b.discover(.type(prefix: "org.handoff.contacts."))
+            let fromA = await b.discover(.node(a.id))
+            let note = try UserActivity(activityType: "org.handoff.notes.edit-note")
+            try await note.becomeCurrent(on: a)
+            let contact = try UserActivity(activityType: viewContact)
+            try await contact.becomeCurrent(on: a)
+
+            let firstContact = await firstEvent(in: contacts) { _ in true }
+            #expect(firstContact?.activity.id == contact.id)
+            let noteID = note.id
+            let fromNode = await firstEvent(in: fromA) { $0.activity.id == noteID }
+            #expect(fromNode != nil)
+
+            contact.title = "Viewing Ada"
+            let updated = await firstEvent(in: contacts) { if case .updated = $0 { true } else { false } }
+            #expect(updated?.activity.title == "Viewing Ada")
+
+            await contact.resignCurrent()
+            let removed = await firstEvent(in: contacts) { if case .removed(_, .resigned) = $0 { true } else { false } }
+            #expect(removed?.activity.id == contact.id)
+        }
+    }
+
+    @Test("a late joiner sees current activities at once, without waiting for a re-advertisement")
+    func lateJoinerDirect() async throws {
+        let a = try Node(configuration: testConfiguration("node-a", interval: .seconds(60)))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await a.run() }
+            defer { group.cancelAll() }
+            var activities: [UserActivity] = []
+            for index in 0..<20 {
+                let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+                activity.title = "Contact \(index)"
+                try await activity.becomeCurrent(on: a)
+                activities.append(activity)
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            let started = ContinuousClock.now
+            try await Node.withRunning(testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))) { late in
+                let ids = Set(activities.map(\.id))
+                #expect(await eventually(within: .seconds(2)) { Set(await late.activities().map(\.id)) == ids })
+            }
+            #expect(ContinuousClock.now - started < .seconds(2))
+        }
+    }
+
+    @Test("a node shutting down withdraws its activities at once")
+    func shutdownWithdraws() async throws {
+        let b = try Node(configuration: testConfiguration("watcher"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await b.run() }
+            defer { group.cancelAll() }
+            var configurationA = testConfiguration("leaving", interval: .seconds(60))
+            configurationA.bus = .direct(listen: "tcp://127.0.0.1:*", peers: [])
+            let a = try Node(configuration: configurationA)
+            let runA = Task { try await a.run() }
+            let events = await b.discover()
+            // b must hear a: connect b's subscriber late, through a second node that peers with a.
+            try await Node.withRunning(testConfiguration("observer", peers: [a.busEndpoint!])) { observer in
+                let seen = await observer.discover()
+                let activity = try UserActivity(activityType: viewContact)
+                try await activity.becomeCurrent(on: a)
+                let activityID = activity.id
+                let appeared = await firstEvent(in: seen) { $0.activity.id == activityID }
+                #expect(appeared != nil)
+                runA.cancel()
+                let gone = await firstEvent(in: seen, within: .seconds(2)) { if case .removed(_, .nodeShutdown) = $0 { true } else { false } }
+                #expect(gone?.activity.id == activity.id)
+            }
+            _ = events
+        }
+    }
+}

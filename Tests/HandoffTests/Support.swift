@@ -1,0 +1,116 @@
+import Foundation
+import Handoff
+import Synchronization
+import Testing
+
+/// A direct-mode node on loopback with short timings, for tests.
+func testConfiguration(_ name: String, peers: [String] = [], interval: Duration = .milliseconds(200)) -> Node.Configuration {
+    var configuration = Node.Configuration(
+        name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers),
+        advertiseInterval: interval, continueTimeout: .seconds(2), connectTimeout: .milliseconds(500))
+    configuration.lease = interval * 3
+    return configuration
+}
+
+/// Runs two nodes, `b` subscribed to `a` (and `a` to `b`), for the duration of `body`.
+func withTwoNodes(
+    configureA: (inout Node.Configuration) -> Void = { _ in },
+    configureB: (inout Node.Configuration) -> Void = { _ in },
+    _ body: (_ a: Node, _ b: Node) async throws -> Void
+) async throws {
+    var configurationA = testConfiguration("node-a")
+    configureA(&configurationA)
+    let a = try Node(configuration: configurationA)
+    var configurationB = testConfiguration("node-b", peers: [a.busEndpoint!])
+    configureB(&configurationB)
+    let b = try Node(configuration: configurationB)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await a.run() }
+        group.addTask { try await b.run() }
+        defer { group.cancelAll() }
+        try await body(a, b)
+    }
+}
+
+/// The first event in `events` that satisfies `predicate`, or `nil` after `timeout`.
+func firstEvent(
+    in events: AsyncStream<ActivityEvent>,
+    within timeout: Duration = .seconds(5),
+    where predicate: @escaping @Sendable (ActivityEvent) -> Bool
+) async -> ActivityEvent? {
+    await withTaskGroup(of: ActivityEvent?.self) { group in
+        group.addTask {
+            for await event in events where predicate(event) { return event }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
+
+/// Waits until `node` knows of the activity with `id`, and returns it.
+func discovered(_ id: String, on node: Node, within timeout: Duration = .seconds(5)) async throws -> DiscoveredActivity {
+    let event = await firstEvent(in: await node.discover(), within: timeout) { $0.activity.id == id }
+    return try #require(event?.activity, "activity \(id) was not discovered within \(timeout)")
+}
+
+/// Records what a delegate is told.
+final class Recorder: UserActivityDelegate, HandoffDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var _log: [String] = []
+    var log: [String] { lock.withLock { _log } }
+    func record(_ line: String) { lock.withLock { _log.append(line) } }
+
+    let willSave: (@Sendable (UserActivity) async -> Void)?
+    let decline: Bool
+    init(decline: Bool = false, willSave: (@Sendable (UserActivity) async -> Void)? = nil) {
+        self.decline = decline
+        self.willSave = willSave
+    }
+
+    func userActivityWillSave(_ activity: UserActivity) async {
+        record("willSave")
+        await willSave?(activity)
+    }
+    func userActivityWasContinued(_ activity: UserActivity, by node: NodeInfo) async {
+        record("wasContinued by \(node.name)")
+    }
+    func node(_ node: Node, willContinueActivityWithType activityType: String) async -> Bool {
+        record("willContinue \(activityType)")
+        return !decline
+    }
+    func node(_ node: Node, didFailToContinueActivityWithType activityType: String, error: HandoffError) async {
+        record("didFail \(activityType) \(error.code)")
+    }
+    func node(_ node: Node, didUpdate activity: ContinuedActivity) async {
+        record("didUpdate v\(activity.version) \(activity.userInfo["draft"]?.stringValue ?? "")")
+    }
+}
+
+/// Every kind of userInfo value, nested ones included.
+let everyKindOfUserInfo: [String: UserInfoValue] = [
+    "string": "Ada Lovelace ✍️",
+    "int": .int(-9_007_199_254_740_993),
+    "double": 3.141592653589793,
+    "bool": true,
+    "bytes": .bytes(Data([0, 1, 2, 254, 255])),
+    "url": .url(URL(string: "https://example.org/contacts/ada?tab=notes#top")!),
+    "date": .date(Date(timeIntervalSince1970: 1_700_000_000.123456)),
+    "list": ["one", 2, 3.5, false, ["nested"]],
+    "map": ["phone": "+44 20 7946 0000", "tags": ["math", "poetry"], "visits": 12],
+]
+
+/// Polls `condition` until it holds or `timeout` passes.
+func eventually(within timeout: Duration = .seconds(5), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
