@@ -11,6 +11,12 @@ import Synchronization
 /// *before* it checks `ZMQ_EVENTS`, then waits only for a generation newer than that one, so a
 /// signal that lands between the check and the wait is never lost.
 ///
+/// An edge is not the only way a socket's readiness changes: any libzmq call on it processes pending
+/// commands and drains `ZMQ_FD`, and epoll does not report an edge that was drained before it looked.
+/// So when one task of a socket's owner calls into the socket while another task of the same owner
+/// is suspended on it, the caller reads `ZMQ_EVENTS` and ``wake(_:satisfying:)`` resumes exactly the
+/// waiters whose interest it now satisfies.
+///
 /// The watcher never touches a libzmq socket: it only watches file descriptors. Every libzmq call
 /// stays on the socket's owner.
 final class ReadinessWatcher: Sendable {
@@ -25,7 +31,7 @@ final class ReadinessWatcher: Sendable {
 
     private enum WaiterState {
         case pending
-        case waiting(CheckedContinuation<Outcome, Never>, registration: UInt64, deadline: UInt64?)
+        case waiting(CheckedContinuation<Outcome, Never>, registration: UInt64, deadline: UInt64?, interest: Int16)
         case cancelled
     }
 
@@ -101,7 +107,8 @@ final class ReadinessWatcher: Sendable {
     ///   - id: The registration.
     ///   - generation: The generation read before the last `ZMQ_EVENTS` check.
     ///   - deadline: A `CLOCK_MONOTONIC` time in nanoseconds, or `nil` to wait without limit.
-    func wait(_ id: UInt64, after generation: UInt64, deadline: UInt64?) async -> Outcome {
+    ///   - interest: The `ZMQ_POLLIN`/`ZMQ_POLLOUT` bits the waiter waits for (see ``wake(_:satisfying:)``).
+    func wait(_ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16) async -> Outcome {
         let waiterID = state.withLock { state in
             let waiterID = state.nextID
             state.nextID += 1
@@ -129,7 +136,7 @@ final class ReadinessWatcher: Sendable {
                     }
                     registration.waiters.append(waiterID)
                     state.registrations[id] = registration
-                    state.waiters[waiterID] = .waiting(continuation, registration: id, deadline: deadline)
+                    state.waiters[waiterID] = .waiting(continuation, registration: id, deadline: deadline, interest: interest)
                     return nil
                 }
                 if let immediate {
@@ -144,7 +151,7 @@ final class ReadinessWatcher: Sendable {
                 case .pending:
                     state.waiters[waiterID] = .cancelled
                     return nil
-                case .waiting(_, let registration, _):
+                case .waiting(_, let registration, _, _):
                     state.registrations[registration]?.waiters.removeAll { $0 == waiterID }
                     return Self.take(waiter: waiterID, from: &state)
                 case .cancelled, nil:
@@ -155,9 +162,28 @@ final class ReadinessWatcher: Sendable {
         }
     }
 
+    /// Resumes the waiters of a registration that wait for any of `events` (as just read from
+    /// `ZMQ_EVENTS` by the socket's owner), because a libzmq call may have consumed the edge that would
+    /// have woken them.
+    func wake(_ id: UInt64, satisfying events: Int16) {
+        let resumed: [CheckedContinuation<Outcome, Never>] = state.withLock { state in
+            guard var registration = state.registrations[id] else { return [] }
+            var taken: [CheckedContinuation<Outcome, Never>] = []
+            registration.waiters.removeAll { waiterID in
+                guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID], interest & events != 0,
+                      let continuation = Self.take(waiter: waiterID, from: &state) else { return false }
+                taken.append(continuation)
+                return true
+            }
+            state.registrations[id] = registration
+            return taken
+        }
+        for continuation in resumed { continuation.resume(returning: .signalled) }
+    }
+
     /// Removes a waiting waiter and returns its continuation for resumption outside the lock.
     private static func take(waiter id: UInt64, from state: inout State) -> CheckedContinuation<Outcome, Never>? {
-        guard case .waiting(let continuation, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
+        guard case .waiting(let continuation, _, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
         return continuation
     }
 
@@ -173,7 +199,7 @@ final class ReadinessWatcher: Sendable {
         while true {
             let timeout = state.withLock { state -> Int32 in
                 var nearest: UInt64?
-                for case .waiting(_, _, let deadline?) in state.waiters.values {
+                for case .waiting(_, _, let deadline?, _) in state.waiters.values {
                     nearest = min(nearest ?? deadline, deadline)
                 }
                 guard let nearest else { return -1 }
@@ -210,7 +236,7 @@ final class ReadinessWatcher: Sendable {
                 let now = monotonicNanoseconds()
                 var expired: [UInt64] = []
                 for (waiterID, waiter) in state.waiters {
-                    if case .waiting(_, let registration, let deadline?) = waiter, deadline <= now {
+                    if case .waiting(_, let registration, let deadline?, _) = waiter, deadline <= now {
                         expired.append(waiterID)
                         state.registrations[registration]?.waiters.removeAll { $0 == waiterID }
                     }

@@ -50,6 +50,8 @@ public final class Socket {
     private var readinessID: UInt64?
     /// Whether a monitor is attached (it must be detached before the socket closes).
     var isMonitored = false
+    /// How many of the owner's tasks are suspended in ``waitUntilReady(for:timeout:)`` right now.
+    private var suspendedWaits = 0
 
     init(context: Context, type: SocketType) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, type.rawValue) else {
@@ -164,9 +166,14 @@ public final class Socket {
         try set(.unsubscribe, Array(prefix.utf8))
     }
 
-    /// What the socket is ready for right now. Reading it also processes libzmq's pending commands.
+    /// What the socket is ready for right now. Reading it also processes libzmq's pending commands
+    /// (and so wakes any of the owner's tasks suspended on a wait this now satisfies).
     public func pendingEvents() throws(ZMQError) -> PollEvents {
-        PollEvents(rawValue: Int16(truncatingIfNeeded: try get(.events)))
+        let events = PollEvents(rawValue: Int16(truncatingIfNeeded: try get(.events)))
+        if suspendedWaits > 0, let readinessID, !events.isEmpty {
+            ReadinessWatcher.shared.wake(readinessID, satisfying: events.rawValue)
+        }
+        return events
     }
 
     // MARK: Sending
@@ -215,6 +222,7 @@ public final class Socket {
 
     private func rawSend(_ bytes: some ContiguousBytes, flags: Int32) throws(ZMQError) -> Bool {
         let handle = try open("zmq_send(\(type))")
+        defer { wakeOtherWaiters() }
         let result: Result<Bool, ZMQError> = bytes.withUnsafeBytes { buffer in
             while true {
                 if zmq_send(handle, buffer.baseAddress, buffer.count, flags) >= 0 { return .success(true) }
@@ -229,6 +237,7 @@ public final class Socket {
 
     private func rawSend(_ message: Frame, flags: Int32) throws(ZMQError) -> Bool {
         let handle = try open("zmq_msg_send(\(type))")
+        defer { wakeOtherWaiters() }
         var outgoing = zmq_msg_t()
         zmq_msg_init(&outgoing)
         message.copy(into: &outgoing)
@@ -274,6 +283,7 @@ public final class Socket {
         _ body: (UnsafeRawBufferPointer, _ more: Bool) throws -> R
     ) throws -> R? {
         let handle = try open("zmq_msg_recv(\(type))")
+        defer { wakeOtherWaiters() }
         let flags = wait ? 0 : ZMQ_DONTWAIT
         while true {
             if zmq_msg_recv(scratch, handle, flags) >= 0 { break }
@@ -288,6 +298,7 @@ public final class Socket {
 
     private func rawReceive(flags: Int32) throws(ZMQError) -> Frame? {
         let handle = try open("zmq_msg_recv(\(type))")
+        defer { wakeOtherWaiters() }
         while true {
             if zmq_msg_recv(scratch, handle, flags) >= 0 { return Frame(moving: scratch) }
             let error = zmq_errno()
@@ -335,13 +346,24 @@ extension Socket {
             let generation = watcher.generation(of: registration)
             let ready = try pendingEvents().intersection(events)
             if !ready.isEmpty { return ready }
-            switch await watcher.wait(registration, after: generation, deadline: limit) {
+            suspendedWaits += 1
+            let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: events.rawValue)
+            suspendedWaits -= 1
+            switch outcome {
             case .signalled: continue
             case .timedOut: return []
             case .cancelled: throw CancellationError()
             case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
             }
         }
+    }
+
+    /// After a libzmq call (which processes pending commands and may drain `ZMQ_FD` without epoll
+    /// seeing an edge), resumes the owner's other suspended tasks whose wait the socket now satisfies.
+    /// Costs nothing when no other task waits.
+    private func wakeOtherWaiters() {
+        guard suspendedWaits > 0, !isClosed else { return }
+        _ = try? pendingEvents()
     }
 
     /// Receives one frame, suspending the task (not the thread) until one arrives.

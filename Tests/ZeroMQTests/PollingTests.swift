@@ -109,3 +109,64 @@ struct PollingTests {
         #expect(try await drainer.value == queued + 100)
     }
 }
+
+@Suite("Several waiters on one socket")
+struct ConcurrentWaitersTests {
+    /// Two tasks of one owner wait on the same socket for different things. A libzmq call made for
+    /// one of them processes the socket's commands and drains ZMQ_FD; the other must still wake.
+    @Test("a writer waiting for a connection wakes even while a reader keeps calling into the socket")
+    func writerWakesWhileReaderWaits() async throws {
+        for round in 0..<100 {
+            let owner = try TwoWaiters()
+            let woke = try await owner.run()
+            #expect(woke, "round \(round): the writable waiter missed its wake-up")
+            if !woke { break }
+        }
+    }
+}
+
+/// One actor, one DEALER, two concurrent waits: readable (a reply loop) and writable (a connect wait).
+actor TwoWaiters {
+    let context: Context
+    let dealer: Socket
+    let router: Socket
+
+    init() throws {
+        context = try Context()
+        dealer = try context.socket(.dealer)
+        try dealer.set(.immediate, true)
+        router = try context.socket(.router)
+        try router.bind("tcp://127.0.0.1:*")
+    }
+
+    func run() async throws -> Bool {
+        try dealer.connect(try router.lastEndpoint)
+        return await withTaskGroup(of: Bool?.self) { group in
+            group.addTask { await self.readLoop() }
+            group.addTask { await self.waitWritable() }
+            var result = false
+            for await outcome in group {
+                if let outcome {
+                    result = outcome
+                    dealer.close()
+                }
+            }
+            return result
+        }
+    }
+
+    private func waitWritable() async -> Bool? {
+        let ready = try? await dealer.waitUntilReady(for: .writable, timeout: .seconds(2))
+        return ready?.contains(.writable) ?? false
+    }
+
+    /// Keeps calling into the socket (as a task that sends and polls on it would), each call
+    /// processing libzmq's pending commands and draining ZMQ_FD.
+    private func readLoop() async -> Bool? {
+        while !dealer.isClosed {
+            do { _ = try dealer.tryReceive() } catch { break }
+            await Task.yield()
+        }
+        return nil
+    }
+}
