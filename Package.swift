@@ -54,6 +54,24 @@ let package = Package(
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(
+            name: "HandoffTests",
+            dependencies: [
+                "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]
+        ),
+        // A small program the end-to-end tests start as separate processes (advertiser, broker).
+        .executableTarget(
+            name: "HandoffTestNode",
+            dependencies: [
+                "Handoff", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/HandoffTestNode"
+        ),
+        .testTarget(
             name: "HandoffWireTests",
             dependencies: ["HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),

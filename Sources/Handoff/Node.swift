@@ -72,6 +72,7 @@ public actor Node: Service {
 
     enum RunState { case idle, running, stopped }
     var runState = RunState.idle
+    var runningWaiters: [CheckedContinuation<Void, Never>] = []
 
     var current: [String: UserActivity] = [:]
     /// Ids of activities that ended here, and why, to answer late continue requests precisely.
@@ -122,7 +123,9 @@ public actor Node: Service {
         self.logger = logger
 
         publisher = try context.socket(.xpub)
-        try publisher.set(.xpubVerbose, true)
+        // Direct mode: report every subscriber's subscriptions, so each gets current activities.
+        // With a broker, one forwarded subscription per distinct prefix is enough.
+        if case .direct = configuration.bus { try publisher.set(.xpubVerbose, true) }
         try publisher.set(.sendHighWaterMark, 100_000)
         try publisher.set(.linger, 1000)  // lets withdrawals sent at shutdown reach the bus
         subscriber = try context.socket(.sub)
@@ -172,6 +175,8 @@ public actor Node: Service {
             throw HandoffError(.notRunning, "a node runs once; make a new node to join the bus again")
         }
         runState = .running
+        for waiter in runningWaiters { waiter.resume() }
+        runningWaiters.removeAll()
         logger.info("node running", metadata: [
             "id": "\(id)", "continuation": "\(continuationEndpoint)", "bus": "\(configuration.bus)",
         ])
@@ -233,8 +238,15 @@ public actor Node: Service {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await node.run() }
             defer { group.cancelAll() }
+            await node.untilRunning()
             return try await body(node)
         }
+    }
+
+    /// Returns once ``run()`` has started (at once if it has, or if the node already stopped).
+    public func untilRunning() async {
+        guard runState == .idle else { return }
+        await withCheckedContinuation { runningWaiters.append($0) }
     }
 
     // MARK: Current activities (originating side)
@@ -326,6 +338,8 @@ public actor Node: Service {
             expireKnown(now: now)
             if now >= nextAdvertisement {
                 nextAdvertisement = now + interval
+                pruneClients()
+                if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }
                 for activity in current.values {
                     if let expiration = activity.expirationDate, expiration <= Date() {
                         activity.state.withLock { $0.node = nil }
@@ -338,12 +352,13 @@ public actor Node: Service {
         }
     }
 
-    /// In direct mode, a new subscriber gets every matching current activity at once (there is no
-    /// broker cache to give it them).
+    /// A new subscription gets every matching current activity at once, instead of at the next
+    /// re-advertisement. In direct mode that is each new subscribing node (the XPUB is verbose). With a
+    /// broker it is the broker's own subscribe-all, which arrives whenever this node (re)connects to it,
+    /// so the broker's cache is filled right away.
     private func answerSubscriptions() async {
         while !Task.isCancelled {
             guard let frame = try? await publisher.receive() else { return }
-            guard case .direct = configuration.bus else { continue }
             let bytes = frame.bytes
             guard bytes.first == 1 else { continue }
             let prefix = String(decoding: bytes.dropFirst(), as: UTF8.self)

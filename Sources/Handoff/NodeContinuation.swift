@@ -336,12 +336,38 @@ extension Node {
             remove(activity, reason: .expired)
             throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activity.activityType)
         }
-        if activity.needsSave, let delegate = activity.delegate {
-            await delegate.userActivityWillSave(activity)
-            // Cleared without a version bump: the save itself is not a change to advertise.
-            activity.state.withLock { $0.needsSave = false }
+        // A continue-once activity is claimed before anything awaits, so two requests arriving
+        // together cannot both have it.
+        let claims = activity.continuationPolicy == .once && !request.refresh
+        if claims {
+            let alreadyClaimed = activity.state.withLock { state in
+                defer { state.continuedOnce = true }
+                return state.continuedOnce
+            }
+            if alreadyClaimed {
+                throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: activity.activityType)
+            }
         }
-        try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
-        return activity
+        do throws(HandoffError) {
+            if activity.needsSave, let delegate = activity.delegate {
+                await delegate.userActivityWillSave(activity)
+                // Cleared without a version bump: the save itself is not a change to advertise.
+                activity.state.withLock { $0.needsSave = false }
+            }
+            try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
+            return activity
+        } catch {
+            if claims { activity.state.withLock { $0.continuedOnce = false } }
+            throw error
+        }
+    }
+
+    /// Closes DEALERs to originators this node no longer has any reason to talk to.
+    func pruneClients() {
+        let inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.values.map(\.endpoint))
+        for (endpoint, client) in clients where !inUse.contains(endpoint) {
+            client.close()
+            clients[endpoint] = nil
+        }
     }
 }

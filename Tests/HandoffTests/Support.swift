@@ -1,5 +1,6 @@
 import Foundation
 import Handoff
+@_exported import HandoffTestNode
 import Synchronization
 import Testing
 
@@ -28,6 +29,8 @@ func withTwoNodes(
         group.addTask { try await a.run() }
         group.addTask { try await b.run() }
         defer { group.cancelAll() }
+        await a.untilRunning()
+        await b.untilRunning()
         try await body(a, b)
     }
 }
@@ -91,19 +94,6 @@ final class Recorder: UserActivityDelegate, HandoffDelegate, @unchecked Sendable
         record("didUpdate v\(activity.version) \(activity.userInfo["draft"]?.stringValue ?? "")")
     }
 }
-
-/// Every kind of userInfo value, nested ones included.
-let everyKindOfUserInfo: [String: UserInfoValue] = [
-    "string": "Ada Lovelace ✍️",
-    "int": .int(-9_007_199_254_740_993),
-    "double": 3.141592653589793,
-    "bool": true,
-    "bytes": .bytes(Data([0, 1, 2, 254, 255])),
-    "url": .url(URL(string: "https://example.org/contacts/ada?tab=notes#top")!),
-    "date": .date(Date(timeIntervalSince1970: 1_700_000_000.123456)),
-    "list": ["one", 2, 3.5, false, ["nested"]],
-    "map": ["phone": "+44 20 7946 0000", "tags": ["math", "poetry"], "visits": 12],
-]
 
 /// Polls `condition` until it holds or `timeout` passes.
 func eventually(within timeout: Duration = .seconds(5), _ condition: () async -> Bool) async -> Bool {

@@ -1,0 +1,183 @@
+import Foundation
+import Handoff
+import Synchronization
+import Testing
+
+/// A program started by a test, killed when the test drops it.
+final class ChildProcess: @unchecked Sendable {
+    let process = Process()
+    private let output = Pipe()
+    private let lines = Lines()
+
+    /// What the program has printed so far, line by line.
+    final class Lines: Sendable {
+        let all = Mutex<[String]>([])
+        func append(_ data: Data) {
+            all.withLock { $0.append(contentsOf: String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)) }
+        }
+    }
+
+    /// Starts `HandoffTestNode` (built beside the test bundle) with `arguments`.
+    init(_ arguments: [String]) throws {
+        process.executableURL = Self.testNodeURL
+        process.arguments = arguments
+        process.standardOutput = output
+        let handle = output.fileHandleForReading
+        let lines = self.lines
+        handle.readabilityHandler = { handle in
+            let data = handle.availableData
+            guard !data.isEmpty else { return }
+            lines.append(data)
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        output.fileHandleForReading.readabilityHandler = nil
+    }
+
+    static var testNodeURL: URL {
+        let here = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for directory in [here, here.deletingLastPathComponent(), URL(fileURLWithPath: ".build/debug")] {
+            let candidate = directory.appendingPathComponent("HandoffTestNode")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        return URL(fileURLWithPath: ".build/debug/HandoffTestNode")
+    }
+
+    /// The words after `READY` on the program's first ready line.
+    func ready(within timeout: Duration = .seconds(10)) async throws -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let line = lines.all.withLock({ $0.first { $0.hasPrefix("READY") } }) {
+                return line.split(separator: " ").dropFirst().map(String.init)
+            }
+            guard process.isRunning else { throw ProcessFailure("exited with \(process.terminationStatus) before it was ready") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ProcessFailure("not ready within \(timeout)")
+    }
+
+    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+}
+
+struct ProcessFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A broker in its own process.
+func startBroker() async throws -> (ChildProcess, frontend: String, backend: String) {
+    let broker = try ChildProcess(["broker"])
+    let endpoints = try await broker.ready()
+    return (broker, endpoints[0], endpoints[1])
+}
+
+func brokerConfiguration(_ name: String, frontend: String, backend: String, interval: Duration = .milliseconds(200)) -> Node.Configuration {
+    var configuration = Node.Configuration(
+        name: name, bus: .broker(frontend: frontend, backend: backend),
+        advertiseInterval: interval, continueTimeout: .seconds(3), connectTimeout: .milliseconds(500))
+    configuration.lease = interval * 3
+    return configuration
+}
+
+@Suite("Separate processes over loopback, through a broker process")
+struct ProcessTests {
+    @Test("one process advertises, this one discovers and continues it: every userInfo value arrives intact")
+    func continueAcrossProcesses() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "1"])
+        let id = try #require(try await advertiser.ready().first)
+        try await Node.withRunning(brokerConfiguration("continuer", frontend: frontend, backend: backend)) { node in
+            let restored = Mutex<[String: UserInfoValue]?>(nil)
+            await node.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { activity in
+                restored.withLock { $0 = activity.userInfo }
+            }
+            let found = try await discovered(id, on: node)
+            #expect(found.origin.name == "advertiser-\(advertiser.process.processIdentifier)")
+            guard case .restored(let continued) = try await node.continueActivity(found) else {
+                Issue.record("expected the activity to be restored")
+                return
+            }
+            #expect(continued.userInfo == everyKindOfUserInfo)
+            #expect(restored.withLock { $0 } == everyKindOfUserInfo)
+            #expect(continued.origin.name == found.origin.name)
+        }
+        _ = broker
+    }
+
+    @Test("a late joiner sees every current activity at once, from the broker's cache")
+    func lateJoiner() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        // A one-minute interval: nothing is re-advertised while the test runs.
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "60000", "org.handoff.contacts.view-contact", "50"])
+        let ids = Set(try await advertiser.ready())
+        #expect(ids.count == 50)
+        let seenFirst = try await Node.withRunning(brokerConfiguration("first", frontend: frontend, backend: backend)) { first in
+            await eventually { Set(await first.activities().map(\.id)) == ids }
+        }
+        #expect(seenFirst)
+        // The advertiser has already answered the prefix's first subscription: only the broker's
+        // last-value cache can give this node the activities now.
+        let started = ContinuousClock.now
+        let seenLate = try await Node.withRunning(brokerConfiguration("late", frontend: frontend, backend: backend, interval: .seconds(60))) { late in
+            await eventually(within: .seconds(1)) { Set(await late.activities().map(\.id)) == ids }
+        }
+        #expect(seenLate)
+        #expect(ContinuousClock.now - started < .seconds(1))
+        _ = broker
+    }
+
+    @Test("killing the originating process makes its activity disappear within its lease")
+    func killedOriginator() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "1"])
+        let id = try #require(try await advertiser.ready().first)
+        try await Node.withRunning(brokerConfiguration("watcher", frontend: frontend, backend: backend)) { node in
+            await node.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { _ in }
+            let events = await node.discover()
+            let found = try await discovered(id, on: node)
+            advertiser.signal(SIGKILL)
+            let killed = ContinuousClock.now
+            let removal = await firstEvent(in: events, within: .seconds(3)) { if case .removed(let gone, _) = $0 { gone.id == id } else { false } }
+            let after = ContinuousClock.now - killed
+            guard case .removed(_, let reason)? = removal else {
+                Issue.record("the activity of a killed node must disappear")
+                return
+            }
+            #expect(reason == .lost)
+            // Lease 600 ms (+ up to one sweep): gone within it, and not before the lease could run out.
+            #expect(after < .milliseconds(1100))
+            #expect(after > .milliseconds(200))
+            do {
+                _ = try await node.continueActivity(found)
+                Issue.record("continuing from a killed process must fail")
+            } catch let error as HandoffError {
+                #expect(error.code == .connectionUnavailable)
+            }
+        }
+        _ = broker
+    }
+
+    @Test("a process stopped with SIGTERM withdraws its activity at once")
+    func gracefulTermination() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "60000", "org.handoff.contacts.edit-contact", "1"])
+        let id = try #require(try await advertiser.ready().first)
+        try await Node.withRunning(brokerConfiguration("watcher", frontend: frontend, backend: backend)) { node in
+            let events = await node.discover()
+            _ = try await discovered(id, on: node)
+            advertiser.signal(SIGTERM)
+            let removal = await firstEvent(in: events, within: .seconds(2)) { if case .removed(let gone, _) = $0 { gone.id == id } else { false } }
+            guard case .removed(_, let reason)? = removal else {
+                Issue.record("a gracefully stopped node must withdraw its activity")
+                return
+            }
+            #expect(reason == .nodeShutdown)
+        }
+        advertiser.process.waitUntilExit()
+        #expect(advertiser.process.terminationStatus == 0)
+        _ = broker
+    }
+}
