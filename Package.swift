@@ -31,11 +31,14 @@ let package = Package(
             name: "HandoffWire",
             dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
-        // Activities, nodes, the broker, continuation.
+        // CRC-32C for stream checksums: the CPU's crc32 instruction, or tables.
+        .target(name: "CHandoffChecksum"),
+        // Activities, nodes, the broker, continuation, streams.
         .target(
             name: "Handoff",
             dependencies: [
                 "ZeroMQ",
+                "CHandoffChecksum",
                 "HandoffWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),

@@ -39,6 +39,14 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let unsupportedProtocolVersion = Code(wire: .unsupportedProtocolVersion)
         /// The activity does not support continuation streams.
         public static let streamsNotSupported = Code(wire: .streamsNotSupported)
+        /// The continuation stream was cancelled, here or by the peer.
+        public static let streamCancelled = Code(wire: .streamCancelled)
+        /// The stream's bytes do not match the checksum its writer sent: it was corrupted.
+        public static let streamChecksumMismatch = Code(wire: .streamChecksumMismatch)
+        /// The stream ended with fewer (or more) bytes than its writer sent.
+        public static let streamTruncated = Code(wire: .streamTruncated)
+        /// The peer of a stream went silent or disconnected: its process died or the network failed.
+        public static let peerLost = Code(wire: .peerLost)
         /// The node is not running (start it with ``Node/run()``), or is shutting down.
         public static let notRunning = Code(rawValue: 1000)
         /// The continuing side declined in its will-continue callback.
@@ -82,6 +90,10 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
             case .malformedMessage: "malformed message"
             case .unsupportedProtocolVersion: "unsupported protocol version"
             case .streamsNotSupported: "streams not supported"
+            case .streamCancelled: "stream cancelled"
+            case .streamChecksumMismatch: "stream checksum mismatch"
+            case .streamTruncated: "stream truncated"
+            case .peerLost: "peer lost"
             case .notRunning: "node not running"
             case .declined: "declined"
             case .invalidatedLocally: "invalidated"

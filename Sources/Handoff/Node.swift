@@ -87,6 +87,9 @@ public actor Node: Service {
     var held: [String: Held] = [:]
     var sequence: UInt64 = 0
     var nextCorrelation: UInt64 = 0
+    /// Open continuation stream pairs, with both kinds of peer.
+    var streams: [StreamKey: StreamSession] = [:]
+    var nextStreamID: UInt64 = 0
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
     nonisolated let changes: AsyncStream<String>
     nonisolated let changesContinuation: AsyncStream<String>.Continuation
@@ -142,6 +145,9 @@ public actor Node: Service {
         }
 
         server = try context.socket(.router)
+        // Streams bound what is in flight by credit; these only keep libzmq from dropping it.
+        try server.set(.sendHighWaterMark, 10_000)
+        try server.set(.receiveHighWaterMark, 10_000)
         try server.set(.heartbeatInterval, 1000)
         try server.set(.heartbeatTimeout, 3000)
         try server.bind(configuration.continuationEndpoint)
@@ -220,6 +226,10 @@ public actor Node: Service {
         for id in Array(pending.keys) {
             resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
         }
+        for session in streams.values {
+            session.fail(HandoffError(.notRunning, "the node shut down"))
+        }
+        streams.removeAll()
         for watcher in watchers.values { watcher.continuation.finish() }
         watchers.removeAll()
         for client in clients.values { client.close() }
@@ -330,12 +340,13 @@ public actor Node: Service {
     /// Re-advertises current activities and expires what was not heard of in time.
     private func tick() async {
         let interval = configuration.advertiseInterval
-        let sweep = min(configuration.effectiveLease / 4, .milliseconds(250))
+        let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4, .milliseconds(250))
         var nextAdvertisement = ContinuousClock.now + interval
         while !Task.isCancelled {
             do { try await Task.sleep(for: sweep) } catch { return }
             let now = ContinuousClock.now
             expireKnown(now: now)
+            superviseStreams(now: now)
             if now >= nextAdvertisement {
                 nextAdvertisement = now + interval
                 pruneClients()

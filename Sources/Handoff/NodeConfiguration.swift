@@ -43,6 +43,14 @@ extension Node {
         public var teamID: String?
         /// Whether discovery reports this node's own activities too.
         public var includeOwnActivities: Bool
+        /// Chunks of a continuation stream this node lets a writer have in flight to it (its receive
+        /// window). Memory for a stream is bounded by window × chunk size (4 MiB by default).
+        public var streamWindow: Int
+        /// The largest chunk this node sends on a continuation stream, in bytes.
+        public var streamChunkSize: Int
+        /// How long a continuation stream may hear nothing from its peer (not even a keep-alive, sent
+        /// every second) before it fails with ``HandoffError/Code-swift.struct/peerLost``.
+        public var streamIdleTimeout: Duration
 
         /// A configuration with defaults for everything but the name and bus.
         public init(
@@ -68,6 +76,9 @@ extension Node {
             self.maxUserInfoSize = maxUserInfoSize
             self.teamID = teamID
             includeOwnActivities = false
+            streamWindow = 16
+            streamChunkSize = 256 * 1024
+            streamIdleTimeout = .seconds(5)
         }
 
         /// The lease other nodes are told.

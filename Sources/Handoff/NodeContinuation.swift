@@ -15,6 +15,8 @@ final class Client {
     init(endpoint: String, context: Context) throws(ZMQError) {
         self.endpoint = endpoint
         socket = try context.socket(.dealer)
+        try socket.set(.sendHighWaterMark, 10_000)
+        try socket.set(.receiveHighWaterMark, 10_000)
         // Queue only to a live connection: with no originator, a send is refused at once
         // instead of waiting in a queue for a peer that may never come back.
         try socket.set(.immediate, true)
@@ -182,7 +184,7 @@ extension Node {
     }
 
     /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
-    private func connectedClient(_ endpoint: String, activityType: String) async throws(HandoffError) -> Client {
+    func connectedClient(_ endpoint: String, activityType: String) async throws(HandoffError) -> Client {
         let client: Client
         if let existing = clients[endpoint] {
             client = existing
@@ -206,11 +208,15 @@ extension Node {
 
     private func receiveReplies(from endpoint: String) async {
         while let client = clients[endpoint], !Task.isCancelled {
-            let frame: Frame
-            do { frame = try await client.socket.receive() } catch { return }
+            let frames: [Frame]
+            do { frames = try await client.socket.receiveMultipart() } catch { return }
             do {
-                let envelope = try WireEnvelope.decode(frame.data)
-                resolve(envelope.correlationID, .success(envelope))
+                let envelope = try WireEnvelope.decode(frames[0].data)
+                if case .streamFrame(let frame) = envelope.body {
+                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint))
+                } else {
+                    resolve(envelope.correlationID, .success(envelope))
+                }
             } catch {
                 logger.warning("ignoring a malformed reply from \(endpoint): \(error)")
             }
@@ -226,6 +232,7 @@ extension Node {
             for (id, request) in pending where request.endpoint == endpoint {
                 resolve(id, .failure(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering")))
             }
+            failStreams(to: endpoint, HandoffError(.peerLost, "the originator at \(endpoint) disconnected"))
         }
     }
 
@@ -265,10 +272,12 @@ extension Node {
             guard frames.count >= 2 else { continue }
             let identity = frames[0].bytes
             do {
-                let envelope = try WireEnvelope.decode(frames[frames.count - 1].data)
+                let envelope = try WireEnvelope.decode(frames[1].data)
                 switch envelope.body {
                 case .continueRequest(let request):
                     spawn { await self.answer(request, in: envelope, to: identity) }
+                case .streamFrame(let frame):
+                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity))
                 default:
                     reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))
                 }
@@ -364,7 +373,8 @@ extension Node {
 
     /// Closes DEALERs to originators this node no longer has any reason to talk to.
     func pruneClients() {
-        let inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.values.map(\.endpoint))
+        var inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.values.map(\.endpoint))
+        for case .dealer(let endpoint) in streams.keys.map(\.peer) { inUse.insert(endpoint) }
         for (endpoint, client) in clients where !inUse.contains(endpoint) {
             client.close()
             clients[endpoint] = nil

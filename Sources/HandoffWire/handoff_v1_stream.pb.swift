@@ -224,7 +224,12 @@ public nonisolated struct WireStreamFrame: Sendable {
   public init() {}
 }
 
-/// Opens a stream. Sent by the writer.
+/// Opens a pair of continuation streams (one each way) for an activity whose
+/// supports_continuation_streams is set. The continuing node sends it to the
+/// originator's continuation endpoint with a stream_id of its choosing; the
+/// originator answers with its own StreamOpen for the same stream_id (or with
+/// Error: STREAMS_NOT_SUPPORTED, ACTIVITY_NOT_FOUND, ...). Each side's `window`
+/// is the credit it grants for the bytes *it receives*.
 public nonisolated struct WireStreamOpen: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -233,21 +238,23 @@ public nonisolated struct WireStreamOpen: Sendable {
   /// The activity being continued.
   public var activityID: String = String()
 
-  /// Which way the bytes flow.
+  /// UNSPECIFIED for the pair (the usual case); a direction restricts the
+  /// opening to one way.
   public var direction: WireStreamDirection = .unspecified
 
-  /// Largest payload, in bytes, of one StreamData.
+  /// Largest payload, in bytes, of one StreamData the sender of this message
+  /// will send.
   public var chunkSize: UInt32 = 0
 
-  /// Initial credit: how many StreamData chunks the writer may send before the
-  /// first StreamCredit. The writer never has more unacknowledged chunks in
-  /// flight than the credit granted so far.
+  /// Initial credit granted to the peer: how many StreamData chunks it may send
+  /// before the first StreamCredit. A writer never has more unacknowledged
+  /// chunks in flight than the credit granted so far, so a reader buffers at
+  /// most `window` chunks, whatever the stream's size.
   public var window: UInt32 = 0
 
-  /// Total number of bytes the writer will send, when known in advance;
-  /// 0 = unknown. (An empty stream needs no announcement: its StreamEnd with
-  /// total_length 0 follows at once. Not `optional`: protoc-gen-c 1.4 cannot
-  /// generate proto3 optional fields.)
+  /// Total number of bytes the sender will send, when known in advance;
+  /// 0 = unknown. (Not `optional`: protoc-gen-c 1.4 cannot generate proto3
+  /// optional fields.)
   public var expectedLength: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -256,17 +263,29 @@ public nonisolated struct WireStreamOpen: Sendable {
 }
 
 /// A chunk of stream bytes.
+///
+/// To avoid copying bulk data through protobuf, the payload may travel as the
+/// ZeroMQ frame that follows the Envelope in the same multipart message; then
+/// `payload` is empty and `length` gives the size of that frame. A receiver
+/// accepts both forms.
 public nonisolated struct WireStreamData: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Byte offset of payload[0] within the stream; chunks are sent in order,
-  /// so offset equals the sum of all previous payload sizes.
+  /// Byte offset of the chunk within the stream; chunks are sent in order,
+  /// so offset equals the sum of all previous chunk sizes.
   public var offset: UInt64 = 0
 
-  /// At most StreamOpen.chunk_size bytes.
+  /// At most StreamOpen.chunk_size bytes (empty when the payload is the next frame).
   public var payload: Data = Data()
+
+  /// Size of the payload frame when it follows out of band.
+  public var length: UInt32 = 0
+
+  /// Total length of the stream, once the writer knows it (0 = unknown): lets
+  /// the reader show progress.
+  public var totalLength: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -274,6 +293,10 @@ public nonisolated struct WireStreamData: Sendable {
 }
 
 /// Flow control, sent by the reader.
+///
+/// A StreamCredit with 0 chunks is a keep-alive: each side sends one when it has
+/// sent nothing else on an open stream for a second, so that a peer that has died
+/// is noticed (by silence) within the stream's idle timeout.
 public nonisolated struct WireStreamCredit: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -302,7 +325,8 @@ public nonisolated struct WireStreamEnd: Sendable {
   /// How `checksum` was computed.
   public var checksumAlgorithm: WireChecksumAlgorithm = .unspecified
 
-  /// Checksum of all stream bytes (empty when checksum_algorithm is UNSPECIFIED).
+  /// Checksum of all stream bytes (empty when checksum_algorithm is UNSPECIFIED),
+  /// big-endian for the 32-bit CRC32C (the algorithm Handoff nodes send).
   public var checksum: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -528,7 +552,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension WireStreamData: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamData"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}offset\0\u{1}payload\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}offset\0\u{1}payload\0\u{1}length\0\u{3}total_length\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -538,6 +562,8 @@ nonisolated extension WireStreamData: SwiftProtobuf.Message, SwiftProtobuf._Mess
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.offset) }()
       case 2: try { try decoder.decodeSingularBytesField(value: &self.payload) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.length) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.totalLength) }()
       default: break
       }
     }
@@ -550,12 +576,20 @@ nonisolated extension WireStreamData: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.payload.isEmpty {
       try visitor.visitSingularBytesField(value: self.payload, fieldNumber: 2)
     }
+    if self.length != 0 {
+      try visitor.visitSingularUInt32Field(value: self.length, fieldNumber: 3)
+    }
+    if self.totalLength != 0 {
+      try visitor.visitSingularUInt64Field(value: self.totalLength, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: WireStreamData, rhs: WireStreamData) -> Bool {
     if lhs.offset != rhs.offset {return false}
     if lhs.payload != rhs.payload {return false}
+    if lhs.length != rhs.length {return false}
+    if lhs.totalLength != rhs.totalLength {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -119,6 +119,17 @@ public final class Frame: @unchecked Sendable {
     /// A copy of the frame's bytes as `Data`.
     public var data: Data { withUnsafeBytes { Data($0) } }
 
+    /// The frame's bytes as `Data` without a copy: the `Data` shares the frame's buffer and keeps the
+    /// frame alive until the last copy of the `Data` is gone.
+    public var dataWithoutCopying: Data {
+        withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress, bytes.count > 0 else { return Data() }
+            return Data(
+                bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count,
+                deallocator: .custom { _, _ in withExtendedLifetime(self) {} })
+        }
+    }
+
     /// The frame as UTF-8 text, or `nil` when it is not valid UTF-8.
     public var string: String? {
         withUnsafeBytes { String(validating: $0, as: UTF8.self) }

@@ -1,0 +1,207 @@
+import CHandoffChecksum
+import Foundation
+import Handoff
+import HandoffWire
+import Synchronization
+import Testing
+
+private let listContacts = "org.handoff.contacts.list-contacts"
+
+/// Bytes with a recognisable pattern: byte `i` of stream `seed`.
+func patternBytes(_ count: Int, seed: UInt8) -> Data {
+    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 >> 13) })
+}
+
+/// An originator-side delegate that sends `outgoing` and reads what comes back, recording the outcome.
+final class StreamPeer: UserActivityDelegate, @unchecked Sendable {
+    let outgoing: Data
+    let readLimit: Int
+    let finishWriting: Bool
+    private let lock = NSLock()
+    private var _received: Result<Data, HandoffError>?
+    private var _writeError: HandoffError?
+    private var _streams: ContinuationStreams?
+
+    init(sending outgoing: Data, finishWriting: Bool = true, readLimit: Int = .max) {
+        self.outgoing = outgoing
+        self.finishWriting = finishWriting
+        self.readLimit = readLimit
+    }
+
+    var received: Result<Data, HandoffError>? { lock.withLock { _received } }
+    var writeError: HandoffError? { lock.withLock { _writeError } }
+    var streams: ContinuationStreams? { lock.withLock { _streams } }
+
+    func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
+        lock.withLock { _streams = streams }
+        async let reading: Result<Data, HandoffError> = {
+            do throws(HandoffError) { return .success(try await streams.input.readAll(limit: readLimit)) } catch { return .failure(error) }
+        }()
+        do {
+            streams.output.expectedLength = UInt64(outgoing.count)
+            try await streams.output.write(outgoing)
+            if finishWriting { try await streams.output.finish() }
+        } catch {
+            lock.withLock { _writeError = error }
+        }
+        let result = await reading
+        lock.withLock { _received = result }
+    }
+}
+
+/// Makes a streaming activity current on `a`, continues it on `b`, and opens streams.
+func openedStreams(from a: Node, to b: Node, delegate: StreamPeer) async throws -> (UserActivity, ContinuationStreams) {
+    let activity = try UserActivity(activityType: listContacts)
+    activity.supportsContinuationStreams = true
+    activity.userInfo = ["count": 3]
+    activity.delegate = delegate
+    try await activity.becomeCurrent(on: a)
+    await b.setContinuationHandler(forType: listContacts) { _ in }
+    let found = try await discovered(activity.id, on: b)
+    guard case .restored(let continued) = try await b.continueActivity(found) else { throw CancellationError() }
+    return (activity, try await b.openStreams(for: continued))
+}
+
+@Suite("Continuation streams")
+struct StreamTests {
+    @Test("CRC-32C matches the standard check value, in pieces as whole")
+    func crc32c() {
+        let check = Array("123456789".utf8)
+        #expect(handoff_crc32c(0, check, check.count) == 0xE306_9283)
+        let data = patternBytes(100_003, seed: 7)
+        let whole = data.withUnsafeBytes { handoff_crc32c(0, $0.baseAddress, $0.count) }
+        let pieces = data.withUnsafeBytes { bytes in
+            handoff_crc32c(handoff_crc32c(0, bytes.baseAddress, 40_000), bytes.baseAddress! + 40_000, 60_003)
+        }
+        #expect(whole == pieces)
+        #expect(handoff_crc32c(0, nil, 0) == 0)
+    }
+
+    @Test("bytes flow both ways at once, intact, with progress")
+    func bothWays() async throws {
+        try await withTwoNodes { a, b in
+            let fromOriginator = patternBytes(3_000_000, seed: 1)
+            let fromContinuer = patternBytes(1_234_567, seed: 2)
+            let peer = StreamPeer(sending: fromOriginator)
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            async let written: Void = {
+                try await streams.output.write(fromContinuer)
+                try await streams.output.finish()
+            }()
+            let received = try await streams.input.readAll()
+            try await written
+            #expect(received == fromOriginator)
+            #expect(streams.input.progress == StreamProgress(bytes: 3_000_000, total: 3_000_000))
+            #expect(streams.output.progress.bytes == 1_234_567)
+            #expect(await eventually { peer.received != nil })
+            #expect(try peer.received?.get() == fromContinuer)
+        }
+    }
+
+    @Test("a reader that does not read holds the writer to its window: memory stays bounded")
+    func flowControlBoundsMemory() async throws {
+        try await withTwoNodes(configureB: { $0.streamWindow = 4 }) { a, b in
+            let chunk = 256 * 1024
+            let peer = StreamPeer(sending: patternBytes(40 * chunk, seed: 3))
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            try await Task.sleep(for: .milliseconds(300))
+            let stalled = try #require(peer.streams).output.progress.bytes
+            // The writer may have sent the window (4 chunks) and be holding the next one.
+            #expect(stalled <= UInt64(5 * chunk))
+            #expect(stalled >= UInt64(4 * chunk))
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try #require(peer.streams).output.progress.bytes == stalled)
+            // Reading releases it, chunk by chunk, to the end.
+            let all = try await streams.input.readAll()
+            #expect(all.count == 40 * chunk)
+        }
+    }
+
+    @Test("the continuing side cancels: the originator's writer and reader stop with streamCancelled")
+    func cancelFromContinuer() async throws {
+        try await withTwoNodes(configureB: { $0.streamWindow = 2 }) { a, b in
+            let peer = StreamPeer(sending: patternBytes(8_000_000, seed: 4))
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            var iterator = streams.input.makeAsyncIterator()
+            _ = try await iterator.next()
+            await streams.cancel(reason: "user closed the window")
+            #expect(await eventually { peer.writeError != nil && peer.received != nil })
+            #expect(peer.writeError?.code == .streamCancelled)
+            #expect(peer.writeError?.message.contains("user closed the window") == true)
+            if case .failure(let error)? = peer.received { #expect(error.code == .streamCancelled) } else { Issue.record("the originator's read must fail") }
+            do {
+                while try await iterator.next() != nil {}
+                Issue.record("a cancelled stream must not finish normally")
+            } catch let error as HandoffError {
+                #expect(error.code == .streamCancelled)
+            }
+        }
+    }
+
+    @Test("the originator cancels: the continuing side's read fails and delivers no complete data")
+    func cancelFromOriginator() async throws {
+        try await withTwoNodes(configureB: { $0.streamWindow = 2 }) { a, b in
+            let peer = StreamPeer(sending: patternBytes(8_000_000, seed: 5), finishWriting: false)
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            #expect(await eventually { peer.streams != nil })
+            await peer.streams!.cancel(reason: "originator is busy")
+            do {
+                _ = try await streams.input.readAll()
+                Issue.record("a cancelled stream must not be read to the end")
+            } catch let error as HandoffError {
+                #expect(error.code == .streamCancelled)
+                #expect(error.message.contains("originator is busy"))
+            }
+        }
+    }
+
+    @Test("many stream pairs at once do not interfere")
+    func concurrentStreams() async throws {
+        try await withTwoNodes(configureB: { $0.streamWindow = 3 }) { a, b in
+            let count = 6
+            var peers: [StreamPeer] = []
+            var pairs: [ContinuationStreams] = []
+            for index in 0..<count {
+                let peer = StreamPeer(sending: patternBytes(500_000 + index * 77_777, seed: UInt8(10 + index)))
+                let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+                peers.append(peer)
+                pairs.append(streams)
+            }
+            // One reader stalls; the others must still complete.
+            let stalled = pairs[0]
+            try await withThrowingTaskGroup(of: (Int, Data).self) { group in
+                for index in 1..<count {
+                    let streams = pairs[index]
+                    group.addTask { (index, try await streams.input.readAll()) }
+                }
+                for try await (index, data) in group {
+                    #expect(data == peers[index].outgoing, "stream \(index)")
+                }
+            }
+            #expect(try await stalled.input.readAll() == peers[0].outgoing)
+        }
+    }
+
+    @Test("streams are refused for an activity that does not support them, or has no delegate for them")
+    func refused() async throws {
+        try await withTwoNodes { a, b in
+            await b.setContinuationHandler(forType: listContacts) { _ in }
+            let plain = try UserActivity(activityType: listContacts)
+            try await plain.becomeCurrent(on: a)
+            guard case .restored(let continuedPlain) = try await b.continueActivity(try await discovered(plain.id, on: b)) else { return }
+            await #expect(throws: HandoffError.self) { try await b.openStreams(for: continuedPlain) }
+
+            let noDelegate = try UserActivity(activityType: listContacts)
+            noDelegate.supportsContinuationStreams = true
+            try await noDelegate.becomeCurrent(on: a)
+            guard case .restored(let continued) = try await b.continueActivity(try await discovered(noDelegate.id, on: b)) else { return }
+            do {
+                _ = try await b.openStreams(for: continued)
+                Issue.record("an originator with no stream delegate must refuse")
+            } catch let error as HandoffError {
+                #expect(error.code == .streamsNotSupported)
+                #expect(error.message.contains("delegate"))
+            }
+        }
+    }
+}
