@@ -59,7 +59,7 @@ let package = Package(
         .testTarget(
             name: "HandoffTests",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode",
+                "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode", "CHandoffChecksum",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),

@@ -242,6 +242,7 @@ public actor Node: Service {
     public static func withRunning<Result: Sendable>(
         _ configuration: Configuration,
         context: Context? = nil,
+        isolation: isolated (any Actor)? = #isolation,
         _ body: (Node) async throws -> Result
     ) async throws -> Result {
         let node = try Node(configuration: configuration, context: context)

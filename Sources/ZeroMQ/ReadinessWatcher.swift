@@ -108,6 +108,10 @@ final class ReadinessWatcher: Sendable {
     ///   - generation: The generation read before the last `ZMQ_EVENTS` check.
     ///   - deadline: A `CLOCK_MONOTONIC` time in nanoseconds, or `nil` to wait without limit.
     ///   - interest: The `ZMQ_POLLIN`/`ZMQ_POLLOUT` bits the waiter waits for (see ``wake(_:satisfying:)``).
+    ///
+    /// Runs on the caller's isolation, so the waiter is registered before the owner (an actor, say)
+    /// can run anything else that touches the socket.
+    nonisolated(nonsending)
     func wait(_ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16) async -> Outcome {
         let waiterID = state.withLock { state in
             let waiterID = state.nextID
@@ -165,9 +169,13 @@ final class ReadinessWatcher: Sendable {
     /// Resumes the waiters of a registration that wait for any of `events` (as just read from
     /// `ZMQ_EVENTS` by the socket's owner), because a libzmq call may have consumed the edge that would
     /// have woken them.
+    ///
+    /// Also counts as a signal (bumps the generation), so a waiter that read the generation before
+    /// this call but had not registered yet rechecks instead of sleeping through it.
     func wake(_ id: UInt64, satisfying events: Int16) {
         let resumed: [CheckedContinuation<Outcome, Never>] = state.withLock { state in
             guard var registration = state.registrations[id] else { return [] }
+            registration.generation &+= 1
             var taken: [CheckedContinuation<Outcome, Never>] = []
             registration.waiters.removeAll { waiterID in
                 guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID], interest & events != 0,

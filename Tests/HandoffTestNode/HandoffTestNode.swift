@@ -12,8 +12,15 @@ import ZeroMQ
 ///     HandoffTestNode advertise <frontend> <backend> <interval-ms> <activity-type> <count>
 ///         Joins the bus through the broker and makes <count> activities current (userInfo:
 ///         everyKindOfUserInfo); prints `READY <id> ...`.
+///     HandoffTestNode stream-source <frontend> <backend> <bytes>
+///         Makes a streaming activity current; its delegate writes <bytes> of BulkPattern to every
+///         stream opened to it. Prints `READY <id>`.
+///     HandoffTestNode stream-sink <frontend> <backend> <activity-id>
+///         Continues the activity, opens streams, reads to the end checking every byte against
+///         BulkPattern; prints `PROGRESS <bytes>` every 8 MiB, then `DONE <bytes> <peak-RSS-KiB>
+///         <seconds>` (exit 0) or `FAILED <code>: <message>` (exit 1).
 ///
-/// Both run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
+/// All but stream-sink run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
 @main
 struct HandoffTestNode {
     static func main() async throws {
@@ -51,8 +58,28 @@ struct HandoffTestNode {
             announce("READY " + ids.joined(separator: " "))
             let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()
+        case "stream-source" where arguments.count == 4:
+            let node = try Node(configuration: Node.Configuration(
+                name: "source-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2])))
+            let activity = try UserActivity(activityType: "org.handoff.test.bulk")
+            activity.supportsContinuationStreams = true
+            let source = BulkSource(bytes: Int(arguments[3]) ?? 0)
+            activity.delegate = source
+            try await activity.becomeCurrent(on: node)
+            announce("READY \(activity.id)")
+            let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            try await group.run()
+        case "stream-sink" where arguments.count == 4:
+            let configuration = Node.Configuration(
+                name: "sink-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2]))
+            let outcome = try await Node.withRunning(configuration) { node in
+                await node.setContinuationHandler(forType: "org.handoff.test.bulk") { _ in }
+                return await sink(node: node, activityID: arguments[3])
+            }
+            announce(outcome)
+            exit(outcome.hasPrefix("DONE") ? 0 : 1)
         default:
-            FileHandle.standardError.write(Data("usage: HandoffTestNode broker | advertise <frontend> <backend> <interval-ms> <type> <count>\n".utf8))
+            FileHandle.standardError.write(Data("usage: HandoffTestNode broker | advertise <frontend> <backend> <interval-ms> <type> <count> | stream-source <frontend> <backend> <bytes> | stream-sink <frontend> <backend> <id>\n".utf8))
             exit(2)
         }
     }
@@ -61,4 +88,62 @@ struct HandoffTestNode {
 /// Writes a line to standard output at once (the tests read it through a pipe).
 func announce(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Writes BulkPattern to every stream opened to the activity.
+final class BulkSource: UserActivityDelegate {
+    let bytes: Int
+    let pattern = BulkPattern()
+    init(bytes: Int) { self.bytes = bytes }
+
+    func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
+        streams.output.expectedLength = UInt64(bytes)
+        var written = 0
+        var index = 0
+        do {
+            while written < bytes {
+                let block = pattern.block(index)
+                let count = min(block.count, bytes - written)
+                try await streams.output.write(block[0..<count])
+                written += count
+                index += 1
+            }
+            try await streams.output.finish()
+        } catch {
+            FileHandle.standardError.write(Data("source: \(error)\n".utf8))
+        }
+    }
+}
+
+/// Continues the activity and reads its stream to the end, checking every byte.
+func sink(node: Node, activityID: String) async -> String {
+    let pattern = BulkPattern()
+    do throws(HandoffError) {
+        var found: DiscoveredActivity?
+        for _ in 0..<500 where found == nil {
+            found = await node.activities().first { $0.id == activityID }
+            if found == nil { try? await Task.sleep(for: .milliseconds(10)) }
+        }
+        guard let found else { return "FAILED not found: activity \(activityID) never appeared" }
+        guard case .restored(let continued) = try await node.continueActivity(found) else { return "FAILED no handler" }
+        let started = ContinuousClock.now
+        let streams = try await node.openStreams(for: continued)
+        var received = 0
+        var nextReport = 8 << 20
+        for try await chunk in streams.input {
+            guard pattern.matches(chunk, at: received) else {
+                return "FAILED corrupted: bytes at offset \(received) differ from the pattern"
+            }
+            received += chunk.count
+            if received >= nextReport {
+                announce("PROGRESS \(received)")
+                nextReport += 8 << 20
+            }
+        }
+        let elapsed = ContinuousClock.now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return "DONE \(received) \(peakResidentKiB()) \(seconds)"
+    } catch {
+        return "FAILED \(error.code): \(error.message)"
+    }
 }

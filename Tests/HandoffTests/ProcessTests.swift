@@ -6,7 +6,7 @@ import Testing
 /// A program started by a test, killed when the test drops it.
 final class ChildProcess: @unchecked Sendable {
     let process = Process()
-    private let output = Pipe()
+    private let pipe = Pipe()
     private let lines = Lines()
 
     /// What the program has printed so far, line by line.
@@ -21,8 +21,8 @@ final class ChildProcess: @unchecked Sendable {
     init(_ arguments: [String]) throws {
         process.executableURL = Self.testNodeURL
         process.arguments = arguments
-        process.standardOutput = output
-        let handle = output.fileHandleForReading
+        process.standardOutput = pipe
+        let handle = pipe.fileHandleForReading
         let lines = self.lines
         handle.readabilityHandler = { handle in
             let data = handle.availableData
@@ -34,7 +34,7 @@ final class ChildProcess: @unchecked Sendable {
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        output.fileHandleForReading.readabilityHandler = nil
+        pipe.fileHandleForReading.readabilityHandler = nil
     }
 
     static var testNodeURL: URL {
@@ -60,6 +60,9 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Every line printed so far.
+    var output: [String] { lines.all.withLock { $0 } }
 }
 
 struct ProcessFailure: Error, CustomStringConvertible {

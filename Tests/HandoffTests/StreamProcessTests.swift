@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+/// Runs a sink against a source of `bytes` through a fresh broker; returns the sink's last line.
+func transfer(_ bytes: Int, killSourceAfter killAt: Int? = nil) async throws -> (outcome: String, progress: [Int]) {
+    let (broker, frontend, backend) = try await startBroker()
+    let source = try ChildProcess(["stream-source", frontend, backend, String(bytes)])
+    let id = try #require(try await source.ready().first)
+    let sink = try ChildProcess(["stream-sink", frontend, backend, id])
+    let deadline = ContinuousClock.now + .seconds(120)
+    var killed = false
+    while ContinuousClock.now < deadline {
+        let lines = sink.output
+        if let killAt, !killed, lines.contains(where: { $0.hasPrefix("PROGRESS") && Int($0.split(separator: " ")[1])! >= killAt }) {
+            source.signal(SIGKILL)
+            killed = true
+        }
+        if let last = lines.last(where: { $0.hasPrefix("DONE") || $0.hasPrefix("FAILED") }) {
+            let progress = lines.filter { $0.hasPrefix("PROGRESS") }.compactMap { Int($0.split(separator: " ")[1]) }
+            _ = broker
+            return (last, progress)
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw ProcessFailure("the sink did not finish within two minutes; it printed \(sink.output)")
+}
+
+@Suite("Streams between separate processes")
+struct StreamProcessTests {
+    @Test("256 MiB between two processes: every byte checked, receiver's peak memory bounded and independent of size")
+    func bulkTransfer() async throws {
+        let small = try await transfer(16 << 20)
+        let large = try await transfer(256 << 20)
+        let smallFields = small.outcome.split(separator: " ")
+        let largeFields = large.outcome.split(separator: " ")
+        try #require(smallFields.first == "DONE", "16 MiB: \(small.outcome)")
+        try #require(largeFields.first == "DONE", "256 MiB: \(large.outcome)")
+        #expect(Int(largeFields[1]) == 256 << 20)
+        let smallPeakKiB = Int(smallFields[2])!
+        let largePeakKiB = Int(largeFields[2])!
+        let seconds = Double(largeFields[3])!
+        print("stream between processes: 256 MiB in \(String(format: "%.2f", seconds)) s (\(String(format: "%.0f", 256 / seconds)) MiB/s, debug build); receiver peak RSS \(largePeakKiB / 1024) MiB (16 MiB stream: \(smallPeakKiB / 1024) MiB)")
+        // Bounded: a window is 16 x 256 KiB = 4 MiB. The receiver's peak must not grow with the stream.
+        #expect(largePeakKiB < smallPeakKiB + 16 * 1024, "peak RSS grew from \(smallPeakKiB) KiB to \(largePeakKiB) KiB")
+        #expect(largePeakKiB < 96 * 1024, "peak RSS \(largePeakKiB) KiB")
+        #expect(large.progress.count >= 30)
+    }
+
+    @Test("killing the originator mid-stream gives the continuing side a typed error and no complete data")
+    func originatorKilled() async throws {
+        let (outcome, progress) = try await transfer(4 << 30, killSourceAfter: 32 << 20)
+        #expect(outcome.hasPrefix("FAILED peer lost"), "\(outcome)")
+        #expect(!outcome.hasPrefix("DONE"))
+        #expect((progress.last ?? 0) >= 32 << 20)
+        #expect((progress.last ?? .max) < 4 << 30)
+    }
+}
