@@ -55,6 +55,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Raw libzmq baselines for the benchmarks, in C.
+        .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),
+        // Benchmarks: Handoff against raw libzmq doing the same work, in one run.
+        .executableTarget(name: "handoff-bench", dependencies: ["Handoff", "ZeroMQ", "CRawBaselines"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(
             name: "HandoffTests",

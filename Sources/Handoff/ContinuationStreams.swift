@@ -238,19 +238,23 @@ public final class ContinuationOutputStream: Sendable {
         var start = 0
         while start < count {
             let end = min(start + chunkSize, count)
-            let chunk: Frame = bytes.withUnsafeBytes { all in
-                let slice = UnsafeRawBufferPointer(rebasing: all[start..<end])
-                return Frame(count: slice.count) { destination in
-                    destination.copyMemory(from: slice)
-                }
-            }
-            let (offset, total) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt64?) in
+            let (offset, total, previous) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt64?, UInt32) in
                 guard !state.finished else {
                     throw HandoffError(.streamCancelled, "write after finish(): the stream is already complete")
                 }
-                state.checksum = chunk.withUnsafeBytes { handoff_crc32c(state.checksum, $0.baseAddress, $0.count) }
-                defer { state.offset += UInt64(chunk.count) }
-                return (state.offset, state.expectedLength)
+                return (state.offset, state.expectedLength, state.checksum)
+            }
+            // Copy into libzmq's buffer and checksum in the same pass.
+            var checksum: UInt32 = 0
+            let chunk: Frame = bytes.withUnsafeBytes { all in
+                let slice = UnsafeRawBufferPointer(rebasing: all[start..<end])
+                return Frame(count: slice.count) { destination in
+                    checksum = handoff_crc32c_copy(previous, destination.baseAddress, slice.baseAddress, slice.count)
+                }
+            }
+            state.withLock { state in
+                state.checksum = checksum
+                state.offset = offset + UInt64(chunk.count)
             }
             try await node.sendStreamData(key, chunk: chunk, offset: offset, total: total)
             counter.bytes.store(offset + UInt64(chunk.count), ordering: .relaxed)

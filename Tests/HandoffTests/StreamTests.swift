@@ -205,3 +205,27 @@ struct StreamTests {
         }
     }
 }
+
+@Suite("CRC-32C")
+struct ChecksumTests {
+    @Test("the interleaved hardware path agrees with the table path on every length and alignment")
+    func fastPathMatchesReference() {
+        var generator = SystemRandomNumberGenerator()
+        let buffer = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        buffer.withUnsafeBytes { bytes in
+            for length in Array(0..<100) + [255, 256, 257, 767, 768, 769, 4095, 12_287, 12_288, 12_289, 12_288 + 768, 40_000, 65_000] {
+                for offset in [0, 1, 3, 7] {
+                    let start = bytes.baseAddress! + offset
+                    let seed = UInt32.random(in: 0...UInt32.max, using: &generator)
+                    let reference = handoff_crc32c_portable(seed, start, length)
+                    #expect(handoff_crc32c(seed, start, length) == reference, "length \(length), offset \(offset)")
+                    var copy = [UInt8](repeating: 0, count: length)
+                    let copied = copy.withUnsafeMutableBytes { handoff_crc32c_copy(seed, $0.baseAddress, start, length) }
+                    #expect(copied == reference, "copying: length \(length), offset \(offset)")
+                    #expect(copy.elementsEqual(UnsafeRawBufferPointer(start: start, count: length)), "copy: length \(length)")
+                }
+            }
+        }
+        #expect(handoff_crc32c_is_hardware() == 1, "this machine has SSE4.2; the fast path should be in use")
+    }
+}

@@ -9,6 +9,14 @@
 /// same result as feeding it whole. Uses the SSE4.2 crc32 instruction when the CPU has it.
 uint32_t handoff_crc32c(uint32_t previous, const void *data, size_t length);
 
+/// The same CRC-32C computed with tables only, whatever the CPU: the reference the fast path is
+/// tested against.
+uint32_t handoff_crc32c_portable(uint32_t previous, const void *data, size_t length);
+
+/// Copies `length` bytes from `source` to `destination` (which must not overlap) and returns the
+/// CRC-32C of them continuing from `previous`, in one pass over the data.
+uint32_t handoff_crc32c_copy(uint32_t previous, void *destination, const void *source, size_t length);
+
 /// Whether handoff_crc32c runs on the CPU's crc32 instruction (1) or on tables (0).
 int handoff_crc32c_is_hardware(void);
 
