@@ -55,6 +55,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The plugin ABI: one C header, no dependencies. Plugins (in C or Swift) and the host include it.
+        .target(name: "CHandoffPlugin"),
         // Raw libzmq baselines for the benchmarks, in C.
         .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),
         // Benchmarks: Handoff against raw libzmq doing the same work, in one run.
