@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "HandoffWire", targets: ["HandoffWire"]),
         .library(name: "Handoff", targets: ["Handoff"]),
         .executable(name: "handoff", targets: ["handoff"]),
+        .library(name: "HandoffPluginKit", targets: ["HandoffPluginKit"]),
+        .library(name: "HandoffContactsPlugin", type: .dynamic, targets: ["ContactsPlugin"]),
     ],
     dependencies: [
         // Pinned exactly: Proto/generate.sh builds protoc-gen-swift from this same version, and the
@@ -39,6 +41,7 @@ let package = Package(
             dependencies: [
                 "ZeroMQ",
                 "CHandoffChecksum",
+                "CHandoffPlugin",
                 "HandoffWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
@@ -57,6 +60,18 @@ let package = Package(
         ),
         // The plugin ABI: one C header, no dependencies. Plugins (in C or Swift) and the host include it.
         .target(name: "CHandoffPlugin"),
+        // What a Swift plugin author imports: a protocol to conform to and one export line.
+        .target(
+            name: "HandoffPluginKit",
+            dependencies: ["CHandoffPlugin", "HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
+        // The seeds' Contacts app, as a Swift plugin (a shared object; explicit path: SwiftPM reserves Plugins/).
+        .target(
+            name: "ContactsPlugin",
+            dependencies: ["HandoffPluginKit", "HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Plugins/Contacts",
+            exclude: ["README.md"]
+        ),
         // Raw libzmq baselines for the benchmarks, in C.
         .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),
         // Benchmarks: Handoff against raw libzmq doing the same work, in one run.

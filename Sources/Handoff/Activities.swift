@@ -108,8 +108,11 @@ public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringC
     public let updatedAt: Date
     /// Where the originator answers continue requests (and, later, stream requests).
     public let continueEndpoint: String
+    /// The activity as it arrived, for handing on as bytes (to a plugin).
+    let wire: WireActivity
 
     init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
+        self.wire = wire
         id = wire.activityID
         activityType = wire.activityType
         title = wire.title

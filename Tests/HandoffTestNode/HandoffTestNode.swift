@@ -19,8 +19,15 @@ import ZeroMQ
 ///         Continues the activity, opens streams, reads to the end checking every byte against
 ///         BulkPattern; prints `PROGRESS <bytes>` every 8 MiB, then `DONE <bytes> <peak-RSS-KiB>
 ///         <seconds>` (exit 0) or `FAILED <code>: <message>` (exit 1).
+///     HandoffTestNode agent <frontend> <backend> <plugin-folder> <data-folder>
+///         Hosts the plugins in <plugin-folder>; prints `LOADED <name>` / `REFUSED <error>` per
+///         plugin, then `READY <node-id>`. Then reads commands on standard input, one a line, and
+///         answers each with output lines and a last line `OK` or `ERR <message>`:
+///           plugin <name> <args...>   runs a plugin command
+///           continue <type>           continues the newest known activity of <type>
+///           wait <type>               waits (up to 5 s) until an activity of <type> is known
 ///
-/// All but stream-sink run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
+/// All but stream-sink and agent run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
 @main
 struct HandoffTestNode {
     static func main() async throws {
@@ -78,6 +85,8 @@ struct HandoffTestNode {
             }
             announce(outcome)
             exit(outcome.hasPrefix("DONE") ? 0 : 1)
+        case "agent" where arguments.count == 5:
+            try await agent(frontend: arguments[1], backend: arguments[2], pluginFolder: arguments[3], dataFolder: arguments[4])
         default:
             FileHandle.standardError.write(Data("usage: HandoffTestNode broker | advertise <frontend> <backend> <interval-ms> <type> <count> | stream-source <frontend> <backend> <bytes> | stream-sink <frontend> <backend> <id>\n".utf8))
             exit(2)
@@ -145,5 +154,46 @@ func sink(node: Node, activityID: String) async -> String {
         return "DONE \(received) \(peakResidentKiB()) \(seconds)"
     } catch {
         return "FAILED \(error.code): \(error.message)"
+    }
+}
+
+/// Hosts plugins and takes commands on standard input (see the usage above).
+func agent(frontend: String, backend: String, pluginFolder: String, dataFolder: String) async throws {
+    let configuration = Node.Configuration(name: "agent-\(getpid())", bus: .broker(frontend: frontend, backend: backend))
+    try await Node.withRunning(configuration) { node in
+        let (plugins, refused) = PluginLoader.loadAll(from: [pluginFolder])
+        let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: dataFolder))
+        let failed = await runtime.start(plugins)
+        for plugin in runtime.plugins { announce("LOADED \(plugin.name)") }
+        for error in refused + failed { announce("REFUSED \(error)") }
+        announce("READY \(node.id)")
+        while let line = readLine() {
+            let words = line.split(separator: " ").map(String.init)
+            guard let verb = words.first else { continue }
+            do {
+                switch verb {
+                case "plugin" where words.count >= 3:
+                    for output in try await runtime.command(plugin: words[1], Array(words.dropFirst(2))) { announce(output) }
+                case "continue" where words.count == 2:
+                    switch try await node.continueActivity(type: words[1]) {
+                    case .restored(let activity): announce("CONTINUED \(activity.title)")
+                    case .webpage(let url): announce("WEBPAGE \(url)")
+                    }
+                case "wait" where words.count == 2:
+                    var known = false
+                    for _ in 0..<250 where !known {
+                        known = await node.activities().contains { $0.activityType == words[1] }
+                        if !known { try await Task.sleep(for: .milliseconds(20)) }
+                    }
+                    if !known { throw HandoffError(.activityNotFound, "no \(words[1]) appeared") }
+                default:
+                    throw HandoffError(.invalidConfiguration, "unknown command: \(line)")
+                }
+                announce("OK")
+            } catch {
+                announce("ERR \(error)")
+            }
+        }
+        await runtime.shutdown()
     }
 }

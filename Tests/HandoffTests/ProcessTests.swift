@@ -18,9 +18,10 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// Starts `HandoffTestNode` (built beside the test bundle) with `arguments`.
-    init(_ arguments: [String]) throws {
+    init(_ arguments: [String], standardInput: Pipe? = nil) throws {
         process.executableURL = Self.testNodeURL
         process.arguments = arguments
+        if let standardInput { process.standardInput = standardInput }
         process.standardOutput = pipe
         let handle = pipe.fileHandleForReading
         let lines = self.lines

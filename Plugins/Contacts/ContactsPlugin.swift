@@ -1,0 +1,230 @@
+// The seeds' Contacts app as a Handoff plugin.
+//
+//   org.handoff.contacts.edit-contact   the draft form in userInfo; restored as this node's draft
+//   org.handoff.contacts.view-contact   the contact in userInfo; restored as the contact on screen
+//   org.handoff.contacts.list-contacts  userInfo holds the count; the whole list arrives over a
+//                                       continuation stream and REPLACES the local list (as in the seeds)
+//
+// Each node keeps its contacts in <data>/contacts.pb (a ContactList), its draft in draft.pb and the
+// contact on screen in viewing.pb, each written atomically (temp file, fsync, rename).
+
+import Foundation
+import Glibc
+import HandoffPluginKit
+import SwiftProtobuf
+
+public final class ContactsPlugin: HandoffPlugin {
+    public static let name = "contacts"
+    public static let version = "1.0.0"
+    public static let teamID: String? = "HANDOFF-SEEDS"
+    public static let handlesStreams = true
+
+    static let editContact = "org.handoff.contacts.edit-contact"
+    static let viewContact = "org.handoff.contacts.view-contact"
+    static let listContacts = "org.handoff.contacts.list-contacts"
+    public static let activityTypes = [editContact, viewContact, listContacts]
+
+    let host: PluginHost
+    let store: ContactStore
+
+    public init(host: PluginHost) throws {
+        self.host = host
+        store = ContactStore(folder: host.dataDirectory)
+    }
+
+    // MARK: Continuing side
+
+    public func restore(_ activity: WireActivity) throws {
+        switch activity.activityType {
+        case Self.editContact:
+            let draft = try Self.contact(from: activity.userInfo)
+            try store.save(draft, as: "draft.pb")
+            host.log("restored the draft of \(draft.firstName) \(draft.lastName) from \(activity.origin.name)")
+        case Self.viewContact:
+            let contact = try Self.contact(from: activity.userInfo)
+            try store.save(contact, as: "viewing.pb")
+            host.log("viewing \(contact.firstName) \(contact.lastName), continued from \(activity.origin.name)")
+        case Self.listContacts:
+            guard case .intValue(let count)? = activity.userInfo["count"]?.kind else {
+                throw PluginFailure.invalidArgument("list-contacts without a count in userInfo")
+            }
+            host.log("\(activity.origin.name) shares \(count) contacts; the list follows on a stream")
+        default:
+            throw PluginFailure.invalidArgument("contacts does not handle \(activity.activityType)")
+        }
+    }
+
+    // MARK: Streams (list-contacts)
+
+    /// Originating side: sends the whole list. The continuing side sends nothing back.
+    public func writeStream(for activity: WireActivity, to writer: StreamWriter) throws {
+        guard activity.activityType == Self.listContacts, activity.origin.nodeID == host.nodeID else { return }
+        let encoded = try store.loadList().serializedData()
+        writer.setExpectedLength(UInt64(encoded.count))
+        try writer.write(encoded)
+    }
+
+    /// Continuing side: the list replaces the local one, once the stream's end (length and checksum) checked out.
+    public func readStream(for activity: WireActivity, from reader: StreamReader) throws {
+        let bytes = try reader.readAll()
+        guard activity.activityType == Self.listContacts, activity.origin.nodeID != host.nodeID else { return }
+        let list: ContactList
+        do {
+            list = try ContactList(serializedBytes: bytes)
+        } catch {
+            throw PluginFailure.invalidArgument("the streamed contact list is not a ContactList: \(error)")
+        }
+        if case .intValue(let count)? = activity.userInfo["count"]?.kind, count != list.contacts.count {
+            throw PluginFailure.invalidArgument("the stream holds \(list.contacts.count) contacts but the activity said \(count)")
+        }
+        try store.save(list, as: "contacts.pb")
+        host.log("replaced the local list with \(list.contacts.count) contacts from \(activity.origin.name)")
+    }
+
+    // MARK: Commands
+
+    public func command(_ arguments: [String], output: (String) -> Void) throws {
+        let usage = "usage: contacts add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | view ID | share | draft | viewing"
+        guard let subcommand = arguments.first else { throw PluginFailure.invalidArgument(usage) }
+        switch (subcommand, arguments.count) {
+        case ("add", 5):
+            var contact = Contact()
+            contact.id = String(UUID().uuidString.prefix(8)).lowercased()
+            contact.firstName = arguments[1]
+            contact.lastName = arguments[2]
+            contact.phoneNumber = arguments[3]
+            contact.email = arguments[4]
+            var list = try store.loadList()
+            list.contacts.append(contact)
+            try store.save(list, as: "contacts.pb")
+            output(contact.id)
+        case ("list", 1):
+            for contact in try store.loadList().contacts { output(Self.line(contact)) }
+        case ("rm", 2):
+            var list = try store.loadList()
+            guard let index = list.contacts.firstIndex(where: { $0.id == arguments[1] }) else {
+                throw PluginFailure.notFound("no contact with id \(arguments[1])")
+            }
+            list.contacts.remove(at: index)
+            try store.save(list, as: "contacts.pb")
+            output("removed \(arguments[1])")
+        case ("edit", 2), ("view", 2):
+            let contact = try find(arguments[1])
+            var activity = WireActivity()
+            activity.activityType = subcommand == "edit" ? Self.editContact : Self.viewContact
+            activity.title = "\(subcommand == "edit" ? "Editing" : "Viewing") \(contact.firstName) \(contact.lastName)"
+            activity.userInfo = Self.userInfo(of: contact)
+            activity.requiredUserInfoKeys = ["contactID"]
+            output(try host.becomeCurrent(activity))
+        case ("share", 1):
+            var activity = WireActivity()
+            activity.activityType = Self.listContacts
+            let count = try store.loadList().contacts.count
+            activity.title = "\(count) contacts"
+            var value = WireValue()
+            value.intValue = Int64(count)
+            activity.userInfo = ["count": value]
+            activity.supportsContinuationStreams = true
+            output(try host.becomeCurrent(activity))
+        case ("draft", 1):
+            if let draft: Contact = try store.load("draft.pb") { output(Self.line(draft)) }
+        case ("viewing", 1):
+            if let contact: Contact = try store.load("viewing.pb") { output(Self.line(contact)) }
+        default:
+            throw PluginFailure.invalidArgument(usage)
+        }
+    }
+
+    private func find(_ id: String) throws -> Contact {
+        guard let contact = try store.loadList().contacts.first(where: { $0.id == id }) else {
+            throw PluginFailure.notFound("no contact with id \(id)")
+        }
+        return contact
+    }
+
+    static func line(_ contact: Contact) -> String {
+        "\(contact.id)\t\(contact.firstName) \(contact.lastName)\t\(contact.phoneNumber)\t\(contact.email)"
+    }
+
+    // MARK: userInfo ⇄ Contact
+
+    static func userInfo(of contact: Contact) -> [String: WireValue] {
+        func string(_ text: String) -> WireValue {
+            var value = WireValue()
+            value.stringValue = text
+            return value
+        }
+        return ["contactID": string(contact.id), "firstName": string(contact.firstName), "lastName": string(contact.lastName),
+                "phoneNumber": string(contact.phoneNumber), "email": string(contact.email)]
+    }
+
+    static func contact(from userInfo: [String: WireValue]) throws -> Contact {
+        func string(_ key: String) throws -> String {
+            guard case .stringValue(let text)? = userInfo[key]?.kind else {
+                throw PluginFailure.invalidArgument("userInfo has no string \(key)")
+            }
+            return text
+        }
+        var contact = Contact()
+        contact.id = try string("contactID")
+        contact.firstName = try string("firstName")
+        contact.lastName = try string("lastName")
+        contact.phoneNumber = (try? string("phoneNumber")) ?? ""
+        contact.email = (try? string("email")) ?? ""
+        return contact
+    }
+}
+
+/// The plugin's files, each written atomically.
+struct ContactStore {
+    let folder: URL
+
+    func loadList() throws -> ContactList {
+        try load("contacts.pb") ?? ContactList()
+    }
+
+    func load<Value: SwiftProtobuf.Message>(_ name: String) throws -> Value? {
+        let url = folder.appendingPathComponent(name)
+        guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
+        do {
+            return try Value(serializedBytes: data)
+        } catch {
+            throw PluginFailure.failed("\(url.path) is damaged: \(error)")
+        }
+    }
+
+    /// Writes `message` to a temporary file, fsyncs it, renames it over `name`, and fsyncs the folder.
+    func save(_ message: some SwiftProtobuf.Message, as name: String) throws {
+        let bytes: [UInt8] = try message.serializedBytes()
+        let target = folder.appendingPathComponent(name).path
+        let temporary = target + ".tmp-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw PluginFailure.failed("cannot create \(temporary): errno \(errno)") }
+        var written = 0
+        while written < bytes.count {
+            let result = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, bytes.count - written) }
+            guard result > 0 else {
+                close(fd)
+                unlink(temporary)
+                throw PluginFailure.failed("cannot write \(temporary): errno \(errno)")
+            }
+            written += result
+        }
+        guard fsync(fd) == 0 else {
+            close(fd)
+            throw PluginFailure.failed("cannot fsync \(temporary): errno \(errno)")
+        }
+        close(fd)
+        guard rename(temporary, target) == 0 else { throw PluginFailure.failed("cannot rename onto \(target): errno \(errno)") }
+        let directory = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+    }
+}
+
+@_cdecl("handoff_plugin_entry")
+public func handoffPluginEntry() -> UnsafeRawPointer {
+    HandoffPluginExport.descriptor(for: ContactsPlugin.self)
+}

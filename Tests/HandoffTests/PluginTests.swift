@@ -1,0 +1,176 @@
+import Foundation
+import Handoff
+import Testing
+
+/// The repository root, for the plugin ABI header.
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// The folder the test bundle and the built plugins live in.
+let buildFolder = ChildProcess.testNodeURL.deletingLastPathComponent()
+
+/// Compiles a C plugin from `source` into `folder/name.so` with gcc.
+func compilePlugin(_ source: String, named name: String, in folder: URL) throws {
+    let sourceFile = folder.appendingPathComponent("\(name).c")
+    try source.write(to: sourceFile, atomically: true, encoding: .utf8)
+    let gcc = Process()
+    gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
+    gcc.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", repositoryRoot.appendingPathComponent("Sources/CHandoffPlugin/include").path,
+                     "-o", folder.appendingPathComponent("\(name).so").path, sourceFile.path]
+    try gcc.run()
+    gcc.waitUntilExit()
+    try #require(gcc.terminationStatus == 0, "gcc failed for \(name)")
+    try FileManager.default.removeItem(at: sourceFile)
+}
+
+/// A minimal C plugin; `descriptorFields` are spliced into its descriptor.
+func cPlugin(_ descriptorFields: String, types: String = #""org.handoff.test.thing""#) -> String {
+    """
+    #include "handoff_plugin.h"
+    static int32_t init_plugin(const handoff_host *host, void **state, handoff_error_buffer error) { (void)host; (void)error; *state = 0; return HANDOFF_OK; }
+    static int32_t restore(void *state, const uint8_t *bytes, size_t length, handoff_error_buffer error) { (void)state; (void)bytes; (void)length; (void)error; return HANDOFF_OK; }
+    static const char *const types[] = { \(types) };
+    static const handoff_plugin_descriptor descriptor = {
+        HANDOFF_PLUGIN_DESCRIPTOR_HEADER, .name = "test", .version = "1.0",
+        .activity_types = types, .activity_type_count = sizeof types / sizeof types[0],
+        .init = init_plugin, .restore = restore, \(descriptorFields)
+    };
+    HANDOFF_PLUGIN_DEFINE(descriptor)
+    """
+}
+
+@Suite("Plugin loader")
+struct PluginLoaderTests {
+    @Test("each broken plugin is refused with an error naming its file, and the others still load")
+    func brokenPlugins() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("plugins-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+
+        // The real Contacts plugin, as built.
+        let contacts = buildFolder.appendingPathComponent("libHandoffContactsPlugin.so")
+        try #require(FileManager.default.fileExists(atPath: contacts.path), "build the HandoffContactsPlugin product first")
+        try FileManager.default.copyItem(at: contacts, to: folder.appendingPathComponent("a-contacts.so"))
+        // Not a shared object at all.
+        try "this is not ELF".write(to: folder.appendingPathComponent("b-text.so"), atomically: true, encoding: .utf8)
+        // A shared object without the entry point.
+        try compilePlugin("int unrelated(void) { return 42; }", named: "c-no-entry", in: folder)
+        // A plugin built for ABI 2.
+        try compilePlugin(cPlugin(".name = \"future\", .abi_major = 2"), named: "d-major", in: folder)
+        // A plugin built for ABI 1.7, newer than this host's 1.0.
+        try compilePlugin(cPlugin(".name = \"newer\", .abi_minor = 7"), named: "e-minor", in: folder)
+        // A plugin without a restore handler.
+        try compilePlugin(cPlugin(".name = \"norestore\", .restore = 0"), named: "f-no-restore", in: folder)
+        // A plugin claiming a type the Contacts plugin already handles.
+        try compilePlugin(cPlugin(".name = \"thief\"", types: #""org.handoff.contacts.view-contact""#), named: "g-duplicate", in: folder)
+        // A plugin declaring a type that is not reverse-DNS.
+        try compilePlugin(cPlugin(".name = \"badtype\"", types: #""not a type""#), named: "h-bad-type", in: folder)
+        // A good C plugin.
+        try compilePlugin(cPlugin(".name = \"good\""), named: "i-good", in: folder)
+
+        let (plugins, errors) = PluginLoader.loadAll(from: [folder.path])
+        #expect(plugins.map(\.name) == ["contacts", "good"])
+        #expect(plugins.first?.activityTypes == [
+            "org.handoff.contacts.edit-contact", "org.handoff.contacts.view-contact", "org.handoff.contacts.list-contacts",
+        ])
+        let messages = Dictionary(uniqueKeysWithValues: errors.map { (URL(fileURLWithPath: $0.file).lastPathComponent, $0.description) })
+        #expect(messages.count == 7)
+        #expect(messages["b-text.so"]?.contains("not a loadable shared object") == true)
+        #expect(messages["c-no-entry.so"]?.contains("no handoff_plugin_entry entry point") == true)
+        #expect(messages["d-major.so"]?.contains("built for plugin ABI 2.0; this host speaks 1.0") == true)
+        #expect(messages["e-minor.so"]?.contains("newer than this host's 1.0") == true)
+        #expect(messages["f-no-restore.so"]?.contains("has no restore handler") == true)
+        #expect(messages["g-duplicate.so"]?.contains("org.handoff.contacts.view-contact is already handled by plugin contacts") == true)
+        #expect(messages["h-bad-type.so"]?.contains("reverse-DNS") == true)
+        for (file, message) in messages { #expect(message.hasPrefix(folder.appendingPathComponent(file).path), "\(message)") }
+    }
+
+    @Test("a missing folder and HANDOFF_PLUGIN_PATH")
+    func folders() {
+        #expect(PluginLoader.folders(configured: ["/a"], environment: ["HANDOFF_PLUGIN_PATH": "/b:/c"]) == ["/a", "/b", "/c"])
+        let (plugins, errors) = PluginLoader.loadAll(from: ["/no/such/folder"])
+        #expect(plugins.isEmpty)
+        #expect(errors.first?.description == "/no/such/folder: plugin folder cannot be read")
+    }
+}
+
+/// A plugin-hosting agent process driven over standard input.
+final class Agent: @unchecked Sendable {
+    let child: ChildProcess
+    let input: FileHandle
+    private var consumed = 0
+
+    init(frontend: String, backend: String, plugins: URL, data: URL) throws {
+        let pipe = Pipe()
+        child = try ChildProcess(["agent", frontend, backend, plugins.path, data.path], standardInput: pipe)
+        input = pipe.fileHandleForWriting
+    }
+
+    func ready() async throws -> [String] {
+        _ = try await child.ready()
+        let lines = child.output
+        consumed = lines.count
+        return lines
+    }
+
+    /// Sends one command; returns its output lines. Throws on ERR.
+    func run(_ command: String) async throws -> [String] {
+        input.write(Data((command + "\n").utf8))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let lines = child.output
+            if let end = lines[consumed...].firstIndex(where: { $0 == "OK" || $0.hasPrefix("ERR") }) {
+                let output = Array(lines[consumed..<end])
+                let last = lines[end]
+                consumed = end + 1
+                if last.hasPrefix("ERR") { throw ProcessFailure("\(command): \(last)") }
+                return output
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ProcessFailure("\(command): no answer")
+    }
+}
+
+@Suite("The Contacts plugin across two processes")
+struct ContactsPluginTests {
+    @Test("edit-contact, view-contact and list-contacts (the list over a stream) restore on another process")
+    func contactsAcrossProcesses() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-\(UUID().uuidString)")
+        let plugins = folder.appendingPathComponent("plugins")
+        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
+                                         to: plugins.appendingPathComponent("contacts.so"))
+        let (broker, frontend, backend) = try await startBroker()
+        let a = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("a"))
+        let b = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("b"))
+        #expect(try await a.ready().contains("LOADED contacts"))
+        #expect(try await b.ready().contains("LOADED contacts"))
+
+        let ada = try #require(try await a.run("plugin contacts add Ada Lovelace +44-20-7946-0000 ada@example.org").first)
+        _ = try await a.run("plugin contacts add Alan Turing +44-161-496-0000 alan@example.org")
+        _ = try await a.run("plugin contacts add Grace Hopper +1-202-555-0100 grace@example.org")
+        _ = try await b.run("plugin contacts add Stale Entry 000 stale@example.org")
+        let listOnA = try await a.run("plugin contacts list")
+        #expect(listOnA.count == 3)
+
+        // edit-contact: the draft form travels in userInfo and becomes B's draft.
+        _ = try await a.run("plugin contacts edit \(ada)")
+        _ = try await b.run("wait org.handoff.contacts.edit-contact")
+        #expect(try await b.run("continue org.handoff.contacts.edit-contact") == ["CONTINUED Editing Ada Lovelace"])
+        #expect(try await b.run("plugin contacts draft") == ["\(ada)\tAda Lovelace\t+44-20-7946-0000\tada@example.org"])
+
+        // view-contact
+        _ = try await a.run("plugin contacts view \(ada)")
+        _ = try await b.run("wait org.handoff.contacts.view-contact")
+        #expect(try await b.run("continue org.handoff.contacts.view-contact") == ["CONTINUED Viewing Ada Lovelace"])
+        #expect(try await b.run("plugin contacts viewing") == ["\(ada)\tAda Lovelace\t+44-20-7946-0000\tada@example.org"])
+
+        // list-contacts: the count in userInfo, the whole list over a stream, replacing B's list.
+        _ = try await a.run("plugin contacts share")
+        _ = try await b.run("wait org.handoff.contacts.list-contacts")
+        #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 3 contacts"])
+        #expect(try await b.run("plugin contacts list") == listOnA)
+        _ = broker
+    }
+}
