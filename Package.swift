@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "handoff", targets: ["handoff"]),
         .library(name: "HandoffPluginKit", targets: ["HandoffPluginKit"]),
         .library(name: "HandoffContactsPlugin", type: .dynamic, targets: ["ContactsPlugin"]),
+        .library(name: "HandoffNotesPlugin", type: .dynamic, targets: ["NotesPlugin"]),
     ],
     dependencies: [
         // Pinned exactly: Proto/generate.sh builds protoc-gen-swift from this same version, and the
@@ -71,6 +72,17 @@ let package = Package(
             dependencies: ["HandoffPluginKit", "HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             path: "Plugins/Contacts",
             exclude: ["README.md"]
+        ),
+        // A plugin in C on protobuf-c: proof that a third party needs no Swift (also: Plugins/Notes/Makefile).
+        .target(
+            name: "NotesPlugin",
+            dependencies: ["CHandoffPlugin"],
+            path: "Plugins/Notes",
+            exclude: ["Makefile", "README.md", "test_notes.c"],
+            sources: ["notes.c", "generated/handoff/v1/activity.pb-c.c"],
+            publicHeadersPath: "generated",
+            cSettings: [.headerSearchPath("generated")],
+            linkerSettings: [.linkedLibrary("protobuf-c")]
         ),
         // Raw libzmq baselines for the benchmarks, in C.
         .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),

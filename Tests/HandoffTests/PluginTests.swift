@@ -174,3 +174,94 @@ struct ContactsPluginTests {
         _ = broker
     }
 }
+
+@Suite("The C plugin (protobuf-c)")
+struct NotesPluginTests {
+    @Test("the C plugin restores its type and decodes every field of the activity with protobuf-c")
+    func restoresEveryField() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("notes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let plugin = try PluginLoader.load(file: buildFolder.appendingPathComponent("libHandoffNotesPlugin.so").path)
+        #expect(plugin.name == "notes" && plugin.activityTypes == ["org.handoff.notes.edit-note"] && plugin.teamID == "NOTES-TEAM")
+
+        try await withTwoNodes { a, b in
+            let runtime = PluginRuntime(node: b, dataDirectory: folder)
+            #expect(await runtime.start([plugin]).isEmpty)
+
+            let note = try UserActivity(activityType: "org.handoff.notes.edit-note")
+            note.title = "Poems: \"Roses\" π"
+            note.userInfo = [
+                "text": "Roses are red,\nviolets\tare blue",
+                "length": 31,
+                "offset": -7,
+                "ratio": 0.5,
+                "pinned": true,
+                "thumbnail": .bytes(Data([0x00, 0x01, 0xAB, 0xFF])),
+                "source": .url(URL(string: "https://notes.example.org/n/42")!),
+                "created": .date(Date(timeIntervalSince1970: 1_700_000_000.5)),
+                "tags": ["math", "poetry"],
+                "contact": ["city": "London", "emails": ["ada@example.org"]],
+            ]
+            note.requiredUserInfoKeys = ["text"]
+            note.webpageURL = URL(string: "https://notes.example.org/n/42")
+            note.keywords = ["math", "poetry"]
+            note.expirationDate = Date(timeIntervalSince1970: 1_800_000_000)
+            note.teamID = "NOTES-TEAM"
+            try await note.becomeCurrent(on: a)
+
+            guard case .restored(let continued) = try await b.continueActivity(try await discovered(note.id, on: b)) else {
+                Issue.record("the notes plugin should have restored the note")
+                return
+            }
+            let file = folder.appendingPathComponent("notes/restored/\(note.id).txt")
+            let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let expected = [
+                "activity_id: \(note.id)",
+                "activity_type: org.handoff.notes.edit-note",
+                "title: Poems: \"Roses\" π",
+                "user_info.contact.city: London",
+                "user_info.contact.emails: [ada@example.org]",
+                "user_info.created: 1700000000.500000000",
+                "user_info.length: 31",
+                "user_info.offset: -7",
+                "user_info.pinned: true",
+                "user_info.ratio: 0.5",
+                "user_info.source: https://notes.example.org/n/42",
+                "user_info.tags: [math, poetry]",
+                "user_info.text: Roses are red,\\nviolets\\tare blue",
+                "user_info.thumbnail: 0001abff",
+                "required_user_info_keys: [text]",
+                "webpage_url: https://notes.example.org/n/42",
+                "keywords: [math, poetry]",
+                "expiration: 1800000000.000000000",
+                "eligible_for_handoff: true",
+                "supports_continuation_streams: false",
+                "team_id: NOTES-TEAM",
+                "origin.node_id: \(a.id)",
+                "origin.name: node-a",
+                "origin.host: \(a.info.host)",
+                "version: \(continued.version)",
+            ]
+            #expect(Array(lines.prefix(expected.count)) == expected)
+            let updated = try #require(lines.dropFirst(expected.count).first)
+            let seconds = try #require(Double(updated.replacingOccurrences(of: "updated_at: ", with: "")))
+            #expect(abs(seconds - continued.updatedAt.timeIntervalSince1970) < 0.001)
+
+            // Its command goes through the host table too: `new` makes a note current with protobuf-c bytes.
+            let created = try await runtime.command(plugin: "notes", ["new", "Shopping", "eggs and milk"])
+            let id = try #require(created.last)
+            let current = await b.currentActivities.first { $0.id == id }
+            #expect(current?.activityType == "org.handoff.notes.edit-note")
+            #expect(current?.title == "Shopping")
+            #expect(current?.userInfo["text"] == "eggs and milk")
+            #expect(current?.teamID == "NOTES-TEAM")
+            #expect(try await runtime.command(plugin: "notes", ["show", note.id]) == Array(lines.filter { !$0.isEmpty }))
+            do {
+                _ = try await runtime.command(plugin: "notes", ["frobnicate"])
+                Issue.record("an unknown command must fail")
+            } catch let error as PluginError {
+                #expect(error.message.contains("usage"))
+            }
+        }
+    }
+}
