@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(
             name: "HandoffTests",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode", "CHandoffChecksum",
+                "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode", "CHandoffChecksum", "handoff",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),

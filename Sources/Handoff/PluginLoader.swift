@@ -115,8 +115,14 @@ public enum PluginLoader {
     /// Loads every `*.so` in the folders, in name order. A broken plugin, or one claiming a type an
     /// earlier plugin already claimed, is refused with an error naming its file; the others still load.
     ///
+    /// - Parameters:
+    ///   - folders: The folders to scan.
+    ///   - accept: Which files of a folder to try, given the folder and the file name (every `.so` by default).
     /// - Returns: The loaded plugins and the refusals.
-    public static func loadAll(from folders: [String]) -> (plugins: [LoadedPlugin], errors: [PluginLoadError]) {
+    public static func loadAll(
+        from folders: [String],
+        accept: (_ folder: String, _ name: String) -> Bool = { _, name in name.hasSuffix(".so") }
+    ) -> (plugins: [LoadedPlugin], errors: [PluginLoadError]) {
         var plugins: [LoadedPlugin] = []
         var errors: [PluginLoadError] = []
         var claimed: [String: LoadedPlugin] = [:]
@@ -126,7 +132,7 @@ public enum PluginLoader {
                 errors.append(PluginLoadError(file: folder, reason: "plugin folder cannot be read"))
                 continue
             }
-            for entry in entries.sorted() where entry.hasSuffix(".so") {
+            for entry in entries.sorted() where accept(folder, entry) {
                 let file = (folder as NSString).appendingPathComponent(entry)
                 do {
                     let plugin = try load(file: file)

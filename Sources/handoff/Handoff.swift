@@ -1,4 +1,7 @@
 import ArgumentParser
+import Foundation
+import Handoff
+import Logging
 
 /// The `handoff` command.
 @main
@@ -6,6 +9,81 @@ struct HandoffCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "handoff",
         abstract: "Hand activities off between processes and hosts over ZeroMQ.",
-        subcommands: [Smoke.self]
+        discussion: "Start with `handoff demo`: a broker and two agents on loopback play the contacts story.",
+        subcommands: [
+            Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Continue.self,
+            Advertise.self, Contacts.self, PluginsCommand.self, Smoke.self,
+        ]
     )
+}
+
+/// Logging for every subcommand.
+struct LoggingOptions: ParsableArguments {
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    func bootstrap() {
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// Where the broker is, for commands that join the bus.
+struct BusOptions: ParsableArguments {
+    @Option(name: .customLong("broker"), parsing: .upToNextOption,
+            help: ArgumentHelp("The broker's frontend and backend endpoints.", valueName: "frontend backend"))
+    var broker: [String] = ["tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"]
+
+    func validate() throws {
+        guard broker.count == 2 else { throw ValidationError("--broker takes two endpoints: the frontend and the backend") }
+    }
+
+    var bus: Node.Configuration.Bus { .broker(frontend: broker[0], backend: broker[1]) }
+}
+
+/// Plugin folders, for commands that host plugins.
+struct PluginOptions: ParsableArguments {
+    @Option(name: .customLong("plugins"), help: ArgumentHelp("A plugin folder (repeatable). Default: the folder of this executable.", valueName: "dir"))
+    var folders: [String] = []
+
+    /// The folders to scan: the given ones (or the executable's own folder), then HANDOFF_PLUGIN_PATH.
+    var resolved: [String] {
+        PluginLoader.folders(configured: folders.isEmpty ? [executableFolder] : folders)
+    }
+}
+
+/// The folder of the running executable (where SwiftPM puts the plugin libraries beside it).
+var executableFolder: String {
+    URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+}
+
+/// Only the plugin libraries of a folder: SwiftPM's build folder holds other shared objects too.
+func isPluginLibrary(_ name: String) -> Bool {
+    name.hasSuffix(".so") && (name.hasPrefix("libHandoff") && name.hasSuffix("Plugin.so") || name.hasPrefix("libhandoff-"))
+}
+
+/// Loads plugins; in the executable's own folder (SwiftPM's build folder) only the plugin libraries.
+func loadPlugins(_ options: PluginOptions, logger: Logger) -> [LoadedPlugin] {
+    let (plugins, errors) = PluginLoader.loadAll(from: options.resolved) { folder, name in
+        name.hasSuffix(".so") && (folder != executableFolder || isPluginLibrary(name))
+    }
+    for error in errors { logger.warning("plugin refused: \(error)") }
+    return plugins
+}
+
+/// Milliseconds in a duration, for printing.
+func milliseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+}
+
+/// Prints to standard error and exits non-zero.
+struct Failure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -1,0 +1,215 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import HandoffWire
+import Logging
+import ServiceLifecycle
+import SwiftProtobuf
+import UnixSignals
+import ZeroMQ
+
+/// The agent's configuration file (JSON); flags override it.
+struct AgentFile: Codable {
+    struct BrokerEndpoints: Codable { var frontend: String; var backend: String }
+    var name: String?
+    var broker: BrokerEndpoints?
+    var plugins: [String]?
+    var data: String?
+    var control: String?
+    var continuation: String?
+    var advertisedHost: String?
+    var advertiseIntervalSeconds: Double?
+    var logLevel: String?
+}
+
+/// `handoff agent`: a node that hosts plugins and takes commands on a control socket.
+struct AgentCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "agent",
+        abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
+
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel).")
+    var config: String?
+    @Option(help: "The node's name.") var name: String?
+    @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend.", valueName: "frontend backend"))
+    var broker: [String] = []
+    @Option(name: .customLong("plugins"), help: ArgumentHelp("A plugin folder (repeatable).", valueName: "dir")) var pluginFolders: [String] = []
+    @Option(help: "The data folder (each plugin gets a folder inside).") var data: String?
+    @Option(help: "The control endpoint `handoff contacts --agent` talks to (default ipc://DATA/control.sock).") var control: String?
+    @Option(help: "Where this node answers continue requests.") var continuation: String?
+    @Option(help: "The host name other nodes use to reach this one.") var advertisedHost: String?
+    @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
+    @Option(help: "Log level.") var logLevel: Logger.Level?
+
+    func run() async throws {
+        if exitWithParent { exitWhenParentExits() }
+        let file: AgentFile
+        if let config {
+            do {
+                file = try JSONDecoder().decode(AgentFile.self, from: Data(contentsOf: URL(fileURLWithPath: config)))
+            } catch {
+                throw ValidationError("cannot read the configuration \(config): \(error)")
+            }
+        } else {
+            file = AgentFile()
+        }
+        let level = logLevel ?? file.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "handoff.agent")
+
+        let endpoints = broker.count == 2 ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? ["tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"]
+        guard endpoints.count == 2 else { throw ValidationError("--broker takes the frontend and the backend") }
+        let dataFolder = URL(fileURLWithPath: data ?? file.data ?? FileManager.default.currentDirectoryPath + "/handoff-data")
+        try FileManager.default.createDirectory(at: dataFolder, withIntermediateDirectories: true)
+
+        var configuration = Node.Configuration(
+            name: name ?? file.name ?? ProcessInfo.processInfo.hostName,
+            bus: .broker(frontend: endpoints[0], backend: endpoints[1]))
+        if let continuation = continuation ?? file.continuation { configuration.continuationEndpoint = continuation }
+        configuration.advertisedHost = advertisedHost ?? file.advertisedHost
+        if let seconds = file.advertiseIntervalSeconds { configuration.advertiseInterval = .milliseconds(Int(seconds * 1000)) }
+
+        let context = try Context()
+        let node = try Node(configuration: configuration, context: context)
+        var pluginOptions = PluginOptions()
+        pluginOptions.folders = pluginFolders.isEmpty ? (file.plugins ?? []) : pluginFolders
+        let plugins = loadPlugins(pluginOptions, logger: logger)
+        let runtime = PluginRuntime(node: node, dataDirectory: dataFolder)
+        for refusal in await runtime.start(plugins) { logger.warning("plugin refused: \(refusal)") }
+        let controlEndpoint = control ?? file.control ?? "ipc://\(dataFolder.path)/control.sock"
+        let server = try ControlServer(endpoint: controlEndpoint, context: context, node: node, runtime: runtime)
+        logger.info("agent \(node.info.name) ready", metadata: [
+            "control": "\(controlEndpoint)", "plugins": "\(runtime.plugins.map(\.name).joined(separator: ","))",
+            "continuation": "\(node.continuationEndpoint)",
+        ])
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: node), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        await runtime.shutdown()
+    }
+}
+
+/// Answers `handoff` commands on the agent's control socket (REP), one at a time.
+actor ControlServer: Service {
+    let socket: Socket
+    let node: Node
+    let runtime: PluginRuntime
+
+    init(endpoint: String, context: Context, node: Node, runtime: PluginRuntime) throws {
+        if endpoint.hasPrefix("ipc://") { unlink(String(endpoint.dropFirst(6))) }
+        socket = try context.socket(.rep)
+        try socket.bind(endpoint)
+        self.node = node
+        self.runtime = runtime
+    }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await self.serve() }
+    }
+
+    private func serve() async {
+        while !Task.isCancelled {
+            guard let request = try? await socket.receive() else { return }
+            let reply = await handle(request.data)
+            guard let bytes: [UInt8] = try? reply.serializedBytes() else { return }
+            _ = try? await socket.send(bytes)
+        }
+    }
+
+    private func handle(_ bytes: Data) async -> WireControlReply {
+        var reply = WireControlReply()
+        reply.protocolVersion = WireProtocol.version
+        do {
+            let request = try WireControlRequest(serializedBytes: bytes)
+            guard request.protocolVersion == WireProtocol.version else {
+                throw HandoffError(.unsupportedProtocolVersion, "control request of protocol version \(request.protocolVersion); this agent speaks \(WireProtocol.version)")
+            }
+            switch request.command {
+            case .pluginCommand(let command):
+                reply.lines = try await runtime.command(plugin: command.plugin, command.arguments)
+            case .continueActivity(let command):
+                reply.lines = try await continueActivity(id: command.activityID, type: command.activityType)
+            case .listActivities:
+                reply.lines = await node.activities().map { "\($0.id)\t\($0.activityType)\t\($0.title)\t\($0.origin.name)" }
+                    + (await node.currentActivities).map { "\($0.id)\t\($0.activityType)\t\($0.title)\t(here)" }
+            case .listPlugins:
+                reply.lines = runtime.plugins.map { "\($0.name)\t\($0.version)\t\($0.activityTypes.joined(separator: ","))\t\($0.file)" }
+            case nil:
+                throw HandoffError(.malformedMessage, "an empty control request")
+            }
+        } catch let error as HandoffError {
+            reply.error = error.wireForControl
+        } catch {
+            var wire = WireError()
+            wire.code = .handoffFailed
+            wire.message = "\(error)"
+            reply.error = wire
+        }
+        return reply
+    }
+
+    /// Continues by id, or the newest activity of a type (waiting up to 5 s for it to be known).
+    private func continueActivity(id: String, type: String) async throws -> [String] {
+        let started = ContinuousClock.now
+        var activity: DiscoveredActivity?
+        while activity == nil && ContinuousClock.now - started < .seconds(5) {
+            activity = await node.activities().filter { id.isEmpty ? $0.activityType == type : $0.id == id }.max { $0.version < $1.version }
+            if activity == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        guard let activity else {
+            throw HandoffError(.activityNotFound, id.isEmpty ? "no activity of type \(type) is on the bus" : "no activity with id \(id) is on the bus")
+        }
+        switch try await node.continueActivity(activity) {
+        case .restored(let continued):
+            return ["continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", milliseconds(ContinuousClock.now - started))) ms"]
+        case .webpage(let url):
+            return ["no handler here: continue at \(url)"]
+        }
+    }
+}
+
+extension HandoffError {
+    /// The error as the control channel carries it.
+    var wireForControl: WireError {
+        var wire = WireError()
+        wire.code = WireErrorCode(rawValue: code.rawValue) ?? .handoffFailed
+        wire.message = "\(self)"
+        return wire
+    }
+}
+
+/// Sends one command to an agent's control socket and returns its lines.
+func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: WireControlRequest.OneOf_Command) async throws -> [String] {
+    var request = WireControlRequest()
+    request.protocolVersion = WireProtocol.version
+    request.command = command
+    let context = try Context()
+    let socket = try context.socket(.req)
+    try socket.connect(endpoint)
+    try await socket.send(try request.serializedBytes() as [UInt8])
+    guard let frame = try await socket.receive(timeout: timeout) else {
+        throw Failure("the agent at \(endpoint) did not answer within \(timeout): is `handoff agent` running there?")
+    }
+    let reply = try WireControlReply(serializedBytes: frame.data)
+    if reply.hasError { throw Failure(reply.error.message) }
+    return reply.lines
+}
+
+/// Sends this process SIGTERM (a graceful stop) once its parent has gone: `handoff demo` may be
+/// killed outright, and its agents must not outlive it.
+func exitWhenParentExits() {
+    let parent = getppid()
+    Thread.detachNewThread {
+        while getppid() == parent { usleep(200_000) }
+        kill(getpid(), SIGTERM)
+    }
+}
+
+/// Writes a line to standard output at once (scripts wait for it).
+func announce(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

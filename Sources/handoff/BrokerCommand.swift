@@ -1,0 +1,41 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import ZeroMQ
+
+/// `handoff broker`: the bus's XSUB/XPUB proxy with a last-value cache.
+struct BrokerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "broker",
+        abstract: "Run the bus broker: publishers connect to the frontend, subscribers to the backend.")
+
+    @Option(help: "Where publishers (nodes) connect.") var frontend = "tcp://*:5555"
+    @Option(help: "Where subscribers (nodes, monitors) connect.") var backend = "tcp://*:5556"
+    @Option(help: "Where a copy of all traffic is published, for monitoring.") var capture: String?
+    @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
+    @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        logging.bootstrap()
+        if exitWithParent { exitWhenParentExits() }
+        let logger = Logger(label: "handoff.broker")
+        var configuration = Broker.Configuration(frontend: frontend, backend: backend)
+        configuration.capture = capture
+        configuration.lastValueCache = !noCache
+        let broker = try Broker.start(configuration, context: try Context())
+        // One line on standard output that scripts (and `handoff demo`) wait for.
+        announce("broker ready: frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
+        let group = ServiceGroup(services: [broker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        try await group.run()
+        let counters = broker.counters
+        logger.info("broker stopped", metadata: [
+            "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
+            "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
+            "cached": "\(counters.cachedActivities)", "replays": "\(counters.cacheReplays)",
+        ])
+    }
+}

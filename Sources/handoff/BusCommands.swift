@@ -1,0 +1,263 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import HandoffWire
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import ZeroMQ
+
+/// `handoff activities`: what is current on the bus.
+struct Activities: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the activities current on the bus.")
+    @OptionGroup var bus: BusOptions
+    @Option(help: "Only types with this prefix.") var type: String?
+    @Option(help: "How long to listen, in seconds (the broker replays what it knows at once).") var wait: Double = 0.5
+    @Flag(help: "One JSON object a line.") var json = false
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        logging.bootstrap()
+        let configuration = Node.Configuration(name: "handoff-activities", bus: bus.bus, subscriptions: [type ?? ""])
+        let activities = try await Node.withRunning(configuration) { node in
+            try await Task.sleep(for: .milliseconds(Int(wait * 1000)))
+            return await node.activities()
+        }
+        for activity in activities {
+            if json {
+                announce(jsonLine(["id": activity.id, "type": activity.activityType, "title": activity.title,
+                                   "node": activity.origin.name, "nodeID": activity.origin.id, "version": activity.version,
+                                   "streams": activity.supportsContinuationStreams]))
+            } else {
+                announce("\(activity.id)  \(activity.activityType)  \"\(activity.title)\"  from \(activity.origin.name)  v\(activity.version)")
+            }
+        }
+        if activities.isEmpty && !json { announce("no activities on the bus") }
+    }
+}
+
+/// `handoff continue`: continue an activity here, by id or type, with the plugins of this machine.
+struct Continue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Continue an activity (by id or type) with the plugins here, or through an agent (--agent).")
+    @Option(help: "The activity's id.") var id: String?
+    @Option(help: "The newest activity of this type.") var type: String?
+    @Option(help: "Ask this agent's control endpoint to continue it, instead of doing it here.") var agent: String?
+    @OptionGroup var bus: BusOptions
+    @OptionGroup var plugins: PluginOptions
+    @Option(help: "The data folder for the plugins.") var data = FileManager.default.currentDirectoryPath + "/handoff-data"
+    @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard (id == nil) != (type == nil) else { throw ValidationError("give exactly one of --id and --type") }
+    }
+
+    func run() async throws {
+        logging.bootstrap()
+        if let agent {
+            var command = WireContinueCommand()
+            command.activityID = id ?? ""
+            command.activityType = type ?? ""
+            for line in try await askAgent(agent, .continueActivity(command)) { announce(line) }
+            return
+        }
+        let logger = Logger(label: "handoff.continue")
+        let configuration = Node.Configuration(name: "handoff-continue", bus: bus.bus)
+        let message: String = try await Node.withRunning(configuration) { node in
+            let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: data))
+            await runtime.start(loadPlugins(plugins, logger: logger))
+            let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+            var found: DiscoveredActivity?
+            while found == nil && ContinuousClock.now < deadline {
+                found = await node.activities().filter { id != nil ? $0.id == id : $0.activityType == type }.max { $0.version < $1.version }
+                if found == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            guard let found else {
+                throw Failure(id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
+                    ?? "no activity of type \(type!) is on the bus")
+            }
+            let started = ContinuousClock.now
+            do {
+                switch try await node.continueActivity(found) {
+                case .restored(let continued):
+                    return "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", milliseconds(ContinuousClock.now - started))) ms"
+                case .webpage(let url):
+                    return "no handler here for \(found.activityType): continue at \(url)"
+                }
+            } catch {
+                throw Failure("could not continue \"\(found.title)\": \(error)")
+            }
+        }
+        announce(message)
+    }
+}
+
+/// `handoff advertise`: make an activity current until interrupted.
+struct Advertise: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Make an activity current on the bus until interrupted.")
+    @Option(help: "The reverse-DNS activity type.") var type: String
+    @Option(help: "The title.") var title = ""
+    @Option(help: "userInfo as a JSON object (strings, numbers, booleans, arrays, objects).") var userInfo: String?
+    @Option(help: "A webpage URL to fall back to.") var webpage: String?
+    @Option(help: "Stop after this many seconds (default: until SIGINT/SIGTERM).") var seconds: Double?
+    @OptionGroup var bus: BusOptions
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        logging.bootstrap()
+        let activity = try UserActivity(activityType: type)
+        activity.title = title
+        if let userInfo {
+            guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(userInfo.utf8)) else {
+                throw ValidationError("--user-info must be a JSON object")
+            }
+            activity.userInfo = object.mapValues(\.userInfoValue)
+        }
+        activity.webpageURL = webpage.flatMap(URL.init(string:))
+        let logger = Logger(label: "handoff.advertise")
+        let node = try Node(configuration: Node.Configuration(name: "handoff-advertise", bus: bus.bus))
+        try await activity.becomeCurrent(on: node)
+        announce("advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
+        let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        if let seconds {
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+        } else {
+            try await group.run()
+        }
+    }
+}
+
+/// A JSON value, decoded exactly (booleans stay booleans, integers stay integers).
+enum JSONValue: Decodable {
+    case bool(Bool), int(Int64), double(Double), string(String), list([JSONValue]), map([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Int64.self) { self = .int(value) }
+        else if let value = try? container.decode(Double.self) { self = .double(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([JSONValue].self) { self = .list(value) }
+        else { self = .map(try container.decode([String: JSONValue].self)) }
+    }
+
+    var userInfoValue: UserInfoValue {
+        switch self {
+        case .bool(let value): .bool(value)
+        case .int(let value): .int(value)
+        case .double(let value): .double(value)
+        case .string(let value): .string(value)
+        case .list(let values): .list(values.map(\.userInfoValue))
+        case .map(let entries): .map(entries.mapValues(\.userInfoValue))
+        }
+    }
+}
+
+/// One JSON object on a line, keys sorted.
+func jsonLine(_ object: [String: Any]) -> String {
+    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// `handoff monitor`: a live view of the bus.
+struct Monitor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Watch bus traffic live: advertisements, updates, withdrawals.")
+    @Option(help: "The broker's backend (or its capture endpoint).") var bus = "tcp://127.0.0.1:5556"
+    @Flag(help: "One JSON object a line, for scripts.") var json = false
+    @Option(help: "Stop after this many seconds.") var seconds: Double?
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        logging.bootstrap()
+        let context = try Context()
+        let subscriber = try context.socket(.sub)
+        try subscriber.subscribe("")
+        try subscriber.connect(bus)
+        let limit = seconds.map { ContinuousClock.now + .milliseconds(Int($0 * 1000)) }
+        var counts: [String: Int] = [:]
+        let started = ContinuousClock.now
+        if !json { announce("watching \(bus) (Ctrl-C to stop)") }
+        while limit.map({ ContinuousClock.now < $0 }) ?? true {
+            let remaining = limit.map { ContinuousClock.now.duration(to: $0) } ?? .seconds(3600)
+            guard let first = try await subscriber.receive(timeout: max(remaining, .milliseconds(1))) else { continue }
+            var frames = [first]
+            while frames.last!.hasMore { frames.append(try await subscriber.receive()) }
+            guard frames.count == 2, let envelope = try? WireEnvelope.decode(frames[1].data) else {
+                if json { announce(jsonLine(["event": "malformed", "frames": frames.count])) } else { announce("?? malformed message (\(frames.count) frames)") }
+                continue
+            }
+            let at = String(format: "%.3f", milliseconds(ContinuousClock.now - started) / 1000)
+            switch envelope.body {
+            case .advertisement(let ad):
+                counts[ad.activityType, default: 0] += 1
+                if json {
+                    announce(jsonLine(["event": "advertisement", "time": at, "id": ad.activityID, "type": ad.activityType, "title": ad.title,
+                                       "node": ad.origin.name, "nodeID": ad.origin.nodeID, "version": ad.version, "sequence": envelope.sequence,
+                                       "bytes": frames[1].count]))
+                } else {
+                    announce("\(at)s  ad   \(ad.origin.name)  \(ad.activityType)  \"\(ad.title)\"  v\(ad.version)  (\(counts[ad.activityType]!) so far)")
+                }
+            case .withdrawal(let withdrawal):
+                if json {
+                    announce(jsonLine(["event": "withdrawal", "time": at, "id": withdrawal.activityID, "type": withdrawal.activityType,
+                                       "node": withdrawal.origin.name, "reason": "\(withdrawal.reason)"]))
+                } else {
+                    announce("\(at)s  gone \(withdrawal.origin.name)  \(withdrawal.activityType)  (\(withdrawal.reason))")
+                }
+            default:
+                if json { announce(jsonLine(["event": "other", "time": at])) }
+            }
+        }
+    }
+}
+
+/// `handoff contacts`: the Contacts plugin's commands, run by an agent.
+struct Contacts: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage an agent's contacts: add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | view ID | share | draft | viewing.")
+    @Option(help: "The agent's control endpoint.") var agent: String
+    @Argument(help: "The contacts command and its arguments.") var arguments: [String]
+
+    func run() async throws {
+        var command = WirePluginCommand()
+        command.plugin = "contacts"
+        command.arguments = arguments
+        for line in try await askAgent(agent, .pluginCommand(command)) { announce(line) }
+    }
+}
+
+/// `handoff plugins list`: what plugins a folder holds, and what they handle.
+struct PluginsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plugins", abstract: "List plugins: `plugins list` (of folders) or `plugins list --agent EP` (of an agent).",
+        subcommands: [List.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the plugins of folders, or of a running agent.")
+        @OptionGroup var plugins: PluginOptions
+        @Option(help: "List the plugins a running agent hosts.") var agent: String?
+
+        func run() async throws {
+            if let agent {
+                for line in try await askAgent(agent, .listPlugins(WireListPlugins())) { announce(line) }
+                return
+            }
+            let (loaded, errors) = PluginLoader.loadAll(from: plugins.resolved) { folder, name in
+                name.hasSuffix(".so") && (folder != executableFolder || isPluginLibrary(name))
+            }
+            for plugin in loaded {
+                announce("\(plugin.name) \(plugin.version)  team \(plugin.teamID ?? "-")  ABI \(plugin.abiVersion.major).\(plugin.abiVersion.minor)  streams \(plugin.handlesStreams ? "yes" : "no")")
+                announce("    types: \(plugin.activityTypes.joined(separator: ", "))")
+                announce("    file:  \(plugin.file)")
+            }
+            for error in errors { announce("refused: \(error)") }
+            if loaded.isEmpty && errors.isEmpty { announce("no plugins in \(plugins.resolved.joined(separator: ", "))") }
+        }
+    }
+}

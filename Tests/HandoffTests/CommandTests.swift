@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+import ZeroMQ
+
+/// Runs the built `handoff` binary to completion; returns exit status, standard output and error.
+func runHandoff(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, output: String, error: String) {
+    let process = Process()
+    process.executableURL = buildFolder.appendingPathComponent("handoff")
+    process.arguments = arguments
+    let output = Pipe(), error = Pipe()
+    process.standardOutput = output
+    process.standardError = error
+    try process.run()
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+    if process.isRunning {
+        process.interrupt()
+        throw ProcessFailure("handoff \(arguments.joined(separator: " ")) did not finish within \(timeout)")
+    }
+    let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    let err = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    return (process.terminationStatus, out, err)
+}
+
+/// A loopback port nobody listens on right now.
+func freePort() throws -> String {
+    let context = try Context()
+    let socket = try context.socket(.rep)
+    try socket.bind("tcp://127.0.0.1:*")
+    let endpoint = try socket.lastEndpoint
+    socket.close()
+    return endpoint
+}
+
+func handoffProcesses() -> Int {
+    let output = Pipe()
+    let ps = Process()
+    ps.executableURL = URL(fileURLWithPath: "/bin/ps")
+    ps.arguments = ["-eo", "args"]
+    ps.standardOutput = output
+    try? ps.run()
+    ps.waitUntilExit()
+    return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        .split(separator: "\n").filter { $0.contains("/handoff agent") || $0.contains("/handoff broker") }.count
+}
+
+@Suite("The handoff command")
+struct CommandTests {
+    @Test("`handoff demo` plays the contacts story end to end, exits 0 and leaves no process behind; `monitor --json` sees its traffic")
+    func demoAndMonitor() async throws {
+        let frontend = try freePort(), backend = try freePort()
+        let monitor = Process()
+        monitor.executableURL = buildFolder.appendingPathComponent("handoff")
+        monitor.arguments = ["monitor", "--bus", backend, "--json", "--seconds", "8"]
+        let monitorOutput = Pipe()
+        monitor.standardOutput = monitorOutput
+        try monitor.run()
+        try await Task.sleep(for: .milliseconds(200))
+
+        let demo = try await runHandoff(["demo", "--frontend", frontend, "--backend", backend])
+        #expect(demo.status == 0, "demo failed: \(demo.output)\n\(demo.error)")
+        for step in ["node-b continued \"Editing Ada Lovelace\"", "node-b's draft is now:", "node-a shows its list:",
+                     "node-b's list now equals node-a's (3 contacts)", "node-b continued \"Viewing Grace Hopper\"", "demo complete"] {
+            #expect(demo.output.contains(step), "missing: \(step)\n\(demo.output)")
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(handoffProcesses() == 0, "the demo left agents or a broker running")
+
+        monitor.interrupt()
+        monitor.waitUntilExit()
+        let events = String(decoding: monitorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let advertised = Set(events.filter { $0["event"] as? String == "advertisement" }.compactMap { $0["type"] as? String })
+        #expect(advertised.isSuperset(of: ["org.handoff.contacts.edit-contact", "org.handoff.contacts.list-contacts", "org.handoff.contacts.view-contact"]),
+                "monitor saw \(advertised)")
+        #expect(events.contains { $0["event"] as? String == "withdrawal" && $0["reason"] as? String == "nodeShutdown" })
+        #expect(events.allSatisfy { $0["node"] == nil || ["node-a", "node-b"].contains($0["node"] as? String) })
+    }
+
+    @Test("`handoff continue` of an unknown id fails with a clear message and a non-zero exit")
+    func continueUnknown() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let result = try await runHandoff(["continue", "--id", "no-such-activity", "--broker", frontend, backend, "--wait", "0.3", "--log-level", "error"])
+        #expect(result.status != 0)
+        #expect(result.error.contains("no activity with id no-such-activity is on the bus"), "stderr: \(result.error)")
+        _ = broker
+    }
+
+    @Test("`handoff plugins list` shows what the built plugins handle")
+    func pluginsList() async throws {
+        let result = try await runHandoff(["plugins", "list", "--plugins", buildFolder.path])
+        #expect(result.output.contains("contacts 1.0.0"))
+        #expect(result.output.contains("org.handoff.contacts.list-contacts"))
+        #expect(result.output.contains("notes 1.0.0"))
+    }
+}
