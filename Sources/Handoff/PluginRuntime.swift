@@ -21,8 +21,8 @@ public struct PluginError: Error, Hashable, Sendable, CustomStringConvertible {
 /// Hosts loaded plugins on a node: initializes them with the host table, registers their activity
 /// types' continuation handlers, bridges their continuation streams, and runs their commands.
 ///
-/// C calls into a plugin run on Dispatch's global threads, never on Swift's cooperative pool,
-/// because a plugin may block (and its host calls block on async work).
+/// Each C call into a plugin runs on a thread of its own, never on Swift's cooperative pool or
+/// Dispatch's shared queues, because a plugin may block (and its host calls block on async work).
 public final class PluginRuntime: Sendable {
     /// The node the plugins serve.
     public let node: Node
@@ -129,7 +129,7 @@ final class PluginHostContext: @unchecked Sendable {
         table.pointee.context = Unmanaged.passRetained(self).toOpaque()
     }
 
-    /// Calls into the plugin on a Dispatch thread, with an error buffer; `locked` serializes the call
+    /// Calls into the plugin on a thread of its own, with an error buffer; `locked` serializes the call
     /// with the plugin's other locked calls unless the plugin says it is thread-safe.
     func call(
         locked: Bool,
@@ -137,7 +137,9 @@ final class PluginHostContext: @unchecked Sendable {
     ) async -> Result<Void, PluginError> {
         let plugin = self.plugin
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            // A thread of its own: plugin calls may block (stream handlers for a whole transfer), and
+            // libdispatch on Linux adds workers to a blocked global queue only after a delay.
+            Thread.detachNewThread {
                 let serialize = locked && plugin.descriptor.pointee.flags & UInt32(HANDOFF_PLUGIN_THREAD_SAFE) == 0
                 if serialize { plugin.lock.lock() }
                 let message = UnsafeMutablePointer<CChar>.allocate(capacity: 1024)
