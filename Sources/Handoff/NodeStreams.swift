@@ -52,6 +52,11 @@ final class StreamSession {
 }
 
 extension Node {
+    /// The stream pairs open on this node right now (either side), e.g. to show their progress.
+    public var openStreams: [ContinuationStreams] {
+        streams.values.filter { $0.failure == nil }.map(\.streams)
+    }
+
     // MARK: Opening (continuing side)
 
     /// Opens a pair of continuation streams with a continued activity's originator — Apple's

@@ -47,10 +47,13 @@ struct Continue: AsyncParsableCommand {
     @OptionGroup var plugins: PluginOptions
     @Option(help: "The data folder for the plugins.") var data = FileManager.default.currentDirectoryPath + "/handoff-data"
     @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
+    @Option(help: "Continue without a plugin: open the activity's continuation streams and save what arrives to this file.")
+    var save: String?
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         guard (id == nil) != (type == nil) else { throw ValidationError("give exactly one of --id and --type") }
+        guard save == nil || agent == nil else { throw ValidationError("--save works here, not through --agent") }
     }
 
     func run() async throws {
@@ -77,9 +80,19 @@ struct Continue: AsyncParsableCommand {
                 throw Failure(id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
                     ?? "no activity of type \(type!) is on the bus")
             }
+            if let save {
+                await node.setContinuationHandler(forType: found.activityType) { activity in
+                    try await saveStreams(of: activity, on: node, to: save)
+                }
+            }
             let started = ContinuousClock.now
+            let progress = Task { await showProgress(of: node) }
+            defer { progress.cancel() }
             do {
-                switch try await node.continueActivity(found) {
+                let result = try await node.continueActivity(found)
+                progress.cancel()
+                await progress.value
+                switch result {
                 case .restored(let continued):
                     return "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", milliseconds(ContinuousClock.now - started))) ms"
                 case .webpage(let url):
@@ -90,6 +103,54 @@ struct Continue: AsyncParsableCommand {
             }
         }
         announce(message)
+    }
+}
+
+/// Opens a continued activity's streams, writes what arrives to `path`, and sends nothing back.
+func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String) async throws {
+    let streams = try await node.openStreams(for: activity)
+    try await streams.output.finish()
+    guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
+        await streams.cancel(reason: "cannot write \(path)")
+        throw Failure("cannot write \(path)")
+    }
+    defer { try? file.close() }
+    do {
+        for try await chunk in streams.input { try file.write(contentsOf: chunk) }
+    } catch {
+        try? FileManager.default.removeItem(atPath: path)  // never leave a partial file looking complete
+        throw error
+    }
+}
+
+/// Draws a progress bar on standard error for the stream the node receives, redrawn at most every
+/// 100 ms, and its final state when cancelled (the continuation is over).
+func showProgress(of node: Node) async {
+    let terminal = isatty(STDERR_FILENO) == 1
+    var input: ContinuationInputStream?
+    var lastDrawn = ContinuousClock.now - .seconds(1)
+    func draw() {
+        guard let progress = input?.progress else { return }
+        let mib = Double(progress.bytes) / 1_048_576
+        var line: String
+        if let fraction = progress.fractionCompleted, let total = progress.total {
+            let filled = Int(fraction * 30)
+            line = "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: 30 - filled) + "]"
+            line += String(format: " %3.0f%%  %.1f of %.1f MiB", fraction * 100, mib, Double(total) / 1_048_576)
+        } else {
+            line = String(format: "%.1f MiB received", mib)
+        }
+        FileHandle.standardError.write(Data((terminal ? "\r" + line : line + "\n").utf8))
+        lastDrawn = .now
+    }
+    while !Task.isCancelled {
+        try? await Task.sleep(for: .milliseconds(10))
+        if input == nil { input = await node.openStreams.first?.input }
+        if input != nil && ContinuousClock.now - lastDrawn >= .milliseconds(100) { draw() }
+    }
+    if input != nil {
+        draw()
+        if terminal { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 }
 

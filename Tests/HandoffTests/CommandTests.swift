@@ -94,3 +94,24 @@ struct CommandTests {
         #expect(result.output.contains("notes 1.0.0"))
     }
 }
+
+@Suite("handoff continue with streams")
+struct ContinueStreamTests {
+    @Test("`handoff continue --save` receives a 64 MiB stream with a progress bar, and the file holds every byte")
+    func continueWithProgress() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let size = 64 << 20
+        let source = try ChildProcess(["stream-source", frontend, backend, String(size)])
+        let id = try #require(try await source.ready().first)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("saved-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let result = try await runHandoff(["continue", "--id", id, "--save", file.path, "--broker", frontend, backend, "--log-level", "error"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("continued \""))
+        #expect(result.error.contains("of 64.0 MiB"), "no progress shown: \(result.error)")
+        let saved = try Data(contentsOf: file)
+        #expect(saved.count == size)
+        #expect(BulkPattern().matches(saved, at: 0))
+        _ = broker
+    }
+}
