@@ -242,5 +242,9 @@ enum Topic {
     /// Node presence: `P:` + the node id.
     static let presencePrefix = "P:"
 
+    /// Node events (monitoring): `E:` + the activity type. Nodes do not subscribe to these.
+    static let eventPrefix = "E:"
+
     static func activity(_ type: String) -> [UInt8] { Array((activityPrefix + type).utf8) }
+    static func event(_ type: String) -> [UInt8] { Array((eventPrefix + type).utf8) }
 }

@@ -235,6 +235,11 @@ public actor Node: Service {
         for client in clients.values { client.close() }
         clients.removeAll()
         changesContinuation.finish()
+        // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
+        // terminate the context (see Context.terminate()) to wait until they have.
+        subscriber.close()
+        server.close()
+        publisher.close()
         logger.info("node stopped")
     }
 
@@ -307,7 +312,7 @@ public actor Node: Service {
         return try! envelope.serializedBytes()
     }
 
-    private func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) {
+    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) {
         let bytes = envelope(body)
         do {
             // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.

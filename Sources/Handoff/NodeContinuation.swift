@@ -314,6 +314,12 @@ extension Node {
         self.reply(to: identity, correlationID: envelope.correlationID, .continueReply(reply))
         if let continued, !request.refresh {
             logger.info("\(continued.activityType) continued by \(requester)")
+            var event = WireNodeEvent()
+            event.kind = .continued
+            event.activityID = continued.id
+            event.activityType = continued.activityType
+            event.peer = requester.wire
+            sendOnBus(topic: Topic.event(continued.activityType), .nodeEvent(event))
             if continued.continuationPolicy == .once {
                 continued.state.withLock {
                     $0.isInvalidated = true

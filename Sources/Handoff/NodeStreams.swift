@@ -9,6 +9,14 @@ import ZeroMQ
 final class StreamSession {
     let key: StreamKey
     let activityID: String
+    let activityType: String
+    /// Bytes this node put on the wire, and took off it, for this pair (counted by the node, not
+    /// the reader or writer task).
+    var bytesSent: UInt64 = 0
+    var bytesArrived: UInt64 = 0
+    /// Bytes (sent, arrived) when progress was last published.
+    var reported: (sent: UInt64, received: UInt64) = (0, 0)
+    var failureReported = false
     /// Chunks this side may still send before the peer grants more.
     var sendCredit = 0
     var creditWaiter: CheckedContinuation<Void, Never>?
@@ -24,9 +32,10 @@ final class StreamSession {
     var inputDone = false
     var outputDone = false
 
-    init(node: Node, key: StreamKey, activityID: String, window: Int, chunkSize: Int) {
+    init(node: Node, key: StreamKey, activityID: String, activityType: String, window: Int, chunkSize: Int) {
         self.key = key
         self.activityID = activityID
+        self.activityType = activityType
         let (events, continuation) = AsyncStream.makeStream(of: StreamEvent.self)
         incoming = continuation
         input = ContinuationInputStream(node: node, key: key, events: events, window: window)
@@ -80,7 +89,7 @@ extension Node {
         nextStreamID += 1
         let key = StreamKey(peer: .dealer(endpoint), id: nextStreamID)
         let session = StreamSession(
-            node: self, key: key, activityID: activity.id,
+            node: self, key: key, activityID: activity.id, activityType: activity.activityType,
             window: configuration.streamWindow, chunkSize: configuration.streamChunkSize)
         streams[key] = session
 
@@ -102,6 +111,7 @@ extension Node {
         case .success(let accepted):
             session.sendCredit = Int(accepted.window)
             logger.debug("streams \(key.id) open with \(endpoint)")
+            publishStreamEvent(.streamOpened, session)
             return session.streams
         case .failure(let error):
             streams[key] = nil
@@ -131,6 +141,7 @@ extension Node {
         case .data(let data):
             let chunk = payload?.dataWithoutCopying ?? data.payload
             if data.totalLength > 0 { session.input.counter.setTotal(data.totalLength) }
+            session.bytesArrived += UInt64(chunk.count)
             session.incoming.yield(.data(chunk))
         case .credit(let credit):
             session.sendCredit += Int(credit.chunks)
@@ -176,7 +187,7 @@ extension Node {
             return
         }
         let session = StreamSession(
-            node: self, key: key, activityID: activity.id,
+            node: self, key: key, activityID: activity.id, activityType: activity.activityType,
             window: configuration.streamWindow, chunkSize: min(configuration.streamChunkSize, Int(max(open.chunkSize, 1))))
         session.sendCredit = Int(open.window)
         streams[key] = session
@@ -185,6 +196,7 @@ extension Node {
         answer.window = UInt32(configuration.streamWindow)
         answer.chunkSize = UInt32(configuration.streamChunkSize)
         sendStreamMessage(key, .open(answer))
+        publishStreamEvent(.streamOpened, session)
         let pair = session.streams
         spawn { await delegate.userActivity(activity, didReceive: pair) }
     }
@@ -234,6 +246,7 @@ extension Node {
         data.length = UInt32(chunk.count)
         data.totalLength = total ?? 0
         sendStreamMessage(key, .data(data), payload: chunk)
+        session.bytesSent += UInt64(chunk.count)
         if let failure = session.failure { throw failure }
     }
 
@@ -273,7 +286,24 @@ extension Node {
     }
 
     private func removeIfDone(_ session: StreamSession) {
-        if session.inputDone && session.outputDone { streams[session.key] = nil }
+        guard session.inputDone && session.outputDone else { return }
+        streams[session.key] = nil
+        publishStreamEvent(.streamFinished, session)
+    }
+
+    /// Publishes what a stream pair did on the bus, for `handoff monitor`.
+    func publishStreamEvent(_ kind: WireNodeEvent.Kind, _ session: StreamSession, detail: String = "") {
+        var event = WireNodeEvent()
+        event.kind = kind
+        event.activityID = session.activityID
+        event.activityType = session.activityType
+        event.streamID = session.key.id
+        event.bytesSent = session.bytesSent
+        event.bytesReceived = session.bytesArrived
+        event.expectedLength = session.input.progress.total ?? 0
+        event.detail = detail
+        session.reported = (event.bytesSent, event.bytesReceived)
+        sendOnBus(topic: Topic.event(session.activityType), .nodeEvent(event))
     }
 
     // MARK: Liveness
@@ -282,8 +312,15 @@ extension Node {
     func superviseStreams(now: ContinuousClock.Instant) {
         for (key, session) in streams {
             if let failedAt = session.failedAt {
+                if !session.failureReported {
+                    session.failureReported = true
+                    publishStreamEvent(.streamFailed, session, detail: session.failure.map { "\($0)" } ?? "")
+                }
                 if now - failedAt > .seconds(60) { streams[key] = nil }
                 continue
+            }
+            if (session.bytesSent, session.bytesArrived) != session.reported {
+                publishStreamEvent(.streamProgress, session)
             }
             if now - session.lastHeard > configuration.streamIdleTimeout {
                 session.fail(HandoffError(.peerLost, "nothing heard from the other side for \(configuration.streamIdleTimeout): its process died or the network failed"))

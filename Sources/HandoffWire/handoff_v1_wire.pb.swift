@@ -179,6 +179,16 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     set {_uniqueStorage()._body = .error(newValue)}
   }
 
+  /// What a node did, for monitoring: published on the bus under the topic "E:" + activity type.
+  /// Nodes do not subscribe to these; `handoff monitor` does.
+  public var nodeEvent: WireNodeEvent {
+    get {
+      if case .nodeEvent(let v)? = _storage._body {return v}
+      return WireNodeEvent()
+    }
+    set {_uniqueStorage()._body = .nodeEvent(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   /// --- Body (10..29) ---
@@ -201,6 +211,9 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     case snapshotReply(WireSnapshotReply)
     /// A request could not be served, or a message was rejected.
     case error(WireError)
+    /// What a node did, for monitoring: published on the bus under the topic "E:" + activity type.
+    /// Nodes do not subscribe to these; `handoff monitor` does.
+    case nodeEvent(WireNodeEvent)
 
   }
 
@@ -497,13 +510,109 @@ public nonisolated struct WireContinueReply: Sendable {
   public init() {}
 }
 
+/// Something a node did that does not otherwise cross the bus: it answered a continue request, or a
+/// continuation stream opened, progressed, finished or failed. Both ends of a stream report it.
+public nonisolated struct WireNodeEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: WireNodeEvent.Kind = .unspecified
+
+  public var activityID: String = String()
+
+  public var activityType: String = String()
+
+  /// The other node, when known (the requester of a continuation).
+  public var peer: WireNodeRef {
+    get {_peer ?? WireNodeRef()}
+    set {_peer = newValue}
+  }
+  /// Returns true if `peer` has been explicitly set.
+  public var hasPeer: Bool {self._peer != nil}
+  /// Clears the value of `peer`. Subsequent reads from it will return its default value.
+  public mutating func clearPeer() {self._peer = nil}
+
+  public var streamID: UInt64 = 0
+
+  public var bytesSent: UInt64 = 0
+
+  public var bytesReceived: UInt64 = 0
+
+  /// The incoming stream's total, when its writer said (0: unknown).
+  public var expectedLength: UInt64 = 0
+
+  /// Why a stream failed, and the like.
+  public var detail: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Kind: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+
+    /// This node answered a continue request from `peer` with the activity.
+    case continued // = 1
+    case streamOpened // = 2
+
+    /// Sent about four times a second while bytes flow.
+    case streamProgress // = 3
+    case streamFinished // = 4
+    case streamFailed // = 5
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .continued
+      case 2: self = .streamOpened
+      case 3: self = .streamProgress
+      case 4: self = .streamFinished
+      case 5: self = .streamFailed
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .continued: return 1
+      case .streamOpened: return 2
+      case .streamProgress: return 3
+      case .streamFinished: return 4
+      case .streamFailed: return 5
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [WireNodeEvent.Kind] = [
+      .unspecified,
+      .continued,
+      .streamOpened,
+      .streamProgress,
+      .streamFinished,
+      .streamFailed,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _peer: WireNodeRef? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "handoff.v1"
 
 nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}correlation_id\0\u{1}sender\0\u{3}sent_at\0\u{1}sequence\0\u{2}\u{5}advertisement\0\u{1}withdrawal\0\u{3}node_presence\0\u{3}stream_frame\0\u{3}continue_request\0\u{3}continue_reply\0\u{3}snapshot_request\0\u{3}snapshot_reply\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}correlation_id\0\u{1}sender\0\u{3}sent_at\0\u{1}sequence\0\u{2}\u{5}advertisement\0\u{1}withdrawal\0\u{3}node_presence\0\u{3}stream_frame\0\u{3}continue_request\0\u{3}continue_reply\0\u{3}snapshot_request\0\u{3}snapshot_reply\0\u{1}error\0\u{3}node_event\0")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -668,6 +777,19 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
             _storage._body = .error(v)
           }
         }()
+        case 19: try {
+          var v: WireNodeEvent?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .nodeEvent(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .nodeEvent(v)
+          }
+        }()
         default: break
         }
       }
@@ -731,6 +853,10 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case .error?: try {
         guard case .error(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
+      }()
+      case .nodeEvent?: try {
+        guard case .nodeEvent(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
       }()
       case nil: break
       }
@@ -1119,4 +1245,82 @@ nonisolated extension WireContinueReply: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
+}
+
+nonisolated extension WireNodeEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NodeEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{3}activity_id\0\u{3}activity_type\0\u{1}peer\0\u{3}stream_id\0\u{3}bytes_sent\0\u{3}bytes_received\0\u{3}expected_length\0\u{1}detail\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.activityID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.activityType) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._peer) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.streamID) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.bytesSent) }()
+      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.bytesReceived) }()
+      case 8: try { try decoder.decodeSingularUInt64Field(value: &self.expectedLength) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.detail) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.kind != .unspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    }
+    if !self.activityID.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityID, fieldNumber: 2)
+    }
+    if !self.activityType.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityType, fieldNumber: 3)
+    }
+    try { if let v = self._peer {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if self.streamID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.streamID, fieldNumber: 5)
+    }
+    if self.bytesSent != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesSent, fieldNumber: 6)
+    }
+    if self.bytesReceived != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesReceived, fieldNumber: 7)
+    }
+    if self.expectedLength != 0 {
+      try visitor.visitSingularUInt64Field(value: self.expectedLength, fieldNumber: 8)
+    }
+    if !self.detail.isEmpty {
+      try visitor.visitSingularStringField(value: self.detail, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireNodeEvent, rhs: WireNodeEvent) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.activityID != rhs.activityID {return false}
+    if lhs.activityType != rhs.activityType {return false}
+    if lhs._peer != rhs._peer {return false}
+    if lhs.streamID != rhs.streamID {return false}
+    if lhs.bytesSent != rhs.bytesSent {return false}
+    if lhs.bytesReceived != rhs.bytesReceived {return false}
+    if lhs.expectedLength != rhs.expectedLength {return false}
+    if lhs.detail != rhs.detail {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireNodeEvent.Kind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_CONTINUED\0\u{1}KIND_STREAM_OPENED\0\u{1}KIND_STREAM_PROGRESS\0\u{1}KIND_STREAM_FINISHED\0\u{1}KIND_STREAM_FAILED\0")
 }

@@ -1,4 +1,5 @@
 import CZeroMQ
+import Synchronization
 
 /// A libzmq context: the owner of I/O threads and the factory of sockets.
 ///
@@ -29,6 +30,19 @@ public final class Context: @unchecked Sendable {
     }
 
     deinit {
+        if !terminated.load(ordering: .acquiring) {
+            while zmq_ctx_term(handle) == -1 && zmq_errno() == EINTR {}
+        }
+    }
+
+    private let terminated = Atomic(false)
+
+    /// Terminates the context now, waiting until every socket's queued messages are sent (up to each
+    /// socket's linger), so that a process can exit knowing its last messages left.
+    ///
+    /// Every socket of the context must be closed first, or this waits for them.
+    public func terminate() {
+        guard !terminated.exchange(true, ordering: .acquiringAndReleasing) else { return }
         while zmq_ctx_term(handle) == -1 && zmq_errno() == EINTR {}
     }
 

@@ -90,6 +90,9 @@ struct AgentCommand: AsyncParsableCommand {
             configuration: .init(services: [.init(service: node), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         await runtime.shutdown()
+        await server.close()
+        // The node closed its sockets when it stopped: wait until its withdrawals have left.
+        context.terminate()
     }
 }
 
@@ -109,6 +112,10 @@ actor ControlServer: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown { await self.serve() }
+    }
+
+    func close() {
+        socket.close()
     }
 
     private func serve() async {

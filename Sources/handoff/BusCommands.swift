@@ -177,7 +177,9 @@ struct Advertise: AsyncParsableCommand {
         }
         activity.webpageURL = webpage.flatMap(URL.init(string:))
         let logger = Logger(label: "handoff.advertise")
-        let node = try Node(configuration: Node.Configuration(name: "handoff-advertise", bus: bus.bus))
+        let context = try Context()
+        let node = try Node(configuration: Node.Configuration(name: "handoff-advertise", bus: bus.bus), context: context)
+        defer { context.terminate() }  // after the node stopped: wait until its withdrawal has left
         try await activity.becomeCurrent(on: node)
         announce("advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
         let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
@@ -228,7 +230,8 @@ func jsonLine(_ object: [String: Any]) -> String {
 
 /// `handoff monitor`: a live view of the bus.
 struct Monitor: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Watch bus traffic live: advertisements, updates, withdrawals.")
+    static let configuration = CommandConfiguration(
+        abstract: "Watch the bus live: advertisements and withdrawals, continuations, streams with progress.")
     @Option(help: "The broker's backend (or its capture endpoint).") var bus = "tcp://127.0.0.1:5556"
     @Flag(help: "One JSON object a line, for scripts.") var json = false
     @Option(help: "Stop after this many seconds.") var seconds: Double?
@@ -270,6 +273,26 @@ struct Monitor: AsyncParsableCommand {
                                        "node": withdrawal.origin.name, "reason": "\(withdrawal.reason)"]))
                 } else {
                     announce("\(at)s  gone \(withdrawal.origin.name)  \(withdrawal.activityType)  (\(withdrawal.reason))")
+                }
+            case .nodeEvent(let event):
+                let name: String = switch event.kind {
+                case .continued: "continued"
+                case .streamOpened: "stream-opened"
+                case .streamProgress: "stream-progress"
+                case .streamFinished: "stream-finished"
+                case .streamFailed: "stream-failed"
+                default: "event"
+                }
+                if json {
+                    announce(jsonLine(["event": name, "time": at, "node": envelope.sender.name, "peer": event.peer.name,
+                                       "id": event.activityID, "type": event.activityType, "stream": event.streamID,
+                                       "sent": event.bytesSent, "received": event.bytesReceived, "expected": event.expectedLength,
+                                       "detail": event.detail]))
+                } else if event.kind == .continued {
+                    announce("\(at)s  cont \(envelope.sender.name) → \(event.peer.name)  \(event.activityType)")
+                } else {
+                    let expected = event.expectedLength > 0 ? " of \(event.expectedLength)" : ""
+                    announce("\(at)s  \(name) \(envelope.sender.name)  \(event.activityType) #\(event.streamID)  sent \(event.bytesSent)  received \(event.bytesReceived)\(expected)" + (event.detail.isEmpty ? "" : "  (\(event.detail))"))
                 }
             default:
                 if json { announce(jsonLine(["event": "other", "time": at])) }

@@ -75,6 +75,18 @@ struct CommandTests {
                 "monitor saw \(advertised)")
         #expect(events.contains { $0["event"] as? String == "withdrawal" && $0["reason"] as? String == "nodeShutdown" })
         #expect(events.allSatisfy { $0["node"] == nil || ["node-a", "node-b"].contains($0["node"] as? String) })
+        // Continuations and streams are reported too: node-a answered three continue requests from
+        // node-b, and the contact list's stream opened and finished on both sides.
+        let continued = events.filter { $0["event"] as? String == "continued" }
+        #expect(continued.count == 3)
+        #expect(continued.allSatisfy { $0["node"] as? String == "node-a" && $0["peer"] as? String == "node-b" })
+        for kind in ["stream-opened", "stream-finished"] {
+            let nodes = Set(events.filter { $0["event"] as? String == kind && $0["type"] as? String == "org.handoff.contacts.list-contacts" }
+                .compactMap { $0["node"] as? String })
+            #expect(nodes == ["node-a", "node-b"], "\(kind) reported by \(nodes)")
+        }
+        let finishedOnB = events.first { $0["event"] as? String == "stream-finished" && $0["node"] as? String == "node-b" }
+        #expect((finishedOnB?["received"] as? Int ?? 0) > 0)
     }
 
     @Test("`handoff continue` of an unknown id fails with a clear message and a non-zero exit")

@@ -149,6 +149,17 @@ enum Fixtures {
         .snapshotRequest(WireSnapshotRequest.with { $0.typePrefix = "com.example." }),
         .snapshotReply(WireSnapshotReply.with { $0.advertisements = [advertisement, advertisement] }),
         .error(error(.unauthorized)),
+        .nodeEvent(WireNodeEvent.with {
+            $0.kind = .streamProgress
+            $0.activityID = activity.activityID
+            $0.activityType = activity.activityType
+            $0.peer = node
+            $0.streamID = 7
+            $0.bytesSent = 1 << 20
+            $0.bytesReceived = 3 << 20
+            $0.expectedLength = 8 << 20
+            $0.detail = "halfway"
+        }),
     ]
 
     /// A stable name for each body case (exhaustive: adding a case breaks the build here).
@@ -163,6 +174,7 @@ enum Fixtures {
         case .snapshotRequest: "snapshotRequest"
         case .snapshotReply: "snapshotReply"
         case .error: "error"
+        case .nodeEvent: "nodeEvent"
         }
     }
 
