@@ -17,6 +17,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Where a copy of all traffic is published, for monitoring.") var capture: String?
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
+    @Option(help: "Log the counters every this many seconds (0: only at exit).") var statsInterval: Double = 10
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
@@ -30,12 +31,25 @@ struct BrokerCommand: AsyncParsableCommand {
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready: frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
         let group = ServiceGroup(services: [broker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        func report(_ message: Logger.Message) {
+            let counters = broker.counters
+            logger.info(message, metadata: [
+                "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
+                "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
+                "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
+                "replays": "\(counters.cacheReplays)", "malformed": "\(counters.malformed)",
+            ])
+        }
+        let interval = statsInterval
+        let stats = Task {
+            guard interval > 0 else { return }
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: .milliseconds(Int(interval * 1000))) } catch { return }
+                report("broker counters")
+            }
+        }
         try await group.run()
-        let counters = broker.counters
-        logger.info("broker stopped", metadata: [
-            "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
-            "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
-            "cached": "\(counters.cachedActivities)", "replays": "\(counters.cacheReplays)",
-        ])
+        stats.cancel()
+        report("broker stopped")
     }
 }

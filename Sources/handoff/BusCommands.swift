@@ -265,7 +265,9 @@ struct Monitor: AsyncParsableCommand {
                                        "node": ad.origin.name, "nodeID": ad.origin.nodeID, "version": ad.version, "sequence": envelope.sequence,
                                        "bytes": frames[1].count]))
                 } else {
-                    announce("\(at)s  ad   \(ad.origin.name)  \(ad.activityType)  \"\(ad.title)\"  v\(ad.version)  (\(counts[ad.activityType]!) so far)")
+                    let seconds = max(milliseconds(ContinuousClock.now - started) / 1000, 0.001)
+                    let count = counts[ad.activityType]!
+                    announce("\(at)s  ad   \(ad.origin.name)  \(ad.activityType)  \"\(ad.title)\"  v\(ad.version)  (\(count) so far, \(String(format: "%.1f", Double(count) / seconds))/s)")
                 }
             case .withdrawal(let withdrawal):
                 if json {
