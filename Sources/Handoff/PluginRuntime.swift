@@ -188,10 +188,12 @@ final class PluginHostContext: @unchecked Sendable {
                 }
                 return .success(())
             }
-            return await call(locked: false) { state, error in
+            let result = await call(locked: false) { state, error in
                 var table = reader.table
                 return bytes.withUnsafeBufferPointer { readStream(state, $0.baseAddress, $0.count, &table, error) }
             }
+            await reader.close()
+            return result
         }()
         let writeResult = await wrote
         switch writeResult {
@@ -399,31 +401,60 @@ final class StreamReaderBridge: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [Item] = []
     private var current = Data()
-    private var waitingProducer: CheckedContinuation<Void, Never>?
+    /// The pump, waiting for room: resumed with `true` when there is, `false` when the bridge closed.
+    private var waitingProducer: CheckedContinuation<Bool, Never>?
+    private var closed = false
+    private var reachedEnd = false
     private let capacity = 4
+    private let input: ContinuationInputStream
 
     init(_ input: ContinuationInputStream) {
+        self.input = input
         Task { [self] in
             do throws(HandoffError) {
-                for try await chunk in input { await put(.chunk(chunk)) }
-                await put(.end)
+                for try await chunk in input {
+                    guard await put(.chunk(chunk)) else { return }
+                }
+                _ = await put(.end)
             } catch {
-                await put(.failed(error.description))
+                _ = await put(.failed(error.description))
             }
         }
     }
 
-    private func put(_ item: Item) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    /// The plugin's read handler returned: stop pumping, and cancel the stream if it was not read to
+    /// the end (so the writer on the other side stops instead of waiting for credit).
+    func close() async {
+        let (producer, complete): (CheckedContinuation<Bool, Never>?, Bool) = {
             condition.lock()
+            defer { condition.unlock() }
+            closed = true
+            items.removeAll()
+            defer { waitingProducer = nil }
+            return (waitingProducer, reachedEnd)
+        }()
+        producer?.resume(returning: false)
+        if !complete { await input.node.cancelStream(input.key, reason: "the plugin stopped reading before the end") }
+    }
+
+    /// Queues an item for the reader; `false` once the bridge is closed.
+    private func put(_ item: Item) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            condition.lock()
+            guard !closed else {
+                condition.unlock()
+                continuation.resume(returning: false)
+                return
+            }
             items.append(item)
             condition.signal()
             if items.count >= capacity {
+                // Resumed by read() when space frees, or by close().
                 waitingProducer = continuation
                 condition.unlock()
             } else {
                 condition.unlock()
-                continuation.resume()
+                continuation.resume(returning: true)
             }
         }
     }
@@ -437,12 +468,13 @@ final class StreamReaderBridge: @unchecked Sendable {
             let item = items.removeFirst()
             if let producer = waitingProducer, items.count < self.capacity {
                 waitingProducer = nil
-                producer.resume()
+                producer.resume(returning: true)
             }
             switch item {
             case .chunk(let chunk): current = chunk
             case .end:
                 items.insert(.end, at: 0)
+                reachedEnd = true
                 return 0
             case .failed(let message):
                 items.insert(.failed(message), at: 0)
