@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 struct server_args {
@@ -100,4 +101,182 @@ double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window) {
     pthread_mutex_destroy(&args.lock);
     pthread_cond_destroy(&args.bound);
     return received == total ? elapsed : -1;
+}
+
+// MARK: REQ/REP
+
+struct rep_args {
+    void *context;
+    char endpoint[256];
+    int rounds;
+    pthread_mutex_t lock;
+    pthread_cond_t bound;
+    int ready;
+};
+
+static void *echo(void *raw) {
+    struct rep_args *args = raw;
+    void *rep = zmq_socket(args->context, ZMQ_REP);
+    int linger = 0;
+    zmq_setsockopt(rep, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_bind(rep, "tcp://127.0.0.1:*");
+    size_t size = sizeof args->endpoint;
+    zmq_getsockopt(rep, ZMQ_LAST_ENDPOINT, args->endpoint, &size);
+    pthread_mutex_lock(&args->lock);
+    args->ready = 1;
+    pthread_cond_signal(&args->bound);
+    pthread_mutex_unlock(&args->lock);
+    zmq_msg_t message;
+    zmq_msg_init(&message);
+    for (int i = 0; i < args->rounds; i++) {
+        if (zmq_msg_recv(&message, rep, 0) < 0) break;
+        if (zmq_msg_send(&message, rep, 0) < 0) break;
+    }
+    zmq_msg_close(&message);
+    zmq_close(rep);
+    return NULL;
+}
+
+int raw_req_rep(int rounds, size_t size, double *latencies) {
+    void *context = zmq_ctx_new();
+    struct rep_args args = {.context = context, .rounds = rounds};
+    pthread_mutex_init(&args.lock, NULL);
+    pthread_cond_init(&args.bound, NULL);
+    pthread_t server;
+    pthread_create(&server, NULL, echo, &args);
+    pthread_mutex_lock(&args.lock);
+    while (!args.ready) pthread_cond_wait(&args.bound, &args.lock);
+    pthread_mutex_unlock(&args.lock);
+    void *req = zmq_socket(context, ZMQ_REQ);
+    int linger = 0;
+    zmq_setsockopt(req, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(req, args.endpoint);
+    char *body = calloc(1, size ? size : 1);
+    char *reply = malloc(size + 16);
+    int status = 0;
+    for (int i = 0; i < rounds; i++) {
+        double started = now();
+        if (zmq_send(req, body, size, 0) < 0 || zmq_recv(req, reply, size + 16, 0) < 0) {
+            status = -1;
+            break;
+        }
+        latencies[i] = (now() - started) * 1e6;
+    }
+    free(body);
+    free(reply);
+    zmq_close(req);
+    pthread_join(server, NULL);
+    zmq_ctx_term(context);
+    return status;
+}
+
+// MARK: PUB -> XSUB/XPUB proxy -> SUB
+
+struct proxy_args {
+    void *context;
+    char frontend[256];
+    char backend[256];
+    pthread_mutex_t lock;
+    pthread_cond_t bound;
+    int ready;
+};
+
+static void *run_proxy(void *raw) {
+    struct proxy_args *args = raw;
+    void *xsub = zmq_socket(args->context, ZMQ_XSUB);
+    void *xpub = zmq_socket(args->context, ZMQ_XPUB);
+    int hwm = 0, linger = 0;
+    zmq_setsockopt(xsub, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(xpub, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(xsub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(xpub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_bind(xsub, "tcp://127.0.0.1:*");
+    zmq_bind(xpub, "tcp://127.0.0.1:*");
+    size_t size = sizeof args->frontend;
+    zmq_getsockopt(xsub, ZMQ_LAST_ENDPOINT, args->frontend, &size);
+    size = sizeof args->backend;
+    zmq_getsockopt(xpub, ZMQ_LAST_ENDPOINT, args->backend, &size);
+    pthread_mutex_lock(&args->lock);
+    args->ready = 1;
+    pthread_cond_signal(&args->bound);
+    pthread_mutex_unlock(&args->lock);
+    zmq_proxy(xsub, xpub, NULL);  // returns when the context terminates
+    zmq_close(xsub);
+    zmq_close(xpub);
+    return NULL;
+}
+
+int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples) {
+    void *context = zmq_ctx_new();
+    struct proxy_args args = {.context = context};
+    pthread_mutex_init(&args.lock, NULL);
+    pthread_cond_init(&args.bound, NULL);
+    pthread_t proxy;
+    pthread_create(&proxy, NULL, run_proxy, &args);
+    pthread_mutex_lock(&args.lock);
+    while (!args.ready) pthread_cond_wait(&args.bound, &args.lock);
+    pthread_mutex_unlock(&args.lock);
+
+    int hwm = 0, linger = 0;
+    void *pub = zmq_socket(context, ZMQ_PUB);
+    void *sub = zmq_socket(context, ZMQ_SUB);
+    zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "A:", 2);
+    zmq_connect(pub, args.frontend);
+    zmq_connect(sub, args.backend);
+
+    // Wait until the subscription has crossed the proxy: probe until one arrives.
+    const char *topic = "A:org.handoff.bench.advert";
+    char buffer[65536];
+    for (;;) {
+        zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE);
+        zmq_send(pub, "probe", 5, 0);
+        zmq_pollitem_t item = {sub, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, 10) > 0) break;
+    }
+    while (zmq_recv(sub, buffer, sizeof buffer, ZMQ_DONTWAIT) >= 0) {}
+    usleep(20000);
+    while (zmq_recv(sub, buffer, sizeof buffer, ZMQ_DONTWAIT) >= 0) {}
+
+    char *body = calloc(1, size < 16 ? 16 : size);
+    int every = samples > 0 ? count / samples : count + 1;
+    int sampled = 0;
+    double started = now();
+    int received = 0;
+    // Publisher and subscriber interleave on one thread: send a batch, drain what arrived.
+    for (int sent = 0; sent < count || received < count;) {
+        for (int batch = 0; batch < 1000 && sent < count; batch++, sent++) {
+            if (every && sent % every == 0) {
+                double stamp = now();
+                memcpy(body, &stamp, sizeof stamp);
+            } else {
+                memset(body, 0, sizeof(double));
+            }
+            zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE);
+            zmq_send(pub, body, size, 0);
+        }
+        int more = 1;
+        while (more) {
+            int n = zmq_recv(sub, buffer, sizeof buffer, sent < count ? ZMQ_DONTWAIT : 0);
+            if (n < 0) break;
+            int body_size = zmq_recv(sub, buffer, sizeof buffer, 0);
+            (void)body_size;
+            double stamp;
+            memcpy(&stamp, buffer, sizeof stamp);
+            if (stamp > 0 && sampled < samples) latencies[sampled++] = (now() - stamp) * 1e6;
+            received++;
+            more = received < count;
+        }
+    }
+    *seconds = now() - started;
+    free(body);
+    zmq_close(pub);
+    zmq_close(sub);
+    zmq_ctx_shutdown(context);
+    pthread_join(proxy, NULL);
+    zmq_ctx_term(context);
+    return sampled == samples ? 0 : (samples > 0 && sampled > 0 ? 0 : -1);
 }

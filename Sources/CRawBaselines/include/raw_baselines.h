@@ -10,4 +10,15 @@
 /// file-transfer pattern. Returns the seconds from the first request to the last byte, or -1.
 double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window);
 
+/// Raw libzmq REQ/REP: `rounds` round trips of `size`-byte messages between two threads over
+/// tcp://127.0.0.1; each round trip's time in microseconds goes to `latencies` (capacity `rounds`).
+/// Returns 0, or -1 on failure.
+int raw_req_rep(int rounds, size_t size, double *latencies);
+
+/// Raw libzmq pub/sub through a proxy: a PUB thread sends `count` messages of `size` bytes (a topic
+/// frame and a body) to an XSUB/XPUB proxy thread (zmq_proxy), a SUB receives them, all over
+/// tcp://127.0.0.1. Writes the seconds from first send to last receipt, and `samples` one-way
+/// latencies in microseconds (every count/samples-th message carries its send time). Returns 0 or -1.
+int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples);
+
 #endif
