@@ -248,9 +248,6 @@ public enum HandoffPluginExport {
     }
 
     private static func copy(_ message: String, to buffer: handoff_error_buffer) {
-        guard let target = buffer.message, buffer.capacity > 0 else { return }
-        let bytes = Array(message.utf8.prefix(buffer.capacity - 1))
-        for (index, byte) in bytes.enumerated() { target[index] = CChar(bitPattern: byte) }
-        target[bytes.count] = 0
+        handoff_error_set(buffer, message)
     }
 }

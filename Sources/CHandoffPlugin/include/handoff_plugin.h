@@ -63,6 +63,17 @@ typedef struct handoff_error_buffer {
     size_t capacity;
 } handoff_error_buffer;
 
+/* Writes `message` into an error buffer: truncated to fit, always NUL-terminated. */
+static inline void handoff_error_set(handoff_error_buffer error, const char *message) {
+    if (error.message == NULL || error.capacity == 0) return;
+    size_t length = 0;
+    while (message != NULL && message[length] != '\0' && length + 1 < error.capacity) {
+        error.message[length] = message[length];
+        length++;
+    }
+    error.message[length] = '\0';
+}
+
 /* Bytes to the other side of a continuation stream. write blocks until the bytes are accepted
  * (flow control: the reader may be behind). Returns HANDOFF_OK or HANDOFF_STREAM_FAILED. */
 typedef struct handoff_stream_writer {
