@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import ZeroMQ
 
 /// A node as other nodes see it.
 public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
@@ -9,15 +10,20 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
     public let name: String
     /// The host the node runs on.
     public let host: String
+    /// The node's CURVE public key, when it runs secure (see ``Security``).
+    public let publicKey: CurveKey?
 
-    public init(id: String, name: String, host: String) {
+    public init(id: String, name: String, host: String, publicKey: CurveKey? = nil) {
         self.id = id
         self.name = name
         self.host = host
+        self.publicKey = publicKey
     }
 
     init(wire: WireNodeRef) {
-        self.init(id: wire.nodeID, name: wire.name, host: wire.host)
+        self.init(
+            id: wire.nodeID, name: wire.name, host: wire.host,
+            publicKey: wire.publicKey.isEmpty ? nil : try? CurveKey(bytes: Array(wire.publicKey)))
     }
 
     var wire: WireNodeRef {
@@ -25,6 +31,7 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
         node.nodeID = id
         node.name = name
         node.host = host
+        if let publicKey { node.publicKey = Data(publicKey.bytes) }
         return node
     }
 

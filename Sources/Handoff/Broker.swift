@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HandoffWire
+import Logging
 import ServiceLifecycle
 import Synchronization
 import ZeroMQ
@@ -55,6 +56,13 @@ public final class Broker: Sendable {
         public var defaultLease: Duration
         /// Send and receive high-water mark of every broker socket, in messages per peer.
         public var highWaterMark: Int32
+        /// The broker's key pair and the account: with it, the frontend, backend and capture run
+        /// CURVE and let in only the account's nodes (``Security/authorizedKeys``). `nil` runs
+        /// without encryption or authentication, which is allowed only on loopback unless
+        /// ``allowInsecure`` is set.
+        public var security: Security?
+        /// Whether to listen beyond loopback without ``security`` (local development only).
+        public var allowInsecure: Bool
 
         /// Creates a configuration.
         ///
@@ -82,6 +90,8 @@ public final class Broker: Sendable {
             self.cacheCapacity = cacheCapacity
             self.defaultLease = defaultLease
             self.highWaterMark = highWaterMark
+            security = nil
+            allowInsecure = false
         }
     }
 
@@ -111,6 +121,11 @@ public final class Broker: Sendable {
         /// Messages from publishers that are not a topic frame plus a ``HandoffWire/WireEnvelope``
         /// this build can decode. They are forwarded all the same, but never cached.
         public var malformed = 0
+        /// CURVE handshakes let in (secure brokers only).
+        public var allowedHandshakes = 0
+        /// CURVE handshakes refused: keys not in the account, or peers without CURVE. Each is
+        /// also logged.
+        public var refusedHandshakes = 0
 
         /// Creates zeroed counters.
         public init() {}
@@ -128,11 +143,16 @@ public final class Broker: Sendable {
     private let context: Context
     private let controlEndpoint: String
     private let shared: SharedState
+    /// The context's ZAP handler, when secure.
+    private let zap: ZAPHandler?
+    /// The ZAP domain of the broker's sockets.
+    static let zapDomain = "handoff.broker"
 
     private init(
         configuration: Configuration, endpoints: BoundEndpoints, context: Context,
-        controlEndpoint: String, shared: SharedState
+        controlEndpoint: String, shared: SharedState, zap: ZAPHandler?
     ) {
+        self.zap = zap
         self.configuration = configuration
         frontendEndpoint = endpoints.frontend
         backendEndpoint = endpoints.backend
@@ -174,6 +194,20 @@ public final class Broker: Sendable {
         guard configuration.highWaterMark >= 0 else {
             throw ZMQError(.invalidArgument, operation: "Broker.start (highWaterMark \(configuration.highWaterMark), must not be negative)")
         }
+        do throws(HandoffError) {
+            try Security.requireSecurity(
+                for: [configuration.frontend, configuration.backend] + (configuration.capture.map { [$0] } ?? []),
+                security: configuration.security, allowInsecure: configuration.allowInsecure, what: "the broker")
+        } catch {
+            throw ZMQError(.invalidArgument, operation: error.message)
+        }
+        var zap: ZAPHandler?
+        if let security = configuration.security {
+            var logger = Logger(label: "handoff.broker")
+            logger[metadataKey: "broker"] = "\(configuration.frontend)"
+            zap = try ZAPHandler.shared(for: context)
+            zap!.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
+        }
         let controlEndpoint = "inproc://handoff-broker-control-\(UUID().uuidString)"
         let shared = SharedState()
         let ready = DispatchSemaphore(value: 0)
@@ -209,13 +243,19 @@ public final class Broker: Sendable {
         case .success(let endpoints):
             return Broker(
                 configuration: configuration, endpoints: endpoints, context: context,
-                controlEndpoint: controlEndpoint, shared: shared)
+                controlEndpoint: controlEndpoint, shared: shared, zap: zap)
         }
     }
 
     /// A snapshot of the broker's counters.
     public var counters: Counters {
-        shared.counters.withLock { $0 }
+        var counters = shared.counters.withLock { $0 }
+        if let zap {
+            let handshakes = zap.counters(forDomain: Self.zapDomain)
+            counters.allowedHandshakes = handshakes.allowed
+            counters.refusedHandshakes = handshakes.refused
+        }
+        return counters
     }
 
     /// Whether the broker's thread is still forwarding (false after ``stop()``, or after the
@@ -339,17 +379,24 @@ private final class BrokerLoop {
         }
         do {
             let hwm = configuration.highWaterMark
+            let security = configuration.security
+            func secure(_ socket: Socket) throws(ZMQError) {
+                try security?.secureServer(socket, domain: Broker.zapDomain)
+            }
             frontend = try open(.xsub)
+            try secure(frontend)
             try frontend.set(.receiveHighWaterMark, hwm)
             try frontend.set(.sendHighWaterMark, hwm)
             try frontend.bind(configuration.frontend)
             backend = try open(.xpub)
+            try secure(backend)
             try backend.set(.sendHighWaterMark, hwm)
             try backend.set(.receiveHighWaterMark, hwm)
             try backend.set(.xpubVerbose, true)
             try backend.bind(configuration.backend)
             if let captureAddress = configuration.capture {
                 let socket = try open(.pub)
+                try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
                 try socket.bind(captureAddress)
                 capture = socket

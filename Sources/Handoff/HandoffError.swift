@@ -47,6 +47,13 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let streamTruncated = Code(wire: .streamTruncated)
         /// The peer of a stream went silent or disconnected: its process died or the network failed.
         public static let peerLost = Code(wire: .peerLost)
+        /// A peer or key is not part of this node's account (not on its allow-list), or a peer
+        /// refused this node's key at the CURVE handshake.
+        public static let unauthorized = Code(wire: .unauthorized)
+        /// The activity's team id is not one this node hands to the handler (or plugin) of that type.
+        public static let teamMismatch = Code(wire: .teamMismatch)
+        /// A message was seen before, or is too old to be believed.
+        public static let replayedMessage = Code(wire: .replayedMessage)
         /// The node is not running (start it with ``Node/run()``), or is shutting down.
         public static let notRunning = Code(rawValue: 1000)
         /// The continuing side declined in its will-continue callback.
@@ -94,6 +101,9 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
             case .streamChecksumMismatch: "stream checksum mismatch"
             case .streamTruncated: "stream truncated"
             case .peerLost: "peer lost"
+            case .unauthorized: "unauthorized"
+            case .teamMismatch: "team mismatch"
+            case .replayedMessage: "replayed message"
             case .notRunning: "node not running"
             case .declined: "declined"
             case .invalidatedLocally: "invalidated"

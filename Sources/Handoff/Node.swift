@@ -81,7 +81,7 @@ public actor Node: Service {
     var watchers: [UUID: Watcher] = [:]
     var topicCounts: [String: Int] = [:]
     var pending: [UInt64: Pending] = [:]
-    var handlers: [String: ContinuationHandler] = [:]
+    var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
     /// Activities this node continued, watched for updates (did-update).
     var held: [String: Held] = [:]
@@ -91,6 +91,15 @@ public actor Node: Service {
     var streams: [StreamKey: StreamSession] = [:]
     var nextStreamID: UInt64 = 0
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
+    /// The context's ZAP handler, while this node runs secure; released at shutdown.
+    var zap: ZAPHandler?
+    /// The ZAP domain of this node's server sockets.
+    let zapDomain: String
+    /// Per activity: the sequence of the newest bus envelope believed, and when it arrived. Kept for
+    /// ``Configuration-swift.struct/replayWindow`` after the activity is gone, so a replayed
+    /// advertisement cannot bring it back.
+    var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
+    var securityCountersStorage = SecurityCounters()
     nonisolated let changes: AsyncStream<String>
     nonisolated let changesContinuation: AsyncStream<String>.Continuation
 
@@ -102,6 +111,11 @@ public actor Node: Service {
     struct Watcher {
         let filter: ActivityFilter
         let continuation: AsyncStream<ActivityEvent>.Continuation
+    }
+
+    struct RegisteredHandler {
+        let teamID: String?
+        let restore: ContinuationHandler
     }
 
     struct Held {
@@ -116,14 +130,30 @@ public actor Node: Service {
     ///   - context: The ZeroMQ context to use; a new one when `nil`.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound or connected.
     public init(configuration: Configuration, context: Context? = nil) throws {
+        try Security.requireSecurity(
+            for: configuration.endpoints, security: configuration.security,
+            allowInsecure: configuration.allowInsecure, what: "node \(configuration.name)")
         let context = try context ?? Context()
         self.configuration = configuration
         self.context = context
         let host = ProcessInfo.processInfo.hostName
-        info = NodeInfo(id: configuration.id ?? UUID().uuidString, name: configuration.name, host: host)
+        let security = configuration.security
+        info = NodeInfo(
+            id: configuration.id ?? UUID().uuidString, name: configuration.name, host: host,
+            publicKey: security?.keyPair.publicKey)
         var logger = Logger(label: "handoff.node")
         logger[metadataKey: "node"] = "\(configuration.name)"
         self.logger = logger
+        // Strictly increasing across restarts too (a restarted node may keep its configured id).
+        sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+
+        // Every server socket of this node authenticates its clients against the account.
+        zapDomain = "handoff.node.\(info.id)"
+        if let security {
+            let zap = try ZAPHandler.shared(for: context)
+            zap.setPolicy(forDomain: zapDomain, security.zapPolicy(logger: logger, what: "node \(configuration.name)"))
+            self.zap = zap
+        }
 
         publisher = try context.socket(.xpub)
         // Direct mode: report every subscriber's subscriptions, so each gets current activities.
@@ -135,13 +165,30 @@ public actor Node: Service {
         try subscriber.set(.receiveHighWaterMark, 100_000)
         switch configuration.bus {
         case .broker(let frontend, let backend):
+            if let security {
+                guard let brokerKey = security.brokerKey else {
+                    throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs secure on a broker bus but has no broker key: name the broker's public key (its .pub file)")
+                }
+                try security.secureClient(publisher, serverKey: brokerKey)
+                try security.secureClient(subscriber, serverKey: brokerKey)
+            }
             try publisher.connect(frontend)
             try subscriber.connect(backend)
             busEndpoint = nil
         case .direct(let listen, let peers):
+            try security?.secureServer(publisher, domain: zapDomain)
             try publisher.bind(listen)
             busEndpoint = try publisher.lastEndpoint
-            for peer in peers { try subscriber.connect(peer) }
+            for peer in peers {
+                if let security {
+                    // CURVE options are read at connect time, so each peer gets its own server key.
+                    guard let key = security.peerKeys[peer] else {
+                        throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs secure but has no public key for its peer \(peer)")
+                    }
+                    try security.secureClient(subscriber, serverKey: key)
+                }
+                try subscriber.connect(peer)
+            }
         }
 
         server = try context.socket(.router)
@@ -150,6 +197,7 @@ public actor Node: Service {
         try server.set(.receiveHighWaterMark, 10_000)
         try server.set(.heartbeatInterval, 1000)
         try server.set(.heartbeatTimeout, 3000)
+        try security?.secureServer(server, domain: zapDomain)
         try server.bind(configuration.continuationEndpoint)
         continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
 
@@ -235,6 +283,8 @@ public actor Node: Service {
         for client in clients.values { client.close() }
         clients.removeAll()
         changesContinuation.finish()
+        zap?.removePolicy(forDomain: zapDomain)
+        zap = nil
         // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
         // terminate the context (see Context.terminate()) to wait until they have.
         subscriber.close()
@@ -356,6 +406,7 @@ public actor Node: Service {
             if now >= nextAdvertisement {
                 nextAdvertisement = now + interval
                 pruneClients()
+                pruneSequences(now: now)
                 if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }
                 for activity in current.values {
                     if let expiration = activity.expirationDate, expiration <= Date() {
@@ -467,6 +518,7 @@ public actor Node: Service {
     private func handleBus(_ envelope: WireEnvelope) {
         switch envelope.body {
         case .advertisement(let advertisement):
+            guard believe(envelope, origin: advertisement.origin.nodeID, activityID: advertisement.activityID) else { return }
             guard configuration.includeOwnActivities || advertisement.origin.nodeID != id else { return }
             let activity = DiscoveredActivity(wire: advertisement)
             if let expiration = activity.expirationDate, expiration <= Date() {
@@ -490,10 +542,71 @@ public actor Node: Service {
                 refreshIfHeld(activity)
             }
         case .withdrawal(let withdrawal):
+            guard believe(envelope, origin: withdrawal.origin.nodeID, activityID: withdrawal.activityID) else { return }
             forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         default:
             break
         }
+    }
+
+    /// Replay protection: whether a bus envelope about an activity is fresh. It must come from the
+    /// activity's origin, be no older (and no further in the future) than the replay window by its
+    /// `sentAt`, and carry a higher sequence than anything believed about the activity before —
+    /// also after the activity was withdrawn, for as long as the window lasts.
+    private func believe(_ envelope: WireEnvelope, origin: String, activityID: String) -> Bool {
+        guard envelope.sender.nodeID == origin else {
+            securityCountersStorage.foreignIgnored += 1
+            logger.warning("ignoring news of activity \(activityID) of node \(origin) sent by another node, \(envelope.sender.nodeID)")
+            return false
+        }
+        let age = Date().timeIntervalSince(envelope.sentAt.date)
+        guard envelope.hasSentAt, abs(age) <= configuration.replayWindow.seconds else {
+            securityCountersStorage.staleIgnored += 1
+            logger.debug("ignoring a stale bus message about \(activityID): sent \(Int(age)) s ago (window \(configuration.replayWindow))")
+            return false
+        }
+        let key = origin + "/" + activityID
+        if let last = lastSequences[key], envelope.sequence <= last.sequence {
+            securityCountersStorage.replayedIgnored += 1
+            return false
+        }
+        lastSequences[key] = (envelope.sequence, .now)
+        return true
+    }
+
+    /// Drops replay-protection entries older than the window: a replay of anything they covered is
+    /// now stale by its own timestamp.
+    func pruneSequences(now: ContinuousClock.Instant) {
+        let horizon = now - configuration.replayWindow
+        lastSequences = lastSequences.filter { $0.value.seen > horizon }
+    }
+
+    /// What this node's security refused or ignored.
+    public struct SecurityCounters: Sendable, Hashable {
+        /// Handshakes the ZAP handler allowed on this node's server sockets.
+        public var allowedHandshakes = 0
+        /// Handshakes it refused: keys not in the account, or no CURVE.
+        public var refusedHandshakes = 0
+        /// Bus messages ignored because this node already believed one as new about the same
+        /// activity: replays, and the harmless duplicates of a broker's cache replay.
+        public var replayedIgnored = 0
+        /// Bus messages ignored as too old (or too far in the future) for the replay window.
+        public var staleIgnored = 0
+        /// Bus messages about an activity sent by a node other than its origin.
+        public var foreignIgnored = 0
+
+        public init() {}
+    }
+
+    /// What this node's security refused or ignored so far.
+    public var securityCounters: SecurityCounters {
+        var counters = securityCountersStorage
+        if let zap {
+            let handshakes = zap.counters(forDomain: zapDomain)
+            counters.allowedHandshakes = handshakes.allowed
+            counters.refusedHandshakes = handshakes.refused
+        }
+        return counters
     }
 
     private func forget(_ id: String, reason: RemovalReason) {

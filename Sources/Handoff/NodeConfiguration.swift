@@ -52,6 +52,20 @@ extension Node {
         /// every second) before it fails with ``HandoffError/Code-swift.struct/peerLost``.
         public var streamIdleTimeout: Duration
 
+        /// The node's key pair and account: with it, every socket runs CURVE and only the account's
+        /// nodes get in (see ``Security``). `nil` runs without encryption or authentication, which
+        /// is allowed only on loopback unless ``allowInsecure`` is set.
+        public var security: Security?
+        /// Whether to run without ``security`` on endpoints beyond loopback (local development only).
+        public var allowInsecure: Bool
+        /// Which activities this node's handlers get, by team id. A handler (or a plugin) has a
+        /// team: the one it was registered with, else ``teamID``.
+        public var teamPolicy: TeamPolicy
+        /// How old an advertisement or withdrawal may be (by its sender's clock, against this
+        /// node's) and still be believed; older ones are ignored as stale or replayed. Keep it
+        /// above the lease and the clock skew between hosts.
+        public var replayWindow: Duration
+
         /// A configuration with defaults for everything but the name and bus.
         public init(
             name: String,
@@ -79,6 +93,39 @@ extension Node {
             streamWindow = 16
             streamChunkSize = 256 * 1024
             streamIdleTimeout = .seconds(5)
+            security = nil
+            allowInsecure = false
+            teamPolicy = .sameTeam
+            replayWindow = .seconds(60)
+        }
+
+        /// Which activities a continuing node hands to a handler, by team id.
+        public enum TeamPolicy: Sendable, Hashable {
+            /// Only activities of the handler's own team (an activity without a team goes only to a
+            /// handler without one). Apple's rule, and the default.
+            case sameTeam
+            /// The handler's own team, and these.
+            case trusting(Set<String>)
+            /// Any team.
+            case anyTeam
+
+            /// Whether an activity of `activityTeam` may go to a handler of `handlerTeam`.
+            public func allows(activityTeam: String?, handlerTeam: String?) -> Bool {
+                let activity = activityTeam ?? "", handler = handlerTeam ?? ""
+                switch self {
+                case .sameTeam: return activity == handler
+                case .trusting(let teams): return activity == handler || teams.contains(activity)
+                case .anyTeam: return true
+                }
+            }
+        }
+
+        /// Every endpoint the node binds or connects to (before any wildcard is resolved).
+        var endpoints: [String] {
+            switch bus {
+            case .broker(let frontend, let backend): [continuationEndpoint, frontend, backend]
+            case .direct(let listen, let peers): [continuationEndpoint, listen] + peers
+            }
         }
 
         /// The lease other nodes are told.

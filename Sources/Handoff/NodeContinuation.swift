@@ -9,12 +9,18 @@ import ZeroMQ
 /// connection drops. Owned by the node actor.
 final class Client {
     let endpoint: String
+    /// The originator's CURVE key this client authenticates, when secure.
+    let serverKey: CurveKey?
     let socket: Socket
     let monitor: SocketMonitor
+    /// Set when the originator refused this node's key at the handshake.
+    var refusedAtHandshake = false
 
-    init(endpoint: String, context: Context) throws(ZMQError) {
+    init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?) throws(ZMQError) {
         self.endpoint = endpoint
+        self.serverKey = serverKey
         socket = try context.socket(.dealer)
+        if let security, let serverKey { try security.secureClient(socket, serverKey: serverKey) }
         try socket.set(.sendHighWaterMark, 10_000)
         try socket.set(.receiveHighWaterMark, 10_000)
         // Queue only to a live connection: with no originator, a send is refused at once
@@ -24,7 +30,7 @@ final class Client {
         try socket.set(.reconnectIntervalMax, 2000)
         try socket.set(.heartbeatInterval, 1000)
         try socket.set(.heartbeatTimeout, 3000)
-        monitor = try socket.monitor(.disconnected)
+        monitor = try socket.monitor([.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol])
         try socket.connect(endpoint)
     }
 
@@ -44,8 +50,16 @@ extension Node {
     // MARK: Continuing side
 
     /// Registers the continue/restore handler for an activity type, replacing any earlier one.
-    public func setContinuationHandler(forType activityType: String, _ handler: @escaping ContinuationHandler) {
-        handlers[activityType] = handler
+    ///
+    /// - Parameters:
+    ///   - activityType: The type the handler restores.
+    ///   - teamID: The handler's team: under ``Configuration-swift.struct/teamPolicy`` it gets only
+    ///     activities of this team. `nil` means the node's ``Configuration-swift.struct/teamID``.
+    ///   - handler: Called with the full activity.
+    public func setContinuationHandler(
+        forType activityType: String, teamID: String? = nil, _ handler: @escaping ContinuationHandler
+    ) {
+        handlers[activityType] = RegisteredHandler(teamID: teamID ?? configuration.teamID, restore: handler)
     }
 
     /// Removes the handler for an activity type.
@@ -107,12 +121,19 @@ extension Node {
                 if let url = activity.webpageURL { return .webpage(url) }
                 throw HandoffError(.noHandler, "this node has no continuation handler for \(activityType), and the activity has no webpage URL to fall back to", activityType: activityType)
             }
+            guard configuration.teamPolicy.allows(activityTeam: activity.teamID, handlerTeam: handler.teamID) else {
+                throw HandoffError(.teamMismatch, "the activity belongs to \(Self.teamName(activity.teamID)) but this node's handler for \(activityType) belongs to \(Self.teamName(handler.teamID)); activities go only to handlers of their own team unless the team policy trusts it", activityType: activityType)
+            }
             if let expiration = activity.expirationDate, expiration <= Date() {
                 throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
             }
             let continued = try await fetch(activity, refresh: false)
+            // The full activity is authoritative: its team is checked again before it is handed on.
+            guard configuration.teamPolicy.allows(activityTeam: continued.teamID, handlerTeam: handler.teamID) else {
+                throw HandoffError(.teamMismatch, "the continued activity belongs to \(Self.teamName(continued.teamID)) but this node's handler for \(activityType) belongs to \(Self.teamName(handler.teamID))", activityType: activityType)
+            }
             do {
-                try await handler(continued)
+                try await handler.restore(continued)
             } catch {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType)
             }
@@ -126,10 +147,14 @@ extension Node {
         }
     }
 
+    static func teamName(_ teamID: String?) -> String {
+        teamID.map { "team \"\($0)\"" } ?? "no team"
+    }
+
     /// Asks the originator for the full activity.
     func fetch(_ activity: DiscoveredActivity, refresh: Bool) async throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
-        let client = try await connectedClient(activity.continueEndpoint, activityType: activityType)
+        let client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
         nextCorrelation += 1
         let correlationID = nextCorrelation
         var request = WireContinueRequest()
@@ -184,13 +209,29 @@ extension Node {
     }
 
     /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
-    func connectedClient(_ endpoint: String, activityType: String) async throws(HandoffError) -> Client {
+    ///
+    /// Secure, it connects only to an originator whose advertised key is in the account, and
+    /// authenticates it by that key at the CURVE handshake.
+    func connectedClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) async throws(HandoffError) -> Client {
+        if let security = configuration.security {
+            guard let serverKey else {
+                throw HandoffError(.unauthorized, "the originator at \(endpoint) advertised no public key; this node continues only from nodes of its account", activityType: activityType)
+            }
+            guard security.authorizes(serverKey) else {
+                throw HandoffError(.unauthorized, "the originator at \(endpoint) has key \(serverKey.z85), which is not in this node's account", activityType: activityType)
+            }
+        }
+        if let existing = clients[endpoint], existing.serverKey != serverKey {
+            // Another node (another key) now answers at this endpoint.
+            existing.close()
+            clients[endpoint] = nil
+        }
         let client: Client
         if let existing = clients[endpoint] {
             client = existing
         } else {
             do {
-                client = try Client(endpoint: endpoint, context: context)
+                client = try Client(endpoint: endpoint, context: context, security: configuration.security, serverKey: serverKey)
             } catch {
                 throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
             }
@@ -201,6 +242,9 @@ extension Node {
         // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
         let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: configuration.connectTimeout)
         guard let ready, ready.contains(.writable) else {
+            if client.refusedAtHandshake {
+                throw HandoffError(.unauthorized, "the originator at \(endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
+            }
             throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
         }
         return client
@@ -227,8 +271,16 @@ extension Node {
     private func watchConnection(to endpoint: String) async {
         while let client = clients[endpoint], !Task.isCancelled {
             let event: MonitorEvent?
-            do { event = try await client.monitor.next(matching: .disconnected, timeout: .seconds(60)) } catch { return }
-            guard event != nil else { continue }
+            do {
+                event = try await client.monitor.next(
+                    matching: [.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol], timeout: .seconds(60))
+            } catch { return }
+            guard let event else { continue }
+            if event.kind != .disconnected {
+                client.refusedAtHandshake = true
+                logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
+                continue
+            }
             for (id, request) in pending where request.endpoint == endpoint {
                 resolve(id, .failure(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering")))
             }
@@ -275,7 +327,10 @@ extension Node {
                 let envelope = try WireEnvelope.decode(frames[1].data)
                 switch envelope.body {
                 case .continueRequest(let request):
-                    spawn { await self.answer(request, in: envelope, to: identity) }
+                    // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
+                    // whatever node it claims to be.
+                    let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
+                    spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
                 case .streamFrame(let frame):
                     handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity))
                 default:
@@ -299,8 +354,12 @@ extension Node {
         }
     }
 
-    private func answer(_ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8]) async {
-        let requester = NodeInfo(wire: envelope.sender)
+    private func answer(
+        _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?
+    ) async {
+        let claimed = NodeInfo(wire: envelope.sender)
+        let requester = configuration.security == nil ? claimed
+            : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
         var reply = WireContinueReply()
         var continued: UserActivity?
         do {

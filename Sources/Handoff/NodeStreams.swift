@@ -85,7 +85,7 @@ extension Node {
             throw HandoffError(.streamsNotSupported, "the activity does not support continuation streams", activityType: activity.activityType)
         }
         let endpoint = activity.continueEndpoint
-        _ = try await connectedClient(endpoint, activityType: activity.activityType)
+        _ = try await connectedClient(endpoint, serverKey: activity.origin.publicKey, activityType: activity.activityType)
         nextStreamID += 1
         let key = StreamKey(peer: .dealer(endpoint), id: nextStreamID)
         let session = StreamSession(

@@ -68,7 +68,8 @@ public final class PluginRuntime: Sendable {
             }
             hosts.withLock { $0.append(context) }
             for type in plugin.activityTypes {
-                await node.setContinuationHandler(forType: type) { [context] activity in
+                // The plugin's team: the node hands it only activities of that team (Configuration.teamPolicy).
+                await node.setContinuationHandler(forType: type, teamID: plugin.teamID) { [context] activity in
                     try await context.restore(activity)
                 }
             }

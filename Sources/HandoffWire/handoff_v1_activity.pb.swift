@@ -231,6 +231,11 @@ public nonisolated struct WireNodeRef: Sendable {
   /// Host name the node runs on.
   public var host: String = String()
 
+  /// The node's long-term CURVE public key (32 bytes), when the node runs secure. A continuing
+  /// node connects to the origin's continuation endpoint with this key as the CURVE server key,
+  /// after checking that the key belongs to its account (its allow-list). Empty when insecure.
+  public var publicKey: Data = Data()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -611,7 +616,7 @@ nonisolated extension WireValueMap: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension WireNodeRef: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".NodeRef"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}node_id\0\u{1}name\0\u{1}host\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}node_id\0\u{1}name\0\u{1}host\0\u{3}public_key\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -622,6 +627,7 @@ nonisolated extension WireNodeRef: SwiftProtobuf.Message, SwiftProtobuf._Message
       case 1: try { try decoder.decodeSingularStringField(value: &self.nodeID) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.name) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.host) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.publicKey) }()
       default: break
       }
     }
@@ -637,6 +643,9 @@ nonisolated extension WireNodeRef: SwiftProtobuf.Message, SwiftProtobuf._Message
     if !self.host.isEmpty {
       try visitor.visitSingularStringField(value: self.host, fieldNumber: 3)
     }
+    if !self.publicKey.isEmpty {
+      try visitor.visitSingularBytesField(value: self.publicKey, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -644,6 +653,7 @@ nonisolated extension WireNodeRef: SwiftProtobuf.Message, SwiftProtobuf._Message
     if lhs.nodeID != rhs.nodeID {return false}
     if lhs.name != rhs.name {return false}
     if lhs.host != rhs.host {return false}
+    if lhs.publicKey != rhs.publicKey {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -13,6 +13,8 @@ public final class Context: @unchecked Sendable {
     // Invariant for @unchecked Sendable: libzmq documents contexts as thread-safe, `handle` never
     // changes after init, and zmq_ctx_term runs only in deinit, when no socket refers to it any more.
     let handle: UnsafeMutableRawPointer
+    /// The context's ZAP handler, while anyone uses it (see ``ZAPHandler/shared(for:)``).
+    let zapHandler = Mutex(ZAPHandlerSlot())
 
     /// Creates a context.
     ///

@@ -74,3 +74,25 @@ public struct CurveKeyPair: Hashable, Sendable {
 private func decodeCText(_ text: [CChar]) -> String {
     String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
+
+extension Socket {
+    /// Makes this socket a CURVE server with `keyPair`, its peers authenticated by the context's
+    /// ``ZAPHandler`` under `zapDomain`. Set before `bind` (or `connect`).
+    ///
+    /// Without a ZAP handler in the context, libzmq lets in any client that knows the server's
+    /// public key; a handler must be running (``ZAPHandler/shared(for:)``) for `zapDomain` to matter.
+    public func makeCurveServer(_ keyPair: CurveKeyPair, zapDomain: String) throws(ZMQError) {
+        try set(.curveServer, true)
+        try set(.curveSecretKey, keyPair.secretKey.z85)
+        try set(.curvePublicKey, keyPair.publicKey.z85)
+        try set(.zapDomain, zapDomain)
+    }
+
+    /// Makes this socket a CURVE client with `keyPair`, talking only to the server whose public key
+    /// is `serverKey` (the handshake fails against any other). Set before `connect` (or `bind`).
+    public func makeCurveClient(_ keyPair: CurveKeyPair, serverKey: CurveKey) throws(ZMQError) {
+        try set(.curveServerKey, serverKey.z85)
+        try set(.curvePublicKey, keyPair.publicKey.z85)
+        try set(.curveSecretKey, keyPair.secretKey.z85)
+    }
+}

@@ -20,6 +20,10 @@ struct AgentFile: Codable {
     var advertisedHost: String?
     var advertiseIntervalSeconds: Double?
     var logLevel: String?
+    /// Keys: `{"key": "node.key", "account": ["folder"], "brokerKey": "broker.pub"}`.
+    var security: SecurityFile?
+    /// Run without CURVE beyond loopback (local development only).
+    var insecure: Bool?
 }
 
 /// `handoff agent`: a node that hosts plugins and takes commands on a control socket.
@@ -28,7 +32,7 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
 
-    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel).")
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
     @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend.", valueName: "frontend backend"))
@@ -40,6 +44,7 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "The host name other nodes use to reach this one.") var advertisedHost: String?
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @Option(help: "Log level.") var logLevel: Logger.Level?
+    @OptionGroup var security: SecurityOptions
 
     func run() async throws {
         if exitWithParent { exitWhenParentExits() }
@@ -72,6 +77,8 @@ struct AgentCommand: AsyncParsableCommand {
         if let continuation = continuation ?? file.continuation { configuration.continuationEndpoint = continuation }
         configuration.advertisedHost = advertisedHost ?? file.advertisedHost
         if let seconds = file.advertiseIntervalSeconds { configuration.advertiseInterval = .milliseconds(Int(seconds * 1000)) }
+        configuration.security = try security.resolve(fallback: file.security, needsBrokerKey: true)
+        configuration.allowInsecure = security.allowsInsecure(fallback: file.insecure)
 
         let context = try Context()
         let node = try Node(configuration: configuration, context: context)
@@ -81,6 +88,10 @@ struct AgentCommand: AsyncParsableCommand {
         let runtime = PluginRuntime(node: node, dataDirectory: dataFolder)
         for refusal in await runtime.start(plugins) { logger.warning("plugin refused: \(refusal)") }
         let controlEndpoint = control ?? file.control ?? "ipc://\(dataFolder.path)/control.sock"
+        // The control socket takes commands without authentication: it stays on this machine.
+        guard Security.isLocal(controlEndpoint) else {
+            throw ValidationError("the control endpoint \(controlEndpoint) is beyond loopback; use ipc:// (the default) or tcp://127.0.0.1")
+        }
         let server = try ControlServer(endpoint: controlEndpoint, context: context, node: node, runtime: runtime)
         logger.info("agent \(node.info.name) ready", metadata: [
             "control": "\(controlEndpoint)", "plugins": "\(runtime.plugins.map(\.name).joined(separator: ","))",

@@ -18,6 +18,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @Option(help: "Log the counters every this many seconds (0: only at exit).") var statsInterval: Double = 10
+    @OptionGroup var security: SecurityOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
@@ -27,9 +28,11 @@ struct BrokerCommand: AsyncParsableCommand {
         var configuration = Broker.Configuration(frontend: frontend, backend: backend)
         configuration.capture = capture
         configuration.lastValueCache = !noCache
+        configuration.security = try security.resolve(needsBrokerKey: false)
+        configuration.allowInsecure = security.allowsInsecure()
         let broker = try Broker.start(configuration, context: try Context())
         // One line on standard output that scripts (and `handoff demo`) wait for.
-        announce("broker ready: frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
+        announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
         let group = ServiceGroup(services: [broker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         func report(_ message: Logger.Message) {
             let counters = broker.counters
@@ -38,6 +41,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
                 "replays": "\(counters.cacheReplays)", "malformed": "\(counters.malformed)",
+                "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.refusedHandshakes)",
             ])
         }
         let interval = statsInterval

@@ -18,7 +18,7 @@ struct Activities: AsyncParsableCommand {
 
     func run() async throws {
         logging.bootstrap()
-        let configuration = Node.Configuration(name: "handoff-activities", bus: bus.bus, subscriptions: [type ?? ""])
+        let configuration = try bus.configuration(name: "handoff-activities", subscriptions: [type ?? ""])
         let activities = try await Node.withRunning(configuration) { node in
             try await Task.sleep(for: .milliseconds(Int(wait * 1000)))
             return await node.activities()
@@ -66,7 +66,7 @@ struct Continue: AsyncParsableCommand {
             return
         }
         let logger = Logger(label: "handoff.continue")
-        let configuration = Node.Configuration(name: "handoff-continue", bus: bus.bus)
+        let configuration = try bus.configuration(name: "handoff-continue")
         let message: String = try await Node.withRunning(configuration) { node in
             let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: data))
             await runtime.start(loadPlugins(plugins, logger: logger))
@@ -81,7 +81,8 @@ struct Continue: AsyncParsableCommand {
                     ?? "no activity of type \(type!) is on the bus")
             }
             if let save {
-                await node.setContinuationHandler(forType: found.activityType) { activity in
+                // Saving the raw streams is the user's explicit choice, whatever the activity's team.
+                await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
                     try await saveStreams(of: activity, on: node, to: save)
                 }
             }
@@ -178,7 +179,7 @@ struct Advertise: AsyncParsableCommand {
         activity.webpageURL = webpage.flatMap(URL.init(string:))
         let logger = Logger(label: "handoff.advertise")
         let context = try Context()
-        let node = try Node(configuration: Node.Configuration(name: "handoff-advertise", bus: bus.bus), context: context)
+        let node = try Node(configuration: try bus.configuration(name: "handoff-advertise"), context: context)
         defer { context.terminate() }  // after the node stopped: wait until its withdrawal has left
         try await activity.becomeCurrent(on: node)
         announce("advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
@@ -235,12 +236,20 @@ struct Monitor: AsyncParsableCommand {
     @Option(help: "The broker's backend (or its capture endpoint).") var bus = "tcp://127.0.0.1:5556"
     @Flag(help: "One JSON object a line, for scripts.") var json = false
     @Option(help: "Stop after this many seconds.") var seconds: Double?
+    @OptionGroup var security: SecurityOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         logging.bootstrap()
+        let keys = try security.resolve(needsBrokerKey: true)
+        if keys == nil && !Security.isLocal(bus) && !security.allowsInsecure() {
+            throw Failure("\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")
+        }
         let context = try Context()
         let subscriber = try context.socket(.sub)
+        if let keys, let brokerKey = keys.brokerKey {
+            try subscriber.makeCurveClient(keys.keyPair, serverKey: brokerKey)
+        }
         try subscriber.subscribe("")
         try subscriber.connect(bus)
         let limit = seconds.map { ContinuousClock.now + .milliseconds(Int($0 * 1000)) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import Handoff
 import HandoffWire
 import Synchronization
 
@@ -12,6 +13,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Where the plugin libraries are (default: beside this executable).") var plugins: String?
     @Option(help: "The broker's frontend (default: a free loopback port).") var frontend = "tcp://127.0.0.1:*"
     @Option(help: "The broker's backend, where `handoff monitor --bus` can watch (default: a free loopback port).") var backend = "tcp://127.0.0.1:*"
+    @Flag(help: "Run without CURVE (by default the demo makes keys for the broker and both agents and runs secure).") var insecure = false
 
     func run() async throws {
         let started = ContinuousClock.now
@@ -38,9 +40,22 @@ struct Demo: AsyncParsableCommand {
         try FileManager.default.createSymbolicLink(atPath: pluginFolder.appendingPathComponent("libHandoffContactsPlugin.so").path, withDestinationPath: contactsLibrary)
 
         announce("Handoff demo: a broker and two agents, each its own process, on loopback. The seeds' contacts story:")
-        let brokerLine = try children.start("broker", ["broker", "--frontend", frontend, "--backend", backend, "--exit-with-parent", "--log-level", "warning"], waitFor: "broker ready")
+        // The account: a key pair each for the broker and both agents, their public keys in one folder.
+        var keyArguments: [String: [String]] = [:]
+        if !insecure {
+            let keys = work.appendingPathComponent("account")
+            for name in ["broker", "node-a", "node-b"] {
+                let made = try KeyFile.generate(name: name, in: keys)
+                keyArguments[name] = ["--key", made.secret.path]
+            }
+            say("security: CURVE on every socket; made key pairs for broker, node-a and node-b (the account, in \(keys.path))")
+        } else {
+            say("security: none (--insecure): traffic is plain text and any process on this machine may join")
+        }
+        let brokerLine = try children.start("broker", ["broker", "--frontend", frontend, "--backend", backend, "--exit-with-parent", "--log-level", "warning"] + keyArguments["broker", default: []], waitFor: "broker ready")
         let words = brokerLine.split(separator: " ").map(String.init)
-        let (frontend, backend) = (words[3], words[5])
+        func word(after key: String) -> String { words[words.firstIndex(of: key)! + 1] }
+        let (frontend, backend) = (word(after: "frontend"), word(after: "backend"))
         say("broker up (pid \(children.pid("broker"))): publishers → \(frontend), subscribers ← \(backend)")
 
         var controls: [String: String] = [:]
@@ -49,7 +64,8 @@ struct Demo: AsyncParsableCommand {
             let control = "ipc://\(work.path)/\(name).sock"
             controls[name] = control
             try children.start(name, ["agent", "--name", name, "--broker", frontend, backend, "--plugins", pluginFolder.path,
-                                      "--data", data.path, "--control", control, "--exit-with-parent", "--log-level", "warning"])
+                                      "--data", data.path, "--control", control, "--exit-with-parent", "--log-level", "warning"]
+                                      + keyArguments[name, default: []])
         }
         for name in ["node-a", "node-b"] {
             let plugins = try await waitForAgent(controls[name]!, children: children, name: name)

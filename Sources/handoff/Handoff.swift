@@ -12,7 +12,7 @@ struct HandoffCommand: AsyncParsableCommand {
         discussion: "Start with `handoff demo`: a broker and two agents on loopback play the contacts story.",
         subcommands: [
             Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Continue.self,
-            Advertise.self, Contacts.self, PluginsCommand.self, Smoke.self,
+            Advertise.self, Contacts.self, PluginsCommand.self, Keygen.self, Smoke.self,
         ]
     )
 }
@@ -39,6 +39,7 @@ struct BusOptions: ParsableArguments {
     @Option(name: .customLong("broker"), parsing: .upToNextOption,
             help: ArgumentHelp("The broker's frontend and backend endpoints.", valueName: "frontend backend"))
     var broker: [String] = ["tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"]
+    @OptionGroup var security: SecurityOptions
 
     func validate() throws {
         guard broker.count == 2 else { throw ValidationError("--broker takes two endpoints: the frontend and the backend") }

@@ -609,7 +609,7 @@ const ProtobufCMessageDescriptor handoff__v1__value_map__descriptor =
   (ProtobufCMessageInit) handoff__v1__value_map__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor handoff__v1__node_ref__field_descriptors[3] =
+static const ProtobufCFieldDescriptor handoff__v1__node_ref__field_descriptors[4] =
 {
   {
     "node_id",
@@ -647,16 +647,29 @@ static const ProtobufCFieldDescriptor handoff__v1__node_ref__field_descriptors[3
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "public_key",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Handoff__V1__NodeRef, public_key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned handoff__v1__node_ref__field_indices_by_name[] = {
   2,   /* field[2] = host */
   1,   /* field[1] = name */
   0,   /* field[0] = node_id */
+  3,   /* field[3] = public_key */
 };
 static const ProtobufCIntRange handoff__v1__node_ref__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor handoff__v1__node_ref__descriptor =
 {
@@ -666,7 +679,7 @@ const ProtobufCMessageDescriptor handoff__v1__node_ref__descriptor =
   "Handoff__V1__NodeRef",
   "handoff.v1",
   sizeof(Handoff__V1__NodeRef),
-  3,
+  4,
   handoff__v1__node_ref__field_descriptors,
   handoff__v1__node_ref__field_indices_by_name,
   1,  handoff__v1__node_ref__number_ranges,

@@ -180,10 +180,16 @@ struct  Handoff__V1__NodeRef
    * Host name the node runs on.
    */
   char *host;
+  /*
+   * The node's long-term CURVE public key (32 bytes), when the node runs secure. A continuing
+   * node connects to the origin's continuation endpoint with this key as the CURVE server key,
+   * after checking that the key belongs to its account (its allow-list). Empty when insecure.
+   */
+  ProtobufCBinaryData public_key;
 };
 #define HANDOFF__V1__NODE_REF__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&handoff__v1__node_ref__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL} }
 
 
 struct  Handoff__V1__Activity__UserInfoEntry

@@ -1,0 +1,87 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import ZeroMQ
+
+/// `handoff keygen`: a node's (or the broker's) CURVE key pair.
+struct Keygen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub (share it).",
+        discussion: """
+            An account is a folder of .pub files: copy every node's and the broker's NAME.pub into it on \
+            every machine, and give each process its own NAME.key with --key. By default a process takes \
+            the folder of its key file as its account, and broker.pub there as the broker's key.
+            """)
+
+    @Argument(help: "The key's name, e.g. the node's or host's name, or `broker`.") var name: String
+    @Option(help: "The folder to write the two files into.") var out = "."
+    @Flag(help: "Replace existing files.") var force = false
+
+    func run() throws {
+        let (keyPair, secret, publicURL) = try KeyFile.generate(name: name, in: URL(fileURLWithPath: out), overwrite: force)
+        print("public key \(keyPair.publicKey.z85)")
+        print("wrote \(secret.path) (secret) and \(publicURL.path)")
+    }
+}
+
+/// Keys and account, for every command that joins the bus or serves it.
+struct SecurityOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("This process's key file from `handoff keygen` (or $HANDOFF_KEY). With it, every socket runs CURVE.", valueName: "file"))
+    var key: String?
+    @Option(name: .customLong("account"), help: ArgumentHelp("The account's public keys: a folder of .pub files, a .pub file, or Z85 text (repeatable; or $HANDOFF_ACCOUNT). Default: the key file's folder.", valueName: "keys"))
+    var account: [String] = []
+    @Option(help: ArgumentHelp("The broker's public key: a .pub file or Z85 text (or $HANDOFF_BROKER_KEY). Default: broker.pub in the key file's folder.", valueName: "key"))
+    var brokerKey: String?
+    @Flag(help: "Allow running without CURVE beyond loopback (local development only).")
+    var insecure = false
+
+    /// The security these options (then the environment, then `fallback` from a configuration
+    /// file) describe, or `nil` when no key is given anywhere.
+    func resolve(fallback: SecurityFile? = nil, needsBrokerKey: Bool) throws -> Security? {
+        let environment = ProcessInfo.processInfo.environment
+        guard let keyPath = key ?? environment["HANDOFF_KEY"] ?? fallback?.key else { return nil }
+        let keyPair = try KeyFile.readKeyPair(at: keyPath)
+        let folder = URL(fileURLWithPath: keyPath).deletingLastPathComponent().path
+        var sources = account
+        if sources.isEmpty, let listed = environment["HANDOFF_ACCOUNT"] { sources = listed.split(separator: ":").map(String.init) }
+        if sources.isEmpty { sources = fallback?.account ?? [folder] }
+        var keys = Set<CurveKey>()
+        for source in sources { keys.formUnion(try KeyFile.readPublicKeys(at: source)) }
+        var broker: CurveKey?
+        if let text = brokerKey ?? environment["HANDOFF_BROKER_KEY"] ?? fallback?.brokerKey {
+            broker = try KeyFile.readPublicKey(text)
+        } else if needsBrokerKey {
+            let beside = folder + "/broker.pub"
+            guard FileManager.default.fileExists(atPath: beside) else {
+                throw ValidationError("secure, a node needs the broker's public key: --broker-key FILE, or broker.pub beside \(keyPath)")
+            }
+            broker = try KeyFile.readPublicKey(beside)
+        }
+        return Security(keyPair: keyPair, authorizedKeys: keys, brokerKey: broker)
+    }
+
+    /// Whether insecure operation was asked for here, in the environment, or in a configuration file.
+    func allowsInsecure(fallback: Bool? = nil) -> Bool {
+        insecure || ProcessInfo.processInfo.environment["HANDOFF_INSECURE"] == "1" || fallback == true
+    }
+}
+
+/// The `security` object of an agent's configuration file.
+struct SecurityFile: Codable {
+    /// The node's key file.
+    var key: String?
+    /// Folders, files or Z85 texts of the account's public keys.
+    var account: [String]?
+    /// The broker's public key (file or Z85).
+    var brokerKey: String?
+}
+
+extension BusOptions {
+    /// A node configuration for this bus, with the security the options ask for.
+    func configuration(name: String, subscriptions: [String] = [""]) throws -> Node.Configuration {
+        var configuration = Node.Configuration(name: name, bus: bus, subscriptions: subscriptions)
+        configuration.security = try security.resolve(needsBrokerKey: true)
+        configuration.allowInsecure = security.allowsInsecure()
+        return configuration
+    }
+}
