@@ -72,6 +72,16 @@ public struct Security: Sendable, Hashable {
 
     // MARK: Loopback
 
+    /// The ZeroMQ transports that reach other machines.
+    static let networkTransports = ["tcp", "ws", "wss", "udp", "pgm", "epgm", "norm", "tipc", "vmci"]
+
+    /// Whether `endpoint` names a transport that can leave this machine (TCP and its kin), wherever
+    /// its address points. Unknown schemes are not: libzmq refuses them with its own error.
+    static func isNetwork(_ endpoint: String) -> Bool {
+        guard let scheme = endpoint.range(of: "://").map({ endpoint[..<$0.lowerBound] }) else { return false }
+        return networkTransports.contains(scheme.lowercased())
+    }
+
     /// Whether `endpoint` stays on this machine: `inproc://`, `ipc://`, or TCP on a loopback address.
     public static func isLocal(_ endpoint: String) -> Bool {
         if endpoint.hasPrefix("inproc://") || endpoint.hasPrefix("ipc://") { return true }
@@ -96,7 +106,7 @@ public struct Security: Sendable, Hashable {
         for endpoints: [String], security: Security?, allowInsecure: Bool, what: String
     ) throws(HandoffError) {
         guard security == nil, !allowInsecure else { return }
-        if let open = endpoints.first(where: { !isLocal($0) }) {
+        if let open = endpoints.first(where: { isNetwork($0) && !isLocal($0) }) {
             throw HandoffError(.invalidConfiguration, "\(what) would use \(open) without CURVE: anything beyond loopback runs secure by default. Give it a key pair and the account's public keys (`handoff keygen`), or allow insecure operation explicitly (--insecure) for local development")
         }
     }

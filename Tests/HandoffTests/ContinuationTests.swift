@@ -10,7 +10,9 @@ private let viewContact = "org.handoff.contacts.view-contact"
 struct ContinuationTests {
     @Test("B discovers A's activity and continues it with every userInfo value intact; A hears who continued")
     func continueEveryValue() async throws {
-        try await withTwoNodes { a, b in
+        // B's handlers are of the activity's team (the default team policy hands activities only to
+        // handlers of their own team).
+        try await withTwoNodes(configureB: { $0.teamID = "TEAM42" }) { a, b in
             let originator = Recorder()
             let continuer = Recorder()
             await b.setDelegate(continuer)
