@@ -14,6 +14,9 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "The broker's frontend (default: a free loopback port).") var frontend = "tcp://127.0.0.1:*"
     @Option(help: "The broker's backend, where `handoff monitor --bus` can watch (default: a free loopback port).") var backend = "tcp://127.0.0.1:*"
     @Flag(help: "Run without CURVE (by default the demo makes keys for the broker and both agents and runs secure).") var insecure = false
+    @Option(help: ArgumentHelp(
+        "Keep the account's keys in this folder: broker.key, node-a.key and node-b.key are made there when missing and reused when present, and every .pub in it is in the account — so a monitor with a key of its own there (`handoff keygen monitor --out DIR`, then `handoff monitor --bus BACKEND --key DIR/monitor.key`) can watch the secure demo. Default: a temporary folder, removed at the end.",
+        valueName: "folder")) var keys: String?
 
     func run() async throws {
         let started = ContinuousClock.now
@@ -43,10 +46,13 @@ struct Demo: AsyncParsableCommand {
         // The account: a key pair each for the broker and both agents, their public keys in one folder.
         var keyArguments: [String: [String]] = [:]
         if !insecure {
-            let keys = work.appendingPathComponent("account")
+            let keys = self.keys.map { URL(fileURLWithPath: $0) } ?? work.appendingPathComponent("account")
             for name in ["broker", "node-a", "node-b"] {
-                let made = try KeyFile.generate(name: name, in: keys)
-                keyArguments[name] = ["--key", made.secret.path]
+                var secret = keys.appendingPathComponent("\(name).key")
+                if !FileManager.default.fileExists(atPath: secret.path) {
+                    secret = try KeyFile.generate(name: name, in: keys).secret
+                }
+                keyArguments[name] = ["--key", secret.path]
             }
             say("security: CURVE on every socket; made key pairs for broker, node-a and node-b (the account, in \(keys.path))")
         } else {

@@ -49,15 +49,24 @@ struct CommandTests {
     @Test("`handoff demo` plays the contacts story end to end, exits 0 and leaves no process behind; `monitor --json` sees its traffic")
     func demoAndMonitor() async throws {
         let frontend = try freePort(), backend = try freePort()
+        // The demo runs secure: the monitor joins its account with a key of its own, made beside the
+        // broker's key that the demo will then use.
+        let keys = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-demo-keys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: keys) }
+        for name in ["broker", "monitor"] {
+            let made = try await runHandoff(["keygen", name, "--out", keys.path])
+            #expect(made.status == 0, "keygen \(name): \(made.error)")
+        }
         let monitor = Process()
         monitor.executableURL = buildFolder.appendingPathComponent("handoff")
-        monitor.arguments = ["monitor", "--bus", backend, "--json", "--seconds", "8"]
+        monitor.arguments = ["monitor", "--bus", backend, "--json", "--seconds", "8", "--key", keys.appendingPathComponent("monitor.key").path]
         let monitorOutput = Pipe()
         monitor.standardOutput = monitorOutput
         try monitor.run()
         try await Task.sleep(for: .milliseconds(200))
 
-        let demo = try await runHandoff(["demo", "--frontend", frontend, "--backend", backend])
+        let demo = try await runHandoff(["demo", "--frontend", frontend, "--backend", backend, "--keys", keys.path])
+        #expect(demo.output.contains("security: CURVE on every socket"))
         #expect(demo.status == 0, "demo failed: \(demo.output)\n\(demo.error)")
         for step in ["node-b continued \"Editing Ada Lovelace\"", "node-b's draft is now:", "node-a shows its list:",
                      "node-b's list now equals node-a's (3 contacts)", "node-b continued \"Viewing Grace Hopper\"", "demo complete"] {
