@@ -204,6 +204,17 @@ compgen -G "${plugin_dirs[0]}/*.so" >/dev/null ||
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/handoff-netns.XXXXXX")
 
+# The account, as a deployment makes it: a CURVE key pair each (`handoff keygen`) for the broker, both
+# agents and an observer (the `activities` command below); their .pub files together in one folder,
+# which each process takes as its allow-list. Every socket runs CURVE, as it must beyond loopback.
+# A stranger's key pair lives elsewhere: it knows the broker's public key, but is not in the account.
+account=$work/account
+for name in broker agent-a agent-b observer; do
+    "$handoff" keygen "$name" --out "$account" >/dev/null || die "handoff keygen $name failed"
+done
+"$handoff" keygen stranger --out "$work/stranger" >/dev/null || die "handoff keygen stranger failed"
+say "account: CURVE keys for broker, agent-a, agent-b and observer in $account"
+
 start_in() {   # namespace logfile command...: runs it in the background, in the namespace
     local ns=$1 log=$2
     shift 2
@@ -228,7 +239,7 @@ json_string() {   # a JSON string literal
 
 say "broker in $NS_BROKER: frontend tcp://*:$FRONTEND_PORT, backend tcp://*:$BACKEND_PORT"
 start_in "$NS_BROKER" "$work/broker.log" \
-    "$handoff" broker --frontend "tcp://*:$FRONTEND_PORT" --backend "tcp://*:$BACKEND_PORT" --log-level info
+    "$handoff" broker --frontend "tcp://*:$FRONTEND_PORT" --backend "tcp://*:$BACKEND_PORT" --key "$account/broker.key" --log-level info
 broker_pid=${started_pids[-1]}
 deadline=$((SECONDS + timeout))
 until listening "$NS_BROKER" "$FRONTEND_PORT" && listening "$NS_BROKER" "$BACKEND_PORT"; do
@@ -256,7 +267,8 @@ for spec in "a:$NS_A:$A_IP" "b:$NS_B:$B_IP"; do
   "continuation": "tcp://0.0.0.0:$CONTINUATION_PORT",
   "advertisedHost": "$addr",
   "advertiseIntervalSeconds": 2,
-  "logLevel": "info"
+  "logLevel": "info",
+  "security": { "key": $(json_string "$account/$name.key") }
 }
 EOF
     say "$name in $ns: $handoff agent --config $work/$name/agent.json"
@@ -334,13 +346,22 @@ must on a contacts share
 must on a contacts edit "$ada"
 
 # Another process in agent-b's namespace, on the bus through the broker's namespace.
-activities() {
+activities() {   # [key options...]: the observer's key unless others are given
+    local keys=("$@")
+    ((${#keys[@]})) || keys=(--key "$account/observer.key")
     out=$(timeout --foreground "$call_timeout" ip netns exec "$NS_B" \
-        "$handoff" activities --broker "$FRONTEND" "$BACKEND" --log-level warning 2>&1)
+        "$handoff" activities --broker "$FRONTEND" "$BACKEND" "${keys[@]}" --log-level warning 2>&1)
 }
 sees_a() { activities; contains "$out" "$CONTACTS_LIST" && contains "$out" "$CONTACTS_EDIT"; }
-say "from $NS_B: handoff activities --broker $FRONTEND $BACKEND"
+say "from $NS_B: handoff activities --broker $FRONTEND $BACKEND --key $account/observer.key"
 check "agent-b's namespace sees agent-a's two activities through the broker" poll 10 sees_a
+show
+stranger_sees_nothing() {
+    activities --key "$work/stranger/stranger.key" --account "$work/stranger" --broker-key "$account/broker.pub"
+    ! contains "$out" "$CONTACTS_LIST" && ! contains "$out" "$CONTACTS_EDIT"
+}
+say "from $NS_B, with a key outside the account: handoff activities ... --key $work/stranger/stranger.key"
+check "a key outside the account sees nothing on the bus" stranger_sees_nothing
 show
 
 if "$handoff" continue --help >/dev/null 2>&1; then
