@@ -1,0 +1,285 @@
+import Foundation
+@testable import Handoff
+import HandoffWire
+import SwiftProtobuf
+import Testing
+import ZeroMQ
+
+/// Key pairs for a broker, two account nodes and a stranger who is not in the account.
+struct TestAccount {
+    let broker: CurveKeyPair
+    let a: CurveKeyPair
+    let b: CurveKeyPair
+    let stranger: CurveKeyPair
+
+    init() throws {
+        broker = try .generate()
+        a = try .generate()
+        b = try .generate()
+        stranger = try .generate()
+    }
+
+    /// The account: the broker and the two nodes.
+    var members: Set<CurveKey> { [broker.publicKey, a.publicKey, b.publicKey] }
+
+    /// Security for `keys`, trusting the account (the stranger trusts it too: public keys are public).
+    func security(_ keys: CurveKeyPair) -> Security {
+        Security(keyPair: keys, authorizedKeys: members, brokerKey: broker.publicKey)
+    }
+}
+
+/// A broker-bus node on loopback with short timings.
+func nodeOnBroker(_ name: String, broker: Broker, security: Security?) -> Node.Configuration {
+    var configuration = Node.Configuration(
+        name: name, bus: .broker(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint),
+        advertiseInterval: .milliseconds(200), continueTimeout: .seconds(2), connectTimeout: .milliseconds(500))
+    configuration.security = security
+    return configuration
+}
+
+/// Runs nodes (each with its own context, as separate processes would have) for the duration of `body`.
+func withNodes(
+    _ configurations: [Node.Configuration], _ body: ([Node]) async throws -> Void
+) async throws {
+    let nodes = try configurations.map { try Node(configuration: $0) }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for node in nodes { group.addTask { try await node.run() } }
+        defer { group.cancelAll() }
+        for node in nodes { await node.untilRunning() }
+        try await body(nodes)
+    }
+}
+
+@Suite("Security", .serialized)
+struct SecurityTests {
+    @Test("account nodes hand off over CURVE; a stranger's key can neither subscribe, publish nor continue")
+    func strangerIsRefused() async throws {
+        let keys = try TestAccount()
+        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members)
+        let broker = try Broker.start(brokerConfiguration, context: try Context())
+        defer { broker.stop() }
+
+        try await withNodes([
+            nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
+            nodeOnBroker("node-b", broker: broker, security: keys.security(keys.b)),
+            nodeOnBroker("stranger", broker: broker, security: keys.security(keys.stranger)),
+        ]) { nodes in
+            let (a, b, stranger) = (nodes[0], nodes[1], nodes[2])
+            let strangerSees = await stranger.discover()
+            let bSees = await b.discover()
+
+            // The account works: B discovers A's activity and continues it, A's key authenticated.
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            activity.title = "Editing Ada"
+            activity.userInfo = ["draft": "Ada"]
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            #expect(found.origin.publicKey == keys.a.publicKey)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            guard case .restored(let continued) = try await b.continueActivity(found) else {
+                Issue.record("not restored")
+                return
+            }
+            #expect(continued.userInfo["draft"] == "Ada")
+
+            // Subscribe: the stranger hears nothing, though A re-advertises every 200 ms.
+            let heard = await firstEvent(in: strangerSees, within: .seconds(1)) { _ in true }
+            #expect(heard == nil)
+            #expect(await stranger.activities().isEmpty)
+
+            // Publish: nothing the stranger advertises reaches the account.
+            let forged = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+            try await forged.becomeCurrent(on: stranger)
+            let leaked = await firstEvent(in: bSees, within: .seconds(1)) { $0.activity.id == forged.id }
+            #expect(leaked == nil)
+
+            // Continue: even knowing A's endpoint and key, the stranger is refused at A's handshake.
+            await stranger.setContinuationHandler(forType: activity.activityType) { _ in }
+            let refusal = await #expect(throws: HandoffError.self) { try await stranger.continueActivity(found) }
+            #expect(refusal?.code == .unauthorized)
+            #expect(refusal?.message.contains("refused this node's key") == true)
+
+            // Refused at the handshake, and counted where it was refused.
+            #expect(await eventually { broker.counters.refusedHandshakes >= 2 })  // its SUB and its XPUB
+            #expect(broker.counters.allowedHandshakes >= 4)  // A and B, each a SUB and an XPUB
+            #expect(await eventually { await a.securityCounters.refusedHandshakes >= 1 })
+            #expect(await a.securityCounters.allowedHandshakes >= 1)  // B's DEALER
+        }
+    }
+
+    @Test("a node refuses to continue from an originator whose key is not in its account")
+    func unknownOriginator() async throws {
+        let keys = try TestAccount()
+        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        // The broker admits the stranger, but node B's account does not include it.
+        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members.union([keys.stranger.publicKey]))
+        let broker = try Broker.start(brokerConfiguration, context: try Context())
+        defer { broker.stop() }
+        try await withNodes([
+            nodeOnBroker("stranger", broker: broker, security: keys.security(keys.stranger)),
+            nodeOnBroker("node-b", broker: broker, security: keys.security(keys.b)),
+        ]) { nodes in
+            let (stranger, b) = (nodes[0], nodes[1])
+            let activity = try UserActivity(activityType: "org.handoff.test.thing")
+            try await activity.becomeCurrent(on: stranger)
+            let found = try await discovered(activity.id, on: b)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            let refusal = await #expect(throws: HandoffError.self) { try await b.continueActivity(found) }
+            #expect(refusal?.code == .unauthorized)
+            #expect(refusal?.message.contains("not in this node's account") == true)
+        }
+    }
+
+    @Test("a team mismatch is refused with a clear error, unless the team policy trusts the team")
+    func teamMismatch() async throws {
+        let recorder = Recorder()
+        try await withTwoNodes(configureA: { $0.teamID = "TEAM-A" }, configureB: { $0.teamID = "TEAM-B" }) { a, b in
+            await b.setDelegate(recorder)
+            let activity = try UserActivity(activityType: "org.handoff.test.notes")
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            #expect(found.teamID == "TEAM-A")
+
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }  // team TEAM-B
+            let refusal = await #expect(throws: HandoffError.self) { try await b.continueActivity(found) }
+            #expect(refusal?.code == .teamMismatch)
+            #expect(refusal?.message.contains("team \"TEAM-A\"") == true)
+            #expect(refusal?.message.contains("team \"TEAM-B\"") == true)
+            #expect(recorder.log.contains("didFail org.handoff.test.notes team mismatch"))
+
+            // A handler of the activity's own team gets it.
+            await b.setContinuationHandler(forType: activity.activityType, teamID: "TEAM-A") { _ in }
+            guard case .restored = try await b.continueActivity(found) else {
+                Issue.record("not restored")
+                return
+            }
+        }
+        try await withTwoNodes(
+            configureA: { $0.teamID = "TEAM-A" },
+            configureB: { $0.teamID = "TEAM-B"; $0.teamPolicy = .trusting(["TEAM-A"]) }
+        ) { a, b in
+            let activity = try UserActivity(activityType: "org.handoff.test.notes")
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            guard case .restored = try await b.continueActivity(found) else {
+                Issue.record("a trusted team was refused")
+                return
+            }
+        }
+        #expect(Node.Configuration.TeamPolicy.sameTeam.allows(activityTeam: nil, handlerTeam: nil))
+        #expect(!Node.Configuration.TeamPolicy.sameTeam.allows(activityTeam: nil, handlerTeam: "T"))
+        #expect(Node.Configuration.TeamPolicy.anyTeam.allows(activityTeam: "X", handlerTeam: "Y"))
+    }
+
+    @Test("replayed, stale and foreign advertisements are ignored")
+    func replays() async throws {
+        let context = try Context()
+        let publisher = try context.socket(.xpub)
+        try publisher.bind("tcp://127.0.0.1:*")
+        try await withNodes([testConfiguration("node-b", peers: [try publisher.lastEndpoint])]) { nodes in
+            let b = nodes[0]
+            let events = await b.discover()
+            // Wait for B's subscription before publishing (PUB drops what nobody subscribed to).
+            _ = try await publisher.receive()
+
+            let origin = NodeInfo(id: "origin-node", name: "origin", host: "h").wire
+            func send(_ body: WireEnvelope.OneOf_Body, sequence: UInt64, sentAt: Date = Date(), sender: WireNodeRef = origin) async throws -> [UInt8] {
+                let bytes: [UInt8] = try WireEnvelope(body: body, sender: sender, sequence: sequence, sentAt: sentAt).serializedBytes()
+                try await publisher.send(Array("A:org.handoff.test.replay".utf8), more: true)
+                try await publisher.send(bytes)
+                return bytes
+            }
+            var advertisement = WireAdvertisement()
+            advertisement.activityID = "activity-1"
+            advertisement.activityType = "org.handoff.test.replay"
+            advertisement.origin = origin
+            advertisement.continueEndpoint = "tcp://127.0.0.1:1"
+            advertisement.version = 1
+            advertisement.leaseMs = 60_000
+            var withdrawal = WireWithdrawal()
+            withdrawal.activityID = "activity-1"
+            withdrawal.activityType = "org.handoff.test.replay"
+            withdrawal.origin = origin
+            withdrawal.reason = .resigned
+
+            let original = try await send(.advertisement(advertisement), sequence: 10)
+            #expect(await firstEvent(in: events) { if case .appeared = $0 { true } else { false } } != nil)
+            _ = try await send(.withdrawal(withdrawal), sequence: 11)
+            #expect(await eventually { await b.activities().isEmpty })
+
+            // The same bytes again: a replay. The activity must not come back.
+            try await publisher.send(Array("A:org.handoff.test.replay".utf8), more: true)
+            try await publisher.send(original)
+            #expect(await eventually { await b.securityCounters.replayedIgnored == 1 })
+            // Fresh sequence, but sent long ago: stale.
+            _ = try await send(.advertisement(advertisement), sequence: 12, sentAt: Date().addingTimeInterval(-600))
+            #expect(await eventually { await b.securityCounters.staleIgnored == 1 })
+            // Another node speaking for the origin.
+            let other = NodeInfo(id: "other-node", name: "other", host: "h").wire
+            _ = try await send(.advertisement(advertisement), sequence: 13, sender: other)
+            #expect(await eventually { await b.securityCounters.foreignIgnored == 1 })
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(await b.activities().isEmpty)
+
+            // A genuinely newer advertisement is believed.
+            advertisement.version = 2
+            _ = try await send(.advertisement(advertisement), sequence: 14)
+            #expect(await eventually { await b.activities().count == 1 })
+        }
+    }
+
+    @Test("anything beyond loopback runs secure unless insecure operation is asked for")
+    func secureByDefault() async throws {
+        var open = Node.Configuration(name: "open", bus: .direct(listen: "tcp://0.0.0.0:*", peers: []))
+        let refusal = #expect(throws: HandoffError.self) { try Node(configuration: open) }
+        #expect(refusal?.code == .invalidConfiguration)
+        #expect(refusal?.message.contains("tcp://0.0.0.0:*") == true)
+        open.allowInsecure = true
+        _ = try Node(configuration: open)
+        open.allowInsecure = false
+        open.security = Security(keyPair: try .generate(), authorizedKeys: [])
+        _ = try Node(configuration: open)
+
+        #expect(throws: ZMQError.self) {
+            try Broker.start(.init(frontend: "tcp://*:*", backend: "tcp://127.0.0.1:*"), context: try Context())
+        }
+        var secure = Broker.Configuration(frontend: "tcp://*:*", backend: "tcp://*:*")
+        secure.security = Security(keyPair: try .generate(), authorizedKeys: [])
+        try Broker.start(secure, context: try Context()).stop()
+
+        #expect(Security.isLocal("tcp://127.0.0.1:5555"))
+        #expect(Security.isLocal("tcp://localhost:5555"))
+        #expect(Security.isLocal("tcp://[::1]:5555"))
+        #expect(Security.isLocal("ipc:///run/handoff.sock"))
+        #expect(Security.isLocal("inproc://x"))
+        #expect(!Security.isLocal("tcp://10.0.0.5:5555"))
+        #expect(!Security.isLocal("tcp://*:5555"))
+        #expect(!Security.isLocal("tcp://eth0;10.0.0.5:5555"))
+    }
+
+    @Test("key files: keygen writes a 0600 secret and a public key; folders are accounts; bad files are clear errors")
+    func keyFiles() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-keys-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let made = try KeyFile.generate(name: "laptop", in: folder)
+        _ = try KeyFile.generate(name: "desk", in: folder)
+        let attributes = try FileManager.default.attributesOfItem(atPath: made.secret.path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        #expect(try KeyFile.readKeyPair(at: made.secret.path) == made.keyPair)
+        #expect(try KeyFile.readPublicKey(made.public.path) == made.keyPair.publicKey)
+        #expect(try KeyFile.readPublicKey(made.keyPair.publicKey.z85) == made.keyPair.publicKey)
+        #expect(try KeyFile.readPublicKeys(at: folder.path).count == 2)
+
+        let again = #expect(throws: HandoffError.self) { try KeyFile.generate(name: "laptop", in: folder) }
+        #expect(again?.message.contains("exists already") == true)
+        let notSecret = #expect(throws: HandoffError.self) { try KeyFile.readKeyPair(at: made.public.path) }
+        #expect(notSecret?.message.contains("no secret-key") == true)
+        let other = try CurveKeyPair.generate()
+        let mismatched = folder.appendingPathComponent("bad.key")
+        try "public-key = \"\(other.publicKey.z85)\"\nsecret-key = \"\(made.keyPair.secretKey.z85)\"\n".write(to: mismatched, atomically: true, encoding: .utf8)
+        let mismatch = #expect(throws: HandoffError.self) { try KeyFile.readKeyPair(at: mismatched.path) }
+        #expect(mismatch?.message.contains("does not belong") == true)
+    }
+}
