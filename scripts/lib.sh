@@ -12,6 +12,7 @@ HANDOFF_DEBIAN_PACKAGES=(
     libprotobuf-c-dev    # C plugins decode activities with protobuf-c
     protobuf-c-compiler
     gcc make             # the C plugin's plain Makefile
+    tcpdump              # the test that no contact crosses loopback in plain text
 )
 
 ensure_debian_packages() {

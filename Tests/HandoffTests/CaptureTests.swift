@@ -1,0 +1,142 @@
+import Foundation
+import Handoff
+import HandoffWire
+import SwiftProtobuf
+import Testing
+import ZeroMQ
+
+/// `tcpdump` on the loopback interface, writing every packet to and from some ports to a file while it runs.
+final class LoopbackCapture {
+    static let tcpdump = ["/usr/bin/tcpdump", "/usr/sbin/tcpdump"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    /// Capturing needs tcpdump and root (CAP_NET_RAW); `scripts/test` installs tcpdump, CI runs as root.
+    static let isAvailable = tcpdump != nil && getuid() == 0
+
+    let file: URL
+    private let process = Process()
+
+    /// Starts capturing TCP traffic to or from `ports` (only ours: other programs may use loopback
+    /// too); returns once tcpdump says it is listening.
+    init(ports: [Int]) throws {
+        precondition(!ports.isEmpty)
+        let filter = ports.map { "tcp port \($0)" }.joined(separator: " or ")
+        file = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-capture-\(UUID().uuidString).pcap")
+        process.executableURL = URL(fileURLWithPath: Self.tcpdump!)
+        // --immediate-mode -U: hand over and write each packet as it comes; -s 0: whole packets; -Z root: keep writing where we can read.
+        process.arguments = ["-i", "lo", "--immediate-mode", "-U", "-s", "0", "-n", "-Z", "root", "-w", file.path, filter]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        var said = Data()
+        let deadline = Date().addingTimeInterval(10)
+        while !String(decoding: said, as: UTF8.self).contains("listening on"), Date() < deadline, process.isRunning {
+            let chunk = errors.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            said.append(chunk)
+        }
+        guard String(decoding: said, as: UTF8.self).contains("listening on") else {
+            process.terminate()
+            throw Failure("tcpdump did not start: \(String(decoding: said, as: UTF8.self))")
+        }
+    }
+
+    /// Stops capturing; returns every captured byte (pcap headers included).
+    func stop() throws -> Data {
+        // Let the last packets reach the file (until it stops growing), then SIGKILL: with -U and
+        // --immediate-mode every packet is in the file as it comes, and the test process blocks SIGINT
+        // and SIGTERM, which its children inherit.
+        var size = -1
+        for _ in 0..<50 {
+            Thread.sleep(forTimeInterval: 0.2)
+            let now = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+            if now == size { break }
+            size = now
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        defer { try? FileManager.default.removeItem(at: file) }
+        return try Data(contentsOf: file)
+    }
+
+    struct Failure: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
+}
+
+@Suite("Loopback capture", .serialized)
+struct CaptureTests {
+    /// How often `needle` occurs in `haystack`.
+    private func occurrences(of needle: String, in haystack: Data) -> Int {
+        let pattern = Data(needle.utf8)
+        var count = 0
+        var start = haystack.startIndex
+        while let found = haystack.range(of: pattern, in: start..<haystack.endIndex) {
+            count += 1
+            start = found.upperBound
+        }
+        return count
+    }
+
+    /// Streams `list` from node A to node B (secure or not) the way list-contacts does, while tcpdump
+    /// listens on loopback; returns the capture and what B received.
+    private func captureStream(of list: ContactList, secure: Bool) async throws -> (capture: Data, received: ContactList) {
+        let keys = try TestAccount()
+        let account: Set<CurveKey> = [keys.a.publicKey, keys.b.publicKey]
+        var configurationA = testConfiguration("node-a")
+        if secure { configurationA.security = Security(keyPair: keys.a, authorizedKeys: account) }
+        let a = try Node(configuration: configurationA)
+        var configurationB = testConfiguration("node-b", peers: [a.busEndpoint!])
+        if secure {
+            configurationB.security = Security(
+                keyPair: keys.b, authorizedKeys: account, peerKeys: [a.busEndpoint!: keys.a.publicKey])
+        }
+        let b = try Node(configuration: configurationB)
+
+        // Everything between the two nodes goes to A's ports: its bus and its continuation ROUTER.
+        let ports = try [a.busEndpoint!, a.continuationEndpoint].map { endpoint in
+            try #require(endpoint.split(separator: ":").last.flatMap { Int($0) }, "no port in \(endpoint)")
+        }
+        let capture = try LoopbackCapture(ports: ports)
+        let received: ContactList = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await a.run() }
+            group.addTask { try await b.run() }
+            defer { group.cancelAll() }
+            await a.untilRunning()
+            await b.untilRunning()
+            let peer = StreamPeer(sending: try list.serializedBytes())
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            let bytes = try await streams.input.readAll()
+            try await streams.output.finish()
+            return try ContactList(serializedBytes: bytes)
+        }
+        return (try capture.stop(), received)
+    }
+
+    @Test(
+        "a capture of loopback traffic during a secure stream of contacts shows none of their names in plain text",
+        .enabled(if: LoopbackCapture.isAvailable, "needs tcpdump and root (CAP_NET_RAW) to capture on lo"))
+    func noPlainTextOnTheWire() async throws {
+        let marker = "Quixotic\(UInt32.random(in: 100_000...999_999))"
+        var list = ContactList()
+        list.contacts = (0..<2_000).map { index in
+            var contact = Contact()
+            contact.firstName = "Zebulon\(index)"
+            contact.lastName = marker
+            contact.phoneNumber = "+44-20-7946-\(index)"
+            contact.email = "zebulon\(index)@\(marker.lowercased()).example"
+            return contact
+        }
+
+        // The control: without CURVE the same capture does show the names, so the capture works.
+        let plain = try await captureStream(of: list, secure: false)
+        #expect(plain.received == list)
+        // (A few names straddle two TCP segments, with headers between their halves: most, not all.)
+        #expect(occurrences(of: marker, in: plain.capture) >= list.contacts.count * 9 / 10)
+
+        let secure = try await captureStream(of: list, secure: true)
+        #expect(secure.received == list)
+        #expect(secure.capture.count > (try list.serializedBytes() as [UInt8]).count)  // the list did cross lo
+        #expect(occurrences(of: marker, in: secure.capture) == 0)
+        #expect(occurrences(of: marker.lowercased(), in: secure.capture) == 0)
+        #expect(occurrences(of: "Zebulon1", in: secure.capture) == 0)
+        #expect(occurrences(of: "+44-20-7946", in: secure.capture) == 0)
+    }
+}
