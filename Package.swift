@@ -86,8 +86,13 @@ let package = Package(
         ),
         // Raw libzmq baselines for the benchmarks, in C.
         .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),
-        // Benchmarks: Handoff against raw libzmq doing the same work, in one run.
-        .executableTarget(name: "handoff-bench", dependencies: ["Handoff", "ZeroMQ", "CRawBaselines"]),
+        // The same work through NATS, Redis and a plain TCP socket, in C (the protocols spoken directly).
+        .target(name: "CPeerBaselines"),
+        // Benchmarks: Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.
+        .executableTarget(
+            name: "handoff-bench",
+            dependencies: ["Handoff", "ZeroMQ", "CRawBaselines", "CPeerBaselines", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(
             name: "HandoffTests",

@@ -1,14 +1,52 @@
-// handoff-bench: Handoff measured against a raw libzmq baseline doing the same work, in the same run.
-// Build and run in release: `swift run -c release handoff-bench streams [--size MiB] [--runs N]`.
+// handoff-bench: Handoff measured against raw libzmq doing the same work in the same run, and against
+// the peers a user would pick instead (NATS, Redis, a plain TCP socket), started here on loopback.
+// Build and run in release: `scripts/bench` (everything), or
+// `swift run -c release handoff-bench all|adverts|continue|streams|late-joiner [options]`.
 
+import CPeerBaselines
 import CRawBaselines
 import Foundation
 import Handoff
+import Logging
 import ZeroMQ
+
+/// Every comparison made in this run, for the closing table.
+struct Comparison {
+    var what: String
+    var handoff: String
+    var baseline: String
+    var baselineValue: String
+    var ratio: String
+    var target: String
+    /// Whether the target was reached; `nil` when there is no target.
+    var met: Bool?
+}
+
+nonisolated(unsafe) var comparisons: [Comparison] = []
+
+func compare(_ what: String, handoff: String, baseline: String, _ baselineValue: String, ratio: String, target: String = "", met: Bool? = nil) {
+    comparisons.append(Comparison(what: what, handoff: handoff, baseline: baseline, baselineValue: baselineValue, ratio: ratio, target: target, met: met))
+}
+
+func printSummary() {
+    guard !comparisons.isEmpty else { return }
+    print("")
+    print("Summary (Handoff against each baseline, same machine, same run)")
+    let header = ["measurement", "Handoff", "baseline", "baseline's", "ratio", "target", ""]
+    let rows = [header] + comparisons.map { c in
+        [c.what, c.handoff, c.baseline, c.baselineValue, c.ratio, c.target, c.met.map { $0 ? "met" : "NOT met" } ?? ""]
+    }
+    let widths = (0..<header.count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+    for (index, row) in rows.enumerated() {
+        print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
+        if index == 0 { print(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
+    }
+}
 
 struct Options {
     var sizeMiB = 256
-    var runs = 5
+    /// Streams of 256 MiB take about 0.1 s here: enough runs that the median holds still.
+    var runs = 11
     var chunk = 256 * 1024
     var window = 16
     /// `handoff` or `raw` to measure one side only (for profiling); both by default.
@@ -102,7 +140,7 @@ func median(_ values: [Double]) -> Double {
 }
 
 func row(_ name: String, _ value: String, _ detail: String = "") {
-    print(name.padding(toLength: 44, withPad: " ", startingAt: 0) + value.padding(toLength: 14, withPad: " ", startingAt: 0) + detail)
+    print(name.padding(toLength: 52, withPad: " ", startingAt: 0) + value.padding(toLength: 14, withPad: " ", startingAt: 0) + detail)
 }
 
 func benchStreams(_ options: Options) async throws {
@@ -134,6 +172,55 @@ func benchStreams(_ options: Options) async throws {
     row("raw libzmq DEALER/ROUTER with credit (C)", String(format: "%.0f", rawRate), String(format: "%.3f; ", median(raw)) + raw.map { String(format: "%.3f", $0) }.joined(separator: " "))
     row("Handoff continuation stream (CRC-32C)", String(format: "%.0f", handoffRate), String(format: "%.3f; ", median(handoff)) + handoff.map { String(format: "%.3f", $0) }.joined(separator: " "))
     row("ratio Handoff / raw", String(format: "%.1f %%", 100 * handoffRate / rawRate))
+    compare("stream \(options.sizeMiB) MiB (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq DEALER/ROUTER",
+            String(format: "%.0f", rawRate), ratio: String(format: "%.0f %%", 100 * handoffRate / rawRate),
+            target: "≥ 80 %", met: handoffRate >= 0.8 * rawRate)
+
+    // The same bytes through a plain TCP socket, NATS and Redis (credit-based like the others).
+    let peerRuns = min(options.runs, 3)
+    var peers: [(String, Double)] = []
+    let tcp = (0..<peerRuns).map { _ in tcp_transfer(UInt64(total), options.chunk) }
+    if tcp.allSatisfy({ $0 > 0 }) { peers.append(("plain TCP socket over loopback", median(tcp))) }
+    if let nats = PeerServer.start("nats-server") {
+        let times = (0..<peerRuns).map { _ in nats_transfer(nats.port, UInt64(total), options.chunk, Int32(options.window)) }
+        if times.allSatisfy({ $0 > 0 }) { peers.append(("NATS (nats-server), credit", median(times))) }
+        nats.stop()
+    }
+    if let redis = PeerServer.start("redis-server") {
+        let times = (0..<peerRuns).map { _ in redis_transfer(redis.port, UInt64(total), options.chunk, Int32(options.window)) }
+        if times.allSatisfy({ $0 > 0 }) { peers.append(("Redis pub/sub (redis-server), credit", median(times))) }
+        redis.stop()
+    }
+    for (name, time) in peers {
+        let rate = Double(options.sizeMiB) / time
+        row(name, String(format: "%.0f", rate), String(format: "%.3f (median of %d)", time, peerRuns))
+        let isPeer = !name.hasPrefix("plain TCP")
+        compare("stream \(options.sizeMiB) MiB (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: name,
+                String(format: "%.0f", rate), ratio: String(format: "%.0f %%", 100 * handoffRate / rate),
+                target: isPeer ? "ahead" : "", met: isPeer ? handoffRate > rate : nil)
+    }
+
+    // Peak memory of each end, each its own process, at two sizes: bounded, and not growing with size.
+    print("Peak resident memory (VmHWM) of each end, each end its own process, chunk \(options.chunk / 1024) KiB, window \(options.window):")
+    row("", "MiB/s", "originator / continuer peak")
+    var peaks: [(Int, ProcessStreamRun)] = []
+    for size in [options.sizeMiB / 4, options.sizeMiB] where size > 0 {
+        let run = try streamBetweenProcesses(total: size << 20, options: options)
+        peaks.append((size, run))
+        row("Handoff, \(size) MiB between two processes", String(format: "%.0f", Double(size) / run.seconds),
+            "\(mebibytes(run.originatorPeak)) / \(mebibytes(run.continuerPeak))")
+    }
+    let rawProcess = try rawStreamInProcess(total: total, options: options)
+    row("raw libzmq, \(options.sizeMiB) MiB, both ends in one process", String(format: "%.0f", Double(options.sizeMiB) / rawProcess.seconds),
+        "\(mebibytes(rawProcess.peak)) (both ends)")
+    if let small = peaks.first, let large = peaks.last, peaks.count == 2 {
+        let growth = max(large.1.originatorPeak - small.1.originatorPeak, large.1.continuerPeak - small.1.continuerPeak)
+        let bound = 64 << 20
+        compare("stream memory, per end (peak RSS)", handoff: "\(mebibytes(large.1.originatorPeak)) / \(mebibytes(large.1.continuerPeak))",
+                baseline: "raw libzmq (both ends)", mebibytes(rawProcess.peak),
+                ratio: "+\(mebibytes(max(growth, 0))) from \(small.0) to \(large.0) MiB",
+                target: "bounded", met: growth < bound / 4 && max(large.1.originatorPeak, large.1.continuerPeak) < bound)
+    }
 }
 
 func percentile(_ values: [Double], _ p: Double) -> Double {
@@ -194,7 +281,11 @@ func benchContinue(rounds: Int) async throws {
     row("", "p50 µs", "p99 µs")
     row("raw libzmq REQ/REP, 256 B (C)", String(format: "%.0f", percentile(raw, 0.5)), String(format: "%.0f", percentile(raw, 0.99)))
     row("Handoff continueActivity", String(format: "%.0f", percentile(handoff, 0.5)), String(format: "%.0f", percentile(handoff, 0.99)))
-    row("ratio Handoff / raw (p50)", String(format: "%.2f x", percentile(handoff, 0.5) / percentile(raw, 0.5)))
+    let ratio = percentile(handoff, 0.5) / percentile(raw, 0.5)
+    row("ratio Handoff / raw (p50)", String(format: "%.2f x", ratio))
+    compare("continue round trip p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(handoff, 0.5), percentile(handoff, 0.99)),
+            baseline: "raw libzmq REQ/REP", String(format: "%.0f / %.0f", percentile(raw, 0.5), percentile(raw, 0.99)),
+            ratio: String(format: "%.2f x", ratio), target: "≤ 2 x", met: ratio <= 2)
 }
 
 /// Advertisements: Handoff activities made current on one node and seen by another, against raw
@@ -243,8 +334,8 @@ func benchAdverts(count: Int) async throws {
             return (seconds(ContinuousClock.now - started), latencies)
         }
     }
-    // The raw side sends messages the size of a Handoff advertisement envelope (about 300 bytes).
-    let size = 300
+    // The baselines send messages the size of the Handoff advertisements that crossed the broker.
+    let size = max(broker.counters.bytesIn / max(broker.counters.messagesIn, 1), 16)
     var rawSeconds = 0.0
     var rawLatencies = [Double](repeating: 0, count: 200)
     guard raw_pub_proxy_sub(Int32(count), size, &rawSeconds, &rawLatencies, 200) == 0 else { throw HandoffError(.handoffFailed, "raw pub/sub failed") }
@@ -255,6 +346,31 @@ func benchAdverts(count: Int) async throws {
     row("Handoff becomeCurrent → appeared", String(format: "%.0f", Double(count) / handoffSeconds),
         String(format: "%.0f / %.0f (one at a time)", percentile(latencies, 0.5), percentile(latencies, 0.99)))
     row("ratio Handoff / raw (throughput)", String(format: "%.1f %%", 100 * rawSeconds / handoffSeconds))
+    let handoffRate = Double(count) / handoffSeconds
+    compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq PUB→proxy→SUB",
+            String(format: "%.0f", Double(count) / rawSeconds), ratio: String(format: "%.0f %%", 100 * rawSeconds / handoffSeconds),
+            target: "≥ 80 %", met: rawSeconds / handoffSeconds >= 0.8)
+    compare("advertisement latency p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(latencies, 0.5), percentile(latencies, 0.99)),
+            baseline: "raw libzmq (under load)", String(format: "%.0f / %.0f", percentile(rawLatencies, 0.5), percentile(rawLatencies, 0.99)),
+            ratio: "one at a time vs under load")
+
+    // NATS and Redis pub/sub: the same number of messages of the same size, through their servers.
+    for name in ["nats-server", "redis-server"] {
+        guard let server = PeerServer.start(name) else { continue }
+        defer { server.stop() }
+        var peerSeconds = 0.0
+        var peerLatencies = [Double](repeating: 0, count: 200)
+        let status = name == "nats-server"
+            ? nats_pubsub(server.port, Int32(count), size, &peerSeconds, &peerLatencies, 200)
+            : redis_pubsub(server.port, Int32(count), size, &peerSeconds, &peerLatencies, 200)
+        guard status == 0 else { continue }
+        let label = name == "nats-server" ? "NATS pub/sub (nats-server)" : "Redis pub/sub (redis-server)"
+        row(label, String(format: "%.0f", Double(count) / peerSeconds),
+            String(format: "%.0f / %.0f (under load)", percentile(peerLatencies, 0.5), percentile(peerLatencies, 0.99)))
+        compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: label,
+                String(format: "%.0f", Double(count) / peerSeconds), ratio: String(format: "%.0f %%", 100 * peerSeconds / handoffSeconds),
+                target: "ahead", met: handoffSeconds < peerSeconds)
+    }
 }
 
 /// A late joiner's time to see `count` current activities (from the broker's cache).
@@ -285,22 +401,76 @@ func benchLateJoiner(count: Int) async throws {
     }
     print("Late joiner: time for a new node to see \(count) current activities (broker cache, no re-advertisement)")
     row("Handoff late joiner", String(format: "%.1f ms", elapsed * 1000))
+    let period = Node.Configuration(name: "x", bus: .direct(listen: "tcp://127.0.0.1:*", peers: [])).advertiseInterval
+    compare("late joiner sees \(count) activities", handoff: String(format: "%.1f ms", elapsed * 1000), baseline: "waiting for re-advertisement",
+            "\(period) (default period)", ratio: String(format: "%.3f of a period", elapsed / seconds(period)),
+            target: "at once", met: elapsed < seconds(period) / 10)
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-func intOption(_ name: String, _ fallback: Int) -> Int {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return fallback }
-    return Int(arguments[index + 1]) ?? fallback
+// Figures on standard output; the nodes' log, warnings and worse only, on standard error.
+LoggingSystem.bootstrap { label in
+    var handler = StreamLogHandler.standardError(label: label)
+    handler.logLevel = .warning
+    return handler
 }
+func intOption(_ name: String, _ fallback: Int) -> Int { intOption(name, fallback, in: arguments) }
+
+func banner() {
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    let memory = Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824
+    let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+        .split(separator: "\n").first { $0.hasPrefix("model name") }?
+        .split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+    print("handoff-bench on \(ProcessInfo.processInfo.hostName): \(cpu), \(cores) cores, \(String(format: "%.0f", memory)) GiB; libzmq \(ZeroMQLibrary.version.major).\(ZeroMQLibrary.version.minor).\(ZeroMQLibrary.version.patch)")
+    #if DEBUG
+    print("warning: a debug build; figures mean little. Build with -c release (scripts/bench does).")
+    #endif
+}
+
 switch arguments.first {
-case "streams":
-    try await benchStreams(Options(Array(arguments.dropFirst())))
-case "continue":
-    try await benchContinue(rounds: intOption("--rounds", 5000))
-case "adverts":
+case "all":
+    banner()
+    let started = ContinuousClock.now
     try await benchAdverts(count: intOption("--count", 20000))
+    print("")
+    try await benchContinue(rounds: intOption("--rounds", 5000))
+    print("")
+    try await benchStreams(Options(Array(arguments.dropFirst())))
+    print("")
+    try await benchLateJoiner(count: intOption("--activities", 1000))
+    printSummary()
+    print(String(format: "\nwhole run: %.0f s", seconds(ContinuousClock.now - started)))
+case "streams":
+    banner()
+    try await benchStreams(Options(Array(arguments.dropFirst())))
+    printSummary()
+case "continue":
+    banner()
+    try await benchContinue(rounds: intOption("--rounds", 5000))
+    printSummary()
+case "adverts":
+    banner()
+    try await benchAdverts(count: intOption("--count", 20000))
+    printSummary()
 case "late-joiner":
+    banner()
     try await benchLateJoiner(count: intOption("--count", 1000))
+    printSummary()
+// Hidden: the two ends of a stream as processes of their own, and the raw transfer alone.
+case "stream-originator":
+    try await runStreamOriginator(arguments)
+case "stream-continuer":
+    try await runStreamContinuer(arguments)
+case "raw-stream":
+    runRawStream(arguments)
 default:
-    print("usage: handoff-bench streams [--size MiB] [--runs N] [--window chunks] | continue [--rounds N] | adverts [--count N] | late-joiner [--count N]")
+    print("""
+        usage: handoff-bench all [--count N] [--rounds N] [--size MiB] [--runs N] [--activities N]
+               handoff-bench adverts [--count N]        advertisements through the broker vs raw libzmq, NATS, Redis
+               handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP
+               handoff-bench streams [--size MiB] [--runs N] [--window chunks]
+                                                        streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
+               handoff-bench late-joiner [--count N]    a new node's time to see N current activities
+        """)
 }
