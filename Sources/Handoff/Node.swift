@@ -100,6 +100,11 @@ public actor Node: Service {
     /// advertisement cannot bring it back.
     var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
     var securityCountersStorage = SecurityCounters()
+    /// Secure: monitors of the bus sockets that are CURVE clients (of the broker, or of direct peers),
+    /// to notice a server that refuses this node's key.
+    var busMonitors: [SocketMonitor] = []
+    /// Why the bus refused this node at the handshake, once it has.
+    public private(set) var busRefusal: HandoffError?
     nonisolated let changes: AsyncStream<String>
     nonisolated let changesContinuation: AsyncStream<String>.Continuation
 
@@ -172,6 +177,9 @@ public actor Node: Service {
                 try security.secureClient(publisher, serverKey: brokerKey)
                 try security.secureClient(subscriber, serverKey: brokerKey)
             }
+            if security != nil {
+                busMonitors = [try publisher.monitor(.handshakeFailedAuth), try subscriber.monitor(.handshakeFailedAuth)]
+            }
             try publisher.connect(frontend)
             try subscriber.connect(backend)
             busEndpoint = nil
@@ -179,6 +187,7 @@ public actor Node: Service {
             try security?.secureServer(publisher, domain: zapDomain)
             try publisher.bind(listen)
             busEndpoint = try publisher.lastEndpoint
+            if security != nil, !peers.isEmpty { busMonitors = [try subscriber.monitor(.handshakeFailedAuth)] }
             for peer in peers {
                 if let security {
                     // CURVE options are read at connect time, so each peer gets its own server key.
@@ -250,11 +259,32 @@ public actor Node: Service {
                 group.addTask { await self.answerSubscriptions() }
                 group.addTask { await self.tick() }
                 group.addTask { await self.applyChanges() }
+                for index in self.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
                 for await job in jobStream { group.addTask { await job() } }
                 group.cancelAll()
             }
         } onCancel: {
             jobContinuation.finish()
+        }
+    }
+
+    /// Notices the bus refusing this node's key at the CURVE handshake: logs it once, and keeps the
+    /// reason in ``busRefusal`` (libzmq goes on retrying, so a key added to the account later works).
+    private func watchBusHandshakes(_ index: Int) async {
+        while !Task.isCancelled, index < busMonitors.count {
+            let monitor = busMonitors[index]
+            guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
+                if Task.isCancelled || busMonitors.isEmpty { return }
+                continue
+            }
+            guard event.kind == .handshakeFailedAuth else { continue }
+            let server = switch configuration.bus {
+            case .broker: "the broker"
+            case .direct: "the peer"
+            }
+            let refusal = HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
+            if busRefusal == nil { logger.error("\(refusal.message)") }
+            busRefusal = refusal
         }
     }
 
@@ -282,6 +312,8 @@ public actor Node: Service {
         watchers.removeAll()
         for client in clients.values { client.close() }
         clients.removeAll()
+        for monitor in busMonitors { monitor.stop() }
+        busMonitors.removeAll()
         changesContinuation.finish()
         zap?.removePolicy(forDomain: zapDomain)
         zap = nil

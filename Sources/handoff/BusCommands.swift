@@ -21,6 +21,7 @@ struct Activities: AsyncParsableCommand {
         let configuration = try bus.configuration(name: "handoff-activities", subscriptions: [type ?? ""])
         let activities = try await Node.withRunning(configuration) { node in
             try await Task.sleep(for: .milliseconds(Int(wait * 1000)))
+            if let refusal = await node.busRefusal { throw Failure(refusal.message) }
             return await node.activities()
         }
         for activity in activities {
@@ -247,9 +248,12 @@ struct Monitor: AsyncParsableCommand {
         }
         let context = try Context()
         let subscriber = try context.socket(.sub)
+        var handshakes: SocketMonitor?
         if let keys, let brokerKey = keys.brokerKey {
             try subscriber.makeCurveClient(keys.keyPair, serverKey: brokerKey)
+            handshakes = try subscriber.monitor(.handshakeFailedAuth)
         }
+        defer { handshakes?.stop() }
         try subscriber.subscribe("")
         try subscriber.connect(bus)
         let limit = seconds.map { ContinuousClock.now + .milliseconds(Int($0 * 1000)) }
@@ -258,7 +262,11 @@ struct Monitor: AsyncParsableCommand {
         if !json { announce("watching \(bus) (Ctrl-C to stop)") }
         while limit.map({ ContinuousClock.now < $0 }) ?? true {
             let remaining = limit.map { ContinuousClock.now.duration(to: $0) } ?? .seconds(3600)
-            guard let first = try await subscriber.receive(timeout: max(remaining, .milliseconds(1))) else { continue }
+            // A refused key is an error to report, not a quiet bus (checked at least every 250 ms).
+            if let refused = try await handshakes?.next(timeout: .zero), let keys {
+                throw Failure("the broker at \(refused.endpoint) refused this key at the CURVE handshake: \(keys.keyPair.publicKey.z85) is not in its account")
+            }
+            guard let first = try await subscriber.receive(timeout: max(min(remaining, .milliseconds(250)), .milliseconds(1))) else { continue }
             var frames = [first]
             while frames.last!.hasMore { frames.append(try await subscriber.receive()) }
             guard frames.count == 2, let envelope = try? WireEnvelope.decode(frames[1].data) else {

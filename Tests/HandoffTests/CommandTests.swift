@@ -1,4 +1,5 @@
 import Foundation
+import Handoff
 import Testing
 import ZeroMQ
 
@@ -105,6 +106,28 @@ struct CommandTests {
         #expect(result.status != 0)
         #expect(result.error.contains("no activity with id no-such-activity is on the bus"), "stderr: \(result.error)")
         _ = broker
+    }
+
+    @Test("`handoff activities` and `handoff monitor` with a key outside the account fail with a clear message")
+    func strangerKeyIsReported() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-stranger-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let brokerKeys = try KeyFile.generate(name: "broker", in: folder.appendingPathComponent("account"))
+        let stranger = try KeyFile.generate(name: "stranger", in: folder.appendingPathComponent("elsewhere"))
+        var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        configuration.security = Security(keyPair: brokerKeys.keyPair, authorizedKeys: [brokerKeys.keyPair.publicKey])
+        let broker = try Broker.start(configuration, context: try Context())
+        defer { broker.stop() }
+        let keyArguments = ["--key", stranger.secret.path, "--broker-key", brokerKeys.public.path, "--log-level", "critical"]
+
+        let listed = try await runHandoff(["activities", "--broker", broker.frontendEndpoint, broker.backendEndpoint, "--wait", "1"] + keyArguments)
+        #expect(listed.status != 0)
+        #expect(listed.error.contains("refused this node's key at the CURVE handshake"), "stderr: \(listed.error)")
+        #expect(!listed.output.contains("no activities on the bus"))
+
+        let watched = try await runHandoff(["monitor", "--bus", broker.backendEndpoint, "--seconds", "3"] + keyArguments)
+        #expect(watched.status != 0)
+        #expect(watched.error.contains("refused this key at the CURVE handshake"), "stderr: \(watched.error)")
     }
 
     @Test("`handoff plugins list` shows what the built plugins handle")

@@ -87,6 +87,14 @@ struct SecurityTests {
             let heard = await firstEvent(in: strangerSees, within: .seconds(1)) { _ in true }
             #expect(heard == nil)
             #expect(await stranger.activities().isEmpty)
+            // ...and it knows why: the broker refused its key (the account's nodes were not refused).
+            #expect(await eventually { await stranger.busRefusal != nil })
+            let busRefusal = await stranger.busRefusal
+            #expect(busRefusal?.code == .unauthorized)
+            #expect(busRefusal?.message.contains("the broker at") == true)
+            #expect(busRefusal?.message.contains("refused this node's key") == true)
+            #expect(await a.busRefusal == nil)
+            #expect(await b.busRefusal == nil)
 
             // Publish: nothing the stranger advertises reaches the account.
             let forged = try UserActivity(activityType: "org.handoff.contacts.view-contact")
