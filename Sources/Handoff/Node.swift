@@ -550,8 +550,9 @@ public actor Node: Service {
     private func handleBus(_ envelope: WireEnvelope) {
         switch envelope.body {
         case .advertisement(let advertisement):
-            guard believe(envelope, origin: advertisement.origin.nodeID, activityID: advertisement.activityID) else { return }
+            // Our own, come back through the broker: nothing to do (and nothing to remember).
             guard configuration.includeOwnActivities || advertisement.origin.nodeID != id else { return }
+            guard believe(envelope, origin: advertisement.origin.nodeID, activityID: advertisement.activityID) else { return }
             let activity = DiscoveredActivity(wire: advertisement)
             if let expiration = activity.expirationDate, expiration <= Date() {
                 forget(activity.id, reason: .expired)
@@ -574,6 +575,7 @@ public actor Node: Service {
                 refreshIfHeld(activity)
             }
         case .withdrawal(let withdrawal):
+            guard configuration.includeOwnActivities || withdrawal.origin.nodeID != id else { return }
             guard believe(envelope, origin: withdrawal.origin.nodeID, activityID: withdrawal.activityID) else { return }
             forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         default:
