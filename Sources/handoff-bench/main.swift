@@ -46,7 +46,7 @@ func printSummary() {
 struct Options {
     var sizeMiB = 256
     /// Streams of 256 MiB take about 0.1 s here: enough runs that the median holds still.
-    var runs = 11
+    var runs = 21
     var chunk = 256 * 1024
     var window = 16
     /// `handoff` or `raw` to measure one side only (for profiling); both by default.
@@ -289,8 +289,69 @@ func benchContinue(rounds: Int) async throws {
 }
 
 /// Advertisements: Handoff activities made current on one node and seen by another, against raw
-/// PUB → XSUB/XPUB proxy → SUB with messages of the same size.
-func benchAdverts(count: Int) async throws {
+/// PUB → XSUB/XPUB proxy → SUB, NATS and Redis pub/sub with messages of the same size. Each side runs
+/// `trials` times, interleaved; throughput is the median, latencies are pooled.
+func benchAdverts(count: Int, trials: Int) async throws {
+    var handoffRuns: [Double] = [], handoffLatencies: [Double] = []
+    var rawRuns: [Double] = [], rawLatencies: [Double] = []
+    var size = 0
+    for _ in 0..<trials {
+        let run = try await handoffAdverts(count: count)
+        handoffRuns.append(run.seconds)
+        handoffLatencies += run.latencies
+        size = run.size
+        var seconds = 0.0
+        var latencies = [Double](repeating: 0, count: 200)
+        guard raw_pub_proxy_sub(Int32(count), size, &seconds, &latencies, 200) == 0 else { throw HandoffError(.handoffFailed, "raw pub/sub failed") }
+        rawRuns.append(seconds)
+        rawLatencies += latencies
+    }
+    let handoffSeconds = median(handoffRuns), rawSeconds = median(rawRuns)
+    print("Advertisements through a broker, \(count) messages of \(size) B (the size of Handoff's), tcp://127.0.0.1, \(trials) trials each, median")
+    row("", "msg/s", "latency p50 / p99 µs")
+    row("raw libzmq PUB → proxy → SUB (C)", String(format: "%.0f", Double(count) / rawSeconds),
+        String(format: "%.0f / %.0f (under load)", percentile(rawLatencies, 0.5), percentile(rawLatencies, 0.99)))
+    row("Handoff becomeCurrent → appeared", String(format: "%.0f", Double(count) / handoffSeconds),
+        String(format: "%.0f / %.0f (one at a time)", percentile(handoffLatencies, 0.5), percentile(handoffLatencies, 0.99)))
+    row("ratio Handoff / raw (throughput)", String(format: "%.1f %%", 100 * rawSeconds / handoffSeconds))
+    let handoffRate = Double(count) / handoffSeconds
+    compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq PUB→proxy→SUB",
+            String(format: "%.0f", Double(count) / rawSeconds), ratio: String(format: "%.0f %%", 100 * rawSeconds / handoffSeconds),
+            target: "≥ 80 %", met: rawSeconds / handoffSeconds >= 0.8)
+    compare("advertisement latency p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(handoffLatencies, 0.5), percentile(handoffLatencies, 0.99)),
+            baseline: "raw libzmq (under load)", String(format: "%.0f / %.0f", percentile(rawLatencies, 0.5), percentile(rawLatencies, 0.99)),
+            ratio: "one at a time vs under load")
+
+    // NATS and Redis pub/sub: the same number of messages of the same size, through their servers.
+    for name in ["nats-server", "redis-server"] {
+        guard let server = PeerServer.start(name) else { continue }
+        defer { server.stop() }
+        var runs: [Double] = [], pooled: [Double] = []
+        for _ in 0..<trials {
+            var peerSeconds = 0.0
+            var peerLatencies = [Double](repeating: 0, count: 200)
+            let status = name == "nats-server"
+                ? nats_pubsub(server.port, Int32(count), size, &peerSeconds, &peerLatencies, 200)
+                : redis_pubsub(server.port, Int32(count), size, &peerSeconds, &peerLatencies, 200)
+            guard status == 0 else { break }
+            runs.append(peerSeconds)
+            pooled += peerLatencies
+        }
+        guard runs.count == trials else { continue }
+        let peerSeconds = median(runs)
+        let label = name == "nats-server" ? "NATS pub/sub (nats-server)" : "Redis pub/sub (redis-server)"
+        row(label, String(format: "%.0f", Double(count) / peerSeconds),
+            String(format: "%.0f / %.0f (under load)", percentile(pooled, 0.5), percentile(pooled, 0.99)))
+        compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: label,
+                String(format: "%.0f", Double(count) / peerSeconds), ratio: String(format: "%.0f %%", 100 * peerSeconds / handoffSeconds),
+                target: "ahead", met: handoffSeconds < peerSeconds)
+    }
+}
+
+/// One Handoff trial: a broker and two nodes; 200 activities one at a time (latency from
+/// becomeCurrent to the other node's `appeared`), then `count` as fast as they go (throughput).
+/// Returns the throughput phase's seconds, the latencies in µs, and the advertisements' size on the wire.
+func handoffAdverts(count: Int) async throws -> (seconds: Double, latencies: [Double], size: Int) {
     let context = try Context()
     let broker = try Broker.start(Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
     defer { broker.stop() }
@@ -300,14 +361,13 @@ func benchAdverts(count: Int) async throws {
         return configuration
     }
     let publisher = try Node(configuration: configuration("publisher"), context: context)
-    let (handoffSeconds, latencies): (Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
+    let (elapsed, latencies): (Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
         defer { group.cancelAll() }
         await publisher.untilRunning()
         return try await Node.withRunning(configuration("subscriber"), context: context) { subscriber in
             let events = await subscriber.discover(.type(prefix: "org.handoff.bench."))
             try await Task.sleep(for: .milliseconds(200))
-            // Latency: one at a time, from becomeCurrent to the subscriber's `appeared`.
             var latencies: [Double] = []
             var iterator = events.makeAsyncIterator()
             for index in 0..<200 {
@@ -320,7 +380,6 @@ func benchAdverts(count: Int) async throws {
                 }
                 latencies.append(seconds(ContinuousClock.now - started) * 1e6)
             }
-            // Throughput: `count` activities made current as fast as possible, until all appeared.
             let started = ContinuousClock.now
             for index in 0..<count {
                 let activity = try UserActivity(activityType: "org.handoff.bench.advert")
@@ -334,43 +393,8 @@ func benchAdverts(count: Int) async throws {
             return (seconds(ContinuousClock.now - started), latencies)
         }
     }
-    // The baselines send messages the size of the Handoff advertisements that crossed the broker.
-    let size = max(broker.counters.bytesIn / max(broker.counters.messagesIn, 1), 16)
-    var rawSeconds = 0.0
-    var rawLatencies = [Double](repeating: 0, count: 200)
-    guard raw_pub_proxy_sub(Int32(count), size, &rawSeconds, &rawLatencies, 200) == 0 else { throw HandoffError(.handoffFailed, "raw pub/sub failed") }
-    print("Advertisements through a broker (XSUB/XPUB proxy), \(count) messages of ~\(size) B, tcp://127.0.0.1")
-    row("", "msg/s", "latency p50 / p99 µs")
-    row("raw libzmq PUB → proxy → SUB (C)", String(format: "%.0f", Double(count) / rawSeconds),
-        String(format: "%.0f / %.0f (under load)", percentile(rawLatencies, 0.5), percentile(rawLatencies, 0.99)))
-    row("Handoff becomeCurrent → appeared", String(format: "%.0f", Double(count) / handoffSeconds),
-        String(format: "%.0f / %.0f (one at a time)", percentile(latencies, 0.5), percentile(latencies, 0.99)))
-    row("ratio Handoff / raw (throughput)", String(format: "%.1f %%", 100 * rawSeconds / handoffSeconds))
-    let handoffRate = Double(count) / handoffSeconds
-    compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq PUB→proxy→SUB",
-            String(format: "%.0f", Double(count) / rawSeconds), ratio: String(format: "%.0f %%", 100 * rawSeconds / handoffSeconds),
-            target: "≥ 80 %", met: rawSeconds / handoffSeconds >= 0.8)
-    compare("advertisement latency p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(latencies, 0.5), percentile(latencies, 0.99)),
-            baseline: "raw libzmq (under load)", String(format: "%.0f / %.0f", percentile(rawLatencies, 0.5), percentile(rawLatencies, 0.99)),
-            ratio: "one at a time vs under load")
-
-    // NATS and Redis pub/sub: the same number of messages of the same size, through their servers.
-    for name in ["nats-server", "redis-server"] {
-        guard let server = PeerServer.start(name) else { continue }
-        defer { server.stop() }
-        var peerSeconds = 0.0
-        var peerLatencies = [Double](repeating: 0, count: 200)
-        let status = name == "nats-server"
-            ? nats_pubsub(server.port, Int32(count), size, &peerSeconds, &peerLatencies, 200)
-            : redis_pubsub(server.port, Int32(count), size, &peerSeconds, &peerLatencies, 200)
-        guard status == 0 else { continue }
-        let label = name == "nats-server" ? "NATS pub/sub (nats-server)" : "Redis pub/sub (redis-server)"
-        row(label, String(format: "%.0f", Double(count) / peerSeconds),
-            String(format: "%.0f / %.0f (under load)", percentile(peerLatencies, 0.5), percentile(peerLatencies, 0.99)))
-        compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: label,
-                String(format: "%.0f", Double(count) / peerSeconds), ratio: String(format: "%.0f %%", 100 * peerSeconds / handoffSeconds),
-                target: "ahead", met: handoffSeconds < peerSeconds)
-    }
+    let counters = broker.counters
+    return (elapsed, latencies, max(counters.bytesIn / max(counters.messagesIn, 1), 16))
 }
 
 /// A late joiner's time to see `count` current activities (from the broker's cache).
@@ -432,7 +456,7 @@ switch arguments.first {
 case "all":
     banner()
     let started = ContinuousClock.now
-    try await benchAdverts(count: intOption("--count", 20000))
+    try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
     print("")
     try await benchContinue(rounds: intOption("--rounds", 5000))
     print("")
@@ -451,7 +475,7 @@ case "continue":
     printSummary()
 case "adverts":
     banner()
-    try await benchAdverts(count: intOption("--count", 20000))
+    try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
     printSummary()
 case "late-joiner":
     banner()
@@ -466,8 +490,9 @@ case "raw-stream":
     runRawStream(arguments)
 default:
     print("""
-        usage: handoff-bench all [--count N] [--rounds N] [--size MiB] [--runs N] [--activities N]
-               handoff-bench adverts [--count N]        advertisements through the broker vs raw libzmq, NATS, Redis
+        usage: handoff-bench all [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
+               handoff-bench adverts [--count N] [--trials N]
+                                                        advertisements through the broker vs raw libzmq, NATS, Redis
                handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP
                handoff-bench streams [--size MiB] [--runs N] [--window chunks]
                                                         streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
