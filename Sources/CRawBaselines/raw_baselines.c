@@ -206,40 +206,65 @@ static void *run_proxy(void *raw) {
     return NULL;
 }
 
-int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples) {
-    void *context = zmq_ctx_new();
-    struct proxy_args args = {.context = context};
-    pthread_mutex_init(&args.lock, NULL);
-    pthread_cond_init(&args.bound, NULL);
+/// A PUB and a SUB on either side of a zmq_proxy thread, with the subscription already through.
+struct pubsub {
+    void *context;
+    struct proxy_args args;
     pthread_t proxy;
-    pthread_create(&proxy, NULL, run_proxy, &args);
-    pthread_mutex_lock(&args.lock);
-    while (!args.ready) pthread_cond_wait(&args.bound, &args.lock);
-    pthread_mutex_unlock(&args.lock);
+    void *pub;
+    void *sub;
+};
+
+static const char *bench_topic = "A:org.handoff.bench.advert";
+
+static void pubsub_open(struct pubsub *ps) {
+    ps->context = zmq_ctx_new();
+    memset(&ps->args, 0, sizeof ps->args);
+    ps->args.context = ps->context;
+    pthread_mutex_init(&ps->args.lock, NULL);
+    pthread_cond_init(&ps->args.bound, NULL);
+    pthread_create(&ps->proxy, NULL, run_proxy, &ps->args);
+    pthread_mutex_lock(&ps->args.lock);
+    while (!ps->args.ready) pthread_cond_wait(&ps->args.bound, &ps->args.lock);
+    pthread_mutex_unlock(&ps->args.lock);
 
     int hwm = 0, linger = 0;
-    void *pub = zmq_socket(context, ZMQ_PUB);
-    void *sub = zmq_socket(context, ZMQ_SUB);
-    zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "A:", 2);
-    zmq_connect(pub, args.frontend);
-    zmq_connect(sub, args.backend);
+    ps->pub = zmq_socket(ps->context, ZMQ_PUB);
+    ps->sub = zmq_socket(ps->context, ZMQ_SUB);
+    zmq_setsockopt(ps->pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(ps->sub, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(ps->pub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(ps->sub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(ps->sub, ZMQ_SUBSCRIBE, "A:", 2);
+    zmq_connect(ps->pub, ps->args.frontend);
+    zmq_connect(ps->sub, ps->args.backend);
 
     // Wait until the subscription has crossed the proxy: probe until one arrives.
-    const char *topic = "A:org.handoff.bench.advert";
-    char buffer[65536];
+    char buffer[256];
     for (;;) {
-        zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE);
-        zmq_send(pub, "probe", 5, 0);
-        zmq_pollitem_t item = {sub, 0, ZMQ_POLLIN, 0};
+        zmq_send(ps->pub, bench_topic, strlen(bench_topic), ZMQ_SNDMORE);
+        zmq_send(ps->pub, "probe", 5, 0);
+        zmq_pollitem_t item = {ps->sub, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&item, 1, 10) > 0) break;
     }
-    while (zmq_recv(sub, buffer, sizeof buffer, ZMQ_DONTWAIT) >= 0) {}
+    while (zmq_recv(ps->sub, buffer, sizeof buffer, ZMQ_DONTWAIT) >= 0) {}
     usleep(20000);
-    while (zmq_recv(sub, buffer, sizeof buffer, ZMQ_DONTWAIT) >= 0) {}
+    while (zmq_recv(ps->sub, buffer, sizeof buffer, ZMQ_DONTWAIT) >= 0) {}
+}
+
+static void pubsub_close(struct pubsub *ps) {
+    zmq_close(ps->pub);
+    zmq_close(ps->sub);
+    zmq_ctx_shutdown(ps->context);
+    pthread_join(ps->proxy, NULL);
+    zmq_ctx_term(ps->context);
+}
+
+int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples) {
+    struct pubsub ps;
+    pubsub_open(&ps);
+    const char *topic = bench_topic;
+    static char buffer[65536];
 
     char *body = calloc(1, size < 16 ? 16 : size);
     int every = samples > 0 ? count / samples : count + 1;
@@ -255,14 +280,14 @@ int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies
             } else {
                 memset(body, 0, sizeof(double));
             }
-            zmq_send(pub, topic, strlen(topic), ZMQ_SNDMORE);
-            zmq_send(pub, body, size, 0);
+            zmq_send(ps.pub, topic, strlen(topic), ZMQ_SNDMORE);
+            zmq_send(ps.pub, body, size, 0);
         }
         int more = 1;
         while (more) {
-            int n = zmq_recv(sub, buffer, sizeof buffer, sent < count ? ZMQ_DONTWAIT : 0);
+            int n = zmq_recv(ps.sub, buffer, sizeof buffer, sent < count ? ZMQ_DONTWAIT : 0);
             if (n < 0) break;
-            int body_size = zmq_recv(sub, buffer, sizeof buffer, 0);
+            int body_size = zmq_recv(ps.sub, buffer, sizeof buffer, 0);
             (void)body_size;
             double stamp;
             memcpy(&stamp, buffer, sizeof stamp);
@@ -273,10 +298,24 @@ int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies
     }
     *seconds = now() - started;
     free(body);
-    zmq_close(pub);
-    zmq_close(sub);
-    zmq_ctx_shutdown(context);
-    pthread_join(proxy, NULL);
-    zmq_ctx_term(context);
+    pubsub_close(&ps);
     return sampled == samples ? 0 : (samples > 0 && sampled > 0 ? 0 : -1);
+}
+
+int raw_pub_proxy_sub_latency(int count, size_t size, double *latencies) {
+    struct pubsub ps;
+    pubsub_open(&ps);
+    static char buffer[65536];
+    char *body = calloc(1, size < 16 ? 16 : size);
+    int done = 0;
+    for (; done < count; done++) {
+        double started = now();
+        zmq_send(ps.pub, bench_topic, strlen(bench_topic), ZMQ_SNDMORE);
+        zmq_send(ps.pub, body, size, 0);
+        if (zmq_recv(ps.sub, buffer, sizeof buffer, 0) < 0 || zmq_recv(ps.sub, buffer, sizeof buffer, 0) < 0) break;
+        latencies[done] = (now() - started) * 1e6;
+    }
+    free(body);
+    pubsub_close(&ps);
+    return done == count ? 0 : -1;
 }

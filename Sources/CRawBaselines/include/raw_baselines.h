@@ -21,4 +21,9 @@ int raw_req_rep(int rounds, size_t size, double *latencies);
 /// latencies in microseconds (every count/samples-th message carries its send time). Returns 0 or -1.
 int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples);
 
+/// Raw libzmq pub/sub through the same proxy, one message at a time: sends a `size`-byte message
+/// (with its topic frame) and waits until the SUB has it, `count` times; each one-way time in
+/// microseconds goes to `latencies` (capacity `count`). Returns 0 or -1.
+int raw_pub_proxy_sub_latency(int count, size_t size, double *latencies);
+
 #endif
