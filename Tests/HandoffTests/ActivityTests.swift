@@ -25,6 +25,18 @@ struct ActivityTests {
         #expect(try UserActivity(activityType: type).activityType == type)
     }
 
+    @Test("activity ids are distinct version-4 UUIDs")
+    func identifiers() throws {
+        let ids = try (0..<1000).map { _ in try UserActivity(activityType: "org.handoff.test.ids").id }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(50) {
+            let uuid = try #require(UUID(uuidString: id), "\(id) is not a UUID")
+            #expect(uuid.uuidString == id)
+            #expect(Array(id)[14] == "4", "version nibble of \(id)")
+            #expect("89AB".contains(Array(id)[19]), "variant of \(id)")
+        }
+    }
+
     @Test("every change bumps the version; addUserInfoEntries merges")
     func versionAndMerge() throws {
         let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
