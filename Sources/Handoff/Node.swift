@@ -100,9 +100,9 @@ public actor Node: Service {
     /// advertisement cannot bring it back.
     var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
     var securityCountersStorage = SecurityCounters()
-    /// Secure: monitors of the bus sockets that are CURVE clients (of the broker, or of direct peers),
-    /// to notice a server that refuses this node's key.
-    var busMonitors: [SocketMonitor] = []
+    /// Monitors of the bus sockets that connect (to the broker, or to direct peers), to notice a
+    /// server that refuses this node at the handshake, each with the socket it watches.
+    var busMonitors: [(socket: Socket, monitor: SocketMonitor)] = []
     /// Why the bus refused this node at the handshake, once it has.
     public private(set) var busRefusal: HandoffError?
     nonisolated let changes: AsyncStream<String>
@@ -177,9 +177,7 @@ public actor Node: Service {
                 try security.secureClient(publisher, serverKey: brokerKey)
                 try security.secureClient(subscriber, serverKey: brokerKey)
             }
-            if security != nil {
-                busMonitors = [try publisher.monitor(.handshakeFailedAuth), try subscriber.monitor(.handshakeFailedAuth)]
-            }
+            busMonitors = [(publisher, try publisher.monitor(Self.handshakeEvents)), (subscriber, try subscriber.monitor(Self.handshakeEvents))]
             try publisher.connect(frontend)
             try subscriber.connect(backend)
             busEndpoint = nil
@@ -187,7 +185,7 @@ public actor Node: Service {
             try security?.secureServer(publisher, domain: zapDomain)
             try publisher.bind(listen)
             busEndpoint = try publisher.lastEndpoint
-            if security != nil, !peers.isEmpty { busMonitors = [try subscriber.monitor(.handshakeFailedAuth)] }
+            if !peers.isEmpty { busMonitors = [(subscriber, try subscriber.monitor(Self.handshakeEvents))] }
             for peer in peers {
                 if let security {
                     // CURVE options are read at connect time, so each peer gets its own server key.
@@ -268,23 +266,50 @@ public actor Node: Service {
         }
     }
 
-    /// Notices the bus refusing this node's key at the CURVE handshake: logs it once, and keeps the
-    /// reason in ``busRefusal`` (libzmq goes on retrying, so a key added to the account later works).
+    /// The handshake events a node watches on its bus sockets.
+    static let handshakeEvents: MonitorEvents = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded]
+
+    /// Notices the bus refusing this node at the handshake — a key not in the server's account, or
+    /// no key for a server that runs CURVE — logs it, keeps the reason in ``busRefusal``, and tries
+    /// again with a backoff (1 s doubling to 30 s): libzmq itself does not reconnect after a refused
+    /// handshake, and the key may be added to the account later. A later handshake that succeeds
+    /// clears ``busRefusal``.
     private func watchBusHandshakes(_ index: Int) async {
+        var backoff = Duration.seconds(1)
         while !Task.isCancelled, index < busMonitors.count {
-            let monitor = busMonitors[index]
+            let (socket, monitor) = busMonitors[index]
             guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
                 if Task.isCancelled || busMonitors.isEmpty { return }
                 continue
             }
-            guard event.kind == .handshakeFailedAuth else { continue }
+            if event.kind == .handshakeSucceeded {
+                if busRefusal != nil { logger.info("\(event.endpoint) accepted this node at the handshake now") }
+                busRefusal = nil
+                backoff = .seconds(1)
+                continue
+            }
             let server = switch configuration.bus {
             case .broker: "the broker"
             case .direct: "the peer"
             }
-            let refusal = HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
-            if busRefusal == nil { logger.error("\(refusal.message)") }
+            let refusal = if configuration.security == nil {
+                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node at the handshake: it runs CURVE and this node has no key; give the node its key (--key, or security.key) and the account")
+            } else {
+                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
+            }
+            if busRefusal?.message != refusal.message { logger.error("\(refusal.message)") }
             busRefusal = refusal
+            // Try again later, on a fresh connection.
+            do { try await Task.sleep(for: backoff) } catch { return }
+            backoff = min(backoff * 2, .seconds(30))
+            guard !busMonitors.isEmpty else { return }
+            do {
+                try socket.disconnect(event.endpoint)
+                try socket.connect(event.endpoint)
+                logger.debug("reconnecting to \(event.endpoint) after a refused handshake")
+            } catch {
+                logger.warning("could not reconnect to \(event.endpoint): \(error)")
+            }
         }
     }
 
@@ -312,7 +337,7 @@ public actor Node: Service {
         watchers.removeAll()
         for client in clients.values { client.close() }
         clients.removeAll()
-        for monitor in busMonitors { monitor.stop() }
+        for (_, monitor) in busMonitors { monitor.stop() }
         busMonitors.removeAll()
         changesContinuation.finish()
         zap?.removePolicy(forDomain: zapDomain)

@@ -102,7 +102,7 @@ public struct Security: Sendable, Hashable {
     ///
     /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/invalidConfiguration`` naming
     ///   the first endpoint that leaves the machine.
-    static func requireSecurity(
+    public static func requireSecurity(
         for endpoints: [String], security: Security?, allowInsecure: Bool, what: String
     ) throws(HandoffError) {
         guard security == nil, !allowInsecure else { return }

@@ -248,12 +248,11 @@ struct Monitor: AsyncParsableCommand {
         }
         let context = try Context()
         let subscriber = try context.socket(.sub)
-        var handshakes: SocketMonitor?
         if let keys, let brokerKey = keys.brokerKey {
             try subscriber.makeCurveClient(keys.keyPair, serverKey: brokerKey)
-            handshakes = try subscriber.monitor(.handshakeFailedAuth)
         }
-        defer { handshakes?.stop() }
+        let handshakes = try subscriber.monitor([.handshakeFailedAuth, .handshakeFailedProtocol])
+        defer { handshakes.stop() }
         try subscriber.subscribe("")
         try subscriber.connect(bus)
         let limit = seconds.map { ContinuousClock.now + .milliseconds(Int($0 * 1000)) }
@@ -263,8 +262,11 @@ struct Monitor: AsyncParsableCommand {
         while limit.map({ ContinuousClock.now < $0 }) ?? true {
             let remaining = limit.map { ContinuousClock.now.duration(to: $0) } ?? .seconds(3600)
             // A refused key is an error to report, not a quiet bus (checked at least every 250 ms).
-            if let refused = try await handshakes?.next(timeout: .zero), let keys {
-                throw Failure("the broker at \(refused.endpoint) refused this key at the CURVE handshake: \(keys.keyPair.publicKey.z85) is not in its account")
+            if let refused = try await handshakes.next(timeout: .zero) {
+                if let keys {
+                    throw Failure("the broker at \(refused.endpoint) refused this key at the CURVE handshake: \(keys.keyPair.publicKey.z85) is not in its account")
+                }
+                throw Failure("the broker at \(refused.endpoint) refused the handshake: it runs CURVE; give the monitor a key in its account (--key)")
             }
             guard let first = try await subscriber.receive(timeout: max(min(remaining, .milliseconds(250)), .milliseconds(1))) else { continue }
             var frames = [first]

@@ -108,7 +108,7 @@ struct CommandTests {
         _ = broker
     }
 
-    @Test("`handoff activities` and `handoff monitor` with a key outside the account fail with a clear message")
+    @Test("`handoff activities` and `handoff monitor` with a key outside the account, or none, fail with a clear message")
     func strangerKeyIsReported() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-stranger-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -128,6 +128,14 @@ struct CommandTests {
         let watched = try await runHandoff(["monitor", "--bus", broker.backendEndpoint, "--seconds", "3"] + keyArguments)
         #expect(watched.status != 0)
         #expect(watched.error.contains("refused this key at the CURVE handshake"), "stderr: \(watched.error)")
+
+        // No key at all: told that the broker runs CURVE.
+        let keyless = try await runHandoff(["activities", "--broker", broker.frontendEndpoint, broker.backendEndpoint, "--wait", "1", "--log-level", "critical"])
+        #expect(keyless.status != 0)
+        #expect(keyless.error.contains("this node has no key"), "stderr: \(keyless.error)")
+        let keylessMonitor = try await runHandoff(["monitor", "--bus", broker.backendEndpoint, "--seconds", "3", "--log-level", "critical"])
+        #expect(keylessMonitor.status != 0)
+        #expect(keylessMonitor.error.contains("it runs CURVE"), "stderr: \(keylessMonitor.error)")
     }
 
     @Test("`handoff plugins list` shows what the built plugins handle")

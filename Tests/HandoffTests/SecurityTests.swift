@@ -1,6 +1,7 @@
 import Foundation
 @testable import Handoff
 import HandoffWire
+import Logging
 import SwiftProtobuf
 import Testing
 import ZeroMQ
@@ -113,6 +114,40 @@ struct SecurityTests {
             #expect(broker.counters.allowedHandshakes >= 4)  // A and B, each a SUB and an XPUB
             #expect(await eventually { await a.securityCounters.refusedHandshakes >= 1 })
             #expect(await a.securityCounters.allowedHandshakes >= 1)  // B's DEALER
+        }
+    }
+
+    @Test("a node without a key is told the broker needs one; a refused key gets in once the account admits it")
+    func refusedThenAdmitted() async throws {
+        let keys = try TestAccount()
+        let brokerContext = try Context()
+        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members)
+        let broker = try Broker.start(brokerConfiguration, context: brokerContext)
+        defer { broker.stop() }
+        try await withNodes([
+            nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
+            nodeOnBroker("keyless", broker: broker, security: nil),
+            nodeOnBroker("stranger", broker: broker, security: keys.security(keys.stranger)),
+        ]) { nodes in
+            let (a, keyless, stranger) = (nodes[0], nodes[1], nodes[2])
+            let activity = try UserActivity(activityType: "org.handoff.test.admitted")
+            try await activity.becomeCurrent(on: a)
+
+            #expect(await eventually { await keyless.busRefusal != nil })
+            let told = await keyless.busRefusal
+            #expect(told?.code == .unauthorized)
+            #expect(told?.message.contains("this node has no key") == true, "\(told?.message ?? "")")
+            #expect(await eventually { await stranger.busRefusal != nil })
+
+            // The account grows to admit the stranger (as a broker restarted with its .pub would):
+            // the stranger's node tries again by itself, gets in, and sees A's activity.
+            let grown = Security(keyPair: keys.broker, authorizedKeys: keys.members.union([keys.stranger.publicKey]))
+            try ZAPHandler.shared(for: brokerContext).setPolicy(
+                forDomain: Broker.zapDomain, grown.zapPolicy(logger: Logger(label: "test"), what: "the broker"))
+            #expect(await eventually(within: .seconds(10)) { await stranger.busRefusal == nil })
+            #expect(await eventually { await stranger.activities().contains { $0.id == activity.id } })
+            #expect(await keyless.activities().isEmpty)
         }
     }
 
