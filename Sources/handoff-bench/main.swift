@@ -437,6 +437,26 @@ func benchLateJoiner(count: Int) async throws {
             target: "at once", met: elapsed < seconds(period) / 10)
 }
 
+/// What `becomeCurrent` costs on an idle node with no subscriber, called from a task off the main
+/// actor: the API's own share of an advertisement.
+func benchBecomeCurrent(count n: Int) async throws {
+    let node = try Node(configuration: Node.Configuration(name: "m", bus: .direct(listen: "tcp://127.0.0.1:*", peers: []), subscriptions: []))
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await node.run() }
+        await node.untilRunning()
+        let started = ContinuousClock.now
+        for index in 0..<n {
+            let activity = try UserActivity(activityType: "org.handoff.bench.advert")
+            activity.title = "advert \(index)"
+            try await activity.becomeCurrent(on: node)
+        }
+        let each = seconds(ContinuousClock.now - started) / Double(n) * 1e6
+        print("becomeCurrent on an idle node, \(n) activities one after another")
+        row("Handoff becomeCurrent", String(format: "%.1f µs", each), String(format: "%.0f per second", 1e6 / each))
+        group.cancelAll()
+    }
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 // Figures on standard output; the nodes' log, warnings and worse only, on standard error.
 LoggingSystem.bootstrap { label in
@@ -483,6 +503,9 @@ case "adverts":
     banner()
     try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
     printSummary()
+case "become-current":
+    banner()
+    try await benchBecomeCurrent(count: intOption("--count", 50000))
 case "late-joiner":
     banner()
     try await benchLateJoiner(count: intOption("--count", 1000))
@@ -503,5 +526,6 @@ default:
                handoff-bench streams [--size MiB] [--runs N] [--window chunks]
                                                         streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
                handoff-bench late-joiner [--count N]    a new node's time to see N current activities
+               handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
         """)
 }
