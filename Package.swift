@@ -99,7 +99,6 @@ let package = Package(
             dependencies: [
                 "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode", "CHandoffChecksum", "handoff",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // A small program the end-to-end tests start as separate processes (advertiser, broker).

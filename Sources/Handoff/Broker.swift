@@ -258,6 +258,22 @@ public final class Broker: Sendable {
         return counters
     }
 
+    /// Replaces the account — the public keys allowed in — without a restart: handshakes from now
+    /// on are checked against `authorizedKeys` (the broker's own key is always allowed). Connections
+    /// already made stay; a node refused before gets in at its next retry.
+    ///
+    /// - Throws: ``HandoffError`` (``HandoffError/Code-swift.struct/invalidConfiguration``) when the
+    ///   broker runs without CURVE and so has no account.
+    public func updateAccount(_ authorizedKeys: Set<CurveKey>) throws(HandoffError) {
+        guard let zap, var security = configuration.security else {
+            throw HandoffError(.invalidConfiguration, "the broker runs without CURVE: it has no account to update")
+        }
+        security.authorizedKeys = authorizedKeys
+        var logger = Logger(label: "handoff.broker")
+        logger[metadataKey: "broker"] = "\(configuration.frontend)"
+        zap.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
+    }
+
     /// Whether the broker's thread is still forwarding (false after ``stop()``, or after the
     /// context was shut down).
     public var isRunning: Bool {

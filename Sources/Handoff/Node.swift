@@ -105,6 +105,8 @@ public actor Node: Service {
     var busMonitors: [(socket: Socket, monitor: SocketMonitor)] = []
     /// Why the bus refused this node at the handshake, once it has.
     public private(set) var busRefusal: HandoffError?
+    /// The security in force: the configuration's, with the account as last updated.
+    var security: Security?
     nonisolated let changes: AsyncStream<String>
     nonisolated let changesContinuation: AsyncStream<String>.Continuation
 
@@ -143,6 +145,7 @@ public actor Node: Service {
         self.context = context
         let host = ProcessInfo.processInfo.hostName
         let security = configuration.security
+        self.security = security
         info = NodeInfo(
             id: configuration.id ?? UUID().uuidString, name: configuration.name, host: host,
             publicKey: security?.keyPair.publicKey)
@@ -348,6 +351,21 @@ public actor Node: Service {
         server.close()
         publisher.close()
         logger.info("node stopped")
+    }
+
+    /// Replaces the node's account — the public keys allowed in — without a restart: handshakes at
+    /// this node's sockets, and the originators it will continue from, are checked against
+    /// `authorizedKeys` from now on (the node's own key is always allowed).
+    ///
+    /// - Throws: ``HandoffError`` (``HandoffError/Code-swift.struct/invalidConfiguration``) when the
+    ///   node runs without CURVE.
+    public func updateAccount(_ authorizedKeys: Set<CurveKey>) throws(HandoffError) {
+        guard var updated = security, let zap else {
+            throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs without CURVE: it has no account to update")
+        }
+        updated.authorizedKeys = authorizedKeys
+        security = updated
+        zap.setPolicy(forDomain: zapDomain, updated.zapPolicy(logger: logger, what: "node \(configuration.name)"))
     }
 
     /// Runs a node for the duration of `body`: starts it, hands it to `body`, and shuts it down after.

@@ -213,7 +213,7 @@ extension Node {
     /// Secure, it connects only to an originator whose advertised key is in the account, and
     /// authenticates it by that key at the CURVE handshake.
     func connectedClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) async throws(HandoffError) -> Client {
-        if let security = configuration.security {
+        if let security {
             guard let serverKey else {
                 throw HandoffError(.unauthorized, "the originator at \(endpoint) advertised no public key; this node continues only from nodes of its account", activityType: activityType)
             }
@@ -221,8 +221,9 @@ extension Node {
                 throw HandoffError(.unauthorized, "the originator at \(endpoint) has key \(serverKey.z85), which is not in this node's account", activityType: activityType)
             }
         }
-        if let existing = clients[endpoint], existing.serverKey != serverKey {
-            // Another node (another key) now answers at this endpoint.
+        if let existing = clients[endpoint], existing.serverKey != serverKey || existing.refusedAtHandshake {
+            // Another node (another key) now answers at this endpoint, or it refused this node's key
+            // before: libzmq does not retry a refused handshake, and the account may have changed.
             existing.close()
             clients[endpoint] = nil
         }
@@ -231,13 +232,14 @@ extension Node {
             client = existing
         } else {
             do {
-                client = try Client(endpoint: endpoint, context: context, security: configuration.security, serverKey: serverKey)
+                client = try Client(endpoint: endpoint, context: context, security: security, serverKey: serverKey)
             } catch {
                 throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
             }
             clients[endpoint] = client
-            spawn { await self.receiveReplies(from: endpoint) }
-            spawn { await self.watchConnection(to: endpoint) }
+            let identity = ObjectIdentifier(client)
+            spawn { await self.receiveReplies(from: endpoint, client: identity) }
+            spawn { await self.watchConnection(to: endpoint, client: identity) }
         }
         // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
         let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: configuration.connectTimeout)
@@ -250,8 +252,10 @@ extension Node {
         return client
     }
 
-    private func receiveReplies(from endpoint: String) async {
-        while let client = clients[endpoint], !Task.isCancelled {
+    /// Receives what the originator at `endpoint` sends, for as long as the client `identity` is
+    /// the node's client for that endpoint.
+    private func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
+        while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let frames: [Frame]
             do { frames = try await client.socket.receiveMultipart() } catch { return }
             do {
@@ -268,8 +272,8 @@ extension Node {
     }
 
     /// Fails requests to an originator whose connection drops, instead of letting them time out.
-    private func watchConnection(to endpoint: String) async {
-        while let client = clients[endpoint], !Task.isCancelled {
+    private func watchConnection(to endpoint: String, client identity: ObjectIdentifier) async {
+        while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let event: MonitorEvent?
             do {
                 event = try await client.monitor.next(

@@ -97,6 +97,13 @@ struct AgentCommand: AsyncParsableCommand {
             "control": "\(controlEndpoint)", "plugins": "\(runtime.plugins.map(\.name).joined(separator: ","))",
             "continuation": "\(node.continuationEndpoint)",
         ])
+        let options = security, fileSecurity = file.security
+        let hangup = configuration.security == nil ? nil : reloadAccountOnHangup(logger: logger) {
+            let keys = try options.resolve(fallback: fileSecurity, needsBrokerKey: true)?.authorizedKeys ?? []
+            try await node.updateAccount(keys)
+            return keys.count
+        }
+        defer { hangup?.cancel() }
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: node), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

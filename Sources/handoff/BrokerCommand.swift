@@ -37,6 +37,13 @@ struct BrokerCommand: AsyncParsableCommand {
         let broker = try Broker.start(configuration, context: try Context())
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
+        let options = security
+        let hangup = configuration.security == nil ? nil : reloadAccountOnHangup(logger: logger) {
+            let keys = try options.resolve(needsBrokerKey: false)?.authorizedKeys ?? []
+            try broker.updateAccount(keys)
+            return keys.count
+        }
+        defer { hangup?.cancel() }
         let group = ServiceGroup(services: [broker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         func report(_ message: Logger.Message) {
             let counters = broker.counters

@@ -1,5 +1,7 @@
 import ArgumentParser
+import Dispatch
 import Foundation
+import Logging
 import Handoff
 import ZeroMQ
 
@@ -84,4 +86,23 @@ extension BusOptions {
         configuration.allowInsecure = security.allowsInsecure()
         return configuration
     }
+}
+
+/// Reloads the account on SIGHUP, as daemons reload their configuration: `reload` reads it again
+/// and applies it. Returns the signal source; keep it for as long as reloading should work.
+func reloadAccountOnHangup(logger: Logger, _ reload: @escaping @Sendable () async throws -> Int) -> any DispatchSourceSignal {
+    signal(SIGHUP, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+    source.setEventHandler {
+        Task {
+            do {
+                let count = try await reload()
+                logger.notice("SIGHUP: account reloaded, \(count) public keys allowed in")
+            } catch {
+                logger.error("SIGHUP: the account was not reloaded (the old one stays): \(error)")
+            }
+        }
+    }
+    source.resume()
+    return source
 }

@@ -138,6 +138,42 @@ struct CommandTests {
         #expect(keylessMonitor.error.contains("it runs CURVE"), "stderr: \(keylessMonitor.error)")
     }
 
+    @Test("`handoff broker` reloads its account on SIGHUP: a key added to the folder gets in without a restart")
+    func brokerReloadsAccount() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-hup-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let account = folder.appendingPathComponent("account")
+        let brokerKeys = try KeyFile.generate(name: "broker", in: account)
+        let newcomer = try KeyFile.generate(name: "newcomer", in: folder.appendingPathComponent("newcomer"))
+        let frontend = try freePort(), backend = try freePort()
+        let broker = Process()
+        broker.executableURL = buildFolder.appendingPathComponent("handoff")
+        broker.arguments = ["broker", "--frontend", frontend, "--backend", backend, "--key", brokerKeys.secret.path, "--log-level", "error"]
+        let brokerOutput = Pipe()
+        broker.standardOutput = brokerOutput
+        try broker.run()
+        defer {
+            kill(broker.processIdentifier, SIGKILL)
+            broker.waitUntilExit()
+        }
+        let ready = String(decoding: brokerOutput.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(ready.contains("broker ready (CURVE)"), "\(ready)")
+
+        let asNewcomer = ["activities", "--broker", frontend, backend, "--wait", "0.5", "--key", newcomer.secret.path,
+                          "--broker-key", brokerKeys.public.path, "--log-level", "critical"]
+        let before = try await runHandoff(asNewcomer)
+        #expect(before.status != 0)
+        #expect(before.error.contains("refused this node's key"), "stderr: \(before.error)")
+
+        try FileManager.default.copyItem(at: newcomer.public, to: account.appendingPathComponent("newcomer.pub"))
+        kill(broker.processIdentifier, SIGHUP)
+        try await Task.sleep(for: .milliseconds(300))
+        let after = try await runHandoff(asNewcomer)
+        #expect(after.status == 0, "stderr: \(after.error)")
+        #expect(after.output.contains("no activities on the bus"))
+        #expect(broker.isRunning)
+    }
+
     @Test("`handoff plugins list` shows what the built plugins handle")
     func pluginsList() async throws {
         let result = try await runHandoff(["plugins", "list", "--plugins", buildFolder.path])

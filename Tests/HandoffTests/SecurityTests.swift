@@ -1,7 +1,6 @@
 import Foundation
 @testable import Handoff
 import HandoffWire
-import Logging
 import SwiftProtobuf
 import Testing
 import ZeroMQ
@@ -142,12 +141,46 @@ struct SecurityTests {
 
             // The account grows to admit the stranger (as a broker restarted with its .pub would):
             // the stranger's node tries again by itself, gets in, and sees A's activity.
-            let grown = Security(keyPair: keys.broker, authorizedKeys: keys.members.union([keys.stranger.publicKey]))
-            try ZAPHandler.shared(for: brokerContext).setPolicy(
-                forDomain: Broker.zapDomain, grown.zapPolicy(logger: Logger(label: "test"), what: "the broker"))
+            try broker.updateAccount(keys.members.union([keys.stranger.publicKey]))
             #expect(await eventually(within: .seconds(10)) { await stranger.busRefusal == nil })
             #expect(await eventually { await stranger.activities().contains { $0.id == activity.id } })
             #expect(await keyless.activities().isEmpty)
+        }
+    }
+
+    @Test("an originator refuses a continuing node outside its account until its account is updated")
+    func originatorAccountUpdated() async throws {
+        let keys = try TestAccount()
+        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members.union([keys.stranger.publicKey]))
+        let broker = try Broker.start(brokerConfiguration, context: try Context())
+        defer { broker.stop() }
+        // A does not know the newcomer yet; the newcomer (and the broker) know A.
+        let aSecurity = Security(keyPair: keys.a, authorizedKeys: [keys.broker.publicKey], brokerKey: keys.broker.publicKey)
+        let newcomerSecurity = Security(keyPair: keys.stranger, authorizedKeys: keys.members, brokerKey: keys.broker.publicKey)
+        try await withNodes([
+            nodeOnBroker("node-a", broker: broker, security: aSecurity),
+            nodeOnBroker("newcomer", broker: broker, security: newcomerSecurity),
+        ]) { nodes in
+            let (a, newcomer) = (nodes[0], nodes[1])
+            let activity = try UserActivity(activityType: "org.handoff.test.welcome")
+            activity.userInfo = ["greeting": "hello"]
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: newcomer)
+            await newcomer.setContinuationHandler(forType: activity.activityType) { _ in }
+            let refusal = await #expect(throws: HandoffError.self) { try await newcomer.continueActivity(found) }
+            #expect(refusal?.code == .unauthorized)
+
+            try await a.updateAccount([keys.broker.publicKey, keys.stranger.publicKey])
+            guard case .restored(let continued) = try await newcomer.continueActivity(found) else {
+                Issue.record("not restored after A's account admitted the newcomer")
+                return
+            }
+            #expect(continued.userInfo["greeting"] == "hello")
+
+            let insecure = try Node(configuration: testConfiguration("plain"))
+            let noAccount = await #expect(throws: HandoffError.self) { try await insecure.updateAccount([]) }
+            #expect(noAccount?.code == .invalidConfiguration)
         }
     }
 
