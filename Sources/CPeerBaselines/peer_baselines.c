@@ -463,6 +463,20 @@ static int pubsub_check(struct run *run, int port, int count, size_t size, doubl
 }
 
 // The send time for message `index`, or 0 if it is not a sample.
+/// Zeroes `p`, checks the arguments and records them; -1 (with the reason said) when they are wrong.
+static int pubsub_init(struct pubsub *p, const char *function, int port, int count, size_t size, double *seconds,
+                       double *latencies, int samples) {
+    memset(p, 0, sizeof *p);
+    run_init(&p->run, function);
+    if (pubsub_check(&p->run, port, count, size, seconds, latencies, samples)) return -1;
+    p->count = count;
+    p->size = size;
+    p->samples = samples;
+    p->every = samples > 0 ? count / samples : 0;
+    p->latencies = latencies;
+    return 0;
+}
+
 static double pubsub_stamp(struct pubsub *p, int index) {
     return p->every && index % p->every == 0 && index / p->every < p->samples ? now() : 0;
 }
@@ -537,14 +551,7 @@ static void *nats_subscribe(void *raw) {
 
 int nats_pubsub(int port, int count, size_t size, double *seconds, double *latencies, int samples) {
     struct pubsub p;
-    memset(&p, 0, sizeof p);
-    run_init(&p.run, "nats_pubsub");
-    if (pubsub_check(&p.run, port, count, size, seconds, latencies, samples)) return -1;
-    p.count = count;
-    p.size = size;
-    p.samples = samples;
-    p.every = samples > 0 ? count / samples : 0;
-    p.latencies = latencies;
+    if (pubsub_init(&p, "nats_pubsub", port, count, size, seconds, latencies, samples)) return -1;
     int64_t max_payload = 1 << 20;
     int status = -1;
     if (nats_open(&p.subscriber, &p.run, "subscriber", port, ADVERTS, &max_payload) == 0 &&
@@ -722,14 +729,7 @@ static void *redis_subscribe(void *raw) {
 
 int redis_pubsub(int port, int count, size_t size, double *seconds, double *latencies, int samples) {
     struct pubsub p;
-    memset(&p, 0, sizeof p);
-    run_init(&p.run, "redis_pubsub");
-    if (pubsub_check(&p.run, port, count, size, seconds, latencies, samples)) return -1;
-    p.count = count;
-    p.size = size;
-    p.samples = samples;
-    p.every = samples > 0 ? count / samples : 0;
-    p.latencies = latencies;
+    if (pubsub_init(&p, "redis_pubsub", port, count, size, seconds, latencies, samples)) return -1;
     int status = -1;
     if (redis_open(&p.subscriber, &p.run, "subscriber", port, ADVERTS) == 0 &&
         redis_open(&p.publisher, &p.run, "publisher", port, NULL) == 0) {

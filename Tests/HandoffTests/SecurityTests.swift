@@ -28,6 +28,13 @@ struct TestAccount {
     }
 }
 
+/// A secure broker on loopback that admits the account, and `extra` keys besides.
+func secureBroker(_ keys: TestAccount, admitting extra: Set<CurveKey> = []) throws -> Broker {
+    var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+    configuration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members.union(extra))
+    return try Broker.start(configuration, context: try Context())
+}
+
 /// A broker-bus node on loopback with short timings.
 func nodeOnBroker(_ name: String, broker: Broker, security: Security?) -> Node.Configuration {
     var configuration = Node.Configuration(
@@ -55,9 +62,7 @@ struct SecurityTests {
     @Test("account nodes hand off over CURVE; a stranger's key can neither subscribe, publish nor continue")
     func strangerIsRefused() async throws {
         let keys = try TestAccount()
-        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
-        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members)
-        let broker = try Broker.start(brokerConfiguration, context: try Context())
+        let broker = try secureBroker(keys)
         defer { broker.stop() }
 
         try await withNodes([
@@ -119,10 +124,7 @@ struct SecurityTests {
     @Test("a node without a key is told the broker needs one; a refused key gets in once the account admits it")
     func refusedThenAdmitted() async throws {
         let keys = try TestAccount()
-        let brokerContext = try Context()
-        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
-        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members)
-        let broker = try Broker.start(brokerConfiguration, context: brokerContext)
+        let broker = try secureBroker(keys)
         defer { broker.stop() }
         try await withNodes([
             nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
@@ -139,7 +141,7 @@ struct SecurityTests {
             #expect(told?.message.contains("this node has no key") == true, "\(told?.message ?? "")")
             #expect(await eventually { await stranger.busRefusal != nil })
 
-            // The account grows to admit the stranger (as a broker restarted with its .pub would):
+            // The account grows to admit the stranger (as `handoff broker` does on SIGHUP):
             // the stranger's node tries again by itself, gets in, and sees A's activity.
             try broker.updateAccount(keys.members.union([keys.stranger.publicKey]))
             #expect(await eventually(within: .seconds(10)) { await stranger.busRefusal == nil })
@@ -151,9 +153,7 @@ struct SecurityTests {
     @Test("an originator refuses a continuing node outside its account until its account is updated")
     func originatorAccountUpdated() async throws {
         let keys = try TestAccount()
-        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
-        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members.union([keys.stranger.publicKey]))
-        let broker = try Broker.start(brokerConfiguration, context: try Context())
+        let broker = try secureBroker(keys, admitting: [keys.stranger.publicKey])
         defer { broker.stop() }
         // A does not know the newcomer yet; the newcomer (and the broker) know A.
         let aSecurity = Security(keyPair: keys.a, authorizedKeys: [keys.broker.publicKey], brokerKey: keys.broker.publicKey)
@@ -187,10 +187,8 @@ struct SecurityTests {
     @Test("a node refuses to continue from an originator whose key is not in its account")
     func unknownOriginator() async throws {
         let keys = try TestAccount()
-        var brokerConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
         // The broker admits the stranger, but node B's account does not include it.
-        brokerConfiguration.security = Security(keyPair: keys.broker, authorizedKeys: keys.members.union([keys.stranger.publicKey]))
-        let broker = try Broker.start(brokerConfiguration, context: try Context())
+        let broker = try secureBroker(keys, admitting: [keys.stranger.publicKey])
         defer { broker.stop() }
         try await withNodes([
             nodeOnBroker("stranger", broker: broker, security: keys.security(keys.stranger)),
