@@ -46,6 +46,8 @@ public final class Broker: Sendable {
         public var backend: String
         /// Where to publish a copy of every forwarded message, both directions, or `nil` for none.
         public var capture: String?
+        /// Every endpoint the broker binds.
+        public var endpoints: [String] { [frontend, backend] + (capture.map { [$0] } ?? []) }
         /// Whether to cache advertisements and replay them to new subscriptions.
         public var lastValueCache: Bool
         /// The most activities the cache holds; when it is full, the entry that would expire
@@ -196,8 +198,8 @@ public final class Broker: Sendable {
         }
         do throws(HandoffError) {
             try Security.requireSecurity(
-                for: [configuration.frontend, configuration.backend] + (configuration.capture.map { [$0] } ?? []),
-                security: configuration.security, allowInsecure: configuration.allowInsecure, what: "the broker")
+                for: configuration.endpoints, security: configuration.security,
+                allowInsecure: configuration.allowInsecure, what: "the broker")
         } catch {
             throw ZMQError(.invalidArgument, operation: error.message)
         }

@@ -32,8 +32,8 @@ struct BrokerCommand: AsyncParsableCommand {
         configuration.allowInsecure = security.allowsInsecure()
         // Said here in the broker's own words (Broker.start reports it as a libzmq-style error).
         try Security.requireSecurity(
-            for: [configuration.frontend, configuration.backend] + (configuration.capture.map { [$0] } ?? []),
-            security: configuration.security, allowInsecure: configuration.allowInsecure, what: "the broker")
+            for: configuration.endpoints, security: configuration.security,
+            allowInsecure: configuration.allowInsecure, what: "the broker")
         let broker = try Broker.start(configuration, context: try Context())
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
