@@ -26,6 +26,68 @@ struct AgentFile: Codable {
     var insecure: Bool?
 }
 
+extension AgentFile {
+    /// The keys a configuration file may hold, nested objects by their key (keep in step with the
+    /// properties above).
+    static let schema: [String: Set<String>] = [
+        "": ["name", "broker", "plugins", "data", "control", "continuation", "advertisedHost",
+             "advertiseIntervalSeconds", "logLevel", "security", "insecure"],
+        "broker": ["frontend", "backend"],
+        "security": ["key", "account", "brokerKey"],
+    ]
+
+    /// Reads a configuration file, refusing keys it does not know (a misspelt "security" would
+    /// otherwise mean no key at all) with the closest known key as a suggestion.
+    static func read(_ path: String) throws -> AgentFile {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw ValidationError("cannot read the configuration \(path): \(error.localizedDescription)")
+        }
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            throw ValidationError("the configuration \(path) is not valid JSON: \(error.localizedDescription)")
+        }
+        guard let top = object as? [String: Any] else {
+            throw ValidationError("the configuration \(path) must be a JSON object")
+        }
+        let sections = [("", top as Any)] + top.filter({ schema[$0.key] != nil }).map({ ($0.key, $0.value) })
+        for (section, value) in sections {
+            guard let fields = value as? [String: Any], let known = schema[section] else { continue }
+            for key in fields.keys.sorted() where !known.contains(key) {
+                let place = section.isEmpty ? "" : " in \"\(section)\""
+                let closest = known.min(by: { editDistance(key, $0) < editDistance(key, $1) })
+                let hint = closest.map { editDistance(key, $0) <= 3 ? "; did you mean \"\($0)\"?" : "" } ?? ""
+                throw ValidationError("the configuration \(path) has an unknown key \"\(key)\"\(place)\(hint) (known: \(known.sorted().joined(separator: ", ")))")
+            }
+        }
+        do {
+            return try JSONDecoder().decode(AgentFile.self, from: data)
+        } catch {
+            throw ValidationError("the configuration \(path) is not a valid agent configuration: \(error)")
+        }
+    }
+}
+
+/// The Levenshtein distance between two short strings.
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a.lowercased()), b = Array(b.lowercased())
+    var row = Array(0...b.count)
+    for i in 1...max(a.count, 1) where !a.isEmpty {
+        var previous = row[0]
+        row[0] = i
+        for j in stride(from: 1, through: b.count, by: 1) {
+            let saved = row[j]
+            row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+            previous = saved
+        }
+    }
+    return a.isEmpty ? b.count : row[b.count]
+}
+
 /// `handoff agent`: a node that hosts plugins and takes commands on a control socket.
 struct AgentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -48,16 +110,7 @@ struct AgentCommand: AsyncParsableCommand {
 
     func run() async throws {
         if exitWithParent { exitWhenParentExits() }
-        let file: AgentFile
-        if let config {
-            do {
-                file = try JSONDecoder().decode(AgentFile.self, from: Data(contentsOf: URL(fileURLWithPath: config)))
-            } catch {
-                throw ValidationError("cannot read the configuration \(config): \(error)")
-            }
-        } else {
-            file = AgentFile()
-        }
+        let file = try config.map(AgentFile.read) ?? AgentFile()
         let level = logLevel ?? file.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

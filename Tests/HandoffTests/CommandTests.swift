@@ -174,6 +174,25 @@ struct CommandTests {
         #expect(broker.isRunning)
     }
 
+    @Test("`handoff agent` refuses a configuration with an unknown key, naming it and the closest known one")
+    func agentConfigurationTypos() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (json, expected) in [
+            (#"{"name": "a", "securty": {"key": "/etc/handoff/keys/a.key"}}"#, #"unknown key "securty"; did you mean "security"?"#),
+            (#"{"name": "a", "security": {"kye": "/etc/handoff/keys/a.key"}}"#, #"unknown key "kye" in "security"; did you mean "key"?"#),
+            (#"{"name": "a", "broker": {"frontend": "tcp://127.0.0.1:1", "backedn": "tcp://127.0.0.1:2"}}"#, #"unknown key "backedn" in "broker"; did you mean "backend"?"#),
+            (#"{"name": "a", "#, "is not valid JSON"),
+        ] {
+            let file = folder.appendingPathComponent("agent.json")
+            try json.write(to: file, atomically: true, encoding: .utf8)
+            let result = try await runHandoff(["agent", "--config", file.path])
+            #expect(result.status != 0)
+            #expect(result.error.contains(expected), "stderr: \(result.error)")
+        }
+    }
+
     @Test("`handoff plugins list` shows what the built plugins handle")
     func pluginsList() async throws {
         let result = try await runHandoff(["plugins", "list", "--plugins", buildFolder.path])
