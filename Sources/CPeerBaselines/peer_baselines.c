@@ -622,6 +622,16 @@ static int resp_publish_reply(struct conn *c) {
     return 0;
 }
 
+// Reads PUBLISH replies until `*replies` reaches `target`; with `only_ready`, only those that have
+// already arrived (it never waits then). -1 on a failed or refused reply.
+static int resp_read_replies(struct conn *c, uint64_t *replies, uint64_t target, int only_ready) {
+    while (*replies < target && (!only_ready || conn_readable(c))) {
+        if (resp_publish_reply(c)) return -1;
+        (*replies)++;
+    }
+    return 0;
+}
+
 // The RESP array header of PUBLISH `channel` with a `size`-byte payload, up to the payload.
 static void resp_publish_prefix(char *buffer, size_t capacity, const char *channel, size_t size) {
     snprintf(buffer, capacity, "*3\r\n$7\r\nPUBLISH\r\n$%zu\r\n%s\r\n$%zu\r\n", strlen(channel), channel, size);
@@ -688,7 +698,7 @@ static void *redis_publish(void *raw) {
     char header[128];
     resp_publish_prefix(header, sizeof header, ADVERTS, p->size);
     size_t header_length = strlen(header), unpolled = 0;
-    int replies = 0;
+    uint64_t replies = 0;
     p->started = now();
     for (int i = 0; i < p->count; i++) {
         double stamp = pubsub_stamp(p, i);
@@ -698,17 +708,11 @@ static void *redis_publish(void *raw) {
         unpolled += header_length + p->size + 2;
         if (unpolled >= WRITE_BUFFER) {
             unpolled = 0;
-            while (conn_readable(c)) {
-                if (resp_publish_reply(c)) goto done;
-                replies++;
-            }
+            if (resp_read_replies(c, &replies, (uint64_t)i + 1, 1)) goto done;
         }
     }
     if (conn_flush(c)) goto done;
-    while (replies < p->count) {
-        if (resp_publish_reply(c)) goto done;
-        replies++;
-    }
+    if (resp_read_replies(c, &replies, (uint64_t)p->count, 0)) goto done;
 done:
     free(body);
     return NULL;
@@ -887,10 +891,7 @@ static void *redis_send(void *raw) {
             }
             credit += granted;
         }
-        while (replies < sent && conn_readable(out)) {
-            if (resp_publish_reply(out)) goto done;
-            replies++;
-        }
+        if (resp_read_replies(out, &replies, sent, 1)) goto done;
         size_t n = t->total - offset < t->chunk ? (size_t)(t->total - offset) : t->chunk;
         char header[128];
         resp_publish_prefix(header, sizeof header, DATA, n);
@@ -901,10 +902,7 @@ static void *redis_send(void *raw) {
         offset += n;
         credit--;
     }
-    while (replies < t->chunks) {
-        if (resp_publish_reply(out)) goto done;
-        replies++;
-    }
+    if (resp_read_replies(out, &replies, t->chunks, 0)) goto done;
 done:
     free(data);
     return NULL;
@@ -938,16 +936,10 @@ static void *redis_receive(void *raw) {
             granted++;
             grants++;
         }
-        while (replies < grants && conn_readable(credits)) {
-            if (resp_publish_reply(credits)) return NULL;
-            replies++;
-        }
+        if (resp_read_replies(credits, &replies, grants, 1)) return NULL;
     }
     t->finished = now();
-    while (replies < grants) {
-        if (resp_publish_reply(credits)) return NULL;
-        replies++;
-    }
+    resp_read_replies(credits, &replies, grants, 0);
     return NULL;
 }
 
