@@ -503,33 +503,51 @@ static int pubsub_finish(struct pubsub *p, int status, double *seconds) {
     return status;
 }
 
-static void *nats_publish(void *raw) {
-    struct pubsub *p = raw;
+// What a publisher does between writes (`final` 0: about once per write buffer, never waiting)
+// and after the last (`final` 1): answer the server, read its replies, notice its errors. `written`
+// counts the messages written so far; `state` is the function's own. -1 on failure.
+typedef int (*publish_poll)(struct conn *c, uint64_t written, uint64_t *state, int final);
+
+// Publishes p->count messages of p->size bytes, each `header` + body + CRLF, through the
+// publisher's write buffer; every (count/samples)-th body starts with its send time.
+static void publish_messages(struct pubsub *p, const char *header, publish_poll poll) {
     struct conn *c = &p->publisher;
     char *body = calloc(1, p->size ? p->size : 1);
     if (!body) {
         fail(&p->run, c->who, "out of memory");
-        return NULL;
+        return;
     }
-    char header[128];
-    snprintf(header, sizeof header, "PUB %s %zu\r\n", ADVERTS, p->size);
     size_t header_length = strlen(header), unpolled = 0;
+    uint64_t state = 0;
     p->started = now();
     for (int i = 0; i < p->count; i++) {
         double stamp = pubsub_stamp(p, i);
         if (p->size >= sizeof stamp) memcpy(body, &stamp, sizeof stamp);
         if (conn_put(c, header, header_length) || conn_put(c, body, p->size) || conn_put(c, "\r\n", 2)) goto done;
-        // Answer the server (PING) and notice errors about once per buffer flush, without blocking.
         unpolled += header_length + p->size + 2;
         if (unpolled >= WRITE_BUFFER) {
             unpolled = 0;
-            if (nats_poll(c, NULL)) goto done;
+            if (poll(c, (uint64_t)i + 1, &state, 0)) goto done;
         }
     }
-    // Flush, and make sure the server has processed every PUB without complaint.
-    nats_sync(c);
+    poll(c, (uint64_t)p->count, &state, 1);
 done:
     free(body);
+}
+
+// NATS: answer PINGs and notice -ERR while writing; at the end flush, and PING/PONG to be sure the
+// server processed every PUB.
+static int nats_publish_poll(struct conn *c, uint64_t written, uint64_t *state, int final) {
+    (void)written;
+    (void)state;
+    return final ? nats_sync(c) : nats_poll(c, NULL);
+}
+
+static void *nats_publish(void *raw) {
+    struct pubsub *p = raw;
+    char header[128];
+    snprintf(header, sizeof header, "PUB %s %zu\r\n", ADVERTS, p->size);
+    publish_messages(p, header, nats_publish_poll);
     return NULL;
 }
 
@@ -687,34 +705,18 @@ static int redis_open(struct conn *c, struct run *run, const char *who, int port
     return 0;
 }
 
+// Redis, pipelined: read the PUBLISH replies that have arrived while writing; at the end flush and
+// read the rest (each must say a subscriber got the message).
+static int redis_publish_poll(struct conn *c, uint64_t written, uint64_t *replies, int final) {
+    if (final && conn_flush(c)) return -1;
+    return resp_read_replies(c, replies, written, !final);
+}
+
 static void *redis_publish(void *raw) {
     struct pubsub *p = raw;
-    struct conn *c = &p->publisher;
-    char *body = calloc(1, p->size ? p->size : 1);
-    if (!body) {
-        fail(&p->run, c->who, "out of memory");
-        return NULL;
-    }
     char header[128];
     resp_publish_prefix(header, sizeof header, ADVERTS, p->size);
-    size_t header_length = strlen(header), unpolled = 0;
-    uint64_t replies = 0;
-    p->started = now();
-    for (int i = 0; i < p->count; i++) {
-        double stamp = pubsub_stamp(p, i);
-        if (p->size >= sizeof stamp) memcpy(body, &stamp, sizeof stamp);
-        if (conn_put(c, header, header_length) || conn_put(c, body, p->size) || conn_put(c, "\r\n", 2)) goto done;
-        // Pipelined: read the replies that have arrived about once per buffer flush, never waiting.
-        unpolled += header_length + p->size + 2;
-        if (unpolled >= WRITE_BUFFER) {
-            unpolled = 0;
-            if (resp_read_replies(c, &replies, (uint64_t)i + 1, 1)) goto done;
-        }
-    }
-    if (conn_flush(c)) goto done;
-    if (resp_read_replies(c, &replies, (uint64_t)p->count, 0)) goto done;
-done:
-    free(body);
+    publish_messages(p, header, redis_publish_poll);
     return NULL;
 }
 
