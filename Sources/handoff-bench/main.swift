@@ -93,20 +93,14 @@ final class Writer: UserActivityDelegate {
 
 /// One Handoff stream of `total` bytes between two nodes over loopback; returns seconds.
 func handoffStream(total: Int, options: Options) async throws -> Double {
-    func configuration(_ name: String, peers: [String]) -> Node.Configuration {
-        var configuration = Node.Configuration(name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers))
-        configuration.streamWindow = options.window
-        configuration.streamChunkSize = options.chunk
-        return configuration
-    }
     // One context for both nodes, as the raw baseline uses one for both of its sockets.
     let context = try Context()
-    let originator = try Node(configuration: configuration("originator", peers: []), context: context)
+    let originator = try Node(configuration: streamConfiguration("originator", peers: [], options: options), context: context)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await originator.run() }
         defer { group.cancelAll() }
         await originator.untilRunning()
-        return try await Node.withRunning(configuration("continuer", peers: [originator.busEndpoint!]), context: context) { continuer in
+        return try await Node.withRunning(streamConfiguration("continuer", peers: [originator.busEndpoint!], options: options), context: context) { continuer in
             let writer = Writer(total: total, chunk: options.chunk)
             let activity = try UserActivity(activityType: "org.handoff.bench.bulk")
             activity.supportsContinuationStreams = true
@@ -354,6 +348,15 @@ func benchAdverts(count: Int, trials: Int) async throws {
     }
 }
 
+/// A node on `broker` that re-advertises rarely and keeps long leases: only what a benchmark sends
+/// crosses the bus while it measures.
+func brokerNodeConfiguration(_ name: String, broker: Broker) -> Node.Configuration {
+    var configuration = Node.Configuration(
+        name: name, bus: .broker(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint), advertiseInterval: .seconds(60))
+    configuration.lease = .seconds(300)
+    return configuration
+}
+
 /// One Handoff trial: a broker and two nodes; 200 activities one at a time (latency from
 /// becomeCurrent to the other node's `appeared`), then `count` as fast as they go (throughput).
 /// Returns the throughput phase's seconds, the latencies in µs, and the advertisements' size on the wire.
@@ -361,17 +364,12 @@ func handoffAdverts(count: Int) async throws -> (seconds: Double, latencies: [Do
     let context = try Context()
     let broker = try Broker.start(Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
     defer { broker.stop() }
-    func configuration(_ name: String) -> Node.Configuration {
-        var configuration = Node.Configuration(name: name, bus: .broker(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint), advertiseInterval: .seconds(60))
-        configuration.lease = .seconds(300)
-        return configuration
-    }
-    let publisher = try Node(configuration: configuration("publisher"), context: context)
+    let publisher = try Node(configuration: brokerNodeConfiguration("publisher", broker: broker), context: context)
     let (elapsed, latencies): (Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
         defer { group.cancelAll() }
         await publisher.untilRunning()
-        return try await Node.withRunning(configuration("subscriber"), context: context) { subscriber in
+        return try await Node.withRunning(brokerNodeConfiguration("subscriber", broker: broker), context: context) { subscriber in
             let events = await subscriber.discover(.type(prefix: "org.handoff.bench."))
             try await Task.sleep(for: .milliseconds(200))
             var latencies: [Double] = []
@@ -408,9 +406,7 @@ func benchLateJoiner(count: Int) async throws {
     let context = try Context()
     let broker = try Broker.start(Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
     defer { broker.stop() }
-    var configuration = Node.Configuration(name: "publisher", bus: .broker(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint), advertiseInterval: .seconds(60))
-    configuration.lease = .seconds(300)
-    let publisher = try Node(configuration: configuration, context: context)
+    let publisher = try Node(configuration: brokerNodeConfiguration("publisher", broker: broker), context: context)
     let elapsed: Double = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
         defer { group.cancelAll() }
@@ -421,10 +417,8 @@ func benchLateJoiner(count: Int) async throws {
             try await activity.becomeCurrent(on: publisher)
         }
         while broker.counters.cachedActivities < count { try await Task.sleep(for: .milliseconds(5)) }
-        var late = configuration
-        late.name = "late"
         let started = ContinuousClock.now
-        return try await Node.withRunning(late, context: context) { node in
+        return try await Node.withRunning(brokerNodeConfiguration("late", broker: broker), context: context) { node in
             while await node.activities().count < count { try await Task.sleep(for: .milliseconds(1)) }
             return seconds(ContinuousClock.now - started)
         }
