@@ -771,6 +771,17 @@ static int transfer_check(struct transfer *t, int port, uint64_t total, size_t c
     return 0;
 }
 
+// Counts a received chunk of `size` bytes; -1 (said) for an empty chunk or more bytes than were sent.
+static int transfer_received(struct transfer *t, const char *who, uint64_t *received, size_t size) {
+    *received += size;
+    if (size == 0 || *received > t->total) {
+        fail(&t->run, who, "received %llu bytes, more than the %llu sent", (unsigned long long)*received,
+             (unsigned long long)t->total);
+        return -1;
+    }
+    return 0;
+}
+
 static double transfer_finish(struct transfer *t, int status) {
     close_sockets(&t->run);
     conn_free(&t->send_data);
@@ -838,12 +849,7 @@ static void *nats_receive(void *raw) {
         int result = nats_step(c, NULL, 0, &size, NULL);
         if (result < 0) return NULL;
         if (result == 0) continue;
-        received += size;
-        if (size == 0 || received > t->total) {
-            fail(&t->run, c->who, "received %llu bytes, more than the %llu sent", (unsigned long long)received,
-                 (unsigned long long)t->total);
-            return NULL;
-        }
+        if (transfer_received(t, c->who, &received, size)) return NULL;
         if (granted < t->chunks) {
             if (conn_put_string(c, grant) || conn_flush(c)) return NULL;
             granted++;
@@ -927,12 +933,7 @@ static void *redis_receive(void *raw) {
     while (received < t->total) {
         size_t size;
         if (resp_message(in, NULL, 0, &size)) return NULL;
-        received += size;
-        if (size == 0 || received > t->total) {
-            fail(&t->run, in->who, "received %llu bytes, more than the %llu sent", (unsigned long long)received,
-                 (unsigned long long)t->total);
-            return NULL;
-        }
+        if (transfer_received(t, in->who, &received, size)) return NULL;
         if (granted < t->chunks) {
             if (conn_put_string(credits, grant) || conn_flush(credits)) return NULL;
             granted++;
