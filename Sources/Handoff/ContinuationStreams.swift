@@ -64,18 +64,6 @@ public struct ContinuationStreams: Sendable {
     }
 }
 
-/// Identifies a stream pair on a node: the peer it is with and the pair's id.
-struct StreamKey: Hashable, Sendable {
-    enum Peer: Hashable, Sendable {
-        /// A continuing node, by its routing id on this node's ROUTER.
-        case router([UInt8])
-        /// An originator, by its continuation endpoint (this node's DEALER to it).
-        case dealer(String)
-    }
-    let peer: Peer
-    let id: UInt64
-}
-
 /// What arrives on one direction of a stream, in order.
 enum StreamEvent: Sendable {
     case data(Data)
@@ -104,11 +92,14 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     /// Chunks consumed between two credit grants to the writer.
     let creditBatch: Int
     let counter = ProgressCounter()
+    /// Whether anything can arrive (a pair opened one way has an empty, ended input on one side).
+    let enabled: Bool
 
-    init(node: Node, key: StreamKey, events: AsyncStream<StreamEvent>, window: Int) {
+    init(node: Node, key: StreamKey, events: AsyncStream<StreamEvent>, window: Int, enabled: Bool) {
         self.node = node
         self.key = key
         self.events = events
+        self.enabled = enabled
         creditBatch = Swift.max(1, window / 4)
     }
 
@@ -198,8 +189,11 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
 public final class ContinuationOutputStream: Sendable {
     let node: Node
     let key: StreamKey
-    /// Largest chunk sent.
-    public let chunkSize: Int
+    /// Whether this side writes at all (a pair opened one way has a closed output on one side).
+    let enabled: Bool
+    private let chunkSizeStorage: Atomic<Int>
+    /// Largest chunk sent: at most the size the reader accepts.
+    public var chunkSize: Int { chunkSizeStorage.load(ordering: .relaxed) }
     let counter = ProgressCounter()
 
     private struct State {
@@ -210,11 +204,15 @@ public final class ContinuationOutputStream: Sendable {
     }
     private let state = Mutex(State())
 
-    init(node: Node, key: StreamKey, chunkSize: Int) {
+    init(node: Node, key: StreamKey, chunkSize: Int, enabled: Bool) {
         self.node = node
         self.key = key
-        self.chunkSize = chunkSize
+        self.enabled = enabled
+        chunkSizeStorage = Atomic(chunkSize)
     }
+
+    /// Set once the peer said which chunk size it accepts.
+    func setChunkSize(_ size: Int) { chunkSizeStorage.store(max(1, size), ordering: .relaxed) }
 
     /// The total the writer will send, when known: set it before writing so the reader can show progress.
     public var expectedLength: UInt64? {
@@ -235,6 +233,7 @@ public final class ContinuationOutputStream: Sendable {
     nonisolated(nonsending)
     public func write(_ bytes: some ContiguousBytes) async throws(HandoffError) {
         let count = bytes.withUnsafeBytes { $0.count }
+        let chunkSize = self.chunkSize
         var start = 0
         while start < count {
             let end = min(start + chunkSize, count)
@@ -262,8 +261,10 @@ public final class ContinuationOutputStream: Sendable {
         }
     }
 
-    /// Ends this direction: sends the total length and checksum. Further writes fail.
+    /// Ends this direction: sends the total length and checksum. Further writes fail. On an
+    /// output the pair's direction closed (``StreamDirection``), it does nothing.
     public func finish() async throws(HandoffError) {
+        guard enabled else { return }
         let (total, checksum) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt32) in
             guard !state.finished else { throw HandoffError(.streamCancelled, "finish() called twice") }
             state.finished = true

@@ -45,6 +45,11 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let streamChecksumMismatch = Code(wire: .streamChecksumMismatch)
         /// The stream ended with fewer (or more) bytes than its writer sent.
         public static let streamTruncated = Code(wire: .streamTruncated)
+        /// The peer broke a stream's rules: more chunks than the credit it was granted, a chunk
+        /// larger than agreed, a gap in the offsets, or data on a direction the open excluded.
+        public static let streamProtocolViolation = Code(wire: .streamProtocolViolation)
+        /// The node already has as many open streams as it allows, in total or with that peer.
+        public static let tooManyStreams = Code(wire: .tooManyStreams)
         /// The peer of a stream went silent or disconnected: its process died or the network failed.
         public static let peerLost = Code(wire: .peerLost)
         /// A peer or key is not part of this node's account (not on its allow-list), or a peer
@@ -100,6 +105,8 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
             case .streamCancelled: "stream cancelled"
             case .streamChecksumMismatch: "stream checksum mismatch"
             case .streamTruncated: "stream truncated"
+            case .streamProtocolViolation: "stream protocol violation"
+            case .tooManyStreams: "too many streams"
             case .peerLost: "peer lost"
             case .unauthorized: "unauthorized"
             case .teamMismatch: "team mismatch"

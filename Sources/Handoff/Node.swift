@@ -89,6 +89,10 @@ public actor Node: Service {
     var nextCorrelation: UInt64 = 0
     /// Open continuation stream pairs, with both kinds of peer.
     var streams: [StreamKey: StreamSession] = [:]
+    /// Which pair a (peer, stream id) is, for frames coming in.
+    var streamRoutes: [StreamRoute: StreamKey] = [:]
+    var nextLocalStream: UInt64 = 0
+    var streamCountersStorage = StreamCounters()
     var nextStreamID: UInt64 = 0
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
     /// The context's ZAP handler, while this node runs secure; released at shutdown.
@@ -202,9 +206,13 @@ public actor Node: Service {
         }
 
         server = try context.socket(.router)
-        // Streams bound what is in flight by credit; these only keep libzmq from dropping it.
+        // Streams bound what is in flight by credit; the send mark only keeps libzmq from dropping
+        // it. The receive side is bounded so that a peer ignoring its credit fills a small queue
+        // and then its own TCP window, not this process.
+        let limits = ContinuationLimits(configuration)
         try server.set(.sendHighWaterMark, 10_000)
-        try server.set(.receiveHighWaterMark, 10_000)
+        try server.set(.receiveHighWaterMark, limits.receiveHighWaterMark)
+        try server.set(.maxMessageSize, limits.maxMessageSize)
         try server.set(.heartbeatInterval, 1000)
         try server.set(.heartbeatTimeout, 3000)
         try security?.secureServer(server, domain: zapDomain)
@@ -218,6 +226,23 @@ public actor Node: Service {
             try subscriber.subscribe(topic)
         }
     }
+
+    /// Bounds on what one connection of the continuation sockets may queue here.
+    struct ContinuationLimits {
+        /// Messages queued per connection: every chunk one peer's pairs may have in flight
+        /// (its window per pair), twice over, and room for requests.
+        let receiveHighWaterMark: Int32
+        /// The largest frame accepted: a stream chunk of this node's size, or a continue reply
+        /// (userInfo is small, the rest of an activity smaller still), with room for the envelope.
+        let maxMessageSize: Int64
+
+        init(_ configuration: Configuration) {
+            receiveHighWaterMark = Int32(clamping: 2 * configuration.streamWindow * configuration.maxStreamsPerPeer + 64)
+            maxMessageSize = Int64(max(configuration.streamChunkSize, 1 << 20) + 64 * 1024)
+        }
+    }
+
+    var continuationLimits: ContinuationLimits { ContinuationLimits(configuration) }
 
     /// Replaces a wildcard host in a bound endpoint with one other nodes can reach.
     static func advertisable(_ endpoint: String, host: String) -> String {

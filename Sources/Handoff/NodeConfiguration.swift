@@ -51,6 +51,16 @@ extension Node {
         /// How long a continuation stream may hear nothing from its peer (not even a keep-alive, sent
         /// every second) before it fails with ``HandoffError/Code-swift.struct/peerLost``.
         public var streamIdleTimeout: Duration
+        /// How long a stream pair whose peer went silent (or whose connection dropped) is kept,
+        /// with what was sent but not acknowledged, waiting for the peer to resume it; past it the
+        /// pair fails with ``HandoffError/Code-swift.struct/peerLost``.
+        public var streamResumeWindow: Duration
+        /// The most stream pairs open on this node at once, both sides together; more are refused
+        /// with ``HandoffError/Code-swift.struct/tooManyStreams``.
+        public var maxStreams: Int
+        /// The most stream pairs one peer (one CURVE key; one node id without security) may have
+        /// open with this node as originator at once.
+        public var maxStreamsPerPeer: Int
 
         /// The node's key pair and account: with it, every socket runs CURVE and only the account's
         /// nodes get in (see ``Security``). `nil` runs without encryption or authentication, which
@@ -93,6 +103,9 @@ extension Node {
             streamWindow = 16
             streamChunkSize = 256 * 1024
             streamIdleTimeout = .seconds(5)
+            streamResumeWindow = .seconds(30)
+            maxStreams = 64
+            maxStreamsPerPeer = 4
             security = nil
             allowInsecure = false
             teamPolicy = .sameTeam

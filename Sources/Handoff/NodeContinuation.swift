@@ -16,13 +16,14 @@ final class Client {
     /// Set when the originator refused this node's key at the handshake.
     var refusedAtHandshake = false
 
-    init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?) throws(ZMQError) {
+    init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?, limits: Node.ContinuationLimits) throws(ZMQError) {
         self.endpoint = endpoint
         self.serverKey = serverKey
         socket = try context.socket(.dealer)
         if let security, let serverKey { try security.secureClient(socket, serverKey: serverKey) }
         try socket.set(.sendHighWaterMark, 10_000)
-        try socket.set(.receiveHighWaterMark, 10_000)
+        try socket.set(.receiveHighWaterMark, limits.receiveHighWaterMark)
+        try socket.set(.maxMessageSize, limits.maxMessageSize)
         // Queue only to a live connection: with no originator, a send is refused at once
         // instead of waiting in a queue for a peer that may never come back.
         try socket.set(.immediate, true)
@@ -228,18 +229,10 @@ extension Node {
             clients[endpoint] = nil
         }
         let client: Client
-        if let existing = clients[endpoint] {
-            client = existing
-        } else {
-            do {
-                client = try Client(endpoint: endpoint, context: context, security: security, serverKey: serverKey)
-            } catch {
-                throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
-            }
-            clients[endpoint] = client
-            let identity = ObjectIdentifier(client)
-            spawn { await self.receiveReplies(from: endpoint, client: identity) }
-            spawn { await self.watchConnection(to: endpoint, client: identity) }
+        do {
+            client = try self.client(for: endpoint, serverKey: serverKey)
+        } catch {
+            throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
         }
         // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
         let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: configuration.connectTimeout)
@@ -252,6 +245,37 @@ extension Node {
         return client
     }
 
+    /// The DEALER for an originator, made (and connecting) when there is none.
+    func client(for endpoint: String, serverKey: CurveKey?) throws(ZMQError) -> Client {
+        if let existing = clients[endpoint] { return existing }
+        let client = try Client(endpoint: endpoint, context: context, security: security, serverKey: serverKey, limits: continuationLimits)
+        clients[endpoint] = client
+        let identity = ObjectIdentifier(client)
+        spawn { await self.receiveReplies(from: endpoint, client: identity) }
+        spawn { await self.watchConnection(to: endpoint, client: identity) }
+        return client
+    }
+
+    /// Drops the connection to an originator as a broken network would (a new DEALER, a new TCP
+    /// connection, a new routing id at the originator); streams with it resume. For tests.
+    func dropConnection(to endpoint: String) {
+        guard let client = clients.removeValue(forKey: endpoint) else { return }
+        try? client.socket.set(.linger, 0)
+        client.close()
+        interruptStreams(to: endpoint)
+    }
+
+    /// Forgets every stream pair without telling anyone, as a process that died would. For tests.
+    func forgetAllStreamsForTesting() {
+        streams.removeAll()
+        streamRoutes.removeAll()
+        for client in clients.values {
+            try? client.socket.set(.linger, 0)
+            client.close()
+        }
+        clients.removeAll()
+    }
+
     /// Receives what the originator at `endpoint` sends, for as long as the client `identity` is
     /// the node's client for that endpoint.
     private func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
@@ -261,7 +285,7 @@ extension Node {
             do {
                 let envelope = try WireEnvelope.decode(frames[0].data)
                 if case .streamFrame(let frame) = envelope.body {
-                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint))
+                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
                 } else {
                     resolve(envelope.correlationID, .success(envelope))
                 }
@@ -288,7 +312,7 @@ extension Node {
             for (id, request) in pending where request.endpoint == endpoint {
                 resolve(id, .failure(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering")))
             }
-            failStreams(to: endpoint, HandoffError(.peerLost, "the originator at \(endpoint) disconnected"))
+            interruptStreams(to: endpoint)
         }
     }
 
@@ -336,7 +360,9 @@ extension Node {
                     let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
                     spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
                 case .streamFrame(let frame):
-                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity))
+                    // The peer, for the per-peer stream limit: its CURVE key when secure.
+                    let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
+                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner)
                 default:
                     reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))
                 }
@@ -443,7 +469,7 @@ extension Node {
     /// Closes DEALERs to originators this node no longer has any reason to talk to.
     func pruneClients() {
         var inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.values.map(\.endpoint))
-        for case .dealer(let endpoint) in streams.keys.map(\.peer) { inUse.insert(endpoint) }
+        for case .dealer(let endpoint) in streams.values.map(\.route.peer) { inUse.insert(endpoint) }
         for (endpoint, client) in clients where !inUse.contains(endpoint) {
             client.close()
             clients[endpoint] = nil

@@ -1,70 +1,40 @@
-import CHandoffChecksum
+import DequeModule
 import Foundation
 import HandoffWire
 import Logging
 import SwiftProtobuf
 import ZeroMQ
 
-/// One stream pair's state on a node. Owned by the node actor.
-final class StreamSession {
-    let key: StreamKey
-    let activityID: String
-    let activityType: String
-    /// Bytes this node put on the wire, and took off it, for this pair (counted by the node, not
-    /// the reader or writer task).
-    var bytesSent: UInt64 = 0
-    var bytesArrived: UInt64 = 0
-    /// Bytes (sent, arrived) when progress was last published.
-    var reported: (sent: UInt64, received: UInt64) = (0, 0)
-    var failureReported = false
-    /// Chunks this side may still send before the peer grants more.
-    var sendCredit = 0
-    var creditWaiter: CheckedContinuation<Void, Never>?
-    /// The continuing side waits here for the originator's answer to its open.
-    var openWaiter: CheckedContinuation<Result<WireStreamOpen, HandoffError>, Never>?
-    let incoming: AsyncStream<StreamEvent>.Continuation
-    let input: ContinuationInputStream
-    let output: ContinuationOutputStream
-    var lastHeard = ContinuousClock.now
-    var lastSent = ContinuousClock.now
-    var failure: HandoffError?
-    var failedAt: ContinuousClock.Instant?
-    var inputDone = false
-    var outputDone = false
-
-    init(node: Node, key: StreamKey, activityID: String, activityType: String, window: Int, chunkSize: Int) {
-        self.key = key
-        self.activityID = activityID
-        self.activityType = activityType
-        let (events, continuation) = AsyncStream.makeStream(of: StreamEvent.self)
-        incoming = continuation
-        input = ContinuationInputStream(node: node, key: key, events: events, window: window)
-        output = ContinuationOutputStream(node: node, key: key, chunkSize: chunkSize)
-    }
-
-    var streams: ContinuationStreams {
-        ContinuationStreams(id: key.id, activityID: activityID, input: input, output: output)
-    }
-
-    /// Ends the session with an error: the reader's iteration throws it, a waiting writer wakes to it.
-    func fail(_ error: HandoffError) {
-        guard failure == nil else { return }
-        failure = error
-        failedAt = .now
-        incoming.yield(.failed(error))
-        incoming.finish()
-        creditWaiter?.resume()
-        creditWaiter = nil
-        openWaiter?.resume(returning: .failure(error))
-        openWaiter = nil
-    }
-}
-
 extension Node {
     /// The stream pairs open on this node right now (either side), e.g. to show their progress.
     public var openStreams: [ContinuationStreams] {
-        streams.values.filter { $0.failure == nil }.map(\.streams)
+        streams.values.filter { $0.failure == nil }.sorted { $0.key.local < $1.key.local }.map(\.streams)
     }
+
+    /// What the node's stream pairs did so far: resumes, bytes sent twice, refusals.
+    public var streamCounters: StreamCounters { streamCountersStorage }
+
+    /// What a node's continuation streams did so far.
+    public struct StreamCounters: Sendable, Hashable {
+        /// Pairs picked up again after their connection broke or went silent.
+        public var resumed = 0
+        /// Bytes sent a second time after resumes (what the interruption cost).
+        public var bytesResent: UInt64 = 0
+        /// Bytes that arrived a second time after resumes, and were dropped.
+        public var duplicateBytesDropped: UInt64 = 0
+        /// Pairs ended because the peer broke the stream's rules (credit, chunk size, offsets).
+        public var protocolViolations = 0
+        /// Opens refused because of the limits on open streams.
+        public var refusedOverLimit = 0
+        /// Pairs that failed because the peer stayed silent past the resume window.
+        public var lost = 0
+
+        public init() {}
+    }
+
+    /// Writers never have more chunks unacknowledged than this, whatever credit a peer grants, so
+    /// what a writer keeps for a resume is bounded too.
+    static let maxUnacknowledgedChunks = 64
 
     // MARK: Opening (continuing side)
 
@@ -72,110 +42,218 @@ extension Node {
     /// `getContinuationStreams`. The originator's delegate receives its own pair in
     /// ``UserActivityDelegate/userActivity(_:didReceive:)``.
     ///
-    /// - Parameter activity: An activity this node continued; its ``ContinuedActivity/supportsContinuationStreams`` must be set.
+    /// The open waits for the originator's answer for ``Configuration-swift.struct/continueTimeout``;
+    /// after that, nothing bounds the pair's duration: it lives while it makes progress or its peer
+    /// answers keep-alives, and survives a broken connection that comes back within
+    /// ``Configuration-swift.struct/streamResumeWindow`` (it resumes where it stopped).
+    ///
+    /// - Parameters:
+    ///   - activity: An activity this node continued; its ``ContinuedActivity/supportsContinuationStreams`` must be set.
+    ///   - direction: Which halves to open: `.fromOriginator` only reads (nothing to finish on the
+    ///     output), `.toOriginator` only writes.
     /// - Returns: The input (bytes from the originator) and output (bytes to it).
     /// - Throws: ``HandoffError``: ``HandoffError/Code-swift.struct/streamsNotSupported``,
-    ///   ``HandoffError/Code-swift.struct/connectionUnavailable``, ``HandoffError/Code-swift.struct/remoteApplicationTimedOut``,
-    ///   ``HandoffError/Code-swift.struct/activityNotFound``.
-    public func openStreams(for activity: ContinuedActivity) async throws(HandoffError) -> ContinuationStreams {
+    ///   ``HandoffError/Code-swift.struct/connectionUnavailable``, ``HandoffError/Code-swift.struct/remoteApplicationTimedOut``
+    ///   (no answer to the open), ``HandoffError/Code-swift.struct/activityNotFound``,
+    ///   ``HandoffError/Code-swift.struct/tooManyStreams``.
+    public func openStreams(
+        for activity: ContinuedActivity, direction: StreamDirection = .both
+    ) async throws(HandoffError) -> ContinuationStreams {
         guard runState == .running else {
             throw HandoffError(.notRunning, "start the node with run() before opening streams", activityType: activity.activityType)
         }
         guard activity.supportsContinuationStreams else {
             throw HandoffError(.streamsNotSupported, "the activity does not support continuation streams", activityType: activity.activityType)
         }
+        let open = streams.values.count { $0.failure == nil }
+        guard open < configuration.maxStreams else {
+            throw HandoffError(.tooManyStreams, "this node already has \(open) stream pairs open, its limit (maxStreams)", activityType: activity.activityType)
+        }
         let endpoint = activity.continueEndpoint
         _ = try await connectedClient(endpoint, serverKey: activity.origin.publicKey, activityType: activity.activityType)
         nextStreamID += 1
-        let key = StreamKey(peer: .dealer(endpoint), id: nextStreamID)
-        let session = StreamSession(
-            node: self, key: key, activityID: activity.id, activityType: activity.activityType,
-            window: configuration.streamWindow, chunkSize: configuration.streamChunkSize)
-        streams[key] = session
+        let session = makeSession(
+            route: StreamRoute(peer: .dealer(endpoint), id: nextStreamID), isContinuer: true,
+            activityID: activity.id, activityType: activity.activityType, direction: direction.wire,
+            owner: activity.origin.id, peerChunkSize: configuration.streamChunkSize)
+        session.originKey = activity.origin.publicKey
 
-        var open = WireStreamOpen()
-        open.activityID = activity.id
-        open.window = UInt32(configuration.streamWindow)
-        open.chunkSize = UInt32(configuration.streamChunkSize)
+        var request = WireStreamOpen()
+        request.activityID = activity.id
+        request.direction = direction.wire
+        request.window = UInt32(configuration.streamWindow)
+        request.chunkSize = UInt32(configuration.streamChunkSize)
         let timeout = configuration.continueTimeout
         let activityType = activity.activityType
+        let key = session.key
+        // Bounds the wait for the answer, and only that: cancelled as soon as the answer arrives.
+        let timer = Task { [weak self] in
+            do { try await Task.sleep(for: timeout) } catch { return }
+            await self?.failUnansweredOpen(key, HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer the request to open streams within \(timeout) (continueTimeout)", activityType: activityType))
+        }
         let answer: Result<WireStreamOpen, HandoffError> = await withCheckedContinuation { continuation in
             session.openWaiter = continuation
-            sendStreamMessage(key, .open(open))
-            Task { [weak self] in
-                do { try await Task.sleep(for: timeout) } catch { return }
-                await self?.failStream(key, HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer the stream request within \(timeout)", activityType: activityType))
-            }
+            sendStreamMessage(session, .open(request))
         }
+        timer.cancel()
         switch answer {
         case .success(let accepted):
+            guard accepted.direction == request.direction else {
+                let error = HandoffError(.streamProtocolViolation, "the originator answered an open of \(direction) with direction \(accepted.direction)", activityType: activityType)
+                violate(session, error)
+                throw error
+            }
             session.sendCredit = Int(accepted.window)
-            logger.debug("streams \(key.id) open with \(endpoint)")
+            session.peerChunkSize = Self.chunkSize(announced: accepted.chunkSize)
+            session.output.setChunkSize(min(configuration.streamChunkSize, session.peerChunkSize))
+            session.resumeToken = accepted.resumeToken
+            if accepted.expectedLength > 0 { session.input.counter.setTotal(accepted.expectedLength) }
+            session.lastHeard = .now
+            logger.debug("streams \(session.route.id) open with \(endpoint) (\(direction))")
             publishStreamEvent(.streamOpened, session)
             return session.streams
         case .failure(let error):
-            streams[key] = nil
+            forgetSession(session)
             throw error
         }
+    }
+
+    private func failUnansweredOpen(_ key: StreamKey, _ error: HandoffError) {
+        guard let session = streams[key], session.openWaiter != nil else { return }
+        session.fail(error)
+    }
+
+    /// A chunk size announced in a StreamOpen; 0 means the contract's default.
+    static func chunkSize(announced: UInt32) -> Int {
+        announced == 0 ? 256 * 1024 : Int(announced)
+    }
+
+    private func makeSession(
+        route: StreamRoute, isContinuer: Bool, activityID: String, activityType: String,
+        direction: WireStreamDirection, owner: String, peerChunkSize: Int
+    ) -> StreamSession {
+        nextLocalStream += 1
+        let session = StreamSession(
+            node: self, key: StreamKey(local: nextLocalStream), route: route, isContinuer: isContinuer,
+            activityID: activityID, activityType: activityType, direction: direction, owner: owner,
+            window: configuration.streamWindow, chunkSize: configuration.streamChunkSize, peerChunkSize: peerChunkSize)
+        streams[session.key] = session
+        streamRoutes[route] = session.key
+        return session
+    }
+
+    private func forgetSession(_ session: StreamSession) {
+        streams[session.key] = nil
+        if streamRoutes[session.route] == session.key { streamRoutes[session.route] = nil }
     }
 
     // MARK: Frames in
 
     /// Handles a StreamFrame from a peer (the payload, if any, is the frame after the envelope).
-    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamKey.Peer) {
-        let key = StreamKey(peer: peer, id: frame.streamID)
-        if case .open(let open) = frame.kind {
-            switch peer {
-            case .router: acceptStreams(open, key: key)
-            case .dealer:
-                guard let session = streams[key], let waiter = session.openWaiter else { return }
-                session.openWaiter = nil
-                session.lastHeard = .now
-                waiter.resume(returning: .success(open))
-            }
+    /// `owner` names the peer for the per-peer limit (its CURVE key, or its node id).
+    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String) {
+        let route = StreamRoute(peer: peer, id: frame.streamID)
+        switch (frame.kind, peer) {
+        case (.open(let open), .router):
+            acceptStreams(open, route: route, owner: owner)
             return
+        case (.resume(let resume), .router):
+            resumeAsOriginator(resume, route: route)
+            return
+        default:
+            break
         }
-        guard let session = streams[key], session.failure == nil else { return }
+        guard let key = streamRoutes[route], let session = streams[key], session.failure == nil else { return }
         session.lastHeard = .now
         switch frame.kind {
+        case .open(let open):
+            guard let waiter = session.openWaiter else { return }
+            session.openWaiter = nil
+            waiter.resume(returning: .success(open))
         case .data(let data):
-            let chunk = payload?.dataWithoutCopying ?? data.payload
-            if data.totalLength > 0 { session.input.counter.setTotal(data.totalLength) }
-            session.bytesArrived += UInt64(chunk.count)
-            session.incoming.yield(.data(chunk))
+            receive(data, payload: payload, on: session)
         case .credit(let credit):
             session.sendCredit += Int(credit.chunks)
-            if credit.chunks > 0, let waiter = session.creditWaiter {
-                session.creditWaiter = nil
-                waiter.resume()
-            }
-        case .end(let end):
-            var checksum: UInt32?
-            if end.checksumAlgorithm == .crc32C, end.checksum.count == 4 {
-                checksum = end.checksum.reduce(0) { $0 << 8 | UInt32($1) }
-            }
-            session.incoming.yield(.end(total: end.totalLength, checksum: checksum))
-            session.incoming.finish()
-            session.inputDone = true
+            session.acknowledge(upTo: credit.acknowledgedOffset, endReceived: credit.endReceived)
+            pump(session)
             removeIfDone(session)
+        case .end(let end):
+            receive(end, on: session)
+        case .resume(let resume):
+            // The originator's answer to this node's resume.
+            guard session.isContinuer else { return }
+            if session.interruptedSince != nil {
+                logger.info("streams \(session.route.id) resumed with the originator: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
+            }
+            session.interruptedSince = nil
+            session.lastResumeSent = nil
+            applyResume(resume, to: session)
         case .cancel(let cancel):
-            session.fail(HandoffError(.streamCancelled, "the other side cancelled the stream: \(cancel.reason)"))
+            session.fail(HandoffError(.streamCancelled, "the other side cancelled the stream: \(cancel.reason)", activityType: session.activityType))
         case .error(let error):
-            session.fail(HandoffError(wire: error))
-        case .open, nil:
+            session.fail(HandoffError(wire: error, activityType: session.activityType))
+        case nil:
             break
         }
     }
 
-    /// The originator's side of an open: checks the activity, answers, and hands the pair to the delegate.
-    private func acceptStreams(_ open: WireStreamOpen, key: StreamKey) {
+    private func receive(_ data: WireStreamData, payload: Frame?, on session: StreamSession) {
+        let chunk = payload?.dataWithoutCopying ?? data.payload
+        switch session.arrival(offset: data.offset, count: chunk.count) {
+        case .duplicate:
+            streamCountersStorage.duplicateBytesDropped += UInt64(chunk.count)
+            return
+        case .violation(let reason):
+            violate(session, HandoffError(.streamProtocolViolation, reason, activityType: session.activityType))
+        case .deliver(let start):
+            streamCountersStorage.duplicateBytesDropped += UInt64(start)
+            let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
+            session.creditOutstanding -= 1
+            session.unconsumed += 1
+            session.receivedOffset += UInt64(fresh.count)
+            session.bytesArrived += UInt64(fresh.count)
+            if data.totalLength > 0 { session.input.counter.setTotal(data.totalLength) }
+            session.incoming.yield(.data(fresh))
+        }
+    }
+
+    private func receive(_ end: WireStreamEnd, on session: StreamSession) {
+        guard session.reads else {
+            violate(session, HandoffError(.streamProtocolViolation, "an end arrived on a direction the open excluded", activityType: session.activityType))
+            return
+        }
+        if !session.endReceived {
+            var checksum: UInt32?
+            if end.checksumAlgorithm == .crc32C, end.checksum.count == 4 {
+                checksum = end.checksum.reduce(0) { $0 << 8 | UInt32($1) }
+            }
+            session.endReceived = true
+            session.incoming.yield(.end(total: end.totalLength, checksum: checksum))
+            session.incoming.finish()
+        }
+        // Acknowledged (again, for an end sent again after a resume): the writer may forget it.
+        sendStreamMessage(session, .credit(acknowledgement(of: session)))
+        removeIfDone(session)
+    }
+
+    private func acknowledgement(of session: StreamSession, chunks: Int = 0) -> WireStreamCredit {
+        var credit = WireStreamCredit()
+        credit.chunks = UInt32(chunks)
+        credit.acknowledgedOffset = session.receivedOffset
+        credit.endReceived = session.reads && session.endReceived
+        return credit
+    }
+
+    /// The originator's side of an open: checks the activity and the limits, answers, and hands
+    /// the pair to the delegate.
+    private func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String) {
         func refuse(_ error: HandoffError) {
             var frame = WireStreamFrame()
-            frame.streamID = key.id
+            frame.streamID = route.id
             frame.error = error.wire
-            sendFrame(frame, to: key.peer, payload: nil)
+            sendFrame(frame, to: route.peer, payload: nil)
         }
-        guard streams[key] == nil else { return }
+        guard streamRoutes[route] == nil else { return }  // the same open again
         guard let activity = current[open.activityID] else {
             refuse(HandoffError(.activityNotFound, "\(info.name) has no current activity \(open.activityID)"))
             return
@@ -186,90 +264,238 @@ extension Node {
                 activityType: activity.activityType))
             return
         }
-        let session = StreamSession(
-            node: self, key: key, activityID: activity.id, activityType: activity.activityType,
-            window: configuration.streamWindow, chunkSize: min(configuration.streamChunkSize, Int(max(open.chunkSize, 1))))
+        if case .UNRECOGNIZED(let value) = open.direction {
+            refuse(HandoffError(.malformedMessage, "unknown stream direction \(value)", activityType: activity.activityType))
+            return
+        }
+        let live = streams.values.filter { $0.failure == nil }
+        let fromPeer = live.count { $0.owner == owner }
+        if live.count >= configuration.maxStreams || fromPeer >= configuration.maxStreamsPerPeer {
+            let (scope, limit) = live.count >= configuration.maxStreams
+                ? ("node", configuration.maxStreams) : ("peer", configuration.maxStreamsPerPeer)
+            streamCountersStorage.refusedOverLimit += 1
+            if streamCountersStorage.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
+                logger.warning("refused to open streams for \(activity.activityType): \(scope == "node" ? "the node has \(live.count) pairs open" : "peer \(owner) has \(fromPeer) pairs open"), its limit (\(refusedOverLimitTotal) refused so far)")
+            }
+            var error = HandoffError(.tooManyStreams, scope == "node"
+                ? "\(info.name) already has \(live.count) stream pairs open, its limit"
+                : "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer",
+                activityType: activity.activityType).wire
+            error.details["scope"] = scope
+            error.details["limit"] = "\(limit)"
+            var frame = WireStreamFrame()
+            frame.streamID = route.id
+            frame.error = error
+            sendFrame(frame, to: route.peer, payload: nil)
+            return
+        }
+        let session = makeSession(
+            route: route, isContinuer: false, activityID: activity.id, activityType: activity.activityType,
+            direction: open.direction, owner: owner, peerChunkSize: Self.chunkSize(announced: open.chunkSize))
         session.sendCredit = Int(open.window)
-        streams[key] = session
+        session.resumeToken = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+        if open.expectedLength > 0 { session.input.counter.setTotal(open.expectedLength) }
         var answer = WireStreamOpen()
         answer.activityID = activity.id
+        answer.direction = open.direction
         answer.window = UInt32(configuration.streamWindow)
         answer.chunkSize = UInt32(configuration.streamChunkSize)
-        sendStreamMessage(key, .open(answer))
+        answer.resumeToken = session.resumeToken
+        sendStreamMessage(session, .open(answer))
         publishStreamEvent(.streamOpened, session)
         let pair = session.streams
         spawn { await delegate.userActivity(activity, didReceive: pair) }
     }
 
+    private var refusedOverLimitTotal: Int { streamCountersStorage.refusedOverLimit }
+
+    /// The peer broke the stream's rules: it is told, and the pair is over here.
+    private func violate(_ session: StreamSession, _ error: HandoffError) {
+        streamCountersStorage.protocolViolations += 1
+        logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
+        sendStreamMessage(session, .error(error.wire))
+        session.fail(error)
+    }
+
+    // MARK: Resuming
+
+    /// The originator's side of a resume: finds the pair by id and token (the new connection has a
+    /// new routing id), moves it there, answers with what it has, and sends again what the peer lacks.
+    private func resumeAsOriginator(_ resume: WireStreamResume, route: StreamRoute) {
+        guard let session = streams.values.first(where: {
+            !$0.isContinuer && $0.route.id == route.id && $0.failure == nil && !$0.resumeToken.isEmpty && $0.resumeToken == resume.resumeToken
+        }) else {
+            var frame = WireStreamFrame()
+            frame.streamID = route.id
+            frame.error = HandoffError(.peerLost, "\(info.name) has no stream pair \(route.id) to resume: it ended, or its resume window (\(configuration.streamResumeWindow)) passed").wire
+            sendFrame(frame, to: route.peer, payload: nil)
+            return
+        }
+        if session.route != route {
+            if streamRoutes[session.route] == session.key { streamRoutes[session.route] = nil }
+            session.route = route
+            streamRoutes[route] = session.key
+        }
+        if session.interruptedSince != nil {
+            logger.info("streams \(route.id) resumed by the continuing node: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
+        }
+        session.interruptedSince = nil
+        session.lastHeard = .now
+        var answer = WireStreamResume()
+        answer.resumeToken = session.resumeToken
+        answer.receivedOffset = session.receivedOffset
+        answer.window = UInt32(session.resumeGrant())
+        answer.endReceived = session.reads && session.endReceived
+        sendStreamMessage(session, .resume(answer))
+        applyResume(resume, to: session)
+    }
+
+    /// Sends again, from what the peer says it has, what this side had written beyond it.
+    private func applyResume(_ resume: WireStreamResume, to session: StreamSession) {
+        session.resumes += 1
+        streamCountersStorage.resumed += 1
+        session.rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived)
+        pump(session)
+        removeIfDone(session)
+    }
+
+    /// The continuing side asks the originator to pick the pair up again, with what it has.
+    private func sendResume(_ session: StreamSession, now: ContinuousClock.Instant) {
+        var resume = WireStreamResume()
+        resume.resumeToken = session.resumeToken
+        resume.receivedOffset = session.receivedOffset
+        resume.window = UInt32(session.resumeGrant())
+        resume.endReceived = session.reads && session.endReceived
+        session.lastResumeSent = now
+        if case .dealer(let endpoint) = session.route.peer, clients[endpoint] == nil {
+            // The client was closed (pruned, or dropped): connect again.
+            do { _ = try client(for: endpoint, serverKey: session.originKey) } catch {
+                logger.debug("streams \(session.route.id): cannot reconnect to \(endpoint): \(error)")
+                return
+            }
+        }
+        sendStreamMessage(session, .resume(resume))
+    }
+
+    /// Marks the pairs with an originator whose connection dropped as interrupted: they resume when
+    /// it is back (the DEALER reconnects by itself).
+    func interruptStreams(to endpoint: String) {
+        for session in streams.values where session.route.peer == .dealer(endpoint) && session.failure == nil {
+            if session.openWaiter != nil {
+                session.fail(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering the open", activityType: session.activityType))
+            } else if session.interruptedSince == nil {
+                logger.info("streams \(session.route.id): the connection to \(endpoint) dropped; resuming when it is back")
+                session.interruptedSince = .now
+            }
+        }
+    }
+
     // MARK: Frames out
 
-    private func sendFrame(_ frame: WireStreamFrame, to peer: StreamKey.Peer, payload: Frame?) {
+    private func sendFrame(_ frame: WireStreamFrame, to peer: StreamRoute.Peer, payload: Frame?) {
         sequence += 1
         let bytes: [UInt8] = try! WireEnvelope(body: .streamFrame(frame), sender: info.wire, sequence: sequence).serializedBytes()
+        var interrupted = false
         do {
             switch peer {
             case .router(let identity):
+                // ROUTER drops frames for a peer that is gone; a resume sends them again.
                 _ = try server.trySend(identity, more: true)
                 _ = try server.trySend(bytes, more: payload != nil)
                 if let payload { _ = try server.trySend(payload) }
+                interrupted = false
             case .dealer(let endpoint):
                 guard let client = clients[endpoint] else { return }
-                guard try client.socket.trySend(bytes, more: payload != nil) else {
-                    streams[StreamKey(peer: peer, id: frame.streamID)]?.fail(HandoffError(.peerLost, "the connection to \(endpoint) is gone"))
-                    return
-                }
-                if let payload { _ = try client.socket.trySend(payload) }
+                // With ZMQ_IMMEDIATE the DEALER refuses while it has no connection.
+                interrupted = try !client.socket.trySend(bytes, more: payload != nil)
+                if !interrupted, let payload { _ = try client.socket.trySend(payload) }
             }
         } catch {
-            streams[StreamKey(peer: peer, id: frame.streamID)]?.fail(HandoffError(.peerLost, "could not send on the stream: \(error)"))
+            logger.debug("could not send on stream \(frame.streamID): \(error)")
+            interrupted = true
+        }
+        if interrupted, let key = streamRoutes[StreamRoute(peer: peer, id: frame.streamID)], let session = streams[key],
+           session.failure == nil, session.interruptedSince == nil, session.openWaiter == nil {
+            session.interruptedSince = .now
         }
     }
 
-    private func sendStreamMessage(_ key: StreamKey, _ kind: WireStreamFrame.OneOf_Kind, payload: Frame? = nil) {
+    private func sendStreamMessage(_ session: StreamSession, _ kind: WireStreamFrame.OneOf_Kind, payload: Frame? = nil) {
         var frame = WireStreamFrame()
-        frame.streamID = key.id
+        frame.streamID = session.route.id
         frame.kind = kind
-        sendFrame(frame, to: key.peer, payload: payload)
-        streams[key]?.lastSent = .now
+        session.lastSent = .now
+        sendFrame(frame, to: session.route.peer, payload: payload)
     }
 
-    /// Sends one chunk, waiting for credit first.
+    private func transmit(_ chunk: StreamSession.SentChunk, on session: StreamSession) {
+        var data = WireStreamData()
+        data.offset = chunk.offset
+        data.length = UInt32(chunk.frame.count)
+        data.totalLength = chunk.total
+        session.sendCredit -= 1
+        session.retained.append(chunk)
+        session.bytesSent += UInt64(chunk.frame.count)
+        sendStreamMessage(session, .data(data), payload: chunk.frame)
+    }
+
+    /// Sends what a resume asked for again (within credit), then the end if it is due, and lets the
+    /// writer go on when it may.
+    private func pump(_ session: StreamSession) {
+        guard session.failure == nil else { return }
+        while session.sendCredit > 0, session.interruptedSince == nil,
+              session.retained.count < Self.maxUnacknowledgedChunks, let chunk = session.resend.popFirst() {
+            transmit(chunk, on: session)
+            session.bytesResent += UInt64(chunk.frame.count)
+            streamCountersStorage.bytesResent += UInt64(chunk.frame.count)
+        }
+        if session.resend.isEmpty, session.endNeedsSending, session.interruptedSince == nil, let end = session.end {
+            session.endNeedsSending = false
+            sendStreamMessage(session, .end(end))
+        }
+        if writerMayProceed(session) { session.wakeWriter() }
+    }
+
+    private func writerMayProceed(_ session: StreamSession) -> Bool {
+        session.writerMayProceed && (session.failure != nil || session.retained.count < Self.maxUnacknowledgedChunks)
+    }
+
+    /// Sends one chunk, waiting for credit first (and, while the pair is interrupted, for the resume).
     func sendStreamData(_ key: StreamKey, chunk: Frame, offset: UInt64, total: UInt64?) async throws(HandoffError) {
         guard let session = streams[key] else { throw HandoffError(.streamCancelled, "the stream is closed") }
-        while session.sendCredit == 0 && session.failure == nil {
+        guard session.writes else {
+            throw HandoffError(.streamsNotSupported, "the pair was opened \(session.direction == .originToContinuer ? "from the originator only" : "to the originator only"): this side does not write", activityType: session.activityType)
+        }
+        while !writerMayProceed(session) {
             await withCheckedContinuation { session.creditWaiter = $0 }
         }
         if let failure = session.failure { throw failure }
-        session.sendCredit -= 1
-        var data = WireStreamData()
-        data.offset = offset
-        data.length = UInt32(chunk.count)
-        data.totalLength = total ?? 0
-        sendStreamMessage(key, .data(data), payload: chunk)
-        session.bytesSent += UInt64(chunk.count)
-        if let failure = session.failure { throw failure }
+        transmit(StreamSession.SentChunk(offset: offset, frame: chunk, total: total ?? 0), on: session)
     }
 
-    /// Ends one direction with its length and checksum.
+    /// Ends one direction with its length and checksum (kept, and sent again after a resume, until
+    /// the peer acknowledges it).
     func sendStreamEnd(_ key: StreamKey, total: UInt64, checksum: UInt32) throws(HandoffError) {
         guard let session = streams[key] else { throw HandoffError(.streamCancelled, "the stream is closed") }
         if let failure = session.failure { throw failure }
+        guard session.writes else { return }  // nothing to end on an excluded direction
         var end = WireStreamEnd()
         end.totalLength = total
         end.checksumAlgorithm = .crc32C
         end.checksum = Data([UInt8(truncatingIfNeeded: checksum >> 24), UInt8(truncatingIfNeeded: checksum >> 16),
                              UInt8(truncatingIfNeeded: checksum >> 8), UInt8(truncatingIfNeeded: checksum)])
-        sendStreamMessage(key, .end(end))
-        session.outputDone = true
-        removeIfDone(session)
+        session.end = end
+        session.endNeedsSending = true
+        pump(session)
     }
 
     /// Grants the writer credit for chunks the reader has consumed.
     func streamConsumed(_ key: StreamKey, chunks: Int) {
-        guard let session = streams[key], session.failure == nil, !session.inputDone else { return }
-        var credit = WireStreamCredit()
-        credit.chunks = UInt32(chunks)
-        sendStreamMessage(key, .credit(credit))
+        guard let session = streams[key], session.failure == nil else { return }
+        session.unconsumed = max(0, session.unconsumed - chunks)
+        guard !session.endReceived else { return }
+        session.creditOutstanding += chunks
+        sendStreamMessage(session, .credit(acknowledgement(of: session, chunks: chunks)))
     }
 
     /// Cancels a stream pair here and tells the peer.
@@ -277,17 +503,13 @@ extension Node {
         guard let session = streams[key], session.failure == nil else { return }
         var cancel = WireStreamCancel()
         cancel.reason = reason
-        sendStreamMessage(key, .cancel(cancel))
-        session.fail(HandoffError(.streamCancelled, "the stream was cancelled here: \(reason)"))
-    }
-
-    func failStream(_ key: StreamKey, _ error: HandoffError) {
-        streams[key]?.fail(error)
+        sendStreamMessage(session, .cancel(cancel))
+        session.fail(HandoffError(.streamCancelled, "the stream was cancelled here: \(reason)", activityType: session.activityType))
     }
 
     private func removeIfDone(_ session: StreamSession) {
-        guard session.inputDone && session.outputDone else { return }
-        streams[session.key] = nil
+        guard session.isComplete, streams[session.key] != nil else { return }
+        forgetSession(session)
         publishStreamEvent(.streamFinished, session)
     }
 
@@ -297,7 +519,7 @@ extension Node {
         event.kind = kind
         event.activityID = session.activityID
         event.activityType = session.activityType
-        event.streamID = session.key.id
+        event.streamID = session.route.id
         event.bytesSent = session.bytesSent
         event.bytesReceived = session.bytesArrived
         event.expectedLength = session.input.progress.total ?? 0
@@ -308,32 +530,75 @@ extension Node {
 
     // MARK: Liveness
 
-    /// Called on every tick: keep-alives for quiet streams, failure for silent peers, cleanup.
+    /// Called on every tick: keep-alives for quiet pairs, resumes for interrupted ones, failure for
+    /// peers silent past the resume window, cleanup.
     func superviseStreams(now: ContinuousClock.Instant) {
-        for (key, session) in streams {
+        for session in streams.values {
             if let failedAt = session.failedAt {
                 if !session.failureReported {
                     session.failureReported = true
                     publishStreamEvent(.streamFailed, session, detail: session.failure.map { "\($0)" } ?? "")
                 }
-                if now - failedAt > .seconds(60) { streams[key] = nil }
+                // Kept a while so that late frames for it are dropped quietly.
+                if now - failedAt > .seconds(60) { forgetSession(session) }
                 continue
             }
+            guard session.openWaiter == nil else { continue }
             if (session.bytesSent, session.bytesArrived) != session.reported {
                 publishStreamEvent(.streamProgress, session)
             }
-            if now - session.lastHeard > configuration.streamIdleTimeout {
-                session.fail(HandoffError(.peerLost, "nothing heard from the other side for \(configuration.streamIdleTimeout): its process died or the network failed"))
+            if session.interruptedSince == nil, now - session.lastHeard > configuration.streamIdleTimeout {
+                logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(configuration.streamIdleTimeout); waiting up to \(configuration.streamResumeWindow) for it to resume")
+                session.interruptedSince = now
+            }
+            if let since = session.interruptedSince {
+                if now - since > configuration.streamResumeWindow {
+                    expireInterrupted(session)
+                } else if session.isContinuer, session.lastResumeSent.map({ now - $0 >= .seconds(1) }) ?? true {
+                    sendResume(session, now: now)
+                }
             } else if now - session.lastSent > .seconds(1) {
-                sendStreamMessage(key, .credit(WireStreamCredit()))
+                sendStreamMessage(session, .credit(acknowledgement(of: session)))
             }
         }
     }
 
-    /// Fails every stream with an originator whose connection dropped.
-    func failStreams(to endpoint: String, _ error: HandoffError) {
-        for session in streams.values where session.key.peer == .dealer(endpoint) {
-            session.fail(error)
+    private func expireInterrupted(_ session: StreamSession) {
+        // Everything was delivered both ways and only the last acknowledgement is missing: done.
+        if session.endReceived, session.end != nil, session.resend.isEmpty, session.retained.isEmpty {
+            session.endAcknowledged = true
+            removeIfDone(session)
+            return
+        }
+        streamCountersStorage.lost += 1
+        let silence = ContinuousClock.now - session.lastHeard
+        let peer = session.isContinuer ? "the originator" : "the continuing node \(session.owner)"
+        session.fail(HandoffError(.peerLost, "nothing heard from \(peer) for \(silence.seconds.formatted(.number.precision(.fractionLength(1)))) s, and it did not resume within the resume window (\(configuration.streamResumeWindow)): its process died or the network is down; \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
+    }
+}
+
+/// Which halves of a stream pair the continuing node opens.
+public enum StreamDirection: Sendable, Hashable, CustomStringConvertible {
+    /// Both ways (the usual case).
+    case both
+    /// Only from the originator to this node: the output is closed from the start.
+    case fromOriginator
+    /// Only from this node to the originator: the input is empty and ended from the start.
+    case toOriginator
+
+    var wire: WireStreamDirection {
+        switch self {
+        case .both: .unspecified
+        case .fromOriginator: .originToContinuer
+        case .toOriginator: .continuerToOrigin
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .both: "both ways"
+        case .fromOriginator: "from the originator only"
+        case .toOriginator: "to the originator only"
         }
     }
 }

@@ -21,8 +21,9 @@ public struct PluginError: Error, Hashable, Sendable, CustomStringConvertible {
 /// Hosts loaded plugins on a node: initializes them with the host table, registers their activity
 /// types' continuation handlers, bridges their continuation streams, and runs their commands.
 ///
-/// Each C call into a plugin runs on a thread of its own, never on Swift's cooperative pool or
-/// Dispatch's shared queues, because a plugin may block (and its host calls block on async work).
+/// C calls into plugins run on a bounded set of worker threads (``PluginWorkers``), never on Swift's
+/// cooperative pool or Dispatch's shared queues, because a plugin may block (and its host calls
+/// block on async work).
 public final class PluginRuntime: Sendable {
     /// The node the plugins serve.
     public let node: Node
@@ -31,6 +32,9 @@ public final class PluginRuntime: Sendable {
     let dataDirectory: URL
     let logger: Logger
     private let hosts = Mutex<[PluginHostContext]>([])
+    /// The threads plugin calls run on: enough for every stream pair one peer may hold (each
+    /// holds at most two, reading and writing) several times over, bounded whatever peers do.
+    let workers: PluginWorkers
 
     /// - Parameters:
     ///   - node: The node whose activity types the plugins extend.
@@ -38,6 +42,7 @@ public final class PluginRuntime: Sendable {
     public init(node: Node, dataDirectory: URL) {
         self.node = node
         self.dataDirectory = dataDirectory
+        workers = PluginWorkers(limit: max(16, 4 * node.configuration.maxStreamsPerPeer), name: "handoff plugin")
         var logger = Logger(label: "handoff.plugins")
         logger[metadataKey: "node"] = "\(node.configuration.name)"
         self.logger = logger
@@ -137,10 +142,9 @@ final class PluginHostContext: @unchecked Sendable {
         _ body: @escaping @Sendable (UnsafeMutableRawPointer?, handoff_error_buffer) -> Int32
     ) async -> Result<Void, PluginError> {
         let plugin = self.plugin
-        return await withCheckedContinuation { continuation in
-            // A thread of its own: plugin calls may block (stream handlers for a whole transfer), and
-            // libdispatch on Linux adds workers to a blocked global queue only after a delay.
-            Thread.detachNewThread {
+        // A worker thread: plugin calls may block (stream handlers for a whole transfer), and
+        // libdispatch on Linux adds workers to a blocked global queue only after a delay.
+        return await runtime.workers.run {
                 let serialize = locked && plugin.descriptor.pointee.flags & UInt32(HANDOFF_PLUGIN_THREAD_SAFE) == 0
                 if serialize { plugin.lock.lock() }
                 let message = UnsafeMutablePointer<CChar>.allocate(capacity: 1024)
@@ -149,9 +153,8 @@ final class PluginHostContext: @unchecked Sendable {
                 let text = String(cString: message)
                 message.deallocate()
                 if serialize { plugin.lock.unlock() }
-                continuation.resume(returning: status == Int32(HANDOFF_OK.rawValue)
-                    ? .success(()) : .failure(PluginError(plugin: plugin.name, status: status, message: text)))
-            }
+                return status == Int32(HANDOFF_OK.rawValue)
+                    ? .success(()) : .failure(PluginError(plugin: plugin.name, status: status, message: text))
         }
     }
 
@@ -175,15 +178,16 @@ final class PluginHostContext: @unchecked Sendable {
         let readHandler = plugin.descriptor.pointee.read_stream
         let writer = StreamWriterBridge(streams.output)
         let reader = StreamReaderBridge(streams.input)
+        // A half the pair's direction closed costs no call (and no worker).
         async let wrote: Result<Void, PluginError> = {
-            guard let writeStream = writeHandler else { return .success(()) }
+            guard let writeStream = writeHandler, streams.output.enabled else { return .success(()) }
             return await call(locked: false) { state, error in
                 var table = writer.table
                 return bytes.withUnsafeBufferPointer { writeStream(state, $0.baseAddress, $0.count, &table, error) }
             }
         }()
         async let read: Result<Void, PluginError> = {
-            guard let readStream = readHandler else {
+            guard let readStream = readHandler, streams.input.enabled else {
                 do throws(HandoffError) { _ = try await streams.input.readAll() } catch {
                     return .failure(PluginError(plugin: plugin.name, status: Int32(HANDOFF_STREAM_FAILED.rawValue), message: "\(error)"))
                 }
@@ -377,9 +381,10 @@ final class StreamWriterBridge: @unchecked Sendable {
             context: Unmanaged.passUnretained(self).toOpaque(),
             write: { pointer, bytes, length in
                 let bridge = Unmanaged<StreamWriterBridge>.fromOpaque(pointer!).takeUnretainedValue()
-                let data = Data(bytes: bytes!, count: length)
+                // No copy of the plugin's buffer: this call blocks until every byte was taken.
+                let borrowed = BorrowedBytes(UnsafeRawBufferPointer(start: bytes, count: length))
                 let output = bridge.output
-                switch waitFor({ try await output.write(data) }) {
+                switch waitFor({ try await output.write(borrowed.buffer) }) {
                 case .success: return Int32(HANDOFF_OK.rawValue)
                 case .failure: return Int32(HANDOFF_STREAM_FAILED.rawValue)
                 }
@@ -388,6 +393,13 @@ final class StreamWriterBridge: @unchecked Sendable {
                 Unmanaged<StreamWriterBridge>.fromOpaque(pointer!).takeUnretainedValue().output.expectedLength = length
             })
     }
+}
+
+/// A plugin's buffer, lent to the host for the duration of a blocking call.
+struct BorrowedBytes: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: used only while the plugin's call that lent it blocks.
+    let buffer: UnsafeRawBufferPointer
+    init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
 }
 
 /// A `handoff_stream_reader` over a continuation stream's input. A task pumps chunks into a small

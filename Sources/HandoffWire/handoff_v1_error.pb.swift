@@ -104,6 +104,16 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// The stream ended before expected_length / total_length bytes arrived.
   case streamTruncated // = 33
 
+  /// The peer broke the stream's rules: it sent more chunks than the credit it
+  /// was granted, a chunk larger than the agreed chunk_size, a chunk at an
+  /// offset other than the next expected one, or data on a direction the open
+  /// excluded. The stream is over.
+  case streamProtocolViolation // = 34
+
+  /// The node already has as many open streams as it allows, in total or with
+  /// this peer; details["limit"] and details["scope"] ("node" or "peer") say which.
+  case tooManyStreams // = 35
+
   /// The peer stopped sending presence (lease expired) or went away mid-exchange.
   case peerLost // = 40
 
@@ -141,6 +151,8 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 31: self = .streamCancelled
     case 32: self = .streamChecksumMismatch
     case 33: self = .streamTruncated
+    case 34: self = .streamProtocolViolation
+    case 35: self = .tooManyStreams
     case 40: self = .peerLost
     case 50: self = .unauthorized
     case 51: self = .teamMismatch
@@ -169,6 +181,8 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .streamCancelled: return 31
     case .streamChecksumMismatch: return 32
     case .streamTruncated: return 33
+    case .streamProtocolViolation: return 34
+    case .tooManyStreams: return 35
     case .peerLost: return 40
     case .unauthorized: return 50
     case .teamMismatch: return 51
@@ -197,6 +211,8 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .streamCancelled,
     .streamChecksumMismatch,
     .streamTruncated,
+    .streamProtocolViolation,
+    .tooManyStreams,
     .peerLost,
     .unauthorized,
     .teamMismatch,
@@ -230,7 +246,7 @@ public nonisolated struct WireError: Sendable {
 fileprivate nonisolated let _protobuf_package = "handoff.v1"
 
 nonisolated extension WireErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_HANDOFF_FAILED\0\u{1}ERROR_CODE_CONNECTION_UNAVAILABLE\0\u{1}ERROR_CODE_REMOTE_APPLICATION_TIMED_OUT\0\u{1}ERROR_CODE_USER_INFO_TOO_LARGE\0\u{2}\u{6}ERROR_CODE_ACTIVITY_NOT_FOUND\0\u{1}ERROR_CODE_ACTIVITY_INVALIDATED\0\u{1}ERROR_CODE_ACTIVITY_EXPIRED\0\u{1}ERROR_CODE_NO_HANDLER\0\u{1}ERROR_CODE_MISSING_REQUIRED_USER_INFO_KEY\0\u{1}ERROR_CODE_INVALID_ACTIVITY_TYPE\0\u{1}ERROR_CODE_ALREADY_CONTINUED\0\u{2}\u{4}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_UNSUPPORTED_PROTOCOL_VERSION\0\u{2}\u{9}ERROR_CODE_STREAMS_NOT_SUPPORTED\0\u{1}ERROR_CODE_STREAM_CANCELLED\0\u{1}ERROR_CODE_STREAM_CHECKSUM_MISMATCH\0\u{1}ERROR_CODE_STREAM_TRUNCATED\0\u{2}\u{7}ERROR_CODE_PEER_LOST\0\u{2}\u{a}ERROR_CODE_UNAUTHORIZED\0\u{1}ERROR_CODE_TEAM_MISMATCH\0\u{1}ERROR_CODE_REPLAYED_MESSAGE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_HANDOFF_FAILED\0\u{1}ERROR_CODE_CONNECTION_UNAVAILABLE\0\u{1}ERROR_CODE_REMOTE_APPLICATION_TIMED_OUT\0\u{1}ERROR_CODE_USER_INFO_TOO_LARGE\0\u{2}\u{6}ERROR_CODE_ACTIVITY_NOT_FOUND\0\u{1}ERROR_CODE_ACTIVITY_INVALIDATED\0\u{1}ERROR_CODE_ACTIVITY_EXPIRED\0\u{1}ERROR_CODE_NO_HANDLER\0\u{1}ERROR_CODE_MISSING_REQUIRED_USER_INFO_KEY\0\u{1}ERROR_CODE_INVALID_ACTIVITY_TYPE\0\u{1}ERROR_CODE_ALREADY_CONTINUED\0\u{2}\u{4}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_UNSUPPORTED_PROTOCOL_VERSION\0\u{2}\u{9}ERROR_CODE_STREAMS_NOT_SUPPORTED\0\u{1}ERROR_CODE_STREAM_CANCELLED\0\u{1}ERROR_CODE_STREAM_CHECKSUM_MISMATCH\0\u{1}ERROR_CODE_STREAM_TRUNCATED\0\u{1}ERROR_CODE_STREAM_PROTOCOL_VIOLATION\0\u{1}ERROR_CODE_TOO_MANY_STREAMS\0\u{2}\u{5}ERROR_CODE_PEER_LOST\0\u{2}\u{a}ERROR_CODE_UNAUTHORIZED\0\u{1}ERROR_CODE_TEAM_MISMATCH\0\u{1}ERROR_CODE_REPLAYED_MESSAGE\0")
 }
 
 nonisolated extension WireError: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -46,16 +46,20 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-/// Which way a stream's bytes flow. A continuation (like
-/// NSUserActivity.getContinuationStreams) uses one stream each way.
+/// Which way a stream pair's bytes flow.
 public nonisolated enum WireStreamDirection: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
+
+  /// Both ways (the usual case, like NSUserActivity.getContinuationStreams).
   case unspecified // = 0
 
-  /// The origin node writes, the continuing node reads.
+  /// Only the origin node writes, only the continuing node reads. The
+  /// continuing node never sends StreamData or StreamEnd, and the origin
+  /// node's reading half is empty and already ended.
   case originToContinuer // = 1
 
-  /// The continuing node writes, the origin node reads.
+  /// Only the continuing node writes, only the origin node reads (the mirror
+  /// image of ORIGIN_TO_CONTINUER).
   case continuerToOrigin // = 2
   case UNRECOGNIZED(Int)
 
@@ -141,20 +145,60 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 
 }
 
-/// One frame of a continuation stream. Sent as an Envelope body after a
-/// ContinueRequest with want_streams = true was answered.
+/// One frame of a continuation stream pair, sent as an Envelope body: by the
+/// continuing node on its DEALER to the originator's continuation endpoint (a
+/// ROUTER, the activity's continue_endpoint), and back on the same connection.
+/// A StreamData's payload may follow the Envelope as a second ZeroMQ frame.
 ///
-/// Flow: the writer sends StreamOpen, then StreamData chunks (never more than
-/// its current credit unacknowledged), then StreamEnd. The reader returns
-/// StreamCredit as it consumes data. Either side may send StreamCancel or
-/// `error`, which ends the stream.
+/// The whole life of a pair, as Handoff nodes implement it:
+///
+/// 1. Open. The continuing node (after a ContinueRequest answered with an
+///    activity whose supports_continuation_streams is set) sends StreamOpen
+///    with a stream_id of its choosing, unique among its open pairs with that
+///    originator. The originator answers with its own StreamOpen for the same
+///    stream_id, carrying a resume_token, or with `error`
+///    (STREAMS_NOT_SUPPORTED, ACTIVITY_NOT_FOUND, TOO_MANY_STREAMS, ...). The
+///    continuing node waits for that answer for its continue timeout; once the
+///    pair is open, no timeout bounds it: it lives as long as it makes progress
+///    or its peer is heard (step 4).
+/// 2. Data. Each direction the open did not exclude is one byte stream: the
+///    writer sends StreamData chunks in order, then one StreamEnd. A writer
+///    never has more chunks unacknowledged than the credit granted
+///    (StreamOpen.window, plus every StreamCredit.chunks since), so a reader
+///    buffers at most `window` chunks, whatever the stream's size. A reader
+///    that receives a chunk beyond its credit, larger than its chunk_size, at a
+///    gap in the offsets, or on an excluded direction answers `error`
+///    STREAM_PROTOCOL_VIOLATION, and the pair is over.
+/// 3. Credit and acknowledgement. The reader sends StreamCredit as it consumes
+///    chunks (Handoff nodes: every window/4 chunks); acknowledged_offset tells
+///    the writer which bytes it no longer needs to keep for a resume. On
+///    StreamEnd the reader checks the length and checksum and answers a
+///    StreamCredit with end_received set; the writer keeps the pair until then.
+/// 4. Liveness. Each side sends a keep-alive (StreamCredit with chunks = 0)
+///    when it has sent nothing on an open pair for a second. A side that hears
+///    nothing at all for its idle timeout (Handoff: 5 s) considers the pair
+///    interrupted, not failed: it keeps the pair, and what it sent but was
+///    not acknowledged, for its resume window (Handoff: 30 s). Slow is not
+///    dead: a reader that consumes nothing for an hour still answers
+///    keep-alives, and its writer simply waits for credit.
+/// 5. Resume. When its connection to the originator drops, or the pair is
+///    interrupted, the continuing node sends StreamResume (token, what it has
+///    received, new credit) every second until the originator answers with its
+///    own StreamResume. The originator finds the pair by stream_id and token,
+///    whatever routing id the new connection has; each side then sends again,
+///    from the offset the other has received, every chunk (and the StreamEnd)
+///    it had sent beyond it. A resume the originator cannot match is answered
+///    with `error` PEER_LOST. After the resume window without a resume, the
+///    pair fails with PEER_LOST on both sides.
+/// 6. The end. A side forgets the pair once every direction it writes was
+///    acknowledged as ended and every direction it reads has ended, or on
+///    StreamCancel or `error` from either side, which end the pair at once.
 public nonisolated struct WireStreamFrame: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Identifies the stream; chosen by the side that opens it, unique per
-  /// (sender node, stream_id).
+  /// Identifies the pair; chosen by the continuing node.
   public var streamID: UInt64 = 0
 
   public var kind: WireStreamFrame.OneOf_Kind? = nil
@@ -199,13 +243,21 @@ public nonisolated struct WireStreamFrame: Sendable {
     set {kind = .cancel(newValue)}
   }
 
-  /// The stream failed; it is over.
+  /// The pair failed; it is over.
   public var error: WireError {
     get {
       if case .error(let v)? = kind {return v}
       return WireError()
     }
     set {kind = .error(newValue)}
+  }
+
+  public var resume: WireStreamResume {
+    get {
+      if case .resume(let v)? = kind {return v}
+      return WireStreamResume()
+    }
+    set {kind = .resume(newValue)}
   }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -216,20 +268,17 @@ public nonisolated struct WireStreamFrame: Sendable {
     case credit(WireStreamCredit)
     case end(WireStreamEnd)
     case cancel(WireStreamCancel)
-    /// The stream failed; it is over.
+    /// The pair failed; it is over.
     case error(WireError)
+    case resume(WireStreamResume)
 
   }
 
   public init() {}
 }
 
-/// Opens a pair of continuation streams (one each way) for an activity whose
-/// supports_continuation_streams is set. The continuing node sends it to the
-/// originator's continuation endpoint with a stream_id of its choosing; the
-/// originator answers with its own StreamOpen for the same stream_id (or with
-/// Error: STREAMS_NOT_SUPPORTED, ACTIVITY_NOT_FOUND, ...). Each side's `window`
-/// is the credit it grants for the bytes *it receives*.
+/// Opens a pair of continuation streams (step 1), and answers that open. Each
+/// side's `window` and `chunk_size` are about the bytes *it receives*.
 public nonisolated struct WireStreamOpen: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -238,24 +287,29 @@ public nonisolated struct WireStreamOpen: Sendable {
   /// The activity being continued.
   public var activityID: String = String()
 
-  /// UNSPECIFIED for the pair (the usual case); a direction restricts the
-  /// opening to one way.
+  /// Which halves the pair has; the originator's answer repeats the
+  /// continuing node's choice.
   public var direction: WireStreamDirection = .unspecified
 
-  /// Largest payload, in bytes, of one StreamData the sender of this message
-  /// will send.
+  /// Largest StreamData payload, in bytes, the sender of this message accepts.
+  /// Each side sends chunks of at most the chunk_size its peer announced (and
+  /// Handoff nodes also at most their own). 0 is read as 256 KiB.
   public var chunkSize: UInt32 = 0
 
   /// Initial credit granted to the peer: how many StreamData chunks it may send
-  /// before the first StreamCredit. A writer never has more unacknowledged
-  /// chunks in flight than the credit granted so far, so a reader buffers at
-  /// most `window` chunks, whatever the stream's size.
+  /// before the first StreamCredit.
   public var window: UInt32 = 0
 
-  /// Total number of bytes the sender will send, when known in advance;
-  /// 0 = unknown. (Not `optional`: protoc-gen-c 1.4 cannot generate proto3
-  /// optional fields.)
+  /// Total number of bytes the sender of this message will write, when known
+  /// when it opens; 0 = unknown. The reader may also learn it later from
+  /// StreamData.total_length. (Not `optional`: protoc-gen-c 1.4 cannot
+  /// generate proto3 optional fields.)
   public var expectedLength: UInt64 = 0
+
+  /// Set by the originator in its answer: 16 random bytes that the continuing
+  /// node quotes in StreamResume. Only the two ends know it (under CURVE it
+  /// never crosses the network in clear), so no one else can take the pair over.
+  public var resumeToken: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -267,17 +321,19 @@ public nonisolated struct WireStreamOpen: Sendable {
 /// To avoid copying bulk data through protobuf, the payload may travel as the
 /// ZeroMQ frame that follows the Envelope in the same multipart message; then
 /// `payload` is empty and `length` gives the size of that frame. A receiver
-/// accepts both forms.
+/// accepts both forms; Handoff nodes send the second.
 public nonisolated struct WireStreamData: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// Byte offset of the chunk within the stream; chunks are sent in order,
-  /// so offset equals the sum of all previous chunk sizes.
+  /// Byte offset of the chunk within its direction's stream: the number of
+  /// bytes before it. A reader drops what it already has (a chunk sent again
+  /// after a resume) and refuses a gap (STREAM_PROTOCOL_VIOLATION).
   public var offset: UInt64 = 0
 
-  /// At most StreamOpen.chunk_size bytes (empty when the payload is the next frame).
+  /// At most the peer's StreamOpen.chunk_size bytes (empty when the payload is
+  /// the next frame).
   public var payload: Data = Data()
 
   /// Size of the payload frame when it follows out of band.
@@ -292,11 +348,8 @@ public nonisolated struct WireStreamData: Sendable {
   public init() {}
 }
 
-/// Flow control, sent by the reader.
-///
-/// A StreamCredit with 0 chunks is a keep-alive: each side sends one when it has
-/// sent nothing else on an open stream for a second, so that a peer that has died
-/// is noticed (by silence) within the stream's idle timeout.
+/// Flow control and acknowledgement, sent by the reader of a direction; with
+/// chunks = 0, by either side, a keep-alive (step 4).
 public nonisolated struct WireStreamCredit: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -305,8 +358,15 @@ public nonisolated struct WireStreamCredit: Sendable {
   /// Additional StreamData chunks the writer may send.
   public var chunks: UInt32 = 0
 
-  /// All bytes before this offset were received and consumed.
+  /// The bytes of the sender's reading direction it has received, in order:
+  /// the writer need not keep anything before this offset for a resume.
+  /// (A keep-alive carries it too.)
   public var acknowledgedOffset: UInt64 = 0
+
+  /// The StreamEnd of the sender's reading direction arrived, and its length
+  /// and checksum were verified against acknowledged_offset bytes: the writer
+  /// may forget that direction.
+  public var endReceived: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -334,7 +394,7 @@ public nonisolated struct WireStreamEnd: Sendable {
   public init() {}
 }
 
-/// Either side abandons the stream; no more frames follow for this stream_id.
+/// Either side abandons the pair; no more frames follow for this stream_id.
 public nonisolated struct WireStreamCancel: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -342,6 +402,32 @@ public nonisolated struct WireStreamCancel: Sendable {
 
   /// Human-readable reason, for logs.
   public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Picks an interrupted pair up again (step 5). The continuing node sends it
+/// first; the originator answers with its own. Each side then resends, from
+/// the peer's received_offset on, what it had sent, within the new credit.
+public nonisolated struct WireStreamResume: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The originator's StreamOpen.resume_token for the pair.
+  public var resumeToken: Data = Data()
+
+  /// Bytes of the sender's reading direction received so far, in order.
+  public var receivedOffset: UInt64 = 0
+
+  /// Credit, in chunks, for the writer from received_offset on: it replaces
+  /// whatever credit was left before the interruption.
+  public var window: UInt32 = 0
+
+  /// The StreamEnd of the sender's reading direction already arrived.
+  public var endReceived: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -362,7 +448,7 @@ nonisolated extension WireChecksumAlgorithm: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension WireStreamFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamFrame"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stream_id\0\u{1}open\0\u{1}data\0\u{1}credit\0\u{1}end\0\u{1}cancel\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stream_id\0\u{1}open\0\u{1}data\0\u{1}credit\0\u{1}end\0\u{1}cancel\0\u{1}error\0\u{1}resume\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -449,6 +535,19 @@ nonisolated extension WireStreamFrame: SwiftProtobuf.Message, SwiftProtobuf._Mes
           self.kind = .error(v)
         }
       }()
+      case 8: try {
+        var v: WireStreamResume?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .resume(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .resume(v)
+        }
+      }()
       default: break
       }
     }
@@ -487,6 +586,10 @@ nonisolated extension WireStreamFrame: SwiftProtobuf.Message, SwiftProtobuf._Mes
       guard case .error(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
     }()
+    case .resume?: try {
+      guard case .resume(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -502,7 +605,7 @@ nonisolated extension WireStreamFrame: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamOpen"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{1}direction\0\u{3}chunk_size\0\u{1}window\0\u{3}expected_length\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{1}direction\0\u{3}chunk_size\0\u{1}window\0\u{3}expected_length\0\u{3}resume_token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -515,6 +618,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.chunkSize) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.window) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.expectedLength) }()
+      case 6: try { try decoder.decodeSingularBytesField(value: &self.resumeToken) }()
       default: break
       }
     }
@@ -536,6 +640,9 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if self.expectedLength != 0 {
       try visitor.visitSingularUInt64Field(value: self.expectedLength, fieldNumber: 5)
     }
+    if !self.resumeToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.resumeToken, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -545,6 +652,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.chunkSize != rhs.chunkSize {return false}
     if lhs.window != rhs.window {return false}
     if lhs.expectedLength != rhs.expectedLength {return false}
+    if lhs.resumeToken != rhs.resumeToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -597,7 +705,7 @@ nonisolated extension WireStreamData: SwiftProtobuf.Message, SwiftProtobuf._Mess
 
 nonisolated extension WireStreamCredit: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamCredit"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}chunks\0\u{3}acknowledged_offset\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}chunks\0\u{3}acknowledged_offset\0\u{3}end_received\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -607,6 +715,7 @@ nonisolated extension WireStreamCredit: SwiftProtobuf.Message, SwiftProtobuf._Me
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.chunks) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.acknowledgedOffset) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.endReceived) }()
       default: break
       }
     }
@@ -619,12 +728,16 @@ nonisolated extension WireStreamCredit: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.acknowledgedOffset != 0 {
       try visitor.visitSingularUInt64Field(value: self.acknowledgedOffset, fieldNumber: 2)
     }
+    if self.endReceived != false {
+      try visitor.visitSingularBoolField(value: self.endReceived, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: WireStreamCredit, rhs: WireStreamCredit) -> Bool {
     if lhs.chunks != rhs.chunks {return false}
     if lhs.acknowledgedOffset != rhs.acknowledgedOffset {return false}
+    if lhs.endReceived != rhs.endReceived {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -695,6 +808,51 @@ nonisolated extension WireStreamCancel: SwiftProtobuf.Message, SwiftProtobuf._Me
 
   public static func ==(lhs: WireStreamCancel, rhs: WireStreamCancel) -> Bool {
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireStreamResume: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StreamResume"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}resume_token\0\u{3}received_offset\0\u{1}window\0\u{3}end_received\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.resumeToken) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.receivedOffset) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.window) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.endReceived) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.resumeToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.resumeToken, fieldNumber: 1)
+    }
+    if self.receivedOffset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.receivedOffset, fieldNumber: 2)
+    }
+    if self.window != 0 {
+      try visitor.visitSingularUInt32Field(value: self.window, fieldNumber: 3)
+    }
+    if self.endReceived != false {
+      try visitor.visitSingularBoolField(value: self.endReceived, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireStreamResume, rhs: WireStreamResume) -> Bool {
+    if lhs.resumeToken != rhs.resumeToken {return false}
+    if lhs.receivedOffset != rhs.receivedOffset {return false}
+    if lhs.window != rhs.window {return false}
+    if lhs.endReceived != rhs.endReceived {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -73,8 +73,13 @@ func rawStreamInProcess(total: Int, options: Options) throws -> (seconds: Double
     return (Double(done[1]) ?? -1, Int(done[2]) ?? 0)
 }
 
-func streamConfiguration(_ name: String, peers: [String], options: Options) -> Node.Configuration {
-    var configuration = Node.Configuration(name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers))
+/// A node for one end of a stream between processes; `--listen HOST` binds it there instead of
+/// loopback (deploy/netns/stream-link.sh runs the two ends in two network namespaces).
+func streamConfiguration(_ name: String, peers: [String], options: Options, arguments: [String] = []) -> Node.Configuration {
+    let host = stringOption("--listen", in: arguments) ?? "127.0.0.1"
+    var configuration = Node.Configuration(
+        name: name, bus: .direct(listen: "tcp://\(host):*", peers: peers), continuationEndpoint: "tcp://\(host):*")
+    if host != "127.0.0.1" { configuration.allowInsecure = true }
     configuration.streamWindow = options.window
     configuration.streamChunkSize = options.chunk
     return configuration
@@ -85,7 +90,7 @@ func streamConfiguration(_ name: String, peers: [String], options: Options) -> N
 func runStreamOriginator(_ arguments: [String]) async throws {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
-    try await Node.withRunning(streamConfiguration("originator", peers: [], options: options)) { node in
+    try await Node.withRunning(streamConfiguration("originator", peers: [], options: options, arguments: arguments)) { node in
         let writer = Writer(total: total, chunk: options.chunk)
         let activity = try UserActivity(activityType: "org.handoff.bench.bulk")
         activity.supportsContinuationStreams = true
@@ -105,18 +110,20 @@ func runStreamContinuer(_ arguments: [String]) async throws {
     guard let peer = stringOption("--peer", in: arguments), let id = stringOption("--id", in: arguments) else {
         throw HandoffError(.invalidConfiguration, "stream-continuer needs --peer and --id")
     }
-    try await Node.withRunning(streamConfiguration("continuer", peers: [peer], options: options)) { node in
+    try await Node.withRunning(streamConfiguration("continuer", peers: [peer], options: options, arguments: arguments)) { node in
         await node.setContinuationHandler(forType: "org.handoff.bench.bulk") { _ in }
         let found = try await waitFor(id, on: node)
         guard case .restored(let continued) = try await node.continueActivity(found) else {
             throw HandoffError(.handoffFailed, "not restored")
         }
         let started = ContinuousClock.now
-        let streams = try await node.openStreams(for: continued)
+        let streams = try await node.openStreams(for: continued, direction: .fromOriginator)
         var received = 0
+        // Every byte, once the end's length and CRC-32C checked out (the iteration throws otherwise).
         for try await chunk in streams.input { received += chunk.count }
         let elapsed = seconds(ContinuousClock.now - started)
-        tell("DONE \(elapsed) \(received) \(peakResidentBytes())")
+        let counters = await node.streamCounters
+        tell("DONE \(elapsed) \(received) \(peakResidentBytes()) \(counters.resumed) \(counters.duplicateBytesDropped)")
     }
 }
 

@@ -110,8 +110,8 @@ struct Continue: AsyncParsableCommand {
 
 /// Opens a continued activity's streams, writes what arrives to `path`, and sends nothing back.
 func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String) async throws {
-    let streams = try await node.openStreams(for: activity)
-    try await streams.output.finish()
+    // One way: this side only reads, so there is nothing to finish on the output.
+    let streams = try await node.openStreams(for: activity, direction: .fromOriginator)
     guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
         await streams.cancel(reason: "cannot write \(path)")
         throw Failure("cannot write \(path)")

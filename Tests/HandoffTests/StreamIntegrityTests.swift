@@ -62,11 +62,12 @@ actor FakeContinuer {
 
 /// Runs a node with a current streaming activity whose delegate is `peer`.
 func withStreamingOriginator(
-    _ peer: StreamPeer, idleTimeout: Duration = .seconds(5),
+    _ peer: StreamPeer, idleTimeout: Duration = .seconds(5), resumeWindow: Duration = .seconds(30),
     _ body: (Node, UserActivity) async throws -> Void
 ) async throws {
     var configuration = testConfiguration("originator")
     configuration.streamIdleTimeout = idleTimeout
+    configuration.streamResumeWindow = resumeWindow
     try await Node.withRunning(configuration) { node in
         let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
         activity.supportsContinuationStreams = true
@@ -126,10 +127,10 @@ struct StreamIntegrityTests {
         }
     }
 
-    @Test("a peer that goes silent is detected within the idle timeout: both directions fail with peerLost")
+    @Test("a peer that goes silent is interrupted after the idle timeout and lost after the resume window: both directions fail with peerLost")
     func silentPeer() async throws {
         let peer = StreamPeer(sending: patternBytes(2_000_000, seed: 8))
-        try await withStreamingOriginator(peer, idleTimeout: .milliseconds(600)) { node, activity in
+        try await withStreamingOriginator(peer, idleTimeout: .milliseconds(400), resumeWindow: .milliseconds(400)) { node, activity in
             let fake = try FakeContinuer(endpoint: node.continuationEndpoint)
             let opened = ContinuousClock.now
             #expect(try await fake.open(activity.id, window: 1) != nil)
@@ -138,7 +139,8 @@ struct StreamIntegrityTests {
             let detected = ContinuousClock.now - opened
             #expect(peer.writeError?.code == .peerLost)
             if case .failure(let error)? = peer.received { #expect(error.code == .peerLost) } else { Issue.record("the read must fail too") }
-            #expect(detected >= .milliseconds(550) && detected < .milliseconds(1500))
+            #expect(detected >= .milliseconds(750) && detected < .seconds(3), "\(detected)")
+            #expect(await node.streamCounters.lost == 1)
         }
     }
 }

@@ -157,7 +157,7 @@ struct StreamTests {
 
     @Test("many stream pairs at once do not interfere")
     func concurrentStreams() async throws {
-        try await withTwoNodes(configureB: { $0.streamWindow = 3 }) { a, b in
+        try await withTwoNodes(configureA: { $0.maxStreamsPerPeer = 6 }, configureB: { $0.streamWindow = 3 }) { a, b in
             let count = 6
             var peers: [StreamPeer] = []
             var pairs: [ContinuationStreams] = []

@@ -104,6 +104,7 @@ enum Fixtures {
                 $0.chunkSize = 64 * 1024
                 $0.window = 8
                 $0.expectedLength = 1_000_000
+                $0.resumeToken = Data(repeating: 0xA5, count: 16)
             })),
             frame(.data(WireStreamData.with {
                 $0.offset = 65_536
@@ -112,6 +113,7 @@ enum Fixtures {
             frame(.credit(WireStreamCredit.with {
                 $0.chunks = 4
                 $0.acknowledgedOffset = 131_072
+                $0.endReceived = true
             })),
             frame(.end(WireStreamEnd.with {
                 $0.totalLength = 1_000_000
@@ -120,6 +122,12 @@ enum Fixtures {
             })),
             frame(.cancel(WireStreamCancel.with { $0.reason = "user closed the window" })),
             frame(.error(error(.streamChecksumMismatch))),
+            frame(.resume(WireStreamResume.with {
+                $0.resumeToken = Data(repeating: 0xA5, count: 16)
+                $0.receivedOffset = 3 << 20
+                $0.window = 12
+                $0.endReceived = false
+            })),
         ]
     }()
 
@@ -186,6 +194,7 @@ enum Fixtures {
         case .end: "end"
         case .cancel: "cancel"
         case .error: "error"
+        case .resume: "resume"
         }
     }
 

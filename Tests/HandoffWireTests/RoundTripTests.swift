@@ -41,7 +41,7 @@ import Testing
 
     @Test func everyStreamFrameKindRoundTrips() throws {
         let frames = Fixtures.streamFrames
-        #expect(Set(frames.compactMap(\.kind).map(Fixtures.caseName)).count == 6)
+        #expect(Set(frames.compactMap(\.kind).map(Fixtures.caseName)).count == 7)
         for frame in frames {
             let bytes: Data = try Fixtures.envelope(.streamFrame(frame)).serializedData()
             let decoded = try WireEnvelope.decode(bytes)

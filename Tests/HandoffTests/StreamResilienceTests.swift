@@ -1,0 +1,234 @@
+import Foundation
+@testable import Handoff
+import HandoffWire
+import SwiftProtobuf
+import Testing
+import ZeroMQ
+
+/// Reads a whole input slowly: one chunk, then a pause.
+private func readSlowly(_ input: ContinuationInputStream, pause: Duration) async throws -> Data {
+    var result = Data()
+    for try await chunk in input {
+        result.append(chunk)
+        try await Task.sleep(for: pause)
+    }
+    return result
+}
+
+/// Stream pairs under the conditions they are for: slower than every timeout, one way, broken
+/// connections, peers that break the rules, more pairs than allowed.
+@Suite("Continuation streams under real conditions", .serialized)
+struct StreamResilienceTests {
+    @Test("a transfer that outlasts every timeout in the configuration completes: slow is not dead")
+    func slowReaderOutlastsTimeouts() async throws {
+        let short: (inout Node.Configuration) -> Void = {
+            $0.continueTimeout = .seconds(1)
+            $0.streamIdleTimeout = .seconds(2)
+            $0.streamResumeWindow = .seconds(2)
+            $0.streamWindow = 2
+            $0.streamChunkSize = 64 * 1024
+        }
+        try await withTwoNodes(configureA: short, configureB: short) { a, b in
+            let payload = patternBytes(14 * 64 * 1024, seed: 21)
+            let peer = StreamPeer(sending: payload)
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            let started = ContinuousClock.now
+            async let written: Void = streams.output.finish()
+            // 14 chunks × 0.4 s: about 5.6 s, past the open's timeout (1 s), the idle timeout (2 s)
+            // and the resume window (2 s) together.
+            let received = try await readSlowly(streams.input, pause: .milliseconds(400))
+            try await written
+            #expect(ContinuousClock.now - started > .seconds(5))
+            #expect(received == payload)
+            #expect(await eventually { peer.received != nil })
+            #expect(try peer.received?.get() == Data())
+            let counters = await b.streamCounters
+            #expect(counters.resumed == 0, "a slow reader is not an interruption")
+            #expect(await a.streamCounters.lost == 0)
+        }
+    }
+
+    @Test("a pair opened one way: the continuer only reads, finishes nothing, and both sides complete")
+    func oneWay() async throws {
+        try await withTwoNodes { a, b in
+            let payload = patternBytes(900_000, seed: 22)
+            let peer = StreamPeer(sending: payload)
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.supportsContinuationStreams = true
+            activity.delegate = peer
+            try await activity.becomeCurrent(on: a)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            guard case .restored(let continued) = try await b.continueActivity(try await discovered(activity.id, on: b)) else {
+                Issue.record("not restored")
+                return
+            }
+            let streams = try await b.openStreams(for: continued, direction: .fromOriginator)
+            #expect(try await streams.input.readAll() == payload)
+            // The originator's reading half was empty and ended from the start.
+            #expect(await eventually { peer.received != nil })
+            #expect(try peer.received?.get() == Data())
+            await #expect(throws: HandoffError.self) { try await streams.output.write(Data([1, 2, 3])) }
+            // Nothing left open on either side: no idle timeout, no extra step.
+            #expect(await eventually { await a.openStreams.isEmpty })
+            #expect(await eventually { await b.openStreams.isEmpty })
+        }
+    }
+
+    @Test("the connection drops mid-transfer: the pair resumes where it stopped, every byte once")
+    func resumesAfterDroppedConnection() async throws {
+        try await withTwoNodes(configureB: { $0.streamWindow = 4 }) { a, b in
+            let payload = patternBytes(12_000_000, seed: 23)
+            let back = patternBytes(3_000_000, seed: 24)
+            let peer = StreamPeer(sending: payload)
+            let (activity, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            _ = activity
+            async let written: Void = {
+                try await streams.output.write(back)
+                try await streams.output.finish()
+            }()
+            var received = Data()
+            var dropped = false
+            for try await chunk in streams.input {
+                received.append(chunk)
+                if !dropped, received.count > 4_000_000 {
+                    dropped = true
+                    let endpoint = a.continuationEndpoint
+                    await b.dropConnection(to: endpoint)
+                }
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            try await written
+            #expect(dropped)
+            #expect(received == payload)
+            #expect(await eventually { peer.received != nil })
+            #expect(try peer.received?.get() == back)
+            let counters = await a.streamCounters
+            #expect(counters.resumed >= 1)
+            // What was sent twice is at most what was unacknowledged: the window (4 chunks of 256 KiB).
+            #expect(counters.bytesResent <= 4 * 256 * 1024, "resent \(counters.bytesResent)")
+            #expect(await b.streamCounters.resumed >= 1)
+        }
+    }
+
+    @Test("a continuing node that never comes back: the originator's pair fails with peerLost after the resume window")
+    func lostAfterResumeWindow() async throws {
+        let short: (inout Node.Configuration) -> Void = {
+            $0.streamIdleTimeout = .milliseconds(600)
+            $0.streamResumeWindow = .milliseconds(800)
+        }
+        try await withTwoNodes(configureA: short, configureB: short) { a, b in
+            let peer = StreamPeer(sending: patternBytes(4_000_000, seed: 25), finishWriting: false)
+            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+            _ = streams
+            #expect(await eventually { peer.streams != nil })
+            // B forgets the pair without a word, as a crashed process would.
+            await b.forgetAllStreamsForTesting()
+            #expect(await eventually(within: .seconds(6)) { peer.received != nil })
+            if case .failure(let error)? = peer.received {
+                #expect(error.code == .peerLost)
+                #expect(error.message.contains("resume window"), "\(error.message)")
+            } else {
+                Issue.record("the originator's read must fail with peerLost")
+            }
+        }
+    }
+
+    @Test("a peer that ignores its credit gets streamProtocolViolation; memory holds at the window")
+    func creditIsEnforced() async throws {
+        try await withTwoNodes { a, _ in
+            let peer = StreamPeer(sending: Data())
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.supportsContinuationStreams = true
+            activity.delegate = peer
+            try await activity.becomeCurrent(on: a)
+
+            // A hostile continuing node, speaking the wire contract by hand.
+            let context = try Context()
+            let dealer = try context.socket(.dealer)
+            defer { dealer.close() }
+            try dealer.connect(a.continuationEndpoint)
+            var sequence: UInt64 = 1
+            func send(_ kind: WireStreamFrame.OneOf_Kind, payload: [UInt8]? = nil) throws {
+                var frame = WireStreamFrame()
+                frame.streamID = 7
+                frame.kind = kind
+                var sender = WireNodeRef()
+                sender.nodeID = "hostile"
+                sequence += 1
+                let bytes: [UInt8] = try WireEnvelope(body: .streamFrame(frame), sender: sender, sequence: sequence).serializedBytes()
+                try dealer.send(bytes, more: payload != nil)
+                if let payload { try dealer.send(payload) }
+            }
+            var open = WireStreamOpen()
+            open.activityID = activity.id
+            open.window = 4
+            open.chunkSize = 65536
+            try send(.open(open))
+            let answer = try WireEnvelope.decode(try await dealer.receiveMultipart()[0].data)
+            guard case .streamFrame(let opened) = answer.body, case .open(let accepted) = opened.kind else {
+                Issue.record("expected the originator's open, got \(answer.body as Any)")
+                return
+            }
+            // Push far more chunks than the originator's window, without waiting for credit.
+            let chunk = [UInt8](repeating: 7, count: 65536)
+            for index in 0..<(Int(accepted.window) * 4) {
+                var data = WireStreamData()
+                data.offset = UInt64(index * chunk.count)
+                data.length = UInt32(chunk.count)
+                try send(.data(data), payload: chunk)
+            }
+            #expect(await eventually { peer.received != nil })
+            if case .failure(let error)? = peer.received {
+                #expect(error.code == .streamProtocolViolation)
+                #expect(error.message.contains("window"), "\(error.message)")
+            } else {
+                Issue.record("the originator's read must fail")
+            }
+            #expect(await a.streamCounters.protocolViolations == 1)
+            // The hostile peer is told, in a typed error.
+            var told = false
+            while let first = try await dealer.receive(timeout: .seconds(2)) {
+                var more = try dealer.get(.receiveMore)
+                while more {
+                    _ = try await dealer.receive()
+                    more = try dealer.get(.receiveMore)
+                }
+                if case .streamFrame(let frame) = try WireEnvelope.decode(first.data).body, case .error(let error) = frame.kind {
+                    told = error.code == .streamProtocolViolation
+                    break
+                }
+            }
+            #expect(told)
+        }
+    }
+
+    @Test("more pairs than a peer may open are refused with tooManyStreams; the ones open keep working")
+    func perPeerLimit() async throws {
+        // B's window of 2 chunks holds each writer until B reads: the pairs stay open.
+        try await withTwoNodes(configureA: { $0.maxStreamsPerPeer = 2 }, configureB: { $0.streamWindow = 2 }) { a, b in
+            let peer = StreamPeer(sending: patternBytes(4_000_000, seed: 26))
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.supportsContinuationStreams = true
+            activity.delegate = peer
+            try await activity.becomeCurrent(on: a)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            guard case .restored(let continued) = try await b.continueActivity(try await discovered(activity.id, on: b)) else { return }
+            let first = try await b.openStreams(for: continued, direction: .fromOriginator)
+            let second = try await b.openStreams(for: continued, direction: .fromOriginator)
+            do {
+                _ = try await b.openStreams(for: continued, direction: .fromOriginator)
+                Issue.record("a third pair must be refused")
+            } catch let error as HandoffError {
+                #expect(error.code == .tooManyStreams)
+                #expect(error.message.contains("per peer"), "\(error.message)")
+            }
+            #expect(try await first.input.readAll() == peer.outgoing)
+            #expect(try await second.input.readAll() == peer.outgoing)
+            #expect(await a.streamCounters.refusedOverLimit == 1)
+            // Once those are done, the peer may open again.
+            #expect(await eventually { await a.openStreams.isEmpty })
+            let third = try await b.openStreams(for: continued, direction: .fromOriginator)
+            #expect(try await third.input.readAll() == peer.outgoing)
+        }
+    }
+}
