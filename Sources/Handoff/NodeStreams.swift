@@ -275,7 +275,7 @@ extension Node {
                 ? ("node", configuration.maxStreams) : ("peer", configuration.maxStreamsPerPeer)
             streamCountersStorage.refusedOverLimit += 1
             if streamCountersStorage.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-                logger.warning("refused to open streams for \(activity.activityType): \(scope == "node" ? "the node has \(live.count) pairs open" : "peer \(owner) has \(fromPeer) pairs open"), its limit (\(refusedOverLimitTotal) refused so far)")
+                logger.warning("refused to open streams for \(activity.activityType): \(scope == "node" ? "the node has \(live.count) pairs open" : "peer \(owner) has \(fromPeer) pairs open"), its limit (\(streamCountersStorage.refusedOverLimit) refused so far)")
             }
             var error = HandoffError(.tooManyStreams, scope == "node"
                 ? "\(info.name) already has \(live.count) stream pairs open, its limit"
@@ -306,8 +306,6 @@ extension Node {
         let pair = session.streams
         spawn { await delegate.userActivity(activity, didReceive: pair) }
     }
-
-    private var refusedOverLimitTotal: Int { streamCountersStorage.refusedOverLimit }
 
     /// The peer broke the stream's rules: it is told, and the pair is over here.
     private func violate(_ session: StreamSession, _ error: HandoffError) {
@@ -403,7 +401,6 @@ extension Node {
                 _ = try server.trySend(identity, more: true)
                 _ = try server.trySend(bytes, more: payload != nil)
                 if let payload { _ = try server.trySend(payload) }
-                interrupted = false
             case .dealer(let endpoint):
                 guard let client = clients[endpoint] else { return }
                 // With ZMQ_IMMEDIATE the DEALER refuses while it has no connection.

@@ -172,8 +172,9 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 /// 3. Credit and acknowledgement. The reader sends StreamCredit as it consumes
 ///    chunks (Handoff nodes: every window/4 chunks); acknowledged_offset tells
 ///    the writer which bytes it no longer needs to keep for a resume. On
-///    StreamEnd the reader checks the length and checksum and answers a
-///    StreamCredit with end_received set; the writer keeps the pair until then.
+///    StreamEnd the reader answers a StreamCredit with end_received set (it
+///    checks the length and checksum itself, as it delivers the end to its
+///    reader); the writer keeps the pair until then.
 /// 4. Liveness. Each side sends a keep-alive (StreamCredit with chunks = 0)
 ///    when it has sent nothing on an open pair for a second. A side that hears
 ///    nothing at all for its idle timeout (Handoff: 5 s) considers the pair
@@ -363,9 +364,8 @@ public nonisolated struct WireStreamCredit: Sendable {
   /// (A keep-alive carries it too.)
   public var acknowledgedOffset: UInt64 = 0
 
-  /// The StreamEnd of the sender's reading direction arrived, and its length
-  /// and checksum were verified against acknowledged_offset bytes: the writer
-  /// may forget that direction.
+  /// The StreamEnd of the sender's reading direction arrived after
+  /// acknowledged_offset bytes: the writer may forget that direction.
   public var endReceived: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
