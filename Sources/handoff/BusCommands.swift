@@ -251,7 +251,11 @@ struct Monitor: AsyncParsableCommand {
         if let keys, let brokerKey = keys.brokerKey {
             try subscriber.makeCurveClient(keys.keyPair, serverKey: brokerKey)
         }
-        let handshakes = try subscriber.monitor([.handshakeFailedAuth, .handshakeFailedProtocol])
+        // A refusal shows as a failed handshake, or (a keyless client against a CURVE broker, when the
+        // broker hangs up before the client has read its greeting) as a connection closed before any
+        // handshake succeeded: both are reported, never taken for a quiet bus.
+        let handshakes = try subscriber.monitor([.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded, .disconnected])
+        var handshaken = false
         defer { handshakes.stop() }
         try subscriber.subscribe("")
         try subscriber.connect(bus)
@@ -262,7 +266,13 @@ struct Monitor: AsyncParsableCommand {
         while limit.map({ ContinuousClock.now < $0 }) ?? true {
             let remaining = limit.map { ContinuousClock.now.duration(to: $0) } ?? .seconds(3600)
             // A refused key is an error to report, not a quiet bus (checked at least every 250 ms).
-            if let refused = try await handshakes.next(timeout: .zero) {
+            while let event = try await handshakes.next(timeout: .zero) {
+                if event.kind == .handshakeSucceeded { handshaken = true; continue }
+                if event.kind == .disconnected && handshaken { continue }  // the broker restarted: libzmq reconnects
+                let refused = event
+                if let keys, event.kind == .disconnected {
+                    throw Failure("the broker at \(refused.endpoint) hung up during the CURVE handshake: check that --broker-key is its key and that it runs CURVE")
+                }
                 if let keys {
                     throw Failure("the broker at \(refused.endpoint) refused this key at the CURVE handshake: \(keys.keyPair.publicKey.z85) is not in its account")
                 }
