@@ -13,6 +13,8 @@ HANDOFF_DEBIAN_PACKAGES=(
     protobuf-c-compiler
     gcc make             # the C plugin's plain Makefile
     tcpdump              # the test that no contact crosses loopback in plain text
+    iproute2             # deploy/netns: network namespaces, veth pairs, tc shaping
+    ethtool iputils-ping python3  # deploy/netns/stream-link.sh's lossy link where the kernel has no netem
 )
 
 ensure_debian_packages() {
