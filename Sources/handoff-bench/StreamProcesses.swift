@@ -86,7 +86,7 @@ func streamConfiguration(_ name: String, peers: [String], options: Options, argu
 }
 
 /// `stream-originator`: advertises a streaming activity, writes `--size-bytes` to whoever opens its
-/// streams, and reports its peak memory once its standard input closes.
+/// streams, and reports its peak memory, resumes and bytes sent twice once its standard input closes.
 func runStreamOriginator(_ arguments: [String]) async throws {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
@@ -99,7 +99,8 @@ func runStreamOriginator(_ arguments: [String]) async throws {
         tell("READY \(node.busEndpoint!) \(activity.id)")
         // Until the parent closes our standard input (the continuer has read everything).
         while FileHandle.standardInput.availableData.count > 0 {}
-        tell("PEAK \(peakResidentBytes())")
+        let counters = await node.streamCounters
+        tell("PEAK \(peakResidentBytes()) \(counters.resumed) \(counters.bytesResent)")  // PEAK bytes resumes bytes-sent-again
     }
 }
 

@@ -5,7 +5,7 @@
 # contract). Every transfer must arrive whole: the continuer reads to the end, whose length and
 # CRC-32C are checked, and reports what it received.
 #
-#   sudo deploy/netns/stream-link.sh [--bench PATH] [--clean-mib N] [--lossy-mib N] [--cut-mib N] [--quick]
+#   sudo deploy/netns/stream-link.sh [--bench PATH] [--clean-mib N] [--lossy-mib N] [--cut-mib N] [--cut-seconds S] [--quick]
 #   sudo deploy/netns/stream-link.sh --cleanup
 #
 #   handoff-sa 10.78.0.1 (originator) --veth-- handoff-sm (the wire) --veth-- handoff-sb 10.78.0.2 (continuer)
@@ -14,8 +14,10 @@
 #   clean  tbf 20 Mbit/s each way, --clean-mib (default 50): the rate against the link's
 #   lossy  20 ms each way (40 ms RTT) and 1 % loss each way, --lossy-mib (default 4): tc netem,
 #          or deploy/netns/link-emulator.py in the wire's namespace where the kernel has no netem
-#   cut    tbf 20 Mbit/s, --cut-mib (default 20), the wire cut for 3 s in the middle of the
-#          transfer: the pair resumes; the continuer reports resumes and the bytes that came twice
+#   cut    tbf 20 Mbit/s, --cut-mib (default 20), the wire cut for --cut-seconds (default 3) in the
+#          middle of the transfer. TCP itself often rides out 3 s (its retransmissions get through
+#          once the wire is back); a cut longer than the streams' idle timeout (5 s) always makes
+#          the pair resume. Both ends report resumes, bytes sent again, and bytes that came twice.
 # --quick (what scripts/test runs): 20 MiB clean, 3 MiB lossy, 12 MiB cut; about 30 s.
 #
 # Exit status: 0 every transfer arrived whole; 1 one did not; 2 bad usage; 77 skipped: network
@@ -28,7 +30,7 @@ readonly NS_A=handoff-sa NS_B=handoff-sb NS_WIRE=handoff-sm
 readonly VETH_A=hs-a VETH_B=hs-b WIRE_A=hs-ma WIRE_B=hs-mb BRIDGE=hs-br
 readonly A_IP=10.78.0.1 B_IP=10.78.0.2
 
-bench="" clean_mib=50 lossy_mib=4 cut_mib=20 mode=run
+bench="" clean_mib=50 lossy_mib=4 cut_mib=20 cut_seconds=3 mode=run
 here=$(cd "$(dirname "$0")" && pwd)
 usage() { sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"; }
 say() { printf '==> %s\n' "$*"; }
@@ -41,6 +43,7 @@ while (($#)); do
         --clean-mib) clean_mib=$2; shift 2 ;;
         --lossy-mib) lossy_mib=$2; shift 2 ;;
         --cut-mib) cut_mib=$2; shift 2 ;;
+        --cut-seconds) cut_seconds=$2; shift 2 ;;
         --quick) clean_mib=20 lossy_mib=3 cut_mib=12; shift ;;
         --cleanup) mode=cleanup; shift ;;
         -h | --help) usage; exit 0 ;;
@@ -145,16 +148,16 @@ transfer() {
     local endpoint id
     read -r _ endpoint id < <(grep '^READY' "$work/$name.out") || die "$name: the originator did not start: $(tail -5 "$work/$name.originator.log")"
     # Bounded: three times the time the link needs, plus half a minute.
-    local limit=$((mib * 8 * 3 / RATE_MBIT + 30))
+    local limit=$((mib * 8 * 3 / RATE_MBIT + 30 + ${cut:+cut_seconds}))
     timeout --signal=KILL "$limit" ip netns exec "$NS_B" "$bench" stream-continuer --peer "$endpoint" --id "$id" \
         --size-bytes "$bytes" --listen "$B_IP" >"$work/$name.continuer" 2>"$work/$name.continuer.log" &
     local continuer=$!
     if [ -n "$cut" ]; then
-        # Halfway through at the link's rate, the wire is cut for 3 s (both hosts keep their addresses).
+        # Halfway through at the link's rate, the wire is cut (both hosts keep their addresses).
         sleep "$(awk -v m="$mib" -v r="$RATE_MBIT" 'BEGIN { printf "%.1f", m * 8 * 1.048576 / r / 2 }')"
         ip -n "$NS_WIRE" link set "$WIRE_A" down
         ip -n "$NS_WIRE" link set "$WIRE_B" down
-        sleep 3
+        sleep "$cut_seconds"
         ip -n "$NS_WIRE" link set "$WIRE_A" up
         ip -n "$NS_WIRE" link set "$WIRE_B" up
     fi
@@ -176,7 +179,10 @@ transfer() {
     case "$name" in
         clean | cut) printf ' (%s %% of the %d Mbit/s link)' "$(awk -v r="$rate" -v l="$RATE_MBIT" 'BEGIN { printf "%.0f", r / l * 100 }')" "$RATE_MBIT" ;;
     esac
-    printf '; resumes %s, bytes that arrived twice %s\n' "$resumes" "$duplicates"
+    # PEAK bytes resumes bytes-sent-again (the originator's side of the same story)
+    local resent
+    read -r _ _ _ resent < <(grep '^PEAK' "$work/$name.out") || resent="?"
+    printf '; resumes %s, bytes sent again %s, bytes that arrived twice %s\n' "$resumes" "${resent:-?}" "$duplicates"
 }
 
 shape tbf
