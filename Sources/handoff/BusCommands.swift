@@ -270,7 +270,7 @@ struct Monitor: AsyncParsableCommand {
                 if event.kind == .handshakeSucceeded { handshaken = true; continue }
                 if event.kind == .disconnected && handshaken { continue }  // the broker restarted: libzmq reconnects
                 let refused = event
-                if let keys, event.kind == .disconnected {
+                if keys != nil, event.kind == .disconnected {
                     throw Failure("the broker at \(refused.endpoint) hung up during the CURVE handshake: check that --broker-key is its key and that it runs CURVE")
                 }
                 if let keys {
