@@ -148,7 +148,8 @@ transfer() {
     local endpoint id
     read -r _ endpoint id < <(grep '^READY' "$work/$name.out") || die "$name: the originator did not start: $(tail -5 "$work/$name.originator.log")"
     # Bounded: three times the time the link needs, plus half a minute.
-    local limit=$((mib * 8 * 3 / RATE_MBIT + 30 + ${cut:+cut_seconds}))
+    local limit=$((mib * 8 * 3 / RATE_MBIT + 30))
+    [ -z "$cut" ] || limit=$((limit + cut_seconds))
     timeout --signal=KILL "$limit" ip netns exec "$NS_B" "$bench" stream-continuer --peer "$endpoint" --id "$id" \
         --size-bytes "$bytes" --listen "$B_IP" >"$work/$name.continuer" 2>"$work/$name.continuer.log" &
     local continuer=$!
@@ -183,19 +184,26 @@ transfer() {
     local resent
     read -r _ _ _ resent < <(grep '^PEAK' "$work/$name.out") || resent="?"
     printf '; resumes %s, bytes sent again %s, bytes that arrived twice %s\n' "$resumes" "${resent:-?}" "$duplicates"
+    whole=$((whole + 1))
 }
+whole=0 expected=0
 
 shape tbf
+expected=$((expected + 1))
 transfer clean "$clean_mib"
 shape lossy
 if [ -n "$lossy_by" ]; then
     rtt=$(ip netns exec "$NS_A" ping -c 5 -i 0.2 -q "$B_IP" 2>/dev/null | awk -F/ '/^rtt|^round-trip/ { print $5 }')
     printf 'lossy link: 20 ms each way, 1 %% loss each way, by %s; ping RTT %s ms\n' "$lossy_by" "${rtt:-?}"
+    expected=$((expected + 1))
     transfer lossy "$lossy_mib"
     [ -z "$emulator" ] || { kill "$emulator"; wait "$emulator" 2>/dev/null || true; emulator=""; sed 's/^/  /' "$work/emulator.log"; }
 else
     echo "lossy: skipped: this kernel has no netem, and ethtool or python3 is missing for link-emulator.py"
 fi
 shape tbf
+expected=$((expected + 1))
 transfer cut "$cut_mib" cut
+# A transfer that stopped without a report (a shell error in it) is a failure, never a pass.
+[ "$whole" -eq "$expected" ] || die "$whole of $expected transfers reported arriving whole"
 say "every transfer arrived whole"
