@@ -93,6 +93,7 @@ public actor Node: Service {
     var streamRoutes: [StreamRoute: StreamKey] = [:]
     var nextLocalStream: UInt64 = 0
     var streamCountersStorage = StreamCounters()
+    var streamPressureProbes: [@Sendable () -> Int] = []
     var nextStreamID: UInt64 = 0
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
     /// The context's ZAP handler, while this node runs secure; released at shutdown.

@@ -61,6 +61,12 @@ extension Node {
         /// The most stream pairs one peer (one CURVE key; one node id without security) may have
         /// open with this node as originator at once.
         public var maxStreamsPerPeer: Int
+        /// Under pressure — the node at ``maxStreams``, or every plugin worker taken with stream
+        /// calls waiting — the pair that has gone longest without progress (nothing read, nothing
+        /// acknowledged), at least this long, is ended with ``HandoffError/Code-swift.struct/tooManyStreams``
+        /// to make room, taken from the peer that holds the most pairs. Slow readers make progress and
+        /// are never chosen; a peer that opens pairs and never reads loses them to the next newcomer.
+        public var streamStallGrace: Duration
 
         /// The node's key pair and account: with it, every socket runs CURVE and only the account's
         /// nodes get in (see ``Security``). `nil` runs without encryption or authentication, which
@@ -106,6 +112,7 @@ extension Node {
             streamResumeWindow = .seconds(30)
             maxStreams = 64
             maxStreamsPerPeer = 4
+            streamStallGrace = .seconds(2)
             security = nil
             allowInsecure = false
             teamPolicy = .sameTeam

@@ -28,6 +28,8 @@ extension Node {
         public var refusedOverLimit = 0
         /// Pairs that failed because the peer stayed silent past the resume window.
         public var lost = 0
+        /// Pairs ended under pressure to make room, for making no progress (``Configuration-swift.struct/streamStallGrace``).
+        public var evicted = 0
 
         public init() {}
     }
@@ -212,6 +214,7 @@ extension Node {
             session.unconsumed += 1
             session.receivedOffset += UInt64(fresh.count)
             session.bytesArrived += UInt64(fresh.count)
+            session.lastProgress = .now
             if data.totalLength > 0 { session.input.counter.setTotal(data.totalLength) }
             session.incoming.yield(.data(fresh))
         }
@@ -268,8 +271,12 @@ extension Node {
             refuse(HandoffError(.malformedMessage, "unknown stream direction \(value)", activityType: activity.activityType))
             return
         }
-        let live = streams.values.filter { $0.failure == nil }
+        var live = streams.values.filter { $0.failure == nil }
         let fromPeer = live.count { $0.owner == owner }
+        if live.count >= configuration.maxStreams, fromPeer < configuration.maxStreamsPerPeer,
+           evictStalledStream(because: "\(info.name) reached its limit of \(configuration.maxStreams) stream pairs and a new one was opened") {
+            live = streams.values.filter { $0.failure == nil }
+        }
         if live.count >= configuration.maxStreams || fromPeer >= configuration.maxStreamsPerPeer {
             let (scope, limit) = live.count >= configuration.maxStreams
                 ? ("node", configuration.maxStreams) : ("peer", configuration.maxStreamsPerPeer)
@@ -530,6 +537,7 @@ extension Node {
     /// Called on every tick: keep-alives for quiet pairs, resumes for interrupted ones, failure for
     /// peers silent past the resume window, cleanup.
     func superviseStreams(now: ContinuousClock.Instant) {
+        relieveStreamPressure()
         for session in streams.values {
             if let failedAt = session.failedAt {
                 if !session.failureReported {
@@ -596,6 +604,54 @@ public enum StreamDirection: Sendable, Hashable, CustomStringConvertible {
         case .both: "both ways"
         case .fromOriginator: "from the originator only"
         case .toOriginator: "to the originator only"
+        }
+    }
+}
+
+// MARK: Pressure
+
+extension Node {
+    /// Something that holds stream work the node cannot start yet (a plugin runtime's calls waiting
+    /// for a worker): asked on every tick how many wait.
+    func addStreamPressureProbe(_ probe: @escaping @Sendable () -> Int) {
+        streamPressureProbes.append(probe)
+    }
+
+    /// Ends the pair that has gone longest without progress (at least ``Configuration-swift.struct/streamStallGrace``),
+    /// from the peer holding the most pairs, to free what it holds: its slot, its buffers, the
+    /// plugin workers blocked on it. Only pairs peers opened here (this node the originator) are
+    /// chosen. Returns whether one was.
+    @discardableResult
+    func evictStalledStream(because reason: String) -> Bool {
+        let now = ContinuousClock.now
+        let live = streams.values.filter { $0.failure == nil && !$0.isContinuer }
+        var held: [String: Int] = [:]
+        for session in live { held[session.owner, default: 0] += 1 }
+        let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= configuration.streamStallGrace }
+        guard let victim = stalled.min(by: { a, b in
+            let (heldA, heldB) = (held[a.owner]!, held[b.owner]!)
+            return heldA != heldB ? heldA > heldB : a.lastProgress < b.lastProgress
+        }) else { return false }
+        streamCountersStorage.evicted += 1
+        let idle = (now - victim.lastProgress).seconds.formatted(.number.precision(.fractionLength(1)))
+        if streamCountersStorage.evicted.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
+            logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(streamCountersStorage.evicted) ended so far)")
+        }
+        let error = HandoffError(.tooManyStreams, "\(reason); this pair made no progress for \(idle) s and was ended to make room", activityType: victim.activityType)
+        var wire = error.wire
+        wire.details["scope"] = "evicted"
+        sendStreamMessage(victim, .error(wire))
+        victim.fail(error)
+        return true
+    }
+
+    /// On every tick: while stream work waits for resources held by stalled pairs, end one stalled
+    /// pair per waiting piece of work.
+    func relieveStreamPressure() {
+        let waiting = streamPressureProbes.reduce(0) { $0 + $1() }
+        guard waiting > 0 else { return }
+        for _ in 0..<waiting {
+            guard evictStalledStream(because: "stream work on \(info.name) waits for plugin workers that stalled pairs hold") else { return }
         }
     }
 }

@@ -55,6 +55,9 @@ public final class PluginRuntime: Sendable {
     @discardableResult
     public func start(_ plugins: [LoadedPlugin]) async -> [PluginLoadError] {
         var errors: [PluginLoadError] = []
+        // Calls waiting for a worker make the node end stalled stream pairs, whose calls then return.
+        let workers = self.workers
+        await node.addStreamPressureProbe { workers.waiting }
         for plugin in plugins {
             let folder = dataDirectory.appendingPathComponent(plugin.name, isDirectory: true)
             do {
@@ -177,7 +180,6 @@ final class PluginHostContext: @unchecked Sendable {
         let writeHandler = plugin.descriptor.pointee.write_stream
         let readHandler = plugin.descriptor.pointee.read_stream
         let writer = StreamWriterBridge(streams.output)
-        let reader = StreamReaderBridge(streams.input)
         // A half the pair's direction closed costs no call (and no worker).
         async let wrote: Result<Void, PluginError> = {
             guard let writeStream = writeHandler, streams.output.enabled else { return .success(()) }
@@ -187,12 +189,16 @@ final class PluginHostContext: @unchecked Sendable {
             }
         }()
         async let read: Result<Void, PluginError> = {
-            guard let readStream = readHandler, streams.input.enabled else {
+            guard streams.input.enabled else { return .success(()) }
+            guard let readStream = readHandler else {
                 do throws(HandoffError) { _ = try await streams.input.readAll() } catch {
                     return .failure(PluginError(plugin: plugin.name, status: Int32(HANDOFF_STREAM_FAILED.rawValue), message: "\(error)"))
                 }
                 return .success(())
             }
+            let reader = StreamReaderBridge(streams.input)
+            // No worker is held for a peer that has sent nothing yet (one that never sends costs none).
+            await reader.untilSomethingArrives()
             let result = await call(locked: false) { state, error in
                 var table = reader.table
                 return bytes.withUnsafeBufferPointer { readStream(state, $0.baseAddress, $0.count, &table, error) }
@@ -406,13 +412,15 @@ struct BorrowedBytes: @unchecked Sendable {
 /// queue; read blocks the plugin's thread on it. The queue holds at most a few chunks, so the
 /// stream's flow control still bounds memory.
 final class StreamReaderBridge: @unchecked Sendable {
-    // Invariant: `items`, `current`, `waitingProducer` are only touched with `condition` locked.
+    // Invariant: `items`, `current`, `waitingProducer`, `firstArrival` are only touched with `condition` locked.
     enum Item { case chunk(Data), end, failed(String) }
     private let condition = NSCondition()
     private var items: [Item] = []
     private var current = Data()
     /// The pump, waiting for room: resumed with `true` when there is, `false` when the bridge closed.
     private var waitingProducer: CheckedContinuation<Bool, Never>?
+    /// Waiting in ``untilSomethingArrives()`` for the first item.
+    private var firstArrival: CheckedContinuation<Void, Never>?
     private var closed = false
     private var reachedEnd = false
     private let capacity = 4
@@ -447,6 +455,20 @@ final class StreamReaderBridge: @unchecked Sendable {
         if !complete { await input.node.cancelStream(input.key, reason: "the plugin stopped reading before the end") }
     }
 
+    /// Returns once the first chunk, the end, or a failure has arrived.
+    func untilSomethingArrives() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            condition.lock()
+            if items.isEmpty && !closed {
+                firstArrival = continuation
+                condition.unlock()
+            } else {
+                condition.unlock()
+                continuation.resume()
+            }
+        }
+    }
+
     /// Queues an item for the reader; `false` once the bridge is closed.
     private func put(_ item: Item) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
@@ -457,6 +479,10 @@ final class StreamReaderBridge: @unchecked Sendable {
                 return
             }
             items.append(item)
+            if let waiter = firstArrival {
+                firstArrival = nil
+                waiter.resume()
+            }
             condition.signal()
             if items.count >= capacity {
                 // Resumed by read() when space frees, or by close().

@@ -7,7 +7,8 @@ import Foundation
 /// never run on Swift's cooperative pool; but a thread per call lets a peer that opens many streams
 /// and never reads take the process to a thread each. Here at most `limit` calls run at once; the
 /// rest wait in order. The node's stream limits (``Node/Configuration-swift.struct/maxStreamsPerPeer``)
-/// keep one peer from holding every worker.
+/// keep one peer from holding every worker, and calls that wait make the node end stalled pairs
+/// (``Node/Configuration-swift.struct/streamStallGrace``), whose blocked calls then return.
 final class PluginWorkers: @unchecked Sendable {
     // Invariant for @unchecked Sendable: every stored var is touched only with `condition` locked.
     private let condition = NSCondition()
@@ -32,10 +33,15 @@ final class PluginWorkers: @unchecked Sendable {
     /// How many workers exist (for tests and logs).
     var threadCount: Int { condition.withLock { threads } }
 
+    /// Calls waiting because every worker is busy (none idle, no more may start).
+    var waiting: Int { condition.withLock { threads >= limit ? max(0, queue.count - idle) : 0 } }
+
     private func submit(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
         queue.append(job)
-        if idle == 0 && threads < limit {
+        // A new thread unless an idle one is there for every queued call: a signalled thread may
+        // not have taken its call yet, and one signal wakes one thread.
+        if queue.count > idle && threads < limit {
             threads += 1
             let thread = Thread { [self] in work() }
             thread.name = "\(name) \(threads)"

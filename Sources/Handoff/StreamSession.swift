@@ -92,6 +92,8 @@ final class StreamSession {
     /// Bytes (sent, arrived) when progress was last published.
     var reported: (sent: UInt64, received: UInt64) = (0, 0)
     var lastHeard = ContinuousClock.now
+    /// When the pair last made progress: bytes read from the peer, or written bytes acknowledged.
+    var lastProgress = ContinuousClock.now
     var lastSent = ContinuousClock.now
     /// Since when the pair is interrupted (connection dropped, or silence), waiting for a resume.
     var interruptedSince: ContinuousClock.Instant?
@@ -171,6 +173,15 @@ final class StreamSession {
         creditWaiter = nil
     }
 
+    /// Whether the pair waits on its peer, not on this side: what it wrote awaits credit or an
+    /// acknowledgement, or it reads and nothing is waiting to be read. A pair whose own writer has
+    /// not started (its plugin call waits for a worker) is not waiting on its peer.
+    var waitsOnPeer: Bool {
+        let writerWaits = writes && !endAcknowledged && (sendCredit == 0 || end != nil || !retained.isEmpty && creditWaiter != nil)
+        let readerWaits = reads && !endReceived && unconsumed == 0
+        return writerWaits || readerWaits || interruptedSince != nil
+    }
+
     /// Whether the writer may put a new chunk on the wire now.
     var writerMayProceed: Bool {
         failure != nil || (sendCredit > 0 && resend.isEmpty && interruptedSince == nil)
@@ -182,8 +193,10 @@ final class StreamSession {
     func acknowledge(upTo offset: UInt64, endReceived: Bool) {
         while let first = retained.first, first.offset + UInt64(first.frame.count) <= offset {
             retained.removeFirst()
+            lastProgress = .now
         }
         if endReceived, end != nil {
+            if !endAcknowledged { lastProgress = .now }
             endAcknowledged = true
             retained.removeAll()
             resend.removeAll()

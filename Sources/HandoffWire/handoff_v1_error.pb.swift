@@ -112,6 +112,10 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// The node already has as many open streams as it allows, in total or with
   /// this peer; details["limit"] and details["scope"] ("node" or "peer") say which.
+  /// Also sent on an open pair, with details["scope"] = "evicted", when the node
+  /// ends it to make room: it was under pressure (at its limit, or its workers
+  /// all taken) and this pair had made no progress (nothing read, nothing
+  /// acknowledged) for longer than any other. The pair is over; open a new one.
   case tooManyStreams // = 35
 
   /// The peer stopped sending presence (lease expired) or went away mid-exchange.

@@ -504,6 +504,9 @@ case "late-joiner":
     banner()
     try await benchLateJoiner(count: intOption("--count", 1000))
     printSummary()
+case "hostile":
+    banner()
+    try await benchHostile(Array(arguments.dropFirst()))
 // Hidden: the two ends of a stream as processes of their own, and the raw transfer alone.
 case "stream-originator":
     try await runStreamOriginator(arguments)
@@ -521,5 +524,7 @@ default:
                                                         streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
                handoff-bench late-joiner [--count N]    a new node's time to see N current activities
                handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
+               handoff-bench hostile [--contacts N] [--streams N] [--push-mib N]
+                                                        an agent's memory, threads and service under hostile peers
         """)
 }

@@ -136,7 +136,8 @@ struct StreamResilienceTests {
     @Test("a peer that ignores its credit gets streamProtocolViolation; memory holds at the window")
     func creditIsEnforced() async throws {
         try await withTwoNodes { a, _ in
-            let peer = StreamPeer(sending: Data())
+            // The originator reads nothing for a second: no credit flows back while the peer pushes.
+            let peer = StreamPeer(sending: Data(), readDelay: .seconds(1))
             let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
             activity.supportsContinuationStreams = true
             activity.delegate = peer
@@ -229,6 +230,66 @@ struct StreamResilienceTests {
             #expect(await eventually { await a.openStreams.isEmpty })
             let third = try await b.openStreams(for: continued, direction: .fromOriginator)
             #expect(try await third.input.readAll() == peer.outgoing)
+        }
+    }
+}
+
+@Suite("Streams under pressure")
+struct StreamPressureTests {
+    @Test("at the node's limit, a new open ends the pair longest stalled on its peer, which is told why")
+    func stalledPairIsEvicted() async throws {
+        try await withTwoNodes(configureA: { $0.maxStreams = 2; $0.streamStallGrace = .milliseconds(300) }) { a, _ in
+            let peer = StreamPeer(sending: patternBytes(4_000_000, seed: 31))
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.supportsContinuationStreams = true
+            activity.delegate = peer
+            try await activity.becomeCurrent(on: a)
+
+            // Peers that open with a 2-chunk window and never read: the writers stall on them.
+            let context = try Context()
+            let dealer = try context.socket(.dealer)
+            defer { dealer.close() }
+            try dealer.connect(a.continuationEndpoint)
+            var sequence: UInt64 = 0
+            func open(_ stream: UInt64, as nodeID: String) throws {
+                var open = WireStreamOpen()
+                open.activityID = activity.id
+                open.window = 2
+                open.chunkSize = 65536
+                var frame = WireStreamFrame()
+                frame.streamID = stream
+                frame.kind = .open(open)
+                var sender = WireNodeRef()
+                sender.nodeID = nodeID
+                sequence += 1
+                try dealer.send(try WireEnvelope(body: .streamFrame(frame), sender: sender, sequence: sequence).serializedBytes() as [UInt8])
+            }
+            // Every stream frame that comes back, by stream id: opens answered, errors.
+            func answers(within timeout: Duration) async throws -> [(UInt64, WireStreamFrame.OneOf_Kind?)] {
+                var seen: [(UInt64, WireStreamFrame.OneOf_Kind?)] = []
+                let deadline = ContinuousClock.now + timeout
+                while ContinuousClock.now < deadline, let first = try await dealer.receive(timeout: deadline - ContinuousClock.now) {
+                    var more = first.hasMore
+                    while more { more = try await dealer.receive().hasMore }
+                    if case .streamFrame(let frame) = try WireEnvelope.decode(first.data).body { seen.append((frame.streamID, frame.kind)) }
+                }
+                return seen
+            }
+            try open(1, as: "stalling-1")
+            try open(2, as: "stalling-2")
+            _ = try await answers(within: .milliseconds(600))  // both answered; their writers now wait for credit
+
+            try open(3, as: "newcomer")
+            let after = try await answers(within: .seconds(1))
+            let opened = after.contains { id, kind in if id == 3, case .open? = kind { true } else { false } }
+            #expect(opened, "the newcomer's open must be answered, got \(after.map(\.0))")
+            let evicted = after.compactMap { id, kind -> WireError? in
+                if id == 1 || id == 2, case .error(let error)? = kind { error } else { nil }
+            }
+            #expect(evicted.count == 1)
+            #expect(evicted.first?.code == .tooManyStreams)
+            #expect(evicted.first?.details["scope"] == "evicted")
+            #expect(await a.streamCounters.evicted == 1)
         }
     }
 }

@@ -17,13 +17,16 @@ final class StreamPeer: UserActivityDelegate, @unchecked Sendable {
     let outgoing: Data
     let readLimit: Int
     let finishWriting: Bool
+    /// How long the delegate waits before it starts reading (consuming nothing grants no credit back).
+    let readDelay: Duration
     private let lock = NSLock()
     private var _received: Result<Data, HandoffError>?
     private var _writeError: HandoffError?
     private var _streams: ContinuationStreams?
 
-    init(sending outgoing: Data, finishWriting: Bool = true, readLimit: Int = .max) {
+    init(sending outgoing: Data, finishWriting: Bool = true, readLimit: Int = .max, readDelay: Duration = .zero) {
         self.outgoing = outgoing
+        self.readDelay = readDelay
         self.finishWriting = finishWriting
         self.readLimit = readLimit
     }
@@ -35,6 +38,7 @@ final class StreamPeer: UserActivityDelegate, @unchecked Sendable {
     func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
         lock.withLock { _streams = streams }
         async let reading: Result<Data, HandoffError> = {
+            if readDelay > .zero { try? await Task.sleep(for: readDelay) }
             do throws(HandoffError) { return .success(try await streams.input.readAll(limit: readLimit)) } catch { return .failure(error) }
         }()
         do {
