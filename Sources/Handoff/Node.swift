@@ -289,6 +289,9 @@ public actor Node: Service {
                 for index in self.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
                 for await job in jobStream { group.addTask { await job() } }
                 group.cancelAll()
+                // Jobs (delegates, plugin calls) may wait on a stream or a continue: end those now,
+                // or the group would wait for them forever.
+                self.failOutstanding()
             }
         } onCancel: {
             jobContinuation.finish()
@@ -347,6 +350,18 @@ public actor Node: Service {
         jobs?.yield(job)
     }
 
+    /// Fails every continue still waiting for its originator and every open stream pair, so that
+    /// whatever waits on them (a caller, a delegate, a plugin call) returns.
+    private func failOutstanding() {
+        for id in Array(pending.keys) {
+            resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
+        }
+        for session in streams.values {
+            session.fail(HandoffError(.notRunning, "the node shut down"))
+        }
+        streams.removeAll()
+    }
+
     private func shutDown() {
         runState = .stopped
         jobs = nil
@@ -355,13 +370,7 @@ public actor Node: Service {
             publishWithdrawal(of: activity, reason: .nodeShutdown)
         }
         current.removeAll()
-        for id in Array(pending.keys) {
-            resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
-        }
-        for session in streams.values {
-            session.fail(HandoffError(.notRunning, "the node shut down"))
-        }
-        streams.removeAll()
+        failOutstanding()
         for watcher in watchers.values { watcher.continuation.finish() }
         watchers.removeAll()
         for client in clients.values { client.close() }

@@ -104,6 +104,9 @@ public final class ZAPHandler: Sendable {
             }
             ready.signal()
             Self.serve(server, control: control, state: state)
+            // Unbind first: an inproc endpoint is released at once by zmq_unbind, but only later (on
+            // libzmq's reaper thread) by zmq_close, and a handler started next must bind it again.
+            try? server.unbind(Self.endpoint)
             server.close()
             control.close()
         }

@@ -179,7 +179,7 @@ func benchHostile(_ arguments: [String]) async throws {
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
     // The agent's log: warnings and worse on standard error, or everything in a file ($HANDOFF_BENCH_AGENT_LOG).
     let logFile = ProcessInfo.processInfo.environment["HANDOFF_BENCH_AGENT_LOG"]
-    if let logFile { FileManager.default.createFile(atPath: logFile, contents: nil) }
+    if let logFile { _ = FileManager.default.createFile(atPath: logFile, contents: nil) }
     let log = FileHandle(forWritingAtPath: logFile ?? "/dev/stderr")
     let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice)
     let agent = try startHandoff(["agent", "--name", "victim", "--broker", frontend, backend, "--plugins", plugins.path,
