@@ -101,6 +101,7 @@ let package = Package(
             dependencies: [
                 "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode", "CHandoffChecksum", "handoff",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         // A small program the end-to-end tests start as separate processes (advertiser, broker).

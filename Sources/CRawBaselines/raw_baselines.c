@@ -23,39 +23,118 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-// The ROUTER: every request (identity + empty body) gets the next chunk, until `total` is sent.
-static void *serve(void *raw) {
-    struct server_args *args = raw;
-    void *router = zmq_socket(args->context, ZMQ_ROUTER);
-    // Linger long enough that closing after the last send still delivers the tail.
-    int hwm = 10000, linger = 5000;
-    zmq_setsockopt(router, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_bind(router, "tcp://127.0.0.1:*");
-    size_t size = sizeof args->endpoint;
-    zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, args->endpoint, &size);
-    pthread_mutex_lock(&args->lock);
-    args->ready = 1;
-    pthread_cond_signal(&args->bound);
-    pthread_mutex_unlock(&args->lock);
-
-    char *data = malloc(args->chunk);
-    memset(data, 0x5A, args->chunk);
+// The ROUTER's side: every request (identity + empty body) gets the next chunk, until `total` is sent.
+static void serve_chunks(void *router, uint64_t total, size_t chunk) {
+    char *data = malloc(chunk);
+    memset(data, 0x5A, chunk);
     uint64_t sent = 0;
     char identity[256];
     char request[16];
-    while (sent < args->total) {
+    while (sent < total) {
         int id_size = zmq_recv(router, identity, sizeof identity, 0);
         if (id_size < 0) break;
         if (zmq_recv(router, request, sizeof request, 0) < 0) break;
-        size_t n = args->total - sent < args->chunk ? (size_t)(args->total - sent) : args->chunk;
+        size_t n = total - sent < chunk ? (size_t)(total - sent) : chunk;
         zmq_send(router, identity, (size_t)id_size, ZMQ_SNDMORE);
         zmq_send(router, data, n, 0);
         sent += n;
     }
     free(data);
+}
+
+// A ROUTER bound at `bind` (a tcp endpoint with a port or `*`), its endpoint in `endpoint`.
+static void *bind_router(void *context, const char *bind, char *endpoint, size_t capacity) {
+    void *router = zmq_socket(context, ZMQ_ROUTER);
+    // Linger long enough that closing after the last send still delivers the tail.
+    // A peer that goes away ends the transfer (as a failure) instead of blocking it forever.
+    int hwm = 10000, linger = 5000, patience = 10000;
+    zmq_setsockopt(router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(router, ZMQ_RCVTIMEO, &patience, sizeof patience);
+    if (zmq_bind(router, bind) != 0) {
+        zmq_close(router);
+        return NULL;
+    }
+    zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, endpoint, &capacity);
+    return router;
+}
+
+// The DEALER's side: keeps `window` requests outstanding, one per chunk; returns the bytes received.
+static uint64_t fetch_chunks(void *dealer, uint64_t total, int window) {
+    int credit = window;
+    uint64_t received = 0;
+    zmq_msg_t message;
+    zmq_msg_init(&message);
+    while (received < total) {
+        while (credit > 0) {
+            zmq_send(dealer, "", 0, 0);
+            credit--;
+        }
+        int size = zmq_msg_recv(&message, dealer, 0);
+        if (size < 0) break;
+        received += (uint64_t)size;
+        credit++;
+    }
+    zmq_msg_close(&message);
+    return received;
+}
+
+static void *connect_dealer(void *context, const char *endpoint) {
+    void *dealer = zmq_socket(context, ZMQ_DEALER);
+    int hwm = 10000, linger = 0, patience = 10000;
+    zmq_setsockopt(dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(dealer, ZMQ_RCVTIMEO, &patience, sizeof patience);
+    zmq_connect(dealer, endpoint);
+    return dealer;
+}
+
+static void *serve(void *raw) {
+    struct server_args *args = raw;
+    void *router = bind_router(args->context, "tcp://127.0.0.1:*", args->endpoint, sizeof args->endpoint);
+    pthread_mutex_lock(&args->lock);
+    args->ready = 1;
+    pthread_cond_signal(&args->bound);
+    pthread_mutex_unlock(&args->lock);
+    if (router == NULL) return NULL;
+    serve_chunks(router, args->total, args->chunk);
     zmq_close(router);
     return NULL;
+}
+
+struct raw_stream_server {
+    void *context;
+    void *router;
+};
+
+struct raw_stream_server *raw_stream_bind(const char *bind, char *endpoint, size_t capacity) {
+    struct raw_stream_server *server = calloc(1, sizeof *server);
+    server->context = zmq_ctx_new();
+    server->router = bind_router(server->context, bind, endpoint, capacity);
+    if (server->router == NULL) {
+        zmq_ctx_term(server->context);
+        free(server);
+        return NULL;
+    }
+    return server;
+}
+
+void raw_stream_serve(struct raw_stream_server *server, uint64_t total, size_t chunk) {
+    serve_chunks(server->router, total, chunk);
+    zmq_close(server->router);
+    zmq_ctx_term(server->context);
+    free(server);
+}
+
+double raw_stream_fetch(const char *endpoint, uint64_t total, int window) {
+    void *context = zmq_ctx_new();
+    void *dealer = connect_dealer(context, endpoint);
+    double started = now();
+    uint64_t received = fetch_chunks(dealer, total, window);
+    double elapsed = now() - started;
+    zmq_close(dealer);
+    zmq_ctx_term(context);
+    return received == total ? elapsed : -1;
 }
 
 double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window) {
@@ -69,32 +148,10 @@ double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window) {
     while (!args.ready) pthread_cond_wait(&args.bound, &args.lock);
     pthread_mutex_unlock(&args.lock);
 
-    void *dealer = zmq_socket(context, ZMQ_DEALER);
-    int hwm = 10000, linger = 0;
-    zmq_setsockopt(dealer, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(dealer, args.endpoint);
-
+    void *dealer = connect_dealer(context, args.endpoint);
     double started = now();
-    int credit = window;
-    uint64_t received = 0;
-    zmq_msg_t message;
-    zmq_msg_init(&message);
-    while (received < total) {
-        while (credit > 0) {
-            zmq_send(dealer, "", 0, 0);
-            credit--;
-        }
-        int size = zmq_msg_recv(&message, dealer, 0);
-        if (size < 0) {
-            received = 0;
-            break;
-        }
-        received += (uint64_t)size;
-        credit++;
-    }
+    uint64_t received = fetch_chunks(dealer, total, window);
     double elapsed = now() - started;
-    zmq_msg_close(&message);
     zmq_close(dealer);
     pthread_join(server, NULL);
     zmq_ctx_term(context);

@@ -299,15 +299,20 @@ public actor Node: Service {
     }
 
     /// The handshake events a node watches on its bus sockets.
-    static let handshakeEvents: MonitorEvents = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded]
+    static let handshakeEvents: MonitorEvents = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded, .disconnected]
 
     /// Notices the bus refusing this node at the handshake — a key not in the server's account, or
     /// no key for a server that runs CURVE — logs it, keeps the reason in ``busRefusal``, and tries
     /// again with a backoff (1 s doubling to 30 s): libzmq itself does not reconnect after a refused
     /// handshake, and the key may be added to the account later. A later handshake that succeeds
     /// clears ``busRefusal``.
+    ///
+    /// A keyless node against a CURVE server may see only a disconnect (the server hangs up before
+    /// libzmq reports the mechanism mismatch): a connection closed before its handshake succeeded
+    /// counts as a refusal for a node without a key.
     private func watchBusHandshakes(_ index: Int) async {
         var backoff = Duration.seconds(1)
+        var accepted: Set<String> = []  // endpoints whose current connection passed the handshake
         while !Task.isCancelled, index < busMonitors.count {
             let (socket, monitor) = busMonitors[index]
             guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
@@ -318,7 +323,13 @@ public actor Node: Service {
                 if busRefusal != nil { logger.info("\(event.endpoint) accepted this node at the handshake now") }
                 busRefusal = nil
                 backoff = .seconds(1)
+                accepted.insert(event.endpoint)
                 continue
+            }
+            if event.kind == .disconnected {
+                // After a handshake: the server went away, and libzmq reconnects. Before one: a
+                // refusal for a keyless node; for a node with a key, libzmq's retry will tell.
+                if accepted.remove(event.endpoint) != nil || configuration.security != nil { continue }
             }
             let server = switch configuration.bus {
             case .broker: "the broker"

@@ -136,7 +136,7 @@ func legitimateContinue(frontend: String, backend: String, folder: URL) throws -
     let file = folder.appendingPathComponent("saved-\(UUID().uuidString).pb")
     let errors = folder.appendingPathComponent("continue-\(UUID().uuidString).err")
     defer { try? FileManager.default.removeItem(at: file); try? FileManager.default.removeItem(at: errors) }
-    FileManager.default.createFile(atPath: errors.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
     let started = ContinuousClock.now
     let process = try startHandoff(
         ["continue", "--type", "org.handoff.contacts.list-contacts", "--save", file.path,

@@ -52,10 +52,10 @@ final class Child {
 
 /// Streams `total` bytes between two processes (an originator and a continuer, direct bus on
 /// loopback); returns the time to read everything and each end's peak resident memory.
-func streamBetweenProcesses(total: Int, options: Options) throws -> ProcessStreamRun {
+func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [String] = []) throws -> ProcessStreamRun {
     let originator = try Child(["stream-originator", "--size-bytes", "\(total)", "--window", "\(options.window)"])
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
-    let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)", "--window", "\(options.window)"])
+    let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)", "--window", "\(options.window)"] + continuerArguments)
     let done = try continuer.line(startingWith: "DONE")  // DONE seconds bytes peak
     continuer.wait()
     originator.closeInput()
@@ -71,6 +71,65 @@ func rawStreamInProcess(total: Int, options: Options) throws -> (seconds: Double
     let done = try child.line(startingWith: "DONE")
     child.wait()
     return (Double(done[1]) ?? -1, Int(done[2]) ?? 0)
+}
+
+/// `slow-reader`: a stream between two processes whose reader is slow enough that the transfer
+/// lasts `--seconds` (65 by default: longer than every timeout in the node's configuration); it
+/// must arrive whole. Prints the outcome, the time and both ends' peak memory.
+func benchSlowReader(_ arguments: [String]) throws {
+    var options = Options(arguments)
+    options.sizeMiB = intOption("--size", 16, in: arguments)
+    let target = Duration.seconds(intOption("--seconds", 65, in: arguments))
+    let total = options.sizeMiB << 20
+    let chunks = max(1, total / options.chunk)
+    let pause = target / chunks
+    let defaults = Node.Configuration(name: "defaults", bus: .direct(listen: "tcp://127.0.0.1:*", peers: []))
+    print("Slow reader: \(options.sizeMiB) MiB in \(chunks) chunks of \(options.chunk / 1024) KiB between two processes; the reader pauses \(pause) after each, for about \(target) in all")
+    print("Timeouts in the configuration: continue \(defaults.continueTimeout), stream idle \(defaults.streamIdleTimeout), resume window \(defaults.streamResumeWindow)")
+    let run = try streamBetweenProcesses(total: total, options: options, continuerArguments: ["--pause-ms", "\(Int(seconds(pause) * 1000))"])
+    row("", "seconds", "originator / continuer peak")
+    row("arrived whole, CRC-32C checked", String(format: "%.1f", run.seconds), "\(mebibytes(run.originatorPeak)) / \(mebibytes(run.continuerPeak))")
+    let longest = max(defaults.continueTimeout, defaults.streamIdleTimeout, defaults.streamResumeWindow)
+    compare("slow reader, \(options.sizeMiB) MiB", handoff: String(format: "%.1f s, whole", run.seconds), baseline: "longest timeout",
+            "\(longest)", ratio: "", target: "outlasts it", met: run.seconds > seconds(longest))
+}
+
+/// The raw libzmq transfer with each end in a process of its own, as Handoff's ends are: returns
+/// the fetching end's seconds (first request to last byte) and each end's peak memory.
+func rawStreamBetweenProcesses(total: Int, options: Options) throws -> ProcessStreamRun {
+    let server = try Child(["raw-stream-server", "--size-bytes", "\(total)"])
+    let ready = try server.line(startingWith: "READY")  // READY endpoint
+    let client = try Child(["raw-stream-client", "--peer", ready[1], "--size-bytes", "\(total)", "--window", "\(options.window)"])
+    let done = try client.line(startingWith: "DONE")  // DONE seconds peak
+    client.wait()
+    let report = try server.line(startingWith: "PEAK")  // PEAK bytes
+    server.wait()
+    guard let seconds = Double(done[1]), seconds > 0 else { throw HandoffError(.streamTruncated, "the raw transfer between processes failed") }
+    return ProcessStreamRun(seconds: seconds, originatorPeak: Int(report[1]) ?? 0, continuerPeak: Int(done[2]) ?? 0)
+}
+
+/// `raw-stream-server`: binds a raw ROUTER (`--listen HOST`, loopback by default), says `READY
+/// endpoint`, serves `--size-bytes` in chunks on request, then says `PEAK bytes`.
+func runRawStreamServer(_ arguments: [String]) {
+    let options = Options(arguments)
+    let total = intOption("--size-bytes", 0, in: arguments)
+    let host = stringOption("--listen", in: arguments) ?? "127.0.0.1"
+    var endpoint = [CChar](repeating: 0, count: 256)
+    guard let server = raw_stream_bind("tcp://\(host):*", &endpoint, endpoint.count) else {
+        tell("FAILED cannot bind tcp://\(host):*")
+        exit(1)
+    }
+    tell("READY \(String(decoding: endpoint.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+    raw_stream_serve(server, UInt64(total), options.chunk)
+    tell("PEAK \(peakResidentBytes())")
+}
+
+/// `raw-stream-client`: fetches `--size-bytes` from the raw server at `--peer`; says `DONE seconds peak`.
+func runRawStreamClient(_ arguments: [String]) {
+    let options = Options(arguments)
+    let total = intOption("--size-bytes", 0, in: arguments)
+    let elapsed = raw_stream_fetch(stringOption("--peer", in: arguments) ?? "", UInt64(total), Int32(options.window))
+    tell("DONE \(elapsed) \(peakResidentBytes())")
 }
 
 /// A node for one end of a stream between processes; `--listen HOST` binds it there instead of
@@ -120,8 +179,13 @@ func runStreamContinuer(_ arguments: [String]) async throws {
         let started = ContinuousClock.now
         let streams = try await node.openStreams(for: continued, direction: .fromOriginator)
         var received = 0
+        // A slow reader (`--pause-ms`): it waits this long after each chunk, granting no credit meanwhile.
+        let pause = Duration.milliseconds(intOption("--pause-ms", 0, in: arguments))
         // Every byte, once the end's length and CRC-32C checked out (the iteration throws otherwise).
-        for try await chunk in streams.input { received += chunk.count }
+        for try await chunk in streams.input {
+            received += chunk.count
+            if pause > .zero { try await Task.sleep(for: pause) }
+        }
         let elapsed = seconds(ContinuousClock.now - started)
         let counters = await node.streamCounters
         tell("DONE \(elapsed) \(received) \(peakResidentBytes()) \(counters.resumed) \(counters.duplicateBytesDropped)")

@@ -207,6 +207,24 @@ func benchStreams(_ options: Options) async throws {
     let rawProcess = try rawStreamInProcess(total: total, options: options)
     row("raw libzmq, \(options.sizeMiB) MiB, both ends in one process", String(format: "%.0f", Double(options.sizeMiB) / rawProcess.seconds),
         "\(mebibytes(rawProcess.peak)) (both ends)")
+    // The figure users see: Handoff between two processes against raw libzmq between two processes,
+    // interleaved, same size, chunk and window.
+    var rawApart: [ProcessStreamRun] = []
+    var handoffApart: [ProcessStreamRun] = []
+    let apartRuns = min(options.runs, 9)
+    for _ in 0..<apartRuns {
+        rawApart.append(try rawStreamBetweenProcesses(total: total, options: options))
+        handoffApart.append(try streamBetweenProcesses(total: total, options: options))
+    }
+    let rawApartRate = Double(options.sizeMiB) / median(rawApart.map(\.seconds))
+    let handoffApartRate = Double(options.sizeMiB) / median(handoffApart.map(\.seconds))
+    row("raw libzmq, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", rawApartRate),
+        "\(mebibytes(rawApart.map(\.originatorPeak).max() ?? 0)) / \(mebibytes(rawApart.map(\.continuerPeak).max() ?? 0)); median of \(apartRuns): " + rawApart.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+    row("Handoff, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + handoffApart.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+    row("ratio Handoff / raw, between processes", String(format: "%.1f %%", 100 * handoffApartRate / rawApartRate))
+    compare("stream \(options.sizeMiB) MiB between processes (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
+            baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
+            ratio: String(format: "%.0f %%", 100 * handoffApartRate / rawApartRate), target: "≥ 90 %", met: handoffApartRate >= 0.9 * rawApartRate)
     if let small = peaks.first, let large = peaks.last, peaks.count == 2 {
         let growth = max(large.1.originatorPeak - small.1.originatorPeak, large.1.continuerPeak - small.1.continuerPeak)
         let bound = 64 << 20
@@ -504,6 +522,10 @@ case "late-joiner":
     banner()
     try await benchLateJoiner(count: intOption("--count", 1000))
     printSummary()
+case "slow-reader":
+    banner()
+    try benchSlowReader(Array(arguments.dropFirst()))
+    printSummary()
 case "hostile":
     banner()
     try await benchHostile(Array(arguments.dropFirst()))
@@ -514,6 +536,10 @@ case "stream-continuer":
     try await runStreamContinuer(arguments)
 case "raw-stream":
     runRawStream(arguments)
+case "raw-stream-server":
+    runRawStreamServer(arguments)
+case "raw-stream-client":
+    runRawStreamClient(arguments)
 default:
     print("""
         usage: handoff-bench all [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
@@ -524,6 +550,8 @@ default:
                                                         streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
                handoff-bench late-joiner [--count N]    a new node's time to see N current activities
                handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
+               handoff-bench slow-reader [--seconds S] [--size MiB]
+                                                        a stream whose reader is slow: it outlasts every timeout
                handoff-bench hostile [--contacts N] [--streams N] [--push-mib N]
                                                         an agent's memory, threads and service under hostile peers
         """)

@@ -12,9 +12,10 @@ import ZeroMQ
 ///     HandoffTestNode advertise <frontend> <backend> <interval-ms> <activity-type> <count>
 ///         Joins the bus through the broker and makes <count> activities current (userInfo:
 ///         everyKindOfUserInfo); prints `READY <id> ...`.
-///     HandoffTestNode stream-source <frontend> <backend> <bytes>
+///     HandoffTestNode stream-source <frontend> <backend> <bytes> [<bytes-per-second>]
 ///         Makes a streaming activity current; its delegate writes <bytes> of BulkPattern to every
-///         stream opened to it. Prints `READY <id>`.
+///         stream opened to it (no faster than <bytes-per-second>, if given). Prints
+///         `READY <id> <continuation-endpoint>`.
 ///     HandoffTestNode stream-sink <frontend> <backend> <activity-id>
 ///         Continues the activity, opens streams, reads to the end checking every byte against
 ///         BulkPattern; prints `PROGRESS <bytes>` every 8 MiB, then `DONE <bytes> <peak-RSS-KiB>
@@ -65,15 +66,15 @@ struct HandoffTestNode {
             announce("READY " + ids.joined(separator: " "))
             let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()
-        case "stream-source" where arguments.count == 4:
+        case "stream-source" where arguments.count == 4 || arguments.count == 5:
             let node = try Node(configuration: Node.Configuration(
                 name: "source-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2])))
             let activity = try UserActivity(activityType: "org.handoff.test.bulk")
             activity.supportsContinuationStreams = true
-            let source = BulkSource(bytes: Int(arguments[3]) ?? 0)
+            let source = BulkSource(bytes: Int(arguments[3]) ?? 0, bytesPerSecond: arguments.count == 5 ? Int(arguments[4]) : nil)
             activity.delegate = source
             try await activity.becomeCurrent(on: node)
-            announce("READY \(activity.id)")
+            announce("READY \(activity.id) \(node.continuationEndpoint)")
             let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()
         case "stream-sink" where arguments.count == 4:
@@ -102,13 +103,18 @@ func announce(_ line: String) {
 /// Writes BulkPattern to every stream opened to the activity.
 final class BulkSource: UserActivityDelegate {
     let bytes: Int
+    let bytesPerSecond: Int?
     let pattern = BulkPattern()
-    init(bytes: Int) { self.bytes = bytes }
+    init(bytes: Int, bytesPerSecond: Int? = nil) {
+        self.bytes = bytes
+        self.bytesPerSecond = bytesPerSecond
+    }
 
     func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
         streams.output.expectedLength = UInt64(bytes)
         var written = 0
         var index = 0
+        let started = ContinuousClock.now
         do {
             while written < bytes {
                 let block = pattern.block(index)
@@ -116,6 +122,11 @@ final class BulkSource: UserActivityDelegate {
                 try await streams.output.write(block[0..<count])
                 written += count
                 index += 1
+                if let bytesPerSecond {
+                    // Paced: block until the time these bytes may have taken at the rate.
+                    let due = started + .seconds(Double(written) / Double(bytesPerSecond))
+                    if due > .now { try? await Task.sleep(until: due) }
+                }
             }
             try await streams.output.finish()
         } catch {

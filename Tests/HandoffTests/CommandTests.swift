@@ -222,3 +222,60 @@ struct ContinueStreamTests {
         _ = broker
     }
 }
+
+/// `ss`, which can kill TCP connections (`ss -K`, root and a kernel with INET_DIAG_DESTROY).
+let socketKiller = ["/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// Kills every established TCP connection to or from `port` on this host, as a broken network
+/// would (both ends see the connection reset); returns whether `ss` ran.
+@discardableResult
+func killConnections(port: String) -> Bool {
+    guard let socketKiller else { return false }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: socketKiller)
+    process.arguments = ["-K", "-t", "dport = :\(port) or sport = :\(port)"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}
+
+@Suite("handoff continue across a broken connection")
+struct ContinueResumeTests {
+    @Test(
+        "`handoff continue --save` resumes when its TCP connection is killed mid-stream: the file holds every byte once",
+        .enabled(if: socketKiller != nil && getuid() == 0, "needs `ss -K` (iproute2) and root")
+    )
+    func resumesAfterCut() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let size = 48 << 20
+        // Paced at 16 MiB/s, so the cut lands mid-transfer.
+        let source = try ChildProcess(["stream-source", frontend, backend, String(size), String(16 << 20)])
+        let ready = try await source.ready()
+        try #require(ready.count == 2, "\(ready)")
+        let port = String(try #require(ready[1].split(separator: ":").last))
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("resumed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+
+        async let run = runHandoff(["continue", "--id", ready[0], "--save", file.path, "--broker", frontend, backend, "--log-level", "info"])
+        var savedBeforeCut = 0
+        let deadline = ContinuousClock.now + .seconds(20)
+        while savedBeforeCut == 0, ContinuousClock.now < deadline {
+            let written = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+            if written >= 12 << 20 {
+                #expect(killConnections(port: port))
+                savedBeforeCut = written
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let result = try await run
+        #expect(savedBeforeCut > 0 && savedBeforeCut < size, "the cut must land mid-transfer (\(savedBeforeCut) bytes saved)")
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.error.contains("resumed with the originator"), "no resume reported: \(result.error)")
+        let saved = try Data(contentsOf: file)
+        #expect(saved.count == size)
+        #expect(BulkPattern().matches(saved, at: 0))
+        _ = broker
+    }
+}

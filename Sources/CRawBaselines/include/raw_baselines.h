@@ -10,6 +10,19 @@
 /// file-transfer pattern. Returns the seconds from the first request to the last byte, or -1.
 double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window);
 
+/// The same transfer with each end in a process of its own. The serving end: a ROUTER (in a
+/// context of its own) bound at `bind` (e.g. `tcp://127.0.0.1:*`), its endpoint written to
+/// `endpoint`; NULL when the bind fails.
+struct raw_stream_server *raw_stream_bind(const char *bind, char *endpoint, size_t capacity);
+
+/// Answers requests with `chunk`-byte frames until `total` bytes are sent, then closes and frees
+/// `server` (waiting up to 5 s for the tail to leave).
+void raw_stream_serve(struct raw_stream_server *server, uint64_t total, size_t chunk);
+
+/// The fetching end: a DEALER connects to `endpoint` and keeps `window` requests outstanding until
+/// `total` bytes arrived. Returns the seconds from the first request to the last byte, or -1.
+double raw_stream_fetch(const char *endpoint, uint64_t total, int window);
+
 /// Raw libzmq REQ/REP: `rounds` round trips of `size`-byte messages between two threads over
 /// tcp://127.0.0.1; each round trip's time in microseconds goes to `latencies` (capacity `rounds`).
 /// Returns 0, or -1 on failure.
