@@ -333,14 +333,7 @@ extension Socket {
     nonisolated(nonsending)
     public func waitUntilReady(for events: PollEvents, timeout: Duration? = nil) async throws -> PollEvents {
         let watcher = ReadinessWatcher.shared
-        let registration: UInt64
-        if let readinessID {
-            registration = readinessID
-        } else {
-            let fd = try get(.fileDescriptor)
-            registration = watcher.register(fd: fd)
-            readinessID = registration
-        }
+        let registration = try readinessRegistration()
         let limit = timeout.map(deadline(after:))
         while true {
             let generation = watcher.generation(of: registration)
@@ -366,24 +359,53 @@ extension Socket {
         _ = try? pendingEvents()
     }
 
+    /// The socket's registration with the readiness watcher, made on first use.
+    private func readinessRegistration() throws(ZMQError) -> UInt64 {
+        if let readinessID { return readinessID }
+        let registration = ReadinessWatcher.shared.register(fd: try get(.fileDescriptor))
+        readinessID = registration
+        return registration
+    }
+
+    /// One wait for `events`: returns at once when `ZMQ_EVENTS` shows one, else after the next
+    /// signal, without reading `ZMQ_EVENTS` again — the caller's next libzmq call finds out, and a
+    /// caller that finds nothing comes back here, which reads it (so no edge is ever slept through).
+    /// A receive loop saves one `ZMQ_EVENTS` (a `poll` and a `getpid` in libzmq) per wake-up.
+    ///
+    /// - Returns: `false` when the deadline passed first.
+    nonisolated(nonsending)
+    private func awaitSignal(for events: PollEvents, deadline limit: UInt64?) async throws -> Bool {
+        let watcher = ReadinessWatcher.shared
+        let registration = try readinessRegistration()
+        let generation = watcher.generation(of: registration)
+        if !(try pendingEvents().intersection(events)).isEmpty { return true }
+        suspendedWaits += 1
+        let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: events.rawValue)
+        suspendedWaits -= 1
+        switch outcome {
+        case .signalled: return true
+        case .timedOut: return false
+        case .cancelled: throw CancellationError()
+        case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
+        }
+    }
+
     /// Receives one frame, suspending the task (not the thread) until one arrives.
     nonisolated(nonsending)
     public func receive() async throws -> Frame {
         while true {
             if let message = try tryReceive() { return message }
-            _ = try await waitUntilReady(for: .readable)
+            _ = try await awaitSignal(for: .readable, deadline: nil)
         }
     }
 
     /// Receives one frame, or `nil` when none arrives within `timeout`.
     nonisolated(nonsending)
     public func receive(timeout: Duration) async throws -> Frame? {
-        let limit = ContinuousClock.now + timeout
+        let limit = deadline(after: timeout)
         while true {
             if let message = try tryReceive() { return message }
-            let remaining = ContinuousClock.now.duration(to: limit)
-            if remaining <= .zero { return nil }
-            if try await waitUntilReady(for: .readable, timeout: remaining).isEmpty { return nil }
+            guard try await awaitSignal(for: .readable, deadline: limit) else { return nil }
         }
     }
 
