@@ -405,17 +405,21 @@ private final class BrokerLoop {
             try secure(frontend)
             try frontend.set(.receiveHighWaterMark, hwm)
             try frontend.set(.sendHighWaterMark, hwm)
+            // The contract's frame limit: a larger frame (or handshake command) disconnects its sender.
+            try frontend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
             try frontend.bind(configuration.frontend)
             backend = try open(.xpub)
             try secure(backend)
             try backend.set(.sendHighWaterMark, hwm)
             try backend.set(.receiveHighWaterMark, hwm)
             try backend.set(.xpubVerbose, true)
+            try backend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
             try backend.bind(configuration.backend)
             if let captureAddress = configuration.capture {
                 let socket = try open(.pub)
                 try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
+                try socket.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
                 try socket.bind(captureAddress)
                 capture = socket
             } else {

@@ -37,6 +37,8 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let malformedMessage = Code(wire: .malformedMessage)
         /// A peer speaks a protocol version this node does not.
         public static let unsupportedProtocolVersion = Code(wire: .unsupportedProtocolVersion)
+        /// A message, or what it would carry, is over a size limit of the contract (``WireLimits``).
+        public static let messageTooLarge = Code(wire: .messageTooLarge)
         /// The activity does not support continuation streams.
         public static let streamsNotSupported = Code(wire: .streamsNotSupported)
         /// The continuation stream was cancelled, here or by the peer.

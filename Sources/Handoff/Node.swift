@@ -176,6 +176,9 @@ public actor Node: Service {
         try publisher.set(.linger, 1000)  // lets withdrawals sent at shutdown reach the bus
         subscriber = try context.socket(.sub)
         try subscriber.set(.receiveHighWaterMark, 100_000)
+        // The contract's frame limit on the bus, both ways in (subscriptions come in on the publisher).
+        try publisher.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+        try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
         switch configuration.bus {
         case .broker(let frontend, let backend):
             if let security {
@@ -485,6 +488,12 @@ public actor Node: Service {
 
     func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) {
         let bytes = envelope(body)
+        // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
+        // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
+        guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
+            logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
+            return
+        }
         do {
             // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
             _ = try publisher.trySend(topic, more: true)

@@ -222,7 +222,9 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     ///   ``userInfo`` is over the node's limit; ``HandoffError/Code-swift.struct/missingRequiredUserInfoKey``;
     ///   ``HandoffError/Code-swift.struct/invalidatedLocally`` after ``invalidate()``;
     ///   ``HandoffError/Code-swift.struct/activityExpired`` when the expiration date has passed;
-    ///   ``HandoffError/Code-swift.struct/handoffFailed`` for a webpage URL that is not http(s).
+    ///   ``HandoffError/Code-swift.struct/handoffFailed`` for a webpage URL that is not http(s);
+    ///   ``HandoffError/Code-swift.struct/messageTooLarge`` when its type, title, keywords and webpage
+    ///   URL exceed ``WireLimits/maxAdvertisedText``.
     public func becomeCurrent(on node: Node) async throws(HandoffError) {
         try validate(maxUserInfoSize: node.configuration.maxUserInfoSize)
         let previous: Node? = try state.withLock { (state) throws(HandoffError) -> Node? in
@@ -272,6 +274,11 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         }
         if let url = snapshot.webpageURL, !["http", "https"].contains(url.scheme?.lowercased() ?? "") {
             throw HandoffError(.handoffFailed, "webpageURL must be http or https, not \(url.absoluteString)", activityType: activityType)
+        }
+        let advertised = activityType.utf8.count + snapshot.title.utf8.count
+            + snapshot.keywords.reduce(0) { $0 + $1.utf8.count } + (snapshot.webpageURL?.absoluteString.utf8.count ?? 0)
+        if advertised > WireLimits.maxAdvertisedText {
+            throw HandoffError(.messageTooLarge, "the advertisement would carry \(advertised) bytes of type, title, keywords and webpage URL, over the contract's \(WireLimits.maxAdvertisedText); put large content in userInfo or a continuation stream", activityType: activityType)
         }
     }
 

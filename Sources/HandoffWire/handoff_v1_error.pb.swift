@@ -92,6 +92,10 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// details["supported_version"] says which version it speaks.
   case unsupportedProtocolVersion // = 21
 
+  /// A message, or what it would carry, is over one of the contract's size
+  /// limits (wire.proto, "Limits"); details["limit"] is the limit in bytes.
+  case messageTooLarge // = 22
+
   /// The activity does not support continuation streams.
   case streamsNotSupported // = 30
 
@@ -151,6 +155,7 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 16: self = .alreadyContinued
     case 20: self = .malformedMessage
     case 21: self = .unsupportedProtocolVersion
+    case 22: self = .messageTooLarge
     case 30: self = .streamsNotSupported
     case 31: self = .streamCancelled
     case 32: self = .streamChecksumMismatch
@@ -181,6 +186,7 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .alreadyContinued: return 16
     case .malformedMessage: return 20
     case .unsupportedProtocolVersion: return 21
+    case .messageTooLarge: return 22
     case .streamsNotSupported: return 30
     case .streamCancelled: return 31
     case .streamChecksumMismatch: return 32
@@ -211,6 +217,7 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .alreadyContinued,
     .malformedMessage,
     .unsupportedProtocolVersion,
+    .messageTooLarge,
     .streamsNotSupported,
     .streamCancelled,
     .streamChecksumMismatch,
@@ -250,7 +257,7 @@ public nonisolated struct WireError: Sendable {
 fileprivate nonisolated let _protobuf_package = "handoff.v1"
 
 nonisolated extension WireErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_HANDOFF_FAILED\0\u{1}ERROR_CODE_CONNECTION_UNAVAILABLE\0\u{1}ERROR_CODE_REMOTE_APPLICATION_TIMED_OUT\0\u{1}ERROR_CODE_USER_INFO_TOO_LARGE\0\u{2}\u{6}ERROR_CODE_ACTIVITY_NOT_FOUND\0\u{1}ERROR_CODE_ACTIVITY_INVALIDATED\0\u{1}ERROR_CODE_ACTIVITY_EXPIRED\0\u{1}ERROR_CODE_NO_HANDLER\0\u{1}ERROR_CODE_MISSING_REQUIRED_USER_INFO_KEY\0\u{1}ERROR_CODE_INVALID_ACTIVITY_TYPE\0\u{1}ERROR_CODE_ALREADY_CONTINUED\0\u{2}\u{4}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_UNSUPPORTED_PROTOCOL_VERSION\0\u{2}\u{9}ERROR_CODE_STREAMS_NOT_SUPPORTED\0\u{1}ERROR_CODE_STREAM_CANCELLED\0\u{1}ERROR_CODE_STREAM_CHECKSUM_MISMATCH\0\u{1}ERROR_CODE_STREAM_TRUNCATED\0\u{1}ERROR_CODE_STREAM_PROTOCOL_VIOLATION\0\u{1}ERROR_CODE_TOO_MANY_STREAMS\0\u{2}\u{5}ERROR_CODE_PEER_LOST\0\u{2}\u{a}ERROR_CODE_UNAUTHORIZED\0\u{1}ERROR_CODE_TEAM_MISMATCH\0\u{1}ERROR_CODE_REPLAYED_MESSAGE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_HANDOFF_FAILED\0\u{1}ERROR_CODE_CONNECTION_UNAVAILABLE\0\u{1}ERROR_CODE_REMOTE_APPLICATION_TIMED_OUT\0\u{1}ERROR_CODE_USER_INFO_TOO_LARGE\0\u{2}\u{6}ERROR_CODE_ACTIVITY_NOT_FOUND\0\u{1}ERROR_CODE_ACTIVITY_INVALIDATED\0\u{1}ERROR_CODE_ACTIVITY_EXPIRED\0\u{1}ERROR_CODE_NO_HANDLER\0\u{1}ERROR_CODE_MISSING_REQUIRED_USER_INFO_KEY\0\u{1}ERROR_CODE_INVALID_ACTIVITY_TYPE\0\u{1}ERROR_CODE_ALREADY_CONTINUED\0\u{2}\u{4}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_UNSUPPORTED_PROTOCOL_VERSION\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{2}\u{8}ERROR_CODE_STREAMS_NOT_SUPPORTED\0\u{1}ERROR_CODE_STREAM_CANCELLED\0\u{1}ERROR_CODE_STREAM_CHECKSUM_MISMATCH\0\u{1}ERROR_CODE_STREAM_TRUNCATED\0\u{1}ERROR_CODE_STREAM_PROTOCOL_VIOLATION\0\u{1}ERROR_CODE_TOO_MANY_STREAMS\0\u{2}\u{5}ERROR_CODE_PEER_LOST\0\u{2}\u{a}ERROR_CODE_UNAUTHORIZED\0\u{1}ERROR_CODE_TEAM_MISMATCH\0\u{1}ERROR_CODE_REPLAYED_MESSAGE\0")
 }
 
 nonisolated extension WireError: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -74,6 +74,27 @@ struct BecomeCurrentTests {
         }
     }
 
+    @Test("an advertisement over the contract's text limit is refused with messageTooLarge; one at the limit is sent")
+    func advertisementTooLarge() async throws {
+        try await Node.withRunning(testConfiguration("advert-limit")) { node in
+            let type = "org.handoff.contacts.list-contacts"
+            let activity = try UserActivity(activityType: type)
+            activity.keywords = ["ada", "lovelace"]
+            activity.title = String(repeating: "é", count: (WireLimits.maxAdvertisedText - type.utf8.count - 11) / 2 + 1)
+            do {
+                try await activity.becomeCurrent(on: node)
+                Issue.record("a title that takes the advertisement past \(WireLimits.maxAdvertisedText) bytes must be refused")
+            } catch let error as HandoffError {
+                #expect(error.code == .messageTooLarge)
+                #expect(error.message.contains("\(WireLimits.maxAdvertisedText)"), "\(error.message)")
+            }
+            #expect(!activity.isCurrent)
+            activity.title = String(repeating: "e", count: WireLimits.maxAdvertisedText - type.utf8.count - 11)
+            try await activity.becomeCurrent(on: node)
+            #expect(activity.isCurrent)
+        }
+    }
+
     @Test("the default limit is 3 KB")
     func defaultLimit() async throws {
         try await Node.withRunning(testConfiguration("default-limit")) { node in

@@ -224,6 +224,37 @@ struct BrokerTests {
         #expect(final.messagesIn == after.messagesIn)
     }
 
+    @Test("a frame over the contract's 64 KiB reaches nobody and costs its sender the connection; the others keep flowing")
+    func oversizedFrame() async throws {
+        let context = try Context()
+        let broker = try Broker.start(.ephemeral(), context: context)
+        defer { broker.stop() }
+        let honest = try await connectPublisher(to: broker, context: context)
+        let hostile = try await connectPublisher(to: broker, context: context)
+        let monitor = try hostile.monitor(.disconnected)
+        defer { monitor.stop() }
+        let subscriber = try context.socket(.sub)
+        try subscriber.subscribe("")
+        try subscriber.connect(broker.backendEndpoint)
+        try await awaitDelivery(from: honest, to: subscriber, probe: .presence(node: "probe"))
+        let before = broker.counters
+
+        // An advertisement padded to one byte over the limit (libzmq drops it before anyone parses it).
+        var big = try BusMessage.advertisement(id: "big", type: "org.handoff.contacts.edit")
+        big.envelope += [UInt8](repeating: 0, count: WireLimits.maxBusFrame - big.envelope.count + 1)
+        try await publish(big, on: hostile)
+        #expect(try await monitor.next(timeout: .seconds(5))?.kind == .disconnected, "the broker must hang up on the sender")
+
+        let fine = try BusMessage.advertisement(id: "fine", type: "org.handoff.contacts.edit")
+        try await publish(fine, on: honest)
+        let frames = try #require(try await receiveMessage(subscriber, timeout: .seconds(5)))
+        #expect(frames.map(\.bytes) == [fine.topic, fine.envelope])
+        #expect(try await receiveMessage(subscriber, timeout: .milliseconds(300)) == nil)
+        let after = broker.counters
+        #expect(after.messagesIn - before.messagesIn == 1)
+        #expect(after.cachedActivities == 1)
+    }
+
     @Test("a full cache drops the advertisement that expires soonest; a renewal takes no room")
     func capacity() async throws {
         let context = try Context()
