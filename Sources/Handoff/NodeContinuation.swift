@@ -423,6 +423,9 @@ extension Node {
 
     /// Checks that an activity may be continued, and brings its state up to date (will-save).
     private func prepare(_ request: WireContinueRequest, for requester: NodeInfo) async throws(HandoffError) -> UserActivity {
+        guard WireLimits.fits(activityID: request.activityID, activityType: request.activityType) else {
+            throw WireLimits.oversizedIdentifiers(activityID: request.activityID, activityType: request.activityType)
+        }
         guard let activity = current[request.activityID] else {
             switch ended[request.activityID] {
             case .activityInvalidated?:

@@ -257,6 +257,10 @@ extension Node {
             sendFrame(frame, to: route.peer, payload: nil)
         }
         guard streamRoutes[route] == nil else { return }  // the same open again
+        guard WireLimits.fits(activityID: open.activityID, activityType: "") else {
+            refuse(WireLimits.oversizedIdentifiers(activityID: open.activityID, activityType: ""))
+            return
+        }
         guard let activity = current[open.activityID] else {
             refuse(HandoffError(.activityNotFound, "\(info.name) has no current activity \(open.activityID)"))
             return

@@ -9,4 +9,19 @@ public enum WireLimits {
     /// The most UTF-8 bytes an advertisement may carry in an activity's type, title, keywords and
     /// webpage URL together (what it carries besides fixed-size fields), well inside ``maxBusFrame``.
     public static let maxAdvertisedText = 16_384
+
+    /// The longest activity id a peer may send (Handoff's are UUIDs, 36 bytes). A request naming a
+    /// longer one is malformed, and its answer does not repeat it.
+    public static let maxActivityID = 128
+
+    /// Whether an activity id and type a peer sent are within the contract's lengths (types:
+    /// 255 bytes, as ``UserActivity/validate(activityType:)`` checks).
+    static func fits(activityID: String, activityType: String) -> Bool {
+        activityID.utf8.count <= maxActivityID && activityType.utf8.count <= 255
+    }
+
+    /// The error for a request whose id or type is over the limits, without repeating them.
+    static func oversizedIdentifiers(activityID: String, activityType: String) -> HandoffError {
+        HandoffError(.malformedMessage, "the activity id (\(activityID.utf8.count) bytes) or type (\(activityType.utf8.count) bytes) is over the contract's limits (\(maxActivityID) and 255 bytes)")
+    }
 }

@@ -1,0 +1,63 @@
+import Foundation
+import Handoff
+import HandoffWire
+import SwiftProtobuf
+import Testing
+import ZeroMQ
+
+/// A peer speaking the wire contract by hand, with identifiers far over its limits.
+@Suite("The contract's limits, against a peer that ignores them")
+struct WireLimitsTests {
+    /// Sends `body` to `endpoint` from a raw DEALER and returns the reply's envelope and its size.
+    func exchange(_ body: WireEnvelope.OneOf_Body, with endpoint: String) async throws -> (WireEnvelope, Int)? {
+        let context = try Context()
+        let dealer = try context.socket(.dealer)
+        defer { dealer.close() }
+        try dealer.connect(endpoint)
+        var sender = WireNodeRef()
+        sender.nodeID = "hostile"
+        try await dealer.send(try WireEnvelope(body: body, sender: sender, sequence: 1, correlationID: 7).serializedBytes() as [UInt8])
+        guard let reply = try await dealer.receive(timeout: .seconds(5)) else { return nil }
+        return (try WireEnvelope.decode(reply.data), reply.count)
+    }
+
+    @Test("a continue request or a stream open naming a 1 MiB activity id is malformed, and the answer does not repeat it")
+    func oversizedIdentifiers() async throws {
+        try await Node.withRunning(testConfiguration("limits")) { node in
+            let huge = String(repeating: "x", count: 1 << 20)
+            var request = WireContinueRequest()
+            request.activityID = huge
+            request.activityType = "org.handoff.contacts.edit-contact"
+            let (reply, size) = try #require(try await exchange(.continueRequest(request), with: node.continuationEndpoint))
+            guard case .continueReply(let answer) = reply.body, case .error(let error) = answer.result else {
+                Issue.record("expected an error reply, got \(reply.body as Any)")
+                return
+            }
+            #expect(error.code == .malformedMessage)
+            #expect(size < 1024, "the reply is \(size) bytes")
+
+            var open = WireStreamOpen()
+            open.activityID = huge
+            open.window = 4
+            var frame = WireStreamFrame()
+            frame.streamID = 1
+            frame.kind = .open(open)
+            let (refusal, refusalSize) = try #require(try await exchange(.streamFrame(frame), with: node.continuationEndpoint))
+            guard case .streamFrame(let answered) = refusal.body, case .error(let streamError)? = answered.kind else {
+                Issue.record("expected a stream error, got \(refusal.body as Any)")
+                return
+            }
+            #expect(streamError.code == .malformedMessage)
+            #expect(refusalSize < 1024, "the refusal is \(refusalSize) bytes")
+
+            // The node goes on answering: an ordinary unknown id gets its ordinary error.
+            request.activityID = "no-such-activity"
+            let (ordinary, _) = try #require(try await exchange(.continueRequest(request), with: node.continuationEndpoint))
+            guard case .continueReply(let plain) = ordinary.body, case .error(let notFound) = plain.result else {
+                Issue.record("expected an error reply, got \(ordinary.body as Any)")
+                return
+            }
+            #expect(notFound.code == .activityNotFound)
+        }
+    }
+}
