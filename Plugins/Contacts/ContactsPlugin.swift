@@ -179,6 +179,21 @@ public final class ContactsPlugin: HandoffPlugin {
 struct ContactStore {
     let folder: URL
 
+    /// Opens the store in `folder`, removing the temporaries of writes that a crash interrupted
+    /// (`NAME.tmp-PID` of a process that is gone): each holds a whole copy of a file, and nothing
+    /// else would ever remove them.
+    init(folder: URL) {
+        self.folder = folder
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names {
+            guard let marker = name.range(of: ".tmp-", options: .backwards),
+                  let pid = Int32(name[marker.upperBound...]), pid > 0 else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH {
+                unlink(folder.appendingPathComponent(name).path)
+            }
+        }
+    }
+
     func loadList() throws -> ContactList {
         try load("contacts.pb") ?? ContactList()
     }

@@ -183,17 +183,23 @@ struct Advertise: AsyncParsableCommand {
         let node = try Node(configuration: try bus.configuration(name: "handoff-advertise"), context: context)
         defer { context.terminate() }  // after the node stopped: wait until its withdrawal has left
         try await activity.becomeCurrent(on: node)
-        announce("advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
         let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        if let seconds {
-            try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
+        // Whichever comes first ends it: SIGTERM/SIGINT (which ends the run at once), or the time.
+        try await withThrowingTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask { try await group.run(); return true }
+            // Said once the node runs, so the group's signal handlers are in place: a SIGTERM sent
+            // on seeing this line withdraws the activity instead of killing the process.
+            await node.untilRunning()
+            announce("advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
+            if let seconds {
+                tasks.addTask { try? await Task.sleep(for: .milliseconds(Int(seconds * 1000))); return false }
             }
-        } else {
-            try await group.run()
+            if try await tasks.next() == true {
+                tasks.cancelAll()  // the run ended (a signal; the activity is withdrawn): stop the timer
+            } else {
+                await group.triggerGracefulShutdown()
+                _ = try await tasks.next()
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Handoff
+import Synchronization
 import Testing
 import ZeroMQ
 
@@ -199,6 +200,45 @@ struct CommandTests {
         #expect(result.output.contains("contacts 1.0.0"))
         #expect(result.output.contains("org.handoff.contacts.list-contacts"))
         #expect(result.output.contains("notes 1.0.0"))
+    }
+}
+
+@Suite("handoff advertise")
+struct AdvertiseCommandTests {
+    @Test("`handoff advertise --seconds 30` stopped with SIGTERM exits at once and gracefully (status 0), not after the 30 s")
+    func stopsOnSignal() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let process = Process()
+        process.executableURL = buildFolder.appendingPathComponent("handoff")
+        process.arguments = ["advertise", "--type", "org.handoff.test.signal", "--seconds", "30", "--broker", frontend, backend, "--log-level", "error"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let printed = Mutex("")
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            printed.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        defer {
+            output.fileHandleForReading.readabilityHandler = nil
+            if process.isRunning { process.terminate() }
+        }
+        let ready = ContinuousClock.now + .seconds(10)
+        while !printed.withLock({ $0.contains("advertising") }), process.isRunning, ContinuousClock.now < ready {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try #require(printed.withLock { $0.contains("advertising") }, "it never started advertising")
+        let signalled = ContinuousClock.now
+        kill(process.processIdentifier, SIGTERM)
+        while process.isRunning, ContinuousClock.now - signalled < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let took = ContinuousClock.now - signalled
+        #expect(!process.isRunning)
+        #expect(took < .seconds(3), "it took \(took) to stop")
+        #expect(process.terminationStatus == 0)
+        _ = broker
     }
 }
 

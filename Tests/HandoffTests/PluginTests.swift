@@ -173,6 +173,36 @@ struct ContactsPluginTests {
         #expect(try await b.run("plugin contacts list") == listOnA)
         _ = broker
     }
+
+    @Test("temporaries left by writes a crash interrupted are removed when the store opens; a live writer's are kept")
+    func staleTemporaries() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-\(UUID().uuidString)")
+        let plugins = folder.appendingPathComponent("plugins")
+        let store = folder.appendingPathComponent("data/contacts")
+        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
+                                         to: plugins.appendingPathComponent("contacts.so"))
+        // A process that has exited: its pid names a writer that is gone.
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        let dead = store.appendingPathComponent("contacts.pb.tmp-\(gone.processIdentifier)")
+        let live = store.appendingPathComponent("contacts.pb.tmp-\(getpid())")
+        try Data(count: 1 << 20).write(to: dead)
+        try Data(count: 1 << 20).write(to: live)
+
+        let (broker, frontend, backend) = try await startBroker()
+        let agent = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("data"))
+        #expect(try await agent.ready().contains("LOADED contacts"))
+        #expect(!FileManager.default.fileExists(atPath: dead.path), "a dead writer's temporary must be removed")
+        #expect(FileManager.default.fileExists(atPath: live.path), "a live writer's temporary must be kept")
+        _ = try await agent.run("plugin contacts add Ada Lovelace +44-20-7946-0000 ada@example.org")
+        #expect(try await agent.run("plugin contacts list").count == 1)
+        _ = broker
+    }
 }
 
 @Suite("The C plugin (protobuf-c)")
