@@ -379,6 +379,8 @@ struct PluginsCommand: AsyncParsableCommand {
             }
             for error in errors { announce("refused: \(error)") }
             if loaded.isEmpty && errors.isEmpty { announce("no plugins in \(plugins.resolved.joined(separator: ", "))") }
+            // A refused plugin or an unreadable folder is a failure to report, not a listing.
+            if !errors.isEmpty { throw ExitCode(1) }
         }
     }
 }

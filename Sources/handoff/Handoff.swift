@@ -10,6 +10,7 @@ struct HandoffCommand: AsyncParsableCommand {
         commandName: "handoff",
         abstract: "Hand activities off between processes and hosts over ZeroMQ.",
         discussion: "Start with `handoff demo`: a broker and two agents on loopback play the contacts story.",
+        version: HandoffVersion.description,
         subcommands: [
             Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Continue.self,
             Advertise.self, Contacts.self, PluginsCommand.self, Keygen.self, Smoke.self,
@@ -50,12 +51,17 @@ struct BusOptions: ParsableArguments {
 
 /// Plugin folders, for commands that host plugins.
 struct PluginOptions: ParsableArguments {
-    @Option(name: .customLong("plugins"), help: ArgumentHelp("A plugin folder (repeatable). Default: the folder of this executable.", valueName: "dir"))
+    @Option(name: .customLong("plugins"), help: ArgumentHelp("A plugin folder (repeatable). Default: /usr/lib/handoff/plugins and /usr/local/lib/handoff/plugins where they exist, and the folder of this executable; then HANDOFF_PLUGIN_PATH.", valueName: "dir"))
     var folders: [String] = []
 
-    /// The folders to scan: the given ones (or the executable's own folder), then HANDOFF_PLUGIN_PATH.
+    /// Where an installed Handoff keeps its plugins (deploy/ installs there).
+    static let installFolders = ["/usr/lib/handoff/plugins", "/usr/local/lib/handoff/plugins"]
+
+    /// The folders to scan: the given ones, or else the install folders that exist and the
+    /// executable's own folder (a build folder); then HANDOFF_PLUGIN_PATH.
     var resolved: [String] {
-        PluginLoader.folders(configured: folders.isEmpty ? [executableFolder] : folders)
+        let defaults = Self.installFolders.filter { FileManager.default.fileExists(atPath: $0) } + [executableFolder]
+        return PluginLoader.folders(configured: folders.isEmpty ? defaults : folders)
     }
 }
 

@@ -197,9 +197,25 @@ struct CommandTests {
     @Test("`handoff plugins list` shows what the built plugins handle")
     func pluginsList() async throws {
         let result = try await runHandoff(["plugins", "list", "--plugins", buildFolder.path])
+        #expect(result.status == 0, "\(result.error)")
         #expect(result.output.contains("contacts 1.0.0"))
         #expect(result.output.contains("org.handoff.contacts.list-contacts"))
         #expect(result.output.contains("notes 1.0.0"))
+
+        // A folder that cannot be read is a failure, not an empty listing.
+        let missing = try await runHandoff(["plugins", "list", "--plugins", "/nonexistent/handoff-plugins"])
+        #expect(missing.status != 0)
+        #expect(missing.output.contains("/nonexistent/handoff-plugins: plugin folder cannot be read"), "\(missing.output)")
+    }
+
+    @Test("`handoff --version` names the release, the wire protocol, the plugin ABI and libzmq")
+    func version() async throws {
+        let result = try await runHandoff(["--version"])
+        #expect(result.status == 0, "\(result.error)")
+        let line = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line == HandoffVersion.description)
+        #expect(line.hasPrefix("handoff \(HandoffVersion.release) (wire protocol 1, plugin ABI 1."), "\(line)")
+        #expect(line.contains("libzmq \(ZeroMQLibrary.version.major)."))
     }
 }
 
