@@ -97,7 +97,7 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
-    @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend.", valueName: "frontend backend"))
+    @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER).", valueName: "frontend backend"))
     var broker: [String] = []
     @Option(name: .customLong("plugins"), help: ArgumentHelp("A plugin folder (repeatable).", valueName: "dir")) var pluginFolders: [String] = []
     @Option(help: "The data folder (each plugin gets a folder inside).") var data: String?
@@ -105,13 +105,13 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Where this node answers continue requests.") var continuation: String?
     @Option(help: "The host name other nodes use to reach this one.") var advertisedHost: String?
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
-    @Option(help: "Log level.") var logLevel: Logger.Level?
+    @Option(help: "Log level (or the configuration's logLevel, or $HANDOFF_LOG_LEVEL).") var logLevel: Logger.Level?
     @OptionGroup var security: SecurityOptions
 
     func run() async throws {
         if exitWithParent { exitWhenParentExits() }
         let file = try config.map(AgentFile.read) ?? AgentFile()
-        let level = logLevel ?? file.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let level = try logLevel ?? file.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? Environment.logLevel() ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -119,7 +119,7 @@ struct AgentCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "handoff.agent")
 
-        let endpoints = broker.count == 2 ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? ["tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"]
+        let endpoints = try broker.count == 2 ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? Environment.broker() ?? Environment.defaultBroker
         guard endpoints.count == 2 else { throw ValidationError("--broker takes the frontend and the backend") }
         let dataFolder = URL(fileURLWithPath: data ?? file.data ?? FileManager.default.currentDirectoryPath + "/handoff-data")
         try FileManager.default.createDirectory(at: dataFolder, withIntermediateDirectories: true)

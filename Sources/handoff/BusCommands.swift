@@ -240,7 +240,8 @@ func jsonLine(_ object: [String: Any]) -> String {
 struct Monitor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Watch the bus live: advertisements and withdrawals, continuations, streams with progress.")
-    @Option(help: "The broker's backend (or its capture endpoint).") var bus = "tcp://127.0.0.1:5556"
+    @Option(help: "The broker's backend, or its capture endpoint (default: $HANDOFF_BROKER's backend, or tcp://127.0.0.1:5556).")
+    var bus: String?
     @Flag(help: "One JSON object a line, for scripts.") var json = false
     @Option(help: "Stop after this many seconds.") var seconds: Double?
     @OptionGroup var security: SecurityOptions
@@ -248,6 +249,7 @@ struct Monitor: AsyncParsableCommand {
 
     func run() async throws {
         logging.bootstrap()
+        let bus = try self.bus ?? (Environment.broker() ?? Environment.defaultBroker)[1]
         let keys = try security.resolve(needsBrokerKey: true)
         if keys == nil && !Security.isLocal(bus) && !security.allowsInsecure() {
             throw Failure("\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")

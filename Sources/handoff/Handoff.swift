@@ -20,11 +20,13 @@ struct HandoffCommand: AsyncParsableCommand {
 
 /// Logging for every subcommand.
 struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .info
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (or $HANDOFF_LOG_LEVEL). Default: info.")
+    var logLevel: Logger.Level?
+
+    func validate() throws { _ = try Environment.logLevel() }
 
     func bootstrap() {
-        let level = logLevel
+        let level = logLevel ?? (try? Environment.logLevel()) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -38,15 +40,19 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 /// Where the broker is, for commands that join the bus.
 struct BusOptions: ParsableArguments {
     @Option(name: .customLong("broker"), parsing: .upToNextOption,
-            help: ArgumentHelp("The broker's frontend and backend endpoints.", valueName: "frontend backend"))
-    var broker: [String] = ["tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"]
+            help: ArgumentHelp("The broker's frontend and backend endpoints (or $HANDOFF_BROKER). Default: tcp://127.0.0.1:5555 tcp://127.0.0.1:5556.", valueName: "frontend backend"))
+    var broker: [String] = []
     @OptionGroup var security: SecurityOptions
 
     func validate() throws {
-        guard broker.count == 2 else { throw ValidationError("--broker takes two endpoints: the frontend and the backend") }
+        guard broker.isEmpty || broker.count == 2 else { throw ValidationError("--broker takes two endpoints: the frontend and the backend") }
+        _ = try Environment.broker()
     }
 
-    var bus: Node.Configuration.Bus { .broker(frontend: broker[0], backend: broker[1]) }
+    /// --broker, else $HANDOFF_BROKER, else loopback.
+    var endpoints: [String] { broker.isEmpty ? ((try? Environment.broker()) ?? nil) ?? Environment.defaultBroker : broker }
+
+    var bus: Node.Configuration.Bus { .broker(frontend: endpoints[0], backend: endpoints[1]) }
 }
 
 /// Plugin folders, for commands that host plugins.

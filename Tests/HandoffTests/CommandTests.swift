@@ -5,10 +5,13 @@ import Testing
 import ZeroMQ
 
 /// Runs the built `handoff` binary to completion; returns exit status, standard output and error.
-func runHandoff(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, output: String, error: String) {
+func runHandoff(
+    _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(60)
+) async throws -> (status: Int32, output: String, error: String) {
     let process = Process()
     process.executableURL = buildFolder.appendingPathComponent("handoff")
     process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let output = Pipe(), error = Pipe()
     process.standardOutput = output
     process.standardError = error
@@ -206,6 +209,26 @@ struct CommandTests {
         let missing = try await runHandoff(["plugins", "list", "--plugins", "/nonexistent/handoff-plugins"])
         #expect(missing.status != 0)
         #expect(missing.output.contains("/nonexistent/handoff-plugins: plugin folder cannot be read"), "\(missing.output)")
+    }
+
+    @Test("HANDOFF_BROKER names the broker for every command; a malformed one, or a bad HANDOFF_LOG_LEVEL, is a clear error")
+    func environment() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "1"])
+        let id = try #require(try await advertiser.ready().first)
+        let listed = try await runHandoff(["activities", "--wait", "2"], environment: ["HANDOFF_BROKER": "\(frontend) \(backend)", "HANDOFF_LOG_LEVEL": "error"])
+        #expect(listed.status == 0, "\(listed.error)")
+        #expect(listed.output.contains(id), "\(listed.output)")
+        let watched = try await runHandoff(["monitor", "--seconds", "1"], environment: ["HANDOFF_BROKER": "\(frontend),\(backend)"])
+        #expect(watched.output.contains("watching \(backend)"), "\(watched.output)")
+
+        let malformed = try await runHandoff(["activities", "--wait", "1"], environment: ["HANDOFF_BROKER": frontend])
+        #expect(malformed.status != 0)
+        #expect(malformed.error.contains("HANDOFF_BROKER takes two endpoints"), "\(malformed.error)")
+        let badLevel = try await runHandoff(["activities", "--wait", "1"], environment: ["HANDOFF_BROKER": "\(frontend) \(backend)", "HANDOFF_LOG_LEVEL": "loud"])
+        #expect(badLevel.status != 0)
+        #expect(badLevel.error.contains("HANDOFF_LOG_LEVEL must be one of"), "\(badLevel.error)")
+        _ = broker
     }
 
     @Test("`handoff --version` names the release, the wire protocol, the plugin ABI and libzmq")
