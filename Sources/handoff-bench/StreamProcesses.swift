@@ -27,14 +27,23 @@ final class Child {
         try process.run()
     }
 
-    /// The next line that starts with `prefix`, split into words; throws when the child ends first.
-    func line(startingWith prefix: String) throws -> [String] {
+    /// The next line that starts with `prefix`, split into words; throws when the child ends
+    /// first, or stops it and throws when nothing comes within `timeout` (a run never hangs).
+    func line(startingWith prefix: String, within timeout: Duration = .seconds(300)) throws -> [String] {
+        let deadline = ContinuousClock.now + timeout
         while true {
             if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffered[buffered.startIndex..<newline], as: UTF8.self)
                 buffered = Data(buffered[buffered.index(after: newline)...])
                 if line.hasPrefix(prefix) { return line.split(separator: " ").map(String.init) }
                 continue
+            }
+            var readable = pollfd(fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            let milliseconds = Int32(clamping: max(0, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+            if poll(&readable, 1, milliseconds) == 0 {
+                process.terminate()
+                throw HandoffError(.remoteApplicationTimedOut, "\(process.arguments?.first ?? "child") said no \(prefix) within \(timeout); stopped it")
             }
             let chunk = output.fileHandleForReading.availableData
             guard !chunk.isEmpty else {
@@ -52,11 +61,11 @@ final class Child {
 
 /// Streams `total` bytes between two processes (an originator and a continuer, direct bus on
 /// loopback); returns the time to read everything and each end's peak resident memory.
-func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [String] = []) throws -> ProcessStreamRun {
+func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [String] = [], within timeout: Duration = .seconds(300)) throws -> ProcessStreamRun {
     let originator = try Child(["stream-originator", "--size-bytes", "\(total)", "--window", "\(options.window)"])
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
     let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)", "--window", "\(options.window)"] + continuerArguments)
-    let done = try continuer.line(startingWith: "DONE")  // DONE seconds bytes peak
+    let done = try continuer.line(startingWith: "DONE", within: timeout)  // DONE seconds bytes peak
     continuer.wait()
     originator.closeInput()
     let report = try originator.line(startingWith: "PEAK")  // PEAK bytes
@@ -86,7 +95,8 @@ func benchSlowReader(_ arguments: [String]) throws {
     let defaults = Node.Configuration(name: "defaults", bus: .direct(listen: "tcp://127.0.0.1:*", peers: []))
     print("Slow reader: \(options.sizeMiB) MiB in \(chunks) chunks of \(options.chunk / 1024) KiB between two processes; the reader pauses \(pause) after each, for about \(target) in all")
     print("Timeouts in the configuration: continue \(defaults.continueTimeout), stream idle \(defaults.streamIdleTimeout), resume window \(defaults.streamResumeWindow)")
-    let run = try streamBetweenProcesses(total: total, options: options, continuerArguments: ["--pause-ms", "\(Int(seconds(pause) * 1000))"])
+    let run = try streamBetweenProcesses(total: total, options: options, continuerArguments: ["--pause-ms", "\(Int(seconds(pause) * 1000))"],
+                                         within: target + .seconds(120))
     row("", "seconds", "originator / continuer peak")
     row("arrived whole, CRC-32C checked", String(format: "%.1f", run.seconds), "\(mebibytes(run.originatorPeak)) / \(mebibytes(run.continuerPeak))")
     let longest = max(defaults.continueTimeout, defaults.streamIdleTimeout, defaults.streamResumeWindow)
