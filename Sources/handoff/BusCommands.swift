@@ -343,16 +343,40 @@ struct Monitor: AsyncParsableCommand {
 /// `handoff contacts`: the Contacts plugin's commands, run by an agent.
 struct Contacts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage an agent's contacts: add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | view ID | share | draft | viewing.")
+        abstract: "Manage an agent's contacts: add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | view ID | share | draft | viewing (the same as `handoff plugin contacts ...`).")
     @Option(help: "The agent's control endpoint.") var agent: String
     @Argument(help: "The contacts command and its arguments.") var arguments: [String]
 
     func run() async throws {
-        var command = WirePluginCommand()
-        command.plugin = "contacts"
-        command.arguments = arguments
-        for line in try await askAgent(agent, .pluginCommand(command)) { announce(line) }
+        try await runPluginCommand("contacts", arguments, on: agent)
     }
+}
+
+/// `handoff plugin NAME ARGS...`: any plugin's commands, run by the agent that hosts it.
+struct PluginCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plugin",
+        abstract: "Run a plugin's command on the agent that hosts it: handoff plugin NAME COMMAND [ARGS...] --agent EP.",
+        discussion: "What each plugin's commands are is in its README (the ABI: docs/plugin-abi.md, \"Commands\"); `handoff plugins list --agent EP` lists the plugins an agent hosts.")
+    @Option(help: "The agent's control endpoint.") var agent: String
+    @Argument(help: "The plugin's name (as `handoff plugins list` shows it).") var name: String
+    @Argument(help: "The plugin's command and its arguments (after `--` when one starts with a dash).") var arguments: [String] = []
+
+    func validate() throws {
+        guard !arguments.isEmpty else { throw ValidationError("name the plugin's command: handoff plugin \(name) COMMAND [ARGS...] --agent EP") }
+    }
+
+    func run() async throws {
+        try await runPluginCommand(name, arguments, on: agent)
+    }
+}
+
+/// Asks the agent at `agent` to run a plugin's command, and prints its output lines.
+func runPluginCommand(_ plugin: String, _ arguments: [String], on agent: String) async throws {
+    var command = WirePluginCommand()
+    command.plugin = plugin
+    command.arguments = arguments
+    for line in try await askAgent(agent, .pluginCommand(command)) { announce(line) }
 }
 
 /// `handoff plugins list`: what plugins a folder holds, and what they handle.

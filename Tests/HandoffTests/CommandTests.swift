@@ -242,6 +242,54 @@ struct CommandTests {
     }
 }
 
+@Suite("handoff plugin")
+struct PluginCommandTests {
+    @Test("`handoff plugin NAME ...` runs any hosted plugin's command through the agent; an unknown plugin is an error")
+    func genericPluginCommand() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("plugin-command-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let control = "ipc://\(folder.path)/control.sock"
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--name", "plugin-host", "--broker", frontend, backend, "--plugins", buildFolder.path,
+                           "--data", folder.path, "--control", control, "--log-level", "error"]
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        defer { agent.terminate(); agent.waitUntilExit() }
+        // Up once its control socket answers.
+        var hosted: (status: Int32, output: String, error: String)?
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let listed = try await runHandoff(["plugins", "list", "--agent", control])
+            if listed.status == 0 { hosted = listed; break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let plugins = try #require(hosted, "the agent never answered").output
+        #expect(plugins.contains("notes") && plugins.contains("contacts"), "\(plugins)")
+
+        let made = try await runHandoff(["plugin", "notes", "new", "Shopping", "milk and bread", "--agent", control])
+        #expect(made.status == 0, "\(made.error)")
+        #expect(UUID(uuidString: made.output.trimmingCharacters(in: .whitespacesAndNewlines)) != nil, "\(made.output)")
+        let added = try await runHandoff(["plugin", "contacts", "add", "Ada", "Lovelace", "+44-20-7946-0000", "ada@example.org", "--agent", control])
+        #expect(added.status == 0, "\(added.error)")
+        let listed = try await runHandoff(["plugin", "contacts", "list", "--agent", control])
+        #expect(listed.output.contains("Ada Lovelace"), "\(listed.output)")
+        // `handoff contacts` is the same command.
+        #expect(try await runHandoff(["contacts", "--agent", control, "list"]).output == listed.output)
+
+        let unknown = try await runHandoff(["plugin", "nosuch", "list", "--agent", control])
+        #expect(unknown.status != 0)
+        #expect(unknown.error.contains("nosuch"), "\(unknown.error)")
+        let bare = try await runHandoff(["plugin", "notes", "--agent", control])
+        #expect(bare.status != 0)
+        #expect(bare.error.contains("name the plugin's command"), "\(bare.error)")
+        _ = broker
+    }
+}
+
 @Suite("handoff advertise")
 struct AdvertiseCommandTests {
     @Test("`handoff advertise --seconds 30` stopped with SIGTERM exits at once and gracefully (status 0), not after the 30 s")
