@@ -13,7 +13,7 @@ struct HandoffCommand: AsyncParsableCommand {
         version: HandoffVersion.description,
         subcommands: [
             Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Continue.self,
-            Advertise.self, PluginCommand.self, Contacts.self, PluginsCommand.self, Keygen.self, Smoke.self,
+            Advertise.self, PluginCommand.self, Contacts.self, PluginsCommand.self, Keygen.self,
         ]
     )
 }
