@@ -63,9 +63,7 @@ struct HandoffTestNode {
                 try await activity.becomeCurrent(on: node)
                 ids.append(activity.id)
             }
-            announce("READY " + ids.joined(separator: " "))
-            let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-            try await group.run()
+            try await runAnnouncingReady(node, "READY " + ids.joined(separator: " "), logger: logger)
         case "stream-source" where arguments.count == 4 || arguments.count == 5:
             let node = try Node(configuration: Node.Configuration(
                 name: "source-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2])))
@@ -74,9 +72,7 @@ struct HandoffTestNode {
             let source = BulkSource(bytes: Int(arguments[3]) ?? 0, bytesPerSecond: arguments.count == 5 ? Int(arguments[4]) : nil)
             activity.delegate = source
             try await activity.becomeCurrent(on: node)
-            announce("READY \(activity.id) \(node.continuationEndpoint)")
-            let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-            try await group.run()
+            try await runAnnouncingReady(node, "READY \(activity.id) \(node.continuationEndpoint)", logger: logger)
         case "stream-sink" where arguments.count == 4:
             let configuration = Node.Configuration(
                 name: "sink-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2]))
@@ -92,6 +88,19 @@ struct HandoffTestNode {
             FileHandle.standardError.write(Data("usage: HandoffTestNode broker | advertise <frontend> <backend> <interval-ms> <type> <count> | stream-source <frontend> <backend> <bytes> | stream-sink <frontend> <backend> <id>\n".utf8))
             exit(2)
         }
+    }
+}
+
+/// Runs `node` until SIGTERM or SIGINT, and says `ready` once it runs: the group's signal
+/// handlers are in place by then, so a test that signals on seeing the line stops it gracefully
+/// (said earlier, a SIGTERM could kill the process before the handlers exist).
+func runAnnouncingReady(_ node: Node, _ ready: String, logger: Logger) async throws {
+    let group = ServiceGroup(services: [node], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        await node.untilRunning()
+        announce(ready)
+        try await tasks.waitForAll()
     }
 }
 
