@@ -89,7 +89,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
             HandoffError(.invalidActivityType, "\"\(activityType)\" is not a reverse-DNS activity type: \(why) (e.g. org.example.app.edit-document)", activityType: activityType)
         }
         guard !activityType.isEmpty else { throw fail("it is empty") }
-        guard activityType.utf8.count <= 255 else { throw fail("it is longer than 255 bytes") }
+        guard activityType.utf8.count <= WireLimits.maxActivityType else { throw fail("it is longer than \(WireLimits.maxActivityType) bytes") }
         let labels = activityType.split(separator: ".", omittingEmptySubsequences: false)
         guard labels.count >= 2 else { throw fail("it needs at least two dot-separated labels") }
         for label in labels {

@@ -14,14 +14,16 @@ public enum WireLimits {
     /// longer one is malformed, and its answer does not repeat it.
     public static let maxActivityID = 128
 
-    /// Whether an activity id and type a peer sent are within the contract's lengths (types:
-    /// 255 bytes, as ``UserActivity/validate(activityType:)`` checks).
+    /// The longest activity type (``UserActivity/validate(activityType:)`` checks it).
+    public static let maxActivityType = 255
+
+    /// Whether an activity id and type a peer sent are within the contract's lengths.
     static func fits(activityID: String, activityType: String) -> Bool {
-        activityID.utf8.count <= maxActivityID && activityType.utf8.count <= 255
+        activityID.utf8.count <= maxActivityID && activityType.utf8.count <= maxActivityType
     }
 
     /// The error for a request whose id or type is over the limits, without repeating them.
     static func oversizedIdentifiers(activityID: String, activityType: String) -> HandoffError {
-        HandoffError(.malformedMessage, "the activity id (\(activityID.utf8.count) bytes) or type (\(activityType.utf8.count) bytes) is over the contract's limits (\(maxActivityID) and 255 bytes)")
+        HandoffError(.malformedMessage, "the activity id (\(activityID.utf8.count) bytes) or type (\(activityType.utf8.count) bytes) is over the contract's limits (\(maxActivityID) and \(maxActivityType) bytes)")
     }
 }

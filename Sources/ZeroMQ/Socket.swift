@@ -332,21 +332,12 @@ extension Socket {
     ///   `CancellationError` when the task is cancelled.
     nonisolated(nonsending)
     public func waitUntilReady(for events: PollEvents, timeout: Duration? = nil) async throws -> PollEvents {
-        let watcher = ReadinessWatcher.shared
-        let registration = try readinessRegistration()
         let limit = timeout.map(deadline(after:))
         while true {
-            let generation = watcher.generation(of: registration)
-            let ready = try pendingEvents().intersection(events)
-            if !ready.isEmpty { return ready }
-            suspendedWaits += 1
-            let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: events.rawValue)
-            suspendedWaits -= 1
-            switch outcome {
+            switch try await waitOnce(for: events, deadline: limit) {
+            case .ready(let ready): return ready
             case .signalled: continue
             case .timedOut: return []
-            case .cancelled: throw CancellationError()
-            case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
             }
         }
     }
@@ -367,24 +358,33 @@ extension Socket {
         return registration
     }
 
-    /// One wait for `events`: returns at once when `ZMQ_EVENTS` shows one, else after the next
-    /// signal, without reading `ZMQ_EVENTS` again — the caller's next libzmq call finds out, and a
-    /// caller that finds nothing comes back here, which reads it (so no edge is ever slept through).
-    /// A receive loop saves one `ZMQ_EVENTS` (a `poll` and a `getpid` in libzmq) per wake-up.
-    ///
-    /// - Returns: `false` when the deadline passed first.
+    /// What one wait for readiness ended with.
+    private enum WaitOutcome {
+        /// `ZMQ_EVENTS` already showed these, without waiting.
+        case ready(PollEvents)
+        /// The watcher signalled the socket; `ZMQ_EVENTS` not read again.
+        case signalled
+        case timedOut
+    }
+
+    /// One wait for `events`: at once when `ZMQ_EVENTS` shows one, else after the next signal,
+    /// without reading `ZMQ_EVENTS` again. ``waitUntilReady(for:timeout:)`` reads it on its next
+    /// round; a receive loop tries the receive instead, and a receive that finds nothing comes back
+    /// here, which reads it (so no edge is ever slept through). That saves a receive one
+    /// `ZMQ_EVENTS` (a `poll` and a `getpid` in libzmq) per wake-up.
     nonisolated(nonsending)
-    private func awaitSignal(for events: PollEvents, deadline limit: UInt64?) async throws -> Bool {
+    private func waitOnce(for events: PollEvents, deadline limit: UInt64?) async throws -> WaitOutcome {
         let watcher = ReadinessWatcher.shared
         let registration = try readinessRegistration()
         let generation = watcher.generation(of: registration)
-        if !(try pendingEvents().intersection(events)).isEmpty { return true }
+        let ready = try pendingEvents().intersection(events)
+        if !ready.isEmpty { return .ready(ready) }
         suspendedWaits += 1
         let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: events.rawValue)
         suspendedWaits -= 1
         switch outcome {
-        case .signalled: return true
-        case .timedOut: return false
+        case .signalled: return .signalled
+        case .timedOut: return .timedOut
         case .cancelled: throw CancellationError()
         case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
         }
@@ -395,7 +395,7 @@ extension Socket {
     public func receive() async throws -> Frame {
         while true {
             if let message = try tryReceive() { return message }
-            _ = try await awaitSignal(for: .readable, deadline: nil)
+            _ = try await waitOnce(for: .readable, deadline: nil)
         }
     }
 
@@ -405,7 +405,7 @@ extension Socket {
         let limit = deadline(after: timeout)
         while true {
             if let message = try tryReceive() { return message }
-            guard try await awaitSignal(for: .readable, deadline: limit) else { return nil }
+            if case .timedOut = try await waitOnce(for: .readable, deadline: limit) { return nil }
         }
     }
 

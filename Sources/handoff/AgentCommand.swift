@@ -119,7 +119,7 @@ struct AgentCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "handoff.agent")
 
-        let endpoints = try broker.count == 2 ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? Environment.broker() ?? Environment.defaultBroker
+        let endpoints = try broker.count == 2 ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? Environment.brokerOrDefault()
         guard endpoints.count == 2 else { throw ValidationError("--broker takes the frontend and the backend") }
         let dataFolder = URL(fileURLWithPath: data ?? file.data ?? FileManager.default.currentDirectoryPath + "/handoff-data")
         try FileManager.default.createDirectory(at: dataFolder, withIntermediateDirectories: true)

@@ -249,7 +249,7 @@ struct Monitor: AsyncParsableCommand {
 
     func run() async throws {
         logging.bootstrap()
-        let bus = try self.bus ?? (Environment.broker() ?? Environment.defaultBroker)[1]
+        let bus = try self.bus ?? Environment.brokerOrDefault()[1]
         let keys = try security.resolve(needsBrokerKey: true)
         if keys == nil && !Security.isLocal(bus) && !security.allowsInsecure() {
             throw Failure("\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")

@@ -18,6 +18,11 @@ enum Environment {
         return endpoints
     }
 
+    /// The broker when no flag names it: `$HANDOFF_BROKER`, else ``defaultBroker``.
+    static func brokerOrDefault() throws -> [String] {
+        try broker() ?? defaultBroker
+    }
+
     /// `$HANDOFF_LOG_LEVEL`: trace, debug, info, notice, warning, error or critical.
     static func logLevel() throws -> Logger.Level? {
         guard let text = ProcessInfo.processInfo.environment["HANDOFF_LOG_LEVEL"], !text.isEmpty else { return nil }

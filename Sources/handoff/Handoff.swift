@@ -49,8 +49,8 @@ struct BusOptions: ParsableArguments {
         _ = try Environment.broker()
     }
 
-    /// --broker, else $HANDOFF_BROKER, else loopback.
-    var endpoints: [String] { broker.isEmpty ? ((try? Environment.broker()) ?? nil) ?? Environment.defaultBroker : broker }
+    /// --broker, else $HANDOFF_BROKER, else loopback (``validate()`` has refused a malformed $HANDOFF_BROKER).
+    var endpoints: [String] { broker.isEmpty ? (try? Environment.brokerOrDefault()) ?? Environment.defaultBroker : broker }
 
     var bus: Node.Configuration.Bus { .broker(frontend: endpoints[0], backend: endpoints[1]) }
 }

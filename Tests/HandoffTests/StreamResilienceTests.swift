@@ -144,28 +144,13 @@ struct StreamResilienceTests {
             try await activity.becomeCurrent(on: a)
 
             // A hostile continuing node, speaking the wire contract by hand.
-            let context = try Context()
-            let dealer = try context.socket(.dealer)
-            defer { dealer.close() }
-            try dealer.connect(a.continuationEndpoint)
-            var sequence: UInt64 = 1
-            func send(_ kind: WireStreamFrame.OneOf_Kind, payload: [UInt8]? = nil) throws {
-                var frame = WireStreamFrame()
-                frame.streamID = 7
-                frame.kind = kind
-                var sender = WireNodeRef()
-                sender.nodeID = "hostile"
-                sequence += 1
-                let bytes: [UInt8] = try WireEnvelope(body: .streamFrame(frame), sender: sender, sequence: sequence).serializedBytes()
-                try dealer.send(bytes, more: payload != nil)
-                if let payload { try dealer.send(payload) }
-            }
+            let hostile = try WirePeer(connectingTo: a.continuationEndpoint)
             var open = WireStreamOpen()
             open.activityID = activity.id
             open.window = 4
             open.chunkSize = 65536
-            try send(.open(open))
-            let answer = try WireEnvelope.decode(try await dealer.receiveMultipart()[0].data)
+            try hostile.send(stream: 7, .open(open))
+            let answer = try #require(try await hostile.receive(within: .seconds(5)), "the originator never answered the open").envelope
             guard case .streamFrame(let opened) = answer.body, case .open(let accepted) = opened.kind else {
                 Issue.record("expected the originator's open, got \(answer.body as Any)")
                 return
@@ -176,7 +161,7 @@ struct StreamResilienceTests {
                 var data = WireStreamData()
                 data.offset = UInt64(index * chunk.count)
                 data.length = UInt32(chunk.count)
-                try send(.data(data), payload: chunk)
+                try hostile.send(stream: 7, .data(data), payload: chunk)
             }
             #expect(await eventually { peer.received != nil })
             if case .failure(let error)? = peer.received {
@@ -188,13 +173,8 @@ struct StreamResilienceTests {
             #expect(await a.streamCounters.protocolViolations == 1)
             // The hostile peer is told, in a typed error.
             var told = false
-            while let first = try await dealer.receive(timeout: .seconds(2)) {
-                var more = try dealer.get(.receiveMore)
-                while more {
-                    _ = try await dealer.receive()
-                    more = try dealer.get(.receiveMore)
-                }
-                if case .streamFrame(let frame) = try WireEnvelope.decode(first.data).body, case .error(let error) = frame.kind {
+            while let (envelope, _) = try await hostile.receive(within: .seconds(2)) {
+                if case .streamFrame(let frame) = envelope.body, case .error(let error) = frame.kind {
                     told = error.code == .streamProtocolViolation
                     break
                 }
@@ -246,32 +226,20 @@ struct StreamPressureTests {
             try await activity.becomeCurrent(on: a)
 
             // Peers that open with a 2-chunk window and never read: the writers stall on them.
-            let context = try Context()
-            let dealer = try context.socket(.dealer)
-            defer { dealer.close() }
-            try dealer.connect(a.continuationEndpoint)
-            var sequence: UInt64 = 0
+            let hostile = try WirePeer(connectingTo: a.continuationEndpoint)
             func open(_ stream: UInt64, as nodeID: String) throws {
                 var open = WireStreamOpen()
                 open.activityID = activity.id
                 open.window = 2
                 open.chunkSize = 65536
-                var frame = WireStreamFrame()
-                frame.streamID = stream
-                frame.kind = .open(open)
-                var sender = WireNodeRef()
-                sender.nodeID = nodeID
-                sequence += 1
-                try dealer.send(try WireEnvelope(body: .streamFrame(frame), sender: sender, sequence: sequence).serializedBytes() as [UInt8])
+                try hostile.send(stream: stream, .open(open), as: nodeID)
             }
             // Every stream frame that comes back, by stream id: opens answered, errors.
             func answers(within timeout: Duration) async throws -> [(UInt64, WireStreamFrame.OneOf_Kind?)] {
                 var seen: [(UInt64, WireStreamFrame.OneOf_Kind?)] = []
                 let deadline = ContinuousClock.now + timeout
-                while ContinuousClock.now < deadline, let first = try await dealer.receive(timeout: deadline - ContinuousClock.now) {
-                    var more = first.hasMore
-                    while more { more = try await dealer.receive().hasMore }
-                    if case .streamFrame(let frame) = try WireEnvelope.decode(first.data).body { seen.append((frame.streamID, frame.kind)) }
+                while ContinuousClock.now < deadline, let (envelope, _) = try await hostile.receive(within: deadline - ContinuousClock.now) {
+                    if case .streamFrame(let frame) = envelope.body { seen.append((frame.streamID, frame.kind)) }
                 }
                 return seen
             }

@@ -1,24 +1,16 @@
 import Foundation
 import Handoff
 import HandoffWire
-import SwiftProtobuf
 import Testing
-import ZeroMQ
 
 /// A peer speaking the wire contract by hand, with identifiers far over its limits.
 @Suite("The contract's limits, against a peer that ignores them")
 struct WireLimitsTests {
-    /// Sends `body` to `endpoint` from a raw DEALER and returns the reply's envelope and its size.
+    /// Sends `body` to `endpoint` from a peer of its own and returns the reply's envelope and its size.
     func exchange(_ body: WireEnvelope.OneOf_Body, with endpoint: String) async throws -> (WireEnvelope, Int)? {
-        let context = try Context()
-        let dealer = try context.socket(.dealer)
-        defer { dealer.close() }
-        try dealer.connect(endpoint)
-        var sender = WireNodeRef()
-        sender.nodeID = "hostile"
-        try await dealer.send(try WireEnvelope(body: body, sender: sender, sequence: 1, correlationID: 7).serializedBytes() as [UInt8])
-        guard let reply = try await dealer.receive(timeout: .seconds(5)) else { return nil }
-        return (try WireEnvelope.decode(reply.data), reply.count)
+        let peer = try WirePeer(connectingTo: endpoint)
+        try peer.send(body, correlationID: 7)
+        return try await peer.receive(within: .seconds(5))
     }
 
     @Test("a continue request or a stream open naming a 1 MiB activity id is malformed, and the answer does not repeat it")

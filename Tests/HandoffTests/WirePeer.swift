@@ -1,0 +1,47 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+import ZeroMQ
+
+/// A continuing peer that speaks the wire contract by hand over a DEALER, as a third party or a
+/// hostile member would: it claims whatever node id it likes. For tests.
+final class WirePeer {
+    private let context: Context
+    private let dealer: Socket
+    private var sequence: UInt64 = 0
+
+    init(connectingTo endpoint: String) throws {
+        context = try Context()
+        dealer = try context.socket(.dealer)
+        try dealer.connect(endpoint)
+    }
+
+    deinit { dealer.close() }
+
+    /// Sends one envelope claiming to come from `nodeID`, with `payload` as a second frame.
+    func send(_ body: WireEnvelope.OneOf_Body, as nodeID: String = "hostile", correlationID: UInt64 = 0, payload: [UInt8]? = nil) throws {
+        var sender = WireNodeRef()
+        sender.nodeID = nodeID
+        sequence += 1
+        let bytes: [UInt8] = try WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID).serializedBytes()
+        try dealer.send(bytes, more: payload != nil)
+        if let payload { try dealer.send(payload) }
+    }
+
+    /// Sends one stream frame of pair `streamID`.
+    func send(stream streamID: UInt64, _ kind: WireStreamFrame.OneOf_Kind, as nodeID: String = "hostile", payload: [UInt8]? = nil) throws {
+        var frame = WireStreamFrame()
+        frame.streamID = streamID
+        frame.kind = kind
+        try send(.streamFrame(frame), as: nodeID, payload: payload)
+    }
+
+    /// The next envelope that comes back (a payload frame after it is dropped) and the size of its
+    /// frame, or `nil` when none arrives within `timeout`.
+    func receive(within timeout: Duration) async throws -> (envelope: WireEnvelope, size: Int)? {
+        guard let first = try await dealer.receive(timeout: timeout) else { return nil }
+        var more = first.hasMore
+        while more { more = try await dealer.receive().hasMore }
+        return (try WireEnvelope.decode(first.data), first.count)
+    }
+}
