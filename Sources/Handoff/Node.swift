@@ -526,12 +526,14 @@ public actor Node: Service {
     /// Re-advertises current activities and expires what was not heard of in time.
     private func tick() async {
         let interval = configuration.advertiseInterval
-        let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4, .milliseconds(250))
+        let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4,
+                        configuration.continueTimeout / 4, .milliseconds(250))
         var nextAdvertisement = ContinuousClock.now + interval
         while !Task.isCancelled {
             do { try await Task.sleep(for: sweep) } catch { return }
             let now = ContinuousClock.now
             expireKnown(now: now)
+            expirePending(now: now)
             superviseStreams(now: now)
             if now >= nextAdvertisement {
                 nextAdvertisement = now + interval

@@ -45,7 +45,10 @@ extension Node {
     struct Pending {
         let continuation: CheckedContinuation<Result<WireEnvelope, HandoffError>, Never>
         let endpoint: String
-        var timer: Task<Void, Never>?
+        let activityType: String
+        /// When the request times out: checked by the node's tick (a timer task per request cost a
+        /// task, a dispatch timer and a wake-up at cancellation on every continue).
+        let deadline: ContinuousClock.Instant
     }
 
     // MARK: Continuing side
@@ -167,10 +170,9 @@ extension Node {
             body: .continueRequest(request), sender: info.wire, sequence: sequence, correlationID: correlationID
         ).serializedBytes()
 
-        let timeout = configuration.continueTimeout
-        let endpoint = client.endpoint
+        let deadline = ContinuousClock.now + configuration.continueTimeout
         let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { continuation in
-            pending[correlationID] = Pending(continuation: continuation, endpoint: client.endpoint)
+            pending[correlationID] = Pending(continuation: continuation, endpoint: client.endpoint, activityType: activityType, deadline: deadline)
             do {
                 guard try client.socket.trySend(bytes) else {
                     resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
@@ -179,10 +181,6 @@ extension Node {
             } catch {
                 resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "could not send to the originator at \(client.endpoint): \(error)", activityType: activityType)))
                 return
-            }
-            pending[correlationID]?.timer = Task { [weak self] in
-                do { try await Task.sleep(for: timeout) } catch { return }
-                await self?.resolve(correlationID, .failure(HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer within \(timeout)", activityType: activityType)))
             }
         }
         let envelope = try outcome.get()
@@ -205,8 +203,15 @@ extension Node {
     /// Completes a pending request (first outcome wins).
     func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
         guard let request = pending.removeValue(forKey: correlationID) else { return }
-        request.timer?.cancel()
         request.continuation.resume(returning: outcome)
+    }
+
+    /// Fails the requests whose originator did not answer by their deadline.
+    func expirePending(now: ContinuousClock.Instant) {
+        let timeout = configuration.continueTimeout
+        for (id, request) in pending where request.deadline <= now {
+            resolve(id, .failure(HandoffError(.remoteApplicationTimedOut, "the originator at \(request.endpoint) did not answer within \(timeout)", activityType: request.activityType)))
+        }
     }
 
     /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
@@ -358,7 +363,14 @@ extension Node {
                     // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
                     // whatever node it claims to be.
                     let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
-                    spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
+                    // Without a delegate to call (will-save, was-continued) nothing in the answer
+                    // waits: answer here, without a task. Otherwise the delegate must not hold up
+                    // the requests behind this one.
+                    if current[request.activityID]?.delegate == nil {
+                        await answer(request, in: envelope, to: identity, authenticatedKey: authenticated)
+                    } else {
+                        spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
+                    }
                 case .streamFrame(let frame):
                     // The peer, for the per-peer stream limit: its CURVE key when secure.
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
