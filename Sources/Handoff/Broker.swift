@@ -3,6 +3,7 @@ import Foundation
 import HandoffWire
 import Logging
 import ServiceLifecycle
+import SwiftProtobuf
 import Synchronization
 import ZeroMQ
 
@@ -118,8 +119,10 @@ public final class Broker: Sendable {
         public var unsubscriptions = 0
         /// Activities in the cache now (expired ones are removed when their lease ends).
         public var cachedActivities = 0
-        /// Cached advertisements sent to the backend in answer to subscriptions.
-        public var cacheReplays = 0
+        /// Snapshot requests answered (wire.proto, "Snapshots").
+        public var snapshots = 0
+        /// Cached advertisements sent in snapshots, each to one subscriber.
+        public var snapshotAdvertisements = 0
         /// Messages from publishers that are not a topic frame plus a ``HandoffWire/WireEnvelope``
         /// this build can decode. They are forwarded all the same, but never cached.
         public var malformed = 0
@@ -386,6 +389,9 @@ private final class BrokerLoop {
     private let cacheEnabled: Bool
     private var cache: LastValueCache
     private var counters = Broker.Counters()
+    /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
+    private let identity: WireNodeRef
+    private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
 
     init(_ configuration: Broker.Configuration, context: Context, control endpoint: String, shared: SharedState) throws(ZMQError) {
         var opened: [Socket] = []
@@ -441,6 +447,9 @@ private final class BrokerLoop {
             throw error
         }
         self.shared = shared
+        let host = ProcessInfo.processInfo.hostName
+        identity = NodeInfo(id: "broker@\(host)", name: "broker", host: host,
+                            publicKey: configuration.security?.keyPair.publicKey).wire
         cacheEnabled = configuration.lastValueCache
         cache = LastValueCache(capacity: configuration.cacheCapacity, defaultLease: configuration.defaultLease)
     }
@@ -535,16 +544,23 @@ private final class BrokerLoop {
     }
 
     /// Subscribers → publishers: one (un)subscription. False when none was waiting.
+    ///
+    /// A snapshot subscription (wire.proto, "Snapshots") is a request to this broker: answered
+    /// here, to that subscriber alone, and not forwarded. Plain subscriptions go to the publishers;
+    /// nothing cached is re-sent on them.
     private func forwardUpstream() throws(ZMQError) -> Bool {
         guard let first = try backend.tryReceive() else { return false }
         let frames = try receiveRest(of: first, from: backend)
-        var replayPrefix: [UInt8]?
+        var snapshot: (topic: [UInt8], typePrefix: String)?
+        var isSnapshotTopic = false
         if frames.count == 1 {
             first.withUnsafeBytes { bytes in
+                let topic = bytes.dropFirst()
+                isSnapshotTopic = topic.starts(with: Self.snapshotPrefix)
                 switch bytes.first {
                 case 1:
                     counters.subscriptions += 1
-                    replayPrefix = Array(bytes.dropFirst())
+                    if let typePrefix = Topic.snapshotTypePrefix(topic) { snapshot = (Array(topic), typePrefix) }
                 case 0:
                     counters.unsubscriptions += 1
                 default:
@@ -553,27 +569,40 @@ private final class BrokerLoop {
             }
         }
         publishCounters()
-        try send(frames, to: frontend)
         if let capture { try send(frames, to: capture) }
-        if cacheEnabled, let replayPrefix {
-            try replay(prefix: replayPrefix)
+        if let snapshot {
+            try answerSnapshot(topic: snapshot.topic, typePrefix: snapshot.typePrefix)
+        } else if !isSnapshotTopic {
+            try send(frames, to: frontend)
         }
         return true
     }
 
-    /// Sends every live cached advertisement whose topic starts with `prefix` to the backend.
-    private func replay(prefix: [UInt8]) throws(ZMQError) {
-        let matches = cache.live(matching: prefix, now: .now)
-        guard !matches.isEmpty else { return }
-        for frames in matches {
+    private static let snapshotPrefix = Array(Topic.snapshotPrefix.utf8)
+
+    /// Publishes every live cached advertisement of `typePrefix` under one subscriber's snapshot
+    /// topic (each in its origin's own envelope), then the `SnapshotReply` that ends it.
+    private func answerSnapshot(topic: [UInt8], typePrefix: String) throws(ZMQError) {
+        let matches = cacheEnabled ? cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: .now) : []
+        let topicFrame = Frame(topic)
+        var sent = 0
+        for frames in matches where frames.count == 2 {
+            guard try send([topicFrame, frames[1]], to: backend) else { continue }
+            sent += 1
             counters.messagesOut += 1
-            counters.bytesOut += frames.reduce(0) { $0 + $1.count }
-            counters.cacheReplays += 1
+            counters.bytesOut += topic.count + frames[1].count
         }
+        sequence += 1
+        let reply: [UInt8] = try! WireEnvelope(
+            body: .snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)),
+            sender: identity, sequence: sequence
+        ).serializedBytes()
+        try send([topicFrame, Frame(reply)], to: backend)
+        counters.snapshots += 1
+        counters.snapshotAdvertisements += sent
+        counters.messagesOut += 1
+        counters.bytesOut += topic.count + reply.count
         publishCounters()
-        for frames in matches {
-            try send(frames, to: backend)
-        }
     }
 
     /// What a bus message (topic, envelope) carries, as far as the cache is concerned.

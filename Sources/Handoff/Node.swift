@@ -80,6 +80,8 @@ public actor Node: Service {
     var known: [String: Known] = [:]
     var watchers: [UUID: Watcher] = [:]
     var topicCounts: [String: Int] = [:]
+    /// Snapshots asked for (one per followed type prefix) and not yet received whole.
+    var snapshots: SnapshotRequests
     var pending: [UInt64: Pending] = [:]
     var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
@@ -224,10 +226,17 @@ public actor Node: Service {
         continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
 
         (changes, changesContinuation) = AsyncStream.makeStream(of: String.self)
+        switch configuration.bus {
+        case .broker: snapshots = SnapshotRequests(expectedReplies: 1)
+        case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)
+        }
         for prefix in configuration.subscriptions {
             let topic = Topic.activityPrefix + prefix
             topicCounts[topic, default: 0] += 1
             try subscriber.subscribe(topic)
+            if topicCounts[topic] == 1, snapshots.expectedReplies > 0 {
+                try subscriber.subscribe(snapshots.start(typePrefix: prefix))
+            }
         }
     }
 
@@ -486,32 +495,40 @@ public actor Node: Service {
         return try! envelope.serializedBytes()
     }
 
-    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) {
+    /// Publishes one bus message; `false` when it was not sent (over the frame limit, or dropped).
+    @discardableResult
+    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) -> Bool {
         let bytes = envelope(body)
         // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
         // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
         guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
             logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
-            return
+            return false
         }
         do {
             // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
-            _ = try publisher.trySend(topic, more: true)
-            _ = try publisher.trySend(bytes)
+            guard try publisher.trySend(topic, more: true) else { return false }
+            return try publisher.trySend(bytes)
         } catch {
             logger.warning("could not publish on the bus: \(error)")
+            return false
         }
     }
 
     func publish(_ activity: UserActivity) {
-        guard activity.isEligibleForHandoff else {
+        guard let advertisement = advertisement(of: activity) else {
             publishWithdrawal(of: activity, reason: .resigned)
             return
         }
-        let advertisement = activity.advertisement(
+        sendOnBus(topic: Topic.activity(activity.activityType), .advertisement(advertisement))
+    }
+
+    /// What the bus hears of a current activity; `nil` while it is not eligible for Handoff.
+    private func advertisement(of activity: UserActivity) -> WireAdvertisement? {
+        guard activity.isEligibleForHandoff else { return nil }
+        return activity.advertisement(
             origin: info.wire, continueEndpoint: continuationEndpoint,
             lease: configuration.effectiveLease, defaultTeamID: configuration.teamID)
-        sendOnBus(topic: Topic.activity(activity.activityType), .advertisement(advertisement))
     }
 
     private func publishWithdrawal(of activity: UserActivity, reason: RemovalReason) {
@@ -552,20 +569,40 @@ public actor Node: Service {
         }
     }
 
-    /// A new subscription gets every matching current activity at once, instead of at the next
-    /// re-advertisement. In direct mode that is each new subscribing node (the XPUB is verbose). With a
-    /// broker it is the broker's own subscribe-all, which arrives whenever this node (re)connects to it,
-    /// so the broker's cache is filled right away.
+    /// Answers what the publisher hears. With a broker: the broker's subscribe-all, which arrives
+    /// whenever this node (re)connects to it, gets every current activity at once, so a restarted
+    /// broker's cache fills right away. In direct mode (the XPUB is verbose): a peer's snapshot
+    /// subscription gets this node's matching activities under that topic alone (wire.proto,
+    /// "Snapshots"); a plain subscription gets nothing, so no peer hears what it knows again.
     private func answerSubscriptions() async {
         while !Task.isCancelled {
             guard let frame = try? await publisher.receive() else { return }
             let bytes = frame.bytes
             guard bytes.first == 1 else { continue }
-            let prefix = String(decoding: bytes.dropFirst(), as: UTF8.self)
-            for activity in current.values where (Topic.activityPrefix + activity.activityType).hasPrefix(prefix) {
-                publish(activity)
+            let topic = bytes.dropFirst()
+            switch configuration.bus {
+            case .broker:
+                guard Topic.snapshotTypePrefix(topic) == nil else { continue }
+                let prefix = String(decoding: topic, as: UTF8.self)
+                for activity in current.values where (Topic.activityPrefix + activity.activityType).hasPrefix(prefix) {
+                    publish(activity)
+                }
+            case .direct:
+                guard let typePrefix = Topic.snapshotTypePrefix(topic) else { continue }
+                answerSnapshot(topic: Array(topic), typePrefix: typePrefix)
             }
         }
+    }
+
+    /// Publishes this node's current activities of `typePrefix` under a peer's snapshot topic,
+    /// then the `SnapshotReply` that says how many there were.
+    private func answerSnapshot(topic: [UInt8], typePrefix: String) {
+        var count = 0
+        for activity in current.values where activity.activityType.hasPrefix(typePrefix) {
+            guard let advertisement = advertisement(of: activity) else { continue }
+            if sendOnBus(topic: topic, .advertisement(advertisement)) { count += 1 }
+        }
+        sendOnBus(topic: topic, .snapshotReply(WireSnapshotReply(count: count, typePrefix: typePrefix)))
     }
 
     // MARK: Discovery
@@ -604,11 +641,57 @@ public actor Node: Service {
         for topic in watcher.filter.topics { removeTopic(topic) }
     }
 
+    /// Follows a topic; the first follower of a type prefix also asks for its snapshot.
     private func addTopic(_ topic: String) {
         topicCounts[topic, default: 0] += 1
-        if topicCounts[topic] == 1 {
-            do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        guard topicCounts[topic] == 1 else { return }
+        do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        requestSnapshot(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count)))
+    }
+
+    /// Asks for a snapshot of `typePrefix`: subscribes to a fresh snapshot topic (the request).
+    private func requestSnapshot(typePrefix: String, attempt: Int = 1) {
+        guard snapshots.expectedReplies > 0 else { return }
+        let topic = snapshots.start(typePrefix: typePrefix, attempt: attempt)
+        do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+    }
+
+    /// Takes a message that arrived on a snapshot topic.
+    private func handleSnapshot(topic: String, _ envelope: WireEnvelope) {
+        switch envelope.body {
+        case .advertisement:
+            guard snapshots.advertisementArrived(on: topic) else { return }
+            handleBus(envelope)
+        case .snapshotReply(let reply):
+            let outcome = snapshots.replyArrived(on: topic, count: Int(reply.count))
+            switch outcome {
+            case .waiting, .unknown:
+                return
+            case .complete:
+                break
+            case .retry(let typePrefix, let attempt):
+                logger.warning("the snapshot of \"\(typePrefix)\" arrived incomplete; asking again (attempt \(attempt))")
+                requestSnapshot(typePrefix: typePrefix, attempt: attempt)
+            case .incomplete(let received, let promised):
+                logger.warning("the snapshot of \"\(reply.typePrefix)\" arrived incomplete again (\(received) of \(promised)); re-advertisement fills the rest")
+            }
+            do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        default:
+            logger.debug("ignoring a \(String(describing: envelope.body)) on snapshot topic \(topic)")
         }
+    }
+
+    /// Whether every snapshot this node asked for has arrived: it knows what was current when it
+    /// started to follow each type prefix.
+    public var isSynchronized: Bool { snapshots.isEmpty }
+
+    /// Waits until ``isSynchronized``, at most `timeout`; returns whether it is.
+    public func untilSynchronized(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !snapshots.isEmpty, ContinuousClock.now < deadline, runState != .stopped {
+            do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
+        }
+        return snapshots.isEmpty
     }
 
     private func removeTopic(_ topic: String) {
@@ -619,6 +702,9 @@ public actor Node: Service {
         }
         topicCounts[topic] = nil
         do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        for snapshot in snapshots.cancel(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count))) {
+            do { try subscriber.unsubscribe(snapshot) } catch { logger.warning("unsubscribe \(snapshot): \(error)") }
+        }
     }
 
     private func emit(_ event: ActivityEvent) {
@@ -640,7 +726,12 @@ public actor Node: Service {
                 continue
             }
             do {
-                handleBus(try WireEnvelope.decode(frames[1].data))
+                let envelope = try WireEnvelope.decode(frames[1].data)
+                if frames[0].bytes.starts(with: Array(Topic.snapshotPrefix.utf8)) {
+                    handleSnapshot(topic: String(decoding: frames[0].bytes, as: UTF8.self), envelope)
+                } else {
+                    handleBus(envelope)
+                }
             } catch {
                 logger.warning("ignoring a malformed bus message: \(error)")
             }

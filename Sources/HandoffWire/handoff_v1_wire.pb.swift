@@ -152,16 +152,7 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     set {_uniqueStorage()._body = .continueReply(newValue)}
   }
 
-  /// Snapshot: ask a node for all activities it advertises.
-  public var snapshotRequest: WireSnapshotRequest {
-    get {
-      if case .snapshotRequest(let v)? = _storage._body {return v}
-      return WireSnapshotRequest()
-    }
-    set {_uniqueStorage()._body = .snapshotRequest(newValue)}
-  }
-
-  /// Snapshot: the answer.
+  /// Snapshot: the end of one answerer's snapshot (see "Snapshots" above).
   public var snapshotReply: WireSnapshotReply {
     get {
       if case .snapshotReply(let v)? = _storage._body {return v}
@@ -205,9 +196,7 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     case continueRequest(WireContinueRequest)
     /// Continuation: the origin's answer.
     case continueReply(WireContinueReply)
-    /// Snapshot: ask a node for all activities it advertises.
-    case snapshotRequest(WireSnapshotRequest)
-    /// Snapshot: the answer.
+    /// Snapshot: the end of one answerer's snapshot (see "Snapshots" above).
     case snapshotReply(WireSnapshotReply)
     /// A request could not be served, or a message was rejected.
     case error(WireError)
@@ -396,7 +385,7 @@ public nonisolated struct WireNodePresence: Sendable {
   /// Clears the value of `node`. Subsequent reads from it will return its default value.
   public mutating func clearNode() {self._node = nil}
 
-  /// Where to send ContinueRequest and SnapshotRequest to this node.
+  /// Where to send ContinueRequest to this node.
   public var continueEndpoint: String = String()
 
   /// Consider the node gone if no presence arrives within this many
@@ -415,30 +404,19 @@ public nonisolated struct WireNodePresence: Sendable {
   fileprivate var _node: WireNodeRef? = nil
 }
 
-/// Asks a node for the advertisements of all its current activities (used by
-/// a late joiner instead of waiting for re-advertisement).
-public nonisolated struct WireSnapshotRequest: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  /// Only activities whose activity_type starts with this prefix
-  /// (empty = all).
-  public var typePrefix: String = String()
-
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-}
-
-/// Answer to SnapshotRequest.
+/// Ends one answerer's snapshot (see "Snapshots" above): published under the
+/// snapshot's own topic after the advertisements that answer it.
 public nonisolated struct WireSnapshotReply: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// One per matching current activity.
-  public var advertisements: [WireAdvertisement] = []
+  /// How many advertisements the answerer published for this snapshot. A joiner
+  /// that received fewer asks again, with a new token.
+  public var count: UInt32 = 0
+
+  /// The type prefix P the snapshot covers ("" = every type).
+  public var typePrefix: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -612,7 +590,7 @@ fileprivate nonisolated let _protobuf_package = "handoff.v1"
 
 nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}correlation_id\0\u{1}sender\0\u{3}sent_at\0\u{1}sequence\0\u{2}\u{5}advertisement\0\u{1}withdrawal\0\u{3}node_presence\0\u{3}stream_frame\0\u{3}continue_request\0\u{3}continue_reply\0\u{3}snapshot_request\0\u{3}snapshot_reply\0\u{1}error\0\u{3}node_event\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}correlation_id\0\u{1}sender\0\u{3}sent_at\0\u{1}sequence\0\u{2}\u{5}advertisement\0\u{1}withdrawal\0\u{3}node_presence\0\u{3}stream_frame\0\u{3}continue_request\0\u{3}continue_reply\0\u{4}\u{2}snapshot_reply\0\u{1}error\0\u{3}node_event\0\u{b}snapshot_request\0\u{c}\u{10}\u{1}")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -738,19 +716,6 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
             _storage._body = .continueReply(v)
           }
         }()
-        case 16: try {
-          var v: WireSnapshotRequest?
-          var hadOneofValue = false
-          if let current = _storage._body {
-            hadOneofValue = true
-            if case .snapshotRequest(let m) = current {v = m}
-          }
-          try decoder.decodeSingularMessageField(value: &v)
-          if let v = v {
-            if hadOneofValue {try decoder.handleConflictingOneOf()}
-            _storage._body = .snapshotRequest(v)
-          }
-        }()
         case 17: try {
           var v: WireSnapshotReply?
           var hadOneofValue = false
@@ -841,10 +806,6 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
       case .continueReply?: try {
         guard case .continueReply(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
-      }()
-      case .snapshotRequest?: try {
-        guard case .snapshotRequest(let v)? = _storage._body else { preconditionFailure() }
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
       }()
       case .snapshotReply?: try {
         guard case .snapshotReply(let v)? = _storage._body else { preconditionFailure() }
@@ -1075,39 +1036,9 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
   }
 }
 
-nonisolated extension WireSnapshotRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".SnapshotRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}type_prefix\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.typePrefix) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.typePrefix.isEmpty {
-      try visitor.visitSingularStringField(value: self.typePrefix, fieldNumber: 1)
-    }
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: WireSnapshotRequest, rhs: WireSnapshotRequest) -> Bool {
-    if lhs.typePrefix != rhs.typePrefix {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
 nonisolated extension WireSnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}advertisements\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\u{2}count\0\u{3}type_prefix\0\u{b}advertisements\0\u{c}\u{1}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1115,21 +1046,26 @@ nonisolated extension WireSnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._M
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.advertisements) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.count) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.typePrefix) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if !self.advertisements.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.advertisements, fieldNumber: 1)
+    if self.count != 0 {
+      try visitor.visitSingularUInt32Field(value: self.count, fieldNumber: 2)
+    }
+    if !self.typePrefix.isEmpty {
+      try visitor.visitSingularStringField(value: self.typePrefix, fieldNumber: 3)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: WireSnapshotReply, rhs: WireSnapshotReply) -> Bool {
-    if lhs.advertisements != rhs.advertisements {return false}
+    if lhs.count != rhs.count {return false}
+    if lhs.typePrefix != rhs.typePrefix {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

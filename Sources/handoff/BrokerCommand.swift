@@ -51,7 +51,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
-                "replays": "\(counters.cacheReplays)", "malformed": "\(counters.malformed)",
+                "snapshots": "\(counters.snapshots)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.refusedHandshakes)",
             ])
         }

@@ -12,7 +12,7 @@ struct Activities: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the activities current on the bus.")
     @OptionGroup var bus: BusOptions
     @Option(help: "Only types with this prefix.") var type: String?
-    @Option(help: "How long to listen, in seconds (the broker replays what it knows at once).") var wait: Double = 0.5
+    @Option(help: "How long to wait for the bus's snapshot, in seconds (it comes at once from a running broker).") var wait: Double = 3
     @Flag(help: "One JSON object a line.") var json = false
     @OptionGroup var logging: LoggingOptions
 
@@ -20,8 +20,16 @@ struct Activities: AsyncParsableCommand {
         logging.bootstrap()
         let configuration = try bus.configuration(name: "handoff-activities", subscriptions: [type ?? ""])
         let activities = try await Node.withRunning(configuration) { node in
-            try await Task.sleep(for: .milliseconds(Int(wait * 1000)))
+            // The snapshot is the whole answer: what was current when the node joined.
+            let synchronized = await node.untilSynchronized(timeout: .milliseconds(Int(wait * 1000)))
             if let refusal = await node.busRefusal { throw Failure(refusal.message) }
+            guard synchronized else {
+                let reason = switch configuration.bus {
+                case .broker(_, let backend): "no broker answered at \(backend) within \(wait) s: is it running, and reachable from here?"
+                case .direct: "not every peer answered within \(wait) s: is each of them running, and reachable from here?"
+                }
+                throw Failure(reason)
+            }
             return await node.activities()
         }
         for activity in activities {

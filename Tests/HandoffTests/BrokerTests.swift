@@ -52,8 +52,8 @@ struct BrokerTests {
         #expect(broker.counters.unsubscriptions == 1)
     }
 
-    @Test("a late joiner gets every cached advertisement at once; a narrower prefix only the matching ones")
-    func lateJoinerReplay() async throws {
+    @Test("a late joiner's snapshot holds every cached advertisement, once; a narrower prefix only the matching ones")
+    func lateJoinerSnapshot() async throws {
         let context = try Context()
         let broker = try Broker.start(.ephemeral(), context: context)
         defer { broker.stop() }
@@ -73,28 +73,52 @@ struct BrokerTests {
         try await waitUntil(within: .seconds(10)) { broker.counters.cachedActivities == 1_000 }
         let sentBeforeJoining = broker.counters.messagesIn
 
-        let everything = try context.socket(.sub)
-        try everything.set(.receiveHighWaterMark, 0)
-        try everything.subscribe("A:")
         let joined = ContinuousClock.now
-        try everything.connect(broker.backendEndpoint)
-        let seen = try await collectAdvertisements(everything, within: .seconds(1)) { $0 == all }
-        #expect(Set(seen.map(\.activityID)) == all)
+        let everything = try await takeSnapshot(of: "", at: broker, context: context)
+        #expect(everything.advertisements.map(\.activityID).sorted() == all.sorted())
+        #expect(everything.reply.count == 1_000)
+        #expect(everything.reply.typePrefix == "")
         #expect(ContinuousClock.now - joined < .seconds(1))
-        #expect(seen.allSatisfy { ad in
+        #expect(everything.advertisements.allSatisfy { ad in
             types.contains(ad.activityType) && ad.activityID.hasPrefix("activity-")
         })
 
-        let narrow = try context.socket(.sub)
-        try narrow.subscribe("A:org.handoff.contacts.")
-        try narrow.connect(broker.backendEndpoint)
-        let matching = try await collectAdvertisements(narrow, within: .seconds(1), quiet: .milliseconds(200)) { $0 == contacts }
-        #expect(Set(matching.map(\.activityID)) == contacts)
-        #expect(matching.allSatisfy { $0.activityType.hasPrefix("org.handoff.contacts.") })
+        let narrow = try await takeSnapshot(of: "org.handoff.contacts.", at: broker, context: context)
+        #expect(narrow.advertisements.map(\.activityID).sorted() == contacts.sorted())
+        #expect(narrow.reply.count == contacts.count)
 
+        // The first joiner heard nothing of the second one's snapshot.
+        #expect(try await receiveMessage(everything.socket, timeout: .milliseconds(200)) == nil)
         // Nobody published anything after the joiners came: it all came from the cache.
         #expect(broker.counters.messagesIn == sentBeforeJoining)
-        #expect(broker.counters.cacheReplays >= 1_000 + contacts.count)
+        #expect(broker.counters.snapshots == 2)
+        #expect(broker.counters.snapshotAdvertisements == 1_000 + contacts.count)
+    }
+
+    @Test("joiners one after another: each gets each activity once, and nobody hears another's snapshot")
+    func joinStorm() async throws {
+        let context = try Context()
+        let broker = try Broker.start(.ephemeral(), context: context)
+        defer { broker.stop() }
+        let publisher = try await connectPublisher(to: broker, context: context)
+        let activities = 200
+        for index in 0..<activities {
+            try await publish(.advertisement(id: "activity-\(index)", type: "org.handoff.notes.edit"), on: publisher)
+        }
+        try await waitUntil(within: .seconds(10)) { broker.counters.cachedActivities == activities }
+        let before = broker.counters.messagesOut
+        var joiners: [Socket] = []
+        for _ in 0..<20 {
+            let joiner = try await takeSnapshot(of: "org.handoff.", at: broker, context: context)
+            #expect(joiner.advertisements.count == activities)
+            #expect(Set(joiner.advertisements.map(\.activityID)).count == activities)
+            joiners.append(joiner.socket)
+        }
+        // Exactly the ideal: each joiner's advertisements and its one SnapshotReply, nothing else.
+        #expect(broker.counters.messagesOut - before == 20 * (activities + 1))
+        for joiner in joiners {
+            #expect(try await receiveMessage(joiner, timeout: .milliseconds(20)) == nil)
+        }
     }
 
     @Test("a withdrawal empties the cache; a newer version replaces an older one, never the reverse")
@@ -117,13 +141,8 @@ struct BrokerTests {
         try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == messages.count }
         #expect(broker.counters.cachedActivities == 3)
 
-        let joiner = try context.socket(.sub)
-        try joiner.subscribe("A:")
-        try joiner.connect(broker.backendEndpoint)
-        let seen = try await collectAdvertisements(joiner, within: .seconds(5), quiet: .milliseconds(300)) {
-            $0 == ["kept", "newer-first", "upgraded"]
-        }
-        #expect(Set(seen.map(\.activityID)) == ["kept", "newer-first", "upgraded"])
+        let seen = try await takeSnapshot(of: "", at: broker, context: context).advertisements
+        #expect(seen.map(\.activityID).sorted() == ["kept", "newer-first", "upgraded"])
         #expect(seen.filter { $0.activityID == "newer-first" }.map(\.version) == [2])
         #expect(seen.filter { $0.activityID == "upgraded" }.map(\.version) == [3])
     }
@@ -153,13 +172,8 @@ struct BrokerTests {
         // Expired entries leave the cache on their own, with nobody subscribing.
         #expect(broker.counters.cachedActivities == 2)
 
-        let joiner = try context.socket(.sub)
-        try joiner.subscribe("A:")
-        try joiner.connect(broker.backendEndpoint)
-        let seen = try await collectAdvertisements(joiner, within: .seconds(5), quiet: .milliseconds(200)) {
-            $0 == ["long-lease", "renewed"]
-        }
-        #expect(Set(seen.map(\.activityID)) == ["long-lease", "renewed"])
+        let seen = try await takeSnapshot(of: "", at: broker, context: context).advertisements
+        #expect(seen.map(\.activityID).sorted() == ["long-lease", "renewed"])
     }
 
     @Test("malformed messages are forwarded, counted and not cached; counters are exact")
@@ -204,23 +218,18 @@ struct BrokerTests {
         #expect(after.bytesOut - before.bytesOut == bytes)
         #expect(after.malformed == 2)
         #expect(after.cachedActivities == 1)
-        #expect(after.cacheReplays == 0)
+        #expect(after.snapshots == 0)
         #expect(after.subscriptions == 1)
 
-        // A late joiner gets the good advertisement only: the malformed one was not cached.
-        let joiner = try context.socket(.sub)
-        try joiner.subscribe("A:")
-        try joiner.connect(broker.backendEndpoint)
-        var replayed: [[[UInt8]]] = []
-        while let frames = try await receiveMessage(joiner, timeout: .milliseconds(500)) {
-            replayed.append(frames.map(\.bytes))
-        }
-        #expect(replayed == [[advertisement.topic, advertisement.envelope]])
+        // A late joiner's snapshot holds the good advertisement only, in its own envelope: the
+        // malformed one was not cached.
+        let joiner = try await takeSnapshot(of: "", at: broker, context: context)
+        #expect(joiner.frames.map { $0[1] } == [advertisement.envelope])
         let final = broker.counters
-        #expect(final.subscriptions == 2)
-        #expect(final.cacheReplays == 1)
-        #expect(final.messagesOut - after.messagesOut == 1)
-        #expect(final.bytesOut - after.bytesOut == advertisement.topic.count + advertisement.envelope.count)
+        #expect(final.subscriptions == 3)  // "A:" and the snapshot's topic
+        #expect(final.snapshots == 1)
+        #expect(final.snapshotAdvertisements == 1)
+        #expect(final.messagesOut - after.messagesOut == 2)  // the advertisement and the SnapshotReply
         #expect(final.messagesIn == after.messagesIn)
     }
 
@@ -275,13 +284,8 @@ struct BrokerTests {
         try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == fill.count + 1 }
         #expect(broker.counters.cachedActivities == 3)
 
-        let joiner = try context.socket(.sub)
-        try joiner.subscribe("A:")
-        try joiner.connect(broker.backendEndpoint)
-        let seen = try await collectAdvertisements(joiner, within: .seconds(5), quiet: .milliseconds(300)) {
-            $0 == ["20s", "30s", "40s"]
-        }
-        #expect(Set(seen.map(\.activityID)) == ["20s", "30s", "40s"])
+        let seen = try await takeSnapshot(of: "", at: broker, context: context).advertisements
+        #expect(seen.map(\.activityID).sorted() == ["20s", "30s", "40s"])
     }
 
     @Test("the capture socket sees forwarded messages and subscriptions")
@@ -479,6 +483,46 @@ private func publish(_ message: BusMessage, on publisher: Socket) async throws {
     try await publisher.send(message.envelope)
 }
 
+/// What a joiner received: its snapshot's advertisements (as frames and decoded), and the reply.
+private struct Snapshot {
+    let socket: Socket
+    var frames: [[[UInt8]]] = []
+    var advertisements: [WireAdvertisement] = []
+    var reply = WireSnapshotReply()
+}
+
+/// Joins as wire.proto says a joiner does: subscribes to "A:" + `typePrefix`, then to a snapshot
+/// topic, connects, and collects what arrives on the snapshot topic until its SnapshotReply.
+private func takeSnapshot(of typePrefix: String, at broker: Broker, context: Context) async throws -> Snapshot {
+    let socket = try context.socket(.sub)
+    try socket.set(.receiveHighWaterMark, 0)
+    let topic = Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: typePrefix)
+    try socket.subscribe("A:" + typePrefix)
+    try socket.subscribe(topic)
+    try socket.connect(broker.backendEndpoint)
+    var snapshot = Snapshot(socket: socket)
+    while let frames = try await receiveMessage(socket, timeout: .seconds(5)) {
+        try #require(frames.count == 2)
+        guard frames[0].string == topic else { continue }  // live traffic on "A:"
+        let envelope = try WireEnvelope.decode(frames[1].bytes)
+        switch envelope.body {
+        case .advertisement(let advertisement):
+            #expect(advertisement.activityType.hasPrefix(typePrefix))
+            snapshot.frames.append(frames.map(\.bytes))
+            snapshot.advertisements.append(advertisement)
+        case .snapshotReply(let reply):
+            snapshot.reply = reply
+            #expect(Int(reply.count) == snapshot.advertisements.count)
+            try socket.unsubscribe(topic)
+            return snapshot
+        default:
+            Issue.record("unexpected \(envelope) on a snapshot topic")
+        }
+    }
+    Issue.record("no SnapshotReply within 5 s")
+    throw CancellationError()
+}
+
 /// Receives one multipart message, or `nil` when none starts within `timeout`.
 private func receiveMessage(_ socket: Socket, timeout: Duration) async throws -> [Frame]? {
     guard let first = try await socket.receive(timeout: timeout) else { return nil }
@@ -526,29 +570,3 @@ private func waitUntil(
     }
 }
 
-/// Receives bus messages and decodes their advertisements until `done` holds for the set of
-/// activity ids received, then for `quiet` more (to catch anything unexpected), or until `within` passes.
-private func collectAdvertisements(
-    _ socket: Socket, within timeout: Duration, quiet: Duration = .zero,
-    until done: (Set<String>) -> Bool
-) async throws -> [WireAdvertisement] {
-    let deadline = ContinuousClock.now + timeout
-    var advertisements: [WireAdvertisement] = []
-    var ids: Set<String> = []
-    var finished = false
-    while true {
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        let wait = finished ? quiet : remaining
-        guard wait > .zero, let frames = try await receiveMessage(socket, timeout: wait) else { break }
-        let envelope = try WireEnvelope.decode(frames[1].bytes)
-        guard case .advertisement(let advertisement) = envelope.body else {
-            Issue.record("expected an advertisement, got \(envelope)")
-            continue
-        }
-        #expect(frames[0].string == "A:" + advertisement.activityType)
-        advertisements.append(advertisement)
-        ids.insert(advertisement.activityID)
-        if !finished && done(ids) { finished = true }
-    }
-    return advertisements
-}

@@ -274,7 +274,7 @@ struct ContinuationTests {
         }
     }
 
-    @Test("a late joiner sees current activities at once, without waiting for a re-advertisement")
+    @Test("a late joiner's snapshot holds the current activities at once; nobody else hears it")
     func lateJoinerDirect() async throws {
         let a = try Node(configuration: testConfiguration("node-a", interval: .seconds(60)))
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -292,7 +292,14 @@ struct ContinuationTests {
             let started = ContinuousClock.now
             try await Node.withRunning(testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))) { late in
                 let ids = Set(activities.map(\.id))
-                #expect(await eventually(within: .seconds(2)) { Set(await late.activities().map(\.id)) == ids })
+                #expect(await late.untilSynchronized(timeout: .seconds(2)))
+                #expect(Set(await late.activities().map(\.id)) == ids, "the snapshot alone holds them all")
+                // A later joiner's snapshot goes to it alone: the first joiner hears nothing again.
+                try await Node.withRunning(testConfiguration("later", peers: [a.busEndpoint!], interval: .seconds(60))) { later in
+                    #expect(await later.untilSynchronized(timeout: .seconds(2)))
+                    #expect(Set(await later.activities().map(\.id)) == ids)
+                }
+                #expect(await late.securityCounters.replayedIgnored == 0)
             }
             #expect(ContinuousClock.now - started < .seconds(2))
         }

@@ -154,8 +154,10 @@ enum Fixtures {
         }),
         .continueReply(WireContinueReply.with { $0.activity = activity }),
         .continueReply(WireContinueReply.with { $0.error = error(.activityExpired) }),
-        .snapshotRequest(WireSnapshotRequest.with { $0.typePrefix = "com.example." }),
-        .snapshotReply(WireSnapshotReply.with { $0.advertisements = [advertisement, advertisement] }),
+        .snapshotReply(WireSnapshotReply.with {
+            $0.count = 2
+            $0.typePrefix = "com.example."
+        }),
         .error(error(.unauthorized)),
         .nodeEvent(WireNodeEvent.with {
             $0.kind = .streamProgress
@@ -179,7 +181,6 @@ enum Fixtures {
         case .streamFrame: "streamFrame"
         case .continueRequest: "continueRequest"
         case .continueReply: "continueReply"
-        case .snapshotRequest: "snapshotRequest"
         case .snapshotReply: "snapshotReply"
         case .error: "error"
         case .nodeEvent: "nodeEvent"

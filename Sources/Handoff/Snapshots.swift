@@ -1,0 +1,123 @@
+import HandoffWire
+
+/// Snapshots, the ZeroMQ guide's Clone pattern (wire.proto, "Snapshots"): a node that starts to
+/// follow a type prefix subscribes to `S:` + a fresh token + `/` + the prefix, and whoever answers
+/// (the broker, or each direct peer) publishes what is current under exactly that topic, then a
+/// `SnapshotReply`. Nobody else hears it again.
+extension Topic {
+    /// One subscriber's snapshot: `S:` + 32 hexadecimal digits + `/` + the type prefix.
+    static let snapshotPrefix = "S:"
+    /// Length of a snapshot token (hexadecimal digits).
+    static let snapshotTokenLength = 32
+
+    /// The topic that asks for a snapshot of the activities whose type starts with `typePrefix`.
+    static func snapshot(token: String, typePrefix: String) -> String {
+        snapshotPrefix + token + "/" + typePrefix
+    }
+
+    /// A new random snapshot token.
+    static func newSnapshotToken() -> String {
+        let digits = Array("0123456789abcdef")
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<snapshotTokenLength).map { _ in digits[Int(generator.next() % 16)] })
+    }
+
+    /// The type prefix a snapshot topic asks for, or `nil` when `topic` is not a well-formed one.
+    static func snapshotTypePrefix(_ topic: some Collection<UInt8>) -> String? {
+        let prefix = Array(snapshotPrefix.utf8)
+        guard topic.count >= prefix.count + snapshotTokenLength + 1, topic.starts(with: prefix) else { return nil }
+        let token = topic.dropFirst(prefix.count).prefix(snapshotTokenLength)
+        guard token.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return nil }
+        let rest = topic.dropFirst(prefix.count + snapshotTokenLength)
+        guard rest.first == UInt8(ascii: "/") else { return nil }
+        return String(decoding: rest.dropFirst(), as: UTF8.self)
+    }
+}
+
+/// The snapshots a node has asked for and not yet received whole: which topic asks for which type
+/// prefix, how many advertisements arrived on it, and how many its answerers said they sent.
+///
+/// Pure state: the node subscribes and unsubscribes as the outcomes say.
+struct SnapshotRequests {
+    struct Request: Equatable {
+        let typePrefix: String
+        let attempt: Int
+        var received = 0
+        var promised = 0
+        var replies = 0
+    }
+
+    /// What a node does after an answer arrived.
+    enum Outcome: Equatable {
+        /// Not every answerer has answered yet: keep the subscription.
+        case waiting
+        /// Whole: unsubscribe.
+        case complete
+        /// Fewer advertisements arrived than were sent (a queue overflowed on the way): unsubscribe
+        /// and ask again for the same type prefix.
+        case retry(typePrefix: String, attempt: Int)
+        /// Still short after the last attempt: unsubscribe; re-advertisement fills the gap.
+        case incomplete(received: Int, promised: Int)
+        /// Not a snapshot this node is waiting for (a late answer to one it already finished).
+        case unknown
+    }
+
+    /// Answerers per request: 1 with a broker, the number of peers in direct mode.
+    let expectedReplies: Int
+    /// Attempts per type prefix before a short snapshot is accepted as it is.
+    static let maxAttempts = 3
+    private(set) var pending: [String: Request] = [:]
+
+    init(expectedReplies: Int) {
+        self.expectedReplies = expectedReplies
+    }
+
+    /// Whether every snapshot asked for has arrived whole (or given up on).
+    var isEmpty: Bool { pending.isEmpty }
+
+    /// Starts a request for `typePrefix`; returns the topic to subscribe to.
+    mutating func start(typePrefix: String, attempt: Int = 1, token: String = Topic.newSnapshotToken()) -> String {
+        let topic = Topic.snapshot(token: token, typePrefix: typePrefix)
+        pending[topic] = Request(typePrefix: typePrefix, attempt: attempt)
+        return topic
+    }
+
+    /// Counts an advertisement that arrived on `topic`; `false` when no request waits on it.
+    mutating func advertisementArrived(on topic: String) -> Bool {
+        guard pending[topic] != nil else { return false }
+        pending[topic]!.received += 1
+        return true
+    }
+
+    /// Takes an answerer's `SnapshotReply` that arrived on `topic`.
+    mutating func replyArrived(on topic: String, count: Int) -> Outcome {
+        guard var request = pending[topic] else { return .unknown }
+        request.replies += 1
+        request.promised += count
+        guard request.replies >= expectedReplies else {
+            pending[topic] = request
+            return .waiting
+        }
+        pending[topic] = nil
+        if request.received >= request.promised { return .complete }
+        if request.attempt < Self.maxAttempts {
+            return .retry(typePrefix: request.typePrefix, attempt: request.attempt + 1)
+        }
+        return .incomplete(received: request.received, promised: request.promised)
+    }
+
+    /// Drops the requests for `typePrefix` (nothing follows it any more); returns their topics.
+    mutating func cancel(typePrefix: String) -> [String] {
+        let topics = pending.filter { $0.value.typePrefix == typePrefix }.map(\.key)
+        for topic in topics { pending[topic] = nil }
+        return topics
+    }
+}
+
+extension WireSnapshotReply {
+    init(count: Int, typePrefix: String) {
+        self.init()
+        self.count = UInt32(clamping: count)
+        self.typePrefix = typePrefix
+    }
+}

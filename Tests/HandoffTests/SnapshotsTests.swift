@@ -1,0 +1,67 @@
+import Testing
+@testable import Handoff
+
+@Suite("Snapshots (state, no sockets)")
+struct SnapshotsTests {
+    @Test("a snapshot topic carries a 32-digit token and the type prefix; anything else is not one")
+    func topics() {
+        let token = Topic.newSnapshotToken()
+        #expect(token.count == 32 && token.allSatisfy(\.isHexDigit))
+        #expect(Topic.newSnapshotToken() != token)
+        let topic = Topic.snapshot(token: token, typePrefix: "org.handoff.contacts.")
+        #expect(topic == "S:" + token + "/org.handoff.contacts.")
+        #expect(Topic.snapshotTypePrefix(Array(topic.utf8)) == "org.handoff.contacts.")
+        #expect(Topic.snapshotTypePrefix(Array(Topic.snapshot(token: token, typePrefix: "").utf8)) == "")
+        for malformed in ["S:", "S:abc/x", "A:" + token + "/x", "S:" + token + "x", "S:" + token.uppercased() + "/x",
+                          "S:" + String(token.dropLast()) + "g/x"] {
+            #expect(Topic.snapshotTypePrefix(Array(malformed.utf8)) == nil, "\(malformed)")
+        }
+    }
+
+    @Test("with a broker, one reply completes a snapshot that arrived whole")
+    func completeWithBroker() {
+        var requests = SnapshotRequests(expectedReplies: 1)
+        let topic = requests.start(typePrefix: "org.")
+        #expect(!requests.isEmpty)
+        for _ in 0..<3 { let result = requests.advertisementArrived(on: topic); #expect(result) }
+        do { let result = requests.replyArrived(on: topic, count: 3); #expect(result == .complete) }
+        #expect(requests.isEmpty)
+        // A late or repeated answer to a finished snapshot is not counted anywhere.
+        do { let result = requests.advertisementArrived(on: topic); #expect(!result) }
+        do { let result = requests.replyArrived(on: topic, count: 3); #expect(result == .unknown) }
+    }
+
+    @Test("in direct mode a snapshot waits for every peer, and adds up what they promised")
+    func directModeWaitsForEveryPeer() {
+        var requests = SnapshotRequests(expectedReplies: 3)
+        let topic = requests.start(typePrefix: "")
+        do { let result = requests.advertisementArrived(on: topic); #expect(result) }
+        do { let result = requests.replyArrived(on: topic, count: 1); #expect(result == .waiting) }
+        do { let result = requests.replyArrived(on: topic, count: 0); #expect(result == .waiting) }
+        do { let result = requests.advertisementArrived(on: topic); #expect(result) }
+        do { let result = requests.replyArrived(on: topic, count: 2); #expect(result == .retry(typePrefix: "", attempt: 2), "2 of 3 arrived") }
+    }
+
+    @Test("a short snapshot is asked again, up to the last attempt, then accepted as it is")
+    func retriesThenGivesUp() {
+        var requests = SnapshotRequests(expectedReplies: 1)
+        var topic = requests.start(typePrefix: "org.")
+        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .retry(typePrefix: "org.", attempt: 2)) }
+        topic = requests.start(typePrefix: "org.", attempt: 2)
+        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .retry(typePrefix: "org.", attempt: 3)) }
+        topic = requests.start(typePrefix: "org.", attempt: 3)
+        for _ in 0..<4 { _ = requests.advertisementArrived(on: topic) }
+        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .incomplete(received: 4, promised: 5)) }
+        #expect(requests.isEmpty)
+    }
+
+    @Test("dropping a type prefix cancels its snapshots and only those")
+    func cancel() {
+        var requests = SnapshotRequests(expectedReplies: 1)
+        let contacts = requests.start(typePrefix: "org.handoff.contacts.")
+        let notes = requests.start(typePrefix: "org.handoff.notes.")
+        do { let result = requests.cancel(typePrefix: "org.handoff.contacts."); #expect(result == [contacts]) }
+        do { let result = requests.replyArrived(on: contacts, count: 0); #expect(result == .unknown) }
+        do { let result = requests.replyArrived(on: notes, count: 0); #expect(result == .complete) }
+    }
+}
