@@ -529,6 +529,10 @@ case "slow-reader":
 case "hostile":
     banner()
     try await benchHostile(Array(arguments.dropFirst()))
+case "fleet":
+    banner()
+    try benchFleet(Array(arguments.dropFirst()))
+    printSummary()
 // Hidden: the two ends of a stream as processes of their own, and the raw transfer alone.
 case "stream-originator":
     try await runStreamOriginator(arguments)
@@ -554,5 +558,7 @@ default:
                                                         a stream whose reader is slow: it outlasts every timeout
                handoff-bench hostile [--contacts N] [--streams N] [--push-mib N]
                                                         an agent's memory, threads and service under hostile peers
+               handoff-bench fleet [--joiners N] [--activities N]
+                                                        simulated nodes joining a real broker one after another
         """)
 }
