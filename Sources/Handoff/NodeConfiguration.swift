@@ -81,6 +81,12 @@ extension Node {
         /// node's) and still be believed; older ones are ignored as stale or replayed. Keep it
         /// above the lease and the clock skew between hosts.
         public var replayWindow: Duration
+        /// The most activities of any one other node this node keeps track of: a new one beyond it
+        /// is ignored, counted (``Node/SecurityCounters/overQuotaIgnored``) and logged once per
+        /// origin, so that one node cannot fill this one's memory (a broker has its own quota).
+        public var maxKnownActivitiesPerNode: Int
+        /// The most activities of all other nodes together this node keeps track of.
+        public var maxKnownActivities: Int
 
         /// A configuration with defaults for everything but the name and bus.
         public init(
@@ -117,6 +123,8 @@ extension Node {
             allowInsecure = false
             teamPolicy = .sameTeam
             replayWindow = .seconds(60)
+            maxKnownActivitiesPerNode = 1_000
+            maxKnownActivities = 100_000
         }
 
         /// Which activities a continuing node hands to a handler, by team id.

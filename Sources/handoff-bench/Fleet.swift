@@ -4,7 +4,7 @@ import HandoffWire
 import SwiftProtobuf
 import ZeroMQ
 
-// `handoff-bench fleet`: a real `handoff broker` process, one publisher with many current
+// `handoff-bench fleet`: a real `handoff broker` process, one publishing socket with many current
 // activities, and many simulated nodes joining one after another — each a SUB socket in this
 // process speaking the wire contract as wire.proto ("Snapshots") tells a third party to: subscribe
 // to "A:" + prefix, then to its own snapshot topic, and read until the SnapshotReply. Every joiner
@@ -42,18 +42,19 @@ private func readSnapshot(_ socket: Socket, topic: [UInt8]) throws -> JoinedSnap
     }
 }
 
-/// Publishes `count` advertisements (ten types under `org.fleet.`) from one simulated node.
-private func publishActivities(_ count: Int, on publisher: Socket) throws {
+/// Publishes `count` advertisements (ten types under `org.fleet.`), `perOrigin` from each simulated
+/// node, each with a title of `titleBytes`.
+private func publishActivities(_ count: Int, perOrigin: Int, titleBytes: Int = 0, on publisher: Socket) throws {
     var origin = WireNodeRef()
-    origin.nodeID = UUID().uuidString
     origin.name = "fleet publisher"
     origin.host = ProcessInfo.processInfo.hostName
     var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
     for index in 0..<count {
+        if index % perOrigin == 0 { origin.nodeID = UUID().uuidString }
         var advertisement = WireAdvertisement()
         advertisement.activityID = UUID().uuidString
         advertisement.activityType = "org.fleet.type-\(index % 10)"
-        advertisement.title = "activity \(index)"
+        advertisement.title = "activity \(index)" + String(repeating: "x", count: titleBytes)
         advertisement.origin = origin
         advertisement.continueEndpoint = "tcp://127.0.0.1:1"
         advertisement.version = 1
@@ -80,7 +81,8 @@ func benchFleet(_ arguments: [String]) throws {
     try publisher.set(.receiveTimeout, 10_000)
     try publisher.connect(frontend)
     while try publisher.receive().bytes != [1] {}
-    try publishActivities(activities, on: publisher)
+    // Ten activities per simulated node (the broker keeps at most 1,000 of one node).
+    try publishActivities(activities, perOrigin: 10, on: publisher)
 
     func join(_ typePrefix: String) throws -> (Socket, JoinedSnapshot) {
         let socket = try context.socket(.sub)
@@ -145,5 +147,26 @@ func benchFleet(_ arguments: [String]) throws {
     compare("fleet: messages to \(joiners) joiners × \(activities)", handoff: "\(delivered)", baseline: "ideal", "\(ideal)",
             ratio: String(format: "%.3f x", ratio), target: "≤ 1.05 x", met: ratio <= 1.05 && short == 0)
     for socket in sockets { socket.close() }
+
+    // One node floods: 10,000 new activities with 4 KiB titles. The broker's quota (1,000 per
+    // node) bounds what it keeps and what anyone receives.
+    let flood = intOption("--flood", 10_000, in: arguments)
+    let floodResidentBefore = ProcessSampler.read(pid)?.resident ?? 0
+    let flooder = try context.socket(.xpub)
+    try flooder.set(.sendHighWaterMark, 0)
+    try flooder.set(.receiveTimeout, 10_000)
+    try flooder.connect(frontend)
+    while try flooder.receive().bytes != [1] {}
+    try publishActivities(flood, perOrigin: flood, titleBytes: 4096, on: flooder)
+    Thread.sleep(forTimeInterval: 1)
+    let (probe, floodSnapshot) = try join("org.fleet.")
+    probe.close()
+    let floodResidentAfter = ProcessSampler.read(pid)?.resident ?? 0
+    print("")
+    print("Flood: one node advertises \(flood) new activities of 4 KiB each (broker quota: 1,000 per node)")
+    row("broker RSS growth", String(format: "%+.1f MiB", Double(floodResidentAfter - floodResidentBefore) / 1_048_576),
+        String(format: "%.1f MiB before", Double(floodResidentBefore) / 1_048_576))
+    row("activities a joiner's snapshot holds", "\(floodSnapshot.promised)", "\(activities) before the flood, so \(floodSnapshot.promised - activities) of the flood")
+    flooder.close()
     publisher.close()
 }

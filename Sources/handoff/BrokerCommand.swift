@@ -16,6 +16,8 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Where subscribers (nodes, monitors) connect.") var backend = "tcp://*:5556"
     @Option(help: "Where a copy of all traffic is published, for monitoring.") var capture: String?
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
+    @Option(help: "The most activities of one node the broker caches and forwards; its new ones beyond are dropped and counted.")
+    var maxActivitiesPerNode = 1_000
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @Option(help: "Log the counters every this many seconds (0: only at exit).") var statsInterval: Double = 10
     @OptionGroup var security: SecurityOptions
@@ -25,7 +27,7 @@ struct BrokerCommand: AsyncParsableCommand {
         logging.bootstrap()
         if exitWithParent { exitWhenParentExits() }
         let logger = Logger(label: "handoff.broker")
-        var configuration = Broker.Configuration(frontend: frontend, backend: backend)
+        var configuration = Broker.Configuration(frontend: frontend, backend: backend, maxActivitiesPerOrigin: maxActivitiesPerNode)
         configuration.capture = capture
         configuration.lastValueCache = !noCache
         configuration.security = try security.resolve(needsBrokerKey: false)
@@ -51,7 +53,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
-                "snapshots": "\(counters.snapshots)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
+                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.refusedHandshakes)",
             ])
         }

@@ -288,6 +288,50 @@ struct BrokerTests {
         #expect(seen.map(\.activityID).sorted() == ["20s", "30s", "40s"])
     }
 
+    @Test("one node's activities beyond its quota are dropped and counted; its updates, and other nodes, pass")
+    func perOriginQuota() async throws {
+        let context = try Context()
+        let broker = try Broker.start(.ephemeral(perOrigin: 10), context: context)
+        defer { broker.stop() }
+        let publisher = try await connectPublisher(to: broker, context: context)
+        let subscriber = try context.socket(.sub)
+        try subscriber.set(.receiveHighWaterMark, 0)
+        try subscriber.subscribe("A:")
+        try subscriber.connect(broker.backendEndpoint)
+        try await awaitDelivery(from: publisher, to: subscriber, probe: .presence(node: "probe", topic: "A:probe"))
+        let probes = broker.counters.messagesIn
+        var flooder = BusMessage.node
+        flooder.nodeID = "flooder"
+        let type = "org.handoff.notes.edit"
+        for index in 0..<50 {
+            try await publish(.advertisement(id: "flood-\(index)", type: type, origin: flooder), on: publisher)
+        }
+        // Updates of a cached one, and another node's activity, still pass.
+        try await publish(.advertisement(id: "flood-3", type: type, version: 2, origin: flooder), on: publisher)
+        try await publish(.advertisement(id: "other", type: type), on: publisher)
+        try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == probes + 52 }
+        #expect(broker.counters.overQuota == 40)
+        #expect(broker.counters.cachedActivities == 11)
+        var forwarded: [String] = []
+        while let frames = try await receiveMessage(subscriber, timeout: .milliseconds(300)) {
+            guard case .advertisement(let ad) = try WireEnvelope.decode(frames[1].bytes).body else { continue }
+            forwarded.append("\(ad.activityID) v\(ad.version)")
+        }
+        #expect(forwarded == (0..<10).map { "flood-\($0) v1" } + ["flood-3 v2", "other v1"])
+        let snapshot = try await takeSnapshot(of: "", at: broker, context: context)
+        #expect(snapshot.advertisements.count == 11)
+        // A withdrawal frees room for one more.
+        var withdrawal = WireWithdrawal()
+        withdrawal.activityID = "flood-0"
+        withdrawal.activityType = type
+        withdrawal.origin = flooder
+        try await publish(.make(topic: "A:" + type, body: .withdrawal(withdrawal), sender: flooder), on: publisher)
+        try await publish(.advertisement(id: "flood-late", type: type, origin: flooder), on: publisher)
+        try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == probes + 54 }
+        #expect(broker.counters.overQuota == 40)
+        #expect(broker.counters.cachedActivities == 11)
+    }
+
     @Test("the capture socket sees forwarded messages and subscriptions")
     func capture() async throws {
         let context = try Context()
@@ -388,10 +432,10 @@ struct BrokerTests {
 
 extension Broker.Configuration {
     /// Every endpoint on a free loopback port.
-    fileprivate static func ephemeral(lastValueCache: Bool = true, cacheCapacity: Int = 100_000) -> Self {
+    fileprivate static func ephemeral(lastValueCache: Bool = true, cacheCapacity: Int = 100_000, perOrigin: Int = 1_000) -> Self {
         .init(
             frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*",
-            lastValueCache: lastValueCache, cacheCapacity: cacheCapacity)
+            lastValueCache: lastValueCache, cacheCapacity: cacheCapacity, maxActivitiesPerOrigin: perOrigin)
     }
 }
 
@@ -417,25 +461,26 @@ private struct BusMessage {
         return node
     }()
 
-    static func make(topic: String, body: WireEnvelope.OneOf_Body) throws -> BusMessage {
+    static func make(topic: String, body: WireEnvelope.OneOf_Body, sender: WireNodeRef = node) throws -> BusMessage {
         let sequence = sequenceNumbers.add(1, ordering: .relaxed).newValue
-        let envelope = WireEnvelope(body: body, sender: node, sequence: sequence)
+        let envelope = WireEnvelope(body: body, sender: sender, sequence: sequence)
         return BusMessage(topic: Array(topic.utf8), envelope: try envelope.serializedBytes())
     }
 
     static func advertisement(
-        id: String, type: String, version: UInt64 = 1, leaseMs: UInt32 = 60_000, expiresAt: Date? = nil
+        id: String, type: String, version: UInt64 = 1, leaseMs: UInt32 = 60_000, expiresAt: Date? = nil,
+        origin: WireNodeRef = node
     ) throws -> BusMessage {
         var advertisement = WireAdvertisement()
         advertisement.activityID = id
         advertisement.activityType = type
         advertisement.title = "Activity \(id)"
-        advertisement.origin = node
+        advertisement.origin = origin
         advertisement.continueEndpoint = "tcp://127.0.0.1:5571"
         advertisement.version = version
         advertisement.leaseMs = leaseMs
         if let expiresAt { advertisement.expiresAt = WireTimestamp(expiresAt) }
-        return try make(topic: "A:" + type, body: .advertisement(advertisement))
+        return try make(topic: "A:" + type, body: .advertisement(advertisement), sender: origin)
     }
 
     static func withdrawal(id: String, type: String) throws -> BusMessage {

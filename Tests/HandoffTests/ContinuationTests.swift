@@ -305,6 +305,30 @@ struct ContinuationTests {
         }
     }
 
+    @Test("a node keeps track of at most its quota of another node's activities, and counts the rest")
+    func knownQuota() async throws {
+        try await withTwoNodes(configureB: { $0.maxKnownActivitiesPerNode = 5 }) { a, b in
+            var activities: [UserActivity] = []
+            for index in 0..<8 {
+                let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+                activity.title = "Contact \(index)"
+                try await activity.becomeCurrent(on: a)
+                activities.append(activity)
+            }
+            #expect(await eventually { await b.securityCounters.overQuotaIgnored >= 3 })
+            #expect(await b.activities().count == 5)
+            // Room made by a withdrawal is taken by one of the others at its next advertisement.
+            let known = Set(await b.activities().map(\.id))
+            let leaving = try #require(activities.first { known.contains($0.id) })
+            await leaving.invalidate()
+            let refilled = await eventually {
+                let ids = Set(await b.activities().map(\.id))
+                return ids.count == 5 && !ids.contains(leaving.id)
+            }
+            #expect(refilled)
+        }
+    }
+
     @Test("a node shutting down withdraws its activities at once")
     func shutdownWithdraws() async throws {
         // A one-minute lease: only a withdrawal can explain a quick removal.

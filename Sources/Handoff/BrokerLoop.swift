@@ -1,0 +1,316 @@
+import Dispatch
+import Foundation
+import HandoffWire
+import Logging
+import SwiftProtobuf
+import Synchronization
+import ZeroMQ
+
+// MARK: - Shared between the caller and the loop thread
+
+/// The resolved endpoints the loop thread reports once it has bound its sockets.
+struct BoundEndpoints: Sendable {
+    var frontend: String
+    var backend: String
+    var capture: String?
+}
+
+/// What the loop thread and the ``Broker`` handle share: only values under locks, and a group.
+final class SharedState: Sendable {
+    /// The loop publishes its counters here before passing each message on.
+    let counters = Mutex(Broker.Counters())
+    /// Set once by the loop thread when it has bound (or failed to bind) its sockets.
+    let startup = Mutex<Result<BoundEndpoints, ZMQError>?>(nil)
+    /// The error that ended the loop early, if any.
+    let failure = Mutex<ZMQError?>(nil)
+    /// Whether a stop was requested (the control message is sent once).
+    let stopRequested = Mutex(false)
+    /// Entered before the thread starts, left as the thread's very last action.
+    let exited = DispatchGroup()
+}
+
+// MARK: - The loop thread
+
+/// The broker's event loop and everything it owns. Made, used and dropped on the loop thread only.
+final class BrokerLoop {
+    /// The command that ends the loop.
+    static let terminate = "TERMINATE"
+    /// Messages handled per socket per wake-up, so neither direction starves the other.
+    private static let batch = 1_024
+
+    let endpoints: BoundEndpoints
+    private let frontend: Socket
+    private let backend: Socket
+    private let capture: Socket?
+    private let control: Socket
+    private let shared: SharedState
+    private let cacheEnabled: Bool
+    private var cache: LastValueCache
+    private var counters = Broker.Counters()
+    private let logger: Logger
+    /// Origins whose refusal was logged (once each), bounded.
+    private var loggedOverQuota: Set<String> = []
+    /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
+    private let identity: WireNodeRef
+    private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+
+    init(_ configuration: Broker.Configuration, context: Context, control endpoint: String, shared: SharedState) throws(ZMQError) {
+        var opened: [Socket] = []
+        func open(_ type: SocketType) throws(ZMQError) -> Socket {
+            let socket = try context.socket(type)
+            opened.append(socket)
+            try socket.set(.linger, 0)
+            return socket
+        }
+        do {
+            let hwm = configuration.highWaterMark
+            let security = configuration.security
+            func secure(_ socket: Socket) throws(ZMQError) {
+                try security?.secureServer(socket, domain: Broker.zapDomain)
+            }
+            frontend = try open(.xsub)
+            try secure(frontend)
+            try frontend.set(.receiveHighWaterMark, hwm)
+            try frontend.set(.sendHighWaterMark, hwm)
+            // The contract's frame limit: a larger frame (or handshake command) disconnects its sender.
+            try frontend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+            try frontend.bind(configuration.frontend)
+            backend = try open(.xpub)
+            try secure(backend)
+            try backend.set(.sendHighWaterMark, hwm)
+            try backend.set(.receiveHighWaterMark, hwm)
+            try backend.set(.xpubVerbose, true)
+            try backend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+            try backend.bind(configuration.backend)
+            if let captureAddress = configuration.capture {
+                let socket = try open(.pub)
+                try secure(socket)
+                try socket.set(.sendHighWaterMark, hwm)
+                try socket.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+                try socket.bind(captureAddress)
+                capture = socket
+            } else {
+                capture = nil
+            }
+            control = try open(.pair)
+            try control.bind(endpoint)
+            endpoints = BoundEndpoints(
+                frontend: try frontend.lastEndpoint,
+                backend: try backend.lastEndpoint,
+                capture: try capture?.lastEndpoint)
+            if configuration.lastValueCache {
+                // Publishers (PUB) drop what nobody subscribed to. The cache must see every
+                // advertisement, also those sent before the first subscriber came.
+                _ = try frontend.trySend([UInt8(1)])
+            }
+        } catch {
+            for socket in opened { socket.close() }
+            throw error
+        }
+        self.shared = shared
+        let host = ProcessInfo.processInfo.hostName
+        identity = NodeInfo(id: "broker@\(host)", name: "broker", host: host,
+                            publicKey: configuration.security?.keyPair.publicKey).wire
+        cacheEnabled = configuration.lastValueCache
+        cache = LastValueCache(
+            capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
+            defaultLease: configuration.defaultLease)
+        var logger = Logger(label: "handoff.broker")
+        logger[metadataKey: "broker"] = "\(configuration.frontend)"
+        self.logger = logger
+    }
+
+    /// Closes every socket.
+    func close() {
+        frontend.close()
+        backend.close()
+        capture?.close()
+        control.close()
+    }
+
+    /// Forwards until ``terminate`` arrives on the control socket.
+    func run() throws(ZMQError) {
+        var poller = Poller()
+        let frontendIndex = poller.add(frontend, .readable)
+        let backendIndex = poller.add(backend, .readable)
+        let controlIndex = poller.add(control, .readable)
+        while true {
+            // Wake up for the next expiry, so the cache (and its counter) drops it on time.
+            let timeout = cache.nextExpiry.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
+            let ready = try poller.poll(timeout: timeout)
+            if ready[controlIndex].contains(.readable), try handleControl() { return }
+            if ready[frontendIndex].contains(.readable) {
+                var handled = 0
+                while handled < Self.batch, try forwardDownstream() { handled += 1 }
+            }
+            if ready[backendIndex].contains(.readable) {
+                var handled = 0
+                while handled < Self.batch, try forwardUpstream() { handled += 1 }
+            }
+            if cache.removeExpired(now: .now) { publishCounters() }
+        }
+    }
+
+    private func publishCounters() {
+        counters.cachedActivities = cache.count
+        let snapshot = counters
+        shared.counters.withLock { $0 = snapshot }
+    }
+
+    /// Reads a control command; true to end the loop.
+    private func handleControl() throws(ZMQError) -> Bool {
+        guard let command = try control.tryReceive() else { return false }
+        var frames = [command]
+        while frames.last!.hasMore { frames.append(try control.receive()) }
+        return command.string == Self.terminate
+    }
+
+    /// Receives the rest of a multipart message (its frames arrive together, so this never waits).
+    private func receiveRest(of first: Frame, from socket: Socket) throws(ZMQError) -> [Frame] {
+        var frames = [first]
+        while frames.last!.hasMore { frames.append(try socket.receive()) }
+        return frames
+    }
+
+    /// Sends frames as they are (libzmq shares their bytes); false when the socket refused them.
+    @discardableResult
+    private func send(_ frames: [Frame], to socket: Socket) throws(ZMQError) -> Bool {
+        for (index, frame) in frames.enumerated() {
+            guard try socket.trySend(frame, more: index < frames.count - 1) else { return false }
+        }
+        return true
+    }
+
+    /// Publisher → subscribers: one message. False when none was waiting.
+    private func forwardDownstream() throws(ZMQError) -> Bool {
+        guard let first = try frontend.tryReceive() else { return false }
+        let frames = try receiveRest(of: first, from: frontend)
+        let size = frames.reduce(0) { $0 + $1.count }
+        let content = Self.decodeBusMessage(frames)
+        counters.messagesIn += 1
+        counters.bytesIn += size
+        if cacheEnabled {
+            switch content {
+            case .advertisement(let advertisement):
+                if cache.store(advertisement, frames: frames, now: .now) == .overQuota {
+                    refuseOverQuota(advertisement)
+                    return true
+                }
+            case .withdrawal(let activityID):
+                cache.remove(activityID)
+            case .other, .malformed:
+                break
+            }
+        }
+        if case .malformed = content { counters.malformed += 1 }
+        counters.messagesOut += 1
+        counters.bytesOut += size
+        publishCounters()
+        // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
+        try send(frames, to: backend)
+        if let capture { try send(frames, to: capture) }
+        return true
+    }
+
+    /// Counts (and logs, once per origin) a new activity dropped for its origin's quota.
+    private func refuseOverQuota(_ advertisement: CachedAdvertisement) {
+        counters.overQuota += 1
+        publishCounters()
+        guard loggedOverQuota.count < 10_000, loggedOverQuota.insert(advertisement.origin).inserted else { return }
+        logger.warning("node \(advertisement.origin) advertises more than \(cache.perOriginQuota) activities: dropping its new ones (activity \(advertisement.activityID) first), counted in overQuota")
+    }
+
+    /// Subscribers → publishers: one (un)subscription. False when none was waiting.
+    ///
+    /// A snapshot subscription (wire.proto, "Snapshots") is a request to this broker: answered
+    /// here, to that subscriber alone, and not forwarded. Plain subscriptions go to the publishers;
+    /// nothing cached is re-sent on them.
+    private func forwardUpstream() throws(ZMQError) -> Bool {
+        guard let first = try backend.tryReceive() else { return false }
+        let frames = try receiveRest(of: first, from: backend)
+        var snapshot: (topic: [UInt8], typePrefix: String)?
+        var isSnapshotTopic = false
+        if frames.count == 1 {
+            first.withUnsafeBytes { bytes in
+                let topic = bytes.dropFirst()
+                isSnapshotTopic = topic.starts(with: Self.snapshotPrefix)
+                switch bytes.first {
+                case 1:
+                    counters.subscriptions += 1
+                    if let typePrefix = Topic.snapshotTypePrefix(topic) { snapshot = (Array(topic), typePrefix) }
+                case 0:
+                    counters.unsubscriptions += 1
+                default:
+                    break
+                }
+            }
+        }
+        publishCounters()
+        if let capture { try send(frames, to: capture) }
+        if let snapshot {
+            try answerSnapshot(topic: snapshot.topic, typePrefix: snapshot.typePrefix)
+        } else if !isSnapshotTopic {
+            try send(frames, to: frontend)
+        }
+        return true
+    }
+
+    private static let snapshotPrefix = Array(Topic.snapshotPrefix.utf8)
+
+    /// Publishes every live cached advertisement of `typePrefix` under one subscriber's snapshot
+    /// topic (each in its origin's own envelope), then the `SnapshotReply` that ends it.
+    private func answerSnapshot(topic: [UInt8], typePrefix: String) throws(ZMQError) {
+        let matches = cacheEnabled ? cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: .now) : []
+        let topicFrame = Frame(topic)
+        var sent = 0
+        for frames in matches where frames.count == 2 {
+            guard try send([topicFrame, frames[1]], to: backend) else { continue }
+            sent += 1
+            counters.messagesOut += 1
+            counters.bytesOut += topic.count + frames[1].count
+        }
+        sequence += 1
+        let reply: [UInt8] = try! WireEnvelope(
+            body: .snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)),
+            sender: identity, sequence: sequence
+        ).serializedBytes()
+        try send([topicFrame, Frame(reply)], to: backend)
+        counters.snapshots += 1
+        counters.snapshotAdvertisements += sent
+        counters.messagesOut += 1
+        counters.bytesOut += topic.count + reply.count
+        publishCounters()
+    }
+
+    /// What a bus message (topic, envelope) carries, as far as the cache is concerned.
+    private enum BusContent {
+        case advertisement(CachedAdvertisement)
+        case withdrawal(activityID: String)
+        case other
+        case malformed
+    }
+
+    /// Decodes a bus message's envelope in place, without copying the frame.
+    private static func decodeBusMessage(_ frames: [Frame]) -> BusContent {
+        guard frames.count == 2 else { return .malformed }
+        return frames[1].withUnsafeBytes { bytes -> BusContent in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return .malformed }
+            // The Data borrows the frame's bytes, so nothing decoded from it may leave this closure
+            // (SwiftProtobuf may keep slices of it, e.g. for unknown fields): only copies do.
+            let data = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none)
+            guard let envelope = try? WireEnvelope.decode(data) else { return .malformed }
+            switch envelope.body {
+            case .advertisement(let advertisement):
+                return .advertisement(CachedAdvertisement(
+                    activityID: String(advertisement.activityID), origin: String(advertisement.origin.nodeID),
+                    version: advertisement.version,
+                    leaseMs: advertisement.leaseMs,
+                    expiresAt: advertisement.hasExpiresAt ? advertisement.expiresAt.date : nil))
+            case .withdrawal(let withdrawal):
+                return .withdrawal(activityID: String(withdrawal.activityID))
+            default:
+                return .other
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import HeapModule
+import ZeroMQ
+
+/// What the cache needs to know about an advertisement.
+struct CachedAdvertisement {
+    var activityID: String
+    /// Who the activity belongs to, for the per-origin quota: its origin's node id.
+    var origin: String
+    var version: UInt64
+    /// The presence lease; 0 when unset.
+    var leaseMs: UInt32
+    /// The activity's expiration date, if it has one.
+    var expiresAt: Date?
+}
+
+/// The newest advertisement of each live activity, by activity id, with its frames as received:
+/// what a broker answers snapshots from.
+///
+/// Bounded twice: at most ``capacity`` activities (when full, the one that expires soonest makes
+/// room), and at most ``perOriginQuota`` of any one origin (a new activity beyond it is refused, so
+/// that one node cannot fill the cache, nor, through it, every joiner's snapshot).
+///
+/// Expiry is tracked with a min-heap of (expiry, id, generation); an entry replaced or removed
+/// leaves its heap item behind, recognised as stale by its generation and dropped when it surfaces.
+struct LastValueCache {
+    struct Entry {
+        var frames: [Frame]
+        var topic: [UInt8]
+        var origin: String
+        var version: UInt64
+        var expiry: ContinuousClock.Instant
+        var generation: UInt64
+    }
+
+    /// What ``store(_:frames:now:)`` did.
+    enum Outcome: Equatable {
+        /// A new activity, or a newer (or equal, renewing) version of a cached one.
+        case stored
+        /// A cached newer version wins; nothing changed.
+        case stale
+        /// Already expired: removed (if it was cached) rather than stored.
+        case expired
+        /// A new activity of an origin that has its quota cached already: refused.
+        case overQuota
+    }
+
+    private struct Deadline: Comparable {
+        var expiry: ContinuousClock.Instant
+        var id: String
+        var generation: UInt64
+        static func < (a: Deadline, b: Deadline) -> Bool { a.expiry < b.expiry }
+    }
+
+    let capacity: Int
+    let perOriginQuota: Int
+    let defaultLease: Duration
+    private(set) var entries: [String: Entry] = [:]
+    /// Cached activities per origin.
+    private(set) var perOrigin: [String: Int] = [:]
+    private var deadlines = Heap<Deadline>()
+    private var nextGeneration: UInt64 = 0
+
+    init(capacity: Int, perOriginQuota: Int = .max, defaultLease: Duration) {
+        self.capacity = capacity
+        self.perOriginQuota = perOriginQuota
+        self.defaultLease = defaultLease
+    }
+
+    /// Activities cached (some may have expired since the last ``removeExpired(now:)``).
+    var count: Int { entries.count }
+
+    /// When the earliest entry (or stale heap item) expires; `nil` when there is nothing to expire.
+    var nextExpiry: ContinuousClock.Instant? { deadlines.min?.expiry }
+
+    /// Caches an advertisement unless a newer version is cached; an equal version renews it.
+    @discardableResult
+    mutating func store(_ advertisement: CachedAdvertisement, frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
+        let id = advertisement.activityID
+        let existing = entries[id]
+        if let existing, existing.expiry > now, existing.version > advertisement.version {
+            return .stale
+        }
+        var lease = advertisement.leaseMs > 0 ? Duration.milliseconds(advertisement.leaseMs) : defaultLease
+        if let expiresAt = advertisement.expiresAt {
+            lease = min(lease, .seconds(expiresAt.timeIntervalSinceNow))
+        }
+        guard lease > .zero else {
+            // A current advertisement that has already expired: nothing to answer with any more.
+            remove(id)
+            return .expired
+        }
+        if existing?.origin != advertisement.origin {
+            guard perOrigin[advertisement.origin, default: 0] < perOriginQuota else { return .overQuota }
+            if existing == nil {
+                while entries.count >= capacity, evictSoonest() {}
+            } else {
+                remove(id)  // the same id from another origin: counted against the new one
+            }
+        }
+        nextGeneration += 1
+        let expiry = now + lease
+        if entries[id] == nil { perOrigin[advertisement.origin, default: 0] += 1 }
+        entries[id] = Entry(
+            frames: frames, topic: frames[0].bytes, origin: advertisement.origin, version: advertisement.version,
+            expiry: expiry, generation: nextGeneration)
+        deadlines.insert(Deadline(expiry: expiry, id: id, generation: nextGeneration))
+        compactIfNeeded()
+        return .stored
+    }
+
+    /// Forgets an activity.
+    mutating func remove(_ id: String) {
+        guard let entry = entries.removeValue(forKey: id) else { return }
+        let left = perOrigin[entry.origin, default: 1] - 1
+        perOrigin[entry.origin] = left > 0 ? left : nil
+    }
+
+    /// Drops every entry whose lease has ended; true when anything changed.
+    mutating func removeExpired(now: ContinuousClock.Instant) -> Bool {
+        var removed = false
+        while let first = deadlines.min, first.expiry <= now {
+            deadlines.removeMin()
+            if entries[first.id]?.generation == first.generation {
+                remove(first.id)
+                removed = true
+            }
+        }
+        return removed
+    }
+
+    /// The frames of every unexpired entry whose topic starts with `prefix`.
+    func live(matching prefix: [UInt8], now: ContinuousClock.Instant) -> [[Frame]] {
+        entries.values.compactMap { entry in
+            entry.expiry > now && entry.topic.starts(with: prefix) ? entry.frames : nil
+        }
+    }
+
+    /// Removes the entry that expires soonest; false when there is none.
+    private mutating func evictSoonest() -> Bool {
+        while let first = deadlines.popMin() {
+            if entries[first.id]?.generation == first.generation {
+                remove(first.id)
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Rebuilds the heap when stale items (from renewals and removals) far outnumber live entries.
+    private mutating func compactIfNeeded() {
+        guard deadlines.count > 4 * entries.count + 1_024 else { return }
+        deadlines = Heap(entries.map { Deadline(expiry: $0.value.expiry, id: $0.key, generation: $0.value.generation) })
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import HandoffWire
+import Logging
+import SwiftProtobuf
+import Synchronization
+import ZeroMQ
+
+/// The originating side on the bus: this node's current activities, what it publishes about them,
+/// re-advertisement and expiry, and its answers to subscriptions (snapshots in direct mode).
+extension Node {
+    // MARK: Current activities (originating side)
+
+    /// Makes `activity` current here (called by ``UserActivity/becomeCurrent(on:)``).
+    func add(_ activity: UserActivity) throws(HandoffError) {
+        guard runState != .stopped else {
+            throw HandoffError(.notRunning, "the node has shut down", activityType: activity.activityType)
+        }
+        current[activity.id] = activity
+        ended[activity.id] = nil
+        publish(activity)
+    }
+
+    /// Stops offering `activity` (resigned, invalidated, expired).
+    func remove(_ activity: UserActivity, reason: RemovalReason) {
+        guard current.removeValue(forKey: activity.id) != nil else { return }
+        switch reason {
+        case .invalidated: ended[activity.id] = .activityInvalidated
+        case .expired: ended[activity.id] = .activityExpired
+        default: break
+        }
+        publishWithdrawal(of: activity, reason: reason)
+    }
+
+    /// Called by a current activity whenever one of its properties changes.
+    nonisolated func activityDidChange(_ id: String) {
+        changesContinuation.yield(id)
+    }
+
+    func applyChanges() async {
+        for await id in changes {
+            guard let activity = current[id] else { continue }
+            publish(activity)
+        }
+    }
+
+    /// The activities current on this node.
+    public var currentActivities: [UserActivity] { Array(current.values) }
+
+    // MARK: Publishing
+
+    func envelope(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0) -> [UInt8] {
+        sequence += 1
+        let envelope = WireEnvelope(body: body, sender: info.wire, sequence: sequence, correlationID: correlationID)
+        // Encoding a proto3 message cannot fail: there are no required fields.
+        return try! envelope.serializedBytes()
+    }
+
+    /// Publishes one bus message; `false` when it was not sent (over the frame limit, or dropped).
+    @discardableResult
+    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) -> Bool {
+        let bytes = envelope(body)
+        // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
+        // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
+        guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
+            logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
+            return false
+        }
+        do {
+            // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
+            guard try publisher.trySend(topic, more: true) else { return false }
+            return try publisher.trySend(bytes)
+        } catch {
+            logger.warning("could not publish on the bus: \(error)")
+            return false
+        }
+    }
+
+    func publish(_ activity: UserActivity) {
+        guard let advertisement = advertisement(of: activity) else {
+            publishWithdrawal(of: activity, reason: .resigned)
+            return
+        }
+        sendOnBus(topic: Topic.activity(activity.activityType), .advertisement(advertisement))
+    }
+
+    /// What the bus hears of a current activity; `nil` while it is not eligible for Handoff.
+    func advertisement(of activity: UserActivity) -> WireAdvertisement? {
+        guard activity.isEligibleForHandoff else { return nil }
+        return activity.advertisement(
+            origin: info.wire, continueEndpoint: continuationEndpoint,
+            lease: configuration.effectiveLease, defaultTeamID: configuration.teamID)
+    }
+
+    func publishWithdrawal(of activity: UserActivity, reason: RemovalReason) {
+        var withdrawal = WireWithdrawal()
+        withdrawal.activityID = activity.id
+        withdrawal.activityType = activity.activityType
+        withdrawal.origin = info.wire
+        withdrawal.reason = reason.wire
+        sendOnBus(topic: Topic.activity(activity.activityType), .withdrawal(withdrawal))
+    }
+
+    /// Re-advertises current activities and expires what was not heard of in time.
+    func tick() async {
+        let interval = configuration.advertiseInterval
+        let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4,
+                        configuration.continueTimeout / 4, .milliseconds(250))
+        var nextAdvertisement = ContinuousClock.now + interval
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: sweep) } catch { return }
+            let now = ContinuousClock.now
+            expireKnown(now: now)
+            expirePending(now: now)
+            superviseStreams(now: now)
+            if now >= nextAdvertisement {
+                nextAdvertisement = now + interval
+                pruneClients()
+                pruneSequences(now: now)
+                if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }
+                for activity in current.values {
+                    if let expiration = activity.expirationDate, expiration <= Date() {
+                        activity.state.withLock { $0.node = nil }
+                        remove(activity, reason: .expired)
+                    } else {
+                        publish(activity)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers what the publisher hears. With a broker: the broker's subscribe-all, which arrives
+    /// whenever this node (re)connects to it, gets every current activity at once, so a restarted
+    /// broker's cache fills right away. In direct mode (the XPUB is verbose): a peer's snapshot
+    /// subscription gets this node's matching activities under that topic alone (wire.proto,
+    /// "Snapshots"); a plain subscription gets nothing, so no peer hears what it knows again.
+    func answerSubscriptions() async {
+        while !Task.isCancelled {
+            guard let frame = try? await publisher.receive() else { return }
+            let bytes = frame.bytes
+            guard bytes.first == 1 else { continue }
+            let topic = bytes.dropFirst()
+            switch configuration.bus {
+            case .broker:
+                guard Topic.snapshotTypePrefix(topic) == nil else { continue }
+                let prefix = String(decoding: topic, as: UTF8.self)
+                for activity in current.values where (Topic.activityPrefix + activity.activityType).hasPrefix(prefix) {
+                    publish(activity)
+                }
+            case .direct:
+                guard let typePrefix = Topic.snapshotTypePrefix(topic) else { continue }
+                answerSnapshot(topic: Array(topic), typePrefix: typePrefix)
+            }
+        }
+    }
+
+    /// Publishes this node's current activities of `typePrefix` under a peer's snapshot topic,
+    /// then the `SnapshotReply` that says how many there were.
+    func answerSnapshot(topic: [UInt8], typePrefix: String) {
+        var count = 0
+        for activity in current.values where activity.activityType.hasPrefix(typePrefix) {
+            guard let advertisement = advertisement(of: activity) else { continue }
+            if sendOnBus(topic: topic, .advertisement(advertisement)) { count += 1 }
+        }
+        sendOnBus(topic: topic, .snapshotReply(WireSnapshotReply(count: count, typePrefix: typePrefix)))
+    }
+}

@@ -1,0 +1,270 @@
+import Foundation
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// Discovery: the activities other nodes advertise, as this node learns of them from the bus and
+/// from snapshots — who watches which type prefixes, leases, replay protection and quotas.
+extension Node {
+    // MARK: Discovery
+
+    /// Activities other nodes advertise, as they appear, change and go.
+    ///
+    /// The stream starts with an ``ActivityEvent/appeared(_:)`` for every matching activity already
+    /// known. Type prefixes are filtered by ZeroMQ itself: the node subscribes only to what some
+    /// discovery stream (or ``Configuration-swift.struct/subscriptions``) asks for. The stream ends when
+    /// the node stops; stop iterating to unsubscribe.
+    public func discover(_ filter: ActivityFilter = .all) -> AsyncStream<ActivityEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ActivityEvent.self)
+        guard runState != .stopped else {
+            continuation.finish()
+            return stream
+        }
+        let watcherID = UUID()
+        watchers[watcherID] = Watcher(filter: filter, continuation: continuation)
+        for topic in filter.topics { addTopic(topic) }
+        for entry in known.values where filter.matches(entry.activity) {
+            continuation.yield(.appeared(entry.activity))
+        }
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeWatcher(watcherID) }
+        }
+        return stream
+    }
+
+    /// The activities this node knows of right now, matching `filter`.
+    public func activities(matching filter: ActivityFilter = .all) -> [DiscoveredActivity] {
+        known.values.map(\.activity).filter(filter.matches).sorted { $0.activityType < $1.activityType }
+    }
+
+    func removeWatcher(_ id: UUID) {
+        guard let watcher = watchers.removeValue(forKey: id) else { return }
+        for topic in watcher.filter.topics { removeTopic(topic) }
+    }
+
+    /// Follows a topic; the first follower of a type prefix also asks for its snapshot.
+    func addTopic(_ topic: String) {
+        topicCounts[topic, default: 0] += 1
+        guard topicCounts[topic] == 1 else { return }
+        do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        requestSnapshot(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count)))
+    }
+
+    /// Asks for a snapshot of `typePrefix`: subscribes to a fresh snapshot topic (the request).
+    func requestSnapshot(typePrefix: String, attempt: Int = 1) {
+        guard snapshots.expectedReplies > 0 else { return }
+        let topic = snapshots.start(typePrefix: typePrefix, attempt: attempt)
+        do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+    }
+
+    /// Takes a message that arrived on a snapshot topic.
+    func handleSnapshot(topic: String, _ envelope: WireEnvelope) {
+        switch envelope.body {
+        case .advertisement:
+            guard snapshots.advertisementArrived(on: topic) else { return }
+            handleBus(envelope)
+        case .snapshotReply(let reply):
+            let outcome = snapshots.replyArrived(on: topic, count: Int(reply.count))
+            switch outcome {
+            case .waiting, .unknown:
+                return
+            case .complete:
+                break
+            case .retry(let typePrefix, let attempt):
+                logger.warning("the snapshot of \"\(typePrefix)\" arrived incomplete; asking again (attempt \(attempt))")
+                requestSnapshot(typePrefix: typePrefix, attempt: attempt)
+            case .incomplete(let received, let promised):
+                logger.warning("the snapshot of \"\(reply.typePrefix)\" arrived incomplete again (\(received) of \(promised)); re-advertisement fills the rest")
+            }
+            do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        default:
+            logger.debug("ignoring a \(String(describing: envelope.body)) on snapshot topic \(topic)")
+        }
+    }
+
+    /// Whether every snapshot this node asked for has arrived: it knows what was current when it
+    /// started to follow each type prefix.
+    public var isSynchronized: Bool { snapshots.isEmpty }
+
+    /// Waits until ``isSynchronized``, at most `timeout`; returns whether it is.
+    public func untilSynchronized(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !snapshots.isEmpty, ContinuousClock.now < deadline, runState != .stopped {
+            do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
+        }
+        return snapshots.isEmpty
+    }
+
+    func removeTopic(_ topic: String) {
+        guard let count = topicCounts[topic] else { return }
+        if count > 1 {
+            topicCounts[topic] = count - 1
+            return
+        }
+        topicCounts[topic] = nil
+        do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        for snapshot in snapshots.cancel(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count))) {
+            do { try subscriber.unsubscribe(snapshot) } catch { logger.warning("unsubscribe \(snapshot): \(error)") }
+        }
+    }
+
+    func emit(_ event: ActivityEvent) {
+        for watcher in watchers.values where watcher.filter.matches(event.activity) {
+            watcher.continuation.yield(event)
+        }
+    }
+
+    func receiveBus() async {
+        while !Task.isCancelled {
+            let frames: [Frame]
+            do {
+                frames = try await subscriber.receiveMultipart()
+            } catch {
+                return  // cancelled, or the socket closed
+            }
+            guard frames.count == 2 else {
+                logger.warning("ignoring a bus message of \(frames.count) frames (expected topic and envelope)")
+                continue
+            }
+            do {
+                let envelope = try WireEnvelope.decode(frames[1].data)
+                if frames[0].bytes.starts(with: Array(Topic.snapshotPrefix.utf8)) {
+                    handleSnapshot(topic: String(decoding: frames[0].bytes, as: UTF8.self), envelope)
+                } else {
+                    handleBus(envelope)
+                }
+            } catch {
+                logger.warning("ignoring a malformed bus message: \(error)")
+            }
+        }
+    }
+
+    func handleBus(_ envelope: WireEnvelope) {
+        switch envelope.body {
+        case .advertisement(let advertisement):
+            // Our own, come back through the broker: nothing to do (and nothing to remember).
+            guard configuration.includeOwnActivities || advertisement.origin.nodeID != id else { return }
+            guard believe(envelope, origin: advertisement.origin.nodeID, activityID: advertisement.activityID) else { return }
+            let activity = DiscoveredActivity(wire: advertisement)
+            if let expiration = activity.expirationDate, expiration <= Date() {
+                forget(activity.id, reason: .expired)
+                return
+            }
+            let deadline = ContinuousClock.now + activity.lease
+            if var entry = known[activity.id] {
+                guard activity.version >= entry.activity.version else { return }  // stale or reordered
+                let isNewer = activity.version > entry.activity.version
+                entry.deadline = deadline
+                entry.activity = activity
+                known[activity.id] = entry
+                if isNewer {
+                    emit(.updated(activity))
+                    refreshIfHeld(activity)
+                }
+            } else {
+                let origin = activity.origin.id
+                guard knownPerOrigin[origin, default: 0] < configuration.maxKnownActivitiesPerNode,
+                      known.count < configuration.maxKnownActivities else {
+                    securityCountersStorage.overQuotaIgnored += 1
+                    if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
+                        logger.warning("ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(knownPerOrigin[origin, default: 0]) known of it, \(known.count) in all (maxKnownActivitiesPerNode \(configuration.maxKnownActivitiesPerNode), maxKnownActivities \(configuration.maxKnownActivities))")
+                    }
+                    return
+                }
+                knownPerOrigin[origin, default: 0] += 1
+                known[activity.id] = Known(activity: activity, deadline: deadline)
+                emit(.appeared(activity))
+                refreshIfHeld(activity)
+            }
+        case .withdrawal(let withdrawal):
+            guard configuration.includeOwnActivities || withdrawal.origin.nodeID != id else { return }
+            guard believe(envelope, origin: withdrawal.origin.nodeID, activityID: withdrawal.activityID) else { return }
+            forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
+        default:
+            break
+        }
+    }
+
+    /// Replay protection: whether a bus envelope about an activity is fresh. It must come from the
+    /// activity's origin, be no older (and no further in the future) than the replay window by its
+    /// `sentAt`, and carry a higher sequence than anything believed about the activity before —
+    /// also after the activity was withdrawn, for as long as the window lasts.
+    func believe(_ envelope: WireEnvelope, origin: String, activityID: String) -> Bool {
+        guard envelope.sender.nodeID == origin else {
+            securityCountersStorage.foreignIgnored += 1
+            logger.warning("ignoring news of activity \(activityID) of node \(origin) sent by another node, \(envelope.sender.nodeID)")
+            return false
+        }
+        let age = Date().timeIntervalSince(envelope.sentAt.date)
+        guard envelope.hasSentAt, abs(age) <= configuration.replayWindow.seconds else {
+            securityCountersStorage.staleIgnored += 1
+            logger.debug("ignoring a stale bus message about \(activityID): sent \(Int(age)) s ago (window \(configuration.replayWindow))")
+            return false
+        }
+        let key = origin + "/" + activityID
+        if let last = lastSequences[key], envelope.sequence <= last.sequence {
+            securityCountersStorage.replayedIgnored += 1
+            return false
+        }
+        lastSequences[key] = (envelope.sequence, .now)
+        return true
+    }
+
+    /// Drops replay-protection entries older than the window: a replay of anything they covered is
+    /// now stale by its own timestamp.
+    func pruneSequences(now: ContinuousClock.Instant) {
+        let horizon = now - configuration.replayWindow
+        lastSequences = lastSequences.filter { $0.value.seen > horizon }
+    }
+
+    /// What this node's security refused or ignored.
+    public struct SecurityCounters: Sendable, Hashable {
+        /// Handshakes the ZAP handler allowed on this node's server sockets.
+        public var allowedHandshakes = 0
+        /// Handshakes it refused: keys not in the account, or no CURVE.
+        public var refusedHandshakes = 0
+        /// Bus messages ignored because this node already believed one as new about the same
+        /// activity: replays, and the harmless duplicates of a broker's cache replay.
+        public var replayedIgnored = 0
+        /// Bus messages ignored as too old (or too far in the future) for the replay window.
+        public var staleIgnored = 0
+        /// Bus messages about an activity sent by a node other than its origin.
+        public var foreignIgnored = 0
+        /// New activities ignored because their origin (or all origins together) had the quota
+        /// known here already (``Configuration-swift.struct/maxKnownActivitiesPerNode``).
+        public var overQuotaIgnored = 0
+
+        public init() {}
+    }
+
+    /// What this node's security refused or ignored so far.
+    public var securityCounters: SecurityCounters {
+        var counters = securityCountersStorage
+        if let zap {
+            let handshakes = zap.counters(forDomain: zapDomain)
+            counters.allowedHandshakes = handshakes.allowed
+            counters.refusedHandshakes = handshakes.refused
+        }
+        return counters
+    }
+
+    func forget(_ id: String, reason: RemovalReason) {
+        guard let entry = known.removeValue(forKey: id) else { return }
+        let origin = entry.activity.origin.id
+        let left = knownPerOrigin[origin, default: 1] - 1
+        knownPerOrigin[origin] = left > 0 ? left : nil
+        held[id] = nil
+        emit(.removed(entry.activity, reason))
+    }
+
+    func expireKnown(now: ContinuousClock.Instant) {
+        let wallClock = Date()
+        for (id, entry) in known {
+            if entry.deadline <= now {
+                forget(id, reason: .lost)
+            } else if let expiration = entry.activity.expirationDate, expiration <= wallClock {
+                forget(id, reason: .expired)
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+import ZeroMQ
+@testable import Handoff
+
+@Suite("Last-value cache (state, no sockets)")
+struct LastValueCacheTests {
+    private func advertisement(_ id: String, origin: String = "a", version: UInt64 = 1, leaseMs: UInt32 = 60_000) -> CachedAdvertisement {
+        CachedAdvertisement(activityID: id, origin: origin, version: version, leaseMs: leaseMs, expiresAt: nil)
+    }
+
+    private func frames(_ id: String) -> [Frame] { [Frame(Array("A:t".utf8)), Frame(Array(id.utf8))] }
+
+    @Test("an origin gets its quota and no more; updates, withdrawals and other origins are not held up")
+    func perOriginQuota() {
+        var cache = LastValueCache(capacity: 100, perOriginQuota: 3, defaultLease: .seconds(30))
+        let now = ContinuousClock.now
+        for index in 0..<3 { let outcome = cache.store(advertisement("a\(index)"), frames: frames("a\(index)"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("a3"), frames: frames("a3"), now: now); #expect(outcome == .overQuota) }
+        do { let outcome = cache.store(advertisement("a1", version: 2), frames: frames("a1"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("b0", origin: "b"), frames: frames("b0"), now: now); #expect(outcome == .stored) }
+        #expect(cache.perOrigin == ["a": 3, "b": 1])
+        cache.remove("a0")
+        do { let outcome = cache.store(advertisement("a3"), frames: frames("a3"), now: now); #expect(outcome == .stored) }
+        #expect(cache.count == 4)
+    }
+
+    @Test("expiry and eviction give quota back; an older version is stale")
+    func expiryAndEviction() {
+        var cache = LastValueCache(capacity: 2, perOriginQuota: 2, defaultLease: .seconds(30))
+        let now = ContinuousClock.now
+        do { let outcome = cache.store(advertisement("short", leaseMs: 100), frames: frames("short"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("long", version: 5), frames: frames("long"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("long", version: 4), frames: frames("long"), now: now); #expect(outcome == .stale) }
+        do { let outcome = cache.removeExpired(now: now + .milliseconds(200)); #expect(outcome) }
+        #expect(cache.perOrigin == ["a": 1])
+        do { let outcome = cache.store(advertisement("next"), frames: frames("next"), now: now); #expect(outcome == .stored) }
+        // Full (capacity 2): another origin's new activity evicts the one expiring soonest.
+        do { let outcome = cache.store(advertisement("b", origin: "b", leaseMs: 90_000), frames: frames("b"), now: now); #expect(outcome == .stored) }
+        #expect(cache.count == 2)
+        #expect(cache.perOrigin.values.reduce(0, +) == 2)
+        #expect(cache.live(matching: Array("A:".utf8), now: now).count == 2)
+    }
+}
