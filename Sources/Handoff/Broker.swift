@@ -126,6 +126,10 @@ public final class Broker: Sendable {
         public var unsubscriptions = 0
         /// Activities in the cache now (expired ones are removed when their lease ends).
         public var cachedActivities = 0
+        /// Bus messages dropped because their sender is not who it says (secure brokers): its
+        /// envelope names another key than its connection's, it speaks for another node, or it is
+        /// about an activity of another key.
+        public var forged = 0
         /// New activities dropped because their origin has ``Configuration/maxActivitiesPerOrigin``
         /// cached already.
         public var overQuota = 0

@@ -50,6 +50,10 @@ final class BrokerLoop {
     private let logger: Logger
     /// Origins whose refusal was logged (once each), bounded.
     private var loggedOverQuota: Set<String> = []
+    /// Keys whose forgeries were logged (once each), bounded.
+    private var loggedForgers: Set<String> = []
+    /// Whether the broker runs CURVE, so that every message can be bound to its connection's key.
+    private let secure: Bool
     /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
     private let identity: WireNodeRef
     private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
@@ -112,6 +116,7 @@ final class BrokerLoop {
         identity = NodeInfo(id: "broker@\(host)", name: "broker", host: host,
                             publicKey: configuration.security?.keyPair.publicKey).wire
         cacheEnabled = configuration.lastValueCache
+        secure = configuration.security != nil
         cache = LastValueCache(
             capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
             defaultLease: configuration.defaultLease)
@@ -189,14 +194,28 @@ final class BrokerLoop {
         let content = Self.decodeBusMessage(frames)
         counters.messagesIn += 1
         counters.bytesIn += size
+        // Every message is bound to the key that authenticated its connection (when secure), and
+        // only the broker answers on snapshot topics.
+        let connectionKey = secure && frames.count == 2 ? frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? [] : nil
+        let forgery: String? = if frames.first?.bytes.starts(with: Self.snapshotPrefix) == true {
+            "publishes on a snapshot topic, which only the broker answers on"
+        } else if let claim = content.claim {
+            SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID.flatMap(cache.originKey(of:)))
+        } else {
+            nil
+        }
+        if let forgery {
+            refuseForged(forgery, key: connectionKey)
+            return true
+        }
         if cacheEnabled {
             switch content {
-            case .advertisement(let advertisement):
+            case .advertisement(let advertisement, _):
                 if cache.store(advertisement, frames: frames, now: .now) == .overQuota {
                     refuseOverQuota(advertisement)
                     return true
                 }
-            case .withdrawal(let activityID):
+            case .withdrawal(let activityID, _):
                 cache.remove(activityID)
             case .other, .malformed:
                 break
@@ -210,6 +229,16 @@ final class BrokerLoop {
         try send(frames, to: backend)
         if let capture { try send(frames, to: capture) }
         return true
+    }
+
+    /// Counts (and logs, once per key) a message dropped because its sender is not who it says, or
+    /// it publishes where only the broker may.
+    private func refuseForged(_ reason: String, key: [UInt8]?) {
+        counters.forged += 1
+        publishCounters()
+        let name = key.flatMap { try? CurveKey(bytes: $0).z85 } ?? "(no CURVE)"
+        guard loggedForgers.count < 10_000, loggedForgers.insert(name).inserted else { return }
+        logger.warning("dropping a bus message from key \(name): it \(reason) (counted in forged; logged once per key)")
     }
 
     /// Counts (and logs, once per origin) a new activity dropped for its origin's quota.
@@ -282,12 +311,20 @@ final class BrokerLoop {
         publishCounters()
     }
 
-    /// What a bus message (topic, envelope) carries, as far as the cache is concerned.
+    /// What a bus message (topic, envelope) carries, as far as the cache and the sender check
+    /// are concerned.
     private enum BusContent {
-        case advertisement(CachedAdvertisement)
-        case withdrawal(activityID: String)
-        case other
+        case advertisement(CachedAdvertisement, BusClaim)
+        case withdrawal(activityID: String, BusClaim)
+        case other(BusClaim)
         case malformed
+
+        var claim: BusClaim? {
+            switch self {
+            case .advertisement(_, let claim), .withdrawal(_, let claim), .other(let claim): claim
+            case .malformed: nil
+            }
+        }
     }
 
     /// Decodes a bus message's envelope in place, without copying the frame.
@@ -299,17 +336,24 @@ final class BrokerLoop {
             // (SwiftProtobuf may keep slices of it, e.g. for unknown fields): only copies do.
             let data = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none)
             guard let envelope = try? WireEnvelope.decode(data) else { return .malformed }
+            var claim = BusClaim(senderID: String(envelope.sender.nodeID), senderKey: Array(envelope.sender.publicKey))
             switch envelope.body {
             case .advertisement(let advertisement):
+                claim.activityID = String(advertisement.activityID)
+                claim.originID = String(advertisement.origin.nodeID)
+                claim.originKey = Array(advertisement.origin.publicKey)
                 return .advertisement(CachedAdvertisement(
                     activityID: String(advertisement.activityID), origin: String(advertisement.origin.nodeID),
-                    version: advertisement.version,
+                    originKey: Array(advertisement.origin.publicKey), version: advertisement.version,
                     leaseMs: advertisement.leaseMs,
-                    expiresAt: advertisement.hasExpiresAt ? advertisement.expiresAt.date : nil))
+                    expiresAt: advertisement.hasExpiresAt ? advertisement.expiresAt.date : nil), claim)
             case .withdrawal(let withdrawal):
-                return .withdrawal(activityID: String(withdrawal.activityID))
+                claim.activityID = String(withdrawal.activityID)
+                claim.originID = String(withdrawal.origin.nodeID)
+                claim.originKey = Array(withdrawal.origin.publicKey)
+                return .withdrawal(activityID: String(withdrawal.activityID), claim)
             default:
-                return .other
+                return .other(claim)
             }
         }
     }

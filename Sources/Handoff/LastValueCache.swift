@@ -7,6 +7,8 @@ struct CachedAdvertisement {
     var activityID: String
     /// Who the activity belongs to, for the per-origin quota: its origin's node id.
     var origin: String
+    /// The origin's CURVE key (empty without CURVE).
+    var originKey: [UInt8] = []
     var version: UInt64
     /// The presence lease; 0 when unset.
     var leaseMs: UInt32
@@ -28,6 +30,7 @@ struct LastValueCache {
         var frames: [Frame]
         var topic: [UInt8]
         var origin: String
+        var originKey: [UInt8]
         var version: UInt64
         var expiry: ContinuousClock.Instant
         var generation: UInt64
@@ -102,11 +105,17 @@ struct LastValueCache {
         let expiry = now + lease
         if entries[id] == nil { perOrigin[advertisement.origin, default: 0] += 1 }
         entries[id] = Entry(
-            frames: frames, topic: frames[0].bytes, origin: advertisement.origin, version: advertisement.version,
+            frames: frames, topic: frames[0].bytes, origin: advertisement.origin, originKey: advertisement.originKey,
+            version: advertisement.version,
             expiry: expiry, generation: nextGeneration)
         deadlines.insert(Deadline(expiry: expiry, id: id, generation: nextGeneration))
         compactIfNeeded()
         return .stored
+    }
+
+    /// The key of a cached activity's origin.
+    func originKey(of id: String) -> [UInt8]? {
+        entries[id]?.originKey
     }
 
     /// Forgets an activity.

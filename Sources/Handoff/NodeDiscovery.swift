@@ -144,7 +144,7 @@ extension Node {
         case .advertisement(let advertisement):
             // Our own, come back through the broker: nothing to do (and nothing to remember).
             guard configuration.includeOwnActivities || advertisement.origin.nodeID != id else { return }
-            guard believe(envelope, origin: advertisement.origin.nodeID, activityID: advertisement.activityID) else { return }
+            guard believe(envelope, origin: advertisement.origin, activityID: advertisement.activityID) else { return }
             let activity = DiscoveredActivity(wire: advertisement)
             if let expiration = activity.expirationDate, expiration <= Date() {
                 forget(activity.id, reason: .expired)
@@ -178,7 +178,7 @@ extension Node {
             }
         case .withdrawal(let withdrawal):
             guard configuration.includeOwnActivities || withdrawal.origin.nodeID != id else { return }
-            guard believe(envelope, origin: withdrawal.origin.nodeID, activityID: withdrawal.activityID) else { return }
+            guard believe(envelope, origin: withdrawal.origin, activityID: withdrawal.activityID) else { return }
             forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         default:
             break
@@ -189,11 +189,25 @@ extension Node {
     /// activity's origin, be no older (and no further in the future) than the replay window by its
     /// `sentAt`, and carry a higher sequence than anything believed about the activity before —
     /// also after the activity was withdrawn, for as long as the window lasts.
-    func believe(_ envelope: WireEnvelope, origin: String, activityID: String) -> Bool {
-        guard envelope.sender.nodeID == origin else {
+    ///
+    /// Secure, the sender is its key: the envelope's sender key must be the origin's, and the
+    /// activity's as this node knows it (a broker has checked that key against the connection's),
+    /// and replay protection is kept per key, so that no member can speak for another.
+    func believe(_ envelope: WireEnvelope, origin: WireNodeRef, activityID: String) -> Bool {
+        guard envelope.sender.nodeID == origin.nodeID else {
             securityCountersStorage.foreignIgnored += 1
-            logger.warning("ignoring news of activity \(activityID) of node \(origin) sent by another node, \(envelope.sender.nodeID)")
+            logger.warning("ignoring news of activity \(activityID) of node \(origin.nodeID) sent by another node, \(envelope.sender.nodeID)")
             return false
+        }
+        let secure = configuration.security != nil
+        if secure {
+            let senderKey = envelope.sender.publicKey
+            let knownKey = known[activityID].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() }
+            guard senderKey == origin.publicKey, knownKey == nil || knownKey == senderKey else {
+                securityCountersStorage.foreignIgnored += 1
+                logger.warning("ignoring news of activity \(activityID) sent with a key that is not its origin's")
+                return false
+            }
         }
         let age = Date().timeIntervalSince(envelope.sentAt.date)
         guard envelope.hasSentAt, abs(age) <= configuration.replayWindow.seconds else {
@@ -201,7 +215,7 @@ extension Node {
             logger.debug("ignoring a stale bus message about \(activityID): sent \(Int(age)) s ago (window \(configuration.replayWindow))")
             return false
         }
-        let key = origin + "/" + activityID
+        let key = (secure ? envelope.sender.publicKey.base64EncodedString() : origin.nodeID) + "/" + activityID
         if let last = lastSequences[key], envelope.sequence <= last.sequence {
             securityCountersStorage.replayedIgnored += 1
             return false

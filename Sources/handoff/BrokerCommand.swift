@@ -53,7 +53,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
-                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
+                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.refusedHandshakes)",
             ])
         }

@@ -121,6 +121,79 @@ struct SecurityTests {
         }
     }
 
+    @Test("a member cannot speak for another: forged withdrawals and advertisements change nothing, and are counted")
+    func forgedSenderIsDropped() async throws {
+        let keys = try TestAccount()
+        let mallory = try CurveKeyPair.generate()
+        let broker = try secureBroker(keys, admitting: [mallory.publicKey])
+        defer { broker.stop() }
+        try await withNodes([
+            nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
+            nodeOnBroker("node-b", broker: broker, security: keys.security(keys.b)),
+        ]) { nodes in
+            let (a, b) = (nodes[0], nodes[1])
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            try await activity.becomeCurrent(on: a)
+            _ = try await discovered(activity.id, on: b)
+            let bSees = await b.discover()
+
+            // Mallory holds a valid key of the account, and publishes by hand.
+            let context = try Context()
+            let publisher = try context.socket(.xpub)
+            try Security(keyPair: mallory, authorizedKeys: keys.members, brokerKey: keys.broker.publicKey)
+                .secureClient(publisher, serverKey: keys.broker.publicKey)
+            try publisher.connect(broker.frontendEndpoint)
+            #expect(try await publisher.receive(timeout: .seconds(5))?.bytes == [1])  // the broker's subscribe-all
+            func publish(_ body: WireEnvelope.OneOf_Body, sender: WireNodeRef, topic: String = "A:" + activity.activityType) async throws {
+                try await publisher.send(Array(topic.utf8), more: true)
+                try await publisher.send(try WireEnvelope(body: body, sender: sender, sequence: 1 << 63).serializedBytes() as [UInt8])
+            }
+            let victim = a.info.wire
+            var withdrawal = WireWithdrawal()
+            withdrawal.activityID = activity.id
+            withdrawal.activityType = activity.activityType
+            withdrawal.reason = .invalidated
+            // 1. A's withdrawal, in A's name and with A's key.
+            withdrawal.origin = victim
+            try await publish(.withdrawal(withdrawal), sender: victim)
+            // 2. In A's node id, with Mallory's own key.
+            var impostor = victim
+            impostor.publicKey = Data(mallory.publicKey.bytes)
+            withdrawal.origin = impostor
+            try await publish(.withdrawal(withdrawal), sender: impostor)
+            // 3. Mallory's own name and key, claiming A's activity id.
+            let self_ = NodeInfo(id: "mallory", name: "mallory", host: "h", publicKey: mallory.publicKey).wire
+            var hijack = WireAdvertisement()
+            hijack.activityID = activity.id
+            hijack.activityType = activity.activityType
+            hijack.origin = self_
+            hijack.continueEndpoint = "tcp://127.0.0.1:1"
+            hijack.version = 1_000
+            hijack.leaseMs = 60_000
+            try await publish(.advertisement(hijack), sender: self_)
+            // 4. On a snapshot topic, where only the broker may speak.
+            try await publish(.advertisement(hijack), sender: self_, topic: Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: ""))
+            // 5. Honest: its own activity, in its own name.
+            var own = hijack
+            own.activityID = "mallory-activity"
+            try await publish(.advertisement(own), sender: self_)
+
+            let appeared = await firstEvent(in: bSees, within: .seconds(3)) { $0.activity.id == "mallory-activity" }
+            #expect(appeared != nil, "an honest message of the same member still passes")
+            #expect(await eventually { broker.counters.forged == 4 })
+            let seenByB = await b.activities().first { $0.id == activity.id }
+            #expect(seenByB?.origin.publicKey == keys.a.publicKey)
+            #expect(seenByB?.version == activity.version)
+            // Nothing hid or changed A's activity at B meanwhile, and it stays.
+            let lost = await firstEvent(in: bSees, within: .milliseconds(700)) {
+                $0.activity.id == activity.id && { if case .removed = $0 { true } else { false } }($0)
+            }
+            #expect(lost == nil)
+            #expect(await b.activities().contains { $0.id == activity.id })
+            publisher.close()
+        }
+    }
+
     @Test("a node without a key is told the broker needs one; a refused key gets in once the account admits it")
     func refusedThenAdmitted() async throws {
         let keys = try TestAccount()
