@@ -16,12 +16,11 @@ import ZeroMQ
 /// as they are, without copying them.
 ///
 /// With the last-value cache on, the broker also remembers the newest advertisement of every live
-/// activity, and when a subscriber subscribes to a prefix it sends that subscriber every cached
-/// advertisement whose topic starts with the prefix, right away: a node that joins late sees every
-/// current activity at once instead of waiting for the next re-advertisement. Other subscribers of
-/// the same prefix get those advertisements again; nodes ignore an advertisement whose version they
-/// already have. To cache what publishers send before anyone subscribes, the broker then subscribes
-/// its frontend to everything, so all bus traffic reaches it.
+/// activity (kept alive by its origin's presence), and answers a joiner's snapshot subscription
+/// with the matching ones, to that joiner alone (wire.proto, "Snapshots"): a node that joins late
+/// sees every current activity at once, and nobody else hears them again. To cache what publishers
+/// send before anyone subscribes, the broker subscribes its frontend to everything, so all bus
+/// traffic reaches it.
 ///
 /// The broker runs on a thread of its own, which owns all of its sockets; ``stop()`` ends it.
 /// ``Broker`` is also a swift-service-lifecycle `Service` for a `ServiceGroup`.

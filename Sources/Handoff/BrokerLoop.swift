@@ -217,6 +217,9 @@ final class BrokerLoop {
                 }
             case .withdrawal(let activityID, _):
                 cache.remove(activityID)
+            case .presence(let origin, let listed, let partial, let leaseMs, _):
+                let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
+                cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: .now)
             case .other, .malformed:
                 break
             }
@@ -316,12 +319,13 @@ final class BrokerLoop {
     private enum BusContent {
         case advertisement(CachedAdvertisement, BusClaim)
         case withdrawal(activityID: String, BusClaim)
+        case presence(origin: String, listed: Set<String>, partial: Bool, leaseMs: UInt32, BusClaim)
         case other(BusClaim)
         case malformed
 
         var claim: BusClaim? {
             switch self {
-            case .advertisement(_, let claim), .withdrawal(_, let claim), .other(let claim): claim
+            case .advertisement(_, let claim), .withdrawal(_, let claim), .presence(_, _, _, _, let claim), .other(let claim): claim
             case .malformed: nil
             }
         }
@@ -352,6 +356,11 @@ final class BrokerLoop {
                 claim.originID = String(withdrawal.origin.nodeID)
                 claim.originKey = Array(withdrawal.origin.publicKey)
                 return .withdrawal(activityID: String(withdrawal.activityID), claim)
+            case .nodePresence(let presence):
+                claim.originID = String(presence.node.nodeID)
+                claim.originKey = Array(presence.node.publicKey)
+                return .presence(origin: String(presence.node.nodeID), listed: Set(presence.activityIds.map { String($0) }),
+                                 partial: presence.partial, leaseMs: presence.leaseMs, claim)
             default:
                 return .other(claim)
             }

@@ -59,8 +59,10 @@ struct LastValueCache {
     let perOriginQuota: Int
     let defaultLease: Duration
     private(set) var entries: [String: Entry] = [:]
+    /// The ids of the cached activities of each origin.
+    private var byOrigin: [String: Set<String>] = [:]
     /// Cached activities per origin.
-    private(set) var perOrigin: [String: Int] = [:]
+    var perOrigin: [String: Int] { byOrigin.mapValues(\.count) }
     private var deadlines = Heap<Deadline>()
     private var nextGeneration: UInt64 = 0
 
@@ -94,7 +96,7 @@ struct LastValueCache {
             return .expired
         }
         if existing?.origin != advertisement.origin {
-            guard perOrigin[advertisement.origin, default: 0] < perOriginQuota else { return .overQuota }
+            guard byOrigin[advertisement.origin, default: []].count < perOriginQuota else { return .overQuota }
             if existing == nil {
                 while entries.count >= capacity, evictSoonest() {}
             } else {
@@ -103,7 +105,7 @@ struct LastValueCache {
         }
         nextGeneration += 1
         let expiry = now + lease
-        if entries[id] == nil { perOrigin[advertisement.origin, default: 0] += 1 }
+        if entries[id] == nil { byOrigin[advertisement.origin, default: []].insert(id) }
         entries[id] = Entry(
             frames: frames, topic: frames[0].bytes, origin: advertisement.origin, originKey: advertisement.originKey,
             version: advertisement.version,
@@ -121,8 +123,28 @@ struct LastValueCache {
     /// Forgets an activity.
     mutating func remove(_ id: String) {
         guard let entry = entries.removeValue(forKey: id) else { return }
-        let left = perOrigin[entry.origin, default: 1] - 1
-        perOrigin[entry.origin] = left > 0 ? left : nil
+        byOrigin[entry.origin]?.remove(id)
+        if byOrigin[entry.origin]?.isEmpty == true { byOrigin[entry.origin] = nil }
+    }
+
+    /// Takes an origin's presence: renews each of its cached activities it lists for `lease` from
+    /// `now`, and forgets the others (withdrawn, the withdrawal lost) unless the list is `partial`.
+    mutating func renew(origin: String, listed: Set<String>, partial: Bool, lease: Duration, now: ContinuousClock.Instant) {
+        guard let ids = byOrigin[origin] else { return }
+        let expiry = now + lease
+        for id in ids {
+            guard listed.contains(id) else {
+                if !partial { remove(id) }
+                continue
+            }
+            guard var entry = entries[id], entry.expiry < expiry else { continue }
+            nextGeneration += 1
+            entry.expiry = expiry
+            entry.generation = nextGeneration
+            entries[id] = entry
+            deadlines.insert(Deadline(expiry: expiry, id: id, generation: nextGeneration))
+        }
+        compactIfNeeded()
     }
 
     /// Drops every entry whose lease has ended; true when anything changed.

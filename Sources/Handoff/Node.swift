@@ -78,8 +78,8 @@ public actor Node: Service {
     /// Ids of activities that ended here, and why, to answer late continue requests precisely.
     var ended: [String: HandoffError.Code] = [:]
     var known: [String: Known] = [:]
-    /// Known activities per origin node id, for the quota.
-    var knownPerOrigin: [String: Int] = [:]
+    /// The ids of the known activities of each origin node id: for presence and the quota.
+    var knownByOrigin: [String: Set<String>] = [:]
     /// Origins whose ignored activities were logged (once each), bounded.
     var loggedOverQuota: Set<String> = []
     var watchers: [UUID: Watcher] = [:]
@@ -234,6 +234,8 @@ public actor Node: Service {
         case .broker: snapshots = SnapshotRequests(expectedReplies: 1)
         case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)
         }
+        // Presence keeps known activities alive (wire.proto, NodePresence).
+        try subscriber.subscribe(Topic.presencePrefix)
         for prefix in configuration.subscriptions {
             let topic = Topic.activityPrefix + prefix
             topicCounts[topic, default: 0] += 1
@@ -271,7 +273,7 @@ public actor Node: Service {
 
     // MARK: Running
 
-    /// Does the node's work — receiving advertisements, answering continue requests, re-advertising,
+    /// Does the node's work — receiving advertisements, answering continue requests, sending presence,
     /// expiring what was not heard of — until the task is cancelled or the service group shuts down
     /// gracefully. Then withdraws every current activity and fails pending continuations.
     ///

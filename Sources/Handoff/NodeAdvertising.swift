@@ -100,33 +100,58 @@ extension Node {
         sendOnBus(topic: Topic.activity(activity.activityType), .withdrawal(withdrawal))
     }
 
-    /// Re-advertises current activities and expires what was not heard of in time.
+    /// Sends presence every interval, advertises every current activity again every refresh
+    /// interval, and expires what was not heard of in time.
     func tick() async {
         let interval = configuration.advertiseInterval
         let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4,
                         configuration.continueTimeout / 4, .milliseconds(250))
-        var nextAdvertisement = ContinuousClock.now + interval
+        var nextPresence = ContinuousClock.now + interval
+        var nextRefresh = ContinuousClock.now + configuration.refreshInterval
         while !Task.isCancelled {
-            do { try await Task.sleep(for: sweep) } catch { return }
+            // Sweep often enough for leases and timeouts, and wake exactly when presence is due.
+            do { try await Task.sleep(until: min(.now + sweep, nextPresence), clock: .continuous) } catch { return }
             let now = ContinuousClock.now
             expireKnown(now: now)
             expirePending(now: now)
             superviseStreams(now: now)
-            if now >= nextAdvertisement {
-                nextAdvertisement = now + interval
-                pruneClients()
-                pruneSequences(now: now)
-                if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }
-                for activity in current.values {
-                    if let expiration = activity.expirationDate, expiration <= Date() {
-                        activity.state.withLock { $0.node = nil }
-                        remove(activity, reason: .expired)
-                    } else {
-                        publish(activity)
-                    }
+            guard now >= nextPresence else { continue }
+            nextPresence = now + interval
+            pruneClients()
+            pruneSequences(now: now)
+            if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }
+            for activity in current.values {
+                if let expiration = activity.expirationDate, expiration <= Date() {
+                    activity.state.withLock { $0.node = nil }
+                    remove(activity, reason: .expired)
                 }
             }
+            if now >= nextRefresh {
+                nextRefresh = now + configuration.refreshInterval
+                for activity in current.values { publish(activity) }
+            }
+            publishPresence()
         }
+    }
+
+    /// Sends this node's `NodePresence`: the ids of its current activities, and its lease.
+    func publishPresence() {
+        var presence = WireNodePresence()
+        presence.node = info.wire
+        presence.continueEndpoint = continuationEndpoint
+        presence.leaseMs = UInt32(clamping: configuration.effectiveLease.milliseconds)
+        // What fits the frame limit, with room for the envelope; the rest are renewed by
+        // their refresh, and receivers told not to drop what is not listed.
+        var budget = WireLimits.maxBusFrame - 1_024 - presence.node.publicKey.count - presence.continueEndpoint.utf8.count
+        for activity in current.values where activity.isEligibleForHandoff {
+            budget -= activity.id.utf8.count + 3
+            guard budget > 0 else {
+                presence.partial = true
+                break
+            }
+            presence.activityIds.append(activity.id)
+        }
+        sendOnBus(topic: Array((Topic.presencePrefix + id).utf8), .nodePresence(presence))
     }
 
     /// Answers what the publisher hears. With a broker: the broker's subscribe-all, which arrives

@@ -10,7 +10,7 @@ extension Node {
             /// last-value cache gives a joining node every current activity at once.
             case broker(frontend: String, backend: String)
             /// Directly between nodes: the node publishes on `listen` and subscribes to every endpoint in
-            /// `peers`. A node re-advertises its activities to each new subscriber at once.
+            /// `peers`. Each peer answers a joining node's snapshot subscription itself.
             case direct(listen: String, peers: [String])
         }
 
@@ -28,11 +28,17 @@ extension Node {
         /// Activity-type prefixes the node tracks from the start (empty string: every type).
         /// ``Node/discover(_:)`` adds its own.
         public var subscriptions: [String]
-        /// How often current activities are re-advertised (presence).
+        /// How often the node sends its presence (one `NodePresence` listing its current
+        /// activities), which keeps them alive at every other node and at the broker.
         public var advertiseInterval: Duration
-        /// How long other nodes keep an activity without hearing of it again; 3 × ``advertiseInterval``
-        /// when `nil`. A node that vanishes takes its activities with it after this long.
+        /// How long other nodes keep an activity (and this node) without hearing of it again;
+        /// 3 × ``advertiseInterval`` when `nil`. A node that vanishes takes its activities with it
+        /// after this long.
         public var lease: Duration?
+        /// How often each current activity is advertised again although it did not change, so
+        /// that a lost advertisement is made good and a broker's copy stays within every node's
+        /// ``replayWindow`` (keep it under half of that). Between those, presence keeps it alive.
+        public var refreshInterval: Duration
         /// How long a continue request waits for the originator's answer.
         public var continueTimeout: Duration
         /// How long a continue request waits for a connection to the originator.
@@ -123,6 +129,7 @@ extension Node {
             allowInsecure = false
             teamPolicy = .sameTeam
             replayWindow = .seconds(60)
+            refreshInterval = .seconds(25)
             maxKnownActivitiesPerNode = 1_000
             maxKnownActivities = 100_000
         }

@@ -154,6 +154,10 @@ extension Node {
             if var entry = known[activity.id] {
                 guard activity.version >= entry.activity.version else { return }  // stale or reordered
                 let isNewer = activity.version > entry.activity.version
+                if entry.activity.origin.id != activity.origin.id {
+                    knownByOrigin[entry.activity.origin.id]?.remove(activity.id)
+                    knownByOrigin[activity.origin.id, default: []].insert(activity.id)
+                }
                 entry.deadline = deadline
                 entry.activity = activity
                 known[activity.id] = entry
@@ -163,15 +167,15 @@ extension Node {
                 }
             } else {
                 let origin = activity.origin.id
-                guard knownPerOrigin[origin, default: 0] < configuration.maxKnownActivitiesPerNode,
+                guard knownByOrigin[origin, default: []].count < configuration.maxKnownActivitiesPerNode,
                       known.count < configuration.maxKnownActivities else {
                     securityCountersStorage.overQuotaIgnored += 1
                     if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
-                        logger.warning("ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(knownPerOrigin[origin, default: 0]) known of it, \(known.count) in all (maxKnownActivitiesPerNode \(configuration.maxKnownActivitiesPerNode), maxKnownActivities \(configuration.maxKnownActivities))")
+                        logger.warning("ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(knownByOrigin[origin, default: []].count) known of it, \(known.count) in all (maxKnownActivitiesPerNode \(configuration.maxKnownActivitiesPerNode), maxKnownActivities \(configuration.maxKnownActivities))")
                     }
                     return
                 }
-                knownPerOrigin[origin, default: 0] += 1
+                knownByOrigin[origin, default: []].insert(activity.id)
                 known[activity.id] = Known(activity: activity, deadline: deadline)
                 emit(.appeared(activity))
                 refreshIfHeld(activity)
@@ -180,8 +184,31 @@ extension Node {
             guard configuration.includeOwnActivities || withdrawal.origin.nodeID != id else { return }
             guard believe(envelope, origin: withdrawal.origin, activityID: withdrawal.activityID) else { return }
             forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
+        case .nodePresence(let presence):
+            guard configuration.includeOwnActivities || presence.node.nodeID != id,
+                  let ids = knownByOrigin[presence.node.nodeID] else { return }
+            // Replay protection as for an activity, under a name no activity id can have.
+            guard believe(envelope, origin: presence.node, activityID: Self.presenceKey) else { return }
+            renew(ids, listed: Set(presence.activityIds), partial: presence.partial,
+                  lease: presence.leaseMs > 0 ? .milliseconds(presence.leaseMs) : configuration.effectiveLease)
         default:
             break
+        }
+    }
+
+    /// Where replay protection keeps a node's presence (activity ids are never empty).
+    static let presenceKey = ""
+
+    /// Takes a node's presence: renews each of its known activities it lists; drops the others
+    /// (withdrawn, and the withdrawal lost), unless the list was cut short.
+    func renew(_ ids: Set<String>, listed: Set<String>, partial: Bool, lease: Duration) {
+        let deadline = ContinuousClock.now + lease
+        for id in ids {
+            if listed.contains(id) {
+                if let current = known[id]?.deadline, current < deadline { known[id]?.deadline = deadline }
+            } else if !partial {
+                forget(id, reason: .lost)
+            }
         }
     }
 
@@ -265,8 +292,8 @@ extension Node {
     func forget(_ id: String, reason: RemovalReason) {
         guard let entry = known.removeValue(forKey: id) else { return }
         let origin = entry.activity.origin.id
-        let left = knownPerOrigin[origin, default: 1] - 1
-        knownPerOrigin[origin] = left > 0 ? left : nil
+        knownByOrigin[origin]?.remove(id)
+        if knownByOrigin[origin]?.isEmpty == true { knownByOrigin[origin] = nil }
         held[id] = nil
         emit(.removed(entry.activity, reason))
     }

@@ -257,8 +257,9 @@ public nonisolated struct WireAdvertisement: Sendable {
   /// Clears the value of `expiresAt`. Subsequent reads from it will return its default value.
   public mutating func clearExpiresAt() {self._expiresAt = nil}
 
-  /// Presence lease: forget the advertisement if it is not re-advertised (or
-  /// the origin's NodePresence does not list it) within this many milliseconds.
+  /// Lease: forget the activity if neither an advertisement of it nor a
+  /// NodePresence of its origin listing it arrives within this many
+  /// milliseconds.
   public var leaseMs: UInt32 = 0
 
   /// Activity.supports_continuation_streams.
@@ -368,14 +369,24 @@ public nonisolated struct WireWithdrawal: Sendable {
   fileprivate var _origin: WireNodeRef? = nil
 }
 
-/// A node's heartbeat on the bus. A node whose presence lease runs out is
-/// considered gone, together with all of its advertisements.
+/// A node's heartbeat on the bus, published under the topic "P:" + node id
+/// once every advertise interval (2 s by default): the one message a quiet bus
+/// carries per node. Every node subscribes to "P:". Advertisements are sent
+/// when an activity becomes current or changes, and again at least every
+/// 30 s (so that a broker always holds a recent envelope of each); between
+/// those, presence alone keeps them alive.
+///
+/// A receiver that knows activities of `node`: renews each listed one for
+/// lease_ms from now, and drops every one it knows of the node that is not
+/// listed (it was withdrawn and the withdrawal did not arrive), unless
+/// `partial` is set. A node whose presence does not arrive within lease_ms is
+/// gone: its activities lapse with it. A broker does the same with its cache.
 public nonisolated struct WireNodePresence: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// The node (normally equal to Envelope.sender).
+  /// The node (equal to Envelope.sender).
   public var node: WireNodeRef {
     get {_node ?? WireNodeRef()}
     set {_node = newValue}
@@ -392,10 +403,12 @@ public nonisolated struct WireNodePresence: Sendable {
   /// milliseconds.
   public var leaseMs: UInt32 = 0
 
-  /// activity_id of every activity the node currently advertises; receivers
-  /// drop advertisements from this node that are not listed, and request a
-  /// snapshot for listed ids they do not know.
+  /// activity_id of every activity the node currently advertises.
   public var activityIds: [String] = []
+
+  /// The list was cut to fit the 64 KiB frame limit: receivers renew what is
+  /// listed and drop nothing.
+  public var partial: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -989,7 +1002,7 @@ nonisolated extension WireWithdrawal.Reason: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".NodePresence"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}continue_endpoint\0\u{3}lease_ms\0\u{3}activity_ids\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}continue_endpoint\0\u{3}lease_ms\0\u{3}activity_ids\0\u{1}partial\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1001,6 +1014,7 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 2: try { try decoder.decodeSingularStringField(value: &self.continueEndpoint) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.leaseMs) }()
       case 4: try { try decoder.decodeRepeatedStringField(value: &self.activityIds) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.partial) }()
       default: break
       }
     }
@@ -1023,6 +1037,9 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
     if !self.activityIds.isEmpty {
       try visitor.visitRepeatedStringField(value: self.activityIds, fieldNumber: 4)
     }
+    if self.partial != false {
+      try visitor.visitSingularBoolField(value: self.partial, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1031,6 +1048,7 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.continueEndpoint != rhs.continueEndpoint {return false}
     if lhs.leaseMs != rhs.leaseMs {return false}
     if lhs.activityIds != rhs.activityIds {return false}
+    if lhs.partial != rhs.partial {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -307,7 +307,7 @@ struct ContinuationTests {
 
     @Test("a node keeps track of at most its quota of another node's activities, and counts the rest")
     func knownQuota() async throws {
-        try await withTwoNodes(configureB: { $0.maxKnownActivitiesPerNode = 5 }) { a, b in
+        try await withTwoNodes(configureA: { $0.refreshInterval = .milliseconds(300) }, configureB: { $0.maxKnownActivitiesPerNode = 5 }) { a, b in
             var activities: [UserActivity] = []
             for index in 0..<8 {
                 let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
@@ -317,7 +317,7 @@ struct ContinuationTests {
             }
             #expect(await eventually { await b.securityCounters.overQuotaIgnored >= 3 })
             #expect(await b.activities().count == 5)
-            // Room made by a withdrawal is taken by one of the others at its next advertisement.
+            // Room made by a withdrawal is taken by one of the others at its next refresh.
             let known = Set(await b.activities().map(\.id))
             let leaving = try #require(activities.first { known.contains($0.id) })
             await leaving.invalidate()

@@ -25,6 +25,25 @@ struct LastValueCacheTests {
         #expect(cache.count == 4)
     }
 
+    @Test("presence renews an origin's listed activities and forgets the rest, unless the list is partial")
+    func presence() {
+        var cache = LastValueCache(capacity: 100, defaultLease: .seconds(30))
+        let now = ContinuousClock.now
+        for id in ["a1", "a2", "a3"] { _ = cache.store(advertisement(id, leaseMs: 100), frames: frames(id), now: now) }
+        _ = cache.store(advertisement("b1", origin: "b", leaseMs: 100), frames: frames("b1"), now: now)
+        // A partial list renews what it lists and drops nothing.
+        cache.renew(origin: "a", listed: ["a1", "a2"], partial: true, lease: .seconds(10), now: now)
+        #expect(cache.perOrigin == ["a": 3, "b": 1])
+        do { let changed = cache.removeExpired(now: now + .milliseconds(200)); #expect(changed) }
+        // a3 and b1 lapsed on their own 100 ms leases; a1 and a2 were renewed.
+        #expect(Set(cache.entries.keys) == ["a1", "a2"])
+        // A whole list drops what it does not list.
+        cache.renew(origin: "a", listed: ["a1"], partial: false, lease: .seconds(10), now: now)
+        #expect(cache.perOrigin == ["a": 1])
+        cache.renew(origin: "nobody", listed: [], partial: false, lease: .seconds(1), now: now)
+        #expect(cache.count == 1)
+    }
+
     @Test("expiry and eviction give quota back; an older version is stale")
     func expiryAndEviction() {
         var cache = LastValueCache(capacity: 2, perOriginQuota: 2, defaultLease: .seconds(30))
