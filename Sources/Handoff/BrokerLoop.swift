@@ -255,8 +255,9 @@ final class BrokerLoop {
     /// Subscribers → publishers: one (un)subscription. False when none was waiting.
     ///
     /// A snapshot subscription (wire.proto, "Snapshots") is a request to this broker: answered
-    /// here, to that subscriber alone, and not forwarded. Plain subscriptions go to the publishers;
-    /// nothing cached is re-sent on them.
+    /// here, to that subscriber alone, and not forwarded. Plain subscriptions go to the publishers
+    /// only without the cache (with it, the frontend subscribes to everything); nothing cached is
+    /// re-sent on them.
     private func forwardUpstream() throws(ZMQError) -> Bool {
         guard let first = try backend.tryReceive() else { return false }
         let frames = try receiveRest(of: first, from: backend)
@@ -281,7 +282,9 @@ final class BrokerLoop {
         if let capture { try send(frames, to: capture) }
         if let snapshot {
             try answerSnapshot(topic: snapshot.topic, typePrefix: snapshot.typePrefix)
-        } else if !isSnapshotTopic {
+        } else if !isSnapshotTopic && !cacheEnabled {
+            // With the cache, the frontend subscribes to everything already: publishers hear
+            // nothing of subscribers, and so nothing of joiners.
             try send(frames, to: frontend)
         }
         return true

@@ -175,9 +175,10 @@ public actor Node: Service {
         }
 
         publisher = try context.socket(.xpub)
-        // Direct mode: report every subscriber's subscriptions, so each gets current activities.
-        // With a broker, one forwarded subscription per distinct prefix is enough.
-        if case .direct = configuration.bus { try publisher.set(.xpubVerbose, true) }
+        // Every subscription is reported, also one already made by another subscriber: in direct
+        // mode each peer's snapshot subscription; with brokers, each broker's subscribe-all, also
+        // when a restarted broker of a pair subscribes while the other one still is.
+        try publisher.set(.xpubVerbose, true)
         try publisher.set(.sendHighWaterMark, 100_000)
         try publisher.set(.linger, 1000)  // lets withdrawals sent at shutdown reach the bus
         subscriber = try context.socket(.sub)
@@ -186,7 +187,7 @@ public actor Node: Service {
         try publisher.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
         try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
         switch configuration.bus {
-        case .broker(let frontend, let backend):
+        case .broker, .brokers:
             if let security {
                 guard let brokerKey = security.brokerKey else {
                     throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs secure on a broker bus but has no broker key: name the broker's public key (its .pub file)")
@@ -195,8 +196,11 @@ public actor Node: Service {
                 try security.secureClient(subscriber, serverKey: brokerKey)
             }
             busMonitors = [(publisher, try publisher.monitor(Self.handshakeEvents)), (subscriber, try subscriber.monitor(Self.handshakeEvents))]
-            try publisher.connect(frontend)
-            try subscriber.connect(backend)
+            // Every broker gets every message: each one's XSUB subscribes to everything.
+            for broker in configuration.bus.brokerEndpoints ?? [] {
+                try publisher.connect(broker.frontend)
+                try subscriber.connect(broker.backend)
+            }
             busEndpoint = nil
         case .direct(let listen, let peers):
             try security?.secureServer(publisher, domain: zapDomain)
@@ -231,7 +235,7 @@ public actor Node: Service {
 
         (changes, changesContinuation) = AsyncStream.makeStream(of: String.self)
         switch configuration.bus {
-        case .broker: snapshots = SnapshotRequests(expectedReplies: 1)
+        case .broker, .brokers: snapshots = SnapshotRequests(expectedReplies: configuration.bus.brokerEndpoints?.count ?? 1)
         case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)
         }
         // Presence keeps known activities alive (wire.proto, NodePresence).
@@ -350,7 +354,7 @@ public actor Node: Service {
                 if accepted.remove(event.endpoint) != nil || configuration.security != nil { continue }
             }
             let server = switch configuration.bus {
-            case .broker: "the broker"
+            case .broker, .brokers: "the broker"
             case .direct: "the peer"
             }
             let refusal = if configuration.security == nil {

@@ -113,6 +113,7 @@ extension Node {
             do { try await Task.sleep(until: min(.now + sweep, nextPresence), clock: .continuous) } catch { return }
             let now = ContinuousClock.now
             expireKnown(now: now)
+            expireSnapshots(now: now)
             expirePending(now: now)
             superviseStreams(now: now)
             guard now >= nextPresence else { continue }
@@ -154,7 +155,7 @@ extension Node {
         sendOnBus(topic: Array((Topic.presencePrefix + id).utf8), .nodePresence(presence))
     }
 
-    /// Answers what the publisher hears. With a broker: the broker's subscribe-all, which arrives
+    /// Answers what the publisher hears. With brokers: a broker's subscribe-all, which arrives
     /// whenever this node (re)connects to it, gets every current activity at once, so a restarted
     /// broker's cache fills right away. In direct mode (the XPUB is verbose): a peer's snapshot
     /// subscription gets this node's matching activities under that topic alone (wire.proto,
@@ -166,12 +167,10 @@ extension Node {
             guard bytes.first == 1 else { continue }
             let topic = bytes.dropFirst()
             switch configuration.bus {
-            case .broker:
-                guard Topic.snapshotTypePrefix(topic) == nil else { continue }
-                let prefix = String(decoding: topic, as: UTF8.self)
-                for activity in current.values where (Topic.activityPrefix + activity.activityType).hasPrefix(prefix) {
-                    publish(activity)
-                }
+            case .broker, .brokers:
+                // A broker's subscribe-all (a caching broker forwards nothing else).
+                guard topic.isEmpty else { continue }
+                for activity in current.values { publish(activity) }
             case .direct:
                 guard let typePrefix = Topic.snapshotTypePrefix(topic) else { continue }
                 answerSnapshot(topic: Array(topic), typePrefix: typePrefix)

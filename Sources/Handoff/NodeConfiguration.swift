@@ -9,9 +9,27 @@ extension Node {
             /// broker's `frontend` (its XSUB) and subscribes at its `backend` (its XPUB). The broker's
             /// last-value cache gives a joining node every current activity at once.
             case broker(frontend: String, backend: String)
+            /// Through several brokers at once, normally a pair, all active: the node publishes to
+            /// every frontend and subscribes at every backend, so while any one of them runs no node
+            /// loses sight of any activity (what arrives twice is recognised and ignored). The
+            /// brokers share one key pair when they run CURVE.
+            case brokers([BrokerEndpoints])
             /// Directly between nodes: the node publishes on `listen` and subscribes to every endpoint in
             /// `peers`. Each peer answers a joining node's snapshot subscription itself.
             case direct(listen: String, peers: [String])
+        }
+
+        /// One broker's two endpoints.
+        public struct BrokerEndpoints: Sendable, Hashable {
+            /// Where the node publishes (the broker's XSUB).
+            public var frontend: String
+            /// Where the node subscribes (the broker's XPUB).
+            public var backend: String
+
+            public init(frontend: String, backend: String) {
+                self.frontend = frontend
+                self.backend = backend
+            }
         }
 
         /// The node's human-readable name.
@@ -158,7 +176,7 @@ extension Node {
         /// Every endpoint the node binds or connects to (before any wildcard is resolved).
         var endpoints: [String] {
             switch bus {
-            case .broker(let frontend, let backend): [continuationEndpoint, frontend, backend]
+            case .broker, .brokers: [continuationEndpoint] + (bus.brokerEndpoints ?? []).flatMap { [$0.frontend, $0.backend] }
             case .direct(let listen, let peers): [continuationEndpoint, listen] + peers
             }
         }
@@ -166,4 +184,18 @@ extension Node {
         /// The lease other nodes are told.
         var effectiveLease: Duration { lease ?? advertiseInterval * 3 }
     }
+}
+
+extension Node.Configuration.Bus {
+    /// The brokers of a broker bus (one for ``broker(frontend:backend:)``); `nil` in direct mode.
+    public var brokerEndpoints: [Node.Configuration.BrokerEndpoints]? {
+        switch self {
+        case .broker(let frontend, let backend): [.init(frontend: frontend, backend: backend)]
+        case .brokers(let brokers): brokers
+        case .direct: nil
+        }
+    }
+
+    /// Whether nodes meet through brokers (one or more), not directly.
+    public var usesBrokers: Bool { brokerEndpoints != nil }
 }

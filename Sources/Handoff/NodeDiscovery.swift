@@ -64,21 +64,35 @@ extension Node {
             guard snapshots.advertisementArrived(on: topic) else { return }
             handleBus(envelope)
         case .snapshotReply(let reply):
-            let outcome = snapshots.replyArrived(on: topic, count: Int(reply.count))
-            switch outcome {
-            case .waiting, .unknown:
-                return
-            case .complete:
-                break
-            case .retry(let typePrefix, let attempt):
-                logger.warning("the snapshot of \"\(typePrefix)\" arrived incomplete; asking again (attempt \(attempt))")
-                requestSnapshot(typePrefix: typePrefix, attempt: attempt)
-            case .incomplete(let received, let promised):
-                logger.warning("the snapshot of \"\(reply.typePrefix)\" arrived incomplete again (\(received) of \(promised)); re-advertisement fills the rest")
-            }
-            do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+            finishSnapshot(topic: topic, snapshots.replyArrived(on: topic, count: Int(reply.count)))
         default:
             logger.debug("ignoring a \(String(describing: envelope.body)) on snapshot topic \(topic)")
+        }
+    }
+
+    /// Acts on what a snapshot's answers came to: unsubscribes from its topic once it is over,
+    /// and asks again when it arrived short.
+    func finishSnapshot(topic: String, _ outcome: SnapshotRequests.Outcome) {
+        switch outcome {
+        case .waiting, .unknown:
+            return
+        case .complete:
+            break
+        case .retry(let typePrefix, let attempt):
+            logger.warning("the snapshot of \"\(typePrefix)\" arrived incomplete; asking again (attempt \(attempt))")
+            requestSnapshot(typePrefix: typePrefix, attempt: attempt)
+        case .incomplete(let received, let promised):
+            logger.warning("a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest")
+        }
+        do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+    }
+
+    /// Ends the snapshots some answerers replied to a second ago while others never did (one
+    /// broker of a pair down, a direct peer gone).
+    func expireSnapshots(now: ContinuousClock.Instant) {
+        for (topic, outcome) in snapshots.expire(now: now, grace: .seconds(1)) {
+            logger.debug("snapshot \(topic): not every answerer replied; going on with what arrived")
+            finishSnapshot(topic: topic, outcome)
         }
     }
 

@@ -45,6 +45,8 @@ struct SnapshotRequests {
         var received = 0
         var promised = 0
         var replies = 0
+        /// When the first answerer's reply came (the grace for the others starts then).
+        var firstReply: ContinuousClock.Instant?
     }
 
     /// What a node does after an answer arrived.
@@ -90,15 +92,29 @@ struct SnapshotRequests {
     }
 
     /// Takes an answerer's `SnapshotReply` that arrived on `topic`.
-    mutating func replyArrived(on topic: String, count: Int) -> Outcome {
+    mutating func replyArrived(on topic: String, count: Int, now: ContinuousClock.Instant = .now) -> Outcome {
         guard var request = pending[topic] else { return .unknown }
         request.replies += 1
         request.promised += count
+        request.firstReply = request.firstReply ?? now
         guard request.replies >= expectedReplies else {
             pending[topic] = request
             return .waiting
         }
         pending[topic] = nil
+        return Self.outcome(of: request)
+    }
+
+    /// Ends the requests that some answerers replied to at least `grace` ago while others (a
+    /// broker of a pair that is down, a direct peer that is gone) never did: what arrived is what
+    /// there is. Returns each one's topic and outcome.
+    mutating func expire(now: ContinuousClock.Instant, grace: Duration) -> [(topic: String, outcome: Outcome)] {
+        let due = pending.filter { $0.value.firstReply.map { now - $0 >= grace } ?? false }
+        for topic in due.keys { pending[topic] = nil }
+        return due.map { ($0.key, Self.outcome(of: $0.value)) }
+    }
+
+    private static func outcome(of request: Request) -> Outcome {
         if request.received >= request.promised { return .complete }
         if request.attempt < Self.maxAttempts {
             return .retry(typePrefix: request.typePrefix, attempt: request.attempt + 1)

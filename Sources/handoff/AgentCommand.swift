@@ -97,7 +97,7 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
-    @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER).", valueName: "frontend backend"))
+    @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER); repeat for a pair of brokers.", valueName: "frontend backend"))
     var broker: [String] = []
     @Option(name: .customLong("plugins"), help: ArgumentHelp("A plugin folder (repeatable).", valueName: "dir")) var pluginFolders: [String] = []
     @Option(help: "The data folder (each plugin gets a folder inside).") var data: String?
@@ -119,14 +119,14 @@ struct AgentCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "handoff.agent")
 
-        let endpoints = try broker.count == 2 ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? Environment.brokerOrDefault()
-        guard endpoints.count == 2 else { throw ValidationError("--broker takes the frontend and the backend") }
+        let endpoints = try !broker.isEmpty ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? Environment.brokerOrDefault()
+        let bus = try Environment.bus(endpoints)
         let dataFolder = URL(fileURLWithPath: data ?? file.data ?? FileManager.default.currentDirectoryPath + "/handoff-data")
         try FileManager.default.createDirectory(at: dataFolder, withIntermediateDirectories: true)
 
         var configuration = Node.Configuration(
             name: name ?? file.name ?? ProcessInfo.processInfo.hostName,
-            bus: .broker(frontend: endpoints[0], backend: endpoints[1]))
+            bus: bus)
         if let continuation = continuation ?? file.continuation { configuration.continuationEndpoint = continuation }
         configuration.advertisedHost = advertisedHost ?? file.advertisedHost
         if let seconds = file.advertiseIntervalSeconds { configuration.advertiseInterval = .milliseconds(Int(seconds * 1000)) }

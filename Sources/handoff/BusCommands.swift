@@ -25,7 +25,7 @@ struct Activities: AsyncParsableCommand {
             if let refusal = await node.busRefusal { throw Failure(refusal.message) }
             guard synchronized else {
                 let reason = switch configuration.bus {
-                case .broker(_, let backend): "no broker answered at \(backend) within \(wait) s: is it running, and reachable from here?"
+                case .broker, .brokers: "no broker answered at \((configuration.bus.brokerEndpoints ?? []).map(\.backend).joined(separator: " or ")) within \(wait) s: is it running, and reachable from here?"
                 case .direct: "not every peer answered within \(wait) s: is each of them running, and reachable from here?"
                 }
                 throw Failure(reason)

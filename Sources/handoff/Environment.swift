@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Handoff
 import Logging
 
 /// What the binary reads from its environment, so that a shell (or a unit file) names the broker,
@@ -12,10 +13,21 @@ enum Environment {
     static func broker() throws -> [String]? {
         guard let text = ProcessInfo.processInfo.environment["HANDOFF_BROKER"], !text.isEmpty else { return nil }
         let endpoints = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
-        guard endpoints.count == 2 else {
-            throw ValidationError("HANDOFF_BROKER takes two endpoints, the frontend and the backend (e.g. \"tcp://broker:5555 tcp://broker:5556\"), not \"\(text)\"")
+        guard endpoints.count >= 2, endpoints.count % 2 == 0 else {
+            throw ValidationError("HANDOFF_BROKER takes each broker's two endpoints, the frontend and the backend (e.g. \"tcp://broker:5555 tcp://broker:5556\", and the second broker's after them for a pair), not \"\(text)\"")
         }
         return endpoints
+    }
+
+    /// The bus of `endpoints`: one broker's frontend and backend, or several brokers' in turn.
+    static func bus(_ endpoints: [String]) throws -> Node.Configuration.Bus {
+        guard endpoints.count >= 2, endpoints.count % 2 == 0 else {
+            throw ValidationError("--broker takes each broker's frontend and backend (repeat it for a pair of brokers), not \(endpoints.count) endpoints")
+        }
+        if endpoints.count == 2 { return .broker(frontend: endpoints[0], backend: endpoints[1]) }
+        return .brokers(stride(from: 0, to: endpoints.count, by: 2).map {
+            Node.Configuration.BrokerEndpoints(frontend: endpoints[$0], backend: endpoints[$0 + 1])
+        })
     }
 
     /// The broker when no flag names it: `$HANDOFF_BROKER`, else ``defaultBroker``.

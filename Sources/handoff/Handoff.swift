@@ -40,19 +40,19 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 /// Where the broker is, for commands that join the bus.
 struct BusOptions: ParsableArguments {
     @Option(name: .customLong("broker"), parsing: .upToNextOption,
-            help: ArgumentHelp("The broker's frontend and backend endpoints (or $HANDOFF_BROKER). Default: tcp://127.0.0.1:5555 tcp://127.0.0.1:5556.", valueName: "frontend backend"))
+            help: ArgumentHelp("The broker's frontend and backend endpoints (or $HANDOFF_BROKER); repeat for a pair of brokers. Default: tcp://127.0.0.1:5555 tcp://127.0.0.1:5556.", valueName: "frontend backend"))
     var broker: [String] = []
     @OptionGroup var security: SecurityOptions
 
     func validate() throws {
-        guard broker.isEmpty || broker.count == 2 else { throw ValidationError("--broker takes two endpoints: the frontend and the backend") }
+        if !broker.isEmpty { _ = try Environment.bus(broker) }
         _ = try Environment.broker()
     }
 
     /// --broker, else $HANDOFF_BROKER, else loopback (``validate()`` has refused a malformed $HANDOFF_BROKER).
     var endpoints: [String] { broker.isEmpty ? (try? Environment.brokerOrDefault()) ?? Environment.defaultBroker : broker }
 
-    var bus: Node.Configuration.Bus { .broker(frontend: endpoints[0], backend: endpoints[1]) }
+    var bus: Node.Configuration.Bus { (try? Environment.bus(endpoints)) ?? .broker(frontend: endpoints[0], backend: endpoints[1]) }
 }
 
 /// Plugin folders, for commands that host plugins.

@@ -40,10 +40,10 @@ struct HandoffTestNode {
         let arguments = Array(CommandLine.arguments.dropFirst())
         let logger = Logger(label: "handoff.test-node")
         switch arguments.first {
-        case "broker":
+        case "broker" where arguments.count == 1 || arguments.count == 3:
             let context = try Context()
-            let broker = try Broker.start(
-                Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
+            let (frontend, backend) = arguments.count == 3 ? (arguments[1], arguments[2]) : ("tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
+            let broker = try Broker.start(Broker.Configuration(frontend: frontend, backend: backend), context: context)
             announce("READY \(broker.frontendEndpoint) \(broker.backendEndpoint)")
             let group = ServiceGroup(services: [broker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             try await group.run()

@@ -224,7 +224,7 @@ struct CommandTests {
 
         let malformed = try await runHandoff(["activities", "--wait", "1"], environment: ["HANDOFF_BROKER": frontend])
         #expect(malformed.status != 0)
-        #expect(malformed.error.contains("HANDOFF_BROKER takes two endpoints"), "\(malformed.error)")
+        #expect(malformed.error.contains("HANDOFF_BROKER takes each broker's two endpoints"), "\(malformed.error)")
         let badLevel = try await runHandoff(["activities", "--wait", "1"], environment: ["HANDOFF_BROKER": "\(frontend) \(backend)", "HANDOFF_LOG_LEVEL": "loud"])
         #expect(badLevel.status != 0)
         #expect(badLevel.error.contains("HANDOFF_LOG_LEVEL must be one of"), "\(badLevel.error)")

@@ -133,6 +133,69 @@ struct ProcessTests {
         _ = broker
     }
 
+    @Test("a pair of brokers: kill -9 either and nobody loses sight of an activity, continue works, the other catches up")
+    func brokerPair() async throws {
+        let (f1, b1, f2, b2) = (try freePort(), try freePort(), try freePort(), try freePort())
+        var first: ChildProcess? = try ChildProcess(["broker", f1, b1])
+        let second = try ChildProcess(["broker", f2, b2])
+        _ = try await first!.ready()
+        _ = try await second.ready()
+        func configuration(_ name: String) -> Node.Configuration {
+            var configuration = Node.Configuration(
+                name: name, bus: .brokers([.init(frontend: f1, backend: b1), .init(frontend: f2, backend: b2)]),
+                advertiseInterval: .milliseconds(100), continueTimeout: .seconds(2), connectTimeout: .milliseconds(500))
+            configuration.lease = .milliseconds(300)
+            return configuration
+        }
+        try await withNodes([configuration("originator"), configuration("observer")]) { nodes in
+            let (a, b) = (nodes[0], nodes[1])
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            activity.title = "Editing Ada"
+            activity.userInfo = ["draft": "Ada"]
+            try await activity.becomeCurrent(on: a)
+            _ = try await discovered(activity.id, on: b)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            let events = await b.discover()
+
+            // The first broker dies: for three leases over, the activity stays, changes arrive,
+            // and continue works.
+            first!.signal(SIGKILL)
+            first = nil
+            activity.title = "Editing Ada Lovelace"
+            let updated = await firstEvent(in: events, within: .seconds(2)) {
+                if case .updated(let changed) = $0 { changed.title == "Editing Ada Lovelace" } else { false }
+            }
+            #expect(updated != nil)
+            let until = ContinuousClock.now + .seconds(1)
+            while ContinuousClock.now < until {
+                #expect(await b.activities().contains { $0.id == activity.id })
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let found = try #require(await b.activities().first { $0.id == activity.id })
+            guard case .restored(let continued) = try await b.continueActivity(found) else {
+                Issue.record("not restored with one broker down")
+                return
+            }
+            #expect(continued.userInfo["draft"] == "Ada")
+
+            // It comes back, empty; the nodes fill it. Then the second dies, and a node that
+            // joins now learns everything from the first alone, by snapshot.
+            first = try ChildProcess(["broker", f1, b1])
+            _ = try await first!.ready()
+            try await Task.sleep(for: .milliseconds(700))
+            second.signal(SIGKILL)
+            try await Node.withRunning(configuration("late")) { late in
+                #expect(await late.untilSynchronized(timeout: .seconds(3)))
+                #expect(await late.activities().map(\.title) == ["Editing Ada Lovelace"])
+            }
+            let lost = await firstEvent(in: events, within: .milliseconds(200)) {
+                if case .removed = $0 { true } else { false }
+            }
+            #expect(lost == nil, "the observer never lost sight of the activity")
+            #expect(await b.activities().contains { $0.id == activity.id })
+        }
+    }
+
     @Test("killing the originating process makes its activity disappear within its lease")
     func killedOriginator() async throws {
         let (broker, frontend, backend) = try await startBroker()

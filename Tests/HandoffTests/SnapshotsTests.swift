@@ -42,6 +42,23 @@ struct SnapshotsTests {
         do { let result = requests.replyArrived(on: topic, count: 2); #expect(result == .retry(typePrefix: "", attempt: 2), "2 of 3 arrived") }
     }
 
+    @Test("when some answerers never reply, a snapshot ends a grace period after the first reply")
+    func graceForMissingAnswerers() {
+        var requests = SnapshotRequests(expectedReplies: 2)
+        let start = ContinuousClock.now
+        let answered = requests.start(typePrefix: "org.")
+        let unanswered = requests.start(typePrefix: "com.")
+        for _ in 0..<2 { _ = requests.advertisementArrived(on: answered) }
+        do { let result = requests.replyArrived(on: answered, count: 2, now: start); #expect(result == .waiting) }
+        do { let result = requests.expire(now: start + .milliseconds(500), grace: .seconds(1)); #expect(result.isEmpty) }
+        let expired = requests.expire(now: start + .seconds(1), grace: .seconds(1))
+        #expect(expired.map(\.topic) == [answered])
+        #expect(expired.map(\.outcome) == [.complete])
+        // Nobody replied at all: it waits (a broker may come back), and says it is not synchronized.
+        #expect(!requests.isEmpty)
+        #expect(requests.pending.keys.contains(unanswered))
+    }
+
     @Test("a short snapshot is asked again, up to the last attempt, then accepted as it is")
     func retriesThenGivesUp() {
         var requests = SnapshotRequests(expectedReplies: 1)
