@@ -199,12 +199,13 @@ extension Node {
             guard believe(envelope, origin: withdrawal.origin, activityID: withdrawal.activityID) else { return }
             forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         case .nodePresence(let presence):
-            guard configuration.includeOwnActivities || presence.node.nodeID != id,
-                  let ids = knownByOrigin[presence.node.nodeID] else { return }
+            guard configuration.includeOwnActivities || presence.node.nodeID != id else { return }
             // Replay protection as for an activity, under a name no activity id can have.
             guard believe(envelope, origin: presence.node, activityID: Self.presenceKey) else { return }
-            renew(ids, listed: Set(presence.activityIds), partial: presence.partial,
-                  lease: presence.leaseMs > 0 ? .milliseconds(presence.leaseMs) : configuration.effectiveLease)
+            let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : configuration.effectiveLease
+            directory.heard(presence, lease: lease, now: .now)
+            guard let ids = knownByOrigin[presence.node.nodeID] else { return }
+            renew(ids, listed: Set(presence.activityIds), partial: presence.partial, lease: lease)
         default:
             break
         }
@@ -312,7 +313,13 @@ extension Node {
         emit(.removed(entry.activity, reason))
     }
 
+    /// The nodes on the bus, as their presence says (this one not included), by name.
+    public func nodes() -> [PresentNode] {
+        directory.nodes
+    }
+
     func expireKnown(now: ContinuousClock.Instant) {
+        directory.expire(now: now)
         let wallClock = Date()
         for (id, entry) in known {
             if entry.deadline <= now {

@@ -12,7 +12,7 @@ struct HandoffCommand: AsyncParsableCommand {
         discussion: "Start with `handoff demo`: a broker and two agents on loopback play the contacts story.",
         version: HandoffVersion.description,
         subcommands: [
-            Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Continue.self,
+            Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Nodes.self, Continue.self,
             Advertise.self, PluginCommand.self, Contacts.self, PluginsCommand.self, Keygen.self,
         ]
     )

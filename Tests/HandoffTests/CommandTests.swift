@@ -211,6 +211,31 @@ struct CommandTests {
         #expect(missing.output.contains("/nonexistent/handoff-plugins: plugin folder cannot be read"), "\(missing.output)")
     }
 
+    @Test("`handoff nodes` lists the nodes on the bus by their presence; `activities` fails when no broker answers")
+    func nodesAndNoBroker() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "3"])
+        _ = try await advertiser.ready()
+        let listed = try await runHandoff(["nodes", "--json", "--wait", "1", "--broker", frontend, backend])
+        #expect(listed.status == 0, "\(listed.error)")
+        let lines = listed.output.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let advertising = lines.first { ($0["name"] as? String)?.hasPrefix("advertiser-") == true }
+        #expect(advertising?["activities"] as? Int == 3, "\(listed.output)")
+        #expect((advertising?["lastHeardSecondsAgo"] as? Double ?? 99) < 1)
+        #expect((advertising?["continuation"] as? String)?.hasPrefix("tcp://") == true)
+        let text = try await runHandoff(["nodes", "--wait", "1", "--broker", frontend, backend])
+        #expect(text.output.contains("3 activities"), "\(text.output)")
+        _ = broker
+
+        // Nobody at the broker's address: a failure that says so, not an empty bus.
+        let nowhere = try freePort(), nobody = try freePort()
+        let failed = try await runHandoff(["activities", "--wait", "1", "--broker", nowhere, nobody])
+        #expect(failed.status != 0)
+        #expect(failed.error.contains("no broker answered at \(nobody)"), "\(failed.error)")
+    }
+
     @Test("HANDOFF_BROKER names the broker for every command; a malformed one, or a bad HANDOFF_LOG_LEVEL, is a clear error")
     func environment() async throws {
         let (broker, frontend, backend) = try await startBroker()
