@@ -532,6 +532,7 @@ case "hostile":
 case "fleet":
     banner()
     try benchFleet(Array(arguments.dropFirst()))
+    try benchFleetSteady(Array(arguments.dropFirst()))
     printSummary()
 // Hidden: the two ends of a stream as processes of their own, and the raw transfer alone.
 case "stream-originator":
@@ -558,7 +559,8 @@ default:
                                                         a stream whose reader is slow: it outlasts every timeout
                handoff-bench hostile [--contacts N] [--streams N] [--push-mib N]
                                                         an agent's memory, threads and service under hostile peers
-               handoff-bench fleet [--joiners N] [--activities N]
-                                                        simulated nodes joining a real broker one after another
+               handoff-bench fleet [--joiners N] [--activities N] [--flood N] [--nodes N] [--per-node N] [--steady-seconds S]
+                                                        simulated nodes joining a real broker one after another,
+                                                        a flood from one node, and a fleet at rest
         """)
 }
