@@ -151,6 +151,16 @@ func benchFleet(_ arguments: [String]) throws {
     // One node floods: 10,000 new activities with 4 KiB titles. The broker's quota (1,000 per
     // node) bounds what it keeps and what anyone receives.
     let flood = intOption("--flood", 10_000, in: arguments)
+    // A real agent on the bus, to see what the flood costs a node (its own quota: 1,000 per node).
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-fleet-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let agent = try startHandoff(["agent", "--name", "watcher", "--broker", frontend, backend,
+                                  "--plugins", folder.appendingPathComponent("plugins").path, "--data", folder.path,
+                                  "--exit-with-parent", "--log-level", "error"], output: FileHandle.nullDevice)
+    defer { kill(agent.processIdentifier, SIGKILL); agent.waitUntilExit() }
+    Thread.sleep(forTimeInterval: 3)
+    let agentBefore = ProcessSampler.read(agent.processIdentifier)?.resident ?? 0
     let floodResidentBefore = ProcessSampler.read(pid)?.resident ?? 0
     let flooder = try context.socket(.xpub)
     try flooder.set(.sendHighWaterMark, 0)
@@ -162,10 +172,14 @@ func benchFleet(_ arguments: [String]) throws {
     let (probe, floodSnapshot) = try join("org.fleet.")
     probe.close()
     let floodResidentAfter = ProcessSampler.read(pid)?.resident ?? 0
+    Thread.sleep(forTimeInterval: 1)
+    let agentAfter = ProcessSampler.read(agent.processIdentifier)?.resident ?? 0
     print("")
     print("Flood: one node advertises \(flood) new activities of 4 KiB each (broker quota: 1,000 per node)")
     row("broker RSS growth", String(format: "%+.1f MiB", Double(floodResidentAfter - floodResidentBefore) / 1_048_576),
         String(format: "%.1f MiB before", Double(floodResidentBefore) / 1_048_576))
+    row("agent RSS growth", String(format: "%+.1f MiB", Double(agentAfter - agentBefore) / 1_048_576),
+        String(format: "%.1f MiB before, knowing the %d activities", Double(agentBefore) / 1_048_576, activities))
     row("activities a joiner's snapshot holds", "\(floodSnapshot.promised)", "\(activities) before the flood, so \(floodSnapshot.promised - activities) of the flood")
     flooder.close()
     publisher.close()
