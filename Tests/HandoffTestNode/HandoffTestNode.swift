@@ -50,7 +50,7 @@ struct HandoffTestNode {
         case "advertise" where arguments.count == 6:
             let interval = Duration.milliseconds(Int(arguments[3]) ?? 200)
             var configuration = Node.Configuration(
-                name: "advertiser-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2]),
+                name: "advertiser-\(getpid())", bus: brokerBus(arguments[1], arguments[2]),
                 advertiseInterval: interval)
             configuration.lease = interval * 3
             let node = try Node(configuration: configuration)
@@ -66,7 +66,7 @@ struct HandoffTestNode {
             try await runAnnouncingReady(node, "READY " + ids.joined(separator: " "), logger: logger)
         case "stream-source" where arguments.count == 4 || arguments.count == 5:
             let node = try Node(configuration: Node.Configuration(
-                name: "source-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2])))
+                name: "source-\(getpid())", bus: brokerBus(arguments[1], arguments[2])))
             let activity = try UserActivity(activityType: "org.handoff.test.bulk")
             activity.supportsContinuationStreams = true
             let source = BulkSource(bytes: Int(arguments[3]) ?? 0, bytesPerSecond: arguments.count == 5 ? Int(arguments[4]) : nil)
@@ -75,7 +75,7 @@ struct HandoffTestNode {
             try await runAnnouncingReady(node, "READY \(activity.id) \(node.continuationEndpoint)", logger: logger)
         case "stream-sink" where arguments.count == 4:
             let configuration = Node.Configuration(
-                name: "sink-\(getpid())", bus: .broker(frontend: arguments[1], backend: arguments[2]))
+                name: "sink-\(getpid())", bus: brokerBus(arguments[1], arguments[2]))
             let outcome = try await Node.withRunning(configuration) { node in
                 await node.setContinuationHandler(forType: "org.handoff.test.bulk") { _ in }
                 return await sink(node: node, activityID: arguments[3])
@@ -89,6 +89,14 @@ struct HandoffTestNode {
             exit(2)
         }
     }
+}
+
+/// The bus of a frontend and a backend argument; comma-separated lists of them name a broker pair.
+func brokerBus(_ frontends: String, _ backends: String) -> Node.Configuration.Bus {
+    let pairs = zip(frontends.split(separator: ","), backends.split(separator: ",")).map {
+        Node.Configuration.BrokerEndpoints(frontend: String($0), backend: String($1))
+    }
+    return pairs.count == 1 ? .broker(frontend: pairs[0].frontend, backend: pairs[0].backend) : .brokers(pairs)
 }
 
 /// Runs `node` until SIGTERM or SIGINT, and says `ready` once it runs: the group's signal

@@ -46,6 +46,37 @@ struct StreamProcessTests {
         #expect(large.progress.count >= 30)
     }
 
+    @Test("a broker of a pair killed mid-stream: the stream, which never passes through a broker, arrives whole")
+    func brokerKilledMidStream() async throws {
+        let (f1, b1, f2, b2) = (try freePort(), try freePort(), try freePort(), try freePort())
+        let first = try ChildProcess(["broker", f1, b1])
+        let second = try ChildProcess(["broker", f2, b2])
+        _ = try await first.ready()
+        _ = try await second.ready()
+        let (frontends, backends) = ("\(f1),\(f2)", "\(b1),\(b2)")
+        // 16 MiB at 8 MiB/s: two seconds, with the kill in the middle.
+        let source = try ChildProcess(["stream-source", frontends, backends, String(16 << 20), String(8 << 20)])
+        let id = try #require(try await source.ready().first)
+        let sink = try ChildProcess(["stream-sink", frontends, backends, id])
+        var killed = false
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let lines = sink.output
+            if !killed, lines.contains(where: { $0.hasPrefix("PROGRESS") && Int($0.split(separator: " ")[1])! >= 4 << 20 }) {
+                first.signal(SIGKILL)
+                killed = true
+            }
+            if let last = lines.last(where: { $0.hasPrefix("DONE") || $0.hasPrefix("FAILED") }) {
+                #expect(killed, "the broker was killed mid-stream")
+                #expect(last.hasPrefix("DONE \(16 << 20) "), "\(last)")
+                _ = second
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the sink did not finish; it printed \(sink.output)")
+    }
+
     @Test("killing the originator mid-stream gives the continuing side a typed error and no complete data")
     func originatorKilled() async throws {
         let (outcome, progress) = try await transfer(4 << 30, killSourceAfter: 32 << 20)
