@@ -137,7 +137,8 @@ public final class Broker: Sendable {
         /// Cached advertisements sent in snapshots, each to one subscriber.
         public var snapshotAdvertisements = 0
         /// Messages from publishers that are not a topic frame plus a ``HandoffWire/WireEnvelope``
-        /// this build can decode. They are forwarded all the same, but never cached.
+        /// this build can decode (forwarded all the same, but never cached), and messages of more
+        /// than four frames from either side (dropped).
         public var malformed = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0

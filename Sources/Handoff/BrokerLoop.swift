@@ -47,6 +47,10 @@ final class BrokerLoop {
     private let cacheEnabled: Bool
     private var cache: LastValueCache
     private var counters = Broker.Counters()
+    /// Whole messages from each side: a bus message is a topic and an envelope, a subscription
+    /// one frame; anything much longer is dropped as it is read, and counted as malformed.
+    private var frontendReader = MultipartReader(maxFrames: 4)
+    private var backendReader = MultipartReader(maxFrames: 4)
     private let logger: Logger
     /// Origins whose refusal was logged (once each), bounded.
     private var loggedOverQuota: Set<String> = []
@@ -170,13 +174,6 @@ final class BrokerLoop {
         return command.string == Self.terminate
     }
 
-    /// Receives the rest of a multipart message (its frames arrive together, so this never waits).
-    private func receiveRest(of first: Frame, from socket: Socket) throws(ZMQError) -> [Frame] {
-        var frames = [first]
-        while frames.last!.hasMore { frames.append(try socket.receive()) }
-        return frames
-    }
-
     /// Sends frames as they are (libzmq shares their bytes); false when the socket refused them.
     @discardableResult
     private func send(_ frames: [Frame], to socket: Socket) throws(ZMQError) -> Bool {
@@ -188,8 +185,16 @@ final class BrokerLoop {
 
     /// Publisher → subscribers: one message. False when none was waiting.
     private func forwardDownstream() throws(ZMQError) -> Bool {
-        guard let first = try frontend.tryReceive() else { return false }
-        let frames = try receiveRest(of: first, from: frontend)
+        let frames: [Frame]
+        switch try frontendReader.next(from: frontend) {
+        case .none: return false
+        case .dropped:
+            counters.messagesIn += 1
+            counters.malformed += 1
+            publishCounters()
+            return true
+        case .message(let message): frames = message
+        }
         let size = frames.reduce(0) { $0 + $1.count }
         let content = Self.decodeBusMessage(frames)
         counters.messagesIn += 1
@@ -259,8 +264,16 @@ final class BrokerLoop {
     /// only without the cache (with it, the frontend subscribes to everything); nothing cached is
     /// re-sent on them.
     private func forwardUpstream() throws(ZMQError) -> Bool {
-        guard let first = try backend.tryReceive() else { return false }
-        let frames = try receiveRest(of: first, from: backend)
+        let frames: [Frame]
+        switch try backendReader.next(from: backend) {
+        case .none: return false
+        case .dropped:
+            counters.malformed += 1
+            publishCounters()
+            return true
+        case .message(let message): frames = message
+        }
+        let first = frames[0]
         var snapshot: (topic: [UInt8], typePrefix: String)?
         var isSnapshotTopic = false
         if frames.count == 1 {

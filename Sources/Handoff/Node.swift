@@ -78,6 +78,8 @@ public actor Node: Service {
     /// Ids of activities that ended here, and why, to answer late continue requests precisely.
     var ended: [String: HandoffError.Code] = [:]
     var known: [String: Known] = [:]
+    /// When malformed input was last logged (it is logged at most once a minute).
+    var lastMalformedLog: ContinuousClock.Instant?
     /// The other nodes heard on the bus, by their presence.
     var directory = NodeDirectory(capacity: 10_000)
     /// The ids of the known activities of each origin node id: for presence and the quota.

@@ -285,8 +285,13 @@ extension Node {
     /// the node's client for that endpoint.
     private func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
         while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
-            let frames: [Frame]
-            do { frames = try await client.socket.receiveMultipart() } catch { return }
+            let received: [Frame]?
+            do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
+            // An envelope, and a stream chunk's payload.
+            guard let frames = received else {
+                noteMalformed(bus: false, "a message of more than 2 frames from the originator at \(endpoint)")
+                continue
+            }
             do {
                 let envelope = try WireEnvelope.decode(frames[0].data)
                 if case .streamFrame(let frame) = envelope.body {
@@ -295,7 +300,7 @@ extension Node {
                     resolve(envelope.correlationID, .success(envelope))
                 }
             } catch {
-                logger.warning("ignoring a malformed reply from \(endpoint): \(error)")
+                noteMalformed(bus: false, "a reply from \(endpoint) that is not an envelope: \(error)")
             }
         }
     }
@@ -352,9 +357,13 @@ extension Node {
 
     func serveContinuations() async {
         while !Task.isCancelled {
-            let frames: [Frame]
-            do { frames = try await server.receiveMultipart() } catch { return }
-            guard frames.count >= 2 else { continue }
+            let received: [Frame]?
+            // The peer's routing id, an envelope, and a stream chunk's payload.
+            do { received = try await server.receiveMultipart(maxFrames: 3) } catch { return }
+            guard let frames = received, frames.count >= 2 else {
+                noteMalformed(bus: false, received == nil ? "a message of more than 3 frames" : "a message without an envelope")
+                continue
+            }
             let identity = frames[0].bytes
             do {
                 let envelope = try WireEnvelope.decode(frames[1].data)
@@ -376,9 +385,11 @@ extension Node {
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
                     handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner)
                 default:
+                    noteMalformed(bus: false, "a \(envelope.body.map { "\($0)".prefix(40) } ?? "bodiless") message where continue requests and stream frames go")
                     reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))
                 }
             } catch {
+                noteMalformed(bus: false, "a message that is not an envelope: \(error)")
                 reply(to: identity, correlationID: 0, .error(error.wireError))
             }
         }

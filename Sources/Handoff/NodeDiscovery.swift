@@ -130,14 +130,14 @@ extension Node {
 
     func receiveBus() async {
         while !Task.isCancelled {
-            let frames: [Frame]
+            let received: [Frame]?
             do {
-                frames = try await subscriber.receiveMultipart()
+                received = try await subscriber.receiveMultipart(maxFrames: 2)
             } catch {
                 return  // cancelled, or the socket closed
             }
-            guard frames.count == 2 else {
-                logger.warning("ignoring a bus message of \(frames.count) frames (expected topic and envelope)")
+            guard let frames = received, frames.count == 2 else {
+                noteMalformed(bus: true, "a bus message of \(received.map { "\($0.count)" } ?? "more than 2") frames (expected topic and envelope)")
                 continue
             }
             do {
@@ -148,9 +148,20 @@ extension Node {
                     handleBus(envelope)
                 }
             } catch {
-                logger.warning("ignoring a malformed bus message: \(error)")
+                noteMalformed(bus: true, "a bus message that is not an envelope: \(error)")
             }
         }
+    }
+
+    /// Counts malformed input from the bus or the continuation sockets, and logs it at most once
+    /// a minute (with how many since), so a peer sending garbage cannot flood the log.
+    func noteMalformed(bus: Bool, _ what: String) {
+        if bus { securityCountersStorage.malformedBus += 1 } else { securityCountersStorage.malformedContinuation += 1 }
+        let now = ContinuousClock.now
+        if let last = lastMalformedLog, now - last < .seconds(60) { return }
+        lastMalformedLog = now
+        let counters = securityCountersStorage
+        logger.warning("ignoring malformed input: \(what) (\(counters.malformedBus) on the bus and \(counters.malformedContinuation) on the continuation sockets so far; logged at most once a minute)")
     }
 
     func handleBus(_ envelope: WireEnvelope) {
@@ -286,6 +297,11 @@ extension Node {
         public var staleIgnored = 0
         /// Bus messages about an activity sent by a node other than its origin.
         public var foreignIgnored = 0
+        /// Bus messages that were not a topic and one envelope this node can decode.
+        public var malformedBus = 0
+        /// Messages at the continuation sockets (requests, replies, stream frames) that were not
+        /// well-formed: too many frames, not an envelope, or not what the socket carries.
+        public var malformedContinuation = 0
         /// New activities ignored because their origin (or all origins together) had the quota
         /// known here already (``Configuration-swift.struct/maxKnownActivitiesPerNode``).
         public var overQuotaIgnored = 0

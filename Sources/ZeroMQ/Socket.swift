@@ -417,6 +417,27 @@ extension Socket {
         return frames
     }
 
+    /// Receives the next multipart message if it has at most `maxFrames` frames; a longer one is
+    /// read to its end and dropped frame by frame, so that no peer can make the receiver hold an
+    /// endless message (libzmq's high-water mark counts whole messages, not frames).
+    ///
+    /// - Returns: The frames, or `nil` when the message had more than `maxFrames`.
+    nonisolated(nonsending)
+    public func receiveMultipart(maxFrames: Int) async throws -> [Frame]? {
+        var frames = [try await receive()]
+        while frames.last!.hasMore {
+            let next = try await receive()
+            guard frames.count < maxFrames else {
+                var more = next.hasMore
+                frames.removeAll()
+                while more { more = try await receive().hasMore }
+                return nil
+            }
+            frames.append(next)
+        }
+        return frames
+    }
+
     /// Sends one frame, suspending the task while the socket cannot take it (high-water mark).
     nonisolated(nonsending)
     public func send(_ bytes: some ContiguousBytes, more: Bool = false) async throws {

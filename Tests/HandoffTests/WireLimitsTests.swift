@@ -13,6 +13,31 @@ struct WireLimitsTests {
         return try await peer.receive(within: .seconds(5))
     }
 
+    @Test("malformed continuation input is counted: too many frames, not an envelope, the wrong body; the node goes on")
+    func malformedContinuationInput() async throws {
+        try await Node.withRunning(testConfiguration("malformed")) { node in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            try await activity.becomeCurrent(on: node)
+            let peer = try WirePeer(connectingTo: node.continuationEndpoint)
+            try peer.send(frames: (0..<10_000).map { _ in [UInt8](repeating: 0x41, count: 100) })
+            try peer.send(frames: [[0xFF, 0xFF, 0xFF]])
+            try peer.send(.advertisement(WireAdvertisement()), correlationID: 3)
+            // Refused with an error reply each, the two that had an envelope place to answer.
+            for _ in 0..<2 { #expect(try await peer.receive(within: .seconds(5)) != nil) }
+            #expect(await node.securityCounters.malformedContinuation == 3)
+            // And a well-formed request is still answered.
+            var request = WireContinueRequest()
+            request.activityID = activity.id
+            request.activityType = activity.activityType
+            try peer.send(.continueRequest(request), correlationID: 9)
+            let reply = try #require(try await peer.receive(within: .seconds(5)))
+            guard case .continueReply(let answer) = reply.envelope.body, case .activity = answer.result else {
+                Issue.record("expected the activity, got \(reply.envelope.body as Any)")
+                return
+            }
+        }
+    }
+
     @Test("a continue request or a stream open naming a 1 MiB activity id is malformed, and the answer does not repeat it")
     func oversizedIdentifiers() async throws {
         try await Node.withRunning(testConfiguration("limits")) { node in

@@ -28,6 +28,11 @@ final class WirePeer {
         if let payload { try dealer.send(payload) }
     }
 
+    /// Sends raw frames as one message, well-formed or not.
+    func send(frames: [[UInt8]]) throws {
+        for (index, frame) in frames.enumerated() { try dealer.send(frame, more: index < frames.count - 1) }
+    }
+
     /// Sends one stream frame of pair `streamID`.
     func send(stream streamID: UInt64, _ kind: WireStreamFrame.OneOf_Kind, as nodeID: String = "hostile", payload: [UInt8]? = nil) throws {
         var frame = WireStreamFrame()

@@ -1,0 +1,36 @@
+import Testing
+import ZeroMQ
+
+@Suite("Multipart limits")
+struct MultipartLimitTests {
+    @Test("a message over the frame limit is dropped whole, and the next one is read as usual")
+    func asyncLimit() async throws {
+        let context = try Context()
+        let (sender, receiver) = (try context.socket(.pair), try context.socket(.pair))
+        try receiver.bind("inproc://multipart-limit")
+        try sender.connect("inproc://multipart-limit")
+        for index in 0..<1_000 { try await sender.send([UInt8(index % 256)], more: index < 999) }
+        try await sender.send(Array("a".utf8), more: true)
+        try await sender.send(Array("b".utf8))
+        #expect(try await receiver.receiveMultipart(maxFrames: 3) == nil)
+        let next = try #require(try await receiver.receiveMultipart(maxFrames: 3))
+        #expect(next.map(\.string) == ["a", "b"])
+    }
+
+    @Test("MultipartReader returns whole messages, drops long ones, and never waits")
+    func reader() throws {
+        let context = try Context()
+        let (sender, receiver) = (try context.socket(.pair), try context.socket(.pair))
+        try receiver.bind("inproc://multipart-reader")
+        try sender.connect("inproc://multipart-reader")
+        var reader = MultipartReader(maxFrames: 2)
+        guard case .none = try reader.next(from: receiver) else { Issue.record("nothing was sent"); return }
+        for index in 0..<10 { try sender.send([UInt8(index)], more: index < 9) }
+        try sender.send(Array("topic".utf8), more: true)
+        try sender.send(Array("body".utf8))
+        guard case .dropped = try reader.next(from: receiver) else { Issue.record("the long message was not dropped"); return }
+        guard case .message(let frames) = try reader.next(from: receiver) else { Issue.record("no message"); return }
+        #expect(frames.map(\.string) == ["topic", "body"])
+        guard case .none = try reader.next(from: receiver) else { Issue.record("more than was sent"); return }
+    }
+}
