@@ -1,0 +1,154 @@
+import Foundation
+@testable import Handoff
+import HandoffWire
+import SwiftProtobuf
+import Testing
+import ZeroMQ
+
+/// Seeded fuzzing of every decoder and socket entry point (the budget and seed: ``FuzzBudget``).
+/// A crash fails the run; each target then checks that the thing fuzzed still works for everyone.
+/// An input that once crashed something becomes a test of its own here.
+@Suite("Fuzzing", .serialized)
+struct FuzzTests {
+    @Test("the decoders: envelopes of every kind and what the node makes of them")
+    func decoders() {
+        var mutator = Mutator(seed: FuzzBudget.seed)
+        var decoded = 0
+        for _ in 0..<FuzzBudget.inputs {
+            let input = mutator.next()
+            guard let envelope = try? WireEnvelope.decode(Data(input)) else { continue }
+            decoded += 1
+            switch envelope.body {
+            case .advertisement(let advertisement): _ = DiscoveredActivity(wire: advertisement)
+            case .continueReply(let reply):
+                if case .activity(let activity) = reply.result { _ = try? ContinuedActivity(wire: activity, continueEndpoint: "tcp://h:1") }
+                if case .error(let error) = reply.result { _ = HandoffError(wire: error, activityType: "t") }
+            case .nodePresence(let presence):
+                var directory = NodeDirectory(capacity: 4)
+                directory.heard(presence, lease: .milliseconds(presence.leaseMs), now: .now)
+            default: break
+            }
+            _ = Topic.snapshotTypePrefix(input)
+        }
+        print("fuzz decoders: \(FuzzBudget.inputs) inputs (seed \(FuzzBudget.seed)), \(decoded) decoded as envelopes, 0 crashes")
+    }
+
+    @Test("a node's continuation endpoint: mutated requests and stream frames, then a real continue")
+    func continuationEndpoint() async throws {
+        try await Node.withRunning(testConfiguration("fuzzed")) { node in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            activity.userInfo = ["draft": "Ada"]
+            try await activity.becomeCurrent(on: node)
+            let peer = try WirePeer(connectingTo: node.continuationEndpoint)
+            var mutator = Mutator(seed: FuzzBudget.seed &+ 1)
+            let count = FuzzBudget.inputs / 10
+            for _ in 0..<count {
+                var frames = [mutator.next()]
+                if mutator.int(0..<4) == 0 { frames.append(mutator.next()) }
+                try peer.send(frames: frames)
+                if mutator.int(0..<64) == 0 { while try await peer.receive(within: .milliseconds(1)) != nil {} }
+            }
+            var request = WireContinueRequest()
+            request.activityID = activity.id
+            request.activityType = activity.activityType
+            let good = try WirePeer(connectingTo: node.continuationEndpoint)
+            try good.send(.continueRequest(request), correlationID: 1)
+            let reply = try #require(try await good.receive(within: .seconds(10)))
+            guard case .continueReply(let answer) = reply.envelope.body, case .activity = answer.result else {
+                Issue.record("after the fuzz, a continue got \(reply.envelope.body as Any)")
+                return
+            }
+            let counters = await node.securityCounters
+            print("fuzz continuation endpoint: \(count) inputs (seed \(FuzzBudget.seed &+ 1)), \(counters.malformedContinuation) counted malformed, 0 crashes")
+        }
+    }
+
+    @Test("a node's bus subscriber: mutated topics and envelopes from a peer, then a real advertisement")
+    func busSubscriber() async throws {
+        let context = try Context()
+        let publisher = try context.socket(.xpub)
+        try publisher.set(.sendHighWaterMark, 0)
+        try publisher.bind("tcp://127.0.0.1:*")
+        try await withNodes([testConfiguration("listener", peers: [try publisher.lastEndpoint])]) { nodes in
+            let node = nodes[0]
+            while try await publisher.receive().bytes != [1] + Array("A:".utf8) {}
+            var mutator = Mutator(seed: FuzzBudget.seed &+ 2)
+            let topics = ["A:org.handoff.contacts.edit-contact", "P:6F9619FF-8B86-D011-B42D-00C04FC964FF", "S:", "A:"]
+            let count = FuzzBudget.inputs / 10
+            for index in 0..<count {
+                let topic = Array(topics[index % topics.count].utf8)
+                try await publisher.send(mutator.int(0..<8) == 0 ? mutator.next() : topic, more: true)
+                try await publisher.send(mutator.next())
+            }
+            // A real advertisement of a node of its own still gets through.
+            var origin = WireNodeRef()
+            origin.nodeID = "after-the-fuzz"
+            var advertisement = WireAdvertisement()
+            advertisement.activityID = "after-the-fuzz-1"
+            advertisement.activityType = "org.handoff.contacts.edit-contact"
+            advertisement.origin = origin
+            advertisement.continueEndpoint = "tcp://127.0.0.1:1"
+            advertisement.version = 1
+            advertisement.leaseMs = 60_000
+            try await publisher.send(Array("A:org.handoff.contacts.edit-contact".utf8), more: true)
+            try await publisher.send(try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: 1).serializedBytes() as [UInt8])
+            #expect(await eventually(within: .seconds(10)) { await node.activities().contains { $0.id == "after-the-fuzz-1" } })
+            let counters = await node.securityCounters
+            print("fuzz bus subscriber: \(count) inputs (seed \(FuzzBudget.seed &+ 2)), \(counters.malformedBus) counted malformed, 0 crashes")
+        }
+    }
+
+    @Test("a broker's frontend and backend: mutated publications and subscriptions, then real traffic")
+    func broker() async throws {
+        let context = try Context()
+        let broker = try Broker.start(Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
+        defer { broker.stop() }
+        let publisher = try context.socket(.xpub)
+        try publisher.set(.sendHighWaterMark, 0)
+        try publisher.connect(broker.frontendEndpoint)
+        #expect(try await publisher.receive(timeout: .seconds(5))?.bytes == [1])
+        // Upstream: an XSUB may send the backend anything, not only subscriptions.
+        let upstream = try context.socket(.xsub)
+        try upstream.set(.sendHighWaterMark, 0)
+        try upstream.connect(broker.backendEndpoint)
+        var mutator = Mutator(seed: FuzzBudget.seed &+ 3)
+        let count = FuzzBudget.inputs / 10
+        for _ in 0..<count {
+            let topic = Array("A:org.handoff.contacts.edit-contact".utf8)
+            try await publisher.send(mutator.int(0..<8) == 0 ? mutator.next() : topic, more: true)
+            try await publisher.send(mutator.next())
+            var subscription = mutator.next()
+            if subscription.isEmpty { subscription = [1] }
+            subscription[0] = [0, 1, 2][mutator.int(0..<3)]
+            try await upstream.send(Array(subscription.prefix(64)))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        // Real traffic still flows, and a snapshot still answers.
+        let subscriber = try context.socket(.sub)
+        try subscriber.subscribe("A:org.handoff.notes.")
+        try subscriber.connect(broker.backendEndpoint)
+        var origin = WireNodeRef()
+        origin.nodeID = "after-the-fuzz"
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = "after-the-fuzz-1"
+        advertisement.activityType = "org.handoff.notes.edit"
+        advertisement.origin = origin
+        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
+        advertisement.version = 1
+        advertisement.leaseMs = 60_000
+        let good: [UInt8] = try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: 1).serializedBytes()
+        var delivered = false
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !delivered, ContinuousClock.now < deadline {
+            try await publisher.send(Array("A:org.handoff.notes.edit".utf8), more: true)
+            try await publisher.send(good)
+            if let topic = try await subscriber.receive(timeout: .milliseconds(50)) {
+                let body = try await subscriber.receive().bytes
+                delivered = topic.string == "A:org.handoff.notes.edit" && body == good
+            }
+        }
+        #expect(delivered)
+        let counters = broker.counters
+        print("fuzz broker: \(count) publications and \(count) upstream messages (seed \(FuzzBudget.seed &+ 3)), \(counters.malformed) counted malformed, \(counters.cachedActivities) cached, 0 crashes")
+    }
+}
