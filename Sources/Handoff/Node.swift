@@ -78,7 +78,7 @@ public actor Node: Service {
     /// Ids of activities that ended here, and why, to answer late continue requests precisely.
     var ended: [String: HandoffError.Code] = [:]
     var known: [String: Known] = [:]
-    /// When malformed input was last logged (it is logged at most once a minute).
+    /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastMalformedLog: ContinuousClock.Instant?
     /// The other nodes heard on the bus, by their presence.
     var directory = NodeDirectory(capacity: 10_000)

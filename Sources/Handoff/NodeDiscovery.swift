@@ -153,15 +153,20 @@ extension Node {
         }
     }
 
-    /// Counts malformed input from the bus or the continuation sockets, and logs it at most once
-    /// a minute (with how many since), so a peer sending garbage cannot flood the log.
+    /// Counts malformed input from the bus or the continuation sockets, and logs it (rate-limited).
     func noteMalformed(bus: Bool, _ what: String) {
         if bus { securityCountersStorage.malformedBus += 1 } else { securityCountersStorage.malformedContinuation += 1 }
+        logRateLimited("ignoring malformed input: \(what)")
+    }
+
+    /// Logs what a peer made this node ignore at most once a minute, with the counters so far, so
+    /// that a peer sending garbage or lies cannot flood the log (every case is counted).
+    func logRateLimited(_ message: String) {
         let now = ContinuousClock.now
         if let last = lastMalformedLog, now - last < .seconds(60) { return }
         lastMalformedLog = now
         let counters = securityCountersStorage
-        logger.warning("ignoring malformed input: \(what) (\(counters.malformedBus) on the bus and \(counters.malformedContinuation) on the continuation sockets so far; logged at most once a minute)")
+        logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale; logged at most once a minute)")
     }
 
     func handleBus(_ envelope: WireEnvelope) {
@@ -249,7 +254,7 @@ extension Node {
     func believe(_ envelope: WireEnvelope, origin: WireNodeRef, activityID: String) -> Bool {
         guard envelope.sender.nodeID == origin.nodeID else {
             securityCountersStorage.foreignIgnored += 1
-            logger.warning("ignoring news of activity \(activityID) of node \(origin.nodeID) sent by another node, \(envelope.sender.nodeID)")
+            logRateLimited("ignoring news of activity \(activityID) of node \(origin.nodeID) sent by another node, \(envelope.sender.nodeID)")
             return false
         }
         let secure = configuration.security != nil
@@ -258,7 +263,7 @@ extension Node {
             let knownKey = known[activityID].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() }
             guard senderKey == origin.publicKey, knownKey == nil || knownKey == senderKey else {
                 securityCountersStorage.foreignIgnored += 1
-                logger.warning("ignoring news of activity \(activityID) sent with a key that is not its origin's")
+                logRateLimited("ignoring news of activity \(activityID) sent with a key that is not its origin's")
                 return false
             }
         }

@@ -122,8 +122,11 @@ struct FuzzTests {
             subscription[0] = [0, 1, 2][mutator.int(0..<3)]
             try await upstream.send(Array(subscription.prefix(64)))
         }
-        try await Task.sleep(for: .milliseconds(300))
-        // Real traffic still flows, and a snapshot still answers.
+        // The broker has read everything (it counts each message it reads, dropped ones too).
+        let consumed = ContinuousClock.now + .seconds(max(10, count / 10_000))
+        while broker.counters.messagesIn < count, ContinuousClock.now < consumed { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(broker.counters.messagesIn >= count)
+        // Real traffic still flows.
         let subscriber = try context.socket(.sub)
         try subscriber.subscribe("A:org.handoff.notes.")
         try subscriber.connect(broker.backendEndpoint)
