@@ -52,6 +52,11 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
+        // Seeded fuzzing of the wire contract, for the tests and handoff-bench.
+        .target(
+            name: "HandoffFuzz",
+            dependencies: ["HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
         .executableTarget(
             name: "handoff",
             dependencies: [
@@ -94,13 +99,13 @@ let package = Package(
         // Benchmarks: Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.
         .executableTarget(
             name: "handoff-bench",
-            dependencies: ["Handoff", "ZeroMQ", "CRawBaselines", "CPeerBaselines", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Handoff", "ZeroMQ", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(
             name: "HandoffTests",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffWire", "HandoffTestNode", "CHandoffChecksum", "handoff",
+                "Handoff", "ZeroMQ", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]

@@ -529,6 +529,10 @@ case "slow-reader":
 case "hostile":
     banner()
     try await benchHostile(Array(arguments.dropFirst()))
+case "fuzz-memory":
+    banner()
+    try benchFuzzMemory(Array(arguments.dropFirst()))
+    printSummary()
 case "fleet":
     banner()
     try benchFleet(Array(arguments.dropFirst()))
@@ -559,6 +563,8 @@ default:
                                                         a stream whose reader is slow: it outlasts every timeout
                handoff-bench hostile [--contacts N] [--streams N] [--push-mib N]
                                                         an agent's memory, threads and service under hostile peers
+               handoff-bench fuzz-memory [--inputs N] [--rounds N]
+                                                        an agent's memory over identical rounds of fuzzed input
                handoff-bench fleet [--joiners N] [--activities N] [--flood N] [--nodes N] [--per-node N] [--steady-seconds S]
                                                         simulated nodes joining a real broker one after another,
                                                         a flood from one node, and a fleet at rest

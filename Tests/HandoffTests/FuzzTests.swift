@@ -1,5 +1,6 @@
 import Foundation
 @testable import Handoff
+import HandoffFuzz
 import HandoffWire
 import SwiftProtobuf
 import Testing

@@ -3,12 +3,12 @@ import HandoffWire
 import SwiftProtobuf
 
 /// SplitMix64: a seeded generator, so that every fuzz run can be repeated from its seed.
-struct SeededGenerator: RandomNumberGenerator {
+public struct SeededGenerator: RandomNumberGenerator {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -17,26 +17,22 @@ struct SeededGenerator: RandomNumberGenerator {
     }
 }
 
-/// The fuzz budget: inputs per target, and the seed. `scripts/test` runs the default; set
-/// `HANDOFF_FUZZ_INPUTS` (and `HANDOFF_FUZZ_SEED`) to run longer by hand.
-enum FuzzBudget {
-    static var inputs: Int { ProcessInfo.processInfo.environment["HANDOFF_FUZZ_INPUTS"].flatMap(Int.init) ?? 20_000 }
-    static var seed: UInt64 { ProcessInfo.processInfo.environment["HANDOFF_FUZZ_SEED"].flatMap(UInt64.init) ?? 20_261_123 }
-}
-
+/// Seeded fuzzing for the tests (`Tests/HandoffTests/FuzzTests.swift`) and `handoff-bench fuzz-memory`.
+///
 /// A seeded mutator of wire messages: it starts from valid envelopes of every body kind and
 /// flips bits, writes boundary values and oversized varints, inserts, deletes, truncates,
 /// duplicates and splices, a few times per input.
-struct Mutator {
-    var generator: SeededGenerator
-    let corpus: [[UInt8]]
+public struct Mutator {
+    public var generator: SeededGenerator
+    public let corpus: [[UInt8]]
 
-    init(seed: UInt64, corpus: [[UInt8]] = Mutator.envelopes) {
+    public init(seed: UInt64, corpus: [[UInt8]] = Mutator.envelopes) {
         generator = SeededGenerator(seed: seed)
         self.corpus = corpus
     }
 
-    mutating func next() -> [UInt8] {
+    /// The next input.
+    public mutating func next() -> [UInt8] {
         var input = corpus.randomElement(using: &generator)!
         // Mostly one or two changes, so that many inputs still decode and reach what is behind the
         // decoder; now and then many.
@@ -45,7 +41,8 @@ struct Mutator {
         return input
     }
 
-    mutating func int(_ range: Range<Int>) -> Int { Int.random(in: range, using: &generator) }
+    /// A number from the same seeded sequence.
+    public mutating func int(_ range: Range<Int>) -> Int { Int.random(in: range, using: &generator) }
 
     private mutating func mutate(_ bytes: inout [UInt8]) {
         if bytes.isEmpty { bytes = [UInt8.random(in: 0...255, using: &generator)] }
@@ -67,7 +64,7 @@ struct Mutator {
     }
 
     /// Valid envelopes of every body kind: the seed corpus.
-    static let envelopes: [[UInt8]] = {
+    public static let envelopes: [[UInt8]] = {
         var origin = WireNodeRef()
         origin.nodeID = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
         origin.name = "fuzz"
