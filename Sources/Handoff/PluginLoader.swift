@@ -81,6 +81,15 @@ public enum PluginLoader {
         }
         let entry = unsafeBitCast(symbol, to: handoff_plugin_entry_fn.self)
         guard let descriptor = entry() else { throw refuse("its entry point returned no descriptor") }
+        return try check(descriptor, file: file)
+    }
+
+    /// Checks a plugin's descriptor: ABI version, size, required fields, activity types.
+    ///
+    /// Trusts what C cannot check: that the strings are NUL-terminated and that
+    /// `activity_types` holds `activity_type_count` entries.
+    static func check(_ descriptor: UnsafePointer<handoff_plugin_descriptor>, file: String) throws(PluginLoadError) -> LoadedPlugin {
+        func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
         let d = descriptor.pointee
         guard d.abi_major == abiVersion.major else {
             throw refuse("built for plugin ABI \(d.abi_major).\(d.abi_minor); this host speaks \(abiVersion.major).\(abiVersion.minor) (the major version must match)")

@@ -77,7 +77,7 @@ public struct Mutator {
         advertisement.origin = origin
         advertisement.continueEndpoint = "tcp://127.0.0.1:5571"
         advertisement.version = 3
-        advertisement.expiresAt = WireTimestamp(Date().addingTimeInterval(3600))
+        advertisement.expiresAt = WireTimestamp(Date(timeIntervalSince1970: 4_102_444_800))  // fixed: the corpus, and so every run, is the same
         advertisement.leaseMs = 6000
         advertisement.keywords = ["a", "b"]
         var activity = WireActivity()
@@ -127,8 +127,12 @@ public struct Mutator {
             .streamFrame(WireStreamFrame.with { $0.streamID = 1; $0.kind = .end(end) }),
             .nodeEvent(WireNodeEvent.with { $0.kind = .continued; $0.activityID = advertisement.activityID; $0.peer = origin }),
         ]
+        // Byte for byte the same in every run: a fixed time, and maps in a fixed order.
+        var options = BinaryEncodingOptions()
+        options.useDeterministicOrdering = true
         return bodies.enumerated().map { index, body in
-            try! WireEnvelope(body: body, sender: origin, sequence: UInt64(index + 1), correlationID: UInt64(index)).serializedBytes()
+            try! WireEnvelope(body: body, sender: origin, sequence: UInt64(index + 1), correlationID: UInt64(index),
+                              sentAt: Date(timeIntervalSince1970: 1_763_700_000)).serializedBytes(options: options)
         }
     }()
 }

@@ -1,3 +1,4 @@
+import CHandoffPlugin
 import Foundation
 @testable import Handoff
 import HandoffFuzz
@@ -32,6 +33,45 @@ struct FuzzTests {
             _ = Topic.snapshotTypePrefix(input)
         }
         print("fuzz decoders: \(FuzzBudget.inputs) inputs (seed \(FuzzBudget.seed)), \(decoded) decoded as envelopes, 0 crashes")
+    }
+
+    @Test("the plugin descriptor check: fuzzed versions, sizes, names, types and handlers")
+    func pluginDescriptors() throws {
+        var mutator = Mutator(seed: FuzzBudget.seed &+ 4)
+        var generator = SeededGenerator(seed: FuzzBudget.seed &+ 4)
+        func fakeFunction<T>(_: T?.Type) -> T { unsafeBitCast(UnsafeRawPointer(bitPattern: 0x10)!, to: T.self) }
+        let count = FuzzBudget.inputs / 10
+        var accepted = 0
+        for _ in 0..<count {
+            // Strings are NUL-terminated and arrays as long as their counts: what C cannot check,
+            // the host trusts. Everything else is fair game.
+            let texts = (0..<4).map { _ in mutator.int(0..<3) == 0 ? "org.handoff.notes.edit" : String(decoding: mutator.next().prefix(300).map { $0 == 0 ? 0x2E : $0 }, as: UTF8.self) }
+            var storage = texts.map { strdup($0) }
+            defer { storage.forEach { free($0) } }
+            let typeCount = mutator.int(0..<4)
+            let types: [UnsafePointer<CChar>?] = (0..<typeCount).map { index in
+                mutator.int(0..<8) == 0 ? nil : UnsafePointer(storage[(index + 1) % storage.count])
+            }
+            try types.withUnsafeBufferPointer { typesBuffer in
+                var d = handoff_plugin_descriptor()
+                d.abi_major = mutator.int(0..<8) == 0 ? UInt32.random(in: 0...3, using: &generator) : PluginLoader.abiVersion.major
+                d.abi_minor = mutator.int(0..<8) == 0 ? UInt32.random(in: 0...9, using: &generator) : PluginLoader.abiVersion.minor
+                d.struct_size = mutator.int(0..<8) == 0 ? UInt32.random(in: 0...4096, using: &generator) : UInt32(MemoryLayout<handoff_plugin_descriptor>.size)
+                d.flags = UInt32.random(in: 0...UInt32.max, using: &generator)
+                d.name = mutator.int(0..<8) == 0 ? nil : UnsafePointer(storage[0])
+                d.version = mutator.int(0..<8) == 0 ? nil : UnsafePointer(storage[1])
+                d.team_id = mutator.int(0..<2) == 0 ? nil : UnsafePointer(storage[2])
+                d.activity_types = mutator.int(0..<8) == 0 ? nil : typesBuffer.baseAddress
+                d.activity_type_count = d.activity_types == nil ? Int(mutator.int(0..<3)) : typesBuffer.count
+                if mutator.int(0..<8) != 0 { d.`init` = fakeFunction(type(of: d.`init`)) }
+                if mutator.int(0..<8) != 0 { d.restore = fakeFunction(type(of: d.restore)) }
+                if d.activity_types == nil { d.activity_type_count = 0 }
+                try withUnsafePointer(to: &d) { pointer in
+                    if (try? PluginLoader.check(pointer, file: "fuzzed.so")) != nil { accepted += 1 }
+                }
+            }
+        }
+        print("fuzz plugin descriptors: \(count) inputs (seed \(FuzzBudget.seed &+ 4)), \(accepted) accepted, 0 crashes")
     }
 
     @Test("a node's continuation endpoint: mutated requests and stream frames, then a real continue")
