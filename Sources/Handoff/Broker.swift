@@ -142,9 +142,11 @@ public final class Broker: Sendable {
         public var malformed = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0
-        /// CURVE handshakes refused: keys not in the account, or peers without CURVE. Each is
-        /// also logged.
+        /// CURVE handshakes refused because the key is not in the account. Each is also logged.
         public var refusedHandshakes = 0
+        /// Handshakes that failed before the account was asked: peers without CURVE, or peers that
+        /// cannot prove the key they claim. Counted, and logged at most once a minute.
+        public var failedHandshakes = 0
 
         /// Creates zeroed counters.
         public init() {}

@@ -58,6 +58,9 @@ final class BrokerLoop {
     private var loggedForgers: Set<String> = []
     /// Whether the broker runs CURVE, so that every message can be bound to its connection's key.
     private let secure: Bool
+    /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP.
+    private let handshakeMonitors: [SocketMonitor]
+    private var lastHandshakeLog: ContinuousClock.Instant?
     /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
     private let identity: WireNodeRef
     private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
@@ -100,6 +103,11 @@ final class BrokerLoop {
             } else {
                 capture = nil
             }
+            // ZAP counts the keys it refuses; a peer without CURVE, or one that cannot prove the
+            // key it claims, fails before ZAP is asked, and only a monitor sees it.
+            handshakeMonitors = security == nil ? [] : try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
+                (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
+            }
             control = try open(.pair)
             try control.bind(endpoint)
             endpoints = BoundEndpoints(
@@ -131,6 +139,7 @@ final class BrokerLoop {
 
     /// Closes every socket.
     func close() {
+        for monitor in handshakeMonitors { monitor.stop() }
         frontend.close()
         backend.close()
         capture?.close()
@@ -143,11 +152,15 @@ final class BrokerLoop {
         let frontendIndex = poller.add(frontend, .readable)
         let backendIndex = poller.add(backend, .readable)
         let controlIndex = poller.add(control, .readable)
+        let monitorIndices = handshakeMonitors.map { poller.add($0.socket, .readable) }
         while true {
             // Wake up for the next expiry, so the cache (and its counter) drops it on time.
             let timeout = cache.nextExpiry.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
             let ready = try poller.poll(timeout: timeout)
             if ready[controlIndex].contains(.readable), try handleControl() { return }
+            for (index, monitor) in zip(monitorIndices, handshakeMonitors) where ready[index].contains(.readable) {
+                try noteFailedHandshake(monitor.next())
+            }
             if ready[frontendIndex].contains(.readable) {
                 var handled = 0
                 while handled < Self.batch, try forwardDownstream() { handled += 1 }
@@ -237,6 +250,17 @@ final class BrokerLoop {
         try send(frames, to: backend)
         if let capture { try send(frames, to: capture) }
         return true
+    }
+
+    /// Counts a handshake that failed before the account was even asked (a peer without CURVE, or
+    /// one that could not prove the key it claims), and logs it at most once a minute.
+    private func noteFailedHandshake(_ event: MonitorEvent) {
+        counters.failedHandshakes += 1
+        publishCounters()
+        let now = ContinuousClock.now
+        if let last = lastHandshakeLog, now - last < .seconds(60) { return }
+        lastHandshakeLog = now
+        logger.warning("refused a handshake at \(event.endpoint): the peer speaks no CURVE, or cannot prove its key (ZMTP error \(event.value)); \(counters.failedHandshakes) such so far, logged at most once a minute")
     }
 
     /// Counts (and logs, once per key) a message dropped because its sender is not who it says, or

@@ -118,6 +118,9 @@ public actor Node: Service {
     /// Monitors of the bus sockets that connect (to the broker, or to direct peers), to notice a
     /// server that refuses this node at the handshake, each with the socket it watches.
     var busMonitors: [(socket: Socket, monitor: SocketMonitor)] = []
+    /// Secure: monitors of the sockets this node serves on (the continuation ROUTER, and the bus
+    /// XPUB in direct mode), for handshakes that fail before ZAP is asked.
+    var serverMonitors: [SocketMonitor] = []
     /// Why the bus refused this node at the handshake, once it has.
     public private(set) var busRefusal: HandoffError?
     /// The security in force: the configuration's, with the account as last updated.
@@ -234,6 +237,12 @@ public actor Node: Service {
         try server.set(.heartbeatInterval, 1000)
         try server.set(.heartbeatTimeout, 3000)
         try security?.secureServer(server, domain: zapDomain)
+        if security != nil {
+            let served = if case .direct = configuration.bus { [server, publisher] } else { [server] }
+            serverMonitors = try served.map { (socket: Socket) throws(ZMQError) -> SocketMonitor in
+                try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
+            }
+        }
         try server.bind(configuration.continuationEndpoint)
         continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
 
@@ -313,6 +322,7 @@ public actor Node: Service {
                 group.addTask { await self.tick() }
                 group.addTask { await self.applyChanges() }
                 for index in self.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
+                for index in self.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
                 for await job in jobStream { group.addTask { await job() } }
                 group.cancelAll()
                 // Jobs (delegates, plugin calls) may wait on a stream or a continue: end those now,
@@ -382,6 +392,19 @@ public actor Node: Service {
         }
     }
 
+    /// Counts the handshakes at this node's server sockets that fail before ZAP is asked: a peer
+    /// without CURVE, or one that cannot prove the key it claims (ZAP counts the refused keys).
+    private func watchFailedHandshakes(_ index: Int) async {
+        while !Task.isCancelled, index < serverMonitors.count {
+            guard let event = try? await serverMonitors[index].next(timeout: .seconds(3600)) else {
+                if Task.isCancelled || serverMonitors.isEmpty { return }
+                continue
+            }
+            securityCountersStorage.failedHandshakes += 1
+            logRateLimited("refused a handshake at \(event.endpoint): the peer speaks no CURVE, or cannot prove its key (ZMTP error \(event.value))")
+        }
+    }
+
     /// Runs `job` as part of the node's work (cancelled with it).
     func spawn(_ job: @escaping @Sendable () async -> Void) {
         jobs?.yield(job)
@@ -414,6 +437,8 @@ public actor Node: Service {
         clients.removeAll()
         for (_, monitor) in busMonitors { monitor.stop() }
         busMonitors.removeAll()
+        for monitor in serverMonitors { monitor.stop() }
+        serverMonitors.removeAll()
         changesContinuation.finish()
         zap?.removePolicy(forDomain: zapDomain)
         zap = nil

@@ -166,7 +166,7 @@ extension Node {
         if let last = lastMalformedLog, now - last < .seconds(60) { return }
         lastMalformedLog = now
         let counters = securityCountersStorage
-        logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale; logged at most once a minute)")
+        logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.failedHandshakes) failed handshakes; logged at most once a minute)")
     }
 
     func handleBus(_ envelope: WireEnvelope) {
@@ -302,6 +302,9 @@ extension Node {
         public var staleIgnored = 0
         /// Bus messages about an activity sent by a node other than its origin.
         public var foreignIgnored = 0
+        /// Handshakes at this node's server sockets that failed before the account was asked: peers
+        /// without CURVE, or that cannot prove the key they claim.
+        public var failedHandshakes = 0
         /// Bus messages that were not a topic and one envelope this node can decode.
         public var malformedBus = 0
         /// Messages at the continuation sockets (requests, replies, stream frames) that were not

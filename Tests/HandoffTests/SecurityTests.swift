@@ -194,6 +194,33 @@ struct SecurityTests {
         }
     }
 
+    @Test("peers without CURVE, or claiming a key they cannot prove, are refused and counted where they knock")
+    func failedHandshakesAreCounted() async throws {
+        let keys = try TestAccount()
+        let broker = try secureBroker(keys)
+        defer { broker.stop() }
+        try await withNodes([nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a))]) { nodes in
+            let a = nodes[0]
+            let context = try Context()
+            // No CURVE at all, at the broker and at A's continuation endpoint.
+            let plain = try context.socket(.sub)
+            try plain.connect(broker.backendEndpoint)
+            let plainDealer = try context.socket(.dealer)
+            try plainDealer.connect(a.continuationEndpoint)
+            // A's public key, without A's secret.
+            let impostor = try context.socket(.dealer)
+            let pretend = Security(keyPair: CurveKeyPair(publicKey: keys.a.publicKey, secretKey: try CurveKeyPair.generate().secretKey),
+                                   authorizedKeys: keys.members, brokerKey: keys.broker.publicKey)
+            try pretend.secureClient(impostor, serverKey: keys.a.publicKey)
+            try impostor.connect(a.continuationEndpoint)
+            #expect(await eventually { broker.counters.failedHandshakes >= 1 })
+            #expect(await eventually { await a.securityCounters.failedHandshakes >= 2 })
+            // Neither is a key refused by the account: ZAP never saw them.
+            #expect(await a.securityCounters.refusedHandshakes == 0)
+            for socket in [plain, plainDealer, impostor] { socket.close() }
+        }
+    }
+
     @Test("a node without a key is told the broker needs one; a refused key gets in once the account admits it")
     func refusedThenAdmitted() async throws {
         let keys = try TestAccount()
