@@ -64,7 +64,12 @@ public actor Node: Service {
     let context: Context
     /// The bus publisher: XPUB, so that it sees subscriptions (direct mode answers them at once).
     let publisher: Socket
-    let subscriber: Socket
+    /// The bus subscribers: one connected to every broker; in direct mode one per peer, so that
+    /// each message is known to come from that peer's connection (and, secure, its key).
+    let subscribers: [Socket]
+    /// Direct and secure: the key of each subscriber's peer, which every message on it must name as
+    /// its sender; `nil` through brokers (the broker has checked each publisher's key).
+    let subscriberKeys: [Data?]
     /// Where continue requests arrive.
     let server: Socket
     /// One DEALER per originator endpoint this node continues from.
@@ -188,13 +193,17 @@ public actor Node: Service {
         try publisher.set(.xpubVerbose, true)
         try publisher.set(.sendHighWaterMark, 100_000)
         try publisher.set(.linger, 1000)  // lets withdrawals sent at shutdown reach the bus
-        subscriber = try context.socket(.sub)
-        try subscriber.set(.receiveHighWaterMark, 100_000)
         // The contract's frame limit on the bus, both ways in (subscriptions come in on the publisher).
         try publisher.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-        try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+        func makeSubscriber() throws(ZMQError) -> Socket {
+            let subscriber = try context.socket(.sub)
+            try subscriber.set(.receiveHighWaterMark, 100_000)
+            try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+            return subscriber
+        }
         switch configuration.bus {
         case .broker, .brokers:
+            let subscriber = try makeSubscriber()
             if let security {
                 guard let brokerKey = security.brokerKey else {
                     throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs secure on a broker bus but has no broker key: name the broker's public key (its .pub file)")
@@ -208,22 +217,31 @@ public actor Node: Service {
                 try publisher.connect(broker.frontend)
                 try subscriber.connect(broker.backend)
             }
+            subscribers = [subscriber]
+            subscriberKeys = [nil]
             busEndpoint = nil
         case .direct(let listen, let peers):
             try security?.secureServer(publisher, domain: zapDomain)
             try publisher.bind(listen)
             busEndpoint = try publisher.lastEndpoint
-            if !peers.isEmpty { busMonitors = [(subscriber, try subscriber.monitor(Self.handshakeEvents))] }
+            var subscribers: [Socket] = [], keys: [Data?] = []
             for peer in peers {
+                let subscriber = try makeSubscriber()
+                var key: CurveKey?
                 if let security {
-                    // CURVE options are read at connect time, so each peer gets its own server key.
-                    guard let key = security.peerKeys[peer] else {
+                    guard let peerKey = security.peerKeys[peer] else {
                         throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs secure but has no public key for its peer \(peer)")
                     }
-                    try security.secureClient(subscriber, serverKey: key)
+                    try security.secureClient(subscriber, serverKey: peerKey)
+                    key = peerKey
                 }
+                busMonitors.append((subscriber, try subscriber.monitor(Self.handshakeEvents)))
                 try subscriber.connect(peer)
+                subscribers.append(subscriber)
+                keys.append(key.map { Data($0.bytes) })
             }
+            self.subscribers = subscribers
+            subscriberKeys = keys
         }
 
         server = try context.socket(.router)
@@ -252,13 +270,14 @@ public actor Node: Service {
         case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)
         }
         // Presence keeps known activities alive (wire.proto, NodePresence).
-        try subscriber.subscribe(Topic.presencePrefix)
+        for subscriber in subscribers { try subscriber.subscribe(Topic.presencePrefix) }
         for prefix in configuration.subscriptions {
             let topic = Topic.activityPrefix + prefix
             topicCounts[topic, default: 0] += 1
-            try subscriber.subscribe(topic)
+            for subscriber in subscribers { try subscriber.subscribe(topic) }
             if topicCounts[topic] == 1, snapshots.expectedReplies > 0 {
-                try subscriber.subscribe(snapshots.start(typePrefix: prefix))
+                let snapshot = snapshots.start(typePrefix: prefix)
+                for subscriber in subscribers { try subscriber.subscribe(snapshot) }
             }
         }
     }
@@ -316,7 +335,7 @@ public actor Node: Service {
         jobs = jobContinuation
         await withTaskCancellationHandler {
             await withDiscardingTaskGroup { group in
-                group.addTask { await self.receiveBus() }
+                for index in self.subscribers.indices { group.addTask { await self.receiveBus(index) } }
                 group.addTask { await self.serveContinuations() }
                 group.addTask { await self.answerSubscriptions() }
                 group.addTask { await self.tick() }
@@ -444,7 +463,7 @@ public actor Node: Service {
         zap = nil
         // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
         // terminate the context (see Context.terminate()) to wait until they have.
-        subscriber.close()
+        for subscriber in subscribers { subscriber.close() }
         server.close()
         publisher.close()
         logger.info("node stopped")

@@ -46,7 +46,7 @@ extension Node {
     func addTopic(_ topic: String) {
         topicCounts[topic, default: 0] += 1
         guard topicCounts[topic] == 1 else { return }
-        do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        subscribe(topic)
         requestSnapshot(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count)))
     }
 
@@ -54,7 +54,7 @@ extension Node {
     func requestSnapshot(typePrefix: String, attempt: Int = 1) {
         guard snapshots.expectedReplies > 0 else { return }
         let topic = snapshots.start(typePrefix: typePrefix, attempt: attempt)
-        do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        subscribe(topic)
     }
 
     /// Takes a message that arrived on a snapshot topic.
@@ -84,7 +84,7 @@ extension Node {
         case .incomplete(let received, let promised):
             logger.warning("a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest")
         }
-        do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        unsubscribe(topic)
     }
 
     /// Ends the snapshots some answerers replied to a second ago while others never did (one
@@ -116,9 +116,9 @@ extension Node {
             return
         }
         topicCounts[topic] = nil
-        do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        unsubscribe(topic)
         for snapshot in snapshots.cancel(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count))) {
-            do { try subscriber.unsubscribe(snapshot) } catch { logger.warning("unsubscribe \(snapshot): \(error)") }
+            unsubscribe(snapshot)
         }
     }
 
@@ -128,7 +128,25 @@ extension Node {
         }
     }
 
-    func receiveBus() async {
+    /// Subscribes every bus subscriber to `topic`.
+    func subscribe(_ topic: String) {
+        for subscriber in subscribers {
+            do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+        }
+    }
+
+    /// Unsubscribes every bus subscriber from `topic`.
+    func unsubscribe(_ topic: String) {
+        for subscriber in subscribers {
+            do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+        }
+    }
+
+    /// Reads bus subscriber `index`: in direct mode one peer's messages, which (secure) must name
+    /// that peer's key as their sender.
+    func receiveBus(_ index: Int) async {
+        let subscriber = subscribers[index]
+        let connectionKey = subscriberKeys[index]
         while !Task.isCancelled {
             let received: [Frame]?
             do {
@@ -142,6 +160,11 @@ extension Node {
             }
             do {
                 let envelope = try WireEnvelope.decode(frames[1].data)
+                if let connectionKey, envelope.sender.publicKey != connectionKey {
+                    securityCountersStorage.foreignIgnored += 1
+                    logRateLimited("ignoring a bus message from a direct peer that names another key as its sender")
+                    continue
+                }
                 if frames[0].bytes.starts(with: Array(Topic.snapshotPrefix.utf8)) {
                     handleSnapshot(topic: String(decoding: frames[0].bytes, as: UTF8.self), envelope)
                 } else {

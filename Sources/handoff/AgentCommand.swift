@@ -176,6 +176,8 @@ actor ControlServer: Service {
     init(endpoint: String, context: Context, node: Node, runtime: PluginRuntime) throws {
         if endpoint.hasPrefix("ipc://") { unlink(String(endpoint.dropFirst(6))) }
         socket = try context.socket(.rep)
+        // A control request is a command and its arguments: a megabyte is far more than any needs.
+        try socket.set(.maxMessageSize, 1 << 20)
         try socket.bind(endpoint)
         self.node = node
         self.runtime = runtime

@@ -298,6 +298,7 @@ struct Monitor: AsyncParsableCommand {
         }
         let context = try Context()
         let subscriber = try context.socket(.sub)
+        try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
         if let keys, let brokerKey = keys.brokerKey {
             try subscriber.makeCurveClient(keys.keyPair, serverKey: brokerKey)
         }

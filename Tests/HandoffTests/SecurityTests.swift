@@ -194,6 +194,53 @@ struct SecurityTests {
         }
     }
 
+    @Test("in direct mode too, a peer cannot speak for another: each message must name its connection's key")
+    func forgedSenderDirect() async throws {
+        let keys = try TestAccount()
+        let mallory = try CurveKeyPair.generate()
+        let account = keys.members.union([mallory.publicKey])
+        let context = try Context()
+        // Mallory: a member of the account, publishing by hand on a bus endpoint of its own.
+        let publisher = try context.socket(.xpub)
+        try Security(keyPair: mallory, authorizedKeys: account).secureServer(publisher, domain: "mallory")
+        try publisher.bind("tcp://127.0.0.1:*")
+        let malloryEndpoint = try publisher.lastEndpoint
+        var configurationA = testConfiguration("node-a")
+        configurationA.security = Security(keyPair: keys.a, authorizedKeys: account)
+        let a = try Node(configuration: configurationA)
+        var configurationB = testConfiguration("node-b", peers: [a.busEndpoint!, malloryEndpoint])
+        configurationB.security = Security(keyPair: keys.b, authorizedKeys: account,
+                                           peerKeys: [a.busEndpoint!: keys.a.publicKey, malloryEndpoint: mallory.publicKey])
+        let b = try Node(configuration: configurationB)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await a.run() }
+            group.addTask { try await b.run() }
+            defer { group.cancelAll() }
+            await a.untilRunning()
+            await b.untilRunning()
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            try await activity.becomeCurrent(on: a)
+            _ = try await discovered(activity.id, on: b)
+            let events = await b.discover()
+            while try await publisher.receive().bytes != [1] + Array("A:".utf8) {}
+            // A's withdrawal in A's name and with A's key, from Mallory's connection.
+            var withdrawal = WireWithdrawal()
+            withdrawal.activityID = activity.id
+            withdrawal.activityType = activity.activityType
+            withdrawal.origin = a.info.wire
+            withdrawal.reason = .invalidated
+            try await publisher.send(Array(("A:" + activity.activityType).utf8), more: true)
+            try await publisher.send(try WireEnvelope(body: .withdrawal(withdrawal), sender: a.info.wire, sequence: 1 << 63).serializedBytes() as [UInt8])
+            #expect(await eventually { await b.securityCounters.foreignIgnored >= 1 })
+            let lost = await firstEvent(in: events, within: .milliseconds(500)) {
+                $0.activity.id == activity.id && { if case .removed = $0 { true } else { false } }($0)
+            }
+            #expect(lost == nil)
+            #expect(await b.activities().contains { $0.id == activity.id })
+        }
+        publisher.close()
+    }
+
     @Test("peers without CURVE, or claiming a key they cannot prove, are refused and counted where they knock")
     func failedHandshakesAreCounted() async throws {
         let keys = try TestAccount()
