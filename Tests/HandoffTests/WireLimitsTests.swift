@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Handoff
 import HandoffWire
 import Testing
@@ -11,6 +12,23 @@ struct WireLimitsTests {
         let peer = try WirePeer(connectingTo: endpoint)
         try peer.send(body, correlationID: 7)
         return try await peer.receive(within: .seconds(5))
+    }
+
+    @Test("four peers declaring a 1 GiB CURVE handshake are hung up on at once, at the broker and at a node")
+    func hugeHandshakes() async throws {
+        let keys = try TestAccount()
+        let broker = try secureBroker(keys)
+        defer { broker.stop() }
+        try await withNodes([nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a))]) { nodes in
+            for endpoint in [broker.frontendEndpoint, broker.backendEndpoint, nodes[0].continuationEndpoint] {
+                for _ in 0..<4 {
+                    let taken = try declareHugeHandshake(to: endpoint)
+                    print("1 GiB declared handshake at \(endpoint): hung up after \(taken.map(String.init) ?? "never") bytes")
+                    // What the kernel's buffers take before the server reads the header and hangs up.
+                    #expect(taken != nil && taken! < 16 << 20, "\(endpoint): \(taken.map { "\($0) bytes taken" } ?? "never hung up")")
+                }
+            }
+        }
     }
 
     @Test("malformed continuation input is counted: too many frames, not an envelope, the wrong body; the node goes on")
@@ -77,4 +95,50 @@ struct WireLimitsTests {
             #expect(notFound.code == .activityNotFound)
         }
     }
+}
+
+/// A peer that speaks just enough ZMTP 3.0 by hand to declare a CURVE HELLO of 1 GiB, then keeps
+/// sending. Returns how many bytes of it the server took before it hung up (nil: it never did).
+func declareHugeHandshake(to endpoint: String, within timeout: Duration = .seconds(5)) throws -> Int? {
+    let parts = endpoint.dropFirst("tcp://".count).split(separator: ":")
+    guard parts.count == 2, let port = UInt16(parts[1]) else { throw ProcessFailure("not a tcp endpoint: \(endpoint)") }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ProcessFailure("socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr(String(parts[0]))
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw ProcessFailure("connect: errno \(errno)") }
+    var timeoutValue = timeval(tv_sec: 1, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeoutValue, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeoutValue, socklen_t(MemoryLayout<timeval>.size))
+    // Greeting: signature, version 3.0, mechanism CURVE, as-server 0, filler.
+    var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0]
+    greeting += Array("CURVE".utf8) + [UInt8](repeating: 0, count: 15)
+    greeting += [0] + [UInt8](repeating: 0, count: 31)
+    guard send(fd, greeting, greeting.count, Int32(MSG_NOSIGNAL)) == greeting.count else { return 0 }
+    var theirs = [UInt8](repeating: 0, count: 64)
+    guard recv(fd, &theirs, 64, Int32(MSG_WAITALL)) == 64, theirs[0] == 0xFF, theirs[10] == 3 else {
+        throw ProcessFailure("\(endpoint) sent no ZMTP 3 greeting")
+    }
+    // A command frame (flags: command, long) declaring 2^30 bytes, then its "body", a MiB at a time.
+    var header: [UInt8] = [0x06]
+    header += withUnsafeBytes(of: UInt64(1 << 30).bigEndian, Array.init)
+    guard send(fd, header, header.count, Int32(MSG_NOSIGNAL)) == header.count else { return 0 }
+    let chunk = [UInt8](repeating: 0x41, count: 1 << 20)
+    var sent = 0
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        let written = send(fd, chunk, chunk.count, Int32(MSG_NOSIGNAL))
+        if written < 0 {
+            if errno == EAGAIN || errno == EWOULDBLOCK { continue }  // the server is not reading: wait
+            return sent  // EPIPE, ECONNRESET: hung up
+        }
+        sent += written
+    }
+    return nil
 }
