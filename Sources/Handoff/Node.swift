@@ -136,6 +136,8 @@ public actor Node: Service {
     struct Known {
         var activity: DiscoveredActivity
         var deadline: ContinuousClock.Instant
+        /// When this node heard of its current version (it appeared, or a newer version came).
+        var changed = ContinuousClock.now
     }
 
     struct Watcher {

@@ -90,10 +90,18 @@ extension Node {
         return try await continueActivity(entry.activity)
     }
 
-    /// Continues the most recently updated known activity of a type.
+    /// The known activity of a type that changed last: the one whose newest version this node
+    /// heard of most recently (versions count per activity, so they cannot be compared across
+    /// activities).
+    public func newestActivity(ofType activityType: String) -> DiscoveredActivity? {
+        known.values.filter { $0.activity.activityType == activityType }.max { $0.changed < $1.changed }?.activity
+    }
+
+    /// Continues the most recently updated known activity of a type: the one whose newest
+    /// version this node heard of last (versions count per activity, so they cannot be compared
+    /// across activities).
     public func continueActivity(type activityType: String) async throws(HandoffError) -> ContinuationResult {
-        let candidates = known.values.map(\.activity).filter { $0.activityType == activityType }
-        guard let newest = candidates.max(by: { $0.version < $1.version }) else {
+        guard let newest = newestActivity(ofType: activityType) else {
             throw HandoffError(.activityNotFound, "no activity of type \(activityType) is known here", activityType: activityType)
         }
         return try await continueActivity(newest)
@@ -460,6 +468,10 @@ extension Node {
             default:
                 throw HandoffError(.activityNotFound, "\(info.name) has no current activity \(request.activityID)", activityType: request.activityType)
             }
+        }
+        // Not eligible for Handoff: as far as others know, it is not there (it was withdrawn).
+        guard activity.isEligibleForHandoff else {
+            throw HandoffError(.activityNotFound, "\(info.name) does not offer activity \(request.activityID) for Handoff now (eligibleForHandoff is off)", activityType: request.activityType)
         }
         if let expiration = activity.expirationDate, expiration <= Date() {
             activity.state.withLock { $0.node = nil }

@@ -213,6 +213,7 @@ extension Node {
                 }
                 entry.deadline = deadline
                 entry.activity = activity
+                if isNewer { entry.changed = .now }
                 known[activity.id] = entry
                 if isNewer {
                     emit(.updated(activity))

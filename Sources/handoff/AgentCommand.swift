@@ -237,7 +237,7 @@ actor ControlServer: Service {
         let started = ContinuousClock.now
         var activity: DiscoveredActivity?
         while activity == nil && ContinuousClock.now - started < .seconds(5) {
-            activity = await node.activities().filter { id.isEmpty ? $0.activityType == type : $0.id == id }.max { $0.version < $1.version }
+            activity = id.isEmpty ? await node.newestActivity(ofType: type) : await node.activities().first { $0.id == id }
             if activity == nil { try await Task.sleep(for: .milliseconds(20)) }
         }
         guard let activity else {

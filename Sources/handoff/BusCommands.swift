@@ -116,7 +116,7 @@ struct Continue: AsyncParsableCommand {
             let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
             var found: DiscoveredActivity?
             while found == nil && ContinuousClock.now < deadline {
-                found = await node.activities().filter { id != nil ? $0.id == id : $0.activityType == type }.max { $0.version < $1.version }
+                found = if let id { await node.activities().first { $0.id == id } } else { await node.newestActivity(ofType: type!) }
                 if found == nil { try await Task.sleep(for: .milliseconds(20)) }
             }
             guard let found else {

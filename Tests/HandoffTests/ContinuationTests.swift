@@ -329,6 +329,46 @@ struct ContinuationTests {
         }
     }
 
+    @Test("the newest activity of a type is the one that changed last, not the one with the highest version")
+    func newestOfType() async throws {
+        try await withTwoNodes { a, b in
+            var activities: [UserActivity] = []
+            for index in 0..<3 {
+                let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+                activity.title = "Draft \(index)"
+                try await activity.becomeCurrent(on: a)
+                _ = try await discovered(activity.id, on: b)
+                activities.append(activity)
+            }
+            // The first has the highest version (changed twice), but the last appeared after it.
+            activities[0].title = "Draft 0, edited"
+            activities[0].title = "Draft 0, edited again"
+            #expect(await eventually { await b.activities().first { $0.id == activities[0].id }?.title == "Draft 0, edited again" })
+            activities[2].title = "Draft 2, edited"
+            #expect(await eventually { await b.newestActivity(ofType: "org.handoff.contacts.edit-contact")?.id == activities[2].id })
+            await b.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { _ in }
+            guard case .restored(let continued) = try await b.continueActivity(type: "org.handoff.contacts.edit-contact") else {
+                Issue.record("not restored")
+                return
+            }
+            #expect(continued.id == activities[2].id)
+        }
+    }
+
+    @Test("an activity made ineligible for Handoff is not continued, even by a node that still knows it")
+    func ineligibleIsNotContinued() async throws {
+        try await withTwoNodes { a, b in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            activity.isEligibleForHandoff = false
+            let refusal = await #expect(throws: HandoffError.self) { try await b.continueActivity(found) }
+            #expect(refusal?.code == .activityNotFound)
+            #expect(refusal?.message.contains("eligibleForHandoff") == true)
+        }
+    }
+
     @Test("a node shutting down withdraws its activities at once")
     func shutdownWithdraws() async throws {
         // A one-minute lease: only a withdrawal can explain a quick removal.
