@@ -36,7 +36,7 @@ struct FuzzTests {
     }
 
     @Test("the plugin descriptor check: fuzzed versions, sizes, names, types and handlers")
-    func pluginDescriptors() throws {
+    func pluginDescriptors() {
         var mutator = Mutator(seed: FuzzBudget.seed &+ 4)
         var generator = SeededGenerator(seed: FuzzBudget.seed &+ 4)
         func fakeFunction<T>(_: T?.Type) -> T { unsafeBitCast(UnsafeRawPointer(bitPattern: 0x10)!, to: T.self) }
@@ -46,13 +46,13 @@ struct FuzzTests {
             // Strings are NUL-terminated and arrays as long as their counts: what C cannot check,
             // the host trusts. Everything else is fair game.
             let texts = (0..<4).map { _ in mutator.int(0..<3) == 0 ? "org.handoff.notes.edit" : String(decoding: mutator.next().prefix(300).map { $0 == 0 ? 0x2E : $0 }, as: UTF8.self) }
-            var storage = texts.map { strdup($0) }
+            let storage = texts.map { strdup($0) }
             defer { storage.forEach { free($0) } }
             let typeCount = mutator.int(0..<4)
             let types: [UnsafePointer<CChar>?] = (0..<typeCount).map { index in
                 mutator.int(0..<8) == 0 ? nil : UnsafePointer(storage[(index + 1) % storage.count])
             }
-            try types.withUnsafeBufferPointer { typesBuffer in
+            types.withUnsafeBufferPointer { typesBuffer in
                 var d = handoff_plugin_descriptor()
                 d.abi_major = mutator.int(0..<8) == 0 ? UInt32.random(in: 0...3, using: &generator) : PluginLoader.abiVersion.major
                 d.abi_minor = mutator.int(0..<8) == 0 ? UInt32.random(in: 0...9, using: &generator) : PluginLoader.abiVersion.minor
@@ -66,7 +66,7 @@ struct FuzzTests {
                 if mutator.int(0..<8) != 0 { d.`init` = fakeFunction(type(of: d.`init`)) }
                 if mutator.int(0..<8) != 0 { d.restore = fakeFunction(type(of: d.restore)) }
                 if d.activity_types == nil { d.activity_type_count = 0 }
-                try withUnsafePointer(to: &d) { pointer in
+                withUnsafePointer(to: &d) { pointer in
                     if (try? PluginLoader.check(pointer, file: "fuzzed.so")) != nil { accepted += 1 }
                 }
             }
