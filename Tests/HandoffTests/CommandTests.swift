@@ -211,6 +211,46 @@ struct CommandTests {
         #expect(missing.output.contains("/nonexistent/handoff-plugins: plugin folder cannot be read"), "\(missing.output)")
     }
 
+    @Test("`handoff monitor` filters by type and node, stops after --count, shows raw frames and per-type rates")
+    func monitorFilters() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let edits = try ChildProcess(["advertise", frontend, backend, "100", "org.handoff.contacts.edit-contact", "2"])
+        let notes = try ChildProcess(["advertise", frontend, backend, "100", "org.handoff.notes.edit", "1"])
+        _ = try await edits.ready()
+        _ = try await notes.ready()
+        let environment = ["HANDOFF_BROKER": "\(frontend) \(backend)"]
+        // Refreshes come every 25 s: the monitor sees presence within an interval, and the type
+        // filter leaves it (and the notes) out; so an edit to one activity is what it waits for.
+        let typed = Task { try await runHandoff(["monitor", "--json", "--type", "org.handoff.contacts.", "--count", "1", "--seconds", "10"], environment: environment) }
+        try await Task.sleep(for: .milliseconds(500))
+        let restarted = try ChildProcess(["advertise", frontend, backend, "100", "org.handoff.contacts.view-contact", "1"])
+        _ = try await restarted.ready()
+        let result = try await typed.value
+        #expect(result.status == 0, "\(result.error)")
+        let lines = result.output.split(separator: "\n").filter { $0.hasPrefix("{") }
+        #expect(lines.count == 1, "\(result.output)")
+        #expect(lines.first?.contains("org.handoff.contacts.view-contact") == true, "\(result.output)")
+
+        // By node: only presence and news of the notes advertiser.
+        let notesNode = "advertiser-\(notes.process.processIdentifier)"
+        let filtered = try await runHandoff(["monitor", "--json", "--node", notesNode, "--seconds", "1"], environment: environment)
+        let filteredNodes = Set(filtered.output.split(separator: "\n").compactMap { line -> String? in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["node"] as? String
+        })
+        #expect(filteredNodes == [notesNode], "\(filtered.output)")
+
+        let raw = try await runHandoff(["monitor", "--raw", "--count", "1", "--seconds", "5"], environment: environment)
+        #expect(raw.output.contains("P:"), "\(raw.output)")
+        let rawLine = try #require(raw.output.split(separator: "\n").last)
+        #expect(rawLine.split(separator: " ").last.map { $0.allSatisfy(\.isHexDigit) } == true, "\(rawLine)")
+
+        let stats = try await runHandoff(["monitor", "--stats", "--seconds", "2.5"], environment: environment)
+        #expect(stats.output.contains("(presence)"), "\(stats.output)")
+        #expect(stats.output.contains("msg/s"), "\(stats.output)")
+        #expect(stats.output.contains("total"), "\(stats.output)")
+        _ = broker
+    }
+
     @Test("`handoff nodes` lists the nodes on the bus by their presence; `activities` fails when no broker answers")
     func nodesAndNoBroker() async throws {
         let (broker, frontend, backend) = try await startBroker()
