@@ -21,13 +21,13 @@ func cpuSeconds(_ pid: Int32) -> Double {
 }
 
 /// What one simulated joiner received on its snapshot topic.
-private struct JoinedSnapshot {
+struct JoinedSnapshot {
     var advertisements = 0
     var promised = -1
 }
 
 /// Reads a joiner's messages until its SnapshotReply (blocking, with the socket's receive timeout).
-private func readSnapshot(_ socket: Socket, topic: [UInt8]) throws -> JoinedSnapshot {
+func readSnapshot(_ socket: Socket, topic: [UInt8]) throws -> JoinedSnapshot {
     var snapshot = JoinedSnapshot()
     while true {
         let frames = try socket.receiveMultipart()

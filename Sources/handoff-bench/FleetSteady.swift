@@ -130,15 +130,7 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     let topic = "S:" + String((0..<32).map { _ in Array("0123456789abcdef").randomElement()! }) + "/"
     try probe.subscribe(topic)
     try probe.connect(backend)
-    var alive = 0
-    while true {
-        let frames = try probe.receiveMultipart()
-        guard frames.count == 2 else { continue }
-        if frames[1].count < 160, let envelope = try? WireEnvelope.decode(frames[1].data), case .snapshotReply(let reply) = envelope.body {
-            alive = Int(reply.count)
-            break
-        }
-    }
+    let alive = try readSnapshot(probe, topic: Array(topic.utf8)).promised
     for node in nodes { node.socket.close() }
     for watcher in watchers { watcher.close() }
     probe.close()

@@ -12,6 +12,20 @@ import ZeroMQ
 /// An input that once crashed something becomes a test of its own here.
 @Suite("Fuzzing", .serialized)
 struct FuzzTests {
+    /// A well-formed advertisement of activity "after-the-fuzz-1" from a node of its own.
+    static func advertisementAfterTheFuzz(type: String) throws -> [UInt8] {
+        var origin = WireNodeRef()
+        origin.nodeID = "after-the-fuzz"
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = "after-the-fuzz-1"
+        advertisement.activityType = type
+        advertisement.origin = origin
+        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
+        advertisement.version = 1
+        advertisement.leaseMs = 60_000
+        return try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: 1).serializedBytes()
+    }
+
     @Test("the decoders: envelopes of every kind and what the node makes of them")
     func decoders() {
         var mutator = Mutator(seed: FuzzBudget.seed)
@@ -122,17 +136,8 @@ struct FuzzTests {
                 try await publisher.send(mutator.next())
             }
             // A real advertisement of a node of its own still gets through.
-            var origin = WireNodeRef()
-            origin.nodeID = "after-the-fuzz"
-            var advertisement = WireAdvertisement()
-            advertisement.activityID = "after-the-fuzz-1"
-            advertisement.activityType = "org.handoff.contacts.edit-contact"
-            advertisement.origin = origin
-            advertisement.continueEndpoint = "tcp://127.0.0.1:1"
-            advertisement.version = 1
-            advertisement.leaseMs = 60_000
             try await publisher.send(Array("A:org.handoff.contacts.edit-contact".utf8), more: true)
-            try await publisher.send(try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: 1).serializedBytes() as [UInt8])
+            try await publisher.send(try Self.advertisementAfterTheFuzz(type: "org.handoff.contacts.edit-contact"))
             #expect(await eventually(within: .seconds(10)) { await node.activities().contains { $0.id == "after-the-fuzz-1" } })
             let counters = await node.securityCounters
             print("fuzz bus subscriber: \(count) inputs (seed \(FuzzBudget.seed &+ 2)), \(counters.malformedBus) counted malformed, 0 crashes")
@@ -171,16 +176,7 @@ struct FuzzTests {
         let subscriber = try context.socket(.sub)
         try subscriber.subscribe("A:org.handoff.notes.")
         try subscriber.connect(broker.backendEndpoint)
-        var origin = WireNodeRef()
-        origin.nodeID = "after-the-fuzz"
-        var advertisement = WireAdvertisement()
-        advertisement.activityID = "after-the-fuzz-1"
-        advertisement.activityType = "org.handoff.notes.edit"
-        advertisement.origin = origin
-        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
-        advertisement.version = 1
-        advertisement.leaseMs = 60_000
-        let good: [UInt8] = try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: 1).serializedBytes()
+        let good = try Self.advertisementAfterTheFuzz(type: "org.handoff.notes.edit")
         var delivered = false
         let deadline = ContinuousClock.now + .seconds(10)
         while !delivered, ContinuousClock.now < deadline {
