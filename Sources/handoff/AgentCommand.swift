@@ -159,7 +159,14 @@ struct AgentCommand: AsyncParsableCommand {
         defer { hangup?.cancel() }
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: node), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // Type=notify units: ready once the node runs (its sockets bound, the bus joined).
+        let readiness = Task {
+            await node.untilRunning()
+            Systemd.notify("READY=1\nSTATUS=on the bus as \(node.info.name), continuation \(node.continuationEndpoint)")
+        }
+        defer { readiness.cancel() }
         try await group.run()
+        Systemd.notify("STOPPING=1")
         await runtime.shutdown()
         await server.close()
         // The node closed its sockets when it stopped: wait until its withdrawals have left.

@@ -39,6 +39,8 @@ struct BrokerCommand: AsyncParsableCommand {
         let broker = try Broker.start(configuration, context: try Context())
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
+        // Type=notify units: ready once the sockets are bound.
+        Systemd.notify("READY=1\nSTATUS=frontend \(broker.frontendEndpoint), backend \(broker.backendEndpoint)")
         let options = security
         let hangup = configuration.security == nil ? nil : reloadAccountOnHangup(logger: logger) {
             let keys = try options.resolve(needsBrokerKey: false)?.authorizedKeys ?? []
@@ -66,6 +68,7 @@ struct BrokerCommand: AsyncParsableCommand {
             }
         }
         try await group.run()
+        Systemd.notify("STOPPING=1")
         stats.cancel()
         report("broker stopped")
     }

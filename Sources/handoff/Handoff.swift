@@ -25,9 +25,17 @@ struct LoggingOptions: ParsableArguments {
 
     func validate() throws { _ = try Environment.logLevel() }
 
+    /// Logs to standard error: plain lines, or, when that is the journal, lines that carry their
+    /// priority.
     func bootstrap() {
         let level = logLevel ?? (try? Environment.logLevel()) ?? .info
+        let journal = Systemd.standardErrorIsJournal()
         LoggingSystem.bootstrap { label in
+            if journal {
+                var handler = JournalLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

@@ -1,0 +1,92 @@
+import Foundation
+import Glibc
+import Testing
+
+/// A unix datagram socket where a test plays systemd's notification socket.
+private final class NotifySocket {
+    let fd: Int32
+    let path: String
+
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("notify-\(UUID().uuidString.prefix(8))").path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0 else { throw ProcessFailure("bind \(path): errno \(errno)") }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit {
+        close(fd)
+        unlink(path)
+    }
+
+    /// The next datagram, or nil after 10 s.
+    func receive() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+    }
+}
+
+@Suite("systemd: readiness and journal priorities", .serialized)
+struct SystemdTests {
+    @Test("`handoff broker` and `handoff agent` tell systemd they are ready (Type=notify), and stopping")
+    func readiness() async throws {
+        let notify = try NotifySocket()
+        let (frontend, backend) = (try freePort(), try freePort())
+        let broker = Process()
+        broker.executableURL = buildFolder.appendingPathComponent("handoff")
+        broker.arguments = ["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"]
+        broker.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.path]) { $1 }
+        broker.standardOutput = FileHandle.nullDevice
+        try broker.run()
+        defer { if broker.isRunning { kill(broker.processIdentifier, SIGKILL) } }
+        let ready = try #require(notify.receive())
+        #expect(ready.hasPrefix("READY=1"), "\(ready)")
+        #expect(ready.contains("STATUS=frontend \(frontend)"), "\(ready)")
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("notify-agent-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--name", "notified", "--broker", frontend, backend, "--plugins", folder.appendingPathComponent("plugins").path,
+                           "--data", folder.path, "--log-level", "error"]
+        agent.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.path]) { $1 }
+        agent.standardOutput = FileHandle.nullDevice
+        try agent.run()
+        defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
+        let agentReady = try #require(notify.receive())
+        #expect(agentReady.hasPrefix("READY=1") && agentReady.contains("notified"), "\(agentReady)")
+        agent.terminate()
+        #expect(notify.receive() == "STOPPING=1")
+        broker.terminate()
+        #expect(notify.receive() == "STOPPING=1")
+    }
+
+    @Test("when standard error is the journal, every log line carries its syslog priority")
+    func journalPriorities() async throws {
+        let error = Pipe()
+        var status = stat()
+        try #require(fstat(error.fileHandleForWriting.fileDescriptor, &status) == 0)
+        let process = Process()
+        process.executableURL = buildFolder.appendingPathComponent("handoff")
+        process.arguments = ["activities", "--wait", "0.3", "--broker", try freePort(), try freePort()]
+        process.environment = ProcessInfo.processInfo.environment.merging(["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"]) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = error
+        try process.run()
+        process.waitUntilExit()
+        try error.fileHandleForWriting.close()
+        let lines = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let logged = lines.filter { $0.hasPrefix("<") }
+        #expect(logged.contains { $0.hasPrefix("<6>handoff.node: node running") }, "\(lines)")
+        #expect(logged.allSatisfy { $0.dropFirst().first.map { "234567".contains($0) } ?? false })
+    }
+}
