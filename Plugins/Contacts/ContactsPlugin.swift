@@ -26,6 +26,10 @@ public final class ContactsPlugin: HandoffPlugin {
 
     let host: PluginHost
     let store: ContactStore
+    /// The id of the activity of each type this plugin has current: one at a time, as in the seeds'
+    /// app (a new edit replaces the last one; `add` and `rm` update the shared list's count).
+    private var current: [String: String] = [:]
+    private let lock = NSLock()
 
     public init(host: PluginHost) throws {
         self.host = host
@@ -97,6 +101,7 @@ public final class ContactsPlugin: HandoffPlugin {
             var list = try store.loadList()
             list.contacts.append(contact)
             try store.save(list, as: "contacts.pb")
+            try updateSharedList(count: list.contacts.count)
             output(contact.id)
         case ("list", 1):
             for contact in try store.loadList().contacts { output(Self.line(contact)) }
@@ -107,6 +112,7 @@ public final class ContactsPlugin: HandoffPlugin {
             }
             list.contacts.remove(at: index)
             try store.save(list, as: "contacts.pb")
+            try updateSharedList(count: list.contacts.count)
             output("removed \(arguments[1])")
         case ("edit", 2), ("view", 2):
             let contact = try find(arguments[1])
@@ -115,17 +121,9 @@ public final class ContactsPlugin: HandoffPlugin {
             activity.title = "\(subcommand == "edit" ? "Editing" : "Viewing") \(contact.firstName) \(contact.lastName)"
             activity.userInfo = Self.userInfo(of: contact)
             activity.requiredUserInfoKeys = ["contactID"]
-            output(try host.becomeCurrent(activity))
+            output(try replaceCurrent(activity))
         case ("share", 1):
-            var activity = WireActivity()
-            activity.activityType = Self.listContacts
-            let count = try store.loadList().contacts.count
-            activity.title = "\(count) contacts"
-            var value = WireValue()
-            value.intValue = Int64(count)
-            activity.userInfo = ["count": value]
-            activity.supportsContinuationStreams = true
-            output(try host.becomeCurrent(activity))
+            output(try replaceCurrent(Self.listActivity(count: try store.loadList().contacts.count)))
         case ("draft", 1):
             if let draft: Contact = try store.load("draft.pb") { output(Self.line(draft)) }
         case ("viewing", 1):
@@ -133,6 +131,40 @@ public final class ContactsPlugin: HandoffPlugin {
         default:
             throw PluginFailure.invalidArgument(usage)
         }
+    }
+
+    /// Makes `activity` current in place of this plugin's current one of its type, which ends.
+    private func replaceCurrent(_ activity: WireActivity) throws -> String {
+        let previous = lock.withLock { current[activity.activityType] }
+        if let previous { try? host.end(previous) }
+        let id = try host.becomeCurrent(activity)
+        lock.withLock { current[activity.activityType] = id }
+        return id
+    }
+
+    /// After `add` or `rm`: the shared list's activity, if one is current, says the new count (so a
+    /// continuing node expects the list the stream will carry).
+    private func updateSharedList(count: Int) throws {
+        guard let id = lock.withLock({ current[Self.listContacts] }) else { return }
+        var activity = Self.listActivity(count: count)
+        activity.activityID = id
+        do {
+            try host.update(activity)
+        } catch {
+            lock.withLock { current[Self.listContacts] = nil }  // it ended meanwhile (continued once, expired)
+        }
+    }
+
+    /// The list-contacts activity: the count in userInfo, the list itself over a stream.
+    static func listActivity(count: Int) -> WireActivity {
+        var activity = WireActivity()
+        activity.activityType = listContacts
+        activity.title = "\(count) contacts"
+        var value = WireValue()
+        value.intValue = Int64(count)
+        activity.userInfo = ["count": value]
+        activity.supportsContinuationStreams = true
+        return activity
     }
 
     private func find(_ id: String) throws -> Contact {

@@ -207,6 +207,8 @@ func agent(frontend: String, backend: String, pluginFolder: String, dataFolder: 
                     case .restored(let activity): announce("CONTINUED \(activity.title)")
                     case .webpage(let url): announce("WEBPAGE \(url)")
                     }
+                case "known" where words.count == 2:
+                    for title in await node.activities().filter({ $0.activityType == words[1] }).map(\.title).sorted() { announce(title) }
                 case "wait" where words.count == 2:
                     var known = false
                     for _ in 0..<250 where !known {

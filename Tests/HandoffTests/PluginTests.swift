@@ -131,6 +131,16 @@ final class Agent: @unchecked Sendable {
     }
 }
 
+/// Runs `command` on `agent` until it prints `expected` (within 5 s).
+func eventuallyLines(_ agent: Agent, _ command: String, _ expected: [String]) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+        if try await agent.run(command) == expected { return true }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    return false
+}
+
 @Suite("The Contacts plugin across two processes")
 struct ContactsPluginTests {
     @Test("edit-contact, view-contact and list-contacts (the list over a stream) restore on another process")
@@ -171,6 +181,16 @@ struct ContactsPluginTests {
         _ = try await b.run("wait org.handoff.contacts.list-contacts")
         #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 3 contacts"])
         #expect(try await b.run("plugin contacts list") == listOnA)
+
+        // One activity of each kind at a time: a second edit replaces the first.
+        let alan = try #require(listOnA.first { $0.contains("Alan") }?.split(separator: "\t").first.map(String.init))
+        _ = try await a.run("plugin contacts edit \(alan)")
+        #expect(try await eventuallyLines(b, "known org.handoff.contacts.edit-contact", ["Editing Alan Turing"]))
+        // After sharing, adding a contact updates the shared list: a continuing node gets all four.
+        _ = try await a.run("plugin contacts add Katherine Johnson +1-757-555-0100 katherine@example.org")
+        #expect(try await eventuallyLines(b, "known org.handoff.contacts.list-contacts", ["4 contacts"]))
+        #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 4 contacts"])
+        #expect(try await b.run("plugin contacts list").count == 4)
         _ = broker
     }
 
