@@ -215,10 +215,14 @@ public struct ActivityFilter: Hashable, Sendable {
     public var typePrefixes: [String]
     /// Node ids to match; `nil` matches every node.
     public var nodeIDs: Set<String>?
+    /// Search keywords (an activity's `keywords`, as Apple's search uses them): an activity
+    /// matches when it has any of them, compared without regard to case; `nil` matches every one.
+    public var keywords: Set<String>?
 
-    public init(typePrefixes: [String] = [], nodeIDs: Set<String>? = nil) {
+    public init(typePrefixes: [String] = [], nodeIDs: Set<String>? = nil, keywords: Set<String>? = nil) {
         self.typePrefixes = typePrefixes
         self.nodeIDs = nodeIDs
+        self.keywords = keywords.map { Set($0.map { $0.lowercased() }) }
     }
 
     /// Every activity on the bus.
@@ -230,9 +234,13 @@ public struct ActivityFilter: Hashable, Sendable {
     /// Activities of one node.
     public static func node(_ id: String) -> ActivityFilter { ActivityFilter(nodeIDs: [id]) }
 
+    /// Activities with any of these search keywords.
+    public static func keywords(_ keywords: Set<String>) -> ActivityFilter { ActivityFilter(keywords: keywords) }
+
     func matches(_ activity: DiscoveredActivity) -> Bool {
         (typePrefixes.isEmpty || typePrefixes.contains { activity.activityType.hasPrefix($0) })
             && (nodeIDs?.contains(activity.origin.id) ?? true)
+            && (keywords.map { wanted in activity.keywords.contains { wanted.contains($0.lowercased()) } } ?? true)
     }
 
     /// The bus topic prefixes to subscribe to for this filter.

@@ -12,6 +12,7 @@ struct Activities: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the activities current on the bus.")
     @OptionGroup var bus: BusOptions
     @Option(help: "Only types with this prefix.") var type: String?
+    @Option(help: "Only activities with this search keyword (repeatable: any of them).") var keyword: [String] = []
     @Option(help: "How long to wait for the bus's snapshot, in seconds (it comes at once from a running broker).") var wait: Double = 3
     @Flag(help: "One JSON object a line.") var json = false
     @OptionGroup var logging: LoggingOptions
@@ -30,7 +31,7 @@ struct Activities: AsyncParsableCommand {
                 }
                 throw Failure(reason)
             }
-            return await node.activities()
+            return await node.activities(matching: ActivityFilter(keywords: keyword.isEmpty ? nil : Set(keyword)))
         }
         for activity in activities {
             if json {

@@ -355,6 +355,27 @@ struct ContinuationTests {
         }
     }
 
+    @Test("discovery by search keywords: any of them, whatever the case")
+    func keywords() async throws {
+        try await withTwoNodes { a, b in
+            let ada = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+            ada.keywords = ["Ada", "Lovelace", "analytical engine"]
+            let alan = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+            alan.keywords = ["Alan", "Turing"]
+            try await ada.becomeCurrent(on: a)
+            try await alan.becomeCurrent(on: a)
+            _ = try await discovered(alan.id, on: b)
+            _ = try await discovered(ada.id, on: b)
+            #expect(await b.activities(matching: .keywords(["lovelace"])).map(\.id) == [ada.id])
+            #expect(Set(await b.activities(matching: .keywords(["turing", "ADA"])).map(\.id)) == [ada.id, alan.id])
+            #expect(await b.activities(matching: .keywords(["hopper"])).isEmpty)
+            // A discovery stream filtered the same way hears only what matches.
+            let engines = await b.discover(.keywords(["analytical engine"]))
+            let first = await firstEvent(in: engines, within: .seconds(2)) { _ in true }
+            #expect(first?.activity.id == ada.id)
+        }
+    }
+
     @Test("an activity made ineligible for Handoff is not continued, even by a node that still knows it")
     func ineligibleIsNotContinued() async throws {
         try await withTwoNodes { a, b in
