@@ -128,11 +128,26 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
     public let message: String
     /// The activity type concerned, when there is one.
     public let activityType: String?
+    /// The error underneath, when this one reports another (a continuation handler's own error,
+    /// say), for code that wants its type and not only its text. Not compared, not hashed, and
+    /// never sent to a peer.
+    public let cause: (any Error)?
 
-    public init(_ code: Code, _ message: String, activityType: String? = nil) {
+    public init(_ code: Code, _ message: String, activityType: String? = nil, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.activityType = activityType
+        self.cause = cause
+    }
+
+    public static func == (lhs: HandoffError, rhs: HandoffError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.activityType == rhs.activityType
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(activityType)
     }
 
     public var description: String {

@@ -147,7 +147,7 @@ extension Node {
             do {
                 try await handler.restore(continued)
             } catch {
-                throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType)
+                throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
             if known[continued.id] != nil, held[continued.id] == nil || held[continued.id]!.version < continued.version {
                 held[continued.id] = Held(version: continued.version)

@@ -355,6 +355,26 @@ struct ContinuationTests {
         }
     }
 
+    @Test("a continuation handler that throws: handoffFailed, with the handler's own error as its cause; did-fail is told")
+    func handlerFailure() async throws {
+        struct DraftRejected: Error, Equatable { let field: String }
+        try await withTwoNodes { a, b in
+            let activity = try UserActivity(activityType: editContact)
+            try await activity.becomeCurrent(on: a)
+            let found = try await discovered(activity.id, on: b)
+            let continuer = Recorder()
+            await b.setDelegate(continuer)
+            await b.setContinuationHandler(forType: editContact) { _ in throw DraftRejected(field: "email") }
+            let failure = await #expect(throws: HandoffError.self) { try await b.continueActivity(found) }
+            #expect(failure?.code == .handoffFailed)
+            #expect(failure?.cause as? DraftRejected == DraftRejected(field: "email"))
+            #expect(failure?.message.contains("DraftRejected") == true)
+            #expect(continuer.log.last?.hasPrefix("didFail \(editContact)") == true)
+            // The cause is not part of the error's identity.
+            #expect(failure == HandoffError(.handoffFailed, failure?.message ?? "", activityType: editContact))
+        }
+    }
+
     @Test("discovery by search keywords: any of them, whatever the case")
     func keywords() async throws {
         try await withTwoNodes { a, b in
