@@ -215,7 +215,7 @@ final class BrokerLoop {
         // Every message is bound to the key that authenticated its connection (when secure), and
         // only the broker answers on snapshot topics.
         let connectionKey = secure && frames.count == 2 ? frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? [] : nil
-        let forgery: String? = if frames.first?.bytes.starts(with: Self.snapshotPrefix) == true {
+        let forgery: String? = if frames.first?.bytes.starts(with: Topic.snapshotPrefixBytes) == true {
             "publishes on a snapshot topic, which only the broker answers on"
         } else if let claim = content.claim {
             SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID.flatMap(cache.originKey(of:)))
@@ -303,7 +303,7 @@ final class BrokerLoop {
         if frames.count == 1 {
             first.withUnsafeBytes { bytes in
                 let topic = bytes.dropFirst()
-                isSnapshotTopic = topic.starts(with: Self.snapshotPrefix)
+                isSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
                 switch bytes.first {
                 case 1:
                     counters.subscriptions += 1
@@ -327,7 +327,6 @@ final class BrokerLoop {
         return true
     }
 
-    private static let snapshotPrefix = Array(Topic.snapshotPrefix.utf8)
 
     /// Publishes every live cached advertisement of `typePrefix` under one subscriber's snapshot
     /// topic (each in its origin's own envelope), then the `SnapshotReply` that ends it.

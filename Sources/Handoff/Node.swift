@@ -84,7 +84,7 @@ public actor Node: Service {
     var ended: [String: HandoffError.Code] = [:]
     var known: [String: Known] = [:]
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
-    var lastMalformedLog: ContinuousClock.Instant?
+    var lastRateLimitedLog: ContinuousClock.Instant?
     /// The other nodes heard on the bus, by their presence.
     var directory = NodeDirectory(capacity: 10_000)
     /// The ids of the known activities of each origin node id: for presence and the quota.

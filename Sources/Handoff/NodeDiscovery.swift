@@ -165,8 +165,9 @@ extension Node {
                     logRateLimited("ignoring a bus message from a direct peer that names another key as its sender")
                     continue
                 }
-                if frames[0].bytes.starts(with: Array(Topic.snapshotPrefix.utf8)) {
-                    handleSnapshot(topic: String(decoding: frames[0].bytes, as: UTF8.self), envelope)
+                let topic = frames[0].bytes
+                if topic.starts(with: Topic.snapshotPrefixBytes) {
+                    handleSnapshot(topic: String(decoding: topic, as: UTF8.self), envelope)
                 } else {
                     handleBus(envelope)
                 }
@@ -186,8 +187,8 @@ extension Node {
     /// that a peer sending garbage or lies cannot flood the log (every case is counted).
     func logRateLimited(_ message: String) {
         let now = ContinuousClock.now
-        if let last = lastMalformedLog, now - last < .seconds(60) { return }
-        lastMalformedLog = now
+        if let last = lastRateLimitedLog, now - last < .seconds(60) { return }
+        lastRateLimitedLog = now
         let counters = securityCountersStorage
         logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.failedHandshakes) failed handshakes; logged at most once a minute)")
     }

@@ -7,6 +7,8 @@ import HandoffWire
 extension Topic {
     /// One subscriber's snapshot: `S:` + 32 hexadecimal digits + `/` + the type prefix.
     static let snapshotPrefix = "S:"
+    /// ``snapshotPrefix`` as the bytes a topic frame starts with.
+    static let snapshotPrefixBytes = Array(snapshotPrefix.utf8)
     /// Length of a snapshot token (hexadecimal digits).
     static let snapshotTokenLength = 32
 
@@ -24,7 +26,7 @@ extension Topic {
 
     /// The type prefix a snapshot topic asks for, or `nil` when `topic` is not a well-formed one.
     static func snapshotTypePrefix(_ topic: some Collection<UInt8>) -> String? {
-        let prefix = Array(snapshotPrefix.utf8)
+        let prefix = snapshotPrefixBytes
         guard topic.count >= prefix.count + snapshotTokenLength + 1, topic.starts(with: prefix) else { return nil }
         let token = topic.dropFirst(prefix.count).prefix(snapshotTokenLength)
         guard token.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return nil }

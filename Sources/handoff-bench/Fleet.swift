@@ -20,6 +20,12 @@ func cpuSeconds(_ pid: Int32) -> Double {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// A snapshot topic of a fresh random token, as wire.proto ("Snapshots") describes it.
+func snapshotTopic(typePrefix: String) -> String {
+    let digits = Array("0123456789abcdef")
+    return "S:" + String((0..<32).map { _ in digits.randomElement()! }) + "/" + typePrefix
+}
+
 /// What one simulated joiner received on its snapshot topic.
 struct JoinedSnapshot {
     var advertisements = 0
@@ -88,7 +94,7 @@ func benchFleet(_ arguments: [String]) throws {
         let socket = try context.socket(.sub)
         try socket.set(.receiveHighWaterMark, 0)
         try socket.set(.receiveTimeout, 30_000)
-        let topic = "S:" + String((0..<32).map { _ in Array("0123456789abcdef").randomElement()! }) + "/" + typePrefix
+        let topic = snapshotTopic(typePrefix: typePrefix)
         try socket.subscribe("A:" + typePrefix)
         try socket.subscribe(topic)
         try socket.connect(backend)

@@ -127,7 +127,7 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     // Still alive, by a snapshot of what the broker holds.
     let probe = try context.socket(.sub)
     try probe.set(.receiveTimeout, 10_000)
-    let topic = "S:" + String((0..<32).map { _ in Array("0123456789abcdef").randomElement()! }) + "/"
+    let topic = snapshotTopic(typePrefix: "")
     try probe.subscribe(topic)
     try probe.connect(backend)
     let alive = try readSnapshot(probe, topic: Array(topic.utf8)).promised

@@ -281,13 +281,7 @@ struct ContinuationTests {
             group.addTask { try await a.run() }
             await a.untilRunning()
             defer { group.cancelAll() }
-            var activities: [UserActivity] = []
-            for index in 0..<20 {
-                let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
-                activity.title = "Contact \(index)"
-                try await activity.becomeCurrent(on: a)
-                activities.append(activity)
-            }
+            let activities = try await viewContacts(20, currentOn: a)
             try await Task.sleep(for: .milliseconds(100))
             let started = ContinuousClock.now
             try await Node.withRunning(testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))) { late in
@@ -308,13 +302,7 @@ struct ContinuationTests {
     @Test("a node keeps track of at most its quota of another node's activities, and counts the rest")
     func knownQuota() async throws {
         try await withTwoNodes(configureA: { $0.refreshInterval = .milliseconds(300) }, configureB: { $0.maxKnownActivitiesPerNode = 5 }) { a, b in
-            var activities: [UserActivity] = []
-            for index in 0..<8 {
-                let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
-                activity.title = "Contact \(index)"
-                try await activity.becomeCurrent(on: a)
-                activities.append(activity)
-            }
+            let activities = try await viewContacts(8, currentOn: a)
             #expect(await eventually { await b.securityCounters.overQuotaIgnored >= 3 })
             #expect(await b.activities().count == 5)
             // Room made by a withdrawal is taken by one of the others at its next refresh.

@@ -16,13 +16,7 @@ struct PresenceTests {
         configuration.advertiseInterval = .milliseconds(100)
         try await withNodes([configuration, nodeOnBroker("watcher", broker: broker, security: nil)]) { nodes in
             let (a, watcher) = (nodes[0], nodes[1])
-            var activities: [UserActivity] = []
-            for index in 0..<20 {
-                let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
-                activity.title = "Contact \(index)"
-                try await activity.becomeCurrent(on: a)
-                activities.append(activity)
-            }
+            let activities = try await viewContacts(20, currentOn: a)
             #expect(await eventually { await watcher.activities().count == 20 })
             let tap = try context.socket(.sub)
             try tap.subscribe("A:")

@@ -205,19 +205,15 @@ struct SecurityTests {
         try Security(keyPair: mallory, authorizedKeys: account).secureServer(publisher, domain: "mallory")
         try publisher.bind("tcp://127.0.0.1:*")
         let malloryEndpoint = try publisher.lastEndpoint
-        var configurationA = testConfiguration("node-a")
-        configurationA.security = Security(keyPair: keys.a, authorizedKeys: account)
-        let a = try Node(configuration: configurationA)
-        var configurationB = testConfiguration("node-b", peers: [a.busEndpoint!, malloryEndpoint])
-        configurationB.security = Security(keyPair: keys.b, authorizedKeys: account,
-                                           peerKeys: [a.busEndpoint!: keys.a.publicKey, malloryEndpoint: mallory.publicKey])
-        let b = try Node(configuration: configurationB)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await a.run() }
-            group.addTask { try await b.run() }
-            defer { group.cancelAll() }
-            await a.untilRunning()
-            await b.untilRunning()
+        try await withTwoNodes(configureA: {
+            $0.security = Security(keyPair: keys.a, authorizedKeys: account)
+        }, configureB: { configuration in
+            // B's peers: A (the one withTwoNodes gives it) and Mallory, each with its key.
+            guard case .direct(let listen, let peers) = configuration.bus, let a = peers.first else { return }
+            configuration.bus = .direct(listen: listen, peers: peers + [malloryEndpoint])
+            configuration.security = Security(keyPair: keys.b, authorizedKeys: account,
+                                              peerKeys: [a: keys.a.publicKey, malloryEndpoint: mallory.publicKey])
+        }) { a, b in
             let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
             try await activity.becomeCurrent(on: a)
             _ = try await discovered(activity.id, on: b)

@@ -35,6 +35,18 @@ func withTwoNodes(
     }
 }
 
+/// Makes `count` view-contact activities ("Contact 0", "Contact 1", ...) current on `node`, in order.
+func viewContacts(_ count: Int, currentOn node: Node) async throws -> [UserActivity] {
+    var activities: [UserActivity] = []
+    for index in 0..<count {
+        let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+        activity.title = "Contact \(index)"
+        try await activity.becomeCurrent(on: node)
+        activities.append(activity)
+    }
+    return activities
+}
+
 /// The first event in `events` that satisfies `predicate`, or `nil` after `timeout`.
 func firstEvent(
     in events: AsyncStream<ActivityEvent>,
