@@ -222,13 +222,15 @@ public final class Broker: Sendable {
         } catch {
             throw ZMQError(.invalidArgument, operation: error.message)
         }
-        var zap: ZAPHandler?
+        var secureZAP: ZAPHandler?
         if let security = configuration.security {
             var logger = Logger(label: "handoff.broker")
             logger[metadataKey: "broker"] = "\(configuration.frontend)"
-            zap = try ZAPHandler.shared(for: context)
-            zap!.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
+            let handler = try ZAPHandler.shared(for: context)
+            handler.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
+            secureZAP = handler
         }
+        let zap = secureZAP
         let controlEndpoint = "inproc://handoff-broker-control-\(UUID().uuidString)"
         let shared = SharedState()
         let ready = DispatchSemaphore(value: 0)
@@ -236,7 +238,7 @@ public final class Broker: Sendable {
         let thread = Thread {
             var loop: BrokerLoop?
             do throws(ZMQError) {
-                loop = try BrokerLoop(configuration, context: context, control: controlEndpoint, shared: shared)
+                loop = try BrokerLoop(configuration, context: context, control: controlEndpoint, shared: shared, zap: zap)
                 shared.startup.withLock { $0 = .success(loop!.endpoints) }
             } catch {
                 shared.startup.withLock { $0 = .failure(error) }

@@ -47,6 +47,12 @@ final class BrokerLoop {
     private let cacheEnabled: Bool
     private var cache: LastValueCache
     private var counters = Broker.Counters()
+    /// The same counters, reported to swift-metrics.
+    private var metrics = BrokerMetrics()
+    /// Counts the handshakes ZAP allowed and refused (secure brokers): synchronized into the
+    /// counters at most once a second.
+    private let zap: ZAPHandler?
+    private var nextHandshakeSync = ContinuousClock.now
     /// Whole messages from each side: a bus message is a topic and an envelope, a subscription
     /// one frame; anything much longer is dropped as it is read, and counted as malformed.
     private var frontendReader = MultipartReader(maxFrames: 4)
@@ -65,7 +71,7 @@ final class BrokerLoop {
     private let identity: WireNodeRef
     private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
 
-    init(_ configuration: Broker.Configuration, context: Context, control endpoint: String, shared: SharedState) throws(ZMQError) {
+    init(_ configuration: Broker.Configuration, context: Context, control endpoint: String, shared: SharedState, zap: ZAPHandler?) throws(ZMQError) {
         var opened: [Socket] = []
         func open(_ type: SocketType) throws(ZMQError) -> Socket {
             let socket = try context.socket(type)
@@ -124,6 +130,7 @@ final class BrokerLoop {
             throw error
         }
         self.shared = shared
+        self.zap = zap
         let host = ProcessInfo.processInfo.hostName
         identity = NodeInfo(id: "broker@\(host)", name: "broker", host: host,
                             publicKey: configuration.security?.keyPair.publicKey).wire
@@ -154,8 +161,10 @@ final class BrokerLoop {
         let controlIndex = poller.add(control, .readable)
         let monitorIndices = handshakeMonitors.map { poller.add($0.socket, .readable) }
         while true {
-            // Wake up for the next expiry, so the cache (and its counter) drops it on time.
-            let timeout = cache.nextExpiry.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
+            // Wake up for the next expiry, so the cache (and its counter) drops it on time, and
+            // (secure) every second to take ZAP's handshake counts.
+            var timeout = cache.nextExpiry.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
+            if zap != nil { timeout = min(timeout ?? .seconds(1), .seconds(1)) }
             let ready = try poller.poll(timeout: timeout)
             if ready[controlIndex].contains(.readable), try handleControl() { return }
             for (index, monitor) in zip(monitorIndices, handshakeMonitors) where ready[index].contains(.readable) {
@@ -170,6 +179,7 @@ final class BrokerLoop {
                 while handled < Self.batch, try forwardUpstream() { handled += 1 }
             }
             if cache.removeExpired(now: .now) { publishCounters() }
+            syncHandshakes()
         }
     }
 
@@ -177,6 +187,18 @@ final class BrokerLoop {
         counters.cachedActivities = cache.count
         let snapshot = counters
         shared.counters.withLock { $0 = snapshot }
+        metrics.report(snapshot)
+    }
+
+    /// Takes ZAP's counts of allowed and refused handshakes into the counters, once a second.
+    private func syncHandshakes() {
+        guard let zap, ContinuousClock.now >= nextHandshakeSync else { return }
+        nextHandshakeSync = .now + .seconds(1)
+        let handshakes = zap.counters(forDomain: Broker.zapDomain)
+        guard handshakes.allowed != counters.allowedHandshakes || handshakes.refused != counters.refusedHandshakes else { return }
+        counters.allowedHandshakes = handshakes.allowed
+        counters.refusedHandshakes = handshakes.refused
+        publishCounters()
     }
 
     /// Reads a control command; true to end the loop.

@@ -107,7 +107,7 @@ public actor Node: Service {
     /// Which pair a (peer, stream id) is, for frames coming in.
     var streamRoutes: [StreamRoute: StreamKey] = [:]
     var nextLocalStream: UInt64 = 0
-    var streamCountersStorage = StreamCounters()
+    var streamCountersStorage = StreamCounters() { didSet { counterMetrics.report(streamCountersStorage) } }
     var streamPressureProbes: [@Sendable () -> Int] = []
     var nextStreamID: UInt64 = 0
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
@@ -119,7 +119,15 @@ public actor Node: Service {
     /// ``Configuration-swift.struct/replayWindow`` after the activity is gone, so a replayed
     /// advertisement cannot bring it back.
     var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
-    var securityCountersStorage = SecurityCounters()
+    var securityCountersStorage = SecurityCounters() { didSet { counterMetrics.report(securityCountersStorage) } }
+    /// What the node reports to swift-metrics (no-ops unless the process bootstrapped a backend).
+    let metrics = NodeMetrics()
+    var counterMetrics = NodeCounterMetrics()
+    /// When the bus last proved it carries this node's messages: its own presence came back
+    /// through a broker, or (direct) a peer's message arrived. See ``busHealth``.
+    var lastBusProof: ContinuousClock.Instant?
+    /// The connections of the bus sockets now (handshake done), from their monitors.
+    var busConnections: Set<BusConnection> = []
     /// Monitors of the bus sockets that connect (to the broker, or to direct peers), to notice a
     /// server that refuses this node at the handshake, each with the socket it watches.
     var busMonitors: [(socket: Socket, monitor: SocketMonitor)] = []
@@ -376,6 +384,7 @@ public actor Node: Service {
                 if Task.isCancelled || busMonitors.isEmpty { return }
                 continue
             }
+            noteBusConnection(monitor: index, event)
             if event.kind == .handshakeSucceeded {
                 if busRefusal != nil { logger.info("\(event.endpoint) accepted this node at the handshake now") }
                 busRefusal = nil

@@ -67,8 +67,9 @@ extension Node {
         }
         do {
             // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
-            guard try publisher.trySend(topic, more: true) else { return false }
-            return try publisher.trySend(bytes)
+            guard try publisher.trySend(topic, more: true), try publisher.trySend(bytes) else { return false }
+            metrics.sent(on: .bus, bytes: topic.count + bytes.count)
+            return true
         } catch {
             logger.warning("could not publish on the bus: \(error)")
             return false
@@ -118,6 +119,7 @@ extension Node {
             superviseStreams(now: now)
             guard now >= nextPresence else { continue }
             nextPresence = now + interval
+            metrics.state(streams: streams.count, current: current.count, known: known.count, onBus: busHealth.isOnBus)
             pruneClients()
             pruneSequences(now: now)
             if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }

@@ -122,6 +122,7 @@ extension Node {
     ///   ``HandoffError/Code-swift.struct/handoffFailed`` (the handler threw).
     public func continueActivity(_ activity: DiscoveredActivity) async throws(HandoffError) -> ContinuationResult {
         let activityType = activity.activityType
+        let started = ContinuousClock.now
         do throws(HandoffError) {
             guard runState == .running else {
                 throw HandoffError(.notRunning, "start the node with run() before continuing activities", activityType: activityType)
@@ -152,8 +153,10 @@ extension Node {
             if known[continued.id] != nil, held[continued.id] == nil || held[continued.id]!.version < continued.version {
                 held[continued.id] = Held(version: continued.version)
             }
+            metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
         } catch {
+            metrics.continueEnded(succeeded: false, after: .now - started)
             await delegate?.node(self, didFailToContinueActivityWithType: activityType, error: error)
             throw error
         }
@@ -186,6 +189,7 @@ extension Node {
                     resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
                     return
                 }
+                metrics.sent(on: .continuationClient, bytes: bytes.count)
             } catch {
                 resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "could not send to the originator at \(client.endpoint): \(error)", activityType: activityType)))
                 return
@@ -295,6 +299,7 @@ extension Node {
         while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
+            if let received { metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }
             // An envelope, and a stream chunk's payload.
             guard let frames = received else {
                 noteMalformed(bus: false, "a message of more than 2 frames from the originator at \(endpoint)")
@@ -368,6 +373,7 @@ extension Node {
             let received: [Frame]?
             // The peer's routing id, an envelope, and a stream chunk's payload.
             do { received = try await server.receiveMultipart(maxFrames: 3) } catch { return }
+            if let received { metrics.received(on: .continuationServer, bytes: received.reduce(0) { $0 + $1.count }) }
             guard let frames = received, frames.count >= 2 else {
                 noteMalformed(bus: false, received == nil ? "a message of more than 3 frames" : "a message without an envelope")
                 continue
@@ -408,8 +414,9 @@ extension Node {
         let bytes: [UInt8] = try! WireEnvelope(body: body, sender: info.wire, sequence: sequence, correlationID: correlationID).serializedBytes()
         do {
             // ROUTER drops a reply to a vanished peer; it never blocks.
-            _ = try server.trySend(identity, more: true)
-            _ = try server.trySend(bytes)
+            if try server.trySend(identity, more: true), try server.trySend(bytes) {
+                metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count)
+            }
         } catch {
             logger.warning("could not reply to a continue request: \(error)")
         }
@@ -432,6 +439,7 @@ extension Node {
             logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
         }
         self.reply(to: identity, correlationID: envelope.correlationID, .continueReply(reply))
+        metrics.answeredContinue(restored: continued != nil)
         if let continued, !request.refresh {
             logger.info("\(continued.activityType) continued by \(requester)")
             var event = WireNodeEvent()

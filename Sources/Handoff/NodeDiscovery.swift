@@ -154,6 +154,7 @@ extension Node {
             } catch {
                 return  // cancelled, or the socket closed
             }
+            if let frames = received { metrics.received(on: .bus, bytes: frames.reduce(0) { $0 + $1.count }) }
             guard let frames = received, frames.count == 2 else {
                 noteMalformed(bus: true, "a bus message of \(received.map { "\($0.count)" } ?? "more than 2") frames (expected topic and envelope)")
                 continue
@@ -240,6 +241,7 @@ extension Node {
             guard believe(envelope, origin: withdrawal.origin, activityID: withdrawal.activityID) else { return }
             forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         case .nodePresence(let presence):
+            if presence.node.nodeID == id { lastBusProof = .now }
             guard configuration.includeOwnActivities || presence.node.nodeID != id else { return }
             // Replay protection as for an activity, under a name no activity id can have.
             guard believe(envelope, origin: presence.node, activityID: Self.presenceKey) else { return }

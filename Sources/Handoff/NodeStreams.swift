@@ -210,6 +210,7 @@ extension Node {
         case .deliver(let start):
             streamCountersStorage.duplicateBytesDropped += UInt64(start)
             let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
+            metrics.streamed(in: fresh.count)
             session.creditOutstanding -= 1
             session.unconsumed += 1
             session.receivedOffset += UInt64(fresh.count)
@@ -412,16 +413,19 @@ extension Node {
                 _ = try server.trySend(identity, more: true)
                 _ = try server.trySend(bytes, more: payload != nil)
                 if let payload { _ = try server.trySend(payload) }
+                metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count + (payload?.count ?? 0))
             case .dealer(let endpoint):
                 guard let client = clients[endpoint] else { return }
                 // With ZMQ_IMMEDIATE the DEALER refuses while it has no connection.
                 interrupted = try !client.socket.trySend(bytes, more: payload != nil)
                 if !interrupted, let payload { _ = try client.socket.trySend(payload) }
+                if !interrupted { metrics.sent(on: .continuationClient, bytes: bytes.count + (payload?.count ?? 0)) }
             }
         } catch {
             logger.debug("could not send on stream \(frame.streamID): \(error)")
             interrupted = true
         }
+        if !interrupted, let payload { metrics.streamed(out: payload.count) }
         if interrupted, let key = streamRoutes[StreamRoute(peer: peer, id: frame.streamID)], let session = streams[key],
            session.failure == nil, session.interruptedSince == nil, session.openWaiter == nil {
             session.interruptedSince = .now

@@ -135,7 +135,8 @@ public nonisolated struct WireListPlugins: Sendable {
   public init() {}
 }
 
-/// The agent's answer: lines to print, or an error.
+/// The agent's answer: lines to print, or an error; and, for the commands that return data, the
+/// same data structured (what `--json` prints), so that no client parses the lines.
 public nonisolated struct WireControlReply: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -143,6 +144,8 @@ public nonisolated struct WireControlReply: Sendable {
 
   public var protocolVersion: UInt32 = 0
 
+  /// For people: what `handoff` prints without --json. A plugin command's output is its lines only
+  /// (its format is the plugin's, see its README).
   public var lines: [String] = []
 
   public var error: WireError {
@@ -154,11 +157,102 @@ public nonisolated struct WireControlReply: Sendable {
   /// Clears the value of `error`. Subsequent reads from it will return its default value.
   public mutating func clearError() {self._error = nil}
 
+  /// ListActivities: the activities known on the bus, then the agent's own current ones.
+  public var activities: [WireControlActivity] = []
+
+  /// ListPlugins: the plugins the agent hosts, in load order.
+  public var plugins: [WireControlPlugin] = []
+
+  /// ContinueCommand: what was continued (set when error is not).
+  public var continued: WireControlContinued {
+    get {_continued ?? WireControlContinued()}
+    set {_continued = newValue}
+  }
+  /// Returns true if `continued` has been explicitly set.
+  public var hasContinued: Bool {self._continued != nil}
+  /// Clears the value of `continued`. Subsequent reads from it will return its default value.
+  public mutating func clearContinued() {self._continued = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _error: WireError? = nil
+  fileprivate var _continued: WireControlContinued? = nil
+}
+
+public nonisolated struct WireControlActivity: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var activityID: String = String()
+
+  public var activityType: String = String()
+
+  public var title: String = String()
+
+  /// The originating node's name (the agent's own for its current activities).
+  public var originName: String = String()
+
+  /// True for the agent's own current activities.
+  public var local: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct WireControlPlugin: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var version: String = String()
+
+  public var activityTypes: [String] = []
+
+  /// The shared object's path on the agent's machine.
+  public var file: String = String()
+
+  /// The team the plugin declares (empty: none).
+  public var teamID: String = String()
+
+  /// The plugin ABI version it was built against, "MAJOR.MINOR".
+  public var abiVersion: String = String()
+
+  public var handlesStreams: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct WireControlContinued: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var activityID: String = String()
+
+  public var activityType: String = String()
+
+  public var title: String = String()
+
+  public var originName: String = String()
+
+  /// From the request to the restore handler's return, on the agent, in milliseconds.
+  public var milliseconds: Double = 0
+
+  /// Set instead when the agent has no handler for the type and the activity names a webpage:
+  /// the activity is not restored; continue it there.
+  public var webpageURL: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -381,7 +475,7 @@ nonisolated extension WireListPlugins: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension WireControlReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ControlReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}lines\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}lines\0\u{1}error\0\u{1}activities\0\u{1}plugins\0\u{1}continued\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -392,6 +486,9 @@ nonisolated extension WireControlReply: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.protocolVersion) }()
       case 2: try { try decoder.decodeRepeatedStringField(value: &self.lines) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.activities) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.plugins) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._continued) }()
       default: break
       }
     }
@@ -411,6 +508,15 @@ nonisolated extension WireControlReply: SwiftProtobuf.Message, SwiftProtobuf._Me
     try { if let v = self._error {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     } }()
+    if !self.activities.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.activities, fieldNumber: 4)
+    }
+    if !self.plugins.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.plugins, fieldNumber: 5)
+    }
+    try { if let v = self._continued {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -418,6 +524,174 @@ nonisolated extension WireControlReply: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.protocolVersion != rhs.protocolVersion {return false}
     if lhs.lines != rhs.lines {return false}
     if lhs._error != rhs._error {return false}
+    if lhs.activities != rhs.activities {return false}
+    if lhs.plugins != rhs.plugins {return false}
+    if lhs._continued != rhs._continued {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireControlActivity: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ControlActivity"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{1}title\0\u{3}origin_name\0\u{1}local\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.activityID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.activityType) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.title) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.originName) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.local) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.activityID.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityID, fieldNumber: 1)
+    }
+    if !self.activityType.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityType, fieldNumber: 2)
+    }
+    if !self.title.isEmpty {
+      try visitor.visitSingularStringField(value: self.title, fieldNumber: 3)
+    }
+    if !self.originName.isEmpty {
+      try visitor.visitSingularStringField(value: self.originName, fieldNumber: 4)
+    }
+    if self.local != false {
+      try visitor.visitSingularBoolField(value: self.local, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireControlActivity, rhs: WireControlActivity) -> Bool {
+    if lhs.activityID != rhs.activityID {return false}
+    if lhs.activityType != rhs.activityType {return false}
+    if lhs.title != rhs.title {return false}
+    if lhs.originName != rhs.originName {return false}
+    if lhs.local != rhs.local {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireControlPlugin: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ControlPlugin"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}version\0\u{3}activity_types\0\u{1}file\0\u{3}team_id\0\u{3}abi_version\0\u{3}handles_streams\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.activityTypes) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.file) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.teamID) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.abiVersion) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.handlesStreams) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 2)
+    }
+    if !self.activityTypes.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.activityTypes, fieldNumber: 3)
+    }
+    if !self.file.isEmpty {
+      try visitor.visitSingularStringField(value: self.file, fieldNumber: 4)
+    }
+    if !self.teamID.isEmpty {
+      try visitor.visitSingularStringField(value: self.teamID, fieldNumber: 5)
+    }
+    if !self.abiVersion.isEmpty {
+      try visitor.visitSingularStringField(value: self.abiVersion, fieldNumber: 6)
+    }
+    if self.handlesStreams != false {
+      try visitor.visitSingularBoolField(value: self.handlesStreams, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireControlPlugin, rhs: WireControlPlugin) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.activityTypes != rhs.activityTypes {return false}
+    if lhs.file != rhs.file {return false}
+    if lhs.teamID != rhs.teamID {return false}
+    if lhs.abiVersion != rhs.abiVersion {return false}
+    if lhs.handlesStreams != rhs.handlesStreams {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireControlContinued: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ControlContinued"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{1}title\0\u{3}origin_name\0\u{1}milliseconds\0\u{3}webpage_url\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.activityID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.activityType) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.title) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.originName) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self.milliseconds) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.webpageURL) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.activityID.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityID, fieldNumber: 1)
+    }
+    if !self.activityType.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityType, fieldNumber: 2)
+    }
+    if !self.title.isEmpty {
+      try visitor.visitSingularStringField(value: self.title, fieldNumber: 3)
+    }
+    if !self.originName.isEmpty {
+      try visitor.visitSingularStringField(value: self.originName, fieldNumber: 4)
+    }
+    if self.milliseconds.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.milliseconds, fieldNumber: 5)
+    }
+    if !self.webpageURL.isEmpty {
+      try visitor.visitSingularStringField(value: self.webpageURL, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireControlContinued, rhs: WireControlContinued) -> Bool {
+    if lhs.activityID != rhs.activityID {return false}
+    if lhs.activityType != rhs.activityType {return false}
+    if lhs.title != rhs.title {return false}
+    if lhs.originName != rhs.originName {return false}
+    if lhs.milliseconds != rhs.milliseconds {return false}
+    if lhs.webpageURL != rhs.webpageURL {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

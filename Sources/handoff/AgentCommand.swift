@@ -20,6 +20,10 @@ struct AgentFile: Codable {
     var advertisedHost: String?
     var advertiseIntervalSeconds: Double?
     var logLevel: String?
+    /// `text` or `json`.
+    var logFormat: String?
+    /// Where to serve metrics and health (`HOST:PORT`), as `--metrics`.
+    var metrics: String?
     /// Keys: `{"key": "node.key", "account": ["folder"], "brokerKey": "broker.pub"}`.
     var security: SecurityFile?
     /// Run without CURVE beyond loopback (local development only).
@@ -31,7 +35,7 @@ extension AgentFile {
     /// properties above).
     static let schema: [String: Set<String>] = [
         "": ["name", "broker", "plugins", "data", "control", "continuation", "advertisedHost",
-             "advertiseIntervalSeconds", "logLevel", "security", "insecure"],
+             "advertiseIntervalSeconds", "logLevel", "logFormat", "metrics", "security", "insecure"],
         "broker": ["frontend", "backend"],
         "security": ["key", "account", "brokerKey"],
     ]
@@ -94,7 +98,7 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
 
-    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel, security{key,account,brokerKey}, insecure).")
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
     @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER); repeat for a pair of brokers.", valueName: "frontend backend"))
@@ -105,18 +109,22 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "Where this node answers continue requests.") var continuation: String?
     @Option(help: "The host name other nodes use to reach this one.") var advertisedHost: String?
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
-    @Option(help: "Log level (or the configuration's logLevel, or $HANDOFF_LOG_LEVEL).") var logLevel: Logger.Level?
     @OptionGroup var security: SecurityOptions
+    @OptionGroup var metricsOptions: MetricsOptions
+    @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
         if exitWithParent { exitWhenParentExits() }
         let file = try config.map(AgentFile.read) ?? AgentFile()
-        let level = try logLevel ?? file.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? Environment.logLevel() ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        let fileLevel = try file.logLevel.map { text in
+            guard let level = Logger.Level(rawValue: text.lowercased()) else { throw ValidationError("logLevel \"\(text)\" in the configuration: expected one of trace, debug, info, notice, warning, error, critical") }
+            return level
         }
+        let fileFormat = try file.logFormat.map { text in
+            guard let format = LogFormat(rawValue: text.lowercased()) else { throw ValidationError("logFormat \"\(text)\" in the configuration: expected text or json") }
+            return format
+        }
+        logging.bootstrap(configuredLevel: fileLevel, configuredFormat: fileFormat)
         let logger = Logger(label: "handoff.agent")
 
         let endpoints = try !broker.isEmpty ? broker : file.broker.map { [$0.frontend, $0.backend] } ?? Environment.brokerOrDefault()
@@ -133,6 +141,9 @@ struct AgentCommand: AsyncParsableCommand {
         configuration.security = try security.resolve(fallback: file.security, needsBrokerKey: true)
         configuration.allowInsecure = security.allowsInsecure(fallback: file.insecure)
 
+        let metricsAddress = metricsOptions.metrics ?? file.metrics
+        if let metricsAddress { _ = try MetricsOptions.parse(metricsAddress) }
+        let registry = MetricsOptions.bootstrap(metricsAddress)
         let context = try Context()
         let node = try Node(configuration: configuration, context: context)
         var pluginOptions = PluginOptions()
@@ -157,8 +168,15 @@ struct AgentCommand: AsyncParsableCommand {
             return keys.count
         }
         defer { hangup?.cancel() }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: node), .init(service: server)]
+        if let registry, let address = metricsAddress {
+            services.append(.init(service: try MetricsEndpoint.service(address: address, registry: registry, logger: logger) {
+                let health = await node.busHealth
+                return HealthReport(healthy: health.isOnBus, reason: health.reason)
+            }))
+        }
         let group = ServiceGroup(
-            configuration: .init(services: [.init(service: node), .init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         // Type=notify units: ready once the node runs (its sockets bound, the bus joined).
         let readiness = Task {
             await node.untilRunning()
@@ -219,12 +237,43 @@ actor ControlServer: Service {
             case .pluginCommand(let command):
                 reply.lines = try await runtime.command(plugin: command.plugin, command.arguments)
             case .continueActivity(let command):
-                reply.lines = try await continueActivity(id: command.activityID, type: command.activityType)
+                reply.continued = try await continueActivity(id: command.activityID, type: command.activityType)
+                let continued = reply.continued
+                reply.lines = [continued.webpageURL.isEmpty
+                    ? "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.originName) in \(String(format: "%.1f", continued.milliseconds)) ms"
+                    : "no handler here: continue at \(continued.webpageURL)"]
             case .listActivities:
-                reply.lines = await node.activities().map { "\($0.id)\t\($0.activityType)\t\($0.title)\t\($0.origin.name)" }
-                    + (await node.currentActivities).map { "\($0.id)\t\($0.activityType)\t\($0.title)\t(here)" }
+                for activity in await node.activities() {
+                    reply.activities.append(.with {
+                        $0.activityID = activity.id
+                        $0.activityType = activity.activityType
+                        $0.title = activity.title
+                        $0.originName = activity.origin.name
+                    })
+                }
+                for activity in await node.currentActivities {
+                    reply.activities.append(.with {
+                        $0.activityID = activity.id
+                        $0.activityType = activity.activityType
+                        $0.title = activity.title
+                        $0.originName = node.info.name
+                        $0.local = true
+                    })
+                }
+                reply.lines = reply.activities.map { "\($0.activityID)\t\($0.activityType)\t\($0.title)\t\($0.local ? "(here)" : $0.originName)" }
             case .listPlugins:
-                reply.lines = runtime.plugins.map { "\($0.name)\t\($0.version)\t\($0.activityTypes.joined(separator: ","))\t\($0.file)" }
+                reply.plugins = runtime.plugins.map { plugin in
+                    .with {
+                        $0.name = plugin.name
+                        $0.version = plugin.version
+                        $0.activityTypes = plugin.activityTypes
+                        $0.file = plugin.file
+                        $0.teamID = plugin.teamID ?? ""
+                        $0.abiVersion = "\(plugin.abiVersion.major).\(plugin.abiVersion.minor)"
+                        $0.handlesStreams = plugin.handlesStreams
+                    }
+                }
+                reply.lines = reply.plugins.map { "\($0.name)\t\($0.version)\t\($0.activityTypes.joined(separator: ","))\t\($0.file)" }
             case nil:
                 throw HandoffError(.malformedMessage, "an empty control request")
             }
@@ -240,7 +289,7 @@ actor ControlServer: Service {
     }
 
     /// Continues by id, or the newest activity of a type (waiting up to 5 s for it to be known).
-    private func continueActivity(id: String, type: String) async throws -> [String] {
+    private func continueActivity(id: String, type: String) async throws -> WireControlContinued {
         let started = ContinuousClock.now
         var activity: DiscoveredActivity?
         while activity == nil && ContinuousClock.now - started < .seconds(5) {
@@ -250,12 +299,19 @@ actor ControlServer: Service {
         guard let activity else {
             throw HandoffError(.activityNotFound, id.isEmpty ? "no activity of type \(type) is on the bus" : "no activity with id \(id) is on the bus")
         }
+        var outcome = WireControlContinued()
+        outcome.activityID = activity.id
+        outcome.activityType = activity.activityType
+        outcome.title = activity.title
+        outcome.originName = activity.origin.name
         switch try await node.continueActivity(activity) {
         case .restored(let continued):
-            return ["continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", milliseconds(ContinuousClock.now - started))) ms"]
+            outcome.title = continued.title
+            outcome.milliseconds = milliseconds(ContinuousClock.now - started)
         case .webpage(let url):
-            return ["no handler here: continue at \(url)"]
+            outcome.webpageURL = url.absoluteString
         }
+        return outcome
     }
 }
 
@@ -269,8 +325,8 @@ extension HandoffError {
     }
 }
 
-/// Sends one command to an agent's control socket and returns its lines.
-func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: WireControlRequest.OneOf_Command) async throws -> [String] {
+/// Sends one command to an agent's control socket and returns its reply (an error reply throws).
+func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: WireControlRequest.OneOf_Command) async throws -> WireControlReply {
     var request = WireControlRequest()
     request.protocolVersion = WireProtocol.version
     request.command = command
@@ -283,7 +339,7 @@ func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: W
     }
     let reply = try WireControlReply(serializedBytes: frame.data)
     if reply.hasError { throw Failure(reply.error.message) }
-    return reply.lines
+    return reply
 }
 
 /// Sends this process SIGTERM (a graceful stop) once its parent has gone: `handoff demo` may be

@@ -21,6 +21,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @Option(help: "Log the counters every this many seconds (0: only at exit).") var statsInterval: Double = 10
     @OptionGroup var security: SecurityOptions
+    @OptionGroup var metricsOptions: MetricsOptions
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
@@ -36,6 +37,7 @@ struct BrokerCommand: AsyncParsableCommand {
         try Security.requireSecurity(
             for: configuration.endpoints, security: configuration.security,
             allowInsecure: configuration.allowInsecure, what: "the broker")
+        let registry = metricsOptions.bootstrap()
         let broker = try Broker.start(configuration, context: try Context())
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
@@ -48,7 +50,16 @@ struct BrokerCommand: AsyncParsableCommand {
             return keys.count
         }
         defer { hangup?.cancel() }
-        let group = ServiceGroup(services: [broker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        var services: [any Service] = [broker]
+        if let registry, let address = metricsOptions.metrics {
+            let (frontend, backend) = (broker.frontendEndpoint, broker.backendEndpoint)
+            services.append(try MetricsEndpoint.service(address: address, registry: registry, logger: logger) {
+                broker.isRunning
+                    ? HealthReport(healthy: true, reason: "forwarding: frontend \(frontend) and backend \(backend) bound")
+                    : HealthReport(healthy: false, reason: "the broker's loop has stopped")
+            })
+        }
+        let group = ServiceGroup(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         func report(_ message: Logger.Message) {
             let counters = broker.counters
             logger.info(message, metadata: [

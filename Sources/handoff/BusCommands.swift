@@ -93,6 +93,8 @@ struct Continue: AsyncParsableCommand {
     @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
     @Option(help: "Continue without a plugin: open the activity's continuation streams and save what arrives to this file.")
     var save: String?
+    @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save).")
+    var json = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -106,12 +108,24 @@ struct Continue: AsyncParsableCommand {
             var command = WireContinueCommand()
             command.activityID = id ?? ""
             command.activityType = type ?? ""
-            for line in try await askAgent(agent, .continueActivity(command)) { announce(line) }
+            let reply = try await askAgent(agent, .continueActivity(command))
+            if json {
+                let continued = reply.continued
+                var object: [String: Any] = [
+                    "activityId": continued.activityID, "activityType": continued.activityType,
+                    "title": continued.title, "origin": continued.originName,
+                ]
+                if continued.webpageURL.isEmpty { object["milliseconds"] = continued.milliseconds } else { object["webpageURL"] = continued.webpageURL }
+                announce(jsonLine(object))
+            } else {
+                for line in reply.lines { announce(line) }
+            }
             return
         }
         let logger = Logger(label: "handoff.continue")
         let configuration = try bus.configuration(name: "handoff-continue")
-        let message: String = try await Node.withRunning(configuration) { node in
+        // The line to print, and the same as a JSON object.
+        let (message, object): (String, String) = try await Node.withRunning(configuration) { node in
             let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: data))
             await runtime.start(loadPlugins(plugins, logger: logger))
             let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
@@ -131,23 +145,34 @@ struct Continue: AsyncParsableCommand {
                 }
             }
             let started = ContinuousClock.now
-            let progress = Task { await showProgress(of: node) }
+            let progress = Task { if !json { await showProgress(of: node) } }
             defer { progress.cancel() }
             do {
                 let result = try await node.continueActivity(found)
                 progress.cancel()
                 await progress.value
+                var object: [String: Any] = [
+                    "activityId": found.id, "activityType": found.activityType, "title": found.title, "origin": found.origin.name,
+                ]
                 switch result {
                 case .restored(let continued):
-                    return "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", milliseconds(ContinuousClock.now - started))) ms"
+                    let took = milliseconds(ContinuousClock.now - started)
+                    object["title"] = continued.title
+                    object["milliseconds"] = took
+                    if let save {
+                        object["saved"] = save
+                        object["bytes"] = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
+                    }
+                    return ("continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms", jsonLine(object))
                 case .webpage(let url):
-                    return "no handler here for \(found.activityType): continue at \(url)"
+                    object["webpageURL"] = url.absoluteString
+                    return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
                 }
             } catch {
                 throw Failure("could not continue \"\(found.title)\": \(error)")
             }
         }
-        announce(message)
+        announce(json ? object : message)
     }
 }
 
@@ -207,6 +232,7 @@ struct Advertise: AsyncParsableCommand {
     @Option(help: "userInfo as a JSON object (strings, numbers, booleans, arrays, objects).") var userInfo: String?
     @Option(help: "A webpage URL to fall back to.") var webpage: String?
     @Option(help: "Stop after this many seconds (default: until SIGINT/SIGTERM).") var seconds: Double?
+    @Flag(help: "Say that it advertises as one JSON object (activityId, activityType, node).") var json = false
     @OptionGroup var bus: BusOptions
     @OptionGroup var logging: LoggingOptions
 
@@ -233,7 +259,9 @@ struct Advertise: AsyncParsableCommand {
             // Said once the node runs, so the group's signal handlers are in place: a SIGTERM sent
             // on seeing this line withdraws the activity instead of killing the process.
             await node.untilRunning()
-            announce("advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
+            announce(json
+                ? jsonLine(["event": "advertising", "activityId": activity.id, "activityType": type, "node": node.info.name])
+                : "advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
             if let seconds {
                 tasks.addTask { try? await Task.sleep(for: .milliseconds(Int(seconds * 1000))); return false }
             }
@@ -284,10 +312,11 @@ struct Contacts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage an agent's contacts: add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | view ID | share | draft | viewing (the same as `handoff plugin contacts ...`).")
     @Option(help: "The agent's control endpoint.") var agent: String
+    @Flag(help: "Print one JSON object: plugin, and the output's lines.") var json = false
     @Argument(help: "The contacts command and its arguments.") var arguments: [String]
 
     func run() async throws {
-        try await runPluginCommand("contacts", arguments, on: agent)
+        try await runPluginCommand("contacts", arguments, on: agent, json: json)
     }
 }
 
@@ -298,6 +327,7 @@ struct PluginCommand: AsyncParsableCommand {
         abstract: "Run a plugin's command on the agent that hosts it: handoff plugin NAME COMMAND [ARGS...] --agent EP.",
         discussion: "What each plugin's commands are is in its README (the ABI: docs/plugin-abi.md, \"Commands\"); `handoff plugins list --agent EP` lists the plugins an agent hosts.")
     @Option(help: "The agent's control endpoint.") var agent: String
+    @Flag(help: "Print one JSON object: plugin, and the output's lines (their format is the plugin's).") var json = false
     @Argument(help: "The plugin's name (as `handoff plugins list` shows it).") var name: String
     @Argument(help: "The plugin's command and its arguments (after `--` when one starts with a dash).") var arguments: [String] = []
 
@@ -306,16 +336,22 @@ struct PluginCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await runPluginCommand(name, arguments, on: agent)
+        try await runPluginCommand(name, arguments, on: agent, json: json)
     }
 }
 
-/// Asks the agent at `agent` to run a plugin's command, and prints its output lines.
-func runPluginCommand(_ plugin: String, _ arguments: [String], on agent: String) async throws {
+/// Asks the agent at `agent` to run a plugin's command, and prints its output lines (or, with
+/// `json`, one object holding them).
+func runPluginCommand(_ plugin: String, _ arguments: [String], on agent: String, json: Bool) async throws {
     var command = WirePluginCommand()
     command.plugin = plugin
     command.arguments = arguments
-    for line in try await askAgent(agent, .pluginCommand(command)) { announce(line) }
+    let lines = try await askAgent(agent, .pluginCommand(command)).lines
+    if json {
+        announce(jsonLine(["plugin": plugin, "lines": lines]))
+    } else {
+        for line in lines { announce(line) }
+    }
 }
 
 /// `handoff plugins list`: what plugins a folder holds, and what they handle.
@@ -328,14 +364,33 @@ struct PluginsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the plugins of folders, or of a running agent.")
         @OptionGroup var plugins: PluginOptions
         @Option(help: "List the plugins a running agent hosts.") var agent: String?
+        @Flag(help: "One JSON object a line: name, version, activityTypes, file, teamId, abiVersion, handlesStreams; {\"refused\": …} for a plugin or folder refused.")
+        var json = false
 
         func run() async throws {
             if let agent {
-                for line in try await askAgent(agent, .listPlugins(WireListPlugins())) { announce(line) }
+                let reply = try await askAgent(agent, .listPlugins(WireListPlugins()))
+                if json {
+                    for plugin in reply.plugins {
+                        announce(Self.json(name: plugin.name, version: plugin.version, types: plugin.activityTypes, file: plugin.file,
+                                           team: plugin.teamID, abi: plugin.abiVersion, streams: plugin.handlesStreams))
+                    }
+                } else {
+                    for line in reply.lines { announce(line) }
+                }
                 return
             }
             let (loaded, errors) = PluginLoader.loadAll(from: plugins.resolved) { folder, name in
                 name.hasSuffix(".so") && (folder != executableFolder || isPluginLibrary(name))
+            }
+            if json {
+                for plugin in loaded {
+                    announce(Self.json(name: plugin.name, version: plugin.version, types: plugin.activityTypes, file: plugin.file,
+                                       team: plugin.teamID ?? "", abi: "\(plugin.abiVersion.major).\(plugin.abiVersion.minor)", streams: plugin.handlesStreams))
+                }
+                for error in errors { announce(jsonLine(["refused": error.reason, "file": error.file])) }
+                if !errors.isEmpty { throw ExitCode(1) }
+                return
             }
             for plugin in loaded {
                 announce("\(plugin.name) \(plugin.version)  team \(plugin.teamID ?? "-")  ABI \(plugin.abiVersion.major).\(plugin.abiVersion.minor)  streams \(plugin.handlesStreams ? "yes" : "no")")
@@ -346,6 +401,12 @@ struct PluginsCommand: AsyncParsableCommand {
             if loaded.isEmpty && errors.isEmpty { announce("no plugins in \(plugins.resolved.joined(separator: ", "))") }
             // A refused plugin or an unreadable folder is a failure to report, not a listing.
             if !errors.isEmpty { throw ExitCode(1) }
+        }
+
+        /// One plugin as a JSON line, the same from a folder or an agent.
+        static func json(name: String, version: String, types: [String], file: String, team: String, abi: String, streams: Bool) -> String {
+            jsonLine(["name": name, "version": version, "activityTypes": types, "file": file,
+                      "teamId": team.isEmpty ? NSNull() : team, "abiVersion": abi, "handlesStreams": streams])
         }
     }
 }

@@ -83,12 +83,12 @@ struct Demo: AsyncParsableCommand {
             var command = WirePluginCommand()
             command.plugin = "contacts"
             command.arguments = arguments
-            return try await askAgent(agent, .pluginCommand(command))
+            return try await askAgent(agent, .pluginCommand(command)).lines
         }
         func continueType(_ agent: String, _ type: String) async throws -> String {
             var command = WireContinueCommand()
             command.activityType = type
-            return try await askAgent(agent, .continueActivity(command)).joined(separator: "; ")
+            return try await askAgent(agent, .continueActivity(command)).lines.joined(separator: "; ")
         }
 
         let ada = try await contacts(a, "add", "Ada", "Lovelace", "+44-20-7946-0000", "ada@example.org")[0]
@@ -126,8 +126,8 @@ struct Demo: AsyncParsableCommand {
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
             if !children.isRunning(name) { throw Failure("\(name) exited early:\n\(children.log(name))") }
-            if let lines = try? await askAgent(control, timeout: .milliseconds(500), .listPlugins(WireListPlugins())) {
-                return lines.map { String($0.split(separator: "\t").first ?? "") }
+            if let reply = try? await askAgent(control, timeout: .milliseconds(500), .listPlugins(WireListPlugins())) {
+                return reply.plugins.map(\.name)
             }
             try await Task.sleep(for: .milliseconds(50))
         }

@@ -43,4 +43,13 @@ enum Environment {
         }
         return level
     }
+
+    /// `$HANDOFF_LOG_FORMAT`: text or json.
+    static func logFormat() throws -> LogFormat? {
+        guard let text = ProcessInfo.processInfo.environment["HANDOFF_LOG_FORMAT"], !text.isEmpty else { return nil }
+        guard let format = LogFormat(rawValue: text.lowercased()) else {
+            throw ValidationError("HANDOFF_LOG_FORMAT must be text or json, not \"\(text)\"")
+        }
+        return format
+    }
 }

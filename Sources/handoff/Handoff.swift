@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Handoff
 import Logging
+import Synchronization
 
 /// The `handoff` command.
 @main
@@ -13,37 +14,30 @@ struct HandoffCommand: AsyncParsableCommand {
         version: HandoffVersion.description,
         subcommands: [
             Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Nodes.self, Continue.self,
-            Advertise.self, PluginCommand.self, Contacts.self, PluginsCommand.self, Keygen.self,
+            Advertise.self, PluginCommand.self, Contacts.self, PluginsCommand.self, Keygen.self, HealthCommand.self,
         ]
     )
-}
 
-/// Logging for every subcommand.
-struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (or $HANDOFF_LOG_LEVEL). Default: info.")
-    var logLevel: Logger.Level?
-
-    func validate() throws { _ = try Environment.logLevel() }
-
-    /// Logs to standard error: plain lines, or, when that is the journal, lines that carry their
-    /// priority.
-    func bootstrap() {
-        let level = logLevel ?? (try? Environment.logLevel()) ?? .info
-        let journal = Systemd.standardErrorIsJournal()
-        LoggingSystem.bootstrap { label in
-            if journal {
-                var handler = JournalLogHandler(label: label)
-                handler.logLevel = level
-                return handler
+    /// ArgumentParser's own main, except that with `--log-format json` a command's error is logged
+    /// as one more JSON line (log shippers parse every line) before the same exit status.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
             }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+        } catch {
+            let status = exitCode(for: error)
+            if JSONLogHandler.isActive.load(ordering: .relaxed), status != .success {
+                Logger(label: "handoff").error("\(fullMessage(for: error))")
+                Foundation.exit(status.rawValue)
+            }
+            exit(withError: error)
         }
     }
 }
-
-extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 /// Where the broker is, for commands that join the bus.
 struct BusOptions: ParsableArguments {

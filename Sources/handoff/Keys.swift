@@ -18,9 +18,14 @@ struct Keygen: ParsableCommand {
     @Argument(help: "The key's name, e.g. the node's or host's name, or `broker`.") var name: String
     @Option(help: "The folder to write the two files into.") var out = "."
     @Flag(help: "Replace existing files.") var force = false
+    @Flag(help: "Print one JSON object: name, publicKey, secretFile, publicFile.") var json = false
 
     func run() throws {
         let (keyPair, secret, publicURL) = try KeyFile.generate(name: name, in: URL(fileURLWithPath: out), overwrite: force)
+        if json {
+            print(jsonLine(["name": name, "publicKey": keyPair.publicKey.z85, "secretFile": secret.path, "publicFile": publicURL.path]))
+            return
+        }
         print("public key \(keyPair.publicKey.z85)")
         print("wrote \(secret.path) (secret) and \(publicURL.path)")
     }

@@ -89,4 +89,53 @@ struct SystemdTests {
         #expect(logged.contains { $0.hasPrefix("<6>handoff.node: node running") }, "\(lines)")
         #expect(logged.allSatisfy { $0.dropFirst().first.map { "234567".contains($0) } ?? false })
     }
+
+    @Test("--log-format json (and HANDOFF_LOG_FORMAT=json, and an agent's logFormat) writes one JSON object a line, every field a shipper needs")
+    func jsonLogs() async throws {
+        let (frontend, backend) = (try freePort(), try freePort())
+        func check(_ stderr: String, _ what: String) {
+            let lines = stderr.split(separator: "\n")
+            #expect(!lines.isEmpty, "\(what): nothing logged")
+            for line in lines {
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                #expect(object != nil, "\(what): not a JSON object: \(line)")
+                guard let object else { continue }
+                for key in ["time", "level", "logger", "message", "source"] {
+                    #expect(object[key] is String, "\(what): no \(key) in \(line)")
+                }
+            }
+            let running = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                .first { $0["message"] as? String == "node running" }
+            #expect(running?["level"] as? String == "info", "\(what): \(lines)")
+            #expect((running?["metadata"] as? [String: Any])?["node"] as? String == "handoff-activities", "\(what): \(lines)")
+        }
+        let flagged = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend, "--log-format", "json"])
+        check(flagged.error, "--log-format json")
+        let environment = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "json"])
+        check(environment.error, "HANDOFF_LOG_FORMAT=json")
+        let wrong = try await runHandoff(["activities", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "xml"])
+        #expect(wrong.status != 0)
+        #expect(wrong.error.contains("HANDOFF_LOG_FORMAT must be text or json"), "\(wrong.error)")
+
+        // An agent's configuration file: its logFormat, with a message that needs escaping.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("json-logs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("agent.json")
+        try #"{"name": "quoted \"agent\"\tname", "logFormat": "json", "data": "\#(folder.path)", "plugins": ["\#(folder.path)"]}"#.write(to: file, atomically: true, encoding: .utf8)
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--config", file.path, "--broker", frontend, backend]
+        let error = Pipe()
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = error
+        try agent.run()
+        try await Task.sleep(for: .seconds(1))
+        agent.terminate()
+        agent.waitUntilExit()
+        let lines = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(objects.count == lines.count && !lines.isEmpty, "\(lines)")
+        #expect(objects.contains { ($0["metadata"] as? [String: Any])?["node"] as? String == "quoted \"agent\"\tname" }, "\(lines)")
+    }
 }

@@ -1,0 +1,213 @@
+import CoreMetrics
+
+// What a broker and a node report to swift-metrics. Nothing is exported unless the process
+// bootstraps a metrics backend (`handoff broker --metrics`, `handoff agent --metrics` bootstrap
+// swift-prometheus); without one, every handle here is swift-metrics' no-op. Names follow
+// Prometheus' conventions (`_total` counters, `_seconds` durations, `_bytes` sizes), and every
+// metric of one name has the same label names. docs/operations.md lists them all.
+//
+// The handles are made once, when a broker or node is made: a process must bootstrap its backend
+// before that.
+
+/// The broker's counters, reported to swift-metrics as they change.
+///
+/// The broker's loop keeps its ``Broker/Counters`` as plain integers (it owns them alone, on its
+/// thread) and reports their differences since the last report here, so a field added to the
+/// counters is one line below, not a call at every place it changes.
+struct BrokerMetrics {
+    private let messagesIn = Counter(label: "handoff_broker_messages_total", dimensions: [("socket", "frontend"), ("direction", "in")])
+    private let bytesIn = Counter(label: "handoff_broker_bytes_total", dimensions: [("socket", "frontend"), ("direction", "in")])
+    private let messagesOut = Counter(label: "handoff_broker_messages_total", dimensions: [("socket", "backend"), ("direction", "out")])
+    private let bytesOut = Counter(label: "handoff_broker_bytes_total", dimensions: [("socket", "backend"), ("direction", "out")])
+    private let subscriptions = Counter(label: "handoff_broker_subscriptions_total", dimensions: [("kind", "subscribe")])
+    private let unsubscriptions = Counter(label: "handoff_broker_subscriptions_total", dimensions: [("kind", "unsubscribe")])
+    private let cached = Gauge(label: "handoff_broker_cached_activities")
+    private let forged = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "forged")])
+    private let overQuota = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "over_quota")])
+    private let refusedHandshakes = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "handshake_refused")])
+    private let failedHandshakes = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "handshake_failed")])
+    private let allowedHandshakes = Counter(label: "handoff_broker_handshakes_allowed_total")
+    private let snapshots = Counter(label: "handoff_broker_snapshots_total")
+    private let snapshotAdvertisements = Counter(label: "handoff_broker_snapshot_advertisements_total")
+    private let malformed = Counter(label: "handoff_broker_malformed_total")
+    private var reported = Broker.Counters()
+
+    init() { cached.record(0) }
+
+    /// Reports what changed since the last report.
+    mutating func report(_ counters: Broker.Counters) {
+        let old = reported
+        func add(_ counter: Counter, _ new: Int, _ old: Int) { if new > old { counter.increment(by: new - old) } }
+        add(messagesIn, counters.messagesIn, old.messagesIn)
+        add(bytesIn, counters.bytesIn, old.bytesIn)
+        add(messagesOut, counters.messagesOut, old.messagesOut)
+        add(bytesOut, counters.bytesOut, old.bytesOut)
+        add(subscriptions, counters.subscriptions, old.subscriptions)
+        add(unsubscriptions, counters.unsubscriptions, old.unsubscriptions)
+        add(forged, counters.forged, old.forged)
+        add(overQuota, counters.overQuota, old.overQuota)
+        add(refusedHandshakes, counters.refusedHandshakes, old.refusedHandshakes)
+        add(failedHandshakes, counters.failedHandshakes, old.failedHandshakes)
+        add(allowedHandshakes, counters.allowedHandshakes, old.allowedHandshakes)
+        add(snapshots, counters.snapshots, old.snapshots)
+        add(snapshotAdvertisements, counters.snapshotAdvertisements, old.snapshotAdvertisements)
+        add(malformed, counters.malformed, old.malformed)
+        if counters.cachedActivities != old.cachedActivities { cached.record(counters.cachedActivities) }
+        reported = counters
+    }
+}
+
+/// A node's traffic and outcomes, reported to swift-metrics where they happen; its
+/// ``Node/SecurityCounters`` and ``Node/StreamCounters`` are reported by difference, like the
+/// broker's.
+struct NodeMetrics: Sendable {
+    /// The sockets a node's messages cross.
+    enum SocketKind: String, Sendable {
+        /// The bus: publications out, subscriptions' messages in.
+        case bus
+        /// The continuation server (ROUTER): requests and stream frames in, replies out.
+        case continuationServer = "continuation_server"
+        /// The continuation clients (DEALER, one per originator): requests out, replies in.
+        case continuationClient = "continuation_client"
+    }
+
+    private struct Traffic: Sendable {
+        let messagesIn, bytesIn, messagesOut, bytesOut: Counter
+        init(_ socket: SocketKind) {
+            messagesIn = Counter(label: "handoff_node_messages_total", dimensions: [("socket", socket.rawValue), ("direction", "in")])
+            bytesIn = Counter(label: "handoff_node_bytes_total", dimensions: [("socket", socket.rawValue), ("direction", "in")])
+            messagesOut = Counter(label: "handoff_node_messages_total", dimensions: [("socket", socket.rawValue), ("direction", "out")])
+            bytesOut = Counter(label: "handoff_node_bytes_total", dimensions: [("socket", socket.rawValue), ("direction", "out")])
+        }
+    }
+
+    private let bus = Traffic(.bus)
+    private let server = Traffic(.continuationServer)
+    private let client = Traffic(.continuationClient)
+    private let answered = Counter(label: "handoff_node_continuations_answered_total", dimensions: [("result", "restored")])
+    private let refused = Counter(label: "handoff_node_continuations_answered_total", dimensions: [("result", "refused")])
+    private let continued = Counter(label: "handoff_node_continue_requests_total", dimensions: [("result", "succeeded")])
+    private let failed = Counter(label: "handoff_node_continue_requests_total", dimensions: [("result", "failed")])
+    private let continueDuration = Timer(label: "handoff_node_continue_duration_seconds", preferredDisplayUnit: .seconds)
+    private let streamsOpen = Meter(label: "handoff_node_streams_open")
+    private let streamBytesIn = Counter(label: "handoff_node_stream_bytes_total", dimensions: [("direction", "in")])
+    private let streamBytesOut = Counter(label: "handoff_node_stream_bytes_total", dimensions: [("direction", "out")])
+    private let currentActivities = Gauge(label: "handoff_node_current_activities")
+    private let knownActivities = Gauge(label: "handoff_node_known_activities")
+    private let onBus = Gauge(label: "handoff_node_on_bus")
+
+    init() {
+        streamsOpen.set(0)
+        currentActivities.record(0)
+        knownActivities.record(0)
+        onBus.record(0)
+    }
+
+    private func traffic(_ socket: SocketKind) -> Traffic {
+        switch socket {
+        case .bus: bus
+        case .continuationServer: server
+        case .continuationClient: client
+        }
+    }
+
+    /// A message of `bytes` (all frames) received on `socket`.
+    func received(on socket: SocketKind, bytes: Int) {
+        let traffic = traffic(socket)
+        traffic.messagesIn.increment()
+        traffic.bytesIn.increment(by: bytes)
+    }
+
+    /// A message of `bytes` (all frames) sent on `socket`.
+    func sent(on socket: SocketKind, bytes: Int) {
+        let traffic = traffic(socket)
+        traffic.messagesOut.increment()
+        traffic.bytesOut.increment(by: bytes)
+    }
+
+    /// This node answered a continue request: with the activity, or with an error.
+    func answeredContinue(restored: Bool) { (restored ? answered : refused).increment() }
+
+    /// A continue request of this node ended after `duration`.
+    func continueEnded(succeeded: Bool, after duration: Duration) {
+        (succeeded ? continued : failed).increment()
+        continueDuration.recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// Stream payload bytes that arrived or left.
+    func streamed(in bytes: Int) { streamBytesIn.increment(by: bytes) }
+    func streamed(out bytes: Int) { streamBytesOut.increment(by: bytes) }
+
+    /// Gauges of the node's state, set on its tick.
+    func state(streams: Int, current: Int, known: Int, onBus isOnBus: Bool) {
+        streamsOpen.set(streams)
+        currentActivities.record(current)
+        knownActivities.record(known)
+        onBus.record(isOnBus ? 1 : 0)
+    }
+}
+
+/// The node's ``Node/SecurityCounters`` and ``Node/StreamCounters`` as swift-metrics counters,
+/// reported by difference (the node owns the integers; this is the one place that maps them).
+struct NodeCounterMetrics {
+    private static func refusal(_ reason: String) -> Counter {
+        Counter(label: "handoff_node_refusals_total", dimensions: [("reason", reason)])
+    }
+    private let replayed = refusal("replayed")
+    private let stale = refusal("stale")
+    private let foreign = refusal("foreign")
+    private let overQuota = refusal("over_quota")
+    private let refusedHandshakes = refusal("handshake_refused")
+    private let failedHandshakes = refusal("handshake_failed")
+    private let streamsOverLimit = refusal("streams_over_limit")
+    private let streamViolations = refusal("stream_protocol_violation")
+    private let allowedHandshakes = Counter(label: "handoff_node_handshakes_allowed_total")
+    private let malformedBus = Counter(label: "handoff_node_malformed_total", dimensions: [("socket", "bus")])
+    private let malformedContinuation = Counter(label: "handoff_node_malformed_total", dimensions: [("socket", "continuation")])
+    private let resumed = Counter(label: "handoff_node_stream_resumes_total")
+    private let bytesResent = Counter(label: "handoff_node_stream_bytes_resent_total")
+    private let duplicatesDropped = Counter(label: "handoff_node_stream_duplicate_bytes_dropped_total")
+    private let lost = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "lost")])
+    private let evicted = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "evicted")])
+    private var security = Node.SecurityCounters()
+    private var streams = Node.StreamCounters()
+
+    private func add<Value: BinaryInteger>(_ counter: Counter, _ new: Value, _ old: Value) {
+        if new > old { counter.increment(by: Int(new - old)) }
+    }
+
+    mutating func report(_ new: Node.SecurityCounters) {
+        let old = security
+        add(replayed, new.replayedIgnored, old.replayedIgnored)
+        add(stale, new.staleIgnored, old.staleIgnored)
+        add(foreign, new.foreignIgnored, old.foreignIgnored)
+        add(overQuota, new.overQuotaIgnored, old.overQuotaIgnored)
+        add(refusedHandshakes, new.refusedHandshakes, old.refusedHandshakes)
+        add(failedHandshakes, new.failedHandshakes, old.failedHandshakes)
+        add(allowedHandshakes, new.allowedHandshakes, old.allowedHandshakes)
+        add(malformedBus, new.malformedBus, old.malformedBus)
+        add(malformedContinuation, new.malformedContinuation, old.malformedContinuation)
+        security = new
+    }
+
+    mutating func report(_ new: Node.StreamCounters) {
+        let old = streams
+        add(streamsOverLimit, new.refusedOverLimit, old.refusedOverLimit)
+        add(streamViolations, new.protocolViolations, old.protocolViolations)
+        add(resumed, new.resumed, old.resumed)
+        add(bytesResent, new.bytesResent, old.bytesResent)
+        add(duplicatesDropped, new.duplicateBytesDropped, old.duplicateBytesDropped)
+        add(lost, new.lost, old.lost)
+        add(evicted, new.evicted, old.evicted)
+        streams = new
+    }
+}
+
+extension Duration {
+    /// The whole duration in nanoseconds (saturating).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? (seconds < 0 ? .min : .max) : product &+ attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import CoreMetrics
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import Prometheus
+import ServiceLifecycle
+
+/// `--metrics HOST:PORT`, for the commands that run a long time (broker, agent).
+struct MetricsOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Serve Prometheus metrics at http://HOST:PORT/metrics and a health check at /healthz (200 healthy, 503 not), e.g. 127.0.0.1:9464.",
+        valueName: "host:port"))
+    var metrics: String?
+
+    func validate() throws {
+        if let metrics { _ = try Self.parse(metrics) }
+    }
+
+    /// Splits `host:port` (`[::1]:9464` for IPv6; `:9464` for every interface).
+    static func parse(_ address: String) throws -> (host: String, port: Int) {
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
+              (0...65_535).contains(port) else {
+            throw ValidationError("--metrics \(address): expected HOST:PORT, e.g. 127.0.0.1:9464")
+        }
+        var host = String(address[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "0.0.0.0" : host, port)
+    }
+
+    /// Makes swift-prometheus the process's metrics backend, when `--metrics` was given. Must run
+    /// before the broker or node is made: they make their metric handles when they start.
+    func bootstrap() -> PrometheusCollectorRegistry? { Self.bootstrap(metrics) }
+
+    /// ``bootstrap()`` for an address that may come from elsewhere (an agent's configuration file).
+    static func bootstrap(_ address: String?) -> PrometheusCollectorRegistry? {
+        guard address != nil else { return nil }
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Continue round trips take a few hundred microseconds on a LAN, seconds on a bad link.
+        factory.durationHistogramBuckets["handoff_node_continue_duration_seconds"] = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+        ]
+        MetricsSystem.bootstrap(factory)
+        return registry
+    }
+}
+
+/// Whether the process is healthy, and why.
+struct HealthReport: Sendable {
+    var healthy: Bool
+    var reason: String
+}
+
+/// The HTTP server of `--metrics`: `GET /metrics` (Prometheus' text format) and `GET /healthz`.
+enum MetricsEndpoint {
+    /// The most connections served at once: scrapers and health checks need few, and a client
+    /// opening thousands must not cost this process memory.
+    static let maxConnections = 32
+
+    /// The server, as a service for the command's service group.
+    static func service(
+        address: String, registry: PrometheusCollectorRegistry, logger: Logger,
+        health: @escaping @Sendable () async -> HealthReport
+    ) throws -> some Service {
+        let (host, port) = try MetricsOptions.parse(address)
+        let router = Router()
+        router.get("metrics") { _, _ -> Response in
+            var buffer: [UInt8] = []
+            buffer.reserveCapacity(16 * 1024)
+            registry.emit(into: &buffer)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: buffer)))
+        }
+        router.get("healthz") { _, _ -> Response in
+            let report = await health()
+            return Response(
+                status: report.healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: (report.healthy ? "ok: " : "unavailable: ") + report.reason + "\n")))
+        }
+        return Application(
+            router: router,
+            configuration: ApplicationConfiguration(
+                address: .hostname(host, port: port), serverName: "handoff",
+                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
+            onServerRunning: { channel in
+                let bound = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"
+                logger.info("metrics at http://\(bound)/metrics, health at http://\(bound)/healthz")
+            },
+            logger: logger)
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Glibc
+import Testing
+
+/// A `handoff broker` or `handoff agent` process of a metrics test, its output discarded.
+private func startHandoff(_ arguments: [String]) throws -> Process {
+    let process = Process()
+    process.executableURL = buildFolder.appendingPathComponent("handoff")
+    process.arguments = arguments + ["--log-level", "error"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    return process
+}
+
+/// The port of a free loopback endpoint.
+private func freeTCPPort() throws -> Int {
+    let endpoint = try freePort()
+    return Int(endpoint[endpoint.index(after: endpoint.lastIndex(of: ":")!)...])!
+}
+
+/// `/healthz`'s status, or 0 while nothing answers.
+private func health(_ port: Int) -> Int {
+    (try? httpGet(port: port, path: "/healthz", timeout: .seconds(2)))?.status ?? 0
+}
+
+@Suite("Metrics and health over HTTP (`--metrics`)", .serialized)
+struct MetricsTests {
+    @Test("a broker and two agents with --metrics: a continuation and a stream move the scraped counters; /healthz is 200, and 503 while an agent is cut off from the broker")
+    func scrapeAndHealth() async throws {
+        let frontend = try freePort(), backend = try freePort()
+        let (brokerPort, originPort, continuerPort) = (try freeTCPPort(), try freeTCPPort(), try freeTCPPort())
+        let brokerArguments = ["broker", "--frontend", frontend, "--backend", backend, "--metrics", "127.0.0.1:\(brokerPort)"]
+        var broker = try startHandoff(brokerArguments)
+        defer { if broker.isRunning { kill(broker.processIdentifier, SIGKILL) } }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func agent(_ name: String, port: Int) throws -> (Process, control: String) {
+            let control = "ipc://\(folder.path)/\(name).sock"
+            let process = try startHandoff([
+                "agent", "--name", name, "--broker", frontend, backend, "--plugins", buildFolder.path,
+                "--data", folder.appendingPathComponent(name).path, "--control", control, "--metrics", "127.0.0.1:\(port)"])
+            return (process, control)
+        }
+        let (origin, originControl) = try agent("origin", port: originPort)
+        defer { origin.terminate(); origin.waitUntilExit() }
+        let (continuer, continuerControl) = try agent("continuer", port: continuerPort)
+        defer { continuer.terminate(); continuer.waitUntilExit() }
+
+        // Healthy once each agent's own presence has come back through the broker.
+        for port in [brokerPort, originPort, continuerPort] {
+            #expect(await eventually(within: .seconds(15)) { health(port) == 200 }, "port \(port): /healthz never answered 200")
+        }
+
+        // `handoff health` asks the same endpoint (container health checks use it).
+        let healthy = try await runHandoff(["health", "127.0.0.1:\(originPort)", "--json"])
+        #expect(healthy.status == 0, "\(healthy.output) \(healthy.error)")
+        let report = try JSONSerialization.jsonObject(with: Data(healthy.output.utf8)) as? [String: Any]
+        #expect(report?["healthy"] as? Bool == true && report?["status"] as? Int == 200, "\(healthy.output)")
+
+        // A continuation with a stream: the continuer pulls the origin's contact list.
+        for name in ["Ada", "Grace", "Edsger"] {
+            let added = try await runHandoff(["plugin", "contacts", "add", name, "Test", "+1-555-0100", "\(name)@example.org", "--agent", originControl])
+            #expect(added.status == 0, "\(added.error)")
+        }
+        #expect(try await runHandoff(["plugin", "contacts", "share", "--agent", originControl]).status == 0)
+        let continued = try await runHandoff(["continue", "--type", "org.handoff.contacts.list-contacts", "--agent", continuerControl])
+        #expect(continued.status == 0, "\(continued.error)")
+        #expect(continued.output.contains("continued"), "\(continued.output)")
+
+        let originMetrics = try httpGet(port: originPort, path: "/metrics")
+        #expect(originMetrics.status == 200)
+        let o = originMetrics.body
+        #expect(metricValue(o, #"handoff_node_continuations_answered_total{result="restored"}"#) ?? 0 >= 1, "\(o)")
+        #expect(metricValue(o, #"handoff_node_stream_bytes_total{direction="out"}"#) ?? 0 > 0)
+        #expect(metricValue(o, #"handoff_node_messages_total{socket="continuation_server",direction="in"}"#) ?? 0 >= 2)
+        #expect(metricValue(o, #"handoff_node_messages_total{socket="bus",direction="out"}"#) ?? 0 >= 1)
+        #expect(metricValue(o, "handoff_node_current_activities") != nil)
+
+        let c = try httpGet(port: continuerPort, path: "/metrics").body
+        #expect(metricValue(c, #"handoff_node_continue_requests_total{result="succeeded"}"#) == 1, "\(c)")
+        #expect(metricValue(c, "handoff_node_continue_duration_seconds_count") == 1)
+        #expect(metricValue(c, #"handoff_node_continue_duration_seconds_bucket{le="+Inf"}"#) == 1)
+        #expect(metricValue(c, #"handoff_node_stream_bytes_total{direction="in"}"#) ?? 0 > 0)
+        #expect(metricValue(c, #"handoff_node_messages_total{socket="continuation_client",direction="out"}"#) ?? 0 >= 1)
+
+        let b = try httpGet(port: brokerPort, path: "/metrics").body
+        #expect(metricValue(b, #"handoff_broker_messages_total{socket="frontend",direction="in"}"#) ?? 0 > 0, "\(b)")
+        #expect(metricValue(b, #"handoff_broker_bytes_total{socket="backend",direction="out"}"#) ?? 0 > 0)
+        #expect(metricValue(b, #"handoff_broker_subscriptions_total{kind="subscribe"}"#) ?? 0 >= 2)
+        #expect(metricValue(b, "handoff_broker_cached_activities") ?? 0 >= 1)
+        #expect(metricValue(b, "handoff_broker_snapshots_total") ?? 0 >= 2)
+
+        // Cut off: the broker dies. The agents say so, and recover when it is back.
+        kill(broker.processIdentifier, SIGKILL)
+        broker.waitUntilExit()
+        #expect(await eventually(within: .seconds(10)) { health(originPort) == 503 }, "/healthz stayed \(health(originPort)) without a broker")
+        let cutOff = try httpGet(port: originPort, path: "/healthz")
+        #expect(cutOff.body.contains("unavailable") && cutOff.body.contains("broker"), "\(cutOff.body)")
+        let unhealthy = try await runHandoff(["health", "127.0.0.1:\(originPort)"])
+        #expect(unhealthy.status == 1 && unhealthy.output.contains("unavailable"), "\(unhealthy.output)")
+        #expect(try await runHandoff(["health", "127.0.0.1:\(brokerPort)"]).status == 1, "a dead broker's endpoint answered")
+        broker = try startHandoff(brokerArguments)
+        #expect(await eventually(within: .seconds(15)) { health(originPort) == 200 && health(brokerPort) == 200 }, "/healthz did not recover")
+        // The counters went on from where they were: a restarted endpoint is not a reset node.
+        let after = try httpGet(port: originPort, path: "/metrics").body
+        #expect(metricValue(after, #"handoff_node_continuations_answered_total{result="restored"}"#) ?? 0 >= 1)
+    }
+}
