@@ -105,8 +105,9 @@ let package = Package(
         ),
         // Raw libzmq baselines for the benchmarks, in C.
         .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),
-        // The same work through NATS, Redis and a plain TCP socket, in C (the protocols spoken directly).
-        .target(name: "CPeerBaselines"),
+        // The same work through NATS and Redis with their own C clients (nats.c and hiredis, from
+        // Debian: libnats-dev, libhiredis-dev), and through a plain TCP socket.
+        .target(name: "CPeerBaselines", linkerSettings: [.linkedLibrary("nats"), .linkedLibrary("hiredis")]),
         // Benchmarks: Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.
         .executableTarget(
             name: "handoff-bench",
@@ -119,7 +120,9 @@ let package = Package(
                 "Handoff", "ZeroMQ", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "DequeModule", package: "swift-collections"),
-            ]
+            ],
+            // Plugin sources and headers that tests compile with gcc (the ABI 1.0 header).
+            exclude: ["Fixtures"]
         ),
         // A small program the end-to-end tests start as separate processes (advertiser, broker).
         .executableTarget(

@@ -15,6 +15,7 @@ HANDOFF_DEBIAN_PACKAGES=(
     tcpdump              # the test that no contact crosses loopback in plain text
     iproute2             # deploy/netns: network namespaces, veth pairs, tc shaping
     ethtool iputils-ping python3  # deploy/netns/stream-link.sh's lossy link where the kernel has no netem
+    libnats-dev libhiredis-dev    # the benchmark's NATS and Redis baselines use the peers' own C clients
 )
 
 ensure_debian_packages() {

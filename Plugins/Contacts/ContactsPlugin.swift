@@ -1,6 +1,9 @@
 // The seeds' Contacts app as a Handoff plugin.
 //
-//   org.handoff.contacts.edit-contact   the draft form in userInfo; restored as this node's draft
+//   org.handoff.contacts.edit-contact   the draft form in userInfo, also a new contact never saved,
+//                                       half filled; restored as this node's draft. Typing into the
+//                                       form marks the activity needsSave: the form goes into
+//                                       userInfo only when someone continues it (will-save)
 //   org.handoff.contacts.view-contact   the contact in userInfo; restored as the contact on screen
 //   org.handoff.contacts.list-contacts  userInfo holds the count; the whole list arrives over a
 //                                       continuation stream and REPLACES the local list (as in the seeds)
@@ -29,6 +32,10 @@ public final class ContactsPlugin: HandoffPlugin {
     /// The id of the activity of each type this plugin has current: one at a time, as in the seeds'
     /// app (a new edit replaces the last one; `add` and `rm` update the shared list's count).
     private var current: [String: String] = [:]
+    /// Who continued each type last (was-continued), and the last update heard of each type this
+    /// node continued (did-update): what `contacts status` prints.
+    private var continuedBy: [String: String] = [:]
+    private var updates: [String: String] = [:]
     private let lock = NSLock()
 
     public init(host: PluginHost) throws {
@@ -88,7 +95,7 @@ public final class ContactsPlugin: HandoffPlugin {
     // MARK: Commands
 
     public func command(_ arguments: [String], output: (String) -> Void) throws {
-        let usage = "usage: contacts add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | view ID | share | draft | viewing"
+        let usage = "usage: contacts add FIRST LAST PHONE EMAIL | list | rm ID | edit ID | new | type FIELD VALUE | save | view ID | share | draft | viewing | status"
         guard let subcommand = arguments.first else { throw PluginFailure.invalidArgument(usage) }
         switch (subcommand, arguments.count) {
         case ("add", 5):
@@ -116,12 +123,52 @@ public final class ContactsPlugin: HandoffPlugin {
             output("removed \(arguments[1])")
         case ("edit", 2), ("view", 2):
             let contact = try find(arguments[1])
+            if subcommand == "edit" {
+                // The form opens on the contact: this node's draft until it is saved.
+                try store.save(contact, as: "draft.pb")
+                output(try replaceCurrent(Self.editActivity(contact, new: false)))
+                return
+            }
             var activity = WireActivity()
-            activity.activityType = subcommand == "edit" ? Self.editContact : Self.viewContact
-            activity.title = "\(subcommand == "edit" ? "Editing" : "Viewing") \(contact.firstName) \(contact.lastName)"
+            activity.activityType = Self.viewContact
+            activity.title = "Viewing \(contact.firstName) \(contact.lastName)"
             activity.userInfo = Self.userInfo(of: contact)
             activity.requiredUserInfoKeys = ["contactID"]
             output(try replaceCurrent(activity))
+        case ("new", 1):
+            // A new contact, not in the list until saved: the seeds' half-typed form.
+            var draft = Contact()
+            draft.id = String(UUID().uuidString.prefix(8)).lowercased()
+            try store.save(draft, as: "draft.pb")
+            output(try replaceCurrent(Self.editActivity(draft, new: true)))
+        case ("type", 3):
+            // A keystroke in the form: the draft changes here, and the activity is only marked
+            // (needsSave); will-save puts the form in userInfo when someone continues it.
+            guard var draft: Contact = try store.load("draft.pb") else { throw PluginFailure.notFound("no form open: `contacts new` or `contacts edit ID` first") }
+            switch arguments[1] {
+            case "firstName": draft.firstName = arguments[2]
+            case "lastName": draft.lastName = arguments[2]
+            case "phoneNumber": draft.phoneNumber = arguments[2]
+            case "email": draft.email = arguments[2]
+            default: throw PluginFailure.invalidArgument("no field \(arguments[1]): firstName, lastName, phoneNumber or email")
+            }
+            try store.save(draft, as: "draft.pb")
+            if let id = lock.withLock({ current[Self.editContact] }) { try? host.needsSave(id) }
+            output(Self.line(draft))
+        case ("save", 1):
+            // The form is done: the draft goes into the list (replacing the contact it edits), the
+            // edit ends.
+            guard let draft: Contact = try store.load("draft.pb") else { throw PluginFailure.notFound("no form open") }
+            var list = try store.loadList()
+            if let index = list.contacts.firstIndex(where: { $0.id == draft.id }) { list.contacts[index] = draft } else { list.contacts.append(draft) }
+            try store.save(list, as: "contacts.pb")
+            try updateSharedList(count: list.contacts.count)
+            if let id = lock.withLock({ current.removeValue(forKey: Self.editContact) }) { try? host.end(id) }
+            output(draft.id)
+        case ("status", 1):
+            let (continued, updated) = lock.withLock { (continuedBy, updates) }
+            for (type, node) in continued.sorted(by: { $0.key < $1.key }) { output("continued \(type) by \(node)") }
+            for (type, title) in updated.sorted(by: { $0.key < $1.key }) { output("updated \(type): \(title)") }
         case ("share", 1):
             output(try replaceCurrent(Self.listActivity(count: try store.loadList().contacts.count)))
         case ("draft", 1):
@@ -153,6 +200,46 @@ public final class ContactsPlugin: HandoffPlugin {
         } catch {
             lock.withLock { current[Self.listContacts] = nil }  // it ended meanwhile (continued once, expired)
         }
+    }
+
+    /// The edit-contact activity: the form in userInfo (`new` for a contact not saved yet).
+    static func editActivity(_ draft: Contact, new: Bool) -> WireActivity {
+        var activity = WireActivity()
+        activity.activityType = editContact
+        let name = "\(draft.firstName) \(draft.lastName)".trimmingCharacters(in: .whitespaces)
+        activity.title = name.isEmpty ? "New contact" : "Editing \(name)"
+        activity.userInfo = userInfo(of: draft)
+        var flag = WireValue()
+        flag.boolValue = new
+        activity.userInfo["new"] = flag
+        activity.requiredUserInfoKeys = ["contactID"]
+        return activity
+    }
+
+    // MARK: ABI 1.1: will-save, was-continued, did-update
+
+    /// will-save: the form as it is now goes into the edit-contact activity (marked by `type`).
+    public func willSave(_ activity: WireActivity) throws -> WireActivity? {
+        guard activity.activityType == Self.editContact, let draft: Contact = try store.load("draft.pb") else { return nil }
+        let isNew = activity.userInfo["new"].map { $0.kind == .boolValue(true) } ?? false
+        var refreshed = Self.editActivity(draft, new: isNew)
+        refreshed.activityID = activity.activityID
+        return refreshed
+    }
+
+    public func wasContinued(_ activity: WireActivity, by node: String) {
+        lock.withLock { continuedBy[activity.activityType] = node }
+        host.log("\(activity.title) (\(activity.activityType)) was continued by \(node)")
+    }
+
+    /// did-update: the originator changed an activity this node continued. A form keeps in step
+    /// with it (the draft here follows); the list's new count is noted (`continue` again to fetch it).
+    public func didUpdate(_ activity: WireActivity) {
+        lock.withLock { updates[activity.activityType] = activity.title }
+        if activity.activityType == Self.editContact, let draft = try? Self.contact(from: activity.userInfo) {
+            try? store.save(draft, as: "draft.pb")
+        }
+        host.log("\(activity.origin.name) updated \(activity.activityType): \(activity.title)")
     }
 
     /// The list-contacts activity: the count in userInfo, the list itself over a stream.

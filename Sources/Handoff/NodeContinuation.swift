@@ -79,6 +79,11 @@ extension Node {
         self.delegate = delegate
     }
 
+    /// Sets the delegate unless one is set (a plugin runtime yields to the app's own). Held weakly.
+    func setDelegateIfNone(_ delegate: any HandoffDelegate) {
+        if self.delegate == nil { self.delegate = delegate }
+    }
+
     /// Continues an activity this node knows of, by id.
     ///
     /// - Throws: ``HandoffError`` — ``HandoffError/Code-swift.struct/activityNotFound`` when no such

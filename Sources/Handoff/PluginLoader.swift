@@ -32,6 +32,7 @@ public final class LoadedPlugin: @unchecked Sendable, CustomStringConvertible {
     /// The ABI version the plugin was built with.
     public let abiVersion: (major: UInt32, minor: UInt32)
 
+    /// The host's copy of the plugin's descriptor (see ``PluginLoader``): kept for the process's life.
     let descriptor: UnsafePointer<handoff_plugin_descriptor>
     /// Serializes calls into a plugin that is not marked thread-safe.
     let lock = NSLock()
@@ -66,8 +67,8 @@ public enum PluginLoader {
     /// Loads one plugin file and checks its descriptor.
     ///
     /// - Throws: ``PluginLoadError`` naming the file: not a shared object, no entry point, a wrong
-    ///   ABI major version or a newer minor one, a struct smaller than the ABI needs, a missing
-    ///   required field or an invalid activity type.
+    ///   ABI major version or a newer minor one, a struct smaller than ABI 1.0's fields, a reserved
+    ///   field set, a missing required field or an invalid activity type.
     public static func load(file: String) throws(PluginLoadError) -> LoadedPlugin {
         func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
         guard FileManager.default.fileExists(atPath: file) else { throw refuse("no such file") }
@@ -84,21 +85,60 @@ public enum PluginLoader {
         return try check(descriptor, file: file)
     }
 
-    /// Checks a plugin's descriptor: ABI version, size, required fields, activity types.
+    /// Checks a plugin's descriptor — ABI version, size, reserved fields, required fields, activity
+    /// types — and keeps a copy of it: min(struct_size, this host's size) bytes of the plugin's, the
+    /// rest NULL, so that a plugin built against an older (smaller, or same-sized with fields still
+    /// reserved) descriptor reads as one without the newer callbacks.
     ///
     /// Trusts what C cannot check: that the strings are NUL-terminated and that
     /// `activity_types` holds `activity_type_count` entries.
-    static func check(_ descriptor: UnsafePointer<handoff_plugin_descriptor>, file: String) throws(PluginLoadError) -> LoadedPlugin {
+    static func check(_ original: UnsafePointer<handoff_plugin_descriptor>, file: String) throws(PluginLoadError) -> LoadedPlugin {
+        func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
+        // Only the three leading fields are read before the plugin's size is known: every version has them.
+        let raw = UnsafeRawPointer(original)
+        let major = raw.load(fromByteOffset: 0, as: UInt32.self)
+        let minor = raw.load(fromByteOffset: 4, as: UInt32.self)
+        let size = Int(raw.load(fromByteOffset: 8, as: UInt32.self))
+        guard major == abiVersion.major else {
+            throw refuse("built for plugin ABI \(major).\(minor); this host speaks \(abiVersion.major).\(abiVersion.minor) (the major version must match)")
+        }
+        guard minor <= abiVersion.minor else {
+            throw refuse("built for plugin ABI \(major).\(minor), newer than this host's \(abiVersion.major).\(abiVersion.minor); upgrade Handoff")
+        }
+        let hostSize = MemoryLayout<handoff_plugin_descriptor>.size
+        guard size >= minimumDescriptorSize else {
+            throw refuse("its descriptor is \(size) bytes, smaller than the fields of ABI \(major).0 (\(minimumDescriptorSize) bytes)")
+        }
+        let copy = UnsafeMutablePointer<handoff_plugin_descriptor>.allocate(capacity: 1)
+        UnsafeMutableRawPointer(copy).initializeMemory(as: UInt8.self, repeating: 0, count: hostSize)
+        UnsafeMutableRawPointer(copy).copyMemory(from: raw, byteCount: min(size, hostSize))
+        do throws(PluginLoadError) {
+            let plugin = try checkFields(copy, major: major, minor: minor, file: file)
+            return plugin
+        } catch {
+            copy.deallocate()
+            throw error
+        }
+    }
+
+    /// The smallest descriptor accepted: every field of ABI 1.0, up to its `reserved` entries.
+    static let minimumDescriptorSize = MemoryLayout<handoff_plugin_descriptor>.offset(of: \handoff_plugin_descriptor.will_save)!
+
+    /// Checks the copied descriptor's fields; the plugin keeps `descriptor`.
+    private static func checkFields(
+        _ descriptor: UnsafeMutablePointer<handoff_plugin_descriptor>, major: UInt32, minor: UInt32, file: String
+    ) throws(PluginLoadError) -> LoadedPlugin {
         func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
         let d = descriptor.pointee
-        guard d.abi_major == abiVersion.major else {
-            throw refuse("built for plugin ABI \(d.abi_major).\(d.abi_minor); this host speaks \(abiVersion.major).\(abiVersion.minor) (the major version must match)")
+        let reservedSet = withUnsafeBytes(of: d.reserved) { bytes in
+            stride(from: 0, to: bytes.count, by: MemoryLayout<UnsafeRawPointer?>.stride).filter { bytes.load(fromByteOffset: $0, as: UInt.self) != 0 }
+                .map { $0 / MemoryLayout<UnsafeRawPointer?>.stride }
         }
-        guard d.abi_minor <= abiVersion.minor else {
-            throw refuse("built for plugin ABI \(d.abi_major).\(d.abi_minor), newer than this host's \(abiVersion.major).\(abiVersion.minor); upgrade Handoff")
+        guard reservedSet.isEmpty else {
+            throw refuse("reserved descriptor field\(reservedSet.count == 1 ? "" : "s") \(reservedSet.map(String.init).joined(separator: ", ")) \(reservedSet.count == 1 ? "is" : "are") set; reserved fields must be NULL (zero-initialize the descriptor)")
         }
-        guard Int(d.struct_size) >= MemoryLayout<handoff_plugin_descriptor>.size else {
-            throw refuse("its descriptor is \(d.struct_size) bytes, smaller than ABI \(d.abi_major).\(d.abi_minor) requires (\(MemoryLayout<handoff_plugin_descriptor>.size))")
+        if minor == 0, d.will_save != nil || d.was_continued != nil || d.did_update != nil {
+            throw refuse("built for plugin ABI 1.0 but sets will_save, was_continued or did_update, which 1.0 reserves (they must be NULL); declare ABI 1.1 to use them")
         }
         guard let name = d.name.map({ String(cString: $0) }), !name.isEmpty else { throw refuse("the descriptor has no name") }
         guard d.version != nil else { throw refuse("the descriptor has no version") }
@@ -113,7 +153,7 @@ public enum PluginLoader {
         }
         guard d.`init` != nil else { throw refuse("plugin \(name) has no init handler") }
         guard d.restore != nil else { throw refuse("plugin \(name) has no restore handler") }
-        return LoadedPlugin(file: file, descriptor: descriptor)
+        return LoadedPlugin(file: file, descriptor: UnsafePointer(descriptor))
     }
 
     /// The plugin folders to scan: `folders`, then those in `HANDOFF_PLUGIN_PATH`.

@@ -56,6 +56,17 @@ public protocol HandoffPlugin: AnyObject {
     func command(_ arguments: [String], output: (String) -> Void) throws
     /// The node is shutting down.
     func shutdown()
+
+    // ABI 1.1: the app delegate's will-save, was-continued and did-update.
+
+    /// Originating side, will-save: an activity marked with ``PluginHost/needsSave(_:)`` is about
+    /// to be sent to a continuing node. Return it refreshed (same id and type), or nil to send it
+    /// as it is.
+    func willSave(_ activity: WireActivity) throws -> WireActivity?
+    /// Originating side: node `node` (its name) continued `activity`.
+    func wasContinued(_ activity: WireActivity, by node: String)
+    /// Continuing side: the originator changed an activity this node continued (the newer version).
+    func didUpdate(_ activity: WireActivity)
 }
 
 extension HandoffPlugin {
@@ -67,6 +78,9 @@ extension HandoffPlugin {
         throw PluginFailure(HANDOFF_UNSUPPORTED, "\(Self.name) takes no commands")
     }
     public func shutdown() {}
+    public func willSave(_ activity: WireActivity) throws -> WireActivity? { nil }
+    public func wasContinued(_ activity: WireActivity, by node: String) {}
+    public func didUpdate(_ activity: WireActivity) {}
 }
 
 /// The host, as a plugin sees it.
@@ -112,6 +126,17 @@ public struct PluginHost: @unchecked Sendable {
             }
         }
         guard status == Int32(HANDOFF_OK.rawValue) else { throw PluginFailure(handoff_status(UInt32(status)), text(message)) }
+    }
+
+    /// Marks a current activity as needing save (Apple's `needsSave`): before it is next sent to a
+    /// continuing node, the host calls ``HandoffPlugin/willSave(_:)``. Needs a host of ABI 1.1.
+    public func needsSave(_ activityID: String) throws {
+        guard table.pointee.abi_minor >= 1, let needsSave = table.pointee.needs_save else {
+            throw PluginFailure(HANDOFF_UNSUPPORTED, "this host speaks plugin ABI \(table.pointee.abi_major).\(table.pointee.abi_minor): needs_save came in 1.1")
+        }
+        guard needsSave(table.pointee.context, activityID) == Int32(HANDOFF_OK.rawValue) else {
+            throw PluginFailure.notFound("no current activity \(activityID)")
+        }
     }
 
     /// Resigns or invalidates a current activity.
@@ -200,6 +225,9 @@ public enum HandoffPluginExport {
             descriptor.pointee.read_stream = readStreamHandler
         }
         descriptor.pointee.command = commandHandler
+        descriptor.pointee.will_save = willSaveHandler
+        descriptor.pointee.was_continued = wasContinuedHandler
+        descriptor.pointee.did_update = didUpdateHandler
         descriptorStorage = descriptor
         return UnsafeRawPointer(descriptor)
     }
@@ -223,6 +251,23 @@ public enum HandoffPluginExport {
         return guarded(error) {
             try instance!.command(arguments) { line in output!.pointee.line(output!.pointee.context, line) }
         }
+    }
+
+    private static let willSaveHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int, UnsafePointer<handoff_activity_sink>?, handoff_error_buffer) -> Int32 = { _, bytes, length, sink, error in
+        guarded(error) {
+            guard let refreshed = try instance!.willSave(try activity(bytes, length)) else { return }
+            let encoded: [UInt8] = try refreshed.serializedBytes()
+            let status = encoded.withUnsafeBufferPointer { sink!.pointee.set(sink!.pointee.context, $0.baseAddress, $0.count) }
+            guard status == Int32(HANDOFF_OK.rawValue) else { throw PluginFailure.invalidArgument("the host refused the refreshed activity") }
+        }
+    }
+    private static let wasContinuedHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int, UnsafePointer<CChar>?) -> Void = { _, bytes, length, node in
+        guard let continued = try? activity(bytes, length) else { return }
+        instance!.wasContinued(continued, by: node.map { String(cString: $0) } ?? "")
+    }
+    private static let didUpdateHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> Void = { _, bytes, length in
+        guard let updated = try? activity(bytes, length) else { return }
+        instance!.didUpdate(updated)
     }
 
     private static func activity(_ bytes: UnsafePointer<UInt8>?, _ length: Int) throws -> WireActivity {

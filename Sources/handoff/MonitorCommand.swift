@@ -10,8 +10,11 @@ struct Monitor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Watch the bus live: advertisements and withdrawals, presence, continuations, streams with progress.",
         discussion: "--stats prints per-type message and byte rates every second instead of each message (like `redis-cli --stat`).")
-    @Option(help: "The broker's backend, or its capture endpoint (default: $HANDOFF_BROKER's backend, or tcp://127.0.0.1:5556).")
+    @Option(help: "The broker's backend, or its capture endpoint (default: the backend of --broker, else of $HANDOFF_BROKER, else tcp://127.0.0.1:5556).")
     var bus: String?
+    @Option(name: .customLong("broker"), parsing: .upToNextOption,
+            help: ArgumentHelp("The broker's frontend and backend, as every other command names it (or $HANDOFF_BROKER): the monitor watches the backend (of the first broker of a pair).", valueName: "frontend backend"))
+    var broker: [String] = []
     @Option(help: "Only activities and events whose type starts with this prefix (presence, which has no type, is left out).")
     var type: String?
     @Option(help: "Only what this node sends or is about: its name or its id (or a prefix of the id).")
@@ -27,11 +30,13 @@ struct Monitor: AsyncParsableCommand {
     func validate() throws {
         guard count.map({ $0 > 0 }) ?? true else { throw ValidationError("--count takes a positive number") }
         guard !(stats && raw) else { throw ValidationError("--stats and --raw show different things: pick one") }
+        if !broker.isEmpty { _ = try Environment.bus(broker) }
+        guard broker.isEmpty || bus == nil else { throw ValidationError("give --broker or --bus, not both") }
     }
 
     func run() async throws {
         logging.bootstrap()
-        let bus = try self.bus ?? Environment.brokerOrDefault()[1]
+        let bus = try self.bus ?? (broker.isEmpty ? Environment.brokerOrDefault() : broker)[1]
         let keys = try security.resolve(needsBrokerKey: true)
         if keys == nil && !Security.isLocal(bus) && !security.allowsInsecure() {
             throw Failure("\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")

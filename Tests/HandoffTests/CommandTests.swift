@@ -239,7 +239,8 @@ struct CommandTests {
         })
         #expect(filteredNodes == [notesNode], "\(filtered.output)")
 
-        let raw = try await runHandoff(["monitor", "--raw", "--count", "1", "--seconds", "5"], environment: environment)
+        // --broker names the broker as on every other command (the monitor watches its backend).
+        let raw = try await runHandoff(["monitor", "--raw", "--count", "1", "--seconds", "5", "--broker", frontend, backend])
         #expect(raw.output.contains("P:"), "\(raw.output)")
         let rawLine = try #require(raw.output.split(separator: "\n").last)
         #expect(rawLine.split(separator: " ").last.map { $0.allSatisfy(\.isHexDigit) } == true, "\(rawLine)")

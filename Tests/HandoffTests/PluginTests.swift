@@ -8,13 +8,18 @@ let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
 /// The folder the test bundle and the built plugins live in.
 let buildFolder = ChildProcess.testNodeURL.deletingLastPathComponent()
 
-/// Compiles a C plugin from `source` into `folder/name.so` with gcc.
-func compilePlugin(_ source: String, named name: String, in folder: URL) throws {
+/// The plugin ABI header as it was at 1.0, to build plugins the way a 1.0 author did.
+let abi10Headers = repositoryRoot.appendingPathComponent("Tests/HandoffTests/Fixtures/abi-1.0")
+
+/// Compiles a C plugin from `source` into `folder/name.so` with gcc, against the ABI header in
+/// `headers` (this host's by default).
+func compilePlugin(_ source: String, named name: String, in folder: URL,
+                   headers: URL = repositoryRoot.appendingPathComponent("Sources/CHandoffPlugin/include")) throws {
     let sourceFile = folder.appendingPathComponent("\(name).c")
     try source.write(to: sourceFile, atomically: true, encoding: .utf8)
     let gcc = Process()
     gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
-    gcc.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", repositoryRoot.appendingPathComponent("Sources/CHandoffPlugin/include").path,
+    gcc.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", headers.path,
                      "-o", folder.appendingPathComponent("\(name).so").path, sourceFile.path]
     try gcc.run()
     gcc.waitUntilExit()
@@ -22,10 +27,12 @@ func compilePlugin(_ source: String, named name: String, in folder: URL) throws 
     try FileManager.default.removeItem(at: sourceFile)
 }
 
-/// A minimal C plugin; `descriptorFields` are spliced into its descriptor.
-func cPlugin(_ descriptorFields: String, types: String = #""org.handoff.test.thing""#) -> String {
+/// A minimal C plugin; `descriptorFields` are spliced into its descriptor, `functions` before it.
+func cPlugin(_ descriptorFields: String, types: String = #""org.handoff.test.thing""#, functions: String = "") -> String {
     """
+    #include <stddef.h>
     #include "handoff_plugin.h"
+    \(functions)
     static int32_t init_plugin(const handoff_host *host, void **state, handoff_error_buffer error) { (void)host; (void)error; *state = 0; return HANDOFF_OK; }
     static int32_t restore(void *state, const uint8_t *bytes, size_t length, handoff_error_buffer error) { (void)state; (void)bytes; (void)length; (void)error; return HANDOFF_OK; }
     static const char *const types[] = { \(types) };
@@ -56,7 +63,7 @@ struct PluginLoaderTests {
         try compilePlugin("int unrelated(void) { return 42; }", named: "c-no-entry", in: folder)
         // A plugin built for ABI 2.
         try compilePlugin(cPlugin(".name = \"future\", .abi_major = 2"), named: "d-major", in: folder)
-        // A plugin built for ABI 1.7, newer than this host's 1.0.
+        // A plugin built for ABI 1.7, newer than this host's 1.1.
         try compilePlugin(cPlugin(".name = \"newer\", .abi_minor = 7"), named: "e-minor", in: folder)
         // A plugin without a restore handler.
         try compilePlugin(cPlugin(".name = \"norestore\", .restore = 0"), named: "f-no-restore", in: folder)
@@ -76,12 +83,65 @@ struct PluginLoaderTests {
         #expect(messages.count == 7)
         #expect(messages["b-text.so"]?.contains("not a loadable shared object") == true)
         #expect(messages["c-no-entry.so"]?.contains("no handoff_plugin_entry entry point") == true)
-        #expect(messages["d-major.so"]?.contains("built for plugin ABI 2.0; this host speaks 1.0") == true)
-        #expect(messages["e-minor.so"]?.contains("newer than this host's 1.0") == true)
+        #expect(messages["d-major.so"]?.contains("built for plugin ABI 2.1; this host speaks 1.1") == true)
+        #expect(messages["e-minor.so"]?.contains("newer than this host's 1.1") == true)
         #expect(messages["f-no-restore.so"]?.contains("has no restore handler") == true)
         #expect(messages["g-duplicate.so"]?.contains("org.handoff.contacts.view-contact is already handled by plugin contacts") == true)
         #expect(messages["h-bad-type.so"]?.contains("reverse-DNS") == true)
         for (file, message) in messages { #expect(message.hasPrefix(folder.appendingPathComponent(file).path), "\(message)") }
+    }
+
+    @Test("a 1.1 host loads a plugin built against the 1.0 header, and one whose descriptor ends before its reserved fields; a reserved field set, a 1.0 plugin setting 1.1's callbacks, or a descriptor short of 1.0's fields is refused")
+    func abiCompatibility() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("abi-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let command = """
+            static int32_t command(void *state, int argc, const char *const *argv, const handoff_output *output, handoff_error_buffer error) {
+                (void)state; (void)argc; (void)argv; (void)error;
+                output->line(output->context, "pong from a 1.0 plugin");
+                return HANDOFF_OK;
+            }
+            """
+        try compilePlugin(cPlugin(".name = \"old\", .command = command", types: #""org.handoff.test.old""#, functions: command),
+                          named: "a-old", in: folder, headers: abi10Headers)
+        try compilePlugin(cPlugin(".name = \"short\", .struct_size = offsetof(handoff_plugin_descriptor, reserved)", types: #""org.handoff.test.short""#),
+                          named: "b-short", in: folder, headers: abi10Headers)
+        try compilePlugin(cPlugin(".name = \"reserved\", .reserved = { [2] = (void *)1 }", types: #""org.handoff.test.reserved""#), named: "c-reserved", in: folder)
+        let didUpdate = "static void did_update(void *s, const uint8_t *b, size_t l) { (void)s; (void)b; (void)l; }"
+        try compilePlugin(cPlugin(".name = \"sneaky\", .abi_minor = 0, .did_update = did_update", types: #""org.handoff.test.sneaky""#, functions: didUpdate),
+                          named: "d-sneaky", in: folder)
+        try compilePlugin(cPlugin(".name = \"tiny\", .struct_size = 40", types: #""org.handoff.test.tiny""#), named: "e-tiny", in: folder)
+
+        let (plugins, errors) = PluginLoader.loadAll(from: [folder.path])
+        #expect(plugins.map(\.name) == ["old", "short"], "\(errors)")
+        for plugin in plugins { #expect(plugin.abiVersion.major == 1 && plugin.abiVersion.minor == 0) }
+        let messages = Dictionary(uniqueKeysWithValues: errors.map { (URL(fileURLWithPath: $0.file).lastPathComponent, $0.reason) })
+        #expect(messages["c-reserved.so"]?.contains("reserved descriptor field 2 is set") == true, "\(messages)")
+        #expect(messages["d-sneaky.so"]?.contains("which 1.0 reserves") == true, "\(messages)")
+        #expect(messages["e-tiny.so"]?.contains("smaller than the fields of ABI 1.0") == true, "\(messages)")
+
+        // The 1.0 plugin serves in a real agent and answers its command.
+        try FileManager.default.removeItem(at: folder.appendingPathComponent("c-reserved.so"))
+        try FileManager.default.removeItem(at: folder.appendingPathComponent("d-sneaky.so"))
+        try FileManager.default.removeItem(at: folder.appendingPathComponent("e-tiny.so"))
+        let (broker, frontend, backend) = try await startBroker()
+        let control = "ipc://\(folder.path)/control.sock"
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--name", "abi-host", "--broker", frontend, backend, "--plugins", folder.path,
+                           "--data", folder.appendingPathComponent("data").path, "--control", control, "--log-level", "error"]
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        defer { agent.terminate(); agent.waitUntilExit() }
+        let answered = await eventually(within: .seconds(20)) {
+            (try? await runHandoff(["plugin", "old", "ping", "--agent", control]))?.output == "pong from a 1.0 plugin\n"
+        }
+        #expect(answered, "the 1.0 plugin did not answer through the agent")
+        let listed = try await runHandoff(["plugins", "list", "--agent", control, "--json"])
+        #expect(listed.output.contains(#""abiVersion":"1.0""#), "\(listed.output)")
+        _ = broker
     }
 
     @Test("a missing folder and HANDOFF_PLUGIN_PATH")
@@ -191,6 +251,43 @@ struct ContactsPluginTests {
         #expect(try await eventuallyLines(b, "known org.handoff.contacts.list-contacts", ["4 contacts"]))
         #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 4 contacts"])
         #expect(try await b.run("plugin contacts list").count == 4)
+        _ = broker
+    }
+
+    @Test("ABI 1.1 through the Swift kit: typing into a new contact's form marks it needsSave, will-save hands the half-typed form to the continuing side; was-continued and did-update reach the plugins")
+    func halfTypedDraft() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-draft-\(UUID().uuidString)")
+        let plugins = folder.appendingPathComponent("plugins")
+        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
+                                         to: plugins.appendingPathComponent("contacts.so"))
+        let (broker, frontend, backend) = try await startBroker()
+        let a = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("a"))
+        let b = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("b"))
+        #expect(try await a.ready().contains("LOADED contacts"))
+        #expect(try await b.ready().contains("LOADED contacts"))
+
+        // A new contact, never saved, half typed: the advertisement still says "New contact".
+        _ = try await a.run("plugin contacts new")
+        #expect(try await eventuallyLines(b, "known org.handoff.contacts.edit-contact", ["New contact"]))
+        _ = try await a.run("plugin contacts type firstName Ada")
+        _ = try await a.run("plugin contacts type phoneNumber +44-20-7946")
+        // Continuing it asks A to save first: the form as typed comes across.
+        #expect(try await b.run("continue org.handoff.contacts.edit-contact") == ["CONTINUED Editing Ada"])
+        let draft = try #require(try await b.run("plugin contacts draft").first)
+        #expect(draft.hasSuffix("\tAda \t+44-20-7946\t"), "\(draft)")
+        #expect(try await a.run("plugin contacts list").isEmpty, "the new contact is not saved yet")
+        let status = try await a.run("plugin contacts status")
+        #expect(status.contains { $0.hasPrefix("continued org.handoff.contacts.edit-contact by ") }, "\(status)")
+
+        // did-update: B holds the list it continued; A's list grows, and B's plugin hears of it.
+        _ = try await a.run("plugin contacts save")
+        _ = try await a.run("plugin contacts share")
+        _ = try await b.run("wait org.handoff.contacts.list-contacts")
+        #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 1 contacts"])
+        _ = try await a.run("plugin contacts add Grace Hopper +1-202-555-0100 grace@example.org")
+        #expect(try await eventuallyLines(b, "plugin contacts status", ["updated org.handoff.contacts.list-contacts: 2 contacts"]))
         _ = broker
     }
 

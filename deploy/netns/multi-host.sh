@@ -15,8 +15,9 @@
 # The agents get their configuration, data folders, control sockets and logs in a temporary
 # folder. Then a short scenario runs across the namespaces: contacts are added on agent-a and
 # shared; agent-b sees the activities through the broker, continues them (the contact list comes
-# over a continuation stream from 10.77.0.2), and agent-a is stopped with SIGTERM, which withdraws
-# its activities. Everything (processes, namespaces, links, the temporary folder) is removed on
+# over a continuation stream from 10.77.0.2); every process's /healthz and /metrics are checked,
+# agent-b's link to the broker is cut and restored (503, then 200); and agent-a is stopped with
+# SIGTERM, which withdraws its activities. Everything (processes, namespaces, links, the temporary folder) is removed on
 # exit, on error and on Ctrl-C.
 #
 # --handoff PATH   the handoff executable (default: `handoff` on PATH, else .build/release/handoff
@@ -36,7 +37,7 @@ readonly SKIP=77
 readonly NS_BROKER=handoff-broker NS_A=handoff-a NS_B=handoff-b
 readonly ALL_NS=("$NS_BROKER" "$NS_A" "$NS_B")
 readonly BROKER_IP=10.77.0.1 A_IP=10.77.0.2 B_IP=10.77.0.3 PREFIX_LEN=24
-readonly FRONTEND_PORT=5555 BACKEND_PORT=5556 CONTINUATION_PORT=5560
+readonly FRONTEND_PORT=5555 BACKEND_PORT=5556 CONTINUATION_PORT=5560 METRICS_PORT=9464
 readonly BRIDGE=hbr0
 readonly FRONTEND="tcp://$BROKER_IP:$FRONTEND_PORT" BACKEND="tcp://$BROKER_IP:$BACKEND_PORT"
 readonly CONTACTS_LIST=org.handoff.contacts.list-contacts CONTACTS_EDIT=org.handoff.contacts.edit-contact
@@ -239,7 +240,8 @@ json_string() {   # a JSON string literal
 
 say "broker in $NS_BROKER: frontend tcp://*:$FRONTEND_PORT, backend tcp://*:$BACKEND_PORT"
 start_in "$NS_BROKER" "$work/broker.log" \
-    "$handoff" broker --frontend "tcp://*:$FRONTEND_PORT" --backend "tcp://*:$BACKEND_PORT" --key "$account/broker.key" --log-level info
+    "$handoff" broker --frontend "tcp://*:$FRONTEND_PORT" --backend "tcp://*:$BACKEND_PORT" --key "$account/broker.key" --log-level info \
+    --metrics "127.0.0.1:$METRICS_PORT"
 broker_pid=${started_pids[-1]}
 deadline=$((SECONDS + timeout))
 until listening "$NS_BROKER" "$FRONTEND_PORT" && listening "$NS_BROKER" "$BACKEND_PORT"; do
@@ -268,6 +270,7 @@ for spec in "a:$NS_A:$A_IP" "b:$NS_B:$B_IP"; do
   "advertisedHost": "$addr",
   "advertiseIntervalSeconds": 2,
   "logLevel": "info",
+  "metrics": "127.0.0.1:$METRICS_PORT",
   "security": { "key": $(json_string "$account/$name.key") }
 }
 EOF
@@ -383,6 +386,42 @@ if "$handoff" continue --help >/dev/null 2>&1; then
 else
     results+=("skip  continuation: this handoff has no 'continue' command")
 fi
+
+# Operators' view: every process serves metrics and /healthz on its own host's loopback. agent-b
+# is cut off from the broker (its link down, no FIN: only silence tells), then reconnected.
+health() {   # namespace: `handoff health` there
+    out=$(timeout --foreground "$call_timeout" ip netns exec "$1" "$handoff" health "127.0.0.1:$METRICS_PORT" 2>&1)
+}
+unhealthy() { ! health "$1" && contains "$out" unavailable; }
+scrape() {   # namespace sample: the sample's value from /metrics there (0 when absent)
+    ip netns exec "$1" python3 - "$METRICS_PORT" "$2" <<'PY'
+import sys, urllib.request
+body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
+values = [line.rsplit(" ", 1)[1] for line in body.splitlines() if line.rsplit(" ", 1)[0] == sys.argv[2]]
+print(float(values[0]) if values else 0)
+PY
+}
+counted() {   # namespace sample: the sample is above zero
+    out=$(scrape "$1" "$2" 2>&1) && awk -v v="$out" 'BEGIN { exit !(v > 0) }'
+}
+say "operators: handoff health and /metrics in each namespace"
+check "the broker's /healthz is 200" health "$NS_BROKER"
+show
+check "agent-b's /healthz is 200 (its presence comes back through the broker)" poll 10 health "$NS_B"
+show
+check "the broker counted the bus traffic (handoff_broker_messages_total, frontend in)" \
+    counted "$NS_BROKER" 'handoff_broker_messages_total{socket="frontend",direction="in"}'
+check "agent-a counted its answered continuations" \
+    counted "$NS_A" 'handoff_node_continuations_answered_total{result="restored"}'
+check "agent-b counted the bytes streamed to it" counted "$NS_B" 'handoff_node_stream_bytes_total{direction="in"}'
+say "agent-b's link down (ip -n $NS_BROKER link set veth-b down)"
+ip -n "$NS_BROKER" link set veth-b down
+check "agent-b's /healthz is 503 while its link is down" poll 15 unhealthy "$NS_B"
+show
+ip -n "$NS_BROKER" link set veth-b up
+say "agent-b's link up again"
+check "agent-b's /healthz is 200 again once its link is back" poll 20 health "$NS_B"
+show
 
 say "agent-a: SIGTERM (it withdraws its activities and exits 0)"
 kill -TERM "${agent_pid[a]}"

@@ -1,5 +1,5 @@
 /*
- * handoff_plugin.h — the Handoff plugin ABI, version 1.0.
+ * handoff_plugin.h — the Handoff plugin ABI, version 1.1.
  *
  * A plugin is a shared object that teaches a Handoff node new activity types. It exports one
  * function, HANDOFF_PLUGIN_ENTRY_SYMBOL, which returns a descriptor: what the plugin is, which
@@ -13,13 +13,19 @@
  * Compatibility rules (see docs/plugin-abi.md):
  *  - The host accepts a plugin when abi_major equals the host's major and abi_minor is at most the
  *    host's minor. struct_size lets either side tell how much of a struct the other knows.
- *  - Structs are append-only: a new minor version only adds fields at the end, before `reserved`
- *    shrinks. Fields are never removed, reordered or retyped within a major version.
+ *  - Structs are append-only: a new minor version only adds fields at the end, taking the place of
+ *    `reserved` entries (so the struct keeps its size). Fields are never removed, reordered or
+ *    retyped within a major version. The host copies min(struct_size, its own size) bytes of a
+ *    plugin's descriptor and reads what the plugin's struct lacks as NULL; every `reserved` entry
+ *    (and, in a 1.0 plugin, every field 1.1 added) must be NULL, or the plugin is refused.
+ *  - 1.1 added: handoff_host.needs_save, and the descriptor's will_save, was_continued and
+ *    did_update (the app delegate's will-save, was-continued and did-update). A 1.0 plugin loads
+ *    on a 1.1 host unchanged; a 1.1 plugin checks host->abi_minor >= 1 before calling needs_save.
  *  - Every string is UTF-8 and NUL-terminated. Strings and arrays in the descriptor must stay valid
  *    for the life of the process (plugins are never unloaded).
  *
- * Threads: the host calls init, restore and command on a thread of its choosing, one call at a
- * time per plugin unless HANDOFF_PLUGIN_THREAD_SAFE is set; write_stream and read_stream are called
+ * Threads: the host calls init, restore, command, will_save, was_continued and did_update on a
+ * thread of its choosing, one call at a time per plugin unless HANDOFF_PLUGIN_THREAD_SAFE is set; write_stream and read_stream are called
  * on a thread of their own and may block for as long as the transfer takes. Host functions may be
  * called from any thread.
  */
@@ -34,7 +40,7 @@ extern "C" {
 #endif
 
 #define HANDOFF_PLUGIN_ABI_MAJOR 1
-#define HANDOFF_PLUGIN_ABI_MINOR 0
+#define HANDOFF_PLUGIN_ABI_MINOR 1
 
 /* The symbol every plugin exports: const handoff_plugin_descriptor *handoff_plugin_entry(void). */
 #define HANDOFF_PLUGIN_ENTRY_SYMBOL "handoff_plugin_entry"
@@ -91,6 +97,15 @@ typedef struct handoff_stream_reader {
     int64_t (*read)(void *context, uint8_t *buffer, size_t capacity, handoff_error_buffer error);
 } handoff_stream_reader;
 
+/* Where will_save hands back the refreshed activity (ABI 1.1). set replaces the activity about to
+ * be sent with `activity`, a serialized handoff.v1.Activity of the same id and type (its title,
+ * userInfo, requiredUserInfoKeys, keywords, webpage URL and expiration are taken). Call it at most
+ * once; not calling it sends the activity as it is. Returns HANDOFF_OK or HANDOFF_INVALID_ARGUMENT. */
+typedef struct handoff_activity_sink {
+    void *context;
+    int32_t (*set)(void *context, const uint8_t *activity, size_t length);
+} handoff_activity_sink;
+
 /* Output of a plugin command: called once per line. */
 typedef struct handoff_output {
     void *context;
@@ -125,7 +140,14 @@ typedef struct handoff_host {
     /* Resigns (invalidate == 0) or invalidates (invalidate != 0) a current activity. */
     int32_t (*end_activity)(void *context, const char *activity_id, int invalidate);
 
-    void *reserved[8];
+    /* ABI 1.1 (check abi_minor >= 1 first). Marks a current activity as needing save, Apple's
+     * needsSave: its state changed, and the plugin would rather refresh it only when someone
+     * continues it. Before the activity is next sent to a continuing node, the host calls the
+     * descriptor's will_save. Returns HANDOFF_OK, or HANDOFF_NOT_FOUND for an activity that is not
+     * current. */
+    int32_t (*needs_save)(void *context, const char *activity_id);
+
+    void *reserved[7];
 } handoff_host;
 
 /* Flags in handoff_plugin_descriptor.flags. */
@@ -166,7 +188,20 @@ typedef struct handoff_plugin_descriptor {
     int32_t (*command)(void *state, int argc, const char *const *argv, const handoff_output *output,
                        handoff_error_buffer error);
 
-    void *reserved[8];
+    /* ABI 1.1; NULL (reserved) in a 1.0 plugin. All optional. */
+
+    /* Originating side, will-save: an activity marked with host->needs_save is about to be sent to
+     * a continuing node. Refresh it through `sink` (see handoff_activity_sink). A failure refuses
+     * that continue request with the message. */
+    int32_t (*will_save)(void *state, const uint8_t *activity, size_t length, const handoff_activity_sink *sink,
+                         handoff_error_buffer error);
+    /* Originating side, was-continued: node `by_node` (its name) continued this activity. */
+    void (*was_continued)(void *state, const uint8_t *activity, size_t length, const char *by_node);
+    /* Continuing side, did-update: the originator changed an activity this node continued (the
+     * newer version, a serialized handoff.v1.Activity). */
+    void (*did_update)(void *state, const uint8_t *activity, size_t length);
+
+    void *reserved[5];
 } handoff_plugin_descriptor;
 
 typedef const handoff_plugin_descriptor *(*handoff_plugin_entry_fn)(void);

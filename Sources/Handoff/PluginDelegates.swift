@@ -1,0 +1,125 @@
+import CHandoffPlugin
+import Foundation
+import HandoffWire
+import Logging
+import Synchronization
+import SwiftProtobuf
+
+// What the app delegate's Handoff methods are to an app, the plugin's callbacks are to a plugin:
+// streams opened to its activity, will-save and was-continued (originating side), did-update
+// (continuing side). The last three are ABI 1.1; a 1.0 plugin has none of them.
+
+/// The originating side: the node asks the activity's delegate, the plugin's host context.
+extension PluginHostContext: UserActivityDelegate {
+    /// Hands continuation streams opened to a plugin's activity to the plugin.
+    func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
+        guard plugin.handlesStreams else {
+            await streams.cancel(reason: "plugin \(plugin.name) does not handle streams")
+            return
+        }
+        do {
+            try await runStreams(streams, activity: serialized(activity))
+        } catch {
+            runtime.logger.warning("plugin \(plugin.name) streams for \(activity.activityType): \(error)")
+        }
+    }
+
+    /// will_save: the plugin refreshes an activity it marked with needs_save, through a sink; what
+    /// it hands back replaces what it may change (``apply(_:to:)``). A failure is logged, and the
+    /// activity goes as it is.
+    func userActivityWillSave(_ activity: UserActivity) async {
+        guard let willSave = plugin.descriptor.pointee.will_save else { return }
+        let bytes = serialized(activity)
+        let sink = ActivitySink()
+        let result = await call(locked: true) { state, error in
+            var table = sink.table
+            return bytes.withUnsafeBufferPointer { willSave(state, $0.baseAddress, $0.count, &table, error) }
+        }
+        do {
+            try result.get()
+            guard let refreshed = sink.activity else { return }
+            guard refreshed.activityID == activity.id || refreshed.activityID.isEmpty, refreshed.activityType == activity.activityType else {
+                throw HandoffError(.invalidActivityType, "will_save handed back activity \(refreshed.activityID) (\(refreshed.activityType)) for \(activity.id) (\(activity.activityType))")
+            }
+            try apply(refreshed, to: activity)
+        } catch {
+            runtime.logger.warning("plugin \(plugin.name) will_save for \(activity.activityType): \(error); sending it as it was")
+        }
+    }
+
+    /// was_continued: node `node` continued one of the plugin's activities.
+    func userActivityWasContinued(_ activity: UserActivity, by node: NodeInfo) async {
+        guard let wasContinued = plugin.descriptor.pointee.was_continued else { return }
+        let bytes = serialized(activity)
+        _ = await call(locked: true) { state, _ in
+            bytes.withUnsafeBufferPointer { buffer in
+                node.name.withCString { wasContinued(state, buffer.baseAddress, buffer.count, $0) }
+            }
+            return Int32(HANDOFF_OK.rawValue)
+        }
+    }
+
+    /// did_update: the originator changed an activity this node continued with the plugin.
+    func didUpdate(_ activity: ContinuedActivity) async {
+        guard let didUpdate = plugin.descriptor.pointee.did_update,
+              let bytes: [UInt8] = try? activity.wire.serializedBytes() else { return }
+        _ = await call(locked: true) { state, _ in
+            bytes.withUnsafeBufferPointer { didUpdate(state, $0.baseAddress, $0.count) }
+            return Int32(HANDOFF_OK.rawValue)
+        }
+    }
+
+    /// needs_save: marks one of the plugin's current activities.
+    func markNeedsSave(_ id: String) -> Bool {
+        guard let activity = activities.withLock({ $0[id] }) else { return false }
+        activity.needsSave = true
+        return true
+    }
+
+    /// The activity as the plugin sees it: a serialized handoff.v1.Activity, this node its origin.
+    private func serialized(_ activity: UserActivity) -> [UInt8] {
+        (try? activity.wire(origin: runtime.node.info.wire, defaultTeamID: plugin.teamID).serializedBytes()) ?? []
+    }
+}
+
+/// The continuing side: the runtime is the node's delegate, and hands did-update to the plugin
+/// that restored the activity (the one that declares its type).
+extension PluginRuntime: HandoffDelegate {
+    public func node(_ node: Node, didUpdate activity: ContinuedActivity) async {
+        guard let context = hosts.withLock({ $0.first { $0.plugin.activityTypes.contains(activity.activityType) } }) else { return }
+        await context.didUpdate(activity)
+    }
+
+    public func node(_ node: Node, didFailToContinueActivityWithType activityType: String, error: HandoffError) async {
+        logger.info("could not continue \(activityType): \(error)")
+    }
+}
+
+/// The sink will_save writes the refreshed activity to (ABI 1.1, handoff_activity_sink).
+final class ActivitySink: @unchecked Sendable {
+    // Invariant: `received` is only touched under `lock` (the plugin may call from its thread).
+    private let lock = NSLock()
+    private var received: WireActivity?
+    private(set) var table = handoff_activity_sink()
+
+    init() {
+        table.context = Unmanaged.passUnretained(self).toOpaque()
+        table.set = { context, bytes, length in
+            let sink = Unmanaged<ActivitySink>.fromOpaque(context!).takeUnretainedValue()
+            guard let bytes, let activity = try? WireActivity(serializedBytes: Array(UnsafeBufferPointer(start: bytes, count: length))) else {
+                return Int32(HANDOFF_INVALID_ARGUMENT.rawValue)
+            }
+            sink.lock.withLock { sink.received = activity }
+            return Int32(HANDOFF_OK.rawValue)
+        }
+    }
+
+    /// What the plugin handed back, if anything.
+    var activity: WireActivity? { lock.withLock { received } }
+}
+
+let hostNeedsSave: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Int32 = { pointer, id in
+    let host = hostContext(pointer)
+    let marked = host.markNeedsSave(id.map { String(cString: $0) } ?? "")
+    return Int32(marked ? HANDOFF_OK.rawValue : HANDOFF_NOT_FOUND.rawValue)
+}
