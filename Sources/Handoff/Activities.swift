@@ -66,6 +66,9 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
     public let webpageURL: URL?
     /// Search keywords.
     public let keywords: [String]
+    /// When the originator last made it current or changed it, by the originator's clock (nil
+    /// from nodes older than this field).
+    public let updatedAt: Date?
 
     init(wire: WireAdvertisement) {
         id = wire.activityID
@@ -80,6 +83,7 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
         teamID = wire.teamID.isEmpty ? nil : wire.teamID
         webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
         keywords = wire.keywords
+        updatedAt = wire.hasUpdatedAt ? wire.updatedAt.date : nil
     }
 
     public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name)" }

@@ -95,16 +95,18 @@ extension Node {
         return try await continueActivity(entry.activity)
     }
 
-    /// The known activity of a type that changed last: the one whose newest version this node
-    /// heard of most recently (versions count per activity, so they cannot be compared across
-    /// activities).
+    /// The known activity of a type made current or changed last, by its originator's clock
+    /// (``DiscoveredActivity/updatedAt``), also when this node heard of them in another order (a
+    /// snapshot, a slow link); without that time (older nodes), the one whose newest version this
+    /// node heard of last. Versions count per activity, so they are never compared across activities.
     public func newestActivity(ofType activityType: String) -> DiscoveredActivity? {
-        known.values.filter { $0.activity.activityType == activityType }.max { $0.changed < $1.changed }?.activity
+        known.values.filter { $0.activity.activityType == activityType }.max { a, b in
+            let (first, second) = (a.activity.updatedAt ?? .distantPast, b.activity.updatedAt ?? .distantPast)
+            return first != second ? first < second : a.changed < b.changed
+        }?.activity
     }
 
-    /// Continues the most recently updated known activity of a type: the one whose newest
-    /// version this node heard of last (versions count per activity, so they cannot be compared
-    /// across activities).
+    /// Continues the newest known activity of a type (``newestActivity(ofType:)``).
     public func continueActivity(type activityType: String) async throws(HandoffError) -> ContinuationResult {
         guard let newest = newestActivity(ofType: activityType) else {
             throw HandoffError(.activityNotFound, "no activity of type \(activityType) is known here", activityType: activityType)
@@ -300,7 +302,7 @@ extension Node {
 
     /// Receives what the originator at `endpoint` sends, for as long as the client `identity` is
     /// the node's client for that endpoint.
-    private func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
+    func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
         while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
@@ -324,7 +326,7 @@ extension Node {
     }
 
     /// Fails requests to an originator whose connection drops, instead of letting them time out.
-    private func watchConnection(to endpoint: String, client identity: ObjectIdentifier) async {
+    func watchConnection(to endpoint: String, client identity: ObjectIdentifier) async {
         while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let event: MonitorEvent?
             do {
@@ -354,7 +356,7 @@ extension Node {
         }
     }
 
-    private func refresh(_ activity: DiscoveredActivity) async {
+    func refresh(_ activity: DiscoveredActivity) async {
         defer { held[activity.id]?.refreshing = false }
         do {
             let updated = try await fetch(activity, refresh: true)
@@ -368,152 +370,6 @@ extension Node {
             }
         } catch {
             logger.debug("could not refresh \(activity.id): \(error)")
-        }
-    }
-
-    // MARK: Originating side
-
-    func serveContinuations() async {
-        while !Task.isCancelled {
-            let received: [Frame]?
-            // The peer's routing id, an envelope, and a stream chunk's payload.
-            do { received = try await server.receiveMultipart(maxFrames: 3) } catch { return }
-            if let received { metrics.received(on: .continuationServer, bytes: received.reduce(0) { $0 + $1.count }) }
-            guard let frames = received, frames.count >= 2 else {
-                noteMalformed(bus: false, received == nil ? "a message of more than 3 frames" : "a message without an envelope")
-                continue
-            }
-            let identity = frames[0].bytes
-            do {
-                let envelope = try WireEnvelope.decode(frames[1].data)
-                switch envelope.body {
-                case .continueRequest(let request):
-                    // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
-                    // whatever node it claims to be.
-                    let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
-                    // Without a delegate to call (will-save, was-continued) nothing in the answer
-                    // waits: answer here, without a task. Otherwise the delegate must not hold up
-                    // the requests behind this one.
-                    if current[request.activityID]?.delegate == nil {
-                        await answer(request, in: envelope, to: identity, authenticatedKey: authenticated)
-                    } else {
-                        spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
-                    }
-                case .streamFrame(let frame):
-                    // The peer, for the per-peer stream limit: its CURVE key when secure.
-                    let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
-                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner)
-                default:
-                    noteMalformed(bus: false, "a \(envelope.body.map { "\($0)".prefix(40) } ?? "bodiless") message where continue requests and stream frames go")
-                    reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))
-                }
-            } catch {
-                noteMalformed(bus: false, "a message that is not an envelope: \(error)")
-                reply(to: identity, correlationID: 0, .error(error.wireError))
-            }
-        }
-    }
-
-    private func reply(to identity: [UInt8], correlationID: UInt64, _ body: WireEnvelope.OneOf_Body) {
-        sequence += 1
-        let bytes: [UInt8] = try! WireEnvelope(body: body, sender: info.wire, sequence: sequence, correlationID: correlationID).serializedBytes()
-        do {
-            // ROUTER drops a reply to a vanished peer; it never blocks.
-            if try server.trySend(identity, more: true), try server.trySend(bytes) {
-                metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count)
-            }
-        } catch {
-            logger.warning("could not reply to a continue request: \(error)")
-        }
-    }
-
-    private func answer(
-        _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?
-    ) async {
-        let claimed = NodeInfo(wire: envelope.sender)
-        let requester = configuration.security == nil ? claimed
-            : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
-        var reply = WireContinueReply()
-        var continued: UserActivity?
-        do {
-            let activity = try await prepare(request, for: requester)
-            reply.activity = activity.wire(origin: info.wire, defaultTeamID: configuration.teamID)
-            continued = activity
-        } catch {
-            reply.error = error.wire
-            logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
-        }
-        self.reply(to: identity, correlationID: envelope.correlationID, .continueReply(reply))
-        metrics.answeredContinue(restored: continued != nil)
-        if let continued, !request.refresh {
-            logger.info("\(continued.activityType) continued by \(requester)")
-            var event = WireNodeEvent()
-            event.kind = .continued
-            event.activityID = continued.id
-            event.activityType = continued.activityType
-            event.peer = requester.wire
-            sendOnBus(topic: Topic.event(continued.activityType), .nodeEvent(event))
-            if continued.continuationPolicy == .once {
-                continued.state.withLock {
-                    $0.isInvalidated = true
-                    $0.node = nil
-                }
-                remove(continued, reason: .invalidated)
-                ended[continued.id] = .alreadyContinued
-            }
-            await continued.delegate?.userActivityWasContinued(continued, by: requester)
-        }
-    }
-
-    /// Checks that an activity may be continued, and brings its state up to date (will-save).
-    private func prepare(_ request: WireContinueRequest, for requester: NodeInfo) async throws(HandoffError) -> UserActivity {
-        guard WireLimits.fits(activityID: request.activityID, activityType: request.activityType) else {
-            throw WireLimits.oversizedIdentifiers(activityID: request.activityID, activityType: request.activityType)
-        }
-        guard let activity = current[request.activityID] else {
-            switch ended[request.activityID] {
-            case .activityInvalidated?:
-                throw HandoffError(.activityInvalidated, "the activity was invalidated by its originator", activityType: request.activityType)
-            case .activityExpired?:
-                throw HandoffError(.activityExpired, "the activity expired", activityType: request.activityType)
-            case .alreadyContinued?:
-                throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: request.activityType)
-            default:
-                throw HandoffError(.activityNotFound, "\(info.name) has no current activity \(request.activityID)", activityType: request.activityType)
-            }
-        }
-        // Not eligible for Handoff: as far as others know, it is not there (it was withdrawn).
-        guard activity.isEligibleForHandoff else {
-            throw HandoffError(.activityNotFound, "\(info.name) does not offer activity \(request.activityID) for Handoff now (eligibleForHandoff is off)", activityType: request.activityType)
-        }
-        if let expiration = activity.expirationDate, expiration <= Date() {
-            activity.state.withLock { $0.node = nil }
-            remove(activity, reason: .expired)
-            throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activity.activityType)
-        }
-        // A continue-once activity is claimed before anything awaits, so two requests arriving
-        // together cannot both have it.
-        let claims = activity.continuationPolicy == .once && !request.refresh
-        if claims {
-            let alreadyClaimed = activity.state.withLock { state in
-                defer { state.continuedOnce = true }
-                return state.continuedOnce
-            }
-            if alreadyClaimed {
-                throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: activity.activityType)
-            }
-        }
-        do throws(HandoffError) {
-            if activity.needsSave, let delegate = activity.delegate {
-                await delegate.userActivityWillSave(activity)
-                // Cleared without a version bump: the save itself is not a change to advertise.
-                activity.state.withLock { $0.needsSave = false }
-            }
-            try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
-            return activity
-        } catch {
-            if claims { activity.state.withLock { $0.continuedOnce = false } }
-            throw error
         }
     }
 

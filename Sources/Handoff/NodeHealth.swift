@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ZeroMQ
 
 extension Node {
@@ -71,5 +72,79 @@ extension Node {
     struct BusConnection: Hashable {
         let monitor: Int
         let endpoint: String
+    }
+
+    // MARK: Watching the bus sockets
+
+    /// The handshake events a node watches on its bus sockets.
+    static let handshakeEvents: MonitorEvents = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded, .disconnected]
+
+    /// Notices the bus refusing this node at the handshake — a key not in the server's account, or
+    /// no key for a server that runs CURVE — logs it, keeps the reason in ``busRefusal``, and tries
+    /// again with a backoff (1 s doubling to 30 s): libzmq itself does not reconnect after a refused
+    /// handshake, and the key may be added to the account later. A later handshake that succeeds
+    /// clears ``busRefusal``.
+    ///
+    /// A keyless node against a CURVE server may see only a disconnect (the server hangs up before
+    /// libzmq reports the mechanism mismatch): a connection closed before its handshake succeeded
+    /// counts as a refusal for a node without a key.
+    func watchBusHandshakes(_ index: Int) async {
+        var backoff = Duration.seconds(1)
+        var accepted: Set<String> = []  // endpoints whose current connection passed the handshake
+        while !Task.isCancelled, index < busMonitors.count {
+            let (socket, monitor) = busMonitors[index]
+            guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
+                if Task.isCancelled || busMonitors.isEmpty { return }
+                continue
+            }
+            noteBusConnection(monitor: index, event)
+            if event.kind == .handshakeSucceeded {
+                if busRefusal != nil { logger.info("\(event.endpoint) accepted this node at the handshake now") }
+                busRefusal = nil
+                backoff = .seconds(1)
+                accepted.insert(event.endpoint)
+                continue
+            }
+            if event.kind == .disconnected {
+                // After a handshake: the server went away, and libzmq reconnects. Before one: a
+                // refusal for a keyless node; for a node with a key, libzmq's retry will tell.
+                if accepted.remove(event.endpoint) != nil || configuration.security != nil { continue }
+            }
+            let server = switch configuration.bus {
+            case .broker, .brokers: "the broker"
+            case .direct: "the peer"
+            }
+            let refusal = if configuration.security == nil {
+                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node at the handshake: it runs CURVE and this node has no key; give the node its key (--key, or security.key) and the account")
+            } else {
+                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
+            }
+            if busRefusal?.message != refusal.message { logger.error("\(refusal.message)") }
+            busRefusal = refusal
+            // Try again later, on a fresh connection.
+            do { try await Task.sleep(for: backoff) } catch { return }
+            backoff = min(backoff * 2, .seconds(30))
+            guard !busMonitors.isEmpty else { return }
+            do {
+                try socket.disconnect(event.endpoint)
+                try socket.connect(event.endpoint)
+                logger.debug("reconnecting to \(event.endpoint) after a refused handshake")
+            } catch {
+                logger.warning("could not reconnect to \(event.endpoint): \(error)")
+            }
+        }
+    }
+
+    /// Counts the handshakes at this node's server sockets that fail before ZAP is asked: a peer
+    /// without CURVE, or one that cannot prove the key it claims (ZAP counts the refused keys).
+    func watchFailedHandshakes(_ index: Int) async {
+        while !Task.isCancelled, index < serverMonitors.count {
+            guard let event = try? await serverMonitors[index].next(timeout: .seconds(3600)) else {
+                if Task.isCancelled || serverMonitors.isEmpty { return }
+                continue
+            }
+            securityCountersStorage.failedHandshakes += 1
+            logRateLimited("refused a handshake at \(event.endpoint): the peer speaks no CURVE, or cannot prove its key (ZMTP error \(event.value))")
+        }
     }
 }

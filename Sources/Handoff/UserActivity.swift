@@ -231,7 +231,11 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
             guard !state.isInvalidated else {
                 throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activityType)
             }
-            defer { state.node = node }
+            defer {
+                state.node = node
+                // Made current now: the newest of its type on other nodes (DiscoveredActivity.updatedAt).
+                state.updatedAt = Date()
+            }
             return state.node
         }
         if let previous, previous !== node { await previous.remove(self, reason: .resigned) }
@@ -320,6 +324,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
             advertisement.teamID = state.teamID ?? defaultTeamID ?? ""
             advertisement.webpageURL = state.webpageURL?.absoluteString ?? ""
             advertisement.keywords = state.keywords.sorted()
+            advertisement.updatedAt = WireTimestamp(state.updatedAt)
             return advertisement
         }
     }

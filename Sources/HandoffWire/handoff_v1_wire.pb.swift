@@ -214,72 +214,113 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
 /// Announces an activity on the pub/sub bus. Kept small: it is re-published
 /// for the activity's whole lifetime. No user_info; that comes with the
 /// ContinueReply.
-public nonisolated struct WireAdvertisement: Sendable {
+public nonisolated struct WireAdvertisement: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// Activity.activity_id.
-  public var activityID: String = String()
+  public var activityID: String {
+    get {_storage._activityID}
+    set {_uniqueStorage()._activityID = newValue}
+  }
 
   /// Activity.activity_type; subscribers filter on it.
-  public var activityType: String = String()
+  public var activityType: String {
+    get {_storage._activityType}
+    set {_uniqueStorage()._activityType = newValue}
+  }
 
   /// Activity.title.
-  public var title: String = String()
+  public var title: String {
+    get {_storage._title}
+    set {_uniqueStorage()._title = newValue}
+  }
 
   /// The node that owns the activity.
   public var origin: WireNodeRef {
-    get {_origin ?? WireNodeRef()}
-    set {_origin = newValue}
+    get {_storage._origin ?? WireNodeRef()}
+    set {_uniqueStorage()._origin = newValue}
   }
   /// Returns true if `origin` has been explicitly set.
-  public var hasOrigin: Bool {self._origin != nil}
+  public var hasOrigin: Bool {_storage._origin != nil}
   /// Clears the value of `origin`. Subsequent reads from it will return its default value.
-  public mutating func clearOrigin() {self._origin = nil}
+  public mutating func clearOrigin() {_uniqueStorage()._origin = nil}
 
   /// Where to send ContinueRequest (a ZeroMQ endpoint such as
   /// "tcp://10.0.0.5:5571").
-  public var continueEndpoint: String = String()
+  public var continueEndpoint: String {
+    get {_storage._continueEndpoint}
+    set {_uniqueStorage()._continueEndpoint = newValue}
+  }
 
   /// Activity.version; receivers ignore an advertisement older than what they
   /// have.
-  public var version: UInt64 = 0
+  public var version: UInt64 {
+    get {_storage._version}
+    set {_uniqueStorage()._version = newValue}
+  }
 
   /// Activity.expiration: after this the activity cannot be continued.
   /// Unset = never.
   public var expiresAt: WireTimestamp {
-    get {_expiresAt ?? WireTimestamp()}
-    set {_expiresAt = newValue}
+    get {_storage._expiresAt ?? WireTimestamp()}
+    set {_uniqueStorage()._expiresAt = newValue}
   }
   /// Returns true if `expiresAt` has been explicitly set.
-  public var hasExpiresAt: Bool {self._expiresAt != nil}
+  public var hasExpiresAt: Bool {_storage._expiresAt != nil}
   /// Clears the value of `expiresAt`. Subsequent reads from it will return its default value.
-  public mutating func clearExpiresAt() {self._expiresAt = nil}
+  public mutating func clearExpiresAt() {_uniqueStorage()._expiresAt = nil}
 
   /// Lease: forget the activity if neither an advertisement of it nor a
   /// NodePresence of its origin listing it arrives within this many
   /// milliseconds.
-  public var leaseMs: UInt32 = 0
+  public var leaseMs: UInt32 {
+    get {_storage._leaseMs}
+    set {_uniqueStorage()._leaseMs = newValue}
+  }
 
   /// Activity.supports_continuation_streams.
-  public var supportsContinuationStreams: Bool = false
+  public var supportsContinuationStreams: Bool {
+    get {_storage._supportsContinuationStreams}
+    set {_uniqueStorage()._supportsContinuationStreams = newValue}
+  }
 
   /// Activity.team_id.
-  public var teamID: String = String()
+  public var teamID: String {
+    get {_storage._teamID}
+    set {_uniqueStorage()._teamID = newValue}
+  }
 
   /// Activity.webpage_url: fallback for nodes without a handler.
-  public var webpageURL: String = String()
+  public var webpageURL: String {
+    get {_storage._webpageURL}
+    set {_uniqueStorage()._webpageURL = newValue}
+  }
 
   /// Activity.keywords.
-  public var keywords: [String] = []
+  public var keywords: [String] {
+    get {_storage._keywords}
+    set {_uniqueStorage()._keywords = newValue}
+  }
+
+  /// When the origin last made the activity current or changed it, by the origin's clock: what
+  /// "the newest activity of a type" is decided by (ties: the higher Envelope.sequence). Unset
+  /// from older nodes.
+  public var updatedAt: WireTimestamp {
+    get {_storage._updatedAt ?? WireTimestamp()}
+    set {_uniqueStorage()._updatedAt = newValue}
+  }
+  /// Returns true if `updatedAt` has been explicitly set.
+  public var hasUpdatedAt: Bool {_storage._updatedAt != nil}
+  /// Clears the value of `updatedAt`. Subsequent reads from it will return its default value.
+  public mutating func clearUpdatedAt() {_uniqueStorage()._updatedAt = nil}
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _origin: WireNodeRef? = nil
-  fileprivate var _expiresAt: WireTimestamp? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 /// Announces that an activity is no longer available.
@@ -860,88 +901,153 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension WireAdvertisement: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Advertisement"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{1}title\0\u{1}origin\0\u{3}continue_endpoint\0\u{1}version\0\u{3}expires_at\0\u{3}lease_ms\0\u{3}supports_continuation_streams\0\u{3}team_id\0\u{3}webpage_url\0\u{1}keywords\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{1}title\0\u{1}origin\0\u{3}continue_endpoint\0\u{1}version\0\u{3}expires_at\0\u{3}lease_ms\0\u{3}supports_continuation_streams\0\u{3}team_id\0\u{3}webpage_url\0\u{1}keywords\0\u{3}updated_at\0")
+
+  fileprivate class _StorageClass {
+    var _activityID: String = String()
+    var _activityType: String = String()
+    var _title: String = String()
+    var _origin: WireNodeRef? = nil
+    var _continueEndpoint: String = String()
+    var _version: UInt64 = 0
+    var _expiresAt: WireTimestamp? = nil
+    var _leaseMs: UInt32 = 0
+    var _supportsContinuationStreams: Bool = false
+    var _teamID: String = String()
+    var _webpageURL: String = String()
+    var _keywords: [String] = []
+    var _updatedAt: WireTimestamp? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _activityID = source._activityID
+      _activityType = source._activityType
+      _title = source._title
+      _origin = source._origin
+      _continueEndpoint = source._continueEndpoint
+      _version = source._version
+      _expiresAt = source._expiresAt
+      _leaseMs = source._leaseMs
+      _supportsContinuationStreams = source._supportsContinuationStreams
+      _teamID = source._teamID
+      _webpageURL = source._webpageURL
+      _keywords = source._keywords
+      _updatedAt = source._updatedAt
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.activityID) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.activityType) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.title) }()
-      case 4: try { try decoder.decodeSingularMessageField(value: &self._origin) }()
-      case 5: try { try decoder.decodeSingularStringField(value: &self.continueEndpoint) }()
-      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
-      case 7: try { try decoder.decodeSingularMessageField(value: &self._expiresAt) }()
-      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.leaseMs) }()
-      case 9: try { try decoder.decodeSingularBoolField(value: &self.supportsContinuationStreams) }()
-      case 10: try { try decoder.decodeSingularStringField(value: &self.teamID) }()
-      case 11: try { try decoder.decodeSingularStringField(value: &self.webpageURL) }()
-      case 12: try { try decoder.decodeRepeatedStringField(value: &self.keywords) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._activityID) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._activityType) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._title) }()
+        case 4: try { try decoder.decodeSingularMessageField(value: &_storage._origin) }()
+        case 5: try { try decoder.decodeSingularStringField(value: &_storage._continueEndpoint) }()
+        case 6: try { try decoder.decodeSingularUInt64Field(value: &_storage._version) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._expiresAt) }()
+        case 8: try { try decoder.decodeSingularUInt32Field(value: &_storage._leaseMs) }()
+        case 9: try { try decoder.decodeSingularBoolField(value: &_storage._supportsContinuationStreams) }()
+        case 10: try { try decoder.decodeSingularStringField(value: &_storage._teamID) }()
+        case 11: try { try decoder.decodeSingularStringField(value: &_storage._webpageURL) }()
+        case 12: try { try decoder.decodeRepeatedStringField(value: &_storage._keywords) }()
+        case 13: try { try decoder.decodeSingularMessageField(value: &_storage._updatedAt) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.activityID.isEmpty {
-      try visitor.visitSingularStringField(value: self.activityID, fieldNumber: 1)
-    }
-    if !self.activityType.isEmpty {
-      try visitor.visitSingularStringField(value: self.activityType, fieldNumber: 2)
-    }
-    if !self.title.isEmpty {
-      try visitor.visitSingularStringField(value: self.title, fieldNumber: 3)
-    }
-    try { if let v = self._origin {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
-    } }()
-    if !self.continueEndpoint.isEmpty {
-      try visitor.visitSingularStringField(value: self.continueEndpoint, fieldNumber: 5)
-    }
-    if self.version != 0 {
-      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 6)
-    }
-    try { if let v = self._expiresAt {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-    } }()
-    if self.leaseMs != 0 {
-      try visitor.visitSingularUInt32Field(value: self.leaseMs, fieldNumber: 8)
-    }
-    if self.supportsContinuationStreams != false {
-      try visitor.visitSingularBoolField(value: self.supportsContinuationStreams, fieldNumber: 9)
-    }
-    if !self.teamID.isEmpty {
-      try visitor.visitSingularStringField(value: self.teamID, fieldNumber: 10)
-    }
-    if !self.webpageURL.isEmpty {
-      try visitor.visitSingularStringField(value: self.webpageURL, fieldNumber: 11)
-    }
-    if !self.keywords.isEmpty {
-      try visitor.visitRepeatedStringField(value: self.keywords, fieldNumber: 12)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._activityID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._activityID, fieldNumber: 1)
+      }
+      if !_storage._activityType.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._activityType, fieldNumber: 2)
+      }
+      if !_storage._title.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._title, fieldNumber: 3)
+      }
+      try { if let v = _storage._origin {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      } }()
+      if !_storage._continueEndpoint.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._continueEndpoint, fieldNumber: 5)
+      }
+      if _storage._version != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._version, fieldNumber: 6)
+      }
+      try { if let v = _storage._expiresAt {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      } }()
+      if _storage._leaseMs != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._leaseMs, fieldNumber: 8)
+      }
+      if _storage._supportsContinuationStreams != false {
+        try visitor.visitSingularBoolField(value: _storage._supportsContinuationStreams, fieldNumber: 9)
+      }
+      if !_storage._teamID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._teamID, fieldNumber: 10)
+      }
+      if !_storage._webpageURL.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._webpageURL, fieldNumber: 11)
+      }
+      if !_storage._keywords.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._keywords, fieldNumber: 12)
+      }
+      try { if let v = _storage._updatedAt {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: WireAdvertisement, rhs: WireAdvertisement) -> Bool {
-    if lhs.activityID != rhs.activityID {return false}
-    if lhs.activityType != rhs.activityType {return false}
-    if lhs.title != rhs.title {return false}
-    if lhs._origin != rhs._origin {return false}
-    if lhs.continueEndpoint != rhs.continueEndpoint {return false}
-    if lhs.version != rhs.version {return false}
-    if lhs._expiresAt != rhs._expiresAt {return false}
-    if lhs.leaseMs != rhs.leaseMs {return false}
-    if lhs.supportsContinuationStreams != rhs.supportsContinuationStreams {return false}
-    if lhs.teamID != rhs.teamID {return false}
-    if lhs.webpageURL != rhs.webpageURL {return false}
-    if lhs.keywords != rhs.keywords {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._activityID != rhs_storage._activityID {return false}
+        if _storage._activityType != rhs_storage._activityType {return false}
+        if _storage._title != rhs_storage._title {return false}
+        if _storage._origin != rhs_storage._origin {return false}
+        if _storage._continueEndpoint != rhs_storage._continueEndpoint {return false}
+        if _storage._version != rhs_storage._version {return false}
+        if _storage._expiresAt != rhs_storage._expiresAt {return false}
+        if _storage._leaseMs != rhs_storage._leaseMs {return false}
+        if _storage._supportsContinuationStreams != rhs_storage._supportsContinuationStreams {return false}
+        if _storage._teamID != rhs_storage._teamID {return false}
+        if _storage._webpageURL != rhs_storage._webpageURL {return false}
+        if _storage._keywords != rhs_storage._keywords {return false}
+        if _storage._updatedAt != rhs_storage._updatedAt {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

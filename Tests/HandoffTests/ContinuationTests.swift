@@ -1,7 +1,10 @@
 import Foundation
 import Handoff
 import Synchronization
+import HandoffWire
+import SwiftProtobuf
 import Testing
+import ZeroMQ
 
 private let editContact = "org.handoff.contacts.edit-contact"
 private let viewContact = "org.handoff.contacts.view-contact"
@@ -314,6 +317,40 @@ struct ContinuationTests {
                 return ids.count == 5 && !ids.contains(leaving.id)
             }
             #expect(refilled)
+        }
+    }
+
+    @Test("the newest activity of a type follows its originators' clocks (updated_at), not the order this node heard of them")
+    func newestByOriginClock() async throws {
+        // A peer on the bus that this test speaks for: two origins, the newer heard of first.
+        let context = try Context()
+        let publisher = try context.socket(.xpub)
+        defer { publisher.close() }
+        try publisher.bind("tcp://127.0.0.1:*")
+        let endpoint = try publisher.lastEndpoint
+        try await Node.withRunning(testConfiguration("b", peers: [endpoint])) { b in
+            // The node's subscription has reached the publisher once it shows up there.
+            _ = try await publisher.receive(timeout: .seconds(5))
+            func advertise(_ id: String, origin: String, updated: Date) throws {
+                var advertisement = WireAdvertisement()
+                advertisement.activityID = id
+                advertisement.activityType = "org.handoff.test.newest"
+                advertisement.title = id
+                advertisement.origin.nodeID = origin
+                advertisement.origin.name = origin
+                advertisement.continueEndpoint = "tcp://127.0.0.1:9"
+                advertisement.version = 1
+                advertisement.leaseMs = 60_000
+                advertisement.updatedAt = WireTimestamp(updated)
+                let bytes: [UInt8] = try WireEnvelope(body: .advertisement(advertisement), sender: advertisement.origin, sequence: 1).serializedBytes()
+                _ = try publisher.trySend(Array("A:org.handoff.test.newest".utf8), more: true)
+                _ = try publisher.trySend(bytes)
+            }
+            try advertise("made-current-last", origin: "n1", updated: Date())
+            _ = try await discovered("made-current-last", on: b)
+            try advertise("made-current-first", origin: "n2", updated: Date() - 30)
+            _ = try await discovered("made-current-first", on: b)
+            #expect(await b.newestActivity(ofType: "org.handoff.test.newest")?.id == "made-current-last")
         }
     }
 

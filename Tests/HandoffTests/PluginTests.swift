@@ -254,6 +254,40 @@ struct ContactsPluginTests {
         _ = broker
     }
 
+    @Test("the newest edit-contact across three processes is the one made current last by its origin's clock, also for a node that joins later and learns them all at once from the broker's snapshot")
+    func newestAcrossProcesses() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-newest-\(UUID().uuidString)")
+        let plugins = folder.appendingPathComponent("plugins")
+        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
+                                         to: plugins.appendingPathComponent("contacts.so"))
+        let (broker, frontend, backend) = try await startBroker()
+        let a = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("a"))
+        let c = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("c"))
+        _ = try await a.ready()
+        _ = try await c.ready()
+        let ada = try #require(try await a.run("plugin contacts add Ada Lovelace +44 ada@example.org").first)
+        let grace = try #require(try await c.run("plugin contacts add Grace Hopper +1 grace@example.org").first)
+        _ = try await a.run("plugin contacts edit \(ada)")
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try await c.run("plugin contacts edit \(grace)")
+
+        // A late joiner hears of both at once, in the snapshot's order.
+        let b = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("b"))
+        _ = try await b.ready()
+        #expect(try await eventuallyLines(b, "known org.handoff.contacts.edit-contact", ["Editing Ada Lovelace", "Editing Grace Hopper"]))
+        #expect(try await b.run("continue org.handoff.contacts.edit-contact") == ["CONTINUED Editing Grace Hopper"])
+
+        // A opens Ada's form again: now hers is the newest.
+        _ = try await a.run("plugin contacts edit \(ada)")
+        let newest = await eventually {
+            (try? await b.run("continue org.handoff.contacts.edit-contact")) == ["CONTINUED Editing Ada Lovelace"]
+        }
+        #expect(newest)
+        _ = broker
+    }
+
     @Test("ABI 1.1 through the Swift kit: typing into a new contact's form marks it needsSave, will-save hands the half-typed form to the continuing side; was-continued and did-update reach the plugins")
     func halfTypedDraft() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-draft-\(UUID().uuidString)")

@@ -1,0 +1,82 @@
+import DequeModule
+import Foundation
+import HandoffWire
+import Logging
+import SwiftProtobuf
+import ZeroMQ
+
+// Continuation streams: picking a pair up again after its connection broke (stream.proto, "Resume").
+extension Node {
+    // MARK: Resuming
+
+    /// The originator's side of a resume: finds the pair by id and token (the new connection has a
+    /// new routing id), moves it there, answers with what it has, and sends again what the peer lacks.
+    func resumeAsOriginator(_ resume: WireStreamResume, route: StreamRoute) {
+        guard let session = streams.values.first(where: {
+            !$0.isContinuer && $0.route.id == route.id && $0.failure == nil && !$0.resumeToken.isEmpty && $0.resumeToken == resume.resumeToken
+        }) else {
+            var frame = WireStreamFrame()
+            frame.streamID = route.id
+            frame.error = HandoffError(.peerLost, "\(info.name) has no stream pair \(route.id) to resume: it ended, or its resume window (\(configuration.streamResumeWindow)) passed").wire
+            sendFrame(frame, to: route.peer, payload: nil)
+            return
+        }
+        if session.route != route {
+            if streamRoutes[session.route] == session.key { streamRoutes[session.route] = nil }
+            session.route = route
+            streamRoutes[route] = session.key
+        }
+        if session.interruptedSince != nil {
+            logger.info("streams \(route.id) resumed by the continuing node: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
+        }
+        session.interruptedSince = nil
+        session.lastHeard = .now
+        var answer = WireStreamResume()
+        answer.resumeToken = session.resumeToken
+        answer.receivedOffset = session.receivedOffset
+        answer.window = UInt32(session.resumeGrant())
+        answer.endReceived = session.reads && session.endReceived
+        sendStreamMessage(session, .resume(answer))
+        applyResume(resume, to: session)
+    }
+
+    /// Sends again, from what the peer says it has, what this side had written beyond it.
+    func applyResume(_ resume: WireStreamResume, to session: StreamSession) {
+        session.resumes += 1
+        streamCountersStorage.resumed += 1
+        session.rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived)
+        pump(session)
+        removeIfDone(session)
+    }
+
+    /// The continuing side asks the originator to pick the pair up again, with what it has.
+    func sendResume(_ session: StreamSession, now: ContinuousClock.Instant) {
+        var resume = WireStreamResume()
+        resume.resumeToken = session.resumeToken
+        resume.receivedOffset = session.receivedOffset
+        resume.window = UInt32(session.resumeGrant())
+        resume.endReceived = session.reads && session.endReceived
+        session.lastResumeSent = now
+        if case .dealer(let endpoint) = session.route.peer, clients[endpoint] == nil {
+            // The client was closed (pruned, or dropped): connect again.
+            do { _ = try client(for: endpoint, serverKey: session.originKey) } catch {
+                logger.debug("streams \(session.route.id): cannot reconnect to \(endpoint): \(error)")
+                return
+            }
+        }
+        sendStreamMessage(session, .resume(resume))
+    }
+
+    /// Marks the pairs with an originator whose connection dropped as interrupted: they resume when
+    /// it is back (the DEALER reconnects by itself).
+    func interruptStreams(to endpoint: String) {
+        for session in streams.values where session.route.peer == .dealer(endpoint) && session.failure == nil {
+            if session.openWaiter != nil {
+                session.fail(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering the open", activityType: session.activityType))
+            } else if session.interruptedSince == nil {
+                logger.info("streams \(session.route.id): the connection to \(endpoint) dropped; resuming when it is back")
+                session.interruptedSince = .now
+            }
+        }
+    }
+}
