@@ -20,6 +20,32 @@ extension Node {
         publish(activity)
     }
 
+    /// Makes many activities current at once: what ``UserActivity/becomeCurrent(on:)`` does for
+    /// each, in one call into the node, their advertisements sent back to back. Either every
+    /// activity is checked and becomes current, or (one is invalid, invalidated, or the node has
+    /// shut down) none does and the error names the first that failed.
+    public func becomeCurrent(_ activities: [UserActivity]) async throws(HandoffError) {
+        guard runState != .stopped else {
+            throw HandoffError(.notRunning, "the node has shut down", activityType: activities.first?.activityType)
+        }
+        for activity in activities {
+            try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
+            guard !activity.state.withLock({ $0.isInvalidated }) else {
+                throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activity.activityType)
+            }
+        }
+        var movedFrom: [(Node, UserActivity)] = []
+        for activity in activities {
+            if let previous = try activity.claim(for: self), previous !== self { movedFrom.append((previous, activity)) }
+        }
+        for (previous, activity) in movedFrom { await previous.remove(activity, reason: .resigned) }
+        for activity in activities {
+            current[activity.id] = activity
+            ended[activity.id] = nil
+            publish(activity)
+        }
+    }
+
     /// Stops offering `activity` (resigned, invalidated, expired).
     func remove(_ activity: UserActivity, reason: RemovalReason) {
         guard current.removeValue(forKey: activity.id) != nil else { return }

@@ -226,8 +226,16 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     ///   ``HandoffError/Code-swift.struct/messageTooLarge`` when its type, title, keywords and webpage
     ///   URL exceed ``WireLimits/maxAdvertisedText``.
     public func becomeCurrent(on node: Node) async throws(HandoffError) {
+        let previous = try claim(for: node)
+        if let previous, previous !== node { await previous.remove(self, reason: .resigned) }
+        try await node.add(self)
+    }
+
+    /// Checks that the activity may become current on `node` and makes it the activity's node;
+    /// returns the node it was current on before, if any.
+    func claim(for node: Node) throws(HandoffError) -> Node? {
         try validate(maxUserInfoSize: node.configuration.maxUserInfoSize)
-        let previous: Node? = try state.withLock { (state) throws(HandoffError) -> Node? in
+        return try state.withLock { (state) throws(HandoffError) -> Node? in
             guard !state.isInvalidated else {
                 throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activityType)
             }
@@ -238,8 +246,6 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
             }
             return state.node
         }
-        if let previous, previous !== node { await previous.remove(self, reason: .resigned) }
-        try await node.add(self)
     }
 
     /// Stops advertising the activity. It can become current again later.

@@ -52,6 +52,34 @@ struct ActivityTests {
 
 @Suite("Becoming current")
 struct BecomeCurrentTests {
+    @Test("node.becomeCurrent of many activities: one call, all current and seen by the other node; one invalid makes none current")
+    func batch() async throws {
+        try await withTwoNodes { a, b in
+            let activities = try (0..<500).map { index in
+                let activity = try UserActivity(activityType: "org.handoff.test.batch")
+                activity.title = "batch \(index)"
+                return activity
+            }
+            try await a.becomeCurrent(activities)
+            let allCurrent = activities.allSatisfy { $0.isCurrent }
+            #expect(allCurrent)
+            #expect(await eventually { await b.activities().filter { $0.activityType == "org.handoff.test.batch" }.count == 500 })
+
+            let good = try UserActivity(activityType: "org.handoff.test.batch")
+            let invalidated = try UserActivity(activityType: "org.handoff.test.batch")
+            await invalidated.invalidate()
+            do throws(HandoffError) {
+                try await a.becomeCurrent([good, invalidated])
+                Issue.record("a batch holding an invalidated activity must be refused")
+            } catch {
+                let code = error.code
+                #expect(code == .invalidatedLocally)
+            }
+            #expect(!good.isCurrent)
+            #expect(await a.currentActivities.count == 500)
+        }
+    }
+
     @Test("userInfo over the limit is refused with userInfoTooLarge; under it is accepted")
     func userInfoTooLarge() async throws {
         var configuration = testConfiguration("limits")
