@@ -305,8 +305,8 @@ public nonisolated struct WireAdvertisement: @unchecked Sendable {
   }
 
   /// When the origin last made the activity current or changed it, by the origin's clock: what
-  /// "the newest activity of a type" is decided by (ties: the higher Envelope.sequence). Unset
-  /// from older nodes.
+  /// "the newest activity of a type" is decided by (ties, and activities without it: the one a
+  /// node heard of last). Unset from older nodes.
   public var updatedAt: WireTimestamp {
     get {_storage._updatedAt ?? WireTimestamp()}
     set {_uniqueStorage()._updatedAt = newValue}
