@@ -359,7 +359,7 @@ static void user_info_free(user_info *u) {
 #define NOTE_TYPE "org.handoff.notes.edit-note"
 
 static void descriptor_declares_abi_name_and_types(void) {
-    CHECK(plugin->abi_major == 1 && plugin->abi_minor == 0, "ABI %u.%u", plugin->abi_major, plugin->abi_minor);
+    CHECK(plugin->abi_major == HANDOFF_PLUGIN_ABI_MAJOR && plugin->abi_minor == HANDOFF_PLUGIN_ABI_MINOR, "ABI %u.%u", plugin->abi_major, plugin->abi_minor);
     CHECK(plugin->struct_size == sizeof(handoff_plugin_descriptor), "struct_size %u", plugin->struct_size);
     CHECK(plugin->flags == 0, "flags %u", plugin->flags);
     CHECK(plugin->name != NULL && strcmp(plugin->name, "notes") == 0, "name %s", plugin->name);
@@ -373,7 +373,9 @@ static void descriptor_declares_abi_name_and_types(void) {
           "init, restore, command and shutdown are set");
     CHECK(plugin->write_stream == NULL && plugin->read_stream == NULL, "no stream handlers");
     bool reserved_zero = true;
-    for (int i = 0; i < 8; i++) reserved_zero = reserved_zero && plugin->reserved[i] == NULL;
+    for (size_t i = 0; i < sizeof plugin->reserved / sizeof plugin->reserved[0]; i++) reserved_zero = reserved_zero && plugin->reserved[i] == NULL;
+    /* ABI 1.1's callbacks: notes needs none of them. */
+    reserved_zero = reserved_zero && plugin->will_save == NULL && plugin->was_continued == NULL && plugin->did_update == NULL;
     CHECK(reserved_zero, "reserved fields are zero");
 }
 
