@@ -119,6 +119,8 @@ public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringC
     public let updatedAt: Date
     /// Where the originator answers continue requests (and, later, stream requests).
     public let continueEndpoint: String
+    /// The document the activity is about, if any: open it with ``Node/openDocument(of:into:)``.
+    public let document: DocumentReference?
     /// The activity as it arrived, for handing on as bytes (to a plugin).
     let wire: WireActivity
 
@@ -138,6 +140,7 @@ public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringC
         version = wire.version
         updatedAt = wire.updatedAt.date
         self.continueEndpoint = continueEndpoint
+        document = wire.hasDocument ? try DocumentReference(wire: wire.document, activityType: wire.activityType) : nil
         let missing = requiredUserInfoKeys.subtracting(userInfo.keys)
         if !missing.isEmpty {
             throw HandoffError(.missingRequiredUserInfoKey, "the originator sent no value for required key(s) \(missing.sorted().joined(separator: ", "))", activityType: activityType)

@@ -52,6 +52,9 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let streamProtocolViolation = Code(wire: .streamProtocolViolation)
         /// The node already has as many open streams as it allows, in total or with that peer.
         public static let tooManyStreams = Code(wire: .tooManyStreams)
+        /// A document activity's document cannot be taken: the local copy changed since it was
+        /// taken, or is newer; or the originator's file no longer has the advertised hash.
+        public static let documentConflict = Code(wire: .documentConflict)
         /// The peer of a stream went silent or disconnected: its process died or the network failed.
         public static let peerLost = Code(wire: .peerLost)
         /// A peer or key is not part of this node's account (not on its allow-list), or a peer
@@ -109,6 +112,7 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
             case .streamTruncated: "stream truncated"
             case .streamProtocolViolation: "stream protocol violation"
             case .tooManyStreams: "too many streams"
+            case .documentConflict: "document conflict"
             case .peerLost: "peer lost"
             case .unauthorized: "unauthorized"
             case .teamMismatch: "team mismatch"

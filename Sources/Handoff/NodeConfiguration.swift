@@ -72,6 +72,11 @@ extension Node {
         public var streamWindow: Int
         /// The largest chunk this node sends on a continuation stream, in bytes.
         public var streamChunkSize: Int
+        /// Folders this node shares with other nodes (a network file system, a synced folder),
+        /// as paths here: a document activity whose file lies under one is opened in place when
+        /// its content has the advertised hash (``Node/openDocument(of:into:)``); any other is
+        /// pulled over a continuation stream. Empty (the default): always pulled.
+        public var sharedFolders: [String] = []
         /// How long a continuation stream may hear nothing from its peer (not even a keep-alive, sent
         /// every second) before it fails with ``HandoffError/Code-swift.struct/peerLost``.
         public var streamIdleTimeout: Duration

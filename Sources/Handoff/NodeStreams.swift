@@ -61,10 +61,18 @@ extension Node {
     public func openStreams(
         for activity: ContinuedActivity, direction: StreamDirection = .both
     ) async throws(HandoffError) -> ContinuationStreams {
+        try await openStreams(for: activity, direction: direction, document: false)
+    }
+
+    /// ``openStreams(for:direction:)``, or (`document`) the originator's node sending the
+    /// activity's document (stream.proto, `StreamOpen.document`).
+    func openStreams(
+        for activity: ContinuedActivity, direction: StreamDirection, document: Bool
+    ) async throws(HandoffError) -> ContinuationStreams {
         guard runState == .running else {
             throw HandoffError(.notRunning, "start the node with run() before opening streams", activityType: activity.activityType)
         }
-        guard activity.supportsContinuationStreams else {
+        guard activity.supportsContinuationStreams || document else {
             throw HandoffError(.streamsNotSupported, "the activity does not support continuation streams", activityType: activity.activityType)
         }
         let open = streams.values.count { $0.failure == nil }
@@ -85,6 +93,7 @@ extension Node {
         request.direction = direction.wire
         request.window = UInt32(configuration.streamWindow)
         request.chunkSize = UInt32(configuration.streamChunkSize)
+        request.document = document
         let timeout = configuration.continueTimeout
         let activityType = activity.activityType
         let key = session.key
@@ -266,7 +275,18 @@ extension Node {
             refuse(HandoffError(.activityNotFound, "\(info.name) has no current activity \(open.activityID)"))
             return
         }
-        guard activity.supportsContinuationStreams, let delegate = activity.delegate else {
+        // The document (StreamOpen.document) is sent by the node itself; other streams go to the delegate.
+        let document = open.document ? activity.document : nil
+        if open.document {
+            guard let document, document.url.isFileURL, open.direction == .originToContinuer else {
+                refuse(HandoffError(.streamsNotSupported, activity.document == nil
+                    ? "the activity refers to no document" : "a document is sent from the originator only (direction ORIGIN_TO_CONTINUER)",
+                    activityType: activity.activityType))
+                return
+            }
+        }
+        let delegate = activity.delegate
+        guard document != nil || (activity.supportsContinuationStreams && delegate != nil) else {
             refuse(HandoffError(.streamsNotSupported, activity.supportsContinuationStreams
                 ? "the activity has no delegate to receive streams" : "the activity does not support continuation streams",
                 activityType: activity.activityType))
@@ -313,10 +333,17 @@ extension Node {
         answer.window = UInt32(configuration.streamWindow)
         answer.chunkSize = UInt32(configuration.streamChunkSize)
         answer.resumeToken = session.resumeToken
+        answer.document = open.document
+        if let document { answer.expectedLength = document.size }
         sendStreamMessage(session, .open(answer))
         publishStreamEvent(.streamOpened, session)
         let pair = session.streams
-        spawn { await delegate.userActivity(activity, didReceive: pair) }
+        if let document {
+            let key = session.key
+            spawn { await Self.sendDocument(document, on: pair, key: key, node: self, activityType: activity.activityType) }
+        } else if let delegate {
+            spawn { await delegate.userActivity(activity, didReceive: pair) }
+        }
     }
 
     /// The peer broke the stream's rules: it is told, and the pair is over here.

@@ -118,6 +118,13 @@ extension Node {
     }
 
     /// Cancels a stream pair here and tells the peer.
+    /// Ends a pair with an error its peer is told of (its code and message).
+    func failStream(_ key: StreamKey, _ error: HandoffError) {
+        guard let session = streams[key], session.failure == nil else { return }
+        sendStreamMessage(session, .error(error.wire))
+        session.fail(error)
+    }
+
     func cancelStream(_ key: StreamKey, reason: String) {
         guard let session = streams[key], session.failure == nil else { return }
         var cancel = WireStreamCancel()

@@ -120,10 +120,13 @@ final class PluginHostContext: @unchecked Sendable {
     let plugin: LoadedPlugin
     let table: UnsafeMutablePointer<handoff_host>
     let activities = Mutex<[String: UserActivity]>([:])
+    /// The plugin's data folder; continued documents are kept in its `documents` folder.
+    let dataDirectory: String
 
     init(runtime: PluginRuntime, plugin: LoadedPlugin, dataDirectory: String) {
         self.runtime = runtime
         self.plugin = plugin
+        self.dataDirectory = dataDirectory
         table = .allocate(capacity: 1)
         table.initialize(to: handoff_host())
         table.pointee.abi_major = UInt32(HANDOFF_PLUGIN_ABI_MAJOR)
@@ -166,7 +169,15 @@ final class PluginHostContext: @unchecked Sendable {
 
     /// The continuation handler for the plugin's types: restore, then streams when the activity has them.
     func restore(_ activity: ContinuedActivity) async throws {
-        let bytes: [UInt8] = try activity.wire.serializedBytes()
+        var wire = activity.wire
+        // A document activity: the plugin gets the document opened here (in place on shared
+        // storage, or this node's copy), its URL in place of the originator's.
+        if activity.document != nil {
+            let folder = URL(fileURLWithPath: dataDirectory).appendingPathComponent("documents", isDirectory: true)
+            let opened = try await runtime.node.openDocument(of: activity, into: folder)
+            wire.document.url = opened.url.absoluteString
+        }
+        let bytes: [UInt8] = try wire.serializedBytes()
         let restore = plugin.descriptor.pointee.restore!
         try await call(locked: true) { state, error in
             bytes.withUnsafeBufferPointer { restore(state, $0.baseAddress, $0.count, error) }
@@ -274,5 +285,17 @@ final class PluginHostContext: @unchecked Sendable {
         activity.expirationDate = wire.hasExpiration ? wire.expiration.date : nil
         activity.supportsContinuationStreams = wire.supportsContinuationStreams
         activity.teamID = wire.teamID.isEmpty ? plugin.teamID : wire.teamID
+        // A document: the plugin names the file (and its version); the host hashes it when the
+        // plugin leaves the hash out.
+        if wire.hasDocument {
+            guard let url = URL(string: wire.document.url), url.isFileURL else {
+                throw HandoffError(.invalidConfiguration, "plugin \(plugin.name): the document is not a file:// URL: \(wire.document.url)", activityType: wire.activityType)
+            }
+            activity.document = wire.document.sha256.isEmpty
+                ? try DocumentReference.file(at: url, version: wire.document.version)
+                : try DocumentReference(wire: wire.document, activityType: wire.activityType)
+        } else {
+            activity.document = nil
+        }
     }
 }

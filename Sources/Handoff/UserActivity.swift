@@ -46,6 +46,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         var isEligibleForHandoff = true
         var continuationPolicy = ContinuationPolicy.many
         var teamID: String?
+        var document: DocumentReference?
         weak var delegate: (any UserActivityDelegate)?
         var version: UInt64 = 1
         var updatedAt = Date()
@@ -156,6 +157,14 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     public var keywords: Set<String> {
         get { state.withLock { $0.keywords } }
         set { mutate { $0.keywords = newValue } }
+    }
+
+    /// The document the activity is about (the third way to pass data, as `UIDocument` hands off
+    /// its URL): a continuing node opens it with ``Node/openDocument(of:into:)``. Make it with
+    /// ``DocumentReference/file(at:version:)``, and set it again when the document changes.
+    public var document: DocumentReference? {
+        get { state.withLock { $0.document } }
+        set { mutate { $0.document = newValue } }
     }
 
     /// Whether a continuing node may open continuation streams to this activity's originator.
@@ -310,6 +319,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
             activity.origin = origin
             activity.version = state.version
             activity.updatedAt = WireTimestamp(state.updatedAt)
+            if let document = state.document { activity.document = document.wire }
             return activity
         }
     }

@@ -352,11 +352,50 @@ public nonisolated struct WireActivity: @unchecked Sendable {
   /// Clears the value of `updatedAt`. Subsequent reads from it will return its default value.
   public mutating func clearUpdatedAt() {_uniqueStorage()._updatedAt = nil}
 
+  /// The document the activity is about, if any: the third way to pass data, beside user_info and
+  /// continuation streams (UIDocument and NSDocument hand off a document's URL, and the continuing
+  /// device opens it from iCloud).
+  public var document: WireDocumentRef {
+    get {_storage._document ?? WireDocumentRef()}
+    set {_uniqueStorage()._document = newValue}
+  }
+  /// Returns true if `document` has been explicitly set.
+  public var hasDocument: Bool {_storage._document != nil}
+  /// Clears the value of `document`. Subsequent reads from it will return its default value.
+  public mutating func clearDocument() {_uniqueStorage()._document = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// A document an activity refers to. A continuing node opens the file in place when it reaches it
+/// on storage it shares with the originator (a path under a folder it is configured to share) and
+/// the content has this SHA-256; otherwise it asks for the document over a continuation stream
+/// (StreamOpen.document) and keeps a copy, which it never overwrites once changed locally
+/// (ERROR_CODE_DOCUMENT_CONFLICT).
+public nonisolated struct WireDocumentRef: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Where the originator has the document: a file:// URL.
+  public var url: String = String()
+
+  /// The document's version at the originator: higher is newer.
+  public var version: UInt64 = 0
+
+  /// SHA-256 of the content, 32 bytes.
+  public var sha256: Data = Data()
+
+  /// The content's size in bytes.
+  public var size: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -661,7 +700,7 @@ nonisolated extension WireNodeRef: SwiftProtobuf.Message, SwiftProtobuf._Message
 
 nonisolated extension WireActivity: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Activity"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{1}title\0\u{3}user_info\0\u{3}required_user_info_keys\0\u{3}webpage_url\0\u{1}keywords\0\u{1}expiration\0\u{3}eligible_for_handoff\0\u{3}supports_continuation_streams\0\u{3}team_id\0\u{2}\u{5}origin\0\u{1}version\0\u{3}updated_at\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{3}activity_type\0\u{1}title\0\u{3}user_info\0\u{3}required_user_info_keys\0\u{3}webpage_url\0\u{1}keywords\0\u{1}expiration\0\u{3}eligible_for_handoff\0\u{3}supports_continuation_streams\0\u{3}team_id\0\u{2}\u{5}origin\0\u{1}version\0\u{3}updated_at\0\u{1}document\0")
 
   fileprivate class _StorageClass {
     var _activityID: String = String()
@@ -678,6 +717,7 @@ nonisolated extension WireActivity: SwiftProtobuf.Message, SwiftProtobuf._Messag
     var _origin: WireNodeRef? = nil
     var _version: UInt64 = 0
     var _updatedAt: WireTimestamp? = nil
+    var _document: WireDocumentRef? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -702,6 +742,7 @@ nonisolated extension WireActivity: SwiftProtobuf.Message, SwiftProtobuf._Messag
       _origin = source._origin
       _version = source._version
       _updatedAt = source._updatedAt
+      _document = source._document
     }
   }
 
@@ -734,6 +775,7 @@ nonisolated extension WireActivity: SwiftProtobuf.Message, SwiftProtobuf._Messag
         case 16: try { try decoder.decodeSingularMessageField(value: &_storage._origin) }()
         case 17: try { try decoder.decodeSingularUInt64Field(value: &_storage._version) }()
         case 18: try { try decoder.decodeSingularMessageField(value: &_storage._updatedAt) }()
+        case 19: try { try decoder.decodeSingularMessageField(value: &_storage._document) }()
         default: break
         }
       }
@@ -788,6 +830,9 @@ nonisolated extension WireActivity: SwiftProtobuf.Message, SwiftProtobuf._Messag
       try { if let v = _storage._updatedAt {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
       } }()
+      try { if let v = _storage._document {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -811,10 +856,56 @@ nonisolated extension WireActivity: SwiftProtobuf.Message, SwiftProtobuf._Messag
         if _storage._origin != rhs_storage._origin {return false}
         if _storage._version != rhs_storage._version {return false}
         if _storage._updatedAt != rhs_storage._updatedAt {return false}
+        if _storage._document != rhs_storage._document {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireDocumentRef: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DocumentRef"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}url\0\u{1}version\0\u{1}sha256\0\u{1}size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.sha256) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.size) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.url.isEmpty {
+      try visitor.visitSingularStringField(value: self.url, fieldNumber: 1)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 2)
+    }
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularBytesField(value: self.sha256, fieldNumber: 3)
+    }
+    if self.size != 0 {
+      try visitor.visitSingularUInt64Field(value: self.size, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireDocumentRef, rhs: WireDocumentRef) -> Bool {
+    if lhs.url != rhs.url {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.size != rhs.size {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -122,6 +122,11 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// acknowledged) for longer than any other. The pair is over; open a new one.
   case tooManyStreams // = 35
 
+  /// A document activity's document (Activity.document) cannot be taken: the continuing node's
+  /// copy was changed there since it last took the document, or is newer than the one offered;
+  /// nothing was overwritten. Also: the originator's file no longer has the hash it advertised.
+  case documentConflict // = 36
+
   /// The peer stopped sending presence (lease expired) or went away mid-exchange.
   case peerLost // = 40
 
@@ -162,6 +167,7 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 33: self = .streamTruncated
     case 34: self = .streamProtocolViolation
     case 35: self = .tooManyStreams
+    case 36: self = .documentConflict
     case 40: self = .peerLost
     case 50: self = .unauthorized
     case 51: self = .teamMismatch
@@ -193,6 +199,7 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .streamTruncated: return 33
     case .streamProtocolViolation: return 34
     case .tooManyStreams: return 35
+    case .documentConflict: return 36
     case .peerLost: return 40
     case .unauthorized: return 50
     case .teamMismatch: return 51
@@ -224,6 +231,7 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
     .streamTruncated,
     .streamProtocolViolation,
     .tooManyStreams,
+    .documentConflict,
     .peerLost,
     .unauthorized,
     .teamMismatch,
@@ -257,7 +265,7 @@ public nonisolated struct WireError: Sendable {
 fileprivate nonisolated let _protobuf_package = "handoff.v1"
 
 nonisolated extension WireErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_HANDOFF_FAILED\0\u{1}ERROR_CODE_CONNECTION_UNAVAILABLE\0\u{1}ERROR_CODE_REMOTE_APPLICATION_TIMED_OUT\0\u{1}ERROR_CODE_USER_INFO_TOO_LARGE\0\u{2}\u{6}ERROR_CODE_ACTIVITY_NOT_FOUND\0\u{1}ERROR_CODE_ACTIVITY_INVALIDATED\0\u{1}ERROR_CODE_ACTIVITY_EXPIRED\0\u{1}ERROR_CODE_NO_HANDLER\0\u{1}ERROR_CODE_MISSING_REQUIRED_USER_INFO_KEY\0\u{1}ERROR_CODE_INVALID_ACTIVITY_TYPE\0\u{1}ERROR_CODE_ALREADY_CONTINUED\0\u{2}\u{4}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_UNSUPPORTED_PROTOCOL_VERSION\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{2}\u{8}ERROR_CODE_STREAMS_NOT_SUPPORTED\0\u{1}ERROR_CODE_STREAM_CANCELLED\0\u{1}ERROR_CODE_STREAM_CHECKSUM_MISMATCH\0\u{1}ERROR_CODE_STREAM_TRUNCATED\0\u{1}ERROR_CODE_STREAM_PROTOCOL_VIOLATION\0\u{1}ERROR_CODE_TOO_MANY_STREAMS\0\u{2}\u{5}ERROR_CODE_PEER_LOST\0\u{2}\u{a}ERROR_CODE_UNAUTHORIZED\0\u{1}ERROR_CODE_TEAM_MISMATCH\0\u{1}ERROR_CODE_REPLAYED_MESSAGE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_HANDOFF_FAILED\0\u{1}ERROR_CODE_CONNECTION_UNAVAILABLE\0\u{1}ERROR_CODE_REMOTE_APPLICATION_TIMED_OUT\0\u{1}ERROR_CODE_USER_INFO_TOO_LARGE\0\u{2}\u{6}ERROR_CODE_ACTIVITY_NOT_FOUND\0\u{1}ERROR_CODE_ACTIVITY_INVALIDATED\0\u{1}ERROR_CODE_ACTIVITY_EXPIRED\0\u{1}ERROR_CODE_NO_HANDLER\0\u{1}ERROR_CODE_MISSING_REQUIRED_USER_INFO_KEY\0\u{1}ERROR_CODE_INVALID_ACTIVITY_TYPE\0\u{1}ERROR_CODE_ALREADY_CONTINUED\0\u{2}\u{4}ERROR_CODE_MALFORMED_MESSAGE\0\u{1}ERROR_CODE_UNSUPPORTED_PROTOCOL_VERSION\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{2}\u{8}ERROR_CODE_STREAMS_NOT_SUPPORTED\0\u{1}ERROR_CODE_STREAM_CANCELLED\0\u{1}ERROR_CODE_STREAM_CHECKSUM_MISMATCH\0\u{1}ERROR_CODE_STREAM_TRUNCATED\0\u{1}ERROR_CODE_STREAM_PROTOCOL_VIOLATION\0\u{1}ERROR_CODE_TOO_MANY_STREAMS\0\u{1}ERROR_CODE_DOCUMENT_CONFLICT\0\u{2}\u{4}ERROR_CODE_PEER_LOST\0\u{2}\u{a}ERROR_CODE_UNAUTHORIZED\0\u{1}ERROR_CODE_TEAM_MISMATCH\0\u{1}ERROR_CODE_REPLAYED_MESSAGE\0")
 }
 
 nonisolated extension WireError: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -312,6 +312,13 @@ public nonisolated struct WireStreamOpen: Sendable {
   /// never crosses the network in clear), so no one else can take the pair over.
   public var resumeToken: Data = Data()
 
+  /// Set by the continuing node to ask for the activity's document (Activity.document) instead of
+  /// the application's streams: direction must be ORIGIN_TO_CONTINUER. The originator's node sends the
+  /// file itself (its application is not asked), expected_length its size, after checking that it
+  /// still has the advertised SHA-256 (else it refuses with ERROR_CODE_DOCUMENT_CONFLICT). The
+  /// originator's answer repeats the flag.
+  public var document: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -605,7 +612,7 @@ nonisolated extension WireStreamFrame: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamOpen"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{1}direction\0\u{3}chunk_size\0\u{1}window\0\u{3}expected_length\0\u{3}resume_token\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{1}direction\0\u{3}chunk_size\0\u{1}window\0\u{3}expected_length\0\u{3}resume_token\0\u{1}document\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -619,6 +626,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.window) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.expectedLength) }()
       case 6: try { try decoder.decodeSingularBytesField(value: &self.resumeToken) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.document) }()
       default: break
       }
     }
@@ -643,6 +651,9 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if !self.resumeToken.isEmpty {
       try visitor.visitSingularBytesField(value: self.resumeToken, fieldNumber: 6)
     }
+    if self.document != false {
+      try visitor.visitSingularBoolField(value: self.document, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -653,6 +664,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.window != rhs.window {return false}
     if lhs.expectedLength != rhs.expectedLength {return false}
     if lhs.resumeToken != rhs.resumeToken {return false}
+    if lhs.document != rhs.document {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -4,6 +4,7 @@ import Handoff
 import HandoffWire
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 import ZeroMQ
 
@@ -93,6 +94,10 @@ struct Continue: AsyncParsableCommand {
     @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
     @Option(help: "Continue without a plugin: open the activity's continuation streams and save what arrives to this file.")
     var save: String?
+    @Option(help: "Continue a document activity without a plugin: open its document from shared storage (--shared-folder), or pull a copy into this folder; a copy changed here is never overwritten.")
+    var documentInto: String?
+    @Option(help: ArgumentHelp("A folder this machine shares with the originator (repeatable): documents under it are opened in place.", valueName: "dir"))
+    var sharedFolder: [String] = []
     @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save).")
     var json = false
     @OptionGroup var logging: LoggingOptions
@@ -100,6 +105,7 @@ struct Continue: AsyncParsableCommand {
     func validate() throws {
         guard (id == nil) != (type == nil) else { throw ValidationError("give exactly one of --id and --type") }
         guard save == nil || agent == nil else { throw ValidationError("--save works here, not through --agent") }
+        guard documentInto == nil || (agent == nil && save == nil) else { throw ValidationError("--document-into works here, and not with --save") }
     }
 
     func run() async throws {
@@ -123,7 +129,9 @@ struct Continue: AsyncParsableCommand {
             return
         }
         let logger = Logger(label: "handoff.continue")
-        let configuration = try bus.configuration(name: "handoff-continue")
+        var configuration = try bus.configuration(name: "handoff-continue")
+        configuration.sharedFolders = sharedFolder
+        let opened = OpenedDocumentBox()
         // The line to print, and the same as a JSON object.
         let (message, object): (String, String) = try await Node.withRunning(configuration) { node in
             let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: data))
@@ -137,6 +145,12 @@ struct Continue: AsyncParsableCommand {
             guard let found else {
                 throw Failure(id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
                     ?? "no activity of type \(type!) is on the bus")
+            }
+            if let documentInto {
+                await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
+                    let document = try await node.openDocument(of: activity, into: URL(fileURLWithPath: documentInto))
+                    opened.value.withLock { $0 = document }
+                }
             }
             if let save {
                 // Saving the raw streams is the user's explicit choice, whatever the activity's team.
@@ -163,7 +177,17 @@ struct Continue: AsyncParsableCommand {
                         object["saved"] = save
                         object["bytes"] = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
                     }
-                    return ("continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms", jsonLine(object))
+                    var text = "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms"
+                    if let document = opened.value.withLock({ $0 }) {
+                        let source = switch document.source {
+                        case .sharedStorage: "sharedStorage"
+                        case .localCopy: "localCopy"
+                        case .stream: "stream"
+                        }
+                        object["document"] = ["path": document.url.path, "source": source, "version": document.version]
+                        text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
+                    }
+                    return (text, jsonLine(object))
                 case .webpage(let url):
                     object["webpageURL"] = url.absoluteString
                     return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
@@ -174,6 +198,11 @@ struct Continue: AsyncParsableCommand {
         }
         announce(json ? object : message)
     }
+}
+
+/// What `continue --document-into` opened, from the continuation handler to the printed line.
+final class OpenedDocumentBox: Sendable {
+    let value = Mutex<OpenedDocument?>(nil)
 }
 
 /// Opens a continued activity's streams, writes what arrives to `path`, and sends nothing back.
@@ -232,6 +261,8 @@ struct Advertise: AsyncParsableCommand {
     @Option(help: "userInfo as a JSON object (strings, numbers, booleans, arrays, objects).") var userInfo: String?
     @Option(help: "A webpage URL to fall back to.") var webpage: String?
     @Option(help: "Stop after this many seconds (default: until SIGINT/SIGTERM).") var seconds: Double?
+    @Option(help: "A document the activity is about: continuing nodes open it from shared storage, or pull it over a stream.") var document: String?
+    @Option(help: "The document's version (higher is newer).") var documentVersion: UInt64 = 1
     @Flag(help: "Say that it advertises as one JSON object (activityId, activityType, node).") var json = false
     @OptionGroup var bus: BusOptions
     @OptionGroup var logging: LoggingOptions
@@ -247,6 +278,9 @@ struct Advertise: AsyncParsableCommand {
             activity.userInfo = object.mapValues(\.userInfoValue)
         }
         activity.webpageURL = webpage.flatMap(URL.init(string:))
+        if let document {
+            activity.document = try DocumentReference.file(at: URL(fileURLWithPath: document).standardizedFileURL, version: documentVersion)
+        }
         let logger = Logger(label: "handoff.advertise")
         let context = try Context()
         let node = try Node(configuration: try bus.configuration(name: "handoff-advertise"), context: context)

@@ -20,4 +20,16 @@ uint32_t handoff_crc32c_copy(uint32_t previous, void *destination, const void *s
 /// Whether handoff_crc32c runs on the CPU's crc32 instruction (1) or on tables (0).
 int handoff_crc32c_is_hardware(void);
 
+/// SHA-256 (FIPS 180-4) in pieces: init, update with the data in any number of pieces, final.
+typedef struct handoff_sha256 {
+    uint32_t state[8];
+    uint64_t length;
+    uint8_t buffer[64];
+    size_t buffered;
+} handoff_sha256;
+
+void handoff_sha256_init(handoff_sha256 *context);
+void handoff_sha256_update(handoff_sha256 *context, const void *data, size_t length);
+void handoff_sha256_final(handoff_sha256 *context, uint8_t digest[32]);
+
 #endif

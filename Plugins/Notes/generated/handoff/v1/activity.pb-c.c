@@ -289,6 +289,51 @@ void   handoff__v1__activity__free_unpacked
   assert(message->base.descriptor == &handoff__v1__activity__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   handoff__v1__document_ref__init
+                     (Handoff__V1__DocumentRef         *message)
+{
+  static const Handoff__V1__DocumentRef init_value = HANDOFF__V1__DOCUMENT_REF__INIT;
+  *message = init_value;
+}
+size_t handoff__v1__document_ref__get_packed_size
+                     (const Handoff__V1__DocumentRef *message)
+{
+  assert(message->base.descriptor == &handoff__v1__document_ref__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t handoff__v1__document_ref__pack
+                     (const Handoff__V1__DocumentRef *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &handoff__v1__document_ref__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t handoff__v1__document_ref__pack_to_buffer
+                     (const Handoff__V1__DocumentRef *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &handoff__v1__document_ref__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Handoff__V1__DocumentRef *
+       handoff__v1__document_ref__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Handoff__V1__DocumentRef *)
+     protobuf_c_message_unpack (&handoff__v1__document_ref__descriptor,
+                                allocator, len, data);
+}
+void   handoff__v1__document_ref__free_unpacked
+                     (Handoff__V1__DocumentRef *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &handoff__v1__document_ref__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor handoff__v1__timestamp__field_descriptors[2] =
 {
   {
@@ -737,7 +782,7 @@ const ProtobufCMessageDescriptor handoff__v1__activity__user_info_entry__descrip
   (ProtobufCMessageInit) handoff__v1__activity__user_info_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor handoff__v1__activity__field_descriptors[14] =
+static const ProtobufCFieldDescriptor handoff__v1__activity__field_descriptors[15] =
 {
   {
     "activity_id",
@@ -907,10 +952,23 @@ static const ProtobufCFieldDescriptor handoff__v1__activity__field_descriptors[1
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "document",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Handoff__V1__Activity, document),
+    &handoff__v1__document_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned handoff__v1__activity__field_indices_by_name[] = {
   0,   /* field[0] = activity_id */
   1,   /* field[1] = activity_type */
+  14,   /* field[14] = document */
   8,   /* field[8] = eligible_for_handoff */
   7,   /* field[7] = expiration */
   6,   /* field[6] = keywords */
@@ -928,7 +986,7 @@ static const ProtobufCIntRange handoff__v1__activity__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 16, 11 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor handoff__v1__activity__descriptor =
 {
@@ -938,10 +996,87 @@ const ProtobufCMessageDescriptor handoff__v1__activity__descriptor =
   "Handoff__V1__Activity",
   "handoff.v1",
   sizeof(Handoff__V1__Activity),
-  14,
+  15,
   handoff__v1__activity__field_descriptors,
   handoff__v1__activity__field_indices_by_name,
   2,  handoff__v1__activity__number_ranges,
   (ProtobufCMessageInit) handoff__v1__activity__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor handoff__v1__document_ref__field_descriptors[4] =
+{
+  {
+    "url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Handoff__V1__DocumentRef, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Handoff__V1__DocumentRef, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sha256",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Handoff__V1__DocumentRef, sha256),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "size",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Handoff__V1__DocumentRef, size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned handoff__v1__document_ref__field_indices_by_name[] = {
+  2,   /* field[2] = sha256 */
+  3,   /* field[3] = size */
+  0,   /* field[0] = url */
+  1,   /* field[1] = version */
+};
+static const ProtobufCIntRange handoff__v1__document_ref__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor handoff__v1__document_ref__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "handoff.v1.DocumentRef",
+  "DocumentRef",
+  "Handoff__V1__DocumentRef",
+  "handoff.v1",
+  sizeof(Handoff__V1__DocumentRef),
+  4,
+  handoff__v1__document_ref__field_descriptors,
+  handoff__v1__document_ref__field_indices_by_name,
+  1,  handoff__v1__document_ref__number_ranges,
+  (ProtobufCMessageInit) handoff__v1__document_ref__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

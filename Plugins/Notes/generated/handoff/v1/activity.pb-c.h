@@ -23,6 +23,7 @@ typedef struct Handoff__V1__ValueMap__EntriesEntry Handoff__V1__ValueMap__Entrie
 typedef struct Handoff__V1__NodeRef Handoff__V1__NodeRef;
 typedef struct Handoff__V1__Activity Handoff__V1__Activity;
 typedef struct Handoff__V1__Activity__UserInfoEntry Handoff__V1__Activity__UserInfoEntry;
+typedef struct Handoff__V1__DocumentRef Handoff__V1__DocumentRef;
 
 
 /* --- enums --- */
@@ -277,10 +278,48 @@ struct  Handoff__V1__Activity
    * `version`).
    */
   Handoff__V1__Timestamp *updated_at;
+  /*
+   * The document the activity is about, if any: the third way to pass data, beside user_info and
+   * continuation streams (UIDocument and NSDocument hand off a document's URL, and the continuing
+   * device opens it from iCloud).
+   */
+  Handoff__V1__DocumentRef *document;
 };
 #define HANDOFF__V1__ACTIVITY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&handoff__v1__activity__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, NULL }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, NULL, 0, 0, (char *)protobuf_c_empty_string, NULL, 0, NULL, NULL }
+
+
+/*
+ * A document an activity refers to. A continuing node opens the file in place when it reaches it
+ * on storage it shares with the originator (a path under a folder it is configured to share) and
+ * the content has this SHA-256; otherwise it asks for the document over a continuation stream
+ * (StreamOpen.document) and keeps a copy, which it never overwrites once changed locally
+ * (ERROR_CODE_DOCUMENT_CONFLICT).
+ */
+struct  Handoff__V1__DocumentRef
+{
+  ProtobufCMessage base;
+  /*
+   * Where the originator has the document: a file:// URL.
+   */
+  char *url;
+  /*
+   * The document's version at the originator: higher is newer.
+   */
+  uint64_t version;
+  /*
+   * SHA-256 of the content, 32 bytes.
+   */
+  ProtobufCBinaryData sha256;
+  /*
+   * The content's size in bytes.
+   */
+  uint64_t size;
+};
+#define HANDOFF__V1__DOCUMENT_REF__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&handoff__v1__document_ref__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0 }
 
 
 /* Handoff__V1__Timestamp methods */
@@ -403,6 +442,25 @@ Handoff__V1__Activity *
 void   handoff__v1__activity__free_unpacked
                      (Handoff__V1__Activity *message,
                       ProtobufCAllocator *allocator);
+/* Handoff__V1__DocumentRef methods */
+void   handoff__v1__document_ref__init
+                     (Handoff__V1__DocumentRef         *message);
+size_t handoff__v1__document_ref__get_packed_size
+                     (const Handoff__V1__DocumentRef   *message);
+size_t handoff__v1__document_ref__pack
+                     (const Handoff__V1__DocumentRef   *message,
+                      uint8_t             *out);
+size_t handoff__v1__document_ref__pack_to_buffer
+                     (const Handoff__V1__DocumentRef   *message,
+                      ProtobufCBuffer     *buffer);
+Handoff__V1__DocumentRef *
+       handoff__v1__document_ref__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   handoff__v1__document_ref__free_unpacked
+                     (Handoff__V1__DocumentRef *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Handoff__V1__Timestamp_Closure)
@@ -429,6 +487,9 @@ typedef void (*Handoff__V1__Activity__UserInfoEntry_Closure)
 typedef void (*Handoff__V1__Activity_Closure)
                  (const Handoff__V1__Activity *message,
                   void *closure_data);
+typedef void (*Handoff__V1__DocumentRef_Closure)
+                 (const Handoff__V1__DocumentRef *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -443,6 +504,7 @@ extern const ProtobufCMessageDescriptor handoff__v1__value_map__entries_entry__d
 extern const ProtobufCMessageDescriptor handoff__v1__node_ref__descriptor;
 extern const ProtobufCMessageDescriptor handoff__v1__activity__descriptor;
 extern const ProtobufCMessageDescriptor handoff__v1__activity__user_info_entry__descriptor;
+extern const ProtobufCMessageDescriptor handoff__v1__document_ref__descriptor;
 
 PROTOBUF_C__END_DECLS
 
