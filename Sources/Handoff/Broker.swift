@@ -195,38 +195,39 @@ public final class Broker: Sendable {
     ///   - configuration: Endpoints and cache settings.
     ///   - context: The context to make the sockets in.
     /// - Returns: The running broker.
-    /// - Throws: ``ZeroMQ/ZMQError`` — `addressInUse`, `invalidArgument` (a malformed endpoint, or
-    ///   a configuration value out of range), `protocolNotSupported`, `addressNotAvailable`,
-    ///   `contextTerminated`. When it throws, the broker's thread has already ended.
-    public static func start(_ configuration: Configuration = Configuration(), context: Context) throws(ZMQError) -> Broker {
+    /// - Throws: ``HandoffError`` (``HandoffError/Code-swift.struct/invalidConfiguration``): a
+    ///   configuration value out of range, endpoints beyond loopback without security, or a socket
+    ///   that cannot be bound — then its ``HandoffError/cause`` is the ``ZeroMQ/ZMQError``
+    ///   (`addressInUse`, `protocolNotSupported`, `addressNotAvailable`, `invalidArgument` for a
+    ///   malformed endpoint, `contextTerminated`). When it throws, the broker's thread has ended.
+    public static func start(_ configuration: Configuration = Configuration(), context: Context) throws(HandoffError) -> Broker {
         try start(configuration, context: context, onLoopExit: nil)
     }
 
     /// ``start(_:context:)`` with a hook the loop thread calls last, after closing its sockets (for tests).
     static func start(
         _ configuration: Configuration, context: Context, onLoopExit: (@Sendable () -> Void)?
-    ) throws(ZMQError) -> Broker {
+    ) throws(HandoffError) -> Broker {
         guard configuration.cacheCapacity >= 1 else {
-            throw ZMQError(.invalidArgument, operation: "Broker.start (cacheCapacity \(configuration.cacheCapacity), must be at least 1)")
+            throw HandoffError(.invalidConfiguration, "the broker's cacheCapacity is \(configuration.cacheCapacity): it must be at least 1")
         }
         guard configuration.defaultLease > .zero else {
-            throw ZMQError(.invalidArgument, operation: "Broker.start (defaultLease \(configuration.defaultLease), must be more than zero)")
+            throw HandoffError(.invalidConfiguration, "the broker's defaultLease is \(configuration.defaultLease): it must be more than zero")
         }
         guard configuration.highWaterMark >= 0 else {
-            throw ZMQError(.invalidArgument, operation: "Broker.start (highWaterMark \(configuration.highWaterMark), must not be negative)")
+            throw HandoffError(.invalidConfiguration, "the broker's highWaterMark is \(configuration.highWaterMark): it must not be negative")
         }
-        do throws(HandoffError) {
-            try Security.requireSecurity(
-                for: configuration.endpoints, security: configuration.security,
-                allowInsecure: configuration.allowInsecure, what: "the broker")
-        } catch {
-            throw ZMQError(.invalidArgument, operation: error.message)
-        }
+        try Security.requireSecurity(
+            for: configuration.endpoints, security: configuration.security,
+            allowInsecure: configuration.allowInsecure, what: "the broker")
         var secureZAP: ZAPHandler?
         if let security = configuration.security {
             var logger = Logger(label: "handoff.broker")
             logger[metadataKey: "broker"] = "\(configuration.frontend)"
-            let handler = try ZAPHandler.shared(for: context)
+            let handler: ZAPHandler
+            do { handler = try ZAPHandler.shared(for: context) } catch {
+                throw HandoffError(.invalidConfiguration, "the broker cannot start its authentication handler (ZAP): \(error)", cause: error)
+            }
             handler.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
             secureZAP = handler
         }
@@ -262,7 +263,7 @@ public final class Broker: Sendable {
         switch shared.startup.withLock({ $0 })! {
         case .failure(let error):
             shared.exited.wait()
-            throw error
+            throw HandoffError(.invalidConfiguration, "the broker cannot open its sockets (frontend \(configuration.frontend), backend \(configuration.backend)\(configuration.capture.map { ", capture \($0)" } ?? "")): \(error)", cause: error)
         case .success(let endpoints):
             return Broker(
                 configuration: configuration, endpoints: endpoints, context: context,

@@ -138,8 +138,11 @@ public actor Node: Service {
     public internal(set) var busRefusal: HandoffError?
     /// The security in force: the configuration's, with the account as last updated.
     var security: Security?
-    nonisolated let changes: AsyncStream<String>
-    nonisolated let changesContinuation: AsyncStream<String>.Continuation
+    /// Activities changed since the last publish (see ``activityDidChange(_:)``): a change to an
+    /// activity already waiting costs nothing more, and one wake-up publishes them all.
+    nonisolated let changedActivities = Mutex<Set<String>>([])
+    nonisolated let changes: AsyncStream<Void>
+    nonisolated let changesContinuation: AsyncStream<Void>.Continuation
 
     struct Known {
         var activity: DiscoveredActivity
@@ -274,7 +277,7 @@ public actor Node: Service {
         try server.bind(configuration.continuationEndpoint)
         continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
 
-        (changes, changesContinuation) = AsyncStream.makeStream(of: String.self)
+        (changes, changesContinuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         switch configuration.bus {
         case .broker, .brokers: snapshots = SnapshotRequests(expectedReplies: configuration.bus.brokerEndpoints?.count ?? 1)
         case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)

@@ -59,13 +59,21 @@ extension Node {
 
     /// Called by a current activity whenever one of its properties changes.
     nonisolated func activityDidChange(_ id: String) {
-        changesContinuation.yield(id)
+        let first = changedActivities.withLock { $0.insert(id).inserted && $0.count == 1 }
+        if first { changesContinuation.yield() }
     }
 
+    /// Publishes what changed: everything queued by the time it wakes up, each activity once.
     func applyChanges() async {
-        for await id in changes {
-            guard let activity = current[id] else { continue }
-            publish(activity)
+        for await _ in changes {
+            let changed = changedActivities.withLock { pending in
+                defer { pending.removeAll(keepingCapacity: true) }
+                return pending
+            }
+            for id in changed {
+                guard let activity = current[id] else { continue }
+                publish(activity)
+            }
         }
     }
 

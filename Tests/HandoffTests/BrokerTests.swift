@@ -381,24 +381,27 @@ struct BrokerTests {
         var configuration = Broker.Configuration.ephemeral()
         configuration.backend = taken
         configuration.capture = "tcp://127.0.0.1:*"
-        let error = #expect(throws: ZMQError.self) {
+        let error = #expect(throws: HandoffError.self) {
             try Broker.start(configuration, context: context, onLoopExit: {
                 // A slow exit: start must still wait for it before throwing.
                 Thread.sleep(forTimeInterval: 0.05)
                 loopEnded.set()
             })
         }
-        #expect(error?.code == .addressInUse)
+        #expect(error?.code == .invalidConfiguration)
+        #expect((error?.cause as? ZMQError)?.code == .addressInUse, "\(String(describing: error))")
+        #expect(error?.message.contains(taken) == true, "\(String(describing: error))")
         #expect(loopEnded.isSet, "start returned before its thread ended")
 
-        let badEndpoint = #expect(throws: ZMQError.self) {
+        let badEndpoint = #expect(throws: HandoffError.self) {
             try Broker.start(.init(frontend: "bogus://x", backend: "tcp://127.0.0.1:*"), context: context)
         }
-        #expect(badEndpoint?.code == .protocolNotSupported)
-        let badCapacity = #expect(throws: ZMQError.self) {
+        #expect((badEndpoint?.cause as? ZMQError)?.code == .protocolNotSupported)
+        let badCapacity = #expect(throws: HandoffError.self) {
             try Broker.start(Broker.Configuration.ephemeral(cacheCapacity: 0), context: context)
         }
-        #expect(badCapacity?.code == .invalidArgument)
+        #expect(badCapacity?.code == .invalidConfiguration)
+        #expect(badCapacity?.message.contains("cacheCapacity") == true)
 
         let broker = try Broker.start(.ephemeral(), context: context)
         #expect(broker.isRunning)
@@ -413,7 +416,7 @@ struct BrokerTests {
             do {
                 restarted = try Broker.start(again, context: context)
             } catch {
-                #expect(error.code == .addressInUse)
+                #expect((error.cause as? ZMQError)?.code == .addressInUse, "\(error)")
                 try await Task.sleep(for: .milliseconds(20))
             }
         }

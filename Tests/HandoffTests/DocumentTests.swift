@@ -253,16 +253,8 @@ struct DocumentPluginTests {
         defer { for agent in agents { agent.terminate(); agent.waitUntilExit() } }
         func startAgent(_ name: String) async throws -> String {
             let control = "ipc://\(root.path)/\(name).sock"
-            let agent = Process()
-            agent.executableURL = buildFolder.appendingPathComponent("handoff")
-            agent.arguments = ["agent", "--name", name, "--broker", frontend, backend, "--plugins", plugins.path,
-                               "--data", root.appendingPathComponent(name).path, "--control", control, "--log-level", "error"]
-            agent.standardOutput = FileHandle.nullDevice
-            agent.standardError = FileHandle.nullDevice
-            try agent.run()
-            agents.append(agent)
-            let up = await eventually(within: .seconds(20)) { (try? await runHandoff(["plugins", "list", "--agent", control]))?.status == 0 }
-            try #require(up, "agent \(name) never answered")
+            agents.append(try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: plugins,
+                                                      data: root.appendingPathComponent(name), control: control))
             return control
         }
         let a = try await startAgent("doc-a"), b = try await startAgent("doc-b")

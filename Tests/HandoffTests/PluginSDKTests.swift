@@ -61,16 +61,9 @@ struct PluginSDKTests {
         func startAgent(_ name: String) async throws -> (control: String, log: URL) {
             let control = "ipc://\(root.path)/\(name).sock", log = root.appendingPathComponent("\(name).log")
             _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            let agent = Process()
-            agent.executableURL = URL(fileURLWithPath: handoff)
-            agent.arguments = ["agent", "--name", name, "--broker", frontend, backend, "--plugins", plugins.path,
-                               "--data", root.appendingPathComponent(name).path, "--control", control]
-            agent.standardOutput = FileHandle.nullDevice
-            agent.standardError = try FileHandle(forWritingTo: log)
-            try agent.run()
-            agents.append(agent)
-            let up = await eventually(within: .seconds(20)) { (try? await runHandoff(["plugins", "list", "--agent", control]))?.status == 0 }
-            try #require(up, "agent \(name) never answered")
+            agents.append(try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: plugins,
+                                                      data: root.appendingPathComponent(name), control: control,
+                                                      standardError: try FileHandle(forWritingTo: log), arguments: []))
             return (control, log)
         }
         let a = try await startAgent("sdk-a"), b = try await startAgent("sdk-b")

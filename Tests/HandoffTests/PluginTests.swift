@@ -127,18 +127,11 @@ struct PluginLoaderTests {
         try FileManager.default.removeItem(at: folder.appendingPathComponent("e-tiny.so"))
         let (broker, frontend, backend) = try await startBroker()
         let control = "ipc://\(folder.path)/control.sock"
-        let agent = Process()
-        agent.executableURL = buildFolder.appendingPathComponent("handoff")
-        agent.arguments = ["agent", "--name", "abi-host", "--broker", frontend, backend, "--plugins", folder.path,
-                           "--data", folder.appendingPathComponent("data").path, "--control", control, "--log-level", "error"]
-        agent.standardOutput = FileHandle.nullDevice
-        agent.standardError = FileHandle.nullDevice
-        try agent.run()
+        let agent = try await startAgentProcess("abi-host", frontend: frontend, backend: backend, plugins: folder,
+                                                data: folder.appendingPathComponent("data"), control: control)
         defer { agent.terminate(); agent.waitUntilExit() }
-        let answered = await eventually(within: .seconds(20)) {
-            (try? await runHandoff(["plugin", "old", "ping", "--agent", control]))?.output == "pong from a 1.0 plugin\n"
-        }
-        #expect(answered, "the 1.0 plugin did not answer through the agent")
+        let answered = try await runHandoff(["plugin", "old", "ping", "--agent", control])
+        #expect(answered.output == "pong from a 1.0 plugin\n", "the 1.0 plugin did not answer through the agent: \(answered.error)")
         let listed = try await runHandoff(["plugins", "list", "--agent", control, "--json"])
         #expect(listed.output.contains(#""abiVersion":"1.0""#), "\(listed.output)")
         _ = broker
@@ -201,21 +194,38 @@ func eventuallyLines(_ agent: Agent, _ command: String, _ expected: [String]) as
     return false
 }
 
+/// A broker and test agents hosting the built Contacts plugin, in a temporary folder.
+struct ContactsAgents {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-\(UUID().uuidString)")
+    let broker: ChildProcess
+    let frontend: String, backend: String
+
+    init() async throws {
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
+                                         to: folder.appendingPathComponent("plugins/contacts.so"))
+        (broker, frontend, backend) = try await startBroker()
+    }
+
+    /// A new agent with its own data folder, once it has loaded the plugin.
+    func agent(_ name: String) async throws -> Agent {
+        let agent = try Agent(frontend: frontend, backend: backend, plugins: folder.appendingPathComponent("plugins"), data: folder.appendingPathComponent(name))
+        let loaded = try await agent.ready()
+        try #require(loaded.contains("LOADED contacts"), "\(loaded)")
+        return agent
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: folder) }
+}
+
 @Suite("The Contacts plugin across two processes")
 struct ContactsPluginTests {
     @Test("edit-contact, view-contact and list-contacts (the list over a stream) restore on another process")
     func contactsAcrossProcesses() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-\(UUID().uuidString)")
-        let plugins = folder.appendingPathComponent("plugins")
-        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
-                                         to: plugins.appendingPathComponent("contacts.so"))
-        let (broker, frontend, backend) = try await startBroker()
-        let a = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("a"))
-        let b = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("b"))
-        #expect(try await a.ready().contains("LOADED contacts"))
-        #expect(try await b.ready().contains("LOADED contacts"))
+        let cluster = try await ContactsAgents()
+        defer { cluster.remove() }
+        let a = try await cluster.agent("a")
+        let b = try await cluster.agent("b")
 
         let ada = try #require(try await a.run("plugin contacts add Ada Lovelace +44-20-7946-0000 ada@example.org").first)
         _ = try await a.run("plugin contacts add Alan Turing +44-161-496-0000 alan@example.org")
@@ -251,22 +261,15 @@ struct ContactsPluginTests {
         #expect(try await eventuallyLines(b, "known org.handoff.contacts.list-contacts", ["4 contacts"]))
         #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 4 contacts"])
         #expect(try await b.run("plugin contacts list").count == 4)
-        _ = broker
+        _ = cluster
     }
 
     @Test("the newest edit-contact across three processes is the one made current last by its origin's clock, also for a node that joins later and learns them all at once from the broker's snapshot")
     func newestAcrossProcesses() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-newest-\(UUID().uuidString)")
-        let plugins = folder.appendingPathComponent("plugins")
-        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
-                                         to: plugins.appendingPathComponent("contacts.so"))
-        let (broker, frontend, backend) = try await startBroker()
-        let a = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("a"))
-        let c = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("c"))
-        _ = try await a.ready()
-        _ = try await c.ready()
+        let cluster = try await ContactsAgents()
+        defer { cluster.remove() }
+        let a = try await cluster.agent("a")
+        let c = try await cluster.agent("c")
         let ada = try #require(try await a.run("plugin contacts add Ada Lovelace +44 ada@example.org").first)
         let grace = try #require(try await c.run("plugin contacts add Grace Hopper +1 grace@example.org").first)
         _ = try await a.run("plugin contacts edit \(ada)")
@@ -274,8 +277,7 @@ struct ContactsPluginTests {
         _ = try await c.run("plugin contacts edit \(grace)")
 
         // A late joiner hears of both at once, in the snapshot's order.
-        let b = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("b"))
-        _ = try await b.ready()
+        let b = try await cluster.agent("b")
         #expect(try await eventuallyLines(b, "known org.handoff.contacts.edit-contact", ["Editing Ada Lovelace", "Editing Grace Hopper"]))
         #expect(try await b.run("continue org.handoff.contacts.edit-contact") == ["CONTINUED Editing Grace Hopper"])
 
@@ -285,22 +287,15 @@ struct ContactsPluginTests {
             (try? await b.run("continue org.handoff.contacts.edit-contact")) == ["CONTINUED Editing Ada Lovelace"]
         }
         #expect(newest)
-        _ = broker
+        _ = cluster
     }
 
     @Test("ABI 1.1 through the Swift kit: typing into a new contact's form marks it needsSave, will-save hands the half-typed form to the continuing side; was-continued and did-update reach the plugins")
     func halfTypedDraft() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("contacts-draft-\(UUID().uuidString)")
-        let plugins = folder.appendingPathComponent("plugins")
-        try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try FileManager.default.copyItem(at: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so"),
-                                         to: plugins.appendingPathComponent("contacts.so"))
-        let (broker, frontend, backend) = try await startBroker()
-        let a = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("a"))
-        let b = try Agent(frontend: frontend, backend: backend, plugins: plugins, data: folder.appendingPathComponent("b"))
-        #expect(try await a.ready().contains("LOADED contacts"))
-        #expect(try await b.ready().contains("LOADED contacts"))
+        let cluster = try await ContactsAgents()
+        defer { cluster.remove() }
+        let a = try await cluster.agent("a")
+        let b = try await cluster.agent("b")
 
         // A new contact, never saved, half typed: the advertisement still says "New contact".
         _ = try await a.run("plugin contacts new")
@@ -322,7 +317,7 @@ struct ContactsPluginTests {
         #expect(try await b.run("continue org.handoff.contacts.list-contacts") == ["CONTINUED 1 contacts"])
         _ = try await a.run("plugin contacts add Grace Hopper +1-202-555-0100 grace@example.org")
         #expect(try await eventuallyLines(b, "plugin contacts status", ["updated org.handoff.contacts.list-contacts: 2 contacts"]))
-        _ = broker
+        _ = cluster
     }
 
     @Test("temporaries left by writes a crash interrupted are removed when the store opens; a live writer's are kept")

@@ -459,7 +459,7 @@ struct SecurityTests {
         open.security = Security(keyPair: try .generate(), authorizedKeys: [])
         _ = try Node(configuration: open)
 
-        #expect(throws: ZMQError.self) {
+        #expect(throws: HandoffError.self) {
             try Broker.start(.init(frontend: "tcp://*:*", backend: "tcp://127.0.0.1:*"), context: try Context())
         }
         var secure = Broker.Configuration(frontend: "tcp://*:*", backend: "tcp://*:*")

@@ -116,3 +116,25 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () async ->
     }
     return await condition()
 }
+
+/// A `handoff agent` process on the broker at `frontend`/`backend`, hosting the plugins in
+/// `plugins`, with its data in `data` and its control socket at `control`; returned once that
+/// socket answers. The caller terminates it.
+func startAgentProcess(
+    _ name: String, frontend: String, backend: String, plugins: URL, data: URL, control: String,
+    standardError: FileHandle = .nullDevice, arguments extra: [String] = ["--log-level", "error"]
+) async throws -> Process {
+    let agent = Process()
+    agent.executableURL = buildFolder.appendingPathComponent("handoff")
+    agent.arguments = ["agent", "--name", name, "--broker", frontend, backend, "--plugins", plugins.path,
+                       "--data", data.path, "--control", control] + extra
+    agent.standardOutput = FileHandle.nullDevice
+    agent.standardError = standardError
+    try agent.run()
+    let up = await eventually(within: .seconds(20)) { (try? await runHandoff(["plugins", "list", "--agent", control]))?.status == 0 }
+    guard up else {
+        agent.terminate()
+        throw ProcessFailure("agent \(name) never answered on \(control)")
+    }
+    return agent
+}
