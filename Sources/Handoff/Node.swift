@@ -115,10 +115,10 @@ public actor Node: Service {
     var zap: ZAPHandler?
     /// The ZAP domain of this node's server sockets.
     let zapDomain: String
-    /// Per activity: the sequence of the newest bus envelope believed, and when it arrived. Kept for
+    /// Replay protection: per sender and activity, the newest sequence believed, kept for
     /// ``Configuration-swift.struct/replayWindow`` after the activity is gone, so a replayed
     /// advertisement cannot bring it back.
-    var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
+    var replayGuard: ReplayGuard
     var securityCountersStorage = SecurityCounters() { didSet { counterMetrics.report(securityCountersStorage) } }
     /// What the node reports to swift-metrics (no-ops unless the process bootstrapped a backend).
     let metrics = NodeMetrics()
@@ -188,6 +188,7 @@ public actor Node: Service {
         var logger = Logger(label: "handoff.node")
         logger[metadataKey: "node"] = "\(configuration.name)"
         self.logger = logger
+        replayGuard = ReplayGuard(window: configuration.replayWindow)
         // Strictly increasing across restarts too (a restarted node may keep its configured id).
         sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
 

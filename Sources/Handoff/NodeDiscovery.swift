@@ -294,26 +294,24 @@ extension Node {
                 return false
             }
         }
-        let age = Date().timeIntervalSince(envelope.sentAt.date)
-        guard envelope.hasSentAt, abs(age) <= configuration.replayWindow.seconds else {
+        let sender = secure ? envelope.sender.publicKey.base64EncodedString() : origin.nodeID
+        switch replayGuard.check(sender: sender, subject: activityID, sequence: envelope.sequence,
+                                 sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil) {
+        case .fresh:
+            return true
+        case .stale(let age):
             securityCountersStorage.staleIgnored += 1
-            logger.debug("ignoring a stale bus message about \(activityID): sent \(Int(age)) s ago (window \(configuration.replayWindow))")
+            logger.debug("ignoring a stale bus message about \(activityID): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(configuration.replayWindow))")
             return false
-        }
-        let key = (secure ? envelope.sender.publicKey.base64EncodedString() : origin.nodeID) + "/" + activityID
-        if let last = lastSequences[key], envelope.sequence <= last.sequence {
+        case .replayed:
             securityCountersStorage.replayedIgnored += 1
             return false
         }
-        lastSequences[key] = (envelope.sequence, .now)
-        return true
     }
 
-    /// Drops replay-protection entries older than the window: a replay of anything they covered is
-    /// now stale by its own timestamp.
+    /// Drops replay-protection entries older than the window (``ReplayGuard/prune(now:)``).
     func pruneSequences(now: ContinuousClock.Instant) {
-        let horizon = now - configuration.replayWindow
-        lastSequences = lastSequences.filter { $0.value.seen > horizon }
+        replayGuard.prune(now: now)
     }
 
     /// What this node's security refused or ignored.

@@ -1,0 +1,50 @@
+import Foundation
+
+/// Replay protection for bus messages, without sockets: a message about an activity is believed
+/// when it was sent within the replay window (by its `sentAt`, either way) and carries a higher
+/// sequence than anything believed before from the same sender about the same activity — also
+/// after the activity was withdrawn, for as long as the window lasts. Entries older than the window
+/// are pruned: a replay of what they covered is stale by its own timestamp by then.
+struct ReplayGuard {
+    /// What became of a message.
+    enum Verdict: Equatable {
+        case fresh
+        /// Sent outside the window (or with no send time): `age` seconds ago (negative: ahead).
+        case stale(age: TimeInterval)
+        /// Not newer than what was believed before.
+        case replayed
+    }
+
+    let window: Duration
+    private var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
+
+    init(window: Duration) {
+        self.window = window
+    }
+
+    /// Entries kept (one per sender and activity heard of within the window).
+    var count: Int { lastSequences.count }
+
+    /// Checks a message and, when fresh, remembers its sequence.
+    ///
+    /// - Parameters:
+    ///   - sender: Who speaks, as this node tells senders apart: the key when secure, else the node id.
+    ///   - subject: What the message is about (an activity id; presence uses a name no id can have).
+    mutating func check(
+        sender: String, subject: String, sequence: UInt64, sentAt: Date?, now: Date = Date(), clock: ContinuousClock.Instant = .now
+    ) -> Verdict {
+        guard let sentAt else { return .stale(age: .infinity) }
+        let age = now.timeIntervalSince(sentAt)
+        guard abs(age) <= window.seconds else { return .stale(age: age) }
+        let key = sender + "/" + subject
+        if let last = lastSequences[key], sequence <= last.sequence { return .replayed }
+        lastSequences[key] = (sequence, clock)
+        return .fresh
+    }
+
+    /// Forgets entries last renewed before the window.
+    mutating func prune(now: ContinuousClock.Instant) {
+        let horizon = now - window
+        lastSequences = lastSequences.filter { $0.value.seen > horizon }
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+@testable import Handoff
+
+@Suite("Replay protection, without sockets")
+struct ReplayGuardTests {
+    let now = Date(timeIntervalSince1970: 2_000_000_000)
+
+    @Test("a higher sequence is fresh; the same or a lower one is a replay; senders and activities are apart")
+    func sequences() {
+        var guarding = ReplayGuard(window: .seconds(60))
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 5, sentAt: now, now: now) == .fresh)
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 5, sentAt: now, now: now) == .replayed)
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 4, sentAt: now, now: now) == .replayed)
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 6, sentAt: now, now: now) == .fresh)
+        #expect(guarding.check(sender: "n1", subject: "b", sequence: 1, sentAt: now, now: now) == .fresh)
+        #expect(guarding.check(sender: "n2", subject: "a", sequence: 1, sentAt: now, now: now) == .fresh)
+        #expect(guarding.count == 3)
+    }
+
+    @Test("outside the window, either way, or with no send time, a message is stale and changes nothing")
+    func window() {
+        var guarding = ReplayGuard(window: .seconds(60))
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 9, sentAt: now - 61, now: now) == .stale(age: 61))
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 9, sentAt: now + 61, now: now) == .stale(age: -61))
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 9, sentAt: nil, now: now) == .stale(age: .infinity))
+        #expect(guarding.count == 0)
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 1, sentAt: now - 59, now: now) == .fresh)
+    }
+
+    @Test("pruning forgets entries older than the window; a replay of them is stale by its own time by then")
+    func prune() {
+        var guarding = ReplayGuard(window: .seconds(60))
+        let start = ContinuousClock.now
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 3, sentAt: now, now: now, clock: start) == .fresh)
+        #expect(guarding.check(sender: "n1", subject: "b", sequence: 3, sentAt: now, now: now, clock: start + .seconds(30)) == .fresh)
+        guarding.prune(now: start + .seconds(61))
+        #expect(guarding.count == 1)
+        // The pruned entry's message, replayed 61 s later, is stale whatever its sequence.
+        #expect(guarding.check(sender: "n1", subject: "a", sequence: 3, sentAt: now, now: now + 61) == .stale(age: 61))
+    }
+}
