@@ -505,6 +505,15 @@ LoggingSystem.bootstrap { label in
 }
 func intOption(_ name: String, _ fallback: Int) -> Int { intOption(name, fallback, in: arguments) }
 
+// A stage that waits for ever (a node that never sees what it waits for) fails the run with a
+// message instead of holding it: --timeout S for the whole command, 30 minutes by default.
+let watchdogSeconds = intOption("--timeout", 1_800)
+Thread.detachNewThread {
+    Thread.sleep(forTimeInterval: TimeInterval(watchdogSeconds))
+    FileHandle.standardError.write(Data("handoff-bench: \(arguments.first ?? "") did not finish within \(watchdogSeconds) s (--timeout): a stage waits for something that never comes\n".utf8))
+    exit(3)
+}
+
 func banner() {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     let memory = Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824
@@ -578,7 +587,7 @@ case "raw-stream-client":
     runRawStreamClient(arguments)
 default:
     print("""
-        usage: handoff-bench all [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
+        usage: handoff-bench all [--timeout S] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
                handoff-bench adverts [--count N] [--trials N]
                                                         advertisements through the broker vs raw libzmq, NATS, Redis
                handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP
