@@ -95,7 +95,7 @@ public actor Node: Service {
     var topicCounts: [String: Int] = [:]
     /// Snapshots asked for (one per followed type prefix) and not yet received whole.
     var snapshots: SnapshotRequests
-    var pending: [UInt64: Pending] = [:]
+    var pending = PendingRequests<ReplyWaiter>()
     var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
     /// Activities this node continued, watched for updates (did-update).
@@ -375,7 +375,7 @@ public actor Node: Service {
     /// Fails every continue still waiting for its originator and every open stream pair, so that
     /// whatever waits on them (a caller, a delegate, a plugin call) returns.
     private func failOutstanding() {
-        for id in Array(pending.keys) {
+        for id in pending.ids {
             resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
         }
         for session in streams.values {

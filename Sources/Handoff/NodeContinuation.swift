@@ -42,14 +42,8 @@ final class Client {
 }
 
 extension Node {
-    struct Pending {
-        let continuation: CheckedContinuation<Result<WireEnvelope, HandoffError>, Never>
-        let endpoint: String
-        let activityType: String
-        /// When the request times out: checked by the node's tick (a timer task per request cost a
-        /// task, a dispatch timer and a wake-up at cancellation on every continue).
-        let deadline: ContinuousClock.Instant
-    }
+    /// What waits for an originator's reply: the suspended `fetch`.
+    typealias ReplyWaiter = CheckedContinuation<Result<WireEnvelope, HandoffError>, Never>
 
     // MARK: Continuing side
 
@@ -190,7 +184,7 @@ extension Node {
 
         let deadline = ContinuousClock.now + configuration.continueTimeout
         let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { continuation in
-            pending[correlationID] = Pending(continuation: continuation, endpoint: client.endpoint, activityType: activityType, deadline: deadline)
+            pending.add(correlationID, .init(waiter: continuation, endpoint: client.endpoint, activityType: activityType, deadline: deadline))
             do {
                 guard try client.socket.trySend(bytes) else {
                     resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
@@ -221,14 +215,15 @@ extension Node {
 
     /// Completes a pending request (first outcome wins).
     func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
-        guard let request = pending.removeValue(forKey: correlationID) else { return }
-        request.continuation.resume(returning: outcome)
+        guard let request = pending.remove(correlationID) else { return }
+        request.waiter.resume(returning: outcome)
     }
 
     /// Fails the requests whose originator did not answer by their deadline.
     func expirePending(now: ContinuousClock.Instant) {
         let timeout = configuration.continueTimeout
-        for (id, request) in pending where request.deadline <= now {
+        for id in pending.expired(at: now) {
+            guard let request = pending.request(id) else { continue }
             resolve(id, .failure(HandoffError(.remoteApplicationTimedOut, "the originator at \(request.endpoint) did not answer within \(timeout)", activityType: request.activityType)))
         }
     }
@@ -339,7 +334,7 @@ extension Node {
                 logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
                 continue
             }
-            for (id, request) in pending where request.endpoint == endpoint {
+            for id in pending.ids(to: endpoint) {
                 resolve(id, .failure(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering")))
             }
             interruptStreams(to: endpoint)
@@ -375,7 +370,7 @@ extension Node {
 
     /// Closes DEALERs to originators this node no longer has any reason to talk to.
     func pruneClients() {
-        var inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.values.map(\.endpoint))
+        var inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.endpoints)
         for case .dealer(let endpoint) in streams.values.map(\.route.peer) { inUse.insert(endpoint) }
         for (endpoint, client) in clients where !inUse.contains(endpoint) {
             client.close()
