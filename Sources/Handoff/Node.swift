@@ -79,9 +79,8 @@ public actor Node: Service {
     var runState = RunState.idle
     var runningWaiters: [CheckedContinuation<Void, Never>] = []
 
-    var current: [String: UserActivity] = [:]
-    /// Ids of activities that ended here, and why, to answer late continue requests precisely.
-    var ended: [String: HandoffError.Code] = [:]
+    /// The activities current here, and why recent ones ended (``CurrentActivities``).
+    var current = CurrentActivities()
     var known: [String: Known] = [:]
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastRateLimitedLog: ContinuousClock.Instant?
@@ -387,11 +386,10 @@ public actor Node: Service {
     private func shutDown() {
         runState = .stopped
         jobs = nil
-        for activity in current.values {
+        for activity in current.removeAll() {
             activity.state.withLock { $0.node = nil }
             publishWithdrawal(of: activity, reason: .nodeShutdown)
         }
-        current.removeAll()
         failOutstanding()
         for watcher in watchers.values { watcher.continuation.finish() }
         watchers.removeAll()

@@ -15,8 +15,7 @@ extension Node {
         guard runState != .stopped else {
             throw HandoffError(.notRunning, "the node has shut down", activityType: activity.activityType)
         }
-        current[activity.id] = activity
-        ended[activity.id] = nil
+        current.add(activity)
         publish(activity)
     }
 
@@ -40,20 +39,14 @@ extension Node {
         }
         for (previous, activity) in movedFrom { await previous.remove(activity, reason: .resigned) }
         for activity in activities {
-            current[activity.id] = activity
-            ended[activity.id] = nil
+            current.add(activity)
             publish(activity)
         }
     }
 
     /// Stops offering `activity` (resigned, invalidated, expired).
     func remove(_ activity: UserActivity, reason: RemovalReason) {
-        guard current.removeValue(forKey: activity.id) != nil else { return }
-        switch reason {
-        case .invalidated: ended[activity.id] = .activityInvalidated
-        case .expired: ended[activity.id] = .activityExpired
-        default: break
-        }
+        guard current.remove(activity.id, reason: reason) else { return }
         publishWithdrawal(of: activity, reason: reason)
     }
 
@@ -78,7 +71,7 @@ extension Node {
     }
 
     /// The activities current on this node.
-    public var currentActivities: [UserActivity] { Array(current.values) }
+    public var currentActivities: [UserActivity] { Array(current.activities) }
 
     // MARK: Publishing
 
@@ -156,8 +149,7 @@ extension Node {
             metrics.state(streams: streams.count, current: current.count, known: known.count, onBus: busHealth.isOnBus)
             pruneClients()
             pruneSequences(now: now)
-            if ended.count > 10_000 { ended.removeAll(keepingCapacity: true) }
-            for activity in current.values {
+            for activity in current.activities {
                 if let expiration = activity.expirationDate, expiration <= Date() {
                     activity.state.withLock { $0.node = nil }
                     remove(activity, reason: .expired)
@@ -165,7 +157,7 @@ extension Node {
             }
             if now >= nextRefresh {
                 nextRefresh = now + configuration.refreshInterval
-                for activity in current.values { publish(activity) }
+                for activity in current.activities { publish(activity) }
             }
             publishPresence()
         }
@@ -180,7 +172,7 @@ extension Node {
         // What fits the frame limit, with room for the envelope; the rest are renewed by
         // their refresh, and receivers told not to drop what is not listed.
         var budget = WireLimits.maxBusFrame - 1_024 - presence.node.publicKey.count - presence.continueEndpoint.utf8.count
-        for activity in current.values where activity.isEligibleForHandoff {
+        for activity in current.activities where activity.isEligibleForHandoff {
             budget -= activity.id.utf8.count + 3
             guard budget > 0 else {
                 presence.partial = true
@@ -206,7 +198,7 @@ extension Node {
             case .broker, .brokers:
                 // A broker's subscribe-all (a caching broker forwards nothing else).
                 guard topic.isEmpty else { continue }
-                for activity in current.values { publish(activity) }
+                for activity in current.activities { publish(activity) }
             case .direct:
                 guard let typePrefix = Topic.snapshotTypePrefix(topic) else { continue }
                 answerSnapshot(topic: Array(topic), typePrefix: typePrefix)
@@ -218,7 +210,7 @@ extension Node {
     /// then the `SnapshotReply` that says how many there were.
     func answerSnapshot(topic: [UInt8], typePrefix: String) {
         var count = 0
-        for activity in current.values where activity.activityType.hasPrefix(typePrefix) {
+        for activity in current.activities where activity.activityType.hasPrefix(typePrefix) {
             guard let advertisement = advertisement(of: activity) else { continue }
             if sendOnBus(topic: topic, .advertisement(advertisement)) { count += 1 }
         }

@@ -95,7 +95,7 @@ extension Node {
                     $0.node = nil
                 }
                 remove(continued, reason: .invalidated)
-                ended[continued.id] = .alreadyContinued
+                current.markEnded(continued.id, .alreadyContinued)
             }
             await continued.delegate?.userActivityWasContinued(continued, by: requester)
         }
@@ -107,7 +107,7 @@ extension Node {
             throw WireLimits.oversizedIdentifiers(activityID: request.activityID, activityType: request.activityType)
         }
         guard let activity = current[request.activityID] else {
-            switch ended[request.activityID] {
+            switch current.endedReason(request.activityID) {
             case .activityInvalidated?:
                 throw HandoffError(.activityInvalidated, "the activity was invalidated by its originator", activityType: request.activityType)
             case .activityExpired?:

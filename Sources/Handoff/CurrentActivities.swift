@@ -1,0 +1,53 @@
+import DequeModule
+
+/// The originating side's state: the activities current on a node, and why recent ones ended, so
+/// that a late continue request is answered precisely (invalidated, expired, already continued)
+/// rather than "not found". A pure value, tested without sockets; the node publishes.
+struct CurrentActivities {
+    /// How many ended activities are remembered; the oldest are forgotten first.
+    static let endedCapacity = 10_000
+
+    private(set) var byID: [String: UserActivity] = [:]
+    private var ended: [String: HandoffError.Code] = [:]
+    private var endedOrder = Deque<String>()
+
+    var count: Int { byID.count }
+    var activities: Dictionary<String, UserActivity>.Values { byID.values }
+
+    subscript(id: String) -> UserActivity? { byID[id] }
+
+    /// Makes `activity` current (again): it no longer counts as ended.
+    mutating func add(_ activity: UserActivity) {
+        byID[activity.id] = activity
+        ended[activity.id] = nil
+    }
+
+    /// Takes an activity out; returns false when it was not current. Invalidated and expired
+    /// activities are remembered as ended, with that reason.
+    mutating func remove(_ id: String, reason: RemovalReason) -> Bool {
+        guard byID.removeValue(forKey: id) != nil else { return false }
+        switch reason {
+        case .invalidated: markEnded(id, .activityInvalidated)
+        case .expired: markEnded(id, .activityExpired)
+        default: break
+        }
+        return true
+    }
+
+    /// Remembers why an activity ended (also `alreadyContinued` for a continue-once activity).
+    mutating func markEnded(_ id: String, _ code: HandoffError.Code) {
+        if ended.updateValue(code, forKey: id) == nil { endedOrder.append(id) }
+        while endedOrder.count > Self.endedCapacity, let oldest = endedOrder.popFirst() {
+            ended[oldest] = nil
+        }
+    }
+
+    /// Why a recent activity ended, if it did.
+    func endedReason(_ id: String) -> HandoffError.Code? { ended[id] }
+
+    /// Every activity taken out at once (shutdown); returns them.
+    mutating func removeAll() -> [UserActivity] {
+        defer { byID.removeAll() }
+        return Array(byID.values)
+    }
+}
