@@ -46,7 +46,7 @@ public struct DocumentReference: Hashable, Sendable {
     }
 
     /// The hash in hexadecimal, for messages and the local copy's record.
-    public var sha256Hex: String { sha256.map { String(format: "%02x", $0) }.joined() }
+    public var sha256Hex: String { DocumentHash.hex(sha256) }
 }
 
 /// A document as the continuing node opened it.
@@ -90,6 +90,9 @@ enum DocumentHash {
         }
         return (hasher.finish(), size)
     }
+
+    /// Bytes in lowercase hexadecimal, as the hash is shown and recorded.
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
     /// SHA-256 in pieces.
     struct Hasher256 {

@@ -37,7 +37,6 @@ struct BrokerMetrics {
     /// Reports what changed since the last report.
     mutating func report(_ counters: Broker.Counters) {
         let old = reported
-        func add(_ counter: Counter, _ new: Int, _ old: Int) { if new > old { counter.increment(by: new - old) } }
         add(messagesIn, counters.messagesIn, old.messagesIn)
         add(bytesIn, counters.bytesIn, old.bytesIn)
         add(messagesOut, counters.messagesOut, old.messagesOut)
@@ -172,10 +171,6 @@ struct NodeCounterMetrics {
     private var security = Node.SecurityCounters()
     private var streams = Node.StreamCounters()
 
-    private func add<Value: BinaryInteger>(_ counter: Counter, _ new: Value, _ old: Value) {
-        if new > old { counter.increment(by: Int(new - old)) }
-    }
-
     mutating func report(_ new: Node.SecurityCounters) {
         let old = security
         add(replayed, new.replayedIgnored, old.replayedIgnored)
@@ -201,6 +196,12 @@ struct NodeCounterMetrics {
         add(evicted, new.evicted, old.evicted)
         streams = new
     }
+}
+
+/// Adds to `counter` what a plain integer counter gained since it was last reported (the broker's
+/// and the node's counters are reported by difference).
+private func add<Value: BinaryInteger>(_ counter: Counter, _ new: Value, _ old: Value) {
+    if new > old { counter.increment(by: Int(new - old)) }
 }
 
 extension Duration {

@@ -164,7 +164,7 @@ struct DocumentRecord {
     }
 
     func write(version: UInt64, sha256: [UInt8]) {
-        let line = "\(version) \(sha256.map { String(format: "%02x", $0) }.joined())\n"
+        let line = "\(version) \(DocumentHash.hex(sha256))\n"
         try? line.write(to: file, atomically: true, encoding: .utf8)
     }
 }
