@@ -59,16 +59,20 @@ static void *bind_router(void *context, const char *bind, char *endpoint, size_t
     return router;
 }
 
-// The DEALER's side: keeps `window` requests outstanding, one per chunk; returns the bytes received.
-static uint64_t fetch_chunks(void *dealer, uint64_t total, int window) {
+// The DEALER's side: keeps `window` requests outstanding, one per chunk, and asks for no chunk beyond
+// `total`; returns the bytes received. (A request the server never reads would still be in its
+// socket's receive buffer when it closes, and Linux then answers with a reset that can destroy the
+// last chunks before they are read.)
+static uint64_t fetch_chunks(void *dealer, uint64_t total, size_t chunk, int window) {
     int credit = window;
-    uint64_t received = 0;
+    uint64_t received = 0, requested = 0;
     zmq_msg_t message;
     zmq_msg_init(&message);
     while (received < total) {
-        while (credit > 0) {
+        while (credit > 0 && requested < total) {
             zmq_send(dealer, "", 0, 0);
             credit--;
+            requested += chunk;
         }
         int size = zmq_msg_recv(&message, dealer, 0);
         if (size < 0) break;
@@ -126,11 +130,11 @@ void raw_stream_serve(struct raw_stream_server *server, uint64_t total, size_t c
     free(server);
 }
 
-double raw_stream_fetch(const char *endpoint, uint64_t total, int window) {
+double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window) {
     void *context = zmq_ctx_new();
     void *dealer = connect_dealer(context, endpoint);
     double started = now();
-    uint64_t received = fetch_chunks(dealer, total, window);
+    uint64_t received = fetch_chunks(dealer, total, chunk, window);
     double elapsed = now() - started;
     zmq_close(dealer);
     zmq_ctx_term(context);
@@ -150,7 +154,7 @@ double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window) {
 
     void *dealer = connect_dealer(context, args.endpoint);
     double started = now();
-    uint64_t received = fetch_chunks(dealer, total, window);
+    uint64_t received = fetch_chunks(dealer, total, chunk, window);
     double elapsed = now() - started;
     zmq_close(dealer);
     pthread_join(server, NULL);

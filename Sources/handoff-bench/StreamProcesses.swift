@@ -138,7 +138,7 @@ func runRawStreamServer(_ arguments: [String]) {
 func runRawStreamClient(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
-    let elapsed = raw_stream_fetch(stringOption("--peer", in: arguments) ?? "", UInt64(total), Int32(options.window))
+    let elapsed = raw_stream_fetch(stringOption("--peer", in: arguments) ?? "", UInt64(total), options.chunk, Int32(options.window))
     tell("DONE \(elapsed) \(peakResidentBytes())")
 }
 

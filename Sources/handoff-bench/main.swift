@@ -49,7 +49,8 @@ struct Options {
     var runs = 21
     var chunk = 256 * 1024
     var window = 16
-    /// `handoff` or `raw` to measure one side only (for profiling); both by default.
+    /// `handoff` or `raw` to measure one side only (for profiling), or `processes` for the streams'
+    /// comparison between two processes alone; everything by default.
     var only: String?
 
     init(_ arguments: [String]) {
@@ -139,6 +140,10 @@ func row(_ name: String, _ value: String, _ detail: String = "") {
 
 func benchStreams(_ options: Options) async throws {
     let total = options.sizeMiB << 20
+    if options.only == "processes" {
+        print("Streams: \(options.sizeMiB) MiB between two processes, chunk \(options.chunk / 1024) KiB, window \(options.window), \(options.runs) runs each, interleaved; median")
+        return try benchStreamsBetweenProcesses(options, runs: options.runs)
+    }
     print("Streams: \(options.sizeMiB) MiB over tcp://127.0.0.1 within one process (one libzmq context, one I/O thread, on each side of the comparison), chunk \(options.chunk / 1024) KiB, window \(options.window), \(options.runs) runs each, interleaved; median")
     var raw: [Double] = []
     var handoff: [Double] = []
@@ -207,11 +212,23 @@ func benchStreams(_ options: Options) async throws {
     let rawProcess = try rawStreamInProcess(total: total, options: options)
     row("raw libzmq, \(options.sizeMiB) MiB, both ends in one process", String(format: "%.0f", Double(options.sizeMiB) / rawProcess.seconds),
         "\(mebibytes(rawProcess.peak)) (both ends)")
-    // The figure users see: Handoff between two processes against raw libzmq between two processes,
-    // interleaved, same size, chunk and window.
+    if let small = peaks.first, let large = peaks.last, peaks.count == 2 {
+        let growth = max(large.1.originatorPeak - small.1.originatorPeak, large.1.continuerPeak - small.1.continuerPeak)
+        let bound = 64 << 20
+        compare("stream memory, per end (peak RSS)", handoff: "\(mebibytes(large.1.originatorPeak)) / \(mebibytes(large.1.continuerPeak))",
+                baseline: "raw libzmq (both ends)", mebibytes(rawProcess.peak),
+                ratio: "+\(mebibytes(max(growth, 0))) from \(small.0) to \(large.0) MiB",
+                target: "bounded", met: growth < bound / 4 && max(large.1.originatorPeak, large.1.continuerPeak) < bound)
+    }
+    try benchStreamsBetweenProcesses(options, runs: min(options.runs, 9))
+}
+
+/// The figure users see: Handoff between two processes against raw libzmq between two processes,
+/// interleaved, same size, chunk and window.
+func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throws {
+    let total = options.sizeMiB << 20
     var rawApart: [ProcessStreamRun] = []
     var handoffApart: [ProcessStreamRun] = []
-    let apartRuns = min(options.runs, 9)
     for _ in 0..<apartRuns {
         rawApart.append(try rawStreamBetweenProcesses(total: total, options: options))
         handoffApart.append(try streamBetweenProcesses(total: total, options: options))
@@ -225,14 +242,6 @@ func benchStreams(_ options: Options) async throws {
     compare("stream \(options.sizeMiB) MiB between processes (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
             baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
             ratio: String(format: "%.0f %%", 100 * handoffApartRate / rawApartRate), target: "≥ 90 %", met: handoffApartRate >= 0.9 * rawApartRate)
-    if let small = peaks.first, let large = peaks.last, peaks.count == 2 {
-        let growth = max(large.1.originatorPeak - small.1.originatorPeak, large.1.continuerPeak - small.1.continuerPeak)
-        let bound = 64 << 20
-        compare("stream memory, per end (peak RSS)", handoff: "\(mebibytes(large.1.originatorPeak)) / \(mebibytes(large.1.continuerPeak))",
-                baseline: "raw libzmq (both ends)", mebibytes(rawProcess.peak),
-                ratio: "+\(mebibytes(max(growth, 0))) from \(small.0) to \(large.0) MiB",
-                target: "bounded", met: growth < bound / 4 && max(large.1.originatorPeak, large.1.continuerPeak) < bound)
-    }
 }
 
 func percentile(_ values: [Double], _ p: Double) -> Double {

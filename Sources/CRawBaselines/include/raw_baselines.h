@@ -19,9 +19,9 @@ struct raw_stream_server *raw_stream_bind(const char *bind, char *endpoint, size
 /// `server` (waiting up to 5 s for the tail to leave).
 void raw_stream_serve(struct raw_stream_server *server, uint64_t total, size_t chunk);
 
-/// The fetching end: a DEALER connects to `endpoint` and keeps `window` requests outstanding until
-/// `total` bytes arrived. Returns the seconds from the first request to the last byte, or -1.
-double raw_stream_fetch(const char *endpoint, uint64_t total, int window);
+/// The fetching end: a DEALER connects to `endpoint` and keeps `window` requests (of one `chunk`
+/// each, never past `total`) outstanding until `total` bytes arrived. Returns the seconds from the first request to the last byte, or -1.
+double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window);
 
 /// Raw libzmq REQ/REP: `rounds` round trips of `size`-byte messages between two threads over
 /// tcp://127.0.0.1; each round trip's time in microseconds goes to `latencies` (capacity `rounds`).
