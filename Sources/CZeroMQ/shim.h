@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <sys/epoll.h>   // the readiness watcher waits on ZMQ_FD with epoll (not in Glibc's module)
 #include <sys/eventfd.h>
+#include <malloc.h>      // mallopt, for Handoff's AllocatorTuning (not in Glibc's module either)
 #include <zmq.h>
 
 // libzmq's own error numbers are macro expressions (ZMQ_HAUSNUMERO + n), which Swift does not

@@ -506,6 +506,12 @@ func benchBecomeCurrent(count n: Int) async throws {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+// Every role, Handoff's and the baselines' alike, runs with the allocator the `handoff` command
+// uses (AllocatorTuning); `--malloc default` (inherited by the children) leaves glibc's defaults.
+let mallocDefault = arguments.contains("--malloc") && arguments.drop { $0 != "--malloc" }.dropFirst().first == "default"
+    || ProcessInfo.processInfo.environment["HANDOFF_BENCH_MALLOC"] == "default"
+let allocator = mallocDefault ? AllocatorTuning.Outcome.leftToEnvironment : AllocatorTuning.keepStreamBuffers()
+if mallocDefault { setenv("HANDOFF_BENCH_MALLOC", "default", 1) }
 // Figures on standard output; the nodes' log, warnings and worse only, on standard error.
 LoggingSystem.bootstrap { label in
     var handler = StreamLogHandler.standardError(label: label)
@@ -530,6 +536,9 @@ func banner() {
         .split(separator: "\n").first { $0.hasPrefix("model name") }?
         .split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
     print("handoff-bench on \(ProcessInfo.processInfo.hostName): \(cpu), \(cores) cores, \(String(format: "%.0f", memory)) GiB; libzmq \(ZeroMQLibrary.version.major).\(ZeroMQLibrary.version.minor).\(ZeroMQLibrary.version.patch)")
+    print(allocator == .tuned
+        ? "allocator: every process as the handoff command runs (AllocatorTuning: trim \(AllocatorTuning.trimThreshold >> 20) MiB, mmap \(AllocatorTuning.mmapThreshold >> 20) MiB)"
+        : "allocator: glibc's defaults or GLIBC_TUNABLES (--malloc default)")
     #if DEBUG
     print("warning: a debug build; figures mean little. Build with -c release (scripts/bench does).")
     #endif
@@ -596,7 +605,7 @@ case "raw-stream-client":
     runRawStreamClient(arguments)
 default:
     print("""
-        usage: handoff-bench all [--timeout S] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
+        usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
                handoff-bench adverts [--count N] [--trials N]
                                                         advertisements through the broker vs raw libzmq, NATS, Redis
                handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP

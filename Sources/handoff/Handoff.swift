@@ -21,6 +21,8 @@ struct HandoffCommand: AsyncParsableCommand {
     /// ArgumentParser's own main, except that with `--log-format json` a command's error is logged
     /// as one more JSON line (log shippers parse every line) before the same exit status.
     static func main() async {
+        // Before any thread allocates: a stream's chunks reuse their pages (AllocatorTuning).
+        AllocatorTuning.keepStreamBuffers()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
