@@ -72,6 +72,13 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidatedLocally = Code(rawValue: 1002)
         /// A configuration value is unusable.
         public static let invalidConfiguration = Code(rawValue: 1003)
+        /// A plugin file was refused: not a plugin, a wrong ABI, a broken descriptor, a type or name
+        /// another plugin already has, or its init failed. ``HandoffError/details`` has its `file`
+        /// and the `reason`.
+        public static let pluginRefused = Code(rawValue: 1004)
+        /// A call into a plugin returned a failure. ``HandoffError/details`` has the `plugin` and
+        /// the `status` it returned (`HANDOFF_*`).
+        public static let pluginFailed = Code(rawValue: 1005)
 
         init(wire: WireErrorCode) { rawValue = wire.rawValue }
 
@@ -121,6 +128,8 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
             case .declined: "declined"
             case .invalidatedLocally: "invalidated"
             case .invalidConfiguration: "invalid configuration"
+            case .pluginRefused: "plugin refused"
+            case .pluginFailed: "plugin failed"
             default: "error \(rawValue)"
             }
         }
@@ -132,26 +141,43 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
     public let message: String
     /// The activity type concerned, when there is one.
     public let activityType: String?
+    /// What a program may want besides the message, by name: a plugin error's `file`, `reason`,
+    /// `plugin` and `status`; an error from a peer's ``HandoffWire/WireError/details``.
+    public let details: [String: String]
     /// The error underneath, when this one reports another (a continuation handler's own error,
     /// say), for code that wants its type and not only its text. Not compared, not hashed, and
     /// never sent to a peer.
     public let cause: (any Error)?
 
-    public init(_ code: Code, _ message: String, activityType: String? = nil, cause: (any Error)? = nil) {
+    public init(_ code: Code, _ message: String, activityType: String? = nil, details: [String: String] = [:], cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.activityType = activityType
+        self.details = details
         self.cause = cause
     }
 
+    /// A plugin file refused, for `reason`: the message names the file.
+    public static func pluginRefused(file: String, reason: String, cause: (any Error)? = nil) -> HandoffError {
+        HandoffError(.pluginRefused, "\(file): \(reason)", details: ["file": file, "reason": reason], cause: cause)
+    }
+
+    /// A call into `plugin` that returned `status` (not `HANDOFF_OK`) and `message` (maybe empty).
+    public static func pluginFailed(plugin: String, status: Int32, message: String) -> HandoffError {
+        HandoffError(
+            .pluginFailed, "plugin \(plugin): \(message.isEmpty ? "failed with status \(status)" : message)",
+            details: ["plugin": plugin, "status": "\(status)"])
+    }
+
     public static func == (lhs: HandoffError, rhs: HandoffError) -> Bool {
-        lhs.code == rhs.code && lhs.message == rhs.message && lhs.activityType == rhs.activityType
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.activityType == rhs.activityType && lhs.details == rhs.details
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(code)
         hasher.combine(message)
         hasher.combine(activityType)
+        hasher.combine(details)
     }
 
     public var description: String {
@@ -167,10 +193,11 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
         return error
     }
 
-    /// An error received from a peer.
-    init(wire: WireError, activityType: String? = nil) {
+    /// An error received from a peer (or from an agent over its control socket), its code,
+    /// message and details as sent.
+    public init(wire: WireError, activityType: String? = nil) {
         self.init(
             Code(rawValue: wire.code.rawValue), wire.message,
-            activityType: activityType ?? wire.details["activity_type"])
+            activityType: activityType ?? wire.details["activity_type"], details: wire.details)
     }
 }

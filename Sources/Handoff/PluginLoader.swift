@@ -2,16 +2,6 @@ import CHandoffPlugin
 import Foundation
 import Glibc
 
-/// Why a plugin file was refused. Always names the file.
-public struct PluginLoadError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The plugin file.
-    public let file: String
-    /// What is wrong with it.
-    public let reason: String
-
-    public var description: String { "\(file): \(reason)" }
-}
-
 /// A plugin loaded into this process: a shared object whose descriptor passed every check.
 ///
 /// Plugins are never unloaded: a Swift plugin's type metadata cannot survive `dlclose`, and a C
@@ -66,11 +56,11 @@ public enum PluginLoader {
 
     /// Loads one plugin file and checks its descriptor.
     ///
-    /// - Throws: ``PluginLoadError`` naming the file: not a shared object, no entry point, a wrong
+    /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/pluginRefused``, naming the file: not a shared object, no entry point, a wrong
     ///   ABI major version or a newer minor one, a struct smaller than ABI 1.0's fields, a reserved
     ///   field set, a missing required field or an invalid activity type.
-    public static func load(file: String) throws(PluginLoadError) -> LoadedPlugin {
-        func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
+    public static func load(file: String) throws(HandoffError) -> LoadedPlugin {
+        func refuse(_ reason: String) -> HandoffError { .pluginRefused(file: file, reason: reason) }
         guard FileManager.default.fileExists(atPath: file) else { throw refuse("no such file") }
         // RTLD_NODELETE: even if someone closes the handle, the code stays mapped.
         guard let handle = dlopen(file, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
@@ -92,8 +82,8 @@ public enum PluginLoader {
     ///
     /// Trusts what C cannot check: that the strings are NUL-terminated and that
     /// `activity_types` holds `activity_type_count` entries.
-    static func check(_ original: UnsafePointer<handoff_plugin_descriptor>, file: String) throws(PluginLoadError) -> LoadedPlugin {
-        func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
+    static func check(_ original: UnsafePointer<handoff_plugin_descriptor>, file: String) throws(HandoffError) -> LoadedPlugin {
+        func refuse(_ reason: String) -> HandoffError { .pluginRefused(file: file, reason: reason) }
         // Only the three leading fields are read before the plugin's size is known: every version has them.
         let raw = UnsafeRawPointer(original)
         let major = raw.load(fromByteOffset: 0, as: UInt32.self)
@@ -112,7 +102,7 @@ public enum PluginLoader {
         let copy = UnsafeMutablePointer<handoff_plugin_descriptor>.allocate(capacity: 1)
         UnsafeMutableRawPointer(copy).initializeMemory(as: UInt8.self, repeating: 0, count: hostSize)
         UnsafeMutableRawPointer(copy).copyMemory(from: raw, byteCount: min(size, hostSize))
-        do throws(PluginLoadError) {
+        do throws(HandoffError) {
             let plugin = try checkFields(copy, major: major, minor: minor, file: file)
             return plugin
         } catch {
@@ -127,8 +117,8 @@ public enum PluginLoader {
     /// Checks the copied descriptor's fields; the plugin keeps `descriptor`.
     private static func checkFields(
         _ descriptor: UnsafeMutablePointer<handoff_plugin_descriptor>, major: UInt32, minor: UInt32, file: String
-    ) throws(PluginLoadError) -> LoadedPlugin {
-        func refuse(_ reason: String) -> PluginLoadError { PluginLoadError(file: file, reason: reason) }
+    ) throws(HandoffError) -> LoadedPlugin {
+        func refuse(_ reason: String) -> HandoffError { .pluginRefused(file: file, reason: reason) }
         let d = descriptor.pointee
         let reservedSet = withUnsafeBytes(of: d.reserved) { bytes in
             stride(from: 0, to: bytes.count, by: MemoryLayout<UnsafeRawPointer?>.stride).filter { bytes.load(fromByteOffset: $0, as: UInt.self) != 0 }
@@ -171,14 +161,14 @@ public enum PluginLoader {
     public static func loadAll(
         from folders: [String],
         accept: (_ folder: String, _ name: String) -> Bool = { _, name in name.hasSuffix(".so") }
-    ) -> (plugins: [LoadedPlugin], errors: [PluginLoadError]) {
+    ) -> (plugins: [LoadedPlugin], errors: [HandoffError]) {
         var plugins: [LoadedPlugin] = []
-        var errors: [PluginLoadError] = []
+        var errors: [HandoffError] = []
         var claimed: [String: LoadedPlugin] = [:]
         var names: [String: LoadedPlugin] = [:]
         for folder in folders {
             guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder) else {
-                errors.append(PluginLoadError(file: folder, reason: "plugin folder cannot be read"))
+                errors.append(.pluginRefused(file: folder, reason: "plugin folder cannot be read"))
                 continue
             }
             for entry in entries.sorted() where accept(folder, entry) {
@@ -187,11 +177,11 @@ public enum PluginLoader {
                     let plugin = try load(file: file)
                     if let other = plugin.activityTypes.lazy.compactMap({ claimed[$0] }).first {
                         let type = plugin.activityTypes.first { claimed[$0] === other }!
-                        errors.append(PluginLoadError(file: file, reason: "activity type \(type) is already handled by plugin \(other.name) (\(other.file))"))
+                        errors.append(.pluginRefused(file: file, reason: "activity type \(type) is already handled by plugin \(other.name) (\(other.file))"))
                         continue
                     }
                     if let other = names[plugin.name] {
-                        errors.append(PluginLoadError(file: file, reason: "a plugin named \(plugin.name) is already loaded from \(other.file)"))
+                        errors.append(.pluginRefused(file: file, reason: "a plugin named \(plugin.name) is already loaded from \(other.file)"))
                         continue
                     }
                     for type in plugin.activityTypes { claimed[type] = plugin }

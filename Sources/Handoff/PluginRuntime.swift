@@ -6,18 +6,6 @@ import Logging
 import Synchronization
 import SwiftProtobuf
 
-/// Why a plugin call failed.
-public struct PluginError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The plugin.
-    public let plugin: String
-    /// The status it returned (`HANDOFF_*`).
-    public let status: Int32
-    /// Its message.
-    public let message: String
-
-    public var description: String { "plugin \(plugin): \(message.isEmpty ? "failed with status \(status)" : message)" }
-}
-
 /// Hosts loaded plugins on a node: initializes them with the host table, registers their activity
 /// types' continuation handlers, bridges their continuation streams, and runs their commands.
 ///
@@ -53,8 +41,8 @@ public final class PluginRuntime: Sendable {
     ///
     /// - Returns: The refusals.
     @discardableResult
-    public func start(_ plugins: [LoadedPlugin]) async -> [PluginLoadError] {
-        var errors: [PluginLoadError] = []
+    public func start(_ plugins: [LoadedPlugin]) async -> [HandoffError] {
+        var errors: [HandoffError] = []
         // did-update goes to the plugin that restored the activity (unless the node has a delegate).
         await node.setDelegateIfNone(self)
         // Calls waiting for a worker make the node end stalled stream pairs, whose calls then return.
@@ -65,7 +53,7 @@ public final class PluginRuntime: Sendable {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             } catch {
-                errors.append(PluginLoadError(file: plugin.file, reason: "cannot create its data folder \(folder.path): \(error)"))
+                errors.append(.pluginRefused(file: plugin.file, reason: "cannot create its data folder \(folder.path): \(error)", cause: error))
                 continue
             }
             let context = PluginHostContext(runtime: self, plugin: plugin, dataDirectory: folder.path)
@@ -73,7 +61,7 @@ public final class PluginRuntime: Sendable {
                 plugin.descriptor.pointee.`init`(context.table, &plugin.state, error)
             }
             if case .failure(let failure) = status {
-                errors.append(PluginLoadError(file: plugin.file, reason: "its init failed: \(failure.message)"))
+                errors.append(.pluginRefused(file: plugin.file, reason: "its init failed: \(failure.message)", cause: failure))
                 continue
             }
             hosts.withLock { $0.append(context) }
@@ -91,10 +79,10 @@ public final class PluginRuntime: Sendable {
     /// Runs a plugin's command (`handoff plugin <name> <arguments>`).
     ///
     /// - Returns: The lines it printed.
-    /// - Throws: ``PluginError``.
-    public func command(plugin name: String, _ arguments: [String]) async throws(PluginError) -> [String] {
+    /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/pluginFailed``.
+    public func command(plugin name: String, _ arguments: [String]) async throws(HandoffError) -> [String] {
         guard let context = hosts.withLock({ $0.first { $0.plugin.name == name } }) else {
-            throw PluginError(plugin: name, status: Int32(HANDOFF_NOT_FOUND.rawValue), message: "no plugin named \(name) is loaded (loaded: \(plugins.map(\.name).joined(separator: ", ")))")
+            throw .pluginFailed(plugin: name, status: Int32(HANDOFF_NOT_FOUND.rawValue), message: "no plugin named \(name) is loaded (loaded: \(plugins.map(\.name).joined(separator: ", ")))")
         }
         return try await context.command(arguments)
     }
@@ -149,7 +137,7 @@ final class PluginHostContext: @unchecked Sendable {
     func call(
         locked: Bool,
         _ body: @escaping @Sendable (UnsafeMutableRawPointer?, handoff_error_buffer) -> Int32
-    ) async -> Result<Void, PluginError> {
+    ) async -> Result<Void, HandoffError> {
         let plugin = self.plugin
         // A worker thread: plugin calls may block (stream handlers for a whole transfer), and
         // libdispatch on Linux adds workers to a blocked global queue only after a delay.
@@ -163,7 +151,7 @@ final class PluginHostContext: @unchecked Sendable {
                 message.deallocate()
                 if serialize { plugin.lock.unlock() }
                 return status == Int32(HANDOFF_OK.rawValue)
-                    ? .success(()) : .failure(PluginError(plugin: plugin.name, status: status, message: text))
+                    ? .success(()) : .failure(.pluginFailed(plugin: plugin.name, status: status, message: text))
         }
     }
 
@@ -195,18 +183,18 @@ final class PluginHostContext: @unchecked Sendable {
         let readHandler = plugin.descriptor.pointee.read_stream
         let writer = StreamWriterBridge(streams.output)
         // A half the pair's direction closed costs no call (and no worker).
-        async let wrote: Result<Void, PluginError> = {
+        async let wrote: Result<Void, HandoffError> = {
             guard let writeStream = writeHandler, streams.output.enabled else { return .success(()) }
             return await call(locked: false) { state, error in
                 var table = writer.table
                 return bytes.withUnsafeBufferPointer { writeStream(state, $0.baseAddress, $0.count, &table, error) }
             }
         }()
-        async let read: Result<Void, PluginError> = {
+        async let read: Result<Void, HandoffError> = {
             guard streams.input.enabled else { return .success(()) }
             guard let readStream = readHandler else {
                 do throws(HandoffError) { _ = try await streams.input.readAll() } catch {
-                    return .failure(PluginError(plugin: plugin.name, status: Int32(HANDOFF_STREAM_FAILED.rawValue), message: "\(error)"))
+                    return .failure(.pluginFailed(plugin: plugin.name, status: Int32(HANDOFF_STREAM_FAILED.rawValue), message: "\(error)"))
                 }
                 return .success(())
             }
@@ -230,9 +218,9 @@ final class PluginHostContext: @unchecked Sendable {
         try readResult.get()
     }
 
-    func command(_ arguments: [String]) async throws(PluginError) -> [String] {
+    func command(_ arguments: [String]) async throws(HandoffError) -> [String] {
         guard let command = plugin.descriptor.pointee.command else {
-            throw PluginError(plugin: plugin.name, status: Int32(HANDOFF_UNSUPPORTED.rawValue), message: "plugin \(plugin.name) takes no commands")
+            throw .pluginFailed(plugin: plugin.name, status: Int32(HANDOFF_UNSUPPORTED.rawValue), message: "it takes no commands")
         }
         let output = LineCollector()
         try await call(locked: true) { state, error in

@@ -150,7 +150,7 @@ struct AgentCommand: AsyncParsableCommand {
         pluginOptions.folders = pluginFolders.isEmpty ? (file.plugins ?? []) : pluginFolders
         let plugins = loadPlugins(pluginOptions, logger: logger)
         let runtime = PluginRuntime(node: node, dataDirectory: dataFolder)
-        for refusal in await runtime.start(plugins) { logger.warning("plugin refused: \(refusal)") }
+        for refusal in await runtime.start(plugins) { logger.warning("\(refusal)") }
         let controlEndpoint = control ?? file.control ?? "ipc://\(dataFolder.path)/control.sock"
         // The control socket takes commands without authentication: it stays on this machine.
         guard Security.isLocal(controlEndpoint) else {
@@ -335,10 +335,10 @@ func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: W
     try socket.connect(endpoint)
     try await socket.send(try request.serializedBytes() as [UInt8])
     guard let frame = try await socket.receive(timeout: timeout) else {
-        throw Failure("the agent at \(endpoint) did not answer within \(timeout): is `handoff agent` running there?")
+        throw HandoffError(.remoteApplicationTimedOut, "the agent at \(endpoint) did not answer within \(timeout): is `handoff agent` running there?")
     }
     let reply = try WireControlReply(serializedBytes: frame.data)
-    if reply.hasError { throw Failure(reply.error.message) }
+    if reply.hasError { throw HandoffError(wire: reply.error) }
     return reply
 }
 

@@ -24,13 +24,13 @@ struct Activities: AsyncParsableCommand {
         let activities = try await Node.withRunning(configuration) { node in
             // The snapshot is the whole answer: what was current when the node joined.
             let synchronized = await node.untilSynchronized(timeout: .milliseconds(Int(wait * 1000)))
-            if let refusal = await node.busRefusal { throw Failure(refusal.message) }
+            if let refusal = await node.busRefusal { throw refusal }
             guard synchronized else {
                 let reason = switch configuration.bus {
                 case .broker, .brokers: "no broker answered at \((configuration.bus.brokerEndpoints ?? []).map(\.backend).joined(separator: " or ")) within \(wait) s: is it running, and reachable from here?"
                 case .direct: "not every peer answered within \(wait) s: is each of them running, and reachable from here?"
                 }
-                throw Failure(reason)
+                throw HandoffError(.connectionUnavailable, reason)
             }
             return await node.activities(matching: ActivityFilter(keywords: keyword.isEmpty ? nil : Set(keyword)))
         }
@@ -62,7 +62,7 @@ struct Nodes: AsyncParsableCommand {
         let configuration = try bus.configuration(name: "handoff-nodes", subscriptions: [])
         let nodes = try await Node.withRunning(configuration) { node in
             try await Task.sleep(for: .milliseconds(Int(wait * 1000)))
-            if let refusal = await node.busRefusal { throw Failure(refusal.message) }
+            if let refusal = await node.busRefusal { throw refusal }
             return await node.nodes()
         }
         for node in nodes {
@@ -143,7 +143,7 @@ struct Continue: AsyncParsableCommand {
                 if found == nil { try await Task.sleep(for: .milliseconds(20)) }
             }
             guard let found else {
-                throw Failure(id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
+                throw HandoffError(.activityNotFound, id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
                     ?? "no activity of type \(type!) is on the bus")
             }
             if let documentInto {
@@ -193,7 +193,10 @@ struct Continue: AsyncParsableCommand {
                     return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
                 }
             } catch {
-                throw Failure("could not continue \"\(found.title)\": \(error)")
+                let underlying = error as? HandoffError
+                throw HandoffError(
+                    underlying?.code ?? .handoffFailed, "could not continue \"\(found.title)\": \(underlying?.message ?? "\(error)")",
+                    activityType: found.activityType, cause: error)
             }
         }
         announce(json ? object : message)
@@ -211,7 +214,7 @@ func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String)
     let streams = try await node.openStreams(for: activity, direction: .fromOriginator)
     guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
         await streams.cancel(reason: "cannot write \(path)")
-        throw Failure("cannot write \(path)")
+        throw HandoffError(.invalidConfiguration, "cannot write \(path)")
     }
     defer { try? file.close() }
     do {
@@ -429,7 +432,7 @@ struct PluginsCommand: AsyncParsableCommand {
         func run() throws {
             let folder = URL(fileURLWithPath: out).appendingPathComponent(name)
             if FileManager.default.fileExists(atPath: folder.path) && !force {
-                throw Failure("\(folder.path) exists: pick another name or --out, or pass --force")
+                throw HandoffError(.invalidConfiguration, "\(folder.path) exists: pick another name or --out, or pass --force")
             }
             let files: [String: String]
             let build: String
@@ -440,7 +443,7 @@ struct PluginsCommand: AsyncParsableCommand {
             case .swift:
                 let kit = try sdk.map { URL(fileURLWithPath: $0).appendingPathComponent("share/handoff/swift").path } ?? Self.pkgConfig("swiftkit")
                 guard FileManager.default.fileExists(atPath: kit + "/Package.swift") else {
-                    throw Failure("no HandoffPluginKit at \(kit): install the SDK (scripts/install-sdk) or name it with --sdk PREFIX")
+                    throw HandoffError(.invalidConfiguration, "no HandoffPluginKit at \(kit): install the SDK (scripts/install-sdk) or name it with --sdk PREFIX")
                 }
                 files = PluginTemplates.swift(name: name, activityType: activityType, kit: kit)
                 build = "swift build -c release"
@@ -472,7 +475,7 @@ struct PluginsCommand: AsyncParsableCommand {
             process.waitUntilExit()
             let value = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard process.terminationStatus == 0, !value.isEmpty else {
-                throw Failure("pkg-config does not know handoff-plugin: install the SDK (scripts/install-sdk), set PKG_CONFIG_PATH, or pass --sdk PREFIX")
+                throw HandoffError(.invalidConfiguration, "pkg-config does not know handoff-plugin: install the SDK (scripts/install-sdk), set PKG_CONFIG_PATH, or pass --sdk PREFIX")
             }
             return value
         }
@@ -506,7 +509,7 @@ struct PluginsCommand: AsyncParsableCommand {
                     announce(Self.json(name: plugin.name, version: plugin.version, types: plugin.activityTypes, file: plugin.file,
                                        team: plugin.teamID ?? "", abi: "\(plugin.abiVersion.major).\(plugin.abiVersion.minor)", streams: plugin.handlesStreams))
                 }
-                for error in errors { announce(jsonLine(["refused": error.reason, "file": error.file])) }
+                for error in errors { announce(jsonLine(["refused": error.details["reason"] ?? error.message, "file": error.details["file"] ?? ""])) }
                 if !errors.isEmpty { throw ExitCode(1) }
                 return
             }
@@ -515,7 +518,7 @@ struct PluginsCommand: AsyncParsableCommand {
                 announce("    types: \(plugin.activityTypes.joined(separator: ", "))")
                 announce("    file:  \(plugin.file)")
             }
-            for error in errors { announce("refused: \(error)") }
+            for error in errors { announce("refused: \(error.message)") }
             if loaded.isEmpty && errors.isEmpty { announce("no plugins in \(plugins.resolved.joined(separator: ", "))") }
             // A refused plugin or an unreadable folder is a failure to report, not a listing.
             if !errors.isEmpty { throw ExitCode(1) }

@@ -38,7 +38,7 @@ struct Demo: AsyncParsableCommand {
         let source = plugins ?? executableFolder
         let contactsLibrary = (source as NSString).appendingPathComponent("libHandoffContactsPlugin.so")
         guard FileManager.default.fileExists(atPath: contactsLibrary) else {
-            throw Failure("the Contacts plugin is not at \(contactsLibrary); build it: swift build -c release --product HandoffContactsPlugin")
+            throw HandoffError(.invalidConfiguration, "the Contacts plugin is not at \(contactsLibrary); build it: swift build -c release --product HandoffContactsPlugin")
         }
         try FileManager.default.createSymbolicLink(atPath: pluginFolder.appendingPathComponent("libHandoffContactsPlugin.so").path, withDestinationPath: contactsLibrary)
 
@@ -109,7 +109,7 @@ struct Demo: AsyncParsableCommand {
         say("node-a shares the list: list-contacts is current, the count (\(list.count)) in userInfo")
         say("node-b " + (try await continueType(b, "org.handoff.contacts.list-contacts")) + ", the whole list over a continuation stream")
         let received = try await contacts(b, "list")
-        guard received == list else { throw Failure("node-b's list differs from node-a's after list-contacts:\n\(received)\nvs\n\(list)") }
+        guard received == list else { throw HandoffError(.handoffFailed, "node-b's list differs from node-a's after list-contacts:\n\(received)\nvs\n\(list)") }
         say("node-b's list now equals node-a's (\(received.count) contacts), replaced as in the seeds")
 
         _ = try await contacts(a, "view", grace)
@@ -125,13 +125,13 @@ struct Demo: AsyncParsableCommand {
     private func waitForAgent(_ control: String, children: Children, name: String) async throws -> [String] {
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            if !children.isRunning(name) { throw Failure("\(name) exited early:\n\(children.log(name))") }
+            if !children.isRunning(name) { throw HandoffError(.handoffFailed, "\(name) exited early:\n\(children.log(name))") }
             if let reply = try? await askAgent(control, timeout: .milliseconds(500), .listPlugins(WireListPlugins())) {
                 return reply.plugins.map(\.name)
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        throw Failure("\(name) did not come up within 20 s:\n\(children.log(name))")
+        throw HandoffError(.remoteApplicationTimedOut, "\(name) did not come up within 20 s:\n\(children.log(name))")
     }
 }
 
@@ -164,7 +164,7 @@ final class Children: @unchecked Sendable {
         var buffer = Data()
         while true {
             let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { throw Failure("\(name) exited before it was ready:\n\(self.log(name))") }
+            if chunk.isEmpty { throw HandoffError(.handoffFailed, "\(name) exited before it was ready:\n\(self.log(name))") }
             buffer.append(chunk)
             if let line = String(decoding: buffer, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
                 return String(line)

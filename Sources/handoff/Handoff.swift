@@ -33,7 +33,15 @@ struct HandoffCommand: AsyncParsableCommand {
         } catch {
             let status = exitCode(for: error)
             if JSONLogHandler.isActive.load(ordering: .relaxed), status != .success {
-                Logger(label: "handoff").error("\(fullMessage(for: error))")
+                // Every error of the command is a HandoffError: its code and details as fields.
+                var metadata: Logger.Metadata = [:]
+                if let error = error as? HandoffError {
+                    metadata["code"] = "\(error.code)"
+                    metadata["code_value"] = "\(error.code.rawValue)"
+                    for (key, value) in error.details { metadata[key] = "\(value)" }
+                    if let cause = error.cause { metadata["cause"] = "\(cause)" }
+                }
+                Logger(label: "handoff").error("\(fullMessage(for: error))", metadata: metadata)
                 Foundation.exit(status.rawValue)
             }
             exit(withError: error)
@@ -90,7 +98,7 @@ func loadPlugins(_ options: PluginOptions, logger: Logger) -> [LoadedPlugin] {
     let (plugins, errors) = PluginLoader.loadAll(from: options.resolved) { folder, name in
         name.hasSuffix(".so") && (folder != executableFolder || isPluginLibrary(name))
     }
-    for error in errors { logger.warning("plugin refused: \(error)") }
+    for error in errors { logger.warning("\(error)") }
     return plugins
 }
 
@@ -99,8 +107,4 @@ func milliseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
 }
 
-/// Prints to standard error and exits non-zero.
-struct Failure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
+

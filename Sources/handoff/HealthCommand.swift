@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import Handoff
 
 /// `handoff health HOST:PORT`: asks a broker's or agent's `/healthz` (of `--metrics`), for
 /// container health checks and scripts that have no HTTP client.
@@ -20,8 +21,8 @@ struct HealthCommand: ParsableCommand {
         do {
             answer = try HealthProbe.get(host: host == "0.0.0.0" ? "127.0.0.1" : host, port: port, path: "/healthz", timeout: timeout)
         } catch {
-            if json { print(#"{"healthy":false,"status":0,"reason":\#(JSONLogHandler.quote("\(error)"))}"#) }
-            throw Failure("\(address): \(error)")
+            if json { print(#"{"healthy":false,"status":0,"reason":\#(JSONLogHandler.quote(error.message))}"#) }
+            throw HandoffError(error.code, "\(address): \(error.message)", cause: error)
         }
         let reason = answer.body.trimmingCharacters(in: .whitespacesAndNewlines)
         if json {
@@ -35,41 +36,39 @@ struct HealthCommand: ParsableCommand {
 
 /// A blocking HTTP/1.0 GET of a small local resource, enough for a health check.
 enum HealthProbe {
-    struct ProbeError: Error, CustomStringConvertible { let description: String }
-
-    static func get(host: String, port: Int, path: String, timeout: Double) throws -> (status: Int, body: String) {
+    static func get(host: String, port: Int, path: String, timeout: Double) throws(HandoffError) -> (status: Int, body: String) {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(port), &hints, &found) == 0, let info = found else {
-            throw ProbeError(description: "cannot resolve \(host)")
+            throw HandoffError(.connectionUnavailable, "cannot resolve \(host)")
         }
         defer { freeaddrinfo(found) }
         let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
-        guard fd >= 0 else { throw ProbeError(description: "socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw HandoffError(.connectionUnavailable, "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
-            throw ProbeError(description: "nothing answers at \(host):\(port) (\(String(cString: strerror(errno))))")
+            throw HandoffError(.connectionUnavailable, "nothing answers at \(host):\(port) (\(String(cString: strerror(errno))))")
         }
         let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n\r\n".utf8)
         guard send(fd, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else {
-            throw ProbeError(description: "could not send the request: \(String(cString: strerror(errno)))")
+            throw HandoffError(.connectionUnavailable, "could not send the request: \(String(cString: strerror(errno)))")
         }
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         // Until the server closes, or the body's Content-Length has arrived (the answer is small).
         while response.count < 1 << 20 {
             let count = recv(fd, &buffer, buffer.count, 0)
-            if count < 0 { throw ProbeError(description: "no answer within \(timeout) s") }
+            if count < 0 { throw HandoffError(.remoteApplicationTimedOut, "no answer within \(timeout) s") }
             if count == 0 { break }
             response += buffer[..<count]
             if let (_, body, length) = split(response), let length, body.utf8.count >= length { break }
         }
         guard let (head, body, _) = split(response), let status = head.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap({ Int($0) }) else {
-            throw ProbeError(description: "not an HTTP answer")
+            throw HandoffError(.malformedMessage, "not an HTTP answer")
         }
         return (status, body)
     }

@@ -39,7 +39,7 @@ struct Monitor: AsyncParsableCommand {
         let bus = try self.bus ?? (broker.isEmpty ? Environment.brokerOrDefault() : broker)[1]
         let keys = try security.resolve(needsBrokerKey: true)
         if keys == nil && !Security.isLocal(bus) && !security.allowsInsecure() {
-            throw Failure("\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")
+            throw HandoffError(.invalidConfiguration, "\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")
         }
         let context = try Context()
         let subscriber = try context.socket(.sub)
@@ -69,12 +69,12 @@ struct Monitor: AsyncParsableCommand {
                 if event.kind == .handshakeSucceeded { handshaken = true; continue }
                 if event.kind == .disconnected && handshaken { continue }  // the broker restarted: libzmq reconnects
                 if keys != nil, event.kind == .disconnected {
-                    throw Failure("the broker at \(event.endpoint) hung up during the CURVE handshake: check that --broker-key is its key and that it runs CURVE")
+                    throw HandoffError(.unauthorized, "the broker at \(event.endpoint) hung up during the CURVE handshake: check that --broker-key is its key and that it runs CURVE")
                 }
                 if let keys {
-                    throw Failure("the broker at \(event.endpoint) refused this key at the CURVE handshake: \(keys.keyPair.publicKey.z85) is not in its account")
+                    throw HandoffError(.unauthorized, "the broker at \(event.endpoint) refused this key at the CURVE handshake: \(keys.keyPair.publicKey.z85) is not in its account")
                 }
-                throw Failure("the broker at \(event.endpoint) refused the handshake: it runs CURVE; give the monitor a key in its account (--key)")
+                throw HandoffError(.unauthorized, "the broker at \(event.endpoint) refused the handshake: it runs CURVE; give the monitor a key in its account (--key)")
             }
             if stats, ContinuousClock.now >= nextStats {
                 rates.report(over: .seconds(1))

@@ -108,7 +108,8 @@ struct CommandTests {
         let (broker, frontend, backend) = try await startBroker()
         let result = try await runHandoff(["continue", "--id", "no-such-activity", "--broker", frontend, backend, "--wait", "0.3", "--log-level", "error"])
         #expect(result.status != 0)
-        #expect(result.error.contains("no activity with id no-such-activity is on the bus"), "stderr: \(result.error)")
+        // The code first, as for every error of the command (HandoffError's one shape).
+        #expect(result.error.contains("activity not found: no activity with id no-such-activity is on the bus"), "stderr: \(result.error)")
         _ = broker
     }
 

@@ -79,8 +79,10 @@ struct PluginLoaderTests {
         #expect(plugins.first?.activityTypes == [
             "org.handoff.contacts.edit-contact", "org.handoff.contacts.view-contact", "org.handoff.contacts.list-contacts",
         ])
-        let messages = Dictionary(uniqueKeysWithValues: errors.map { (URL(fileURLWithPath: $0.file).lastPathComponent, $0.description) })
+        let messages = Dictionary(uniqueKeysWithValues: errors.map { (URL(fileURLWithPath: $0.details["file"] ?? "").lastPathComponent, $0.message) })
         #expect(messages.count == 7)
+        let codes = Set(errors.map(\.code))
+        #expect(codes == [.pluginRefused])
         #expect(messages["b-text.so"]?.contains("not a loadable shared object") == true)
         #expect(messages["c-no-entry.so"]?.contains("no handoff_plugin_entry entry point") == true)
         #expect(messages["d-major.so"]?.contains("built for plugin ABI 2.1; this host speaks 1.1") == true)
@@ -116,7 +118,7 @@ struct PluginLoaderTests {
         let (plugins, errors) = PluginLoader.loadAll(from: [folder.path])
         #expect(plugins.map(\.name) == ["old", "short"], "\(errors)")
         for plugin in plugins { #expect(plugin.abiVersion.major == 1 && plugin.abiVersion.minor == 0) }
-        let messages = Dictionary(uniqueKeysWithValues: errors.map { (URL(fileURLWithPath: $0.file).lastPathComponent, $0.reason) })
+        let messages = Dictionary(uniqueKeysWithValues: errors.map { (URL(fileURLWithPath: $0.details["file"] ?? "").lastPathComponent, $0.details["reason"] ?? "") })
         #expect(messages["c-reserved.so"]?.contains("reserved descriptor field 2 is set") == true, "\(messages)")
         #expect(messages["d-sneaky.so"]?.contains("which 1.0 reserves") == true, "\(messages)")
         #expect(messages["e-tiny.so"]?.contains("smaller than the fields of ABI 1.0") == true, "\(messages)")
@@ -142,7 +144,8 @@ struct PluginLoaderTests {
         #expect(PluginLoader.folders(configured: ["/a"], environment: ["HANDOFF_PLUGIN_PATH": "/b:/c"]) == ["/a", "/b", "/c"])
         let (plugins, errors) = PluginLoader.loadAll(from: ["/no/such/folder"])
         #expect(plugins.isEmpty)
-        #expect(errors.first?.description == "/no/such/folder: plugin folder cannot be read")
+        #expect(errors.first?.message == "/no/such/folder: plugin folder cannot be read")
+        #expect(errors.first?.code == .pluginRefused)
     }
 }
 
@@ -432,10 +435,12 @@ struct NotesPluginTests {
             #expect(current?.userInfo["text"] == "eggs and milk")
             #expect(current?.teamID == "NOTES-TEAM")
             #expect(try await runtime.command(plugin: "notes", ["show", note.id]) == Array(lines.filter { !$0.isEmpty }))
-            do {
+            do throws(HandoffError) {
                 _ = try await runtime.command(plugin: "notes", ["frobnicate"])
                 Issue.record("an unknown command must fail")
-            } catch let error as PluginError {
+            } catch {
+                #expect(error.code == .pluginFailed)
+                #expect(error.details["plugin"] == "notes")
                 #expect(error.message.contains("usage"))
             }
         }

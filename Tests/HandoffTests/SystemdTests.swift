@@ -111,6 +111,11 @@ struct SystemdTests {
         }
         let flagged = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend, "--log-format", "json"])
         check(flagged.error, "--log-format json")
+        // No broker: the command's error is the last line, its code a field.
+        let final = flagged.error.split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let finalMetadata = final?["metadata"] as? [String: Any]
+        #expect(final?["level"] as? String == "error", "\(flagged.error)")
+        #expect(finalMetadata?["code"] as? String == "connection unavailable", "\(flagged.error)")
         let environment = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "json"])
         check(environment.error, "HANDOFF_LOG_FORMAT=json")
         let wrong = try await runHandoff(["activities", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "xml"])
