@@ -101,14 +101,10 @@ public actor Node: Service {
     var held: [String: Held] = [:]
     var sequence: UInt64 = 0
     var nextCorrelation: UInt64 = 0
-    /// Open continuation stream pairs, with both kinds of peer.
-    var streams: [StreamKey: StreamSession] = [:]
-    /// Which pair a (peer, stream id) is, for frames coming in.
-    var streamRoutes: [StreamRoute: StreamKey] = [:]
-    var nextLocalStream: UInt64 = 0
+    /// Open continuation stream pairs, with both kinds of peer, by key and by route (StreamTable).
+    var streams = StreamTable<StreamSession>()
     var streamCountersStorage = StreamCounters() { didSet { counterMetrics.report(streamCountersStorage) } }
     var streamPressureProbes: [@Sendable () -> Int] = []
-    var nextStreamID: UInt64 = 0
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
     /// The context's ZAP handler, while this node runs secure; released at shutdown.
     var zap: ZAPHandler?
@@ -377,7 +373,7 @@ public actor Node: Service {
         for id in pending.ids {
             resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
         }
-        for session in streams.values {
+        for session in streams.all {
             session.fail(HandoffError(.notRunning, "the node shut down"))
         }
         streams.removeAll()

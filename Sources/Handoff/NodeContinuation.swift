@@ -287,7 +287,6 @@ extension Node {
     /// Forgets every stream pair without telling anyone, as a process that died would. For tests.
     func forgetAllStreamsForTesting() {
         streams.removeAll()
-        streamRoutes.removeAll()
         for client in clients.values {
             try? client.socket.set(.linger, 0)
             client.close()
@@ -371,7 +370,7 @@ extension Node {
     /// Closes DEALERs to originators this node no longer has any reason to talk to.
     func pruneClients() {
         var inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.endpoints)
-        for case .dealer(let endpoint) in streams.values.map(\.route.peer) { inUse.insert(endpoint) }
+        inUse.formUnion(streams.dealerEndpoints)
         for (endpoint, client) in clients where !inUse.contains(endpoint) {
             client.close()
             clients[endpoint] = nil

@@ -8,7 +8,7 @@ import ZeroMQ
 extension Node {
     /// The stream pairs open on this node right now (either side), e.g. to show their progress.
     public var openStreams: [ContinuationStreams] {
-        streams.values.filter { $0.failure == nil }.sorted { $0.key.local < $1.key.local }.map(\.streams)
+        streams.live.map(\.streams)
     }
 
     /// What the node's stream pairs did so far: resumes, bytes sent twice, refusals.
@@ -75,15 +75,14 @@ extension Node {
         guard activity.supportsContinuationStreams || document else {
             throw HandoffError(.streamsNotSupported, "the activity does not support continuation streams", activityType: activity.activityType)
         }
-        let open = streams.values.count { $0.failure == nil }
+        let open = streams.liveCount
         guard open < configuration.maxStreams else {
             throw HandoffError(.tooManyStreams, "this node already has \(open) stream pairs open, its limit (maxStreams)", activityType: activity.activityType)
         }
         let endpoint = activity.continueEndpoint
         _ = try await connectedClient(endpoint, serverKey: activity.origin.publicKey, activityType: activity.activityType)
-        nextStreamID += 1
         let session = makeSession(
-            route: StreamRoute(peer: .dealer(endpoint), id: nextStreamID), isContinuer: true,
+            route: StreamRoute(peer: .dealer(endpoint), id: streams.newRouteID()), isContinuer: true,
             activityID: activity.id, activityType: activity.activityType, direction: direction.wire,
             owner: activity.origin.id, peerChunkSize: configuration.streamChunkSize)
         session.originKey = activity.origin.publicKey
@@ -143,19 +142,16 @@ extension Node {
         route: StreamRoute, isContinuer: Bool, activityID: String, activityType: String,
         direction: WireStreamDirection, owner: String, peerChunkSize: Int
     ) -> StreamSession {
-        nextLocalStream += 1
         let session = StreamSession(
-            node: self, key: StreamKey(local: nextLocalStream), route: route, isContinuer: isContinuer,
+            node: self, key: streams.newKey(), route: route, isContinuer: isContinuer,
             activityID: activityID, activityType: activityType, direction: direction, owner: owner,
             window: configuration.streamWindow, chunkSize: configuration.streamChunkSize, peerChunkSize: peerChunkSize)
-        streams[session.key] = session
-        streamRoutes[route] = session.key
+        streams.insert(session)
         return session
     }
 
     func forgetSession(_ session: StreamSession) {
-        streams[session.key] = nil
-        if streamRoutes[session.route] == session.key { streamRoutes[session.route] = nil }
+        streams.remove(session)
     }
 
     // MARK: Frames in
@@ -174,7 +170,7 @@ extension Node {
         default:
             break
         }
-        guard let key = streamRoutes[route], let session = streams[key], session.failure == nil else { return }
+        guard let session = streams.live(on: route) else { return }
         session.lastHeard = .now
         switch frame.kind {
         case .open(let open):
@@ -266,7 +262,7 @@ extension Node {
             frame.error = error.wire
             sendFrame(frame, to: route.peer, payload: nil)
         }
-        guard streamRoutes[route] == nil else { return }  // the same open again
+        guard !streams.isTaken(route) else { return }  // the same open again
         guard WireLimits.fits(activityID: open.activityID, activityType: "") else {
             refuse(WireLimits.oversizedIdentifiers(activityID: open.activityID, activityType: ""))
             return
@@ -296,23 +292,28 @@ extension Node {
             refuse(HandoffError(.malformedMessage, "unknown stream direction \(value)", activityType: activity.activityType))
             return
         }
-        var live = streams.values.filter { $0.failure == nil }
-        let fromPeer = live.count { $0.owner == owner }
-        if live.count >= configuration.maxStreams, fromPeer < configuration.maxStreamsPerPeer,
+        var admission = streams.admission(owner: owner, maxStreams: configuration.maxStreams, maxStreamsPerPeer: configuration.maxStreamsPerPeer)
+        if case .nodeFull(_, let fromPeer) = admission, fromPeer < configuration.maxStreamsPerPeer,
            evictStalledStream(because: "\(info.name) reached its limit of \(configuration.maxStreams) stream pairs and a new one was opened") {
-            live = streams.values.filter { $0.failure == nil }
+            admission = streams.admission(owner: owner, maxStreams: configuration.maxStreams, maxStreamsPerPeer: configuration.maxStreamsPerPeer)
         }
-        if live.count >= configuration.maxStreams || fromPeer >= configuration.maxStreamsPerPeer {
-            let (scope, limit) = live.count >= configuration.maxStreams
-                ? ("node", configuration.maxStreams) : ("peer", configuration.maxStreamsPerPeer)
+        if admission != .admitted {
+            let (scope, limit, refusal): (String, Int, String) = switch admission {
+            case .nodeFull(let open, _): ("node", configuration.maxStreams, "the node has \(open) pairs open")
+            case .peerFull(let fromPeer): ("peer", configuration.maxStreamsPerPeer, "peer \(owner) has \(fromPeer) pairs open")
+            case .admitted: ("", 0, "")
+            }
             streamCountersStorage.refusedOverLimit += 1
             if streamCountersStorage.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-                logger.warning("refused to open streams for \(activity.activityType): \(scope == "node" ? "the node has \(live.count) pairs open" : "peer \(owner) has \(fromPeer) pairs open"), its limit (\(streamCountersStorage.refusedOverLimit) refused so far)")
+                logger.warning("refused to open streams for \(activity.activityType): \(refusal), its limit (\(streamCountersStorage.refusedOverLimit) refused so far)")
             }
-            var error = HandoffError(.tooManyStreams, scope == "node"
-                ? "\(info.name) already has \(live.count) stream pairs open, its limit"
-                : "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer",
-                activityType: activity.activityType).wire
+            var error = HandoffError(.tooManyStreams, {
+                switch admission {
+                case .nodeFull(let open, _): "\(info.name) already has \(open) stream pairs open, its limit"
+                case .peerFull(let fromPeer): "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer"
+                case .admitted: ""
+                }
+            }(), activityType: activity.activityType).wire
             error.details["scope"] = scope
             error.details["limit"] = "\(limit)"
             var frame = WireStreamFrame()

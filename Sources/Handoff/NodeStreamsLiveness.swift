@@ -13,7 +13,7 @@ extension Node {
     /// peers silent past the resume window, cleanup.
     func superviseStreams(now: ContinuousClock.Instant) {
         relieveStreamPressure()
-        for session in streams.values {
+        for session in streams.all {
             if let failedAt = session.failedAt {
                 if !session.failureReported {
                     session.failureReported = true
@@ -99,7 +99,7 @@ extension Node {
     @discardableResult
     func evictStalledStream(because reason: String) -> Bool {
         let now = ContinuousClock.now
-        let live = streams.values.filter { $0.failure == nil && !$0.isContinuer }
+        let live = streams.live.filter { !$0.isContinuer }
         var held: [String: Int] = [:]
         for session in live { held[session.owner, default: 0] += 1 }
         let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= configuration.streamStallGrace }

@@ -33,8 +33,8 @@ extension Node {
             interrupted = true
         }
         if !interrupted, let payload { metrics.streamed(out: payload.count) }
-        if interrupted, let key = streamRoutes[StreamRoute(peer: peer, id: frame.streamID)], let session = streams[key],
-           session.failure == nil, session.interruptedSince == nil, session.openWaiter == nil {
+        if interrupted, let session = streams.live(on: StreamRoute(peer: peer, id: frame.streamID)),
+           session.interruptedSince == nil, session.openWaiter == nil {
             session.interruptedSince = .now
         }
     }

@@ -12,20 +12,14 @@ extension Node {
     /// The originator's side of a resume: finds the pair by id and token (the new connection has a
     /// new routing id), moves it there, answers with what it has, and sends again what the peer lacks.
     func resumeAsOriginator(_ resume: WireStreamResume, route: StreamRoute) {
-        guard let session = streams.values.first(where: {
-            !$0.isContinuer && $0.route.id == route.id && $0.failure == nil && !$0.resumeToken.isEmpty && $0.resumeToken == resume.resumeToken
-        }) else {
+        guard let session = streams.resumable(id: route.id, token: resume.resumeToken) else {
             var frame = WireStreamFrame()
             frame.streamID = route.id
             frame.error = HandoffError(.peerLost, "\(info.name) has no stream pair \(route.id) to resume: it ended, or its resume window (\(configuration.streamResumeWindow)) passed").wire
             sendFrame(frame, to: route.peer, payload: nil)
             return
         }
-        if session.route != route {
-            if streamRoutes[session.route] == session.key { streamRoutes[session.route] = nil }
-            session.route = route
-            streamRoutes[route] = session.key
-        }
+        streams.move(session, to: route)
         if session.interruptedSince != nil {
             logger.info("streams \(route.id) resumed by the continuing node: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
         }
@@ -70,7 +64,7 @@ extension Node {
     /// Marks the pairs with an originator whose connection dropped as interrupted: they resume when
     /// it is back (the DEALER reconnects by itself).
     func interruptStreams(to endpoint: String) {
-        for session in streams.values where session.route.peer == .dealer(endpoint) && session.failure == nil {
+        for session in streams.live(toDealer: endpoint) {
             if session.openWaiter != nil {
                 session.fail(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering the open", activityType: session.activityType))
             } else if session.interruptedSince == nil {

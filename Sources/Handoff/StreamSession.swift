@@ -246,3 +246,7 @@ final class StreamSession {
         return creditOutstanding
     }
 }
+
+extension StreamSession: StreamTableEntry {
+    var isLive: Bool { failure == nil }
+}

@@ -1,0 +1,125 @@
+import Foundation
+
+/// What the stream table needs to know of a pair; ``StreamSession`` is one. A protocol so that the
+/// table is tested without a node, sockets or tasks.
+protocol StreamTableEntry: AnyObject {
+    var key: StreamKey { get }
+    /// Where its frames go; the table changes it when a resumed pair arrives on a new connection.
+    var route: StreamRoute { get set }
+    /// The peer, for the per-peer limit: its CURVE key, or its node id without security.
+    var owner: String { get }
+    /// Whether this node opened the pair (the continuing side).
+    var isContinuer: Bool { get }
+    /// The originator's token for a resume (empty until the open is answered).
+    var resumeToken: Data { get }
+    /// Whether the pair still works: not failed, not ended by either side.
+    var isLive: Bool { get }
+}
+
+/// A node's stream pairs: by their key for their whole life, by their route for the frames that
+/// arrive, the limits on how many are open, and the lookups a resume makes.
+///
+/// A failed pair stays until the node's supervision forgets it (its failure is reported first), but
+/// it no longer counts against the limits and frames no longer reach it.
+struct StreamTable<Session: StreamTableEntry> {
+    private var sessions: [StreamKey: Session] = [:]
+    private var routes: [StreamRoute: StreamKey] = [:]
+    private var lastKey: UInt64 = 0
+    private var lastRouteID: UInt64 = 0
+
+    /// Why an open is refused, if it is.
+    enum Admission: Equatable {
+        case admitted
+        /// The node has `open` live pairs, its limit; the peer has `fromPeer` of them.
+        case nodeFull(open: Int, fromPeer: Int)
+        /// The peer has `fromPeer` live pairs, its limit.
+        case peerFull(fromPeer: Int)
+    }
+
+    /// A key no pair had before.
+    mutating func newKey() -> StreamKey {
+        lastKey += 1
+        return StreamKey(local: lastKey)
+    }
+
+    /// A wire id for a pair this node opens (its DEALER's pairs are told apart by it).
+    mutating func newRouteID() -> UInt64 {
+        lastRouteID += 1
+        return lastRouteID
+    }
+
+    mutating func insert(_ session: Session) {
+        sessions[session.key] = session
+        routes[session.route] = session.key
+    }
+
+    /// Forgets the pair; its route too, unless another pair took it since.
+    mutating func remove(_ session: Session) {
+        sessions[session.key] = nil
+        if routes[session.route] == session.key { routes[session.route] = nil }
+    }
+
+    /// Forgets every pair, as a process that died would.
+    mutating func removeAll() {
+        sessions.removeAll()
+        routes.removeAll()
+    }
+
+    subscript(key: StreamKey) -> Session? { sessions[key] }
+
+    /// The live pair frames on `route` belong to.
+    func live(on route: StreamRoute) -> Session? {
+        guard let key = routes[route], let session = sessions[key], session.isLive else { return nil }
+        return session
+    }
+
+    /// Whether some pair, live or failed, holds `route` (a repeated open is not a new pair).
+    func isTaken(_ route: StreamRoute) -> Bool { routes[route] != nil }
+
+    /// Moves a pair to the route it was resumed on.
+    mutating func move(_ session: Session, to route: StreamRoute) {
+        guard session.route != route else { return }
+        if routes[session.route] == session.key { routes[session.route] = nil }
+        session.route = route
+        routes[route] = session.key
+    }
+
+    /// Every pair, live or failed.
+    var all: Dictionary<StreamKey, Session>.Values { sessions.values }
+    var count: Int { sessions.count }
+
+    /// The live pairs, oldest first.
+    var live: [Session] { sessions.values.filter(\.isLive).sorted { $0.key.local < $1.key.local } }
+    var liveCount: Int { sessions.values.count(where: \.isLive) }
+
+    /// Whether one more pair with `owner` fits under the node's and the peer's limits.
+    func admission(owner: String, maxStreams: Int, maxStreamsPerPeer: Int) -> Admission {
+        var open = 0, fromPeer = 0
+        for session in sessions.values where session.isLive {
+            open += 1
+            if session.owner == owner { fromPeer += 1 }
+        }
+        if open >= maxStreams { return .nodeFull(open: open, fromPeer: fromPeer) }
+        if fromPeer >= maxStreamsPerPeer { return .peerFull(fromPeer: fromPeer) }
+        return .admitted
+    }
+
+    /// The originator's pair a resume names: its wire id and token (it arrives on a new connection,
+    /// so the route's peer differs).
+    func resumable(id: UInt64, token: Data) -> Session? {
+        sessions.values.first { !$0.isContinuer && $0.route.id == id && $0.isLive && !$0.resumeToken.isEmpty && $0.resumeToken == token }
+    }
+
+    /// The live pairs this node opened to the originator at `endpoint`.
+    func live(toDealer endpoint: String) -> [Session] {
+        sessions.values.filter { $0.isLive && $0.route.peer == .dealer(endpoint) }
+    }
+
+    /// The endpoints some pair, live or failed, is routed to through this node's DEALERs (their
+    /// connections must stay).
+    var dealerEndpoints: Set<String> {
+        var endpoints: Set<String> = []
+        for case .dealer(let endpoint) in sessions.values.map(\.route.peer) { endpoints.insert(endpoint) }
+        return endpoints
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+
+@testable import Handoff
+
+@Suite("The node's stream table, without sockets")
+struct StreamTableTests {
+    final class Pair: StreamTableEntry {
+        let key: StreamKey
+        var route: StreamRoute
+        let owner: String
+        let isContinuer: Bool
+        var resumeToken: Data
+        var isLive = true
+
+        init(_ key: StreamKey, _ route: StreamRoute, owner: String, isContinuer: Bool = false, token: Data = Data()) {
+            self.key = key
+            self.route = route
+            self.owner = owner
+            self.isContinuer = isContinuer
+            self.resumeToken = token
+        }
+    }
+
+    func accepted(_ table: inout StreamTable<Pair>, from peer: [UInt8], id: UInt64, owner: String, token: Data = Data([1])) -> Pair {
+        let pair = Pair(table.newKey(), StreamRoute(peer: .router(peer), id: id), owner: owner, token: token)
+        table.insert(pair)
+        return pair
+    }
+
+    @Test("frames find the live pair by route; a failed pair no longer receives them, but its route stays taken")
+    func routes() {
+        var table = StreamTable<Pair>()
+        let pair = accepted(&table, from: [1], id: 7, owner: "alice")
+        let route = StreamRoute(peer: .router([1]), id: 7)
+        #expect(table.live(on: route) === pair)
+        #expect(table[pair.key] === pair)
+        #expect(table.live(on: StreamRoute(peer: .router([2]), id: 7)) == nil)
+        pair.isLive = false
+        #expect(table.live(on: route) == nil)
+        #expect(table.isTaken(route))  // a repeated open of it is not a new pair
+        table.remove(pair)
+        #expect(!table.isTaken(route))
+        #expect(table.count == 0)
+    }
+
+    @Test("keys and the wire ids of pairs this node opens are never reused")
+    func freshIdentifiers() {
+        var table = StreamTable<Pair>()
+        let keys = (0..<100).map { _ in table.newKey() }
+        let ids = (0..<100).map { _ in table.newRouteID() }
+        #expect(Set(keys).count == 100)
+        #expect(Set(ids).count == 100)
+        table.removeAll()
+        #expect(!keys.contains(table.newKey()))
+    }
+
+    @Test("limits: per node and per peer count live pairs only, and say which limit refused")
+    func admission() {
+        var table = StreamTable<Pair>()
+        let first = accepted(&table, from: [1], id: 1, owner: "alice")
+        _ = accepted(&table, from: [1], id: 2, owner: "alice")
+        _ = accepted(&table, from: [2], id: 1, owner: "bob")
+        #expect(table.admission(owner: "alice", maxStreams: 10, maxStreamsPerPeer: 2) == .peerFull(fromPeer: 2))
+        #expect(table.admission(owner: "bob", maxStreams: 10, maxStreamsPerPeer: 2) == .admitted)
+        #expect(table.admission(owner: "carol", maxStreams: 3, maxStreamsPerPeer: 2) == .nodeFull(open: 3, fromPeer: 0))
+        #expect(table.admission(owner: "alice", maxStreams: 3, maxStreamsPerPeer: 5) == .nodeFull(open: 3, fromPeer: 2))
+        first.isLive = false
+        #expect(table.admission(owner: "alice", maxStreams: 10, maxStreamsPerPeer: 2) == .admitted)
+        #expect(table.admission(owner: "carol", maxStreams: 3, maxStreamsPerPeer: 2) == .admitted)
+        #expect(table.liveCount == 2)
+        #expect(table.count == 3)
+    }
+
+    @Test("a resume finds the originator's pair by wire id and token only, and moves it to its new connection")
+    func resume() {
+        var table = StreamTable<Pair>()
+        let pair = accepted(&table, from: [1], id: 5, owner: "alice", token: Data([9, 9]))
+        let unanswered = accepted(&table, from: [1], id: 6, owner: "alice", token: Data())
+        #expect(table.resumable(id: 5, token: Data([9, 9])) === pair)
+        #expect(table.resumable(id: 5, token: Data([9, 8])) == nil)  // a guessed token
+        #expect(table.resumable(id: 6, token: Data()) == nil)  // no token yet: nothing to resume
+        _ = unanswered
+
+        let newRoute = StreamRoute(peer: .router([3]), id: 5)
+        table.move(pair, to: newRoute)
+        #expect(pair.route == newRoute)
+        #expect(table.live(on: newRoute) === pair)
+        #expect(table.live(on: StreamRoute(peer: .router([1]), id: 5)) == nil)
+
+        pair.isLive = false
+        #expect(table.resumable(id: 5, token: Data([9, 9])) == nil)  // a failed pair is not resumed
+    }
+
+    @Test("a route another pair took since is not freed when the old pair goes")
+    func routeTakenOver() {
+        var table = StreamTable<Pair>()
+        let old = accepted(&table, from: [1], id: 5, owner: "alice")
+        let route = old.route
+        old.isLive = false
+        let new = Pair(table.newKey(), route, owner: "alice")
+        table.insert(new)
+        table.remove(old)
+        #expect(table.live(on: route) === new)
+    }
+
+    @Test("the continuing side's pairs by originator endpoint: for interruptions and for the connections to keep")
+    func dealers() {
+        var table = StreamTable<Pair>()
+        let a = Pair(table.newKey(), StreamRoute(peer: .dealer("tcp://a:1"), id: table.newRouteID()), owner: "a", isContinuer: true)
+        let b = Pair(table.newKey(), StreamRoute(peer: .dealer("tcp://b:1"), id: table.newRouteID()), owner: "b", isContinuer: true)
+        table.insert(a)
+        table.insert(b)
+        _ = accepted(&table, from: [1], id: 1, owner: "c")
+        #expect(table.live(toDealer: "tcp://a:1").map(\.key) == [a.key])
+        #expect(table.dealerEndpoints == ["tcp://a:1", "tcp://b:1"])
+        b.isLive = false
+        #expect(table.live(toDealer: "tcp://b:1").isEmpty)
+        #expect(table.dealerEndpoints.contains("tcp://b:1"))  // its connection stays until it is forgotten
+        #expect(table.live.map(\.key) == [a.key, table.live.last!.key])
+    }
+}
