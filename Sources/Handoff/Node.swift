@@ -98,7 +98,7 @@ public actor Node: Service {
     var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
     /// Activities this node continued, watched for updates (did-update).
-    var held: [String: Held] = [:]
+    var held = HeldActivities()
     var sequence: UInt64 = 0
     var nextCorrelation: UInt64 = 0
     /// Open continuation stream pairs, with both kinds of peer, by key and by route (StreamTable).
@@ -154,11 +154,6 @@ public actor Node: Service {
     struct RegisteredHandler {
         let teamID: String?
         let restore: ContinuationHandler
-    }
-
-    struct Held {
-        var version: UInt64
-        var refreshing = false
     }
 
     /// Creates a node and joins the bus (connects and binds its sockets); ``run()`` starts its work.

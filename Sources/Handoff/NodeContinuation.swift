@@ -151,9 +151,7 @@ extension Node {
             } catch {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
-            if known[continued.id] != nil, held[continued.id] == nil || held[continued.id]!.version < continued.version {
-                held[continued.id] = Held(version: continued.version)
-            }
+            if known[continued.id] != nil { held.hold(continued.id, version: continued.version) }
             metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
         } catch {
@@ -342,29 +340,27 @@ extension Node {
 
     /// Re-fetches an activity this node continued when its originator advertises a newer version.
     func refreshIfHeld(_ activity: DiscoveredActivity) {
-        guard var entry = held[activity.id], activity.version > entry.version, !entry.refreshing else { return }
-        entry.refreshing = true
-        held[activity.id] = entry
+        guard held.beginRefresh(activity.id, advertised: activity.version) else { return }
         spawn {
             await self.refresh(activity)
         }
     }
 
     func refresh(_ activity: DiscoveredActivity) async {
-        defer { held[activity.id]?.refreshing = false }
+        let updated: ContinuedActivity
         do {
-            let updated = try await fetch(activity, refresh: true)
-            guard let entry = held[activity.id], updated.version > entry.version else { return }
-            held[activity.id]?.version = updated.version
-            await delegate?.node(self, didUpdate: updated)
-            // A newer version may have been advertised while this one was fetched.
-            if let latest = known[activity.id]?.activity, latest.version > updated.version {
-                held[activity.id]?.refreshing = false
-                refreshIfHeld(latest)
-            }
+            updated = try await fetch(activity, refresh: true)
         } catch {
             logger.debug("could not refresh \(activity.id): \(error)")
+            held.endRefresh(activity.id)
+            return
         }
+        if held.accept(activity.id, fetched: updated.version) {
+            await delegate?.node(self, didUpdate: updated)
+        }
+        held.endRefresh(activity.id)
+        // A newer version may have been advertised while this one was fetched or told.
+        if let latest = known[activity.id]?.activity { refreshIfHeld(latest) }
     }
 
     /// Closes DEALERs to originators this node no longer has any reason to talk to.

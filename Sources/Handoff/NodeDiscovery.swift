@@ -358,7 +358,7 @@ extension Node {
         let origin = entry.activity.origin.id
         knownByOrigin[origin]?.remove(id)
         if knownByOrigin[origin]?.isEmpty == true { knownByOrigin[origin] = nil }
-        held[id] = nil
+        held.release(id)
         emit(.removed(entry.activity, reason))
     }
 
