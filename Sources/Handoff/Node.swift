@@ -81,13 +81,13 @@ public actor Node: Service {
 
     /// The activities current here, and why recent ones ended (``CurrentActivities``).
     var current = CurrentActivities()
-    var known: [String: Known] = [:]
+    /// The activities other nodes advertise, as this node knows them, with leases and quotas
+    /// (``KnownActivities``).
+    var known: KnownActivities
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastRateLimitedLog: ContinuousClock.Instant?
     /// The other nodes heard on the bus, by their presence.
     var directory = NodeDirectory(capacity: 10_000)
-    /// The ids of the known activities of each origin node id: for presence and the quota.
-    var knownByOrigin: [String: Set<String>] = [:]
     /// Origins whose ignored activities were logged (once each), bounded.
     var loggedOverQuota: Set<String> = []
     var watchers: [UUID: Watcher] = [:]
@@ -139,13 +139,6 @@ public actor Node: Service {
     nonisolated let changes: AsyncStream<Void>
     nonisolated let changesContinuation: AsyncStream<Void>.Continuation
 
-    struct Known {
-        var activity: DiscoveredActivity
-        var deadline: ContinuousClock.Instant
-        /// When this node heard of its current version (it appeared, or a newer version came).
-        var changed = ContinuousClock.now
-    }
-
     struct Watcher {
         let filter: ActivityFilter
         let continuation: AsyncStream<ActivityEvent>.Continuation
@@ -179,6 +172,7 @@ public actor Node: Service {
         logger[metadataKey: "node"] = "\(configuration.name)"
         self.logger = logger
         replayGuard = ReplayGuard(window: configuration.replayWindow)
+        known = KnownActivities(maxPerOrigin: configuration.maxKnownActivitiesPerNode, maxTotal: configuration.maxKnownActivities)
         // Strictly increasing across restarts too (a restarted node may keep its configured id).
         sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
 

@@ -205,36 +205,22 @@ extension Node {
                 forget(activity.id, reason: .expired)
                 return
             }
-            let deadline = ContinuousClock.now + activity.lease
-            if var entry = known[activity.id] {
-                guard activity.version >= entry.activity.version else { return }  // stale or reordered
-                let isNewer = activity.version > entry.activity.version
-                if entry.activity.origin.id != activity.origin.id {
-                    knownByOrigin[entry.activity.origin.id]?.remove(activity.id)
-                    knownByOrigin[activity.origin.id, default: []].insert(activity.id)
-                }
-                entry.deadline = deadline
-                entry.activity = activity
-                if isNewer { entry.changed = .now }
-                known[activity.id] = entry
-                if isNewer {
-                    emit(.updated(activity))
-                    refreshIfHeld(activity)
-                }
-            } else {
-                let origin = activity.origin.id
-                guard knownByOrigin[origin, default: []].count < configuration.maxKnownActivitiesPerNode,
-                      known.count < configuration.maxKnownActivities else {
-                    securityCountersStorage.overQuotaIgnored += 1
-                    if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
-                        logger.warning("ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(knownByOrigin[origin, default: []].count) known of it, \(known.count) in all (maxKnownActivitiesPerNode \(configuration.maxKnownActivitiesPerNode), maxKnownActivities \(configuration.maxKnownActivities))")
-                    }
-                    return
-                }
-                knownByOrigin[origin, default: []].insert(activity.id)
-                known[activity.id] = Known(activity: activity, deadline: deadline)
+            let now = ContinuousClock.now
+            switch known.arrive(activity, deadline: now + activity.lease, now: now) {
+            case .appeared:
                 emit(.appeared(activity))
                 refreshIfHeld(activity)
+            case .updated:
+                emit(.updated(activity))
+                refreshIfHeld(activity)
+            case .renewed, .stale:
+                break
+            case .overQuota(let ofOrigin, let total):
+                securityCountersStorage.overQuotaIgnored += 1
+                let origin = activity.origin.id
+                if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
+                    logger.warning("ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \(configuration.maxKnownActivitiesPerNode), maxKnownActivities \(configuration.maxKnownActivities))")
+                }
             }
         case .withdrawal(let withdrawal):
             guard configuration.includeOwnActivities || withdrawal.origin.nodeID != id else { return }
@@ -247,8 +233,8 @@ extension Node {
             guard believe(envelope, origin: presence.node, activityID: Self.presenceKey) else { return }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : configuration.effectiveLease
             directory.heard(presence, lease: lease, now: .now)
-            guard let ids = knownByOrigin[presence.node.nodeID] else { return }
-            renew(ids, listed: Set(presence.activityIds), partial: presence.partial, lease: lease)
+            let unlisted = known.renew(origin: presence.node.nodeID, listed: Set(presence.activityIds), partial: presence.partial, deadline: .now + lease)
+            for id in unlisted { forget(id, reason: .lost) }
         default:
             break
         }
@@ -256,19 +242,6 @@ extension Node {
 
     /// Where replay protection keeps a node's presence (activity ids are never empty).
     static let presenceKey = ""
-
-    /// Takes a node's presence: renews each of its known activities it lists; drops the others
-    /// (withdrawn, and the withdrawal lost), unless the list was cut short.
-    func renew(_ ids: Set<String>, listed: Set<String>, partial: Bool, lease: Duration) {
-        let deadline = ContinuousClock.now + lease
-        for id in ids {
-            if listed.contains(id) {
-                if let current = known[id]?.deadline, current < deadline { known[id]?.deadline = deadline }
-            } else if !partial {
-                forget(id, reason: .lost)
-            }
-        }
-    }
 
     /// Replay protection: whether a bus envelope about an activity is fresh. It must come from the
     /// activity's origin, be no older (and no further in the future) than the replay window by its
@@ -354,12 +327,9 @@ extension Node {
     }
 
     func forget(_ id: String, reason: RemovalReason) {
-        guard let entry = known.removeValue(forKey: id) else { return }
-        let origin = entry.activity.origin.id
-        knownByOrigin[origin]?.remove(id)
-        if knownByOrigin[origin]?.isEmpty == true { knownByOrigin[origin] = nil }
+        guard let activity = known.remove(id) else { return }
         held.release(id)
-        emit(.removed(entry.activity, reason))
+        emit(.removed(activity, reason))
     }
 
     /// The nodes on the bus, as their presence says (this one not included), by name.
@@ -369,13 +339,6 @@ extension Node {
 
     func expireKnown(now: ContinuousClock.Instant) {
         directory.expire(now: now)
-        let wallClock = Date()
-        for (id, entry) in known {
-            if entry.deadline <= now {
-                forget(id, reason: .lost)
-            } else if let expiration = entry.activity.expirationDate, expiration <= wallClock {
-                forget(id, reason: .expired)
-            }
-        }
+        for (id, reason) in known.due(now: now, wallClock: Date()) { forget(id, reason: reason) }
     }
 }
