@@ -372,7 +372,7 @@ public actor Node: Service {
         runState = .stopped
         jobs = nil
         for activity in current.removeAll() {
-            activity.state.withLock { $0.node = nil }
+            activity.detach()
             publishWithdrawal(of: activity, reason: .nodeShutdown)
         }
         failOutstanding()

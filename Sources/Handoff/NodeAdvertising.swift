@@ -29,7 +29,7 @@ extension Node {
         }
         for activity in activities {
             try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
-            guard !activity.state.withLock({ $0.isInvalidated }) else {
+            guard !activity.isInvalidated else {
                 throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activity.activityType)
             }
         }
@@ -151,7 +151,7 @@ extension Node {
             pruneSequences(now: now)
             for activity in current.activities {
                 if let expiration = activity.expirationDate, expiration <= Date() {
-                    activity.state.withLock { $0.node = nil }
+                    activity.detach()
                     remove(activity, reason: .expired)
                 }
             }

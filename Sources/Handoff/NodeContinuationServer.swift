@@ -90,10 +90,7 @@ extension Node {
             event.peer = requester.wire
             sendOnBus(topic: Topic.event(continued.activityType), .nodeEvent(event))
             if continued.continuationPolicy == .once {
-                continued.state.withLock {
-                    $0.isInvalidated = true
-                    $0.node = nil
-                }
+                continued.invalidateAfterContinuation()
                 remove(continued, reason: .invalidated)
                 current.markEnded(continued.id, .alreadyContinued)
             }
@@ -123,7 +120,7 @@ extension Node {
             throw HandoffError(.activityNotFound, "\(info.name) does not offer activity \(request.activityID) for Handoff now (eligibleForHandoff is off)", activityType: request.activityType)
         }
         if let expiration = activity.expirationDate, expiration <= Date() {
-            activity.state.withLock { $0.node = nil }
+            activity.detach()
             remove(activity, reason: .expired)
             throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activity.activityType)
         }
@@ -131,24 +128,19 @@ extension Node {
         // together cannot both have it.
         let claims = activity.continuationPolicy == .once && !request.refresh
         if claims {
-            let alreadyClaimed = activity.state.withLock { state in
-                defer { state.continuedOnce = true }
-                return state.continuedOnce
-            }
-            if alreadyClaimed {
+            guard activity.claimContinuation() else {
                 throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: activity.activityType)
             }
         }
         do throws(HandoffError) {
             if activity.needsSave, let delegate = activity.delegate {
                 await delegate.userActivityWillSave(activity)
-                // Cleared without a version bump: the save itself is not a change to advertise.
-                activity.state.withLock { $0.needsSave = false }
+                activity.didSave()
             }
             try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
             return activity
         } catch {
-            if claims { activity.state.withLock { $0.continuedOnce = false } }
+            if claims { activity.releaseContinuationClaim() }
             throw error
         }
     }

@@ -55,7 +55,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         var continuedOnce = false
     }
 
-    let state: Mutex<State>
+    private let state: Mutex<State>
 
     /// Creates an activity of a type.
     ///
@@ -278,6 +278,41 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     }
 
     /// Checks everything that must hold before the activity is advertised or sent.
+    // MARK: What its node tells it
+
+    /// Its node let it go (the node stopped, or the activity expired there): no longer current.
+    func detach() {
+        state.withLock { $0.node = nil }
+    }
+
+    /// A continue-once activity was continued: it is invalidated and no longer current.
+    func invalidateAfterContinuation() {
+        state.withLock {
+            $0.isInvalidated = true
+            $0.node = nil
+        }
+    }
+
+    /// Claims the one continuation a continue-once activity allows; `false` when it was claimed
+    /// already. Claimed before anything awaits, so two requests arriving together cannot both have it.
+    func claimContinuation() -> Bool {
+        state.withLock { state in
+            defer { state.continuedOnce = true }
+            return !state.continuedOnce
+        }
+    }
+
+    /// Gives a claim back: the continuation it was for failed.
+    func releaseContinuationClaim() {
+        state.withLock { $0.continuedOnce = false }
+    }
+
+    /// Will-save ran: the state is up to date. No version bump: the save itself is not a change
+    /// to advertise.
+    func didSave() {
+        state.withLock { $0.needsSave = false }
+    }
+
     func validate(maxUserInfoSize: Int) throws(HandoffError) {
         let snapshot = state.withLock { $0 }
         if let expiration = snapshot.expirationDate, expiration <= Date() {
