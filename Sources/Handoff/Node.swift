@@ -90,8 +90,8 @@ public actor Node: Service {
     var directory = NodeDirectory(capacity: 10_000)
     /// Origins whose ignored activities were logged (once each), bounded.
     var loggedOverQuota: Set<String> = []
-    var watchers: [UUID: Watcher] = [:]
-    var topicCounts: [String: Int] = [:]
+    /// The discover streams and the topics they follow (``Watchers``).
+    var watchers = Watchers<AsyncStream<ActivityEvent>.Continuation>()
     /// Snapshots asked for (one per followed type prefix) and not yet received whole.
     var snapshots: SnapshotRequests
     var pending = PendingRequests<ReplyWaiter>()
@@ -138,11 +138,6 @@ public actor Node: Service {
     nonisolated let changedActivities = Mutex<Set<String>>([])
     nonisolated let changes: AsyncStream<Void>
     nonisolated let changesContinuation: AsyncStream<Void>.Continuation
-
-    struct Watcher {
-        let filter: ActivityFilter
-        let continuation: AsyncStream<ActivityEvent>.Continuation
-    }
 
     struct RegisteredHandler {
         let teamID: String?
@@ -271,9 +266,9 @@ public actor Node: Service {
         for subscriber in subscribers { try subscriber.subscribe(Topic.presencePrefix) }
         for prefix in configuration.subscriptions {
             let topic = Topic.activityPrefix + prefix
-            topicCounts[topic, default: 0] += 1
+            guard watchers.follow(topic) else { continue }
             for subscriber in subscribers { try subscriber.subscribe(topic) }
-            if topicCounts[topic] == 1, snapshots.expectedReplies > 0 {
+            if snapshots.expectedReplies > 0 {
                 let snapshot = snapshots.start(typePrefix: prefix)
                 for subscriber in subscribers { try subscriber.subscribe(snapshot) }
             }
@@ -376,8 +371,7 @@ public actor Node: Service {
             publishWithdrawal(of: activity, reason: .nodeShutdown)
         }
         failOutstanding()
-        for watcher in watchers.values { watcher.continuation.finish() }
-        watchers.removeAll()
+        for sink in watchers.removeAll() { sink.finish() }
         for client in clients.values { client.close() }
         clients.removeAll()
         for (_, monitor) in busMonitors { monitor.stop() }

@@ -21,8 +21,7 @@ extension Node {
             return stream
         }
         let watcherID = UUID()
-        watchers[watcherID] = Watcher(filter: filter, continuation: continuation)
-        for topic in filter.topics { addTopic(topic) }
+        for topic in watchers.add(watcherID, filter: filter, sink: continuation) { startFollowing(topic) }
         for entry in known.values where filter.matches(entry.activity) {
             continuation.yield(.appeared(entry.activity))
         }
@@ -38,14 +37,11 @@ extension Node {
     }
 
     func removeWatcher(_ id: UUID) {
-        guard let watcher = watchers.removeValue(forKey: id) else { return }
-        for topic in watcher.filter.topics { removeTopic(topic) }
+        for topic in watchers.remove(id) { stopFollowing(topic) }
     }
 
-    /// Follows a topic; the first follower of a type prefix also asks for its snapshot.
-    func addTopic(_ topic: String) {
-        topicCounts[topic, default: 0] += 1
-        guard topicCounts[topic] == 1 else { return }
+    /// Subscribes to a topic its first follower follows, and asks for the type prefix's snapshot.
+    func startFollowing(_ topic: String) {
         subscribe(topic)
         requestSnapshot(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count)))
     }
@@ -109,13 +105,8 @@ extension Node {
         return snapshots.isEmpty
     }
 
-    func removeTopic(_ topic: String) {
-        guard let count = topicCounts[topic] else { return }
-        if count > 1 {
-            topicCounts[topic] = count - 1
-            return
-        }
-        topicCounts[topic] = nil
+    /// Unsubscribes from a topic its last follower left, and ends the snapshots asked for it.
+    func stopFollowing(_ topic: String) {
         unsubscribe(topic)
         for snapshot in snapshots.cancel(typePrefix: String(topic.dropFirst(Topic.activityPrefix.count))) {
             unsubscribe(snapshot)
@@ -123,9 +114,7 @@ extension Node {
     }
 
     func emit(_ event: ActivityEvent) {
-        for watcher in watchers.values where watcher.filter.matches(event.activity) {
-            watcher.continuation.yield(event)
-        }
+        for sink in watchers.sinks(for: event.activity) { sink.yield(event) }
     }
 
     /// Subscribes every bus subscriber to `topic`.
