@@ -100,29 +100,16 @@ extension Node {
 
     /// Checks that an activity may be continued, and brings its state up to date (will-save).
     func prepare(_ request: WireContinueRequest, for requester: NodeInfo) async throws(HandoffError) -> UserActivity {
-        guard WireLimits.fits(activityID: request.activityID, activityType: request.activityType) else {
-            throw WireLimits.oversizedIdentifiers(activityID: request.activityID, activityType: request.activityType)
-        }
-        guard let activity = current[request.activityID] else {
-            switch current.endedReason(request.activityID) {
-            case .activityInvalidated?:
-                throw HandoffError(.activityInvalidated, "the activity was invalidated by its originator", activityType: request.activityType)
-            case .activityExpired?:
-                throw HandoffError(.activityExpired, "the activity expired", activityType: request.activityType)
-            case .alreadyContinued?:
-                throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: request.activityType)
-            default:
-                throw HandoffError(.activityNotFound, "\(info.name) has no current activity \(request.activityID)", activityType: request.activityType)
-            }
-        }
-        // Not eligible for Handoff: as far as others know, it is not there (it was withdrawn).
-        guard activity.isEligibleForHandoff else {
-            throw HandoffError(.activityNotFound, "\(info.name) does not offer activity \(request.activityID) for Handoff now (eligibleForHandoff is off)", activityType: request.activityType)
-        }
-        if let expiration = activity.expirationDate, expiration <= Date() {
-            activity.detach()
-            remove(activity, reason: .expired)
-            throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activity.activityType)
+        let activity: UserActivity
+        switch ContinueRequestCheck.check(activityID: request.activityID, activityType: request.activityType, in: current, node: info.name, now: Date()) {
+        case .answer(let found):
+            activity = found
+        case .refuse(let error):
+            throw error
+        case .expired(let found, let error):
+            found.detach()
+            remove(found, reason: .expired)
+            throw error
         }
         // A continue-once activity is claimed before anything awaits, so two requests arriving
         // together cannot both have it.
