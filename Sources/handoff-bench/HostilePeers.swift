@@ -17,6 +17,8 @@ struct HostileBounds {
     var threads = 32
     var continueSeconds = 1.0
     var pushGrowthBytes = 64 << 20
+    /// 2,000 connected peers (issue 14).
+    var connectionGrowthBytes = 64 << 20
 }
 
 /// `/proc/PID/status` sampled every 20 ms on a thread of its own: peak resident memory and threads.
@@ -155,6 +157,7 @@ func benchHostile(_ arguments: [String]) async throws {
     let contacts = intOption("--contacts", 20_000, in: arguments)
     let opens = intOption("--streams", 600, in: arguments)
     let pushMiB = intOption("--push-mib", 512, in: arguments)
+    let dealers = intOption("--dealers", 2_000, in: arguments)
     let bounds = HostileBounds()
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-hostile-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }
@@ -175,7 +178,7 @@ func benchHostile(_ arguments: [String]) async throws {
     }
     try Data(try list.serializedBytes() as [UInt8]).write(to: data.appendingPathComponent("contacts/contacts.pb"))
 
-    let context = try Context()
+    let context = try Context(maxSockets: dealers + 64)
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
     // The agent's log: warnings and worse on standard error, or everything in a file ($HANDOFF_BENCH_AGENT_LOG).
     let logFile = ProcessInfo.processInfo.environment["HANDOFF_BENCH_AGENT_LOG"]
@@ -276,9 +279,53 @@ func benchHostile(_ arguments: [String]) async throws {
     let legit = try legitimateContinue(frontend: frontend, backend: backend, folder: folder)
     if legit.contacts != contacts { failures.append("after the push, a legitimate continue got \(legit.contacts) of \(contacts) contacts") }
 
+    // Many connections (issue 14): `dealers` continuing peers connect to the agent's continuation
+    // endpoint and each asks to continue the list once; the agent's memory and threads must not grow
+    // with them beyond the bound.
+    try await Task.sleep(for: .seconds(1))
+    let idle = ProcessSampler.read(agent.processIdentifier) ?? (0, 0)
+    _ = sampler.takePeaks()
+    var connections: [Socket] = []
+    defer { for dealer in connections { dealer.close() } }
+    for index in 0..<dealers {
+        let dealer = try context.socket(.dealer)
+        try dealer.connect(endpoint)
+        var request = WireContinueRequest()
+        request.activityID = activityID
+        request.activityType = "org.handoff.contacts.list-contacts"
+        var sender = WireNodeRef()
+        sender.nodeID = "peer-\(index)"
+        sender.name = sender.nodeID
+        let bytes: [UInt8] = try WireEnvelope(body: .continueRequest(request), sender: sender, sequence: 1, correlationID: 1).serializedBytes()
+        try await dealer.send(bytes)
+        connections.append(dealer)
+    }
+    var answered = 0
+    let answerDeadline = ContinuousClock.now + .seconds(10)
+    var waiting = connections
+    while !waiting.isEmpty, ContinuousClock.now < answerDeadline {
+        waiting = try waiting.filter { dealer in
+            guard let frame = try dealer.tryReceive() else { return true }
+            if case .continueReply(let reply)? = try? WireEnvelope.decode(frame.data).body, case .activity? = reply.result { answered += 1 }
+            return false
+        }
+        if !waiting.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+    }
+    let connected = sampler.takePeaks()
+    let connectedGrowth = max(0, connected.resident - idle.resident)
+    let withConnections = try legitimateContinue(frontend: frontend, backend: backend, folder: folder)
+    tell(String(format: "  %d DEALERs connected, %d of their continue requests answered: agent RSS %@ before, peak %@ (+%@), threads peak %d; legitimate continue --save meanwhile: %.3f s",
+                 dealers, answered, mebibytes(idle.resident), mebibytes(connected.resident), mebibytes(connectedGrowth), connected.threads, withConnections.seconds))
+    if answered != dealers { failures.append("\(dealers - answered) of \(dealers) connected peers got no answer") }
+    if connectedGrowth >= bounds.connectionGrowthBytes { failures.append("\(dealers) connections grew the agent by \(mebibytes(connectedGrowth))") }
+    if connected.threads >= bounds.threads { failures.append("with \(dealers) connections the agent reached \(connected.threads) threads") }
+    if withConnections.contacts != contacts || withConnections.seconds >= bounds.continueSeconds {
+        failures.append(String(format: "with %d connections a legitimate continue got %d of %d contacts in %.3f s", dealers, withConnections.contacts, contacts, withConnections.seconds))
+    }
+
     for note in notes { tell("  note: \(note)") }
     tell(failures.isEmpty
-          ? "  every bound kept: RSS < \(mebibytes(bounds.residentBytes)), < \(bounds.threads) threads, continue < \(bounds.continueSeconds) s, push growth < \(mebibytes(bounds.pushGrowthBytes))"
+          ? "  every bound kept: RSS < \(mebibytes(bounds.residentBytes)), < \(bounds.threads) threads, continue < \(bounds.continueSeconds) s, push growth < \(mebibytes(bounds.pushGrowthBytes)), connections' growth < \(mebibytes(bounds.connectionGrowthBytes))"
           : failures.map { "  FAILED: \($0)" }.joined(separator: "\n"))
     if !failures.isEmpty { exit(1) }
 }

@@ -511,7 +511,12 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let mallocDefault = arguments.contains("--malloc") && arguments.drop { $0 != "--malloc" }.dropFirst().first == "default"
     || ProcessInfo.processInfo.environment["HANDOFF_BENCH_MALLOC"] == "default"
 let allocator = mallocDefault ? AllocatorTuning.Outcome.leftToEnvironment : AllocatorTuning.keepStreamBuffers()
-if mallocDefault { setenv("HANDOFF_BENCH_MALLOC", "default", 1) }
+if mallocDefault {
+    setenv("HANDOFF_BENCH_MALLOC", "default", 1)
+    // A malloc tunable at its default value: `handoff` processes started by this one (agents,
+    // brokers) then leave glibc's allocator as it is, too (AllocatorTuning yields to GLIBC_TUNABLES).
+    if ProcessInfo.processInfo.environment["GLIBC_TUNABLES"] == nil { setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=7", 1) }
+}
 // Figures on standard output; the nodes' log, warnings and worse only, on standard error.
 LoggingSystem.bootstrap { label in
     var handler = StreamLogHandler.standardError(label: label)
@@ -615,7 +620,7 @@ default:
                handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
                handoff-bench slow-reader [--seconds S] [--size MiB]
                                                         a stream whose reader is slow: it outlasts every timeout
-               handoff-bench hostile [--contacts N] [--streams N] [--push-mib N]
+               handoff-bench hostile [--contacts N] [--streams N] [--push-mib N] [--dealers N]
                                                         an agent's memory, threads and service under hostile peers
                handoff-bench fuzz-memory [--inputs N] [--rounds N]
                                                         an agent's memory over identical rounds of fuzzed input
