@@ -297,25 +297,24 @@ extension Node {
            evictStalledStream(because: "\(info.name) reached its limit of \(configuration.maxStreams) stream pairs and a new one was opened") {
             admission = streams.admission(owner: owner, maxStreams: configuration.maxStreams, maxStreamsPerPeer: configuration.maxStreamsPerPeer)
         }
-        if admission != .admitted {
-            let (scope, limit, refusal): (String, Int, String) = switch admission {
-            case .nodeFull(let open, _): ("node", configuration.maxStreams, "the node has \(open) pairs open")
-            case .peerFull(let fromPeer): ("peer", configuration.maxStreamsPerPeer, "peer \(owner) has \(fromPeer) pairs open")
-            case .admitted: ("", 0, "")
-            }
+        let refusal: (scope: String, limit: Int, logged: String, message: String)? = switch admission {
+        case .admitted:
+            nil
+        case .nodeFull(let open, _):
+            ("node", configuration.maxStreams, "the node has \(open) pairs open",
+             "\(info.name) already has \(open) stream pairs open, its limit")
+        case .peerFull(let fromPeer):
+            ("peer", configuration.maxStreamsPerPeer, "peer \(owner) has \(fromPeer) pairs open",
+             "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer")
+        }
+        if let refusal {
             streamCountersStorage.refusedOverLimit += 1
             if streamCountersStorage.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-                logger.warning("refused to open streams for \(activity.activityType): \(refusal), its limit (\(streamCountersStorage.refusedOverLimit) refused so far)")
+                logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(streamCountersStorage.refusedOverLimit) refused so far)")
             }
-            var error = HandoffError(.tooManyStreams, {
-                switch admission {
-                case .nodeFull(let open, _): "\(info.name) already has \(open) stream pairs open, its limit"
-                case .peerFull(let fromPeer): "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer"
-                case .admitted: ""
-                }
-            }(), activityType: activity.activityType).wire
-            error.details["scope"] = scope
-            error.details["limit"] = "\(limit)"
+            var error = HandoffError(.tooManyStreams, refusal.message, activityType: activity.activityType).wire
+            error.details["scope"] = refusal.scope
+            error.details["limit"] = "\(refusal.limit)"
             var frame = WireStreamFrame()
             frame.streamID = route.id
             frame.error = error
