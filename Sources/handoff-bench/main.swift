@@ -508,7 +508,7 @@ func benchBecomeCurrent(count n: Int) async throws {
 let arguments = Array(CommandLine.arguments.dropFirst())
 // Every role, Handoff's and the baselines' alike, runs with the allocator the `handoff` command
 // uses (AllocatorTuning); `--malloc default` (inherited by the children) leaves glibc's defaults.
-let mallocDefault = arguments.contains("--malloc") && arguments.drop { $0 != "--malloc" }.dropFirst().first == "default"
+let mallocDefault = stringOption("--malloc", in: arguments) == "default"
     || ProcessInfo.processInfo.environment["HANDOFF_BENCH_MALLOC"] == "default"
 let allocator = mallocDefault ? AllocatorTuning.Outcome.leftToEnvironment : AllocatorTuning.keepStreamBuffers()
 if mallocDefault {
