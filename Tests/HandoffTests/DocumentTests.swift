@@ -249,15 +249,9 @@ struct DocumentPluginTests {
         try Data("a memo that travels as a document\n".utf8).write(to: file)
 
         let (broker, frontend, backend) = try await startBroker()
-        var agents: [Process] = []
-        defer { for agent in agents { agent.terminate(); agent.waitUntilExit() } }
-        func startAgent(_ name: String) async throws -> String {
-            let control = "ipc://\(root.path)/\(name).sock"
-            agents.append(try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: plugins,
-                                                      data: root.appendingPathComponent(name), control: control))
-            return control
-        }
-        let a = try await startAgent("doc-a"), b = try await startAgent("doc-b")
+        let agents = TestAgents(frontend: frontend, backend: backend, plugins: plugins, folder: root)
+        defer { agents.stop() }
+        let a = try await agents.start("doc-a"), b = try await agents.start("doc-b")
         let opened = try await runHandoff(["plugin", "docs", "open", file.path, "--agent", a])
         #expect(opened.status == 0, "\(opened.error)")
         let continued = try await runHandoff(["continue", "--type", "org.handoff.test.doc", "--agent", b])

@@ -55,15 +55,9 @@ struct JSONOutputTests {
         #expect(objects(refused.output, "plugins list refused").first?["refused"] != nil, "\(refused.output)")
 
         let (broker, frontend, backend) = try await startBroker()
-        var agents: [Process] = []
-        defer { for agent in agents { agent.terminate(); agent.waitUntilExit() } }
-        func startAgent(_ name: String) async throws -> String {
-            let control = "ipc://\(folder.path)/\(name).sock"
-            agents.append(try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: buildFolder,
-                                                      data: folder.appendingPathComponent(name), control: control))
-            return control
-        }
-        let origin = try await startAgent("origin"), continuer = try await startAgent("continuer")
+        let agents = TestAgents(frontend: frontend, backend: backend, plugins: buildFolder, folder: folder)
+        defer { agents.stop() }
+        let origin = try await agents.start("origin"), continuer = try await agents.start("continuer")
 
         let hosted = objects(try await runHandoff(["plugins", "list", "--agent", origin, "--json"]).output, "plugins list --agent")
         #expect(Set(hosted.compactMap { $0["name"] as? String }) == ["contacts", "notes"], "\(hosted)")

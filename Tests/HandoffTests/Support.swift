@@ -117,6 +117,29 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () async ->
     return await condition()
 }
 
+/// Agents a test starts on one broker (``startAgentProcess``), each with its data folder and
+/// control socket under `folder`; `stop()` ends them all.
+final class TestAgents {
+    let frontend: String, backend: String, plugins: URL, folder: URL
+    private var processes: [Process] = []
+
+    init(frontend: String, backend: String, plugins: URL, folder: URL) {
+        (self.frontend, self.backend, self.plugins, self.folder) = (frontend, backend, plugins, folder)
+    }
+
+    /// Starts agent `name` and returns its control endpoint once it answers there.
+    func start(_ name: String) async throws -> String {
+        let control = "ipc://\(folder.path)/\(name).sock"
+        processes.append(try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: plugins,
+                                                     data: folder.appendingPathComponent(name), control: control))
+        return control
+    }
+
+    func stop() {
+        for process in processes { process.terminate(); process.waitUntilExit() }
+    }
+}
+
 /// A `handoff agent` process on the broker at `frontend`/`backend`, hosting the plugins in
 /// `plugins`, with its data in `data` and its control socket at `control`; returned once that
 /// socket answers. The caller terminates it.
