@@ -1,4 +1,5 @@
 import Foundation
+import HeapModule
 
 /// Discovery's table: the activities other nodes advertise, as this node knows them — each with
 /// the lease that keeps it, its origin for the presence that renews it, and the quotas that bound
@@ -13,6 +14,21 @@ struct KnownActivities {
         var deadline: ContinuousClock.Instant
         /// When this node heard of its current version (it appeared, or a newer version came).
         var changed: ContinuousClock.Instant
+        /// Which arrival of this id the entry is (a forgotten id that comes back is a new one).
+        fileprivate var generation: UInt64
+        /// When its one live item in the lease schedule is due: never after ``deadline``.
+        fileprivate var leaseCheck: ContinuousClock.Instant
+        /// When its one live item in the expiration schedule is due, if it has one.
+        fileprivate var expiryCheck: Date?
+    }
+
+    /// An item of a schedule: look at entry `id` (of `generation`) at `at`.
+    private struct Check<Time: Comparable>: Comparable {
+        var at: Time
+        var id: String
+        var generation: UInt64
+        static func < (a: Check, b: Check) -> Bool { a.at < b.at }
+        static func == (a: Check, b: Check) -> Bool { a.at == b.at && a.id == b.id && a.generation == b.generation }
     }
 
     /// What an advertisement did to the table.
@@ -35,6 +51,14 @@ struct KnownActivities {
     let maxTotal: Int
     private var entries: [String: Entry] = [:]
     private var byOrigin: [String: Set<String>] = [:]
+    /// When to look at which entry's lease, soonest first: one live item per entry, due no later
+    /// than its deadline. A renewal (the common case: presence every interval) leaves it alone;
+    /// when it comes due early, the entry is put back at its deadline. So a sweep costs the entries
+    /// due, not the table.
+    private var leaseChecks = Heap<Check<ContinuousClock.Instant>>()
+    /// The same for expiration dates, for the entries that have one.
+    private var expiryChecks = Heap<Check<Date>>()
+    private var nextGeneration: UInt64 = 0
 
     init(maxPerOrigin: Int, maxTotal: Int) {
         self.maxPerOrigin = maxPerOrigin
@@ -57,7 +81,13 @@ struct KnownActivities {
                 return .overQuota(ofOrigin: ofOrigin, total: entries.count)
             }
             byOrigin[origin, default: []].insert(activity.id)
-            entries[activity.id] = Entry(activity: activity, deadline: deadline, changed: now)
+            nextGeneration += 1
+            var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
+                              leaseCheck: deadline, expiryCheck: nil)
+            leaseChecks.insert(Check(at: deadline, id: activity.id, generation: entry.generation))
+            scheduleExpiry(of: &entry)
+            entries[activity.id] = entry
+            compactIfNeeded()
             return .appeared
         }
         guard activity.version >= entry.activity.version else { return .stale }
@@ -67,9 +97,16 @@ struct KnownActivities {
             byOrigin[origin, default: []].insert(activity.id)
         }
         entry.deadline = deadline
+        if deadline < entry.leaseCheck {
+            // A shorter lease than before: look earlier (the later item is now stale).
+            entry.leaseCheck = deadline
+            leaseChecks.insert(Check(at: deadline, id: activity.id, generation: entry.generation))
+        }
         entry.activity = activity
+        scheduleExpiry(of: &entry)
         if isNewer { entry.changed = now }
         entries[activity.id] = entry
+        compactIfNeeded()
         return isNewer ? .updated : .renewed
     }
 
@@ -97,13 +134,65 @@ struct KnownActivities {
     }
 
     /// The activities to forget now: leases run out (lost), or expiration dates passed (expired).
-    func due(now: ContinuousClock.Instant, wallClock: Date) -> [(id: String, reason: RemovalReason)] {
-        entries.compactMap { id, entry in
-            if entry.deadline <= now { return (id, .lost) }
-            if let expiration = entry.activity.expirationDate, expiration <= wallClock { return (id, .expired) }
-            return nil
+    /// Costs the schedule items that came due, not a pass over the table.
+    mutating func due(now: ContinuousClock.Instant, wallClock: Date) -> [(id: String, reason: RemovalReason)] {
+        var due: [(id: String, reason: RemovalReason)] = []
+        var lost: Set<String> = []
+        while let check = leaseChecks.min, check.at <= now {
+            leaseChecks.removeMin()
+            guard var entry = entries[check.id], entry.generation == check.generation, entry.leaseCheck == check.at else {
+                continue  // forgotten, or a stale item
+            }
+            if entry.deadline <= now {
+                due.append((check.id, .lost))
+                lost.insert(check.id)
+            } else {
+                // Renewed since it was scheduled: look again at its deadline.
+                entry.leaseCheck = entry.deadline
+                entries[check.id] = entry
+                leaseChecks.insert(Check(at: entry.deadline, id: check.id, generation: check.generation))
+            }
+        }
+        while let check = expiryChecks.min, check.at <= wallClock {
+            expiryChecks.removeMin()
+            guard var entry = entries[check.id], entry.generation == check.generation, entry.expiryCheck == check.at else {
+                continue
+            }
+            entry.expiryCheck = nil
+            entries[check.id] = entry
+            if let expiration = entry.activity.expirationDate, expiration <= wallClock {
+                if !lost.contains(check.id) { due.append((check.id, .expired)) }
+            } else {
+                scheduleExpiry(of: &entry)  // a newer version moved it later (or dropped it)
+                entries[check.id] = entry
+            }
+        }
+        return due
+    }
+
+    /// Schedules a look at the entry's expiration date, unless one is due no later than it.
+    private mutating func scheduleExpiry(of entry: inout Entry) {
+        guard let expiration = entry.activity.expirationDate else { return }
+        if let scheduled = entry.expiryCheck, scheduled <= expiration { return }
+        entry.expiryCheck = expiration
+        expiryChecks.insert(Check(at: expiration, id: entry.activity.id, generation: entry.generation))
+    }
+
+    /// Schedule items outlive the entries they were for (forgotten, or looked at earlier) until
+    /// they come due; rebuilds a schedule when those far outnumber the entries.
+    private mutating func compactIfNeeded() {
+        if leaseChecks.count > 2 * entries.count + 1_024 {
+            leaseChecks = Heap(entries.map { Check(at: $0.value.leaseCheck, id: $0.key, generation: $0.value.generation) })
+        }
+        if expiryChecks.count > 2 * entries.count + 1_024 {
+            expiryChecks = Heap(entries.compactMap { id, entry in
+                entry.expiryCheck.map { Check(at: $0, id: id, generation: entry.generation) }
+            })
         }
     }
+
+    /// Items in the two schedules (for tests: bounded by the entries, not by renewals).
+    var scheduled: Int { leaseChecks.count + expiryChecks.count }
 
     private mutating func unlink(_ id: String, from origin: String) {
         byOrigin[origin]?.remove(id)

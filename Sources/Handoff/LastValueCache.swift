@@ -23,8 +23,11 @@ struct CachedAdvertisement {
 /// room), and at most ``perOriginQuota`` of any one origin (a new activity beyond it is refused, so
 /// that one node cannot fill the cache, nor, through it, every joiner's snapshot).
 ///
-/// Expiry is tracked with a min-heap of (expiry, id, generation); an entry replaced or removed
-/// leaves its heap item behind, recognised as stale by its generation and dropped when it surfaces.
+/// Expiry is tracked with a min-heap of (time, id, generation) holding one live item per entry,
+/// due no later than its expiry. A renewal (presence, every interval, for every activity) moves
+/// only the entry's expiry; when the item comes due early the entry is put back at its expiry.
+/// An entry removed, or looked at earlier than first planned, leaves its old item behind, recognised
+/// as stale (generation and time) and dropped when it surfaces.
 struct LastValueCache {
     struct Entry {
         var frames: [Frame]
@@ -33,7 +36,10 @@ struct LastValueCache {
         var originKey: [UInt8]
         var version: UInt64
         var expiry: ContinuousClock.Instant
+        /// Which arrival of this id the entry is (a removed id that comes back is a new one).
         var generation: UInt64
+        /// When the entry's one live heap item is due.
+        var check: ContinuousClock.Instant
     }
 
     /// What ``store(_:frames:now:)`` did.
@@ -103,14 +109,26 @@ struct LastValueCache {
                 remove(id)  // the same id from another origin: counted against the new one
             }
         }
-        nextGeneration += 1
         let expiry = now + lease
-        if entries[id] == nil { byOrigin[advertisement.origin, default: []].insert(id) }
+        var generation: UInt64
+        var check = expiry
+        if let cached = entries[id] {
+            generation = cached.generation
+            check = cached.check
+        } else {
+            byOrigin[advertisement.origin, default: []].insert(id)
+            nextGeneration += 1
+            generation = nextGeneration
+        }
+        if entries[id] == nil || expiry < check {
+            // New, or due sooner than its item: a fresh item (an earlier one goes stale).
+            check = expiry
+            deadlines.insert(Deadline(expiry: expiry, id: id, generation: generation))
+        }
         entries[id] = Entry(
             frames: frames, topic: frames[0].bytes, origin: advertisement.origin, originKey: advertisement.originKey,
             version: advertisement.version,
-            expiry: expiry, generation: nextGeneration)
-        deadlines.insert(Deadline(expiry: expiry, id: id, generation: nextGeneration))
+            expiry: expiry, generation: generation, check: check)
         compactIfNeeded()
         return .stored
     }
@@ -137,14 +155,9 @@ struct LastValueCache {
                 if !partial { remove(id) }
                 continue
             }
-            guard var entry = entries[id], entry.expiry < expiry else { continue }
-            nextGeneration += 1
-            entry.expiry = expiry
-            entry.generation = nextGeneration
-            entries[id] = entry
-            deadlines.insert(Deadline(expiry: expiry, id: id, generation: nextGeneration))
+            // Later than before: its heap item stays, and puts it back when it comes due.
+            if let current = entries[id]?.expiry, current < expiry { entries[id]?.expiry = expiry }
         }
-        compactIfNeeded()
     }
 
     /// Drops every entry whose lease has ended; true when anything changed.
@@ -152,12 +165,26 @@ struct LastValueCache {
         var removed = false
         while let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
-            if entries[first.id]?.generation == first.generation {
+            guard let entry = entries[first.id], isLive(first, of: entry) else { continue }
+            if entry.expiry <= now {
                 remove(first.id)
                 removed = true
+            } else {
+                reschedule(first.id, at: entry.expiry, generation: entry.generation)
             }
         }
         return removed
+    }
+
+    /// Whether a heap item is its entry's live one.
+    private func isLive(_ item: Deadline, of entry: Entry) -> Bool {
+        entry.generation == item.generation && entry.check == item.expiry
+    }
+
+    /// Puts a renewed entry's item back at its expiry.
+    private mutating func reschedule(_ id: String, at expiry: ContinuousClock.Instant, generation: UInt64) {
+        entries[id]?.check = expiry
+        deadlines.insert(Deadline(expiry: expiry, id: id, generation: generation))
     }
 
     /// The frames of every unexpired entry whose topic starts with `prefix`.
@@ -170,17 +197,24 @@ struct LastValueCache {
     /// Removes the entry that expires soonest; false when there is none.
     private mutating func evictSoonest() -> Bool {
         while let first = deadlines.popMin() {
-            if entries[first.id]?.generation == first.generation {
-                remove(first.id)
-                return true
+            guard let entry = entries[first.id], isLive(first, of: entry) else { continue }
+            if entry.expiry > first.expiry {
+                // Renewed since: not the soonest after all.
+                reschedule(first.id, at: entry.expiry, generation: entry.generation)
+                continue
             }
+            remove(first.id)
+            return true
         }
         return false
     }
 
-    /// Rebuilds the heap when stale items (from renewals and removals) far outnumber live entries.
+    /// Items in the expiry heap (for tests: bounded by the entries, not by renewals).
+    var scheduled: Int { deadlines.count }
+
+    /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
         guard deadlines.count > 4 * entries.count + 1_024 else { return }
-        deadlines = Heap(entries.map { Deadline(expiry: $0.value.expiry, id: $0.key, generation: $0.value.generation) })
+        deadlines = Heap(entries.map { Deadline(expiry: $0.value.check, id: $0.key, generation: $0.value.generation) })
     }
 }

@@ -365,11 +365,17 @@ extension Node {
 
     /// Closes DEALERs to originators this node no longer has any reason to talk to.
     func pruneClients() {
-        var inUse = Set(known.values.map(\.activity.continueEndpoint)).union(pending.endpoints)
-        inUse.formUnion(streams.dealerEndpoints)
-        for (endpoint, client) in clients where !inUse.contains(endpoint) {
-            client.close()
-            clients[endpoint] = nil
+        // Few clients, possibly 100,000 known activities: look for the clients' endpoints among the
+        // activities (stopping once all are found) rather than collect every activity's endpoint.
+        var unused = Set(clients.keys)
+        unused.subtract(pending.endpoints)
+        unused.subtract(streams.dealerEndpoints)
+        for entry in known.values {
+            if unused.isEmpty { return }
+            unused.remove(entry.activity.continueEndpoint)
+        }
+        for endpoint in unused {
+            clients.removeValue(forKey: endpoint)?.close()
         }
     }
 }

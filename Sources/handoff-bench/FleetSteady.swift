@@ -8,7 +8,8 @@ import ZeroMQ
 // socket of its own connected to a real `handoff broker`, each with a few current activities, keep
 // them alive for a while: as nodes do now (one NodePresence per node per interval), and as they did
 // before presence (every activity re-advertised every interval). A few watchers subscribe to
-// everything and count what reaches them; the broker's CPU is read from /proc.
+// everything and count what reaches them, and one real node (its own process) follows them all;
+// the broker's and that node's CPU are read from /proc.
 
 /// One simulated node: its socket, identity and activities.
 private struct SimulatedNode {
@@ -44,6 +45,9 @@ struct SteadyFigures {
     var deliveredPerSecond: Double
     var brokerCPU: Double
     var activitiesAlive: Int
+    /// The CPU share of a real node (its own process) that knows every activity of the fleet.
+    var watcherCPU: Double
+    var watcherKnown: Int
 }
 
 /// Runs `nodes` simulated nodes with `perNode` activities each for `duration` seconds, keeping them alive by
@@ -88,8 +92,13 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
         try socket.connect(backend)
         return socket
     }
+    // A real node as well, in a process of its own, following every activity of the fleet.
+    let watcher = try Child(["fleet-watcher", "--frontend", frontend, "--backend", backend, "--expect", "\(count * perNode)"])
+    defer { if watcher.process.isRunning { watcher.process.terminate() }; watcher.wait() }
+    _ = try watcher.line(startingWith: "READY")
     Thread.sleep(forTimeInterval: 0.3)
     for index in nodes.indices { try nodes[index].advertiseAll() }
+    _ = try watcher.line(startingWith: "KNOWN", within: .seconds(60))
     Thread.sleep(forTimeInterval: 0.5)
     func drain() throws -> Int {
         var messages = 0
@@ -99,6 +108,7 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     _ = try drain()
 
     let cpuBefore = cpuSeconds(broker.processIdentifier)
+    let watcherBefore = cpuSeconds(watcher.process.processIdentifier)
     let started = ContinuousClock.now
     var sent = 0, delivered = 0
     var next = started
@@ -123,6 +133,9 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     delivered += try drain()
     let elapsed = seconds(ContinuousClock.now - started)
     let cpu = cpuSeconds(broker.processIdentifier) - cpuBefore
+    let watcherCPU = cpuSeconds(watcher.process.processIdentifier) - watcherBefore
+    watcher.closeInput()
+    let watcherKnown = Int(try watcher.line(startingWith: "COUNT")[1]) ?? -1
 
     // Still alive, by a snapshot of what the broker holds.
     let probe = try context.socket(.sub)
@@ -135,7 +148,29 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     for watcher in watchers { watcher.close() }
     probe.close()
     return SteadyFigures(messagesInPerSecond: Double(sent) / elapsed, deliveredPerSecond: Double(delivered) / elapsed,
-                         brokerCPU: cpu / elapsed, activitiesAlive: alive)
+                         brokerCPU: cpu / elapsed, activitiesAlive: alive,
+                         watcherCPU: watcherCPU / elapsed, watcherKnown: watcherKnown)
+}
+
+/// `fleet-watcher`: a node on the broker at `--frontend`/`--backend` that follows every `org.fleet.`
+/// activity; says READY when running, KNOWN once it knows `--expect` of them, and COUNT with how
+/// many it knows when its standard input closes.
+func runFleetWatcher(_ arguments: [String]) async throws {
+    guard let frontend = stringOption("--frontend", in: arguments), let backend = stringOption("--backend", in: arguments) else {
+        throw HandoffError(.invalidConfiguration, "fleet-watcher needs --frontend and --backend")
+    }
+    let expect = intOption("--expect", 0, in: arguments)
+    var configuration = Node.Configuration(name: "fleet-watcher", bus: .broker(frontend: frontend, backend: backend))
+    configuration.subscriptions = ["org.fleet."]
+    configuration.maxKnownActivities = max(configuration.maxKnownActivities, expect)
+    try await Node.withRunning(configuration) { node in
+        tell("READY")
+        while await node.activities().count < expect { try await Task.sleep(for: .milliseconds(20)) }
+        tell("KNOWN")
+        let stdin = Task.detached { while FileHandle.standardInput.availableData.count > 0 {} }
+        await stdin.value
+        tell("COUNT \(await node.activities().count)")
+    }
 }
 
 func benchFleetSteady(_ arguments: [String]) throws {
@@ -151,6 +186,8 @@ func benchFleetSteady(_ arguments: [String]) throws {
     row("messages into the broker per second", String(format: "%.0f", withPresence.messagesInPerSecond), String(format: "%.0f", readvertising.messagesInPerSecond))
     row("delivered to the 10 watchers per second", String(format: "%.0f", withPresence.deliveredPerSecond), String(format: "%.0f", readvertising.deliveredPerSecond))
     row("broker CPU", String(format: "%.1f %%", withPresence.brokerCPU * 100), String(format: "%.1f %%", readvertising.brokerCPU * 100))
+    row("a node following them all: CPU", String(format: "%.1f %%", withPresence.watcherCPU * 100), String(format: "%.1f %%", readvertising.watcherCPU * 100))
+    row("activities that node knows at the end", "\(withPresence.watcherKnown)", "\(readvertising.watcherKnown)")
     row("activities alive at the end", "\(withPresence.activitiesAlive)", "\(readvertising.activitiesAlive)")
     compare("fleet at rest: bus messages/s (\(count) nodes × \(perNode))", handoff: String(format: "%.0f", withPresence.messagesInPerSecond),
             baseline: "per-activity re-advertisement", String(format: "%.0f", readvertising.messagesInPerSecond),

@@ -602,6 +602,8 @@ case "stream-originator":
     try await runStreamOriginator(arguments)
 case "stream-continuer":
     try await runStreamContinuer(arguments)
+case "fleet-watcher":
+    try await runFleetWatcher(arguments)
 case "raw-stream":
     runRawStream(arguments)
 case "raw-stream-server":

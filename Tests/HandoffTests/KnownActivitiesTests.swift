@@ -78,6 +78,62 @@ struct KnownActivitiesTests {
         #expect(reasons == ["leased": .lost, "dated": .expired])
     }
 
+    @Test("renewals cost the schedule nothing: a sweep finds only what came due, whatever was renewed meanwhile")
+    func renewalsAndSweeps() {
+        var known = KnownActivities(maxPerOrigin: 10_000, maxTotal: 10_000)
+        let ids = (0..<1_000).map { "a\($0)" }
+        for id in ids { _ = known.arrive(activity(id), deadline: now + .seconds(6), now: now) }
+        // Presence every 2 s for a minute, listing all but the last ten.
+        var clock = now
+        for _ in 0..<30 {
+            clock = clock + .seconds(2)
+            _ = known.renew(origin: "node-a", listed: Set(ids.dropLast(10)), partial: true, deadline: clock + .seconds(6))
+            let due = known.due(now: clock, wallClock: Date())
+            for (id, _) in due { _ = known.remove(id) }
+        }
+        #expect(known.count == 990)
+        #expect(known["a999"] == nil && known["a0"] != nil)
+        // One item per entry, not one per renewal.
+        #expect(known.scheduled <= known.count + 10)
+        // And they all go once presence stops.
+        let gone = known.due(now: clock + .seconds(7), wallClock: Date())
+        #expect(gone.count == 990 && gone.allSatisfy { $0.reason == .lost })
+    }
+
+    @Test("a newer version with a shorter lease or an earlier expiration is looked at in time; a later one is not early")
+    func rescheduled() {
+        var known = KnownActivities(maxPerOrigin: 10, maxTotal: 10)
+        let soon = Date(timeIntervalSinceNow: 30)
+        _ = known.arrive(activity("x", version: 1), deadline: now + .seconds(60), now: now)
+        _ = known.arrive(activity("y", version: 1, expires: soon.addingTimeInterval(60)), deadline: now + .seconds(100), now: now)
+        _ = known.arrive(activity("z", version: 1, expires: soon), deadline: now + .seconds(100), now: now)
+        #expect(known.arrive(activity("x", version: 2), deadline: now + .seconds(5), now: now) == .updated)
+        #expect(known.arrive(activity("y", version: 2, expires: soon), deadline: now + .seconds(100), now: now) == .updated)
+        #expect(known.arrive(activity("z", version: 2, expires: soon.addingTimeInterval(60)), deadline: now + .seconds(100), now: now) == .updated)
+        let due = known.due(now: now + .seconds(10), wallClock: soon.addingTimeInterval(1))
+        let reasons = Dictionary(uniqueKeysWithValues: due.map { ($0.id, $0.reason) })
+        #expect(reasons == ["x": .lost, "y": .expired])
+        #expect(known.due(now: now + .seconds(10), wallClock: soon.addingTimeInterval(61)).map(\.id) == ["z"])
+    }
+
+    @Test("an activity forgotten and heard of again is scheduled afresh; the old items do not touch it")
+    func forgottenAndBack() {
+        var known = KnownActivities(maxPerOrigin: 10, maxTotal: 10)
+        _ = known.arrive(activity("x"), deadline: now + .seconds(1), now: now)
+        _ = known.remove("x")
+        _ = known.arrive(activity("x"), deadline: now + .seconds(60), now: now)
+        #expect(known.due(now: now + .seconds(2), wallClock: Date()).isEmpty)
+        #expect(known.due(now: now + .seconds(61), wallClock: Date()).map(\.id) == ["x"])
+    }
+
+    @Test("an activity whose lease ran out and whose expiration passed is due once, as lost")
+    func lostBeforeExpired() {
+        var known = KnownActivities(maxPerOrigin: 10, maxTotal: 10)
+        _ = known.arrive(activity("x", expires: Date(timeIntervalSinceNow: 1)), deadline: now + .seconds(1), now: now)
+        let due = known.due(now: now + .seconds(2), wallClock: Date(timeIntervalSinceNow: 2))
+        #expect(due.count == 1 && due.first?.reason == .lost)
+    }
+
     @Test("an activity that moves to another origin counts against the new one")
     func movedOrigin() {
         var known = KnownActivities(maxPerOrigin: 10, maxTotal: 10)

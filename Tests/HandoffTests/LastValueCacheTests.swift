@@ -60,4 +60,29 @@ struct LastValueCacheTests {
         #expect(cache.perOrigin.values.reduce(0, +) == 2)
         #expect(cache.live(matching: Array("A:".utf8), now: now).count == 2)
     }
+
+    @Test("renewals cost the heap nothing, and a renewed entry is neither expired nor evicted as the soonest")
+    func renewalsKeepTheHeapSmall() {
+        var cache = LastValueCache(capacity: 1_001, defaultLease: .seconds(6))
+        let start = ContinuousClock.now
+        let ids = (0..<1_000).map { "a\($0)" }
+        for id in ids { _ = cache.store(advertisement(id, leaseMs: 6_000), frames: frames(id), now: start) }
+        var now = start
+        for _ in 0..<30 {  // a minute of presence every 2 s
+            now = now + .seconds(2)
+            cache.renew(origin: "a", listed: Set(ids), partial: false, lease: .seconds(6), now: now)
+            _ = cache.removeExpired(now: now)
+        }
+        #expect(cache.count == 1_000)
+        #expect(cache.scheduled <= cache.count)  // one item each, where a push per renewal made 30,000
+        // The oldest store is renewed: a new origin's activity evicts the one that really expires
+        // soonest (short, stored last), not the first one stored.
+        _ = cache.store(advertisement("short", origin: "b", leaseMs: 3_000), frames: frames("short"), now: now)
+        _ = cache.store(advertisement("c", origin: "c"), frames: frames("c"), now: now)
+        #expect(cache.entries["short"] == nil)
+        #expect(cache.entries["a0"] != nil && cache.entries["c"] != nil)
+        // And they lapse once presence stops.
+        do { let changed = cache.removeExpired(now: now + .seconds(7)); #expect(changed) }
+        #expect(cache.count == 1)  // c, on its 60 s lease
+    }
 }
