@@ -28,7 +28,6 @@ struct KnownActivities {
         var id: String
         var generation: UInt64
         static func < (a: Check, b: Check) -> Bool { a.at < b.at }
-        static func == (a: Check, b: Check) -> Bool { a.at == b.at && a.id == b.id && a.generation == b.generation }
     }
 
     /// What an advertisement did to the table.
@@ -159,13 +158,12 @@ struct KnownActivities {
                 continue
             }
             entry.expiryCheck = nil
-            entries[check.id] = entry
             if let expiration = entry.activity.expirationDate, expiration <= wallClock {
                 if !lost.contains(check.id) { due.append((check.id, .expired)) }
             } else {
                 scheduleExpiry(of: &entry)  // a newer version moved it later (or dropped it)
-                entries[check.id] = entry
             }
+            entries[check.id] = entry
         }
         return due
     }

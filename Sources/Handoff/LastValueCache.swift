@@ -110,17 +110,14 @@ struct LastValueCache {
             }
         }
         let expiry = now + lease
-        var generation: UInt64
-        var check = expiry
-        if let cached = entries[id] {
-            generation = cached.generation
-            check = cached.check
-        } else {
+        let cached = entries[id]  // after a move between origins, gone: a new entry
+        if cached == nil {
             byOrigin[advertisement.origin, default: []].insert(id)
             nextGeneration += 1
-            generation = nextGeneration
         }
-        if entries[id] == nil || expiry < check {
+        let generation = cached?.generation ?? nextGeneration
+        var check = cached?.check ?? expiry
+        if cached == nil || expiry < check {
             // New, or due sooner than its item: a fresh item (an earlier one goes stale).
             check = expiry
             deadlines.insert(Deadline(expiry: expiry, id: id, generation: generation))

@@ -167,8 +167,7 @@ func runFleetWatcher(_ arguments: [String]) async throws {
         tell("READY")
         while await node.activities().count < expect { try await Task.sleep(for: .milliseconds(20)) }
         tell("KNOWN")
-        let stdin = Task.detached { while FileHandle.standardInput.availableData.count > 0 {} }
-        await stdin.value
+        await untilStandardInputCloses()
         tell("COUNT \(await node.activities().count)")
     }
 }

@@ -167,7 +167,7 @@ func runStreamOriginator(_ arguments: [String]) async throws {
         try await activity.becomeCurrent(on: node)
         tell("READY \(node.busEndpoint!) \(activity.id)")
         // Until the parent closes our standard input (the continuer has read everything).
-        while FileHandle.standardInput.availableData.count > 0 {}
+        await untilStandardInputCloses()
         let counters = await node.streamCounters
         tell("PEAK \(peakResidentBytes()) \(counters.resumed) \(counters.bytesResent)")  // PEAK bytes resumes bytes-sent-again
     }
@@ -220,6 +220,12 @@ func stringOption(_ name: String, in arguments: [String]) -> String? {
 }
 
 func mebibytes(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
+
+/// Returns once the parent closes this process's standard input: a child's signal to report and
+/// exit. The blocking reads run on a thread of their own, not on the task's.
+func untilStandardInputCloses() async {
+    await Task.detached { while FileHandle.standardInput.availableData.count > 0 {} }.value
+}
 
 /// Writes a line to standard output at once (unbuffered: the parent waits for it).
 func tell(_ line: String) {
