@@ -222,7 +222,8 @@ public final class Socket {
 
     private func rawSend(_ bytes: some ContiguousBytes, flags: Int32) throws(ZMQError) -> Bool {
         let handle = try open("zmq_send(\(type))")
-        defer { wakeOtherWaiters() }
+        var sent = false
+        defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
         let result: Result<Bool, ZMQError> = bytes.withUnsafeBytes { buffer in
             while true {
                 if zmq_send(handle, buffer.baseAddress, buffer.count, flags) >= 0 { return .success(true) }
@@ -232,18 +233,23 @@ public final class Socket {
                 return .failure(ZMQError(.init(rawValue: error), operation: "zmq_send(\(type), \(buffer.count) bytes)"))
             }
         }
-        return try result.get()
+        sent = try result.get()
+        return sent
     }
 
     private func rawSend(_ message: Frame, flags: Int32) throws(ZMQError) -> Bool {
         let handle = try open("zmq_msg_send(\(type))")
-        defer { wakeOtherWaiters() }
+        var sent = false
+        defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
         var outgoing = zmq_msg_t()
         zmq_msg_init(&outgoing)
         message.copy(into: &outgoing)
         defer { zmq_msg_close(&outgoing) }
         while true {
-            if zmq_msg_send(&outgoing, handle, flags) >= 0 { return true }
+            if zmq_msg_send(&outgoing, handle, flags) >= 0 {
+                sent = true
+                return true
+            }
             let error = zmq_errno()
             if error == EINTR { continue }
             if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return false }
@@ -283,24 +289,32 @@ public final class Socket {
         _ body: (UnsafeRawBufferPointer, _ more: Bool) throws -> R
     ) throws -> R? {
         let handle = try open("zmq_msg_recv(\(type))")
-        defer { wakeOtherWaiters() }
+        var more = false
+        defer { if !more { wakeOtherWaiters() } }
         let flags = wait ? 0 : ZMQ_DONTWAIT
         while true {
-            if zmq_msg_recv(scratch, handle, flags) >= 0 { break }
+            if zmq_msg_recv(scratch, handle, flags) >= 0 {
+                more = zmq_msg_more(scratch) == 1
+                break
+            }
             let error = zmq_errno()
             if error == EINTR { continue }
             if error == EAGAIN && !wait { return nil }
             throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
         }
         let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch))
-        return try body(bytes, zmq_msg_more(scratch) == 1)
+        return try body(bytes, more)
     }
 
     private func rawReceive(flags: Int32) throws(ZMQError) -> Frame? {
         let handle = try open("zmq_msg_recv(\(type))")
-        defer { wakeOtherWaiters() }
+        var more = false
+        defer { if !more { wakeOtherWaiters() } }
         while true {
-            if zmq_msg_recv(scratch, handle, flags) >= 0 { return Frame(moving: scratch) }
+            if zmq_msg_recv(scratch, handle, flags) >= 0 {
+                more = zmq_msg_more(scratch) == 1
+                return Frame(moving: scratch)
+            }
             let error = zmq_errno()
             if error == EINTR { continue }
             if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return nil }
@@ -345,9 +359,23 @@ extension Socket {
     /// After a libzmq call (which processes pending commands and may drain `ZMQ_FD` without epoll
     /// seeing an edge), resumes the owner's other suspended tasks whose wait the socket now satisfies.
     /// Costs nothing when no other task waits.
+    ///
+    /// Called once per message, not per frame: after the last frame of a message (sent or
+    /// received), and after any call that did not complete. Between the frames of one message the
+    /// owner runs on without suspending (the rest of a received message is already there; a send of
+    /// the next frame follows at once), so the check at the message's end covers what every frame's
+    /// call processed, for a reading (a `poll` and a `getpid` in libzmq) per message instead of per
+    /// frame.
     private func wakeOtherWaiters() {
         guard suspendedWaits > 0, !isClosed else { return }
         _ = try? pendingEvents()
+    }
+
+    /// ``wakeOtherWaiters()`` after a send: skipped after a frame with more to follow, which the
+    /// message's next frame checks for.
+    private func wakeOtherWaiters(afterSending sent: Bool, flags: Int32) {
+        if sent && flags & ZMQ_SNDMORE != 0 { return }
+        wakeOtherWaiters()
     }
 
     /// The socket's registration with the readiness watcher, made on first use.
@@ -368,10 +396,9 @@ extension Socket {
     }
 
     /// One wait for `events`: at once when `ZMQ_EVENTS` shows one, else after the next signal,
-    /// without reading `ZMQ_EVENTS` again. ``waitUntilReady(for:timeout:)`` reads it on its next
-    /// round; a receive loop tries the receive instead, and a receive that finds nothing comes back
-    /// here, which reads it (so no edge is ever slept through). That saves a receive one
-    /// `ZMQ_EVENTS` (a `poll` and a `getpid` in libzmq) per wake-up.
+    /// without reading `ZMQ_EVENTS` again: ``waitUntilReady(for:timeout:)`` reads it on its next
+    /// round, so no edge is ever slept through. (Receives do not come here: see
+    /// ``receiveOrWait(deadline:)``.)
     nonisolated(nonsending)
     private func waitOnce(for events: PollEvents, deadline limit: UInt64?) async throws -> WaitOutcome {
         let watcher = ReadinessWatcher.shared
@@ -394,8 +421,7 @@ extension Socket {
     nonisolated(nonsending)
     public func receive() async throws -> Frame {
         while true {
-            if let message = try tryReceive() { return message }
-            _ = try await waitOnce(for: .readable, deadline: nil)
+            if let message = try await receiveOrWait(deadline: nil) { return message }
         }
     }
 
@@ -404,8 +430,31 @@ extension Socket {
     public func receive(timeout: Duration) async throws -> Frame? {
         let limit = deadline(after: timeout)
         while true {
-            if let message = try tryReceive() { return message }
-            if case .timedOut = try await waitOnce(for: .readable, deadline: limit) { return nil }
+            if let message = try await receiveOrWait(deadline: limit) { return message }
+            if limit <= monotonicNanoseconds() { return nil }
+        }
+    }
+
+    /// One try to receive, and when nothing is there, one wait for the next signal (or `deadline`).
+    ///
+    /// A non-blocking `zmq_msg_recv` that finds nothing has just processed every pending libzmq
+    /// command (libzmq does so before it answers `EAGAIN`), which is all a `ZMQ_EVENTS` reading would
+    /// do: so the wait uses the generation read before the try, with no `ZMQ_EVENTS` reading (a
+    /// `poll` and a `getpid`) of its own. A command that arrives after the try signals `ZMQ_FD`,
+    /// which bumps the generation, so none is slept through.
+    nonisolated(nonsending)
+    private func receiveOrWait(deadline limit: UInt64?) async throws -> Frame? {
+        let watcher = ReadinessWatcher.shared
+        let registration = try readinessRegistration()
+        let generation = watcher.generation(of: registration)
+        if let message = try tryReceive() { return message }
+        suspendedWaits += 1
+        let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: PollEvents.readable.rawValue)
+        suspendedWaits -= 1
+        switch outcome {
+        case .signalled, .timedOut: return nil
+        case .cancelled: throw CancellationError()
+        case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
         }
     }
 
