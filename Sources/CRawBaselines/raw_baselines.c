@@ -175,25 +175,67 @@ struct rep_args {
     int ready;
 };
 
-static void *echo(void *raw) {
-    struct rep_args *args = raw;
-    void *rep = zmq_socket(args->context, ZMQ_REP);
-    int linger = 0;
-    zmq_setsockopt(rep, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_bind(rep, "tcp://127.0.0.1:*");
-    size_t size = sizeof args->endpoint;
-    zmq_getsockopt(rep, ZMQ_LAST_ENDPOINT, args->endpoint, &size);
-    pthread_mutex_lock(&args->lock);
-    args->ready = 1;
-    pthread_cond_signal(&args->bound);
-    pthread_mutex_unlock(&args->lock);
+// Answers `rounds` requests on `rep` with the request itself.
+static void echo_rounds(void *rep, int rounds) {
     zmq_msg_t message;
     zmq_msg_init(&message);
-    for (int i = 0; i < args->rounds; i++) {
+    for (int i = 0; i < rounds; i++) {
         if (zmq_msg_recv(&message, rep, 0) < 0) break;
         if (zmq_msg_send(&message, rep, 0) < 0) break;
     }
     zmq_msg_close(&message);
+}
+
+// A REP bound at `bind`, its endpoint in `endpoint`; NULL when the bind fails.
+static void *bind_rep(void *context, const char *bind, char *endpoint, size_t capacity) {
+    void *rep = zmq_socket(context, ZMQ_REP);
+    int linger = 0;
+    zmq_setsockopt(rep, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(rep, bind) != 0) {
+        zmq_close(rep);
+        return NULL;
+    }
+    size_t size = capacity;
+    zmq_getsockopt(rep, ZMQ_LAST_ENDPOINT, endpoint, &size);
+    return rep;
+}
+
+// `rounds` round trips of `size` bytes on a connected REQ, each one's microseconds in `latencies`.
+static int req_rounds(void *req, int rounds, size_t size, double *latencies) {
+    char *body = calloc(1, size ? size : 1);
+    char *reply = malloc(size + 16);
+    int status = 0;
+    for (int i = 0; i < rounds; i++) {
+        double started = now();
+        if (zmq_send(req, body, size, 0) < 0 || zmq_recv(req, reply, size + 16, 0) < 0) {
+            status = -1;
+            break;
+        }
+        latencies[i] = (now() - started) * 1e6;
+    }
+    free(body);
+    free(reply);
+    return status;
+}
+
+static void *connect_req(void *context, const char *endpoint) {
+    void *req = zmq_socket(context, ZMQ_REQ);
+    int linger = 0, patience = 10000;
+    zmq_setsockopt(req, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(req, ZMQ_RCVTIMEO, &patience, sizeof patience);
+    zmq_connect(req, endpoint);
+    return req;
+}
+
+static void *echo(void *raw) {
+    struct rep_args *args = raw;
+    void *rep = bind_rep(args->context, "tcp://127.0.0.1:*", args->endpoint, sizeof args->endpoint);
+    pthread_mutex_lock(&args->lock);
+    args->ready = 1;
+    pthread_cond_signal(&args->bound);
+    pthread_mutex_unlock(&args->lock);
+    if (rep == NULL) return NULL;
+    echo_rounds(rep, args->rounds);
     zmq_close(rep);
     return NULL;
 }
@@ -208,25 +250,43 @@ int raw_req_rep(int rounds, size_t size, double *latencies) {
     pthread_mutex_lock(&args.lock);
     while (!args.ready) pthread_cond_wait(&args.bound, &args.lock);
     pthread_mutex_unlock(&args.lock);
-    void *req = zmq_socket(context, ZMQ_REQ);
-    int linger = 0;
-    zmq_setsockopt(req, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(req, args.endpoint);
-    char *body = calloc(1, size ? size : 1);
-    char *reply = malloc(size + 16);
-    int status = 0;
-    for (int i = 0; i < rounds; i++) {
-        double started = now();
-        if (zmq_send(req, body, size, 0) < 0 || zmq_recv(req, reply, size + 16, 0) < 0) {
-            status = -1;
-            break;
-        }
-        latencies[i] = (now() - started) * 1e6;
-    }
-    free(body);
-    free(reply);
+    void *req = connect_req(context, args.endpoint);
+    int status = req_rounds(req, rounds, size, latencies);
     zmq_close(req);
     pthread_join(server, NULL);
+    zmq_ctx_term(context);
+    return status;
+}
+
+struct raw_rep_server {
+    void *context;
+    void *rep;
+};
+
+struct raw_rep_server *raw_rep_bind(const char *bind, char *endpoint, size_t capacity) {
+    struct raw_rep_server *server = calloc(1, sizeof *server);
+    server->context = zmq_ctx_new();
+    server->rep = bind_rep(server->context, bind, endpoint, capacity);
+    if (server->rep == NULL) {
+        zmq_ctx_term(server->context);
+        free(server);
+        return NULL;
+    }
+    return server;
+}
+
+void raw_rep_serve(struct raw_rep_server *server, int rounds) {
+    echo_rounds(server->rep, rounds);
+    zmq_close(server->rep);
+    zmq_ctx_term(server->context);
+    free(server);
+}
+
+int raw_req_fetch(const char *endpoint, int rounds, size_t size, double *latencies) {
+    void *context = zmq_ctx_new();
+    void *req = connect_req(context, endpoint);
+    int status = req_rounds(req, rounds, size, latencies);
+    zmq_close(req);
     zmq_ctx_term(context);
     return status;
 }

@@ -28,6 +28,18 @@ double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int 
 /// Returns 0, or -1 on failure.
 int raw_req_rep(int rounds, size_t size, double *latencies);
 
+/// The same round trips with each end in a process of its own. The answering end: a REP (in a
+/// context of its own) bound at `bind`, its endpoint written to `endpoint`; NULL when the bind fails.
+struct raw_rep_server *raw_rep_bind(const char *bind, char *endpoint, size_t capacity);
+
+/// Answers `rounds` requests with the request itself, then closes and frees `server`.
+void raw_rep_serve(struct raw_rep_server *server, int rounds);
+
+/// The asking end: a REQ connects to `endpoint` and makes `rounds` round trips of `size` bytes,
+/// each one's time in microseconds in `latencies` (capacity `rounds`). Returns 0, or -1 on failure
+/// (a reply that does not come within 10 s).
+int raw_req_fetch(const char *endpoint, int rounds, size_t size, double *latencies);
+
 /// Raw libzmq pub/sub through a proxy: a PUB thread sends `count` messages of `size` bytes (a topic
 /// frame and a body) to an XSUB/XPUB proxy thread (zmq_proxy), a SUB receives them, all over
 /// tcp://127.0.0.1. Writes the seconds from first send to last receipt, and `samples` one-way

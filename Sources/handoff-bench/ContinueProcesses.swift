@@ -1,0 +1,113 @@
+import CRawBaselines
+import Foundation
+import Handoff
+
+// Continue round trips with each end in a process of its own, as users run them, beside raw REQ/REP
+// between two processes: each process has its own libzmq context (its own I/O thread), its own
+// readiness thread and its own share of Swift's pool, as a deployment does.
+
+/// The edit-contact activity's state, as the in-process bench sends it.
+let benchContactInfo: [String: UserInfoValue] = [
+    "contactID": "c-42", "firstName": "Ada", "lastName": "Lovelace",
+    "phoneNumber": "+44 20 7946 0000", "email": "ada@example.org",
+]
+
+/// p50 and p99 of one run of round trips, in microseconds.
+struct RoundTrips {
+    var p50: Double
+    var p99: Double
+}
+
+/// Continue round trips between an originator process and a continuer process (direct bus on
+/// loopback): the continuer's p50 and p99 over `rounds`, after 200 of warm-up.
+func continueBetweenProcesses(rounds: Int) throws -> RoundTrips {
+    let originator = try Child(["continue-originator"])
+    let ready = try originator.line(startingWith: "READY")  // READY endpoint id
+    let continuer = try Child(["continue-continuer", "--peer", ready[1], "--id", ready[2], "--rounds", "\(rounds)"])
+    let done = try continuer.line(startingWith: "DONE", within: .seconds(120))  // DONE p50 p99
+    continuer.wait()
+    originator.closeInput()
+    originator.wait()
+    guard let p50 = Double(done[1]), let p99 = Double(done[2]) else {
+        throw HandoffError(.handoffFailed, "the continuer reported \(done.joined(separator: " "))")
+    }
+    return RoundTrips(p50: p50, p99: p99)
+}
+
+/// Raw REQ/REP with 256-byte messages between two processes: the REQ's p50 and p99 over `rounds`,
+/// after 200 of warm-up.
+func rawRequestReplyBetweenProcesses(rounds: Int) throws -> RoundTrips {
+    let server = try Child(["raw-rep-server", "--rounds", "\(rounds + 200)"])
+    let ready = try server.line(startingWith: "READY")  // READY endpoint
+    let client = try Child(["raw-req-client", "--peer", ready[1], "--rounds", "\(rounds)"])
+    let done = try client.line(startingWith: "DONE", within: .seconds(120))  // DONE p50 p99
+    client.wait()
+    server.wait()
+    guard let p50 = Double(done[1]), let p99 = Double(done[2]) else {
+        throw HandoffError(.handoffFailed, "raw REQ/REP between processes failed: \(done.joined(separator: " "))")
+    }
+    return RoundTrips(p50: p50, p99: p99)
+}
+
+/// `continue-originator`: advertises the edit-contact activity, says `READY endpoint id`, and
+/// answers continue requests until its standard input closes.
+func runContinueOriginator(_ arguments: [String]) async throws {
+    var configuration = Node.Configuration(name: "originator", bus: .direct(listen: "tcp://127.0.0.1:*", peers: []), advertiseInterval: .seconds(10))
+    configuration.lease = .seconds(30)
+    try await Node.withRunning(configuration) { node in
+        let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+        activity.userInfo = benchContactInfo
+        try await activity.becomeCurrent(on: node)
+        tell("READY \(node.busEndpoint!) \(activity.id)")
+        await untilStandardInputCloses()
+    }
+}
+
+/// `continue-continuer`: continues the activity `--id` of the node at `--peer` 200 times to warm
+/// up, then `--rounds` times measured; says `DONE p50 p99` in microseconds.
+func runContinueContinuer(_ arguments: [String]) async throws {
+    guard let peer = stringOption("--peer", in: arguments), let id = stringOption("--id", in: arguments) else {
+        throw HandoffError(.invalidConfiguration, "continue-continuer needs --peer and --id")
+    }
+    let rounds = intOption("--rounds", 5000, in: arguments)
+    var configuration = Node.Configuration(name: "continuer", bus: .direct(listen: "tcp://127.0.0.1:*", peers: [peer]), advertiseInterval: .seconds(10))
+    configuration.lease = .seconds(30)
+    try await Node.withRunning(configuration) { node in
+        await node.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { _ in }
+        let found = try await waitFor(id, on: node)
+        for _ in 0..<200 { _ = try await node.continueActivity(found) }
+        var latencies: [Double] = []
+        latencies.reserveCapacity(rounds)
+        for _ in 0..<rounds {
+            let started = ContinuousClock.now
+            _ = try await node.continueActivity(found)
+            latencies.append(seconds(ContinuousClock.now - started) * 1e6)
+        }
+        tell(String(format: "DONE %.1f %.1f", percentile(latencies, 0.5), percentile(latencies, 0.99)))
+    }
+}
+
+/// `raw-rep-server`: binds a raw REP on loopback, says `READY endpoint`, and echoes `--rounds` requests.
+func runRawReplyServer(_ arguments: [String]) {
+    var endpoint = [CChar](repeating: 0, count: 256)
+    guard let server = raw_rep_bind("tcp://127.0.0.1:*", &endpoint, endpoint.count) else {
+        tell("FAILED cannot bind tcp://127.0.0.1:*")
+        exit(1)
+    }
+    tell("READY \(String(decoding: endpoint.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+    raw_rep_serve(server, Int32(intOption("--rounds", 5200, in: arguments)))
+}
+
+/// `raw-req-client`: 200 warm-up round trips and `--rounds` measured ones of 256 bytes with the
+/// REP at `--peer`; says `DONE p50 p99` in microseconds, or `DONE failed`.
+func runRawRequestClient(_ arguments: [String]) {
+    let rounds = intOption("--rounds", 5000, in: arguments)
+    let peer = stringOption("--peer", in: arguments) ?? ""
+    var all = [Double](repeating: 0, count: rounds + 200)
+    guard raw_req_fetch(peer, Int32(rounds + 200), 256, &all) == 0 else {
+        tell("DONE failed")
+        return
+    }
+    let measured = Array(all.dropFirst(200))
+    tell(String(format: "DONE %.1f %.1f", percentile(measured, 0.5), percentile(measured, 0.99)))
+}
