@@ -406,12 +406,22 @@ extension Socket {
         let generation = watcher.generation(of: registration)
         let ready = try pendingEvents().intersection(events)
         if !ready.isEmpty { return .ready(ready) }
+        return try await suspend(registration, after: generation, deadline: limit, interest: events) ? .signalled : .timedOut
+    }
+
+    /// Suspends the task until the watcher signals the registration after `generation` (`true`) or
+    /// `deadline` passes (`false`), counted in ``suspendedWaits`` meanwhile.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled; ``ZMQError`` with `notASocket` when
+    ///   the socket is closed meanwhile.
+    nonisolated(nonsending)
+    private func suspend(_ registration: UInt64, after generation: UInt64, deadline limit: UInt64?, interest: PollEvents) async throws -> Bool {
         suspendedWaits += 1
-        let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: events.rawValue)
+        let outcome = await ReadinessWatcher.shared.wait(registration, after: generation, deadline: limit, interest: interest.rawValue)
         suspendedWaits -= 1
         switch outcome {
-        case .signalled: return .signalled
-        case .timedOut: return .timedOut
+        case .signalled: return true
+        case .timedOut: return false
         case .cancelled: throw CancellationError()
         case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
         }
@@ -444,18 +454,11 @@ extension Socket {
     /// which bumps the generation, so none is slept through.
     nonisolated(nonsending)
     private func receiveOrWait(deadline limit: UInt64?) async throws -> Frame? {
-        let watcher = ReadinessWatcher.shared
         let registration = try readinessRegistration()
-        let generation = watcher.generation(of: registration)
+        let generation = ReadinessWatcher.shared.generation(of: registration)
         if let message = try tryReceive() { return message }
-        suspendedWaits += 1
-        let outcome = await watcher.wait(registration, after: generation, deadline: limit, interest: PollEvents.readable.rawValue)
-        suspendedWaits -= 1
-        switch outcome {
-        case .signalled, .timedOut: return nil
-        case .cancelled: throw CancellationError()
-        case .unregistered: throw ZMQError(.notASocket, operation: "waiting on \(type) socket")
-        }
+        _ = try await suspend(registration, after: generation, deadline: limit, interest: .readable)
+        return nil
     }
 
     /// Receives every frame of the next multipart message, suspending the task as needed.
