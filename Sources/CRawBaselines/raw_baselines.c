@@ -106,16 +106,19 @@ static void *serve(void *raw) {
     return NULL;
 }
 
-struct raw_stream_server {
+// The serving end of a transfer between two processes: one socket in a context of its own.
+struct raw_server {
     void *context;
-    void *router;
+    void *socket;
 };
 
-struct raw_stream_server *raw_stream_bind(const char *bind, char *endpoint, size_t capacity) {
-    struct raw_stream_server *server = calloc(1, sizeof *server);
+// A server whose socket `bind_socket` makes and binds at `bind`; NULL when the bind fails.
+static struct raw_server *server_bind(void *(*bind_socket)(void *, const char *, char *, size_t),
+                                      const char *bind, char *endpoint, size_t capacity) {
+    struct raw_server *server = calloc(1, sizeof *server);
     server->context = zmq_ctx_new();
-    server->router = bind_router(server->context, bind, endpoint, capacity);
-    if (server->router == NULL) {
+    server->socket = bind_socket(server->context, bind, endpoint, capacity);
+    if (server->socket == NULL) {
         zmq_ctx_term(server->context);
         free(server);
         return NULL;
@@ -123,11 +126,19 @@ struct raw_stream_server *raw_stream_bind(const char *bind, char *endpoint, size
     return server;
 }
 
-void raw_stream_serve(struct raw_stream_server *server, uint64_t total, size_t chunk) {
-    serve_chunks(server->router, total, chunk);
-    zmq_close(server->router);
+static void server_close(struct raw_server *server) {
+    zmq_close(server->socket);
     zmq_ctx_term(server->context);
     free(server);
+}
+
+struct raw_server *raw_stream_bind(const char *bind, char *endpoint, size_t capacity) {
+    return server_bind(bind_router, bind, endpoint, capacity);
+}
+
+void raw_stream_serve(struct raw_server *server, uint64_t total, size_t chunk) {
+    serve_chunks(server->socket, total, chunk);
+    server_close(server);
 }
 
 double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window) {
@@ -258,28 +269,13 @@ int raw_req_rep(int rounds, size_t size, double *latencies) {
     return status;
 }
 
-struct raw_rep_server {
-    void *context;
-    void *rep;
-};
-
-struct raw_rep_server *raw_rep_bind(const char *bind, char *endpoint, size_t capacity) {
-    struct raw_rep_server *server = calloc(1, sizeof *server);
-    server->context = zmq_ctx_new();
-    server->rep = bind_rep(server->context, bind, endpoint, capacity);
-    if (server->rep == NULL) {
-        zmq_ctx_term(server->context);
-        free(server);
-        return NULL;
-    }
-    return server;
+struct raw_server *raw_rep_bind(const char *bind, char *endpoint, size_t capacity) {
+    return server_bind(bind_rep, bind, endpoint, capacity);
 }
 
-void raw_rep_serve(struct raw_rep_server *server, int rounds) {
-    echo_rounds(server->rep, rounds);
-    zmq_close(server->rep);
-    zmq_ctx_term(server->context);
-    free(server);
+void raw_rep_serve(struct raw_server *server, int rounds) {
+    echo_rounds(server->socket, rounds);
+    server_close(server);
 }
 
 int raw_req_fetch(const char *endpoint, int rounds, size_t size, double *latencies) {

@@ -52,9 +52,7 @@ func rawRequestReplyBetweenProcesses(rounds: Int) throws -> RoundTrips {
 /// `continue-originator`: advertises the edit-contact activity, says `READY endpoint id`, and
 /// answers continue requests until its standard input closes.
 func runContinueOriginator(_ arguments: [String]) async throws {
-    var configuration = Node.Configuration(name: "originator", bus: .direct(listen: "tcp://127.0.0.1:*", peers: []), advertiseInterval: .seconds(10))
-    configuration.lease = .seconds(30)
-    try await Node.withRunning(configuration) { node in
+    try await Node.withRunning(pairConfiguration("originator", peers: [])) { node in
         let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
         activity.userInfo = benchContactInfo
         try await activity.becomeCurrent(on: node)
@@ -70,9 +68,7 @@ func runContinueContinuer(_ arguments: [String]) async throws {
         throw HandoffError(.invalidConfiguration, "continue-continuer needs --peer and --id")
     }
     let rounds = intOption("--rounds", 5000, in: arguments)
-    var configuration = Node.Configuration(name: "continuer", bus: .direct(listen: "tcp://127.0.0.1:*", peers: [peer]), advertiseInterval: .seconds(10))
-    configuration.lease = .seconds(30)
-    try await Node.withRunning(configuration) { node in
+    try await Node.withRunning(pairConfiguration("continuer", peers: [peer])) { node in
         await node.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { _ in }
         let found = try await waitFor(id, on: node)
         for _ in 0..<200 { _ = try await node.continueActivity(found) }
@@ -89,12 +85,7 @@ func runContinueContinuer(_ arguments: [String]) async throws {
 
 /// `raw-rep-server`: binds a raw REP on loopback, says `READY endpoint`, and echoes `--rounds` requests.
 func runRawReplyServer(_ arguments: [String]) {
-    var endpoint = [CChar](repeating: 0, count: 256)
-    guard let server = raw_rep_bind("tcp://127.0.0.1:*", &endpoint, endpoint.count) else {
-        tell("FAILED cannot bind tcp://127.0.0.1:*")
-        exit(1)
-    }
-    tell("READY \(String(decoding: endpoint.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+    let server = bindAndAnnounce(host: "127.0.0.1") { raw_rep_bind($0, $1, $2) }
     raw_rep_serve(server, Int32(intOption("--rounds", 5200, in: arguments)))
 }
 

@@ -123,15 +123,21 @@ func rawStreamBetweenProcesses(total: Int, options: Options) throws -> ProcessSt
 func runRawStreamServer(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
-    let host = stringOption("--listen", in: arguments) ?? "127.0.0.1"
+    let server = bindAndAnnounce(host: stringOption("--listen", in: arguments) ?? "127.0.0.1") { raw_stream_bind($0, $1, $2) }
+    raw_stream_serve(server, UInt64(total), options.chunk)
+    tell("PEAK \(peakResidentBytes())")
+}
+
+/// Binds a raw baseline's serving end at `tcp://host:*` with `bind` (a C `raw_*_bind`) and says
+/// `READY endpoint`; says `FAILED …` and exits when the bind fails.
+func bindAndAnnounce(host: String, _ bind: (String, UnsafeMutablePointer<CChar>, Int) -> OpaquePointer?) -> OpaquePointer {
     var endpoint = [CChar](repeating: 0, count: 256)
-    guard let server = raw_stream_bind("tcp://\(host):*", &endpoint, endpoint.count) else {
+    guard let server = endpoint.withUnsafeMutableBufferPointer({ bind("tcp://\(host):*", $0.baseAddress!, $0.count) }) else {
         tell("FAILED cannot bind tcp://\(host):*")
         exit(1)
     }
     tell("READY \(String(decoding: endpoint.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
-    raw_stream_serve(server, UInt64(total), options.chunk)
-    tell("PEAK \(peakResidentBytes())")
+    return server
 }
 
 /// `raw-stream-client`: fetches `--size-bytes` from the raw server at `--peer`; says `DONE seconds peak`.

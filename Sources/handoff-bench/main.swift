@@ -249,22 +249,25 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
 
+/// One node of a benchmark pair: direct mode on loopback, dialling `peers`, advertising every 10 s.
+func pairConfiguration(_ name: String, peers: [String], lease: Duration = .seconds(30)) -> Node.Configuration {
+    var configuration = Node.Configuration(name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers), advertiseInterval: .seconds(10))
+    configuration.lease = lease
+    return configuration
+}
+
 /// Two direct-mode nodes sharing one context (as the raw baselines share one), running for `body`.
 func withPair<T: Sendable>(
     lease: Duration = .seconds(30),
     _ body: (_ originator: Node, _ continuer: Node) async throws -> T
 ) async throws -> T {
     let context = try Context()
-    var first = Node.Configuration(name: "originator", bus: .direct(listen: "tcp://127.0.0.1:*", peers: []), advertiseInterval: .seconds(10))
-    first.lease = lease
-    let originator = try Node(configuration: first, context: context)
+    let originator = try Node(configuration: pairConfiguration("originator", peers: [], lease: lease), context: context)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await originator.run() }
         defer { group.cancelAll() }
         await originator.untilRunning()
-        var second = Node.Configuration(name: "continuer", bus: .direct(listen: "tcp://127.0.0.1:*", peers: [originator.busEndpoint!]), advertiseInterval: .seconds(10))
-        second.lease = lease
-        return try await Node.withRunning(second, context: context) { continuer in
+        return try await Node.withRunning(pairConfiguration("continuer", peers: [originator.busEndpoint!], lease: lease), context: context) { continuer in
             try await body(originator, continuer)
         }
     }
@@ -279,10 +282,9 @@ func waitFor(_ id: String, on node: Node) async throws -> DiscoveredActivity {
 
 /// Continue round trips (request → restore handler called with the full state) against raw REQ/REP.
 func benchContinue(rounds: Int) async throws {
-    let userInfo = benchContactInfo
     let handoff: [Double] = try await withPair { originator, continuer in
         let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
-        activity.userInfo = userInfo
+        activity.userInfo = benchContactInfo
         try await activity.becomeCurrent(on: originator)
         await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
         let found = try await waitFor(activity.id, on: continuer)

@@ -10,14 +10,17 @@
 /// file-transfer pattern. Returns the seconds from the first request to the last byte, or -1.
 double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window);
 
+/// The serving end of a raw baseline run between two processes (opaque).
+struct raw_server;
+
 /// The same transfer with each end in a process of its own. The serving end: a ROUTER (in a
 /// context of its own) bound at `bind` (e.g. `tcp://127.0.0.1:*`), its endpoint written to
 /// `endpoint`; NULL when the bind fails.
-struct raw_stream_server *raw_stream_bind(const char *bind, char *endpoint, size_t capacity);
+struct raw_server *raw_stream_bind(const char *bind, char *endpoint, size_t capacity);
 
 /// Answers requests with `chunk`-byte frames until `total` bytes are sent, then closes and frees
 /// `server` (waiting up to 5 s for the tail to leave).
-void raw_stream_serve(struct raw_stream_server *server, uint64_t total, size_t chunk);
+void raw_stream_serve(struct raw_server *server, uint64_t total, size_t chunk);
 
 /// The fetching end: a DEALER connects to `endpoint` and keeps `window` requests (of one `chunk`
 /// each, never past `total`) outstanding until `total` bytes arrived. Returns the seconds from the first request to the last byte, or -1.
@@ -30,10 +33,10 @@ int raw_req_rep(int rounds, size_t size, double *latencies);
 
 /// The same round trips with each end in a process of its own. The answering end: a REP (in a
 /// context of its own) bound at `bind`, its endpoint written to `endpoint`; NULL when the bind fails.
-struct raw_rep_server *raw_rep_bind(const char *bind, char *endpoint, size_t capacity);
+struct raw_server *raw_rep_bind(const char *bind, char *endpoint, size_t capacity);
 
 /// Answers `rounds` requests with the request itself, then closes and frees `server`.
-void raw_rep_serve(struct raw_rep_server *server, int rounds);
+void raw_rep_serve(struct raw_server *server, int rounds);
 
 /// The asking end: a REQ connects to `endpoint` and makes `rounds` round trips of `size` bytes,
 /// each one's time in microseconds in `latencies` (capacity `rounds`). Returns 0, or -1 on failure
