@@ -392,37 +392,31 @@ final class BrokerLoop {
         }
     }
 
-    /// Decodes a bus message's envelope in place, without copying the frame.
+    /// Reads the few fields the cache and the sender check need from a bus message's envelope, in
+    /// place (``WireBusSummary``: no copy of the frame, no decoding of the rest).
     private static func decodeBusMessage(_ frames: [Frame]) -> BusContent {
         guard frames.count == 2 else { return .malformed }
         return frames[1].withUnsafeBytes { bytes -> BusContent in
-            guard let base = bytes.baseAddress, !bytes.isEmpty else { return .malformed }
-            // The Data borrows the frame's bytes, so nothing decoded from it may leave this closure
-            // (SwiftProtobuf may keep slices of it, e.g. for unknown fields): only copies do.
-            let data = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none)
-            guard let envelope = try? WireEnvelope.decode(data) else { return .malformed }
-            var claim = BusClaim(senderID: String(envelope.sender.nodeID), senderKey: Array(envelope.sender.publicKey))
-            switch envelope.body {
-            case .advertisement(let advertisement):
-                claim.activityID = String(advertisement.activityID)
-                claim.originID = String(advertisement.origin.nodeID)
-                claim.originKey = Array(advertisement.origin.publicKey)
+            guard let summary = try? WireBusSummary.read(bytes) else { return .malformed }
+            var claim = BusClaim(senderID: summary.sender.id, senderKey: summary.sender.publicKey)
+            switch summary.body {
+            case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
+                claim.activityID = activityID
+                claim.originID = origin.id
+                claim.originKey = origin.publicKey
                 return .advertisement(CachedAdvertisement(
-                    activityID: String(advertisement.activityID), origin: String(advertisement.origin.nodeID),
-                    originKey: Array(advertisement.origin.publicKey), version: advertisement.version,
-                    leaseMs: advertisement.leaseMs,
-                    expiresAt: advertisement.hasExpiresAt ? advertisement.expiresAt.date : nil), claim)
-            case .withdrawal(let withdrawal):
-                claim.activityID = String(withdrawal.activityID)
-                claim.originID = String(withdrawal.origin.nodeID)
-                claim.originKey = Array(withdrawal.origin.publicKey)
-                return .withdrawal(activityID: String(withdrawal.activityID), claim)
-            case .nodePresence(let presence):
-                claim.originID = String(presence.node.nodeID)
-                claim.originKey = Array(presence.node.publicKey)
-                return .presence(origin: String(presence.node.nodeID), listed: Set(presence.activityIds.map { String($0) }),
-                                 partial: presence.partial, leaseMs: presence.leaseMs, claim)
-            default:
+                    activityID: activityID, origin: origin.id, originKey: origin.publicKey, version: version,
+                    leaseMs: leaseMs, expiresAt: expiresAt), claim)
+            case .withdrawal(let activityID, let origin):
+                claim.activityID = activityID
+                claim.originID = origin.id
+                claim.originKey = origin.publicKey
+                return .withdrawal(activityID: activityID, claim)
+            case .presence(let node, let leaseMs, let activityIDs, let partial):
+                claim.originID = node.id
+                claim.originKey = node.publicKey
+                return .presence(origin: node.id, listed: Set(activityIDs), partial: partial, leaseMs: leaseMs, claim)
+            case .other:
                 return .other(claim)
             }
         }

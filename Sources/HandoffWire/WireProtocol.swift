@@ -32,7 +32,10 @@ extension WireTimestamp {
     }
 
     /// The timestamp as a `Date` (sub-microsecond precision is limited by `Date`'s `Double`).
-    public var date: Date {
+    public var date: Date { Self.date(seconds: seconds, nanos: nanos) }
+
+    /// The `Date` of a timestamp's two fields.
+    public static func date(seconds: Int64, nanos: Int32) -> Date {
         Date(timeIntervalSince1970: Double(seconds) + Double(nanos) / 1_000_000_000)
     }
 }

@@ -1,0 +1,134 @@
+// Hand-written: a reader of the protobuf binary format over borrowed bytes, for the few hot paths
+// that need some fields of a message and not the whole of it (WireBusSummary). It accepts and
+// rejects what SwiftProtobuf's BinaryDecoder does for the fields it is asked for.
+
+import SwiftProtobuf
+
+/// Reads protobuf fields one at a time from bytes it does not own (no copy, no allocation).
+///
+/// The caller keeps the bytes alive while the reader and any slice it returned are in use.
+struct ProtobufReader {
+    /// The protobuf wire types (`WireFormat` in SwiftProtobuf).
+    enum WireType: UInt8 {
+        case varint = 0, fixed64 = 1, lengthDelimited = 2, startGroup = 3, endGroup = 4, fixed32 = 5
+    }
+
+    /// SwiftProtobuf's default `messageDepthLimit`.
+    static let depthLimit = 100
+
+    private let bytes: UnsafeRawBufferPointer
+    private var index = 0
+    /// Nesting levels left (messages and groups), shared with sub-readers through `depth`.
+    private(set) var depth: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, depth: Int = 1) throws(BinaryDecodingError) {
+        self.bytes = bytes
+        self.depth = depth
+        guard depth <= Self.depthLimit else { throw .messageDepthLimit }
+    }
+
+    /// A reader of a nested message's bytes, one level deeper.
+    func nested(_ body: UnsafeRawBufferPointer) throws(BinaryDecodingError) -> ProtobufReader {
+        try ProtobufReader(body, depth: depth + 1)
+    }
+
+    /// The next field's number and wire type, or `nil` at the end of the bytes.
+    ///
+    /// A tag is a varint of at most 5 bytes below 2³², with a field number above 0 and a wire type
+    /// of 0–5; an end-group tag here (not inside a skipped group) is malformed.
+    mutating func nextField() throws(BinaryDecodingError) -> (number: Int, type: WireType)? {
+        guard index < bytes.count else { return nil }
+        var tag: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard index < bytes.count, shift < 35 else { throw .malformedProtobuf }
+            let byte = bytes[index]
+            index += 1
+            tag |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { break }
+            shift += 7
+        }
+        guard tag < 1 << 32, tag >> 3 != 0, let type = WireType(rawValue: UInt8(tag & 7)), type != .endGroup else {
+            throw .malformedProtobuf
+        }
+        return (Int(tag >> 3), type)
+    }
+
+    /// A varint of at most 10 bytes.
+    mutating func varint() throws(BinaryDecodingError) -> UInt64 {
+        guard index < bytes.count else { throw .truncated }
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard index < bytes.count, shift <= 63 else { throw .malformedProtobuf }
+            let byte = bytes[index]
+            index += 1
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+    }
+
+    /// A length-delimited field's body (a string, bytes or a nested message), borrowed.
+    mutating func lengthDelimited() throws(BinaryDecodingError) -> UnsafeRawBufferPointer {
+        let length = try varint()
+        guard length < 0x7FFF_FFFF else { throw .malformedProtobuf }
+        guard length <= UInt64(bytes.count - index) else { throw .truncated }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[index..<index + Int(length)])
+        index += Int(length)
+        return body
+    }
+
+    /// A string field: its body as UTF-8, which it must be.
+    mutating func string() throws(BinaryDecodingError) -> String {
+        let body = try lengthDelimited()
+        guard let string = String(validating: body, as: UTF8.self) else { throw .invalidUTF8 }
+        return string
+    }
+
+    /// Skips a field's value (a field this reader was not asked for), checking only that it is
+    /// well formed, as SwiftProtobuf does for unknown fields.
+    mutating func skip(_ type: WireType, number: Int) throws(BinaryDecodingError) {
+        switch type {
+        case .varint:
+            _ = try varint()
+        case .fixed64:
+            try advance(8)
+        case .fixed32:
+            try advance(4)
+        case .lengthDelimited:
+            let length = try varint()
+            guard length <= UInt64(bytes.count - index) else { throw .truncated }
+            index += Int(length)
+        case .startGroup:
+            depth += 1
+            guard depth <= Self.depthLimit else { throw .messageDepthLimit }
+            while true {
+                guard index < bytes.count else { throw .truncated }
+                let (innerNumber, innerType) = try groupTag()
+                if innerType == .endGroup {
+                    guard innerNumber == number else { throw .malformedProtobuf }
+                    break
+                }
+                try skip(innerType, number: innerNumber)
+            }
+            depth -= 1
+        case .endGroup:
+            throw .truncated
+        }
+    }
+
+    private mutating func advance(_ count: Int) throws(BinaryDecodingError) {
+        guard bytes.count - index >= count else { throw .truncated }
+        index += count
+    }
+
+    /// A tag inside a skipped group, read as SwiftProtobuf does there (end-group tags allowed).
+    private mutating func groupTag() throws(BinaryDecodingError) -> (Int, WireType) {
+        let tag = try varint()
+        guard tag < UInt64(UInt32.max), tag >> 3 != 0, let type = WireType(rawValue: UInt8(tag & 7)) else {
+            throw .malformedProtobuf
+        }
+        return (Int(tag >> 3), type)
+    }
+}
