@@ -23,6 +23,13 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+// CPU time of the whole process so far (every thread, user and system), in seconds.
+static double process_cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 // The ROUTER's side: every request (identity + empty body) gets the next chunk, until `total` is sent.
 static void serve_chunks(void *router, uint64_t total, size_t chunk) {
     char *data = malloc(chunk);
@@ -377,7 +384,7 @@ static void pubsub_close(struct pubsub *ps) {
     zmq_ctx_term(ps->context);
 }
 
-int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples) {
+int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *cpu_seconds, double *latencies, int samples) {
     struct pubsub ps;
     pubsub_open(&ps);
     const char *topic = bench_topic;
@@ -386,7 +393,7 @@ int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies
     char *body = calloc(1, size < 16 ? 16 : size);
     int every = samples > 0 ? count / samples : count + 1;
     int sampled = 0;
-    double started = now();
+    double started = now(), cpu_started = process_cpu();
     int received = 0;
     // Publisher and subscriber interleave on one thread: send a batch, drain what arrived.
     for (int sent = 0; sent < count || received < count;) {
@@ -414,6 +421,7 @@ int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies
         }
     }
     *seconds = now() - started;
+    *cpu_seconds = process_cpu() - cpu_started;
     free(body);
     pubsub_close(&ps);
     return sampled == samples ? 0 : (samples > 0 && sampled > 0 ? 0 : -1);

@@ -332,17 +332,20 @@ func benchContinue(rounds: Int) async throws {
 func benchAdverts(count: Int, trials: Int) async throws {
     var handoffRuns: [Double] = [], handoffLatencies: [Double] = []
     var rawRuns: [Double] = [], rawLatencies: [Double] = [], batchedRuns: [Double] = []
+    var handoffCPU: [Double] = [], rawCPU: [Double] = []
     var size = 0
     for _ in 0..<trials {
         batchedRuns.append(try await handoffAdverts(count: count, batch: 1_000).seconds)
         let run = try await handoffAdverts(count: count)
         handoffRuns.append(run.seconds)
+        handoffCPU.append(run.cpu)
         handoffLatencies += run.latencies
         size = run.size
-        var seconds = 0.0
+        var seconds = 0.0, cpu = 0.0
         var latencies = [Double](repeating: 0, count: 200)
-        guard raw_pub_proxy_sub(Int32(count), size, &seconds, &latencies, 200) == 0 else { throw HandoffError(.handoffFailed, "raw pub/sub failed") }
+        guard raw_pub_proxy_sub(Int32(count), size, &seconds, &cpu, &latencies, 200) == 0 else { throw HandoffError(.handoffFailed, "raw pub/sub failed") }
         rawRuns.append(seconds)
+        rawCPU.append(cpu)
         rawLatencies += latencies
     }
     var rawOneAtATime = [Double](repeating: 0, count: 200 * trials)
@@ -362,6 +365,11 @@ func benchAdverts(count: Int, trials: Int) async throws {
     let batchedSeconds = median(batchedRuns)
     row("Handoff node.becomeCurrent(1,000 at a time) → appeared", String(format: "%.0f", Double(count) / batchedSeconds))
     row("ratio batched Handoff / raw (throughput)", String(format: "%.1f %%", 100 * rawSeconds / batchedSeconds))
+    // CPU per message, the whole process (every party and libzmq's threads): steadier than the
+    // rates on a 2-core VM, and what a faster path has to lower.
+    let handoffMicros = 1e6 * median(handoffCPU) / Double(count), rawMicros = 1e6 * median(rawCPU) / Double(count)
+    row("CPU per message, Handoff / raw (µs, whole process)", String(format: "%.1f / %.1f", handoffMicros, rawMicros),
+        String(format: "%.1f x", handoffMicros / rawMicros))
     let handoffRate = Double(count) / handoffSeconds
     compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq PUB→proxy→SUB",
             String(format: "%.0f", Double(count) / rawSeconds), ratio: String(format: "%.0f %%", 100 * rawSeconds / handoffSeconds),
@@ -420,12 +428,12 @@ func benchBrokerConfiguration() -> Broker.Configuration {
 /// One Handoff trial: a broker and two nodes; 200 activities one at a time (latency from
 /// becomeCurrent to the other node's `appeared`), then `count` as fast as they go (throughput).
 /// Returns the throughput phase's seconds, the latencies in µs, and the advertisements' size on the wire.
-func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double, latencies: [Double], size: Int) {
+func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double, cpu: Double, latencies: [Double], size: Int) {
     let context = try Context()
     let broker = try Broker.start(benchBrokerConfiguration(), context: context)
     defer { broker.stop() }
     let publisher = try Node(configuration: brokerNodeConfiguration("publisher", broker: broker), context: context)
-    let (elapsed, latencies): (Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
+    let (elapsed, cpu, latencies): (Double, Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
         defer { group.cancelAll() }
         await publisher.untilRunning()
@@ -444,7 +452,7 @@ func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double
                 }
                 latencies.append(seconds(ContinuousClock.now - started) * 1e6)
             }
-            let started = ContinuousClock.now
+            let started = ContinuousClock.now, cpuStarted = processCPUSeconds()
             if batch > 1 {
                 // Node.becomeCurrent([...]): one call into the node per batch.
                 for first in stride(from: 0, to: count, by: batch) {
@@ -466,11 +474,18 @@ func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double
             while seen < count, let event = await iterator.next() {
                 if case .appeared(let activity) = event, activity.activityType == "org.handoff.bench.advert" { seen += 1 }
             }
-            return (seconds(ContinuousClock.now - started), latencies)
+            return (seconds(ContinuousClock.now - started), processCPUSeconds() - cpuStarted, latencies)
         }
     }
     let counters = broker.counters
-    return (elapsed, latencies, max(counters.bytesIn / max(counters.messagesIn, 1), 16))
+    return (elapsed, cpu, latencies, max(counters.bytesIn / max(counters.messagesIn, 1), 16))
+}
+
+/// CPU time of this whole process so far (every thread, user and system), in seconds.
+func processCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
 }
 
 /// A late joiner's time to see `count` current activities (from the broker's cache).

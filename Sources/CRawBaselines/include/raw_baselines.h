@@ -45,9 +45,10 @@ int raw_req_fetch(const char *endpoint, int rounds, size_t size, double *latenci
 
 /// Raw libzmq pub/sub through a proxy: a PUB thread sends `count` messages of `size` bytes (a topic
 /// frame and a body) to an XSUB/XPUB proxy thread (zmq_proxy), a SUB receives them, all over
-/// tcp://127.0.0.1. Writes the seconds from first send to last receipt, and `samples` one-way
-/// latencies in microseconds (every count/samples-th message carries its send time). Returns 0 or -1.
-int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *latencies, int samples);
+/// tcp://127.0.0.1. Writes the seconds from first send to last receipt, the process's CPU seconds
+/// (every thread) over the same span, and `samples` one-way latencies in microseconds (every
+/// count/samples-th message carries its send time). Returns 0 or -1.
+int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *cpu_seconds, double *latencies, int samples);
 
 /// Raw libzmq pub/sub through the same proxy, one message at a time: sends a `size`-byte message
 /// (with its topic frame) and waits until the SUB has it, `count` times; each one-way time in
