@@ -18,7 +18,8 @@ struct ProtobufReader {
 
     private let bytes: UnsafeRawBufferPointer
     private var index = 0
-    /// Nesting levels left (messages and groups), shared with sub-readers through `depth`.
+    /// How deep this reader is (the outermost message is 1; nested messages and skipped groups
+    /// add one each), checked against ``depthLimit``.
     private(set) var depth: Int
 
     init(_ bytes: UnsafeRawBufferPointer, depth: Int = 1) throws(BinaryDecodingError) {
@@ -104,8 +105,7 @@ struct ProtobufReader {
             depth += 1
             guard depth <= Self.depthLimit else { throw .messageDepthLimit }
             while true {
-                guard index < bytes.count else { throw .truncated }
-                let (innerNumber, innerType) = try groupTag()
+                let (innerNumber, innerType) = try groupTag()  // truncated at the end of the bytes
                 if innerType == .endGroup {
                     guard innerNumber == number else { throw .malformedProtobuf }
                     break

@@ -44,7 +44,7 @@ public struct WireBusSummary: Equatable, Sendable {
     public static func read(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireBusSummary {
         var version: UInt32 = 0
         var sender = Node()
-        var sentAt: (seconds: Int64, nanos: Int32) = (0, 0)  // checked only: a node reads it
+        var sentAt = Timestamp(seconds: 0, nanos: 0)  // checked only: a node reads it
         var body: BodyFields?
         do {
             var reader = try ProtobufReader(bytes)
@@ -52,7 +52,7 @@ public struct WireBusSummary: Equatable, Sendable {
                 switch (number, type) {
                 case (1, .varint): version = UInt32(truncatingIfNeeded: try reader.varint())
                 case (3, .lengthDelimited): try readNode(into: &sender, reader.nested(reader.lengthDelimited()))
-                case (4, .lengthDelimited): try readTimestamp(seconds: &sentAt.seconds, nanos: &sentAt.nanos, reader.nested(reader.lengthDelimited()))
+                case (4, .lengthDelimited): try readTimestamp(into: &sentAt, reader.nested(reader.lengthDelimited()))
                 case (10...19, .lengthDelimited) where number != 16:
                     let content = try reader.lengthDelimited()
                     // A oneof: another case replaces the body; the same case again merges into it.
@@ -82,13 +82,16 @@ public struct WireBusSummary: Equatable, Sendable {
         }
     }
 
-    /// A Timestamp's fields merged into `seconds` and `nanos`.
-    static func readTimestamp(seconds: inout Int64, nanos: inout Int32, _ reader: ProtobufReader) throws(BinaryDecodingError) {
+    /// A Timestamp's two fields, as read.
+    typealias Timestamp = (seconds: Int64, nanos: Int32)
+
+    /// A Timestamp's fields merged into `time`.
+    static func readTimestamp(into time: inout Timestamp, _ reader: ProtobufReader) throws(BinaryDecodingError) {
         var reader = reader
         while let (number, type) = try reader.nextField() {
             switch (number, type) {
-            case (1, .varint): seconds = Int64(bitPattern: try reader.varint())
-            case (2, .varint): nanos = Int32(truncatingIfNeeded: try reader.varint())
+            case (1, .varint): time.seconds = Int64(bitPattern: try reader.varint())
+            case (2, .varint): time.nanos = Int32(truncatingIfNeeded: try reader.varint())
             default: try reader.skip(type, number: number)
             }
         }
@@ -102,7 +105,7 @@ private struct BodyFields {
     var node = WireBusSummary.Node()
     var version: UInt64 = 0
     var leaseMs: UInt32 = 0
-    var expiresAt: (seconds: Int64, nanos: Int32)?
+    var expiresAt: WireBusSummary.Timestamp?
     var activityIDs: [String] = []
     var partial = false
 
@@ -139,16 +142,16 @@ private struct BodyFields {
             case (4, .lengthDelimited): try WireBusSummary.readNode(into: &node, reader.nested(reader.lengthDelimited()))
             case (6, .varint): version = try reader.varint()
             case (7, .lengthDelimited):
-                var time = expiresAt ?? (0, 0)
-                try WireBusSummary.readTimestamp(seconds: &time.seconds, nanos: &time.nanos, reader.nested(reader.lengthDelimited()))
+                var time = expiresAt ?? (0, 0)  // a second occurrence merges into the first
+                try WireBusSummary.readTimestamp(into: &time, reader.nested(reader.lengthDelimited()))
                 expiresAt = time
             case (8, .varint): leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
             case (2, .lengthDelimited), (3, .lengthDelimited), (5, .lengthDelimited), (10, .lengthDelimited),
                  (11, .lengthDelimited), (12, .lengthDelimited):
                 _ = try reader.string()
             case (13, .lengthDelimited):
-                var seconds: Int64 = 0, nanos: Int32 = 0
-                try WireBusSummary.readTimestamp(seconds: &seconds, nanos: &nanos, reader.nested(reader.lengthDelimited()))
+                var updatedAt: WireBusSummary.Timestamp = (0, 0)  // checked only: a node reads it
+                try WireBusSummary.readTimestamp(into: &updatedAt, reader.nested(reader.lengthDelimited()))
             default: try reader.skip(type, number: number)  // 9 (a bool) and unknown fields
             }
         }
