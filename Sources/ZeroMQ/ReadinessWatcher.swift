@@ -113,14 +113,25 @@ final class ReadinessWatcher: Sendable {
     /// can run anything else that touches the socket.
     nonisolated(nonsending)
     func wait(_ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16) async -> Outcome {
+        await wait(id, after: generation, deadline: deadline, interest: interest, isolation: #isolation)
+    }
+
+    /// ``wait(_:after:deadline:interest:)`` with the caller's isolation named, so that the closures
+    /// below run on it too. A closure formed in a `nonisolated(nonsending)` function is not isolated
+    /// to the caller: it ran on Swift's global pool, so the waiter was registered off the socket
+    /// owner's executor, after a thread hop (seen in a backtrace of the registration).
+    private func wait(
+        _ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16, isolation: isolated (any Actor)?
+    ) async -> Outcome {
         let waiterID = state.withLock { state in
             let waiterID = state.nextID
             state.nextID += 1
             state.waiters[waiterID] = .pending
             return waiterID
         }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+        return await withTaskCancellationHandler(operation: {
+            _ = isolation  // captured, so that the closure is isolated to it
+            return await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Outcome, Never>) in
                 let immediate: Outcome? = state.withLock { state in
                     guard case .pending = state.waiters[waiterID] else {
                         state.waiters[waiterID] = nil
@@ -149,7 +160,7 @@ final class ReadinessWatcher: Sendable {
                     wake()  // the loop must recompute its epoll timeout
                 }
             }
-        } onCancel: {
+        }, onCancel: {
             let continuation: CheckedContinuation<Outcome, Never>? = state.withLock { state in
                 switch state.waiters[waiterID] {
                 case .pending:
@@ -163,19 +174,21 @@ final class ReadinessWatcher: Sendable {
                 }
             }
             continuation?.resume(returning: .cancelled)
-        }
+        }, isolation: isolation)
     }
 
     /// Resumes the waiters of a registration that wait for any of `events` (as just read from
     /// `ZMQ_EVENTS` by the socket's owner), because a libzmq call may have consumed the edge that would
     /// have woken them.
     ///
-    /// Also counts as a signal (bumps the generation), so a waiter that read the generation before
-    /// this call but had not registered yet rechecks instead of sleeping through it.
+    /// Not a signal: the generation stays. Only the socket's owner calls this, and a waiter of the
+    /// same owner registers on the owner's isolation right after reading the generation, with no
+    /// suspension between, so none can be between the two. (Bumping it here made a receiver spin
+    /// whenever another task of the owner was suspended on the socket: its own failed receive woke
+    /// the other task, bumped the generation it had just read, and sent it round again.)
     func wake(_ id: UInt64, satisfying events: Int16) {
         let resumed: [CheckedContinuation<Outcome, Never>] = state.withLock { state in
             guard var registration = state.registrations[id] else { return [] }
-            registration.generation &+= 1
             var taken: [CheckedContinuation<Outcome, Never>] = []
             registration.waiters.removeAll { waiterID in
                 guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID], interest & events != 0,

@@ -47,7 +47,7 @@ public final class Socket {
     /// Reused for every receive into a closure, so that those allocate nothing.
     private let scratch: UnsafeMutablePointer<zmq_msg_t>
     /// The readiness watcher's registration of this socket's ZMQ_FD, made on first async wait.
-    private var readinessID: UInt64?
+    private(set) var readinessID: UInt64?
     /// Whether a monitor is attached (it must be detached before the socket closes).
     var isMonitored = false
     /// How many of the owner's tasks are suspended in ``waitUntilReady(for:timeout:)`` right now.

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import ZeroMQ
+@testable import ZeroMQ
 
 @Suite("Polling and readiness")
 struct PollingTests {
@@ -168,5 +168,48 @@ actor TwoWaiters {
             await Task.yield()
         }
         return nil
+    }
+}
+
+@Suite("A receive beside another waiter")
+struct ReceiveBesideWaiterTests {
+    /// A receive that finds nothing reads `ZMQ_EVENTS` when another task of the owner is suspended
+    /// on the socket, to wake it if the call consumed its edge. That must not count as a signal for
+    /// the receiver itself, or it goes round (receive, read, wake, wait) until its timeout.
+    @Test("a receive that finds nothing waits once, instead of going round while another task waits on the socket")
+    func receiveWaitsOnce() async throws {
+        let owner = try WaiterBesideReceiver()
+        let (generations, received) = try await owner.run()
+        #expect(received == false)
+        #expect(generations < 20, "the registration was signalled \(generations) times in 300 ms of silence")
+    }
+}
+
+/// One actor, one connected DEALER that never gets a message: one task waits to read for a second,
+/// while another receives with a 300 ms timeout.
+actor WaiterBesideReceiver {
+    let context: Context
+    let dealer: Socket
+    let router: Socket
+
+    init() throws {
+        context = try Context()
+        router = try context.socket(.router)
+        try router.bind("tcp://127.0.0.1:*")
+        dealer = try context.socket(.dealer)
+        try dealer.connect(try router.lastEndpoint)
+    }
+
+    /// The signals the socket's registration saw during the second receive, and whether it got a frame.
+    func run() async throws -> (UInt64, Bool) {
+        _ = try await dealer.receive(timeout: .milliseconds(100))  // connected, registered, quiet
+        let waiter = Task { _ = try? await self.dealer.receive(timeout: .seconds(1)) }
+        await Task.yield()
+        let registration = try #require(dealer.readinessID)
+        let before = ReadinessWatcher.shared.generation(of: registration)
+        let frame = try await dealer.receive(timeout: .milliseconds(300))
+        let after = ReadinessWatcher.shared.generation(of: registration)
+        waiter.cancel()
+        return (after &- before, frame != nil)
     }
 }
