@@ -108,20 +108,16 @@ final class ReadinessWatcher: Sendable {
     ///   - generation: The generation read before the last `ZMQ_EVENTS` check.
     ///   - deadline: A `CLOCK_MONOTONIC` time in nanoseconds, or `nil` to wait without limit.
     ///   - interest: The `ZMQ_POLLIN`/`ZMQ_POLLOUT` bits the waiter waits for (see ``wake(_:satisfying:)``).
+    ///   - isolation: The caller's; leave the default.
     ///
     /// Runs on the caller's isolation, so the waiter is registered before the owner (an actor, say)
-    /// can run anything else that touches the socket.
-    nonisolated(nonsending)
-    func wait(_ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16) async -> Outcome {
-        await wait(id, after: generation, deadline: deadline, interest: interest, isolation: #isolation)
-    }
-
-    /// ``wait(_:after:deadline:interest:)`` with the caller's isolation named, so that the closures
-    /// below run on it too. A closure formed in a `nonisolated(nonsending)` function is not isolated
-    /// to the caller: it ran on Swift's global pool, so the waiter was registered off the socket
-    /// owner's executor, after a thread hop (seen in a backtrace of the registration).
-    private func wait(
-        _ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16, isolation: isolated (any Actor)?
+    /// can run anything else that touches the socket. The isolation is a parameter, and the closures
+    /// below capture it, because a closure formed in a `nonisolated(nonsending)` function is not
+    /// isolated to the caller: it ran on Swift's global pool, so the waiter was registered off the
+    /// socket owner's executor, after a thread hop (seen in a backtrace of the registration).
+    func wait(
+        _ id: UInt64, after generation: UInt64, deadline: UInt64?, interest: Int16,
+        isolation: isolated (any Actor)? = #isolation
     ) async -> Outcome {
         let waiterID = state.withLock { state in
             let waiterID = state.nextID
@@ -130,7 +126,7 @@ final class ReadinessWatcher: Sendable {
             return waiterID
         }
         return await withTaskCancellationHandler(operation: {
-            _ = isolation  // captured, so that the closure is isolated to it
+            isolation?.assertIsolated("the waiter registers on its caller's isolation")  // (and captures it)
             return await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Outcome, Never>) in
                 let immediate: Outcome? = state.withLock { state in
                     guard case .pending = state.waiters[waiterID] else {
