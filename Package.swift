@@ -111,7 +111,7 @@ let package = Package(
         // Benchmarks: Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.
         .executableTarget(
             name: "handoff-bench",
-            dependencies: ["Handoff", "ZeroMQ", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Handoff", "ZeroMQ", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(

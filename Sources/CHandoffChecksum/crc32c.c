@@ -2,6 +2,10 @@
 
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #define POLY 0x82F63B78u
 
 // Slicing-by-8 tables, built once: table[k][b] is the CRC of byte b followed by k zero bytes.
@@ -134,34 +138,194 @@ __attribute__((target("sse4.2"))) static uint32_t three_lanes_copy(uint32_t crc,
     return crc;
 }
 
-static uint32_t hardware_copy(uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
+// MARK: Folding with carry-less multiplication (AVX-512 VPCLMULQDQ)
+//
+// The message, as a polynomial over GF(2), is congruent modulo P to a shorter one: a 128-bit block H
+// followed by F more bits contributes H * x^F, and with H = Hh * x^64 + Hl that is
+// Hh * (x^(64+F) mod P) + Hl * (x^F mod P), a polynomial of under 96 bits that can be XORed into the
+// block F bits later. Four 64-byte accumulators fold forward 256 bytes at a time; at the end they fold
+// into one 16-byte block, whose CRC (two crc32 instructions) is the CRC of everything folded.
+//
+// In the reflected order the register uses, a 16-byte block loaded little-endian holds Hh reversed in
+// its low half and Hl reversed in its high half. A carry-less product of a 64-bit reversed value and a
+// constant C reversed in 64 bits (its reflected 32-bit form shifted up by 32) is the reversed product
+// one bit short of where it belongs, so each constant carries one factor of x less:
+// x^(F+63) mod P for the low half, x^(F-1) mod P for the high half.
+
+// x^n mod P, reflected.
+static uint32_t x_power(size_t n) {
+    uint32_t r = 0x80000000u;
+    while (n--) r = (r & 1u) ? (r >> 1) ^ POLY : r >> 1;
+    return r;
+}
+
+// The constant pair that folds a 16-byte block forward by `bytes`: low qword for the block's low half.
+struct fold_constant {
+    uint64_t low, high;
+};
+
+static struct fold_constant fold_by(size_t bytes) {
+    size_t bits = 8 * bytes;
+    return (struct fold_constant){(uint64_t)x_power(bits + 63) << 32, (uint64_t)x_power(bits - 1) << 32};
+}
+
+// Folding distances: 256 bytes (the loop), 64 bytes (accumulator into accumulator), 48, 32, 16 bytes
+// (the last accumulator's four blocks into its last).
+static struct fold_constant fold_256, fold_64, fold_48, fold_32, fold_16;
+static int folds_ready;
+
+static void prepare_folds(void) {
+    fold_256 = fold_by(256);
+    fold_64 = fold_by(64);
+    fold_48 = fold_by(48);
+    fold_32 = fold_by(32);
+    fold_16 = fold_by(16);
+    __atomic_store_n(&folds_ready, 1, __ATOMIC_RELEASE);
+}
+
+#define FOLD_TARGET __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2")))
+
+FOLD_TARGET static inline __m512i broadcast(struct fold_constant k) {
+    return _mm512_broadcast_i32x4(_mm_set_epi64x((long long)k.high, (long long)k.low));
+}
+
+// acc folded forward by k, XORed with `next`: one step of every 16-byte lane at once.
+FOLD_TARGET static inline __m512i fold512(__m512i acc, __m512i k, __m512i next) {
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00), _mm512_clmulepi64_epi128(acc, k, 0x11), next, 0x96);
+}
+
+FOLD_TARGET static inline __m128i fold128(__m128i block, struct fold_constant k) {
+    __m128i constant = _mm_set_epi64x((long long)k.high, (long long)k.low);
+    return _mm_xor_si128(_mm_clmulepi64_si128(block, constant, 0x00), _mm_clmulepi64_si128(block, constant, 0x11));
+}
+
+// The CRC register after the four accumulators (256 bytes, in order), which hold everything folded.
+FOLD_TARGET static uint32_t fold_finish(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
+    __m512i k64 = broadcast(fold_64);
+    a1 = fold512(a0, k64, a1);
+    a2 = fold512(a1, k64, a2);
+    a3 = fold512(a2, k64, a3);
+    __m128i last = _mm512_extracti32x4_epi32(a3, 3);
+    last = _mm_xor_si128(last, fold128(_mm512_extracti32x4_epi32(a3, 0), fold_48));
+    last = _mm_xor_si128(last, fold128(_mm512_extracti32x4_epi32(a3, 1), fold_32));
+    last = _mm_xor_si128(last, fold128(_mm512_extracti32x4_epi32(a3, 2), fold_16));
+    uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(last));
+    return (uint32_t)__builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(last, 1));
+}
+
+// Folds the longest prefix of whole 256-byte blocks (when there are at least two) and returns the CRC
+// register after it; `data` and `length` move past it.
+FOLD_TARGET static uint32_t fold(uint32_t crc, const unsigned char **data, size_t *length) {
+    const unsigned char *p = *data;
+    size_t n = *length;
+    if (n < 512) return crc;
+    __m512i k = broadcast(fold_256);
+    __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+    __m512i a1 = _mm512_loadu_si512(p + 64), a2 = _mm512_loadu_si512(p + 128), a3 = _mm512_loadu_si512(p + 192);
+    for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
+        a0 = fold512(a0, k, _mm512_loadu_si512(p));
+        a1 = fold512(a1, k, _mm512_loadu_si512(p + 64));
+        a2 = fold512(a2, k, _mm512_loadu_si512(p + 128));
+        a3 = fold512(a3, k, _mm512_loadu_si512(p + 192));
+    }
+    *data = p;
+    *length = n;
+    return fold_finish(a0, a1, a2, a3);
+}
+
+// fold, also copying what it reads to `out`.
+FOLD_TARGET static uint32_t fold_copy(uint32_t crc, const unsigned char **data, unsigned char **out, size_t *length) {
+    const unsigned char *p = *data;
+    unsigned char *q = *out;
+    size_t n = *length;
+    if (n < 512) return crc;
+    __m512i k = broadcast(fold_256);
+    __m512i b0 = _mm512_loadu_si512(p), b1 = _mm512_loadu_si512(p + 64), b2 = _mm512_loadu_si512(p + 128), b3 = _mm512_loadu_si512(p + 192);
+    _mm512_storeu_si512(q, b0);
+    _mm512_storeu_si512(q + 64, b1);
+    _mm512_storeu_si512(q + 128, b2);
+    _mm512_storeu_si512(q + 192, b3);
+    __m512i a0 = _mm512_xor_si512(b0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc))), a1 = b1, a2 = b2, a3 = b3;
+    for (p += 256, q += 256, n -= 256; n >= 256; p += 256, q += 256, n -= 256) {
+        b0 = _mm512_loadu_si512(p);
+        b1 = _mm512_loadu_si512(p + 64);
+        b2 = _mm512_loadu_si512(p + 128);
+        b3 = _mm512_loadu_si512(p + 192);
+        _mm512_storeu_si512(q, b0);
+        _mm512_storeu_si512(q + 64, b1);
+        _mm512_storeu_si512(q + 128, b2);
+        _mm512_storeu_si512(q + 192, b3);
+        a0 = fold512(a0, k, b0);
+        a1 = fold512(a1, k, b1);
+        a2 = fold512(a2, k, b2);
+        a3 = fold512(a3, k, b3);
+    }
+    *data = p;
+    *out = q;
+    *length = n;
+    return fold_finish(a0, a1, a2, a3);
+}
+
+// The interleaved crc32 instructions, after folding when `folding` (the longest run of 256-byte
+// blocks first, then lanes of 4 KiB and 256 bytes, then 8 bytes at a time).
+static uint32_t hardware_copy(int folding, uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
     if (!__atomic_load_n(&shifts_ready, __ATOMIC_ACQUIRE)) prepare_shifts();
+    if (folding) {
+        if (!__atomic_load_n(&folds_ready, __ATOMIC_ACQUIRE)) prepare_folds();
+        crc = fold_copy(crc, &p, &q, &n);
+    }
     crc = three_lanes_copy(crc, &p, &q, &n, LONG_LANE, long_shift);
     crc = three_lanes_copy(crc, &p, &q, &n, SHORT_LANE, short_shift);
     memcpy(q, p, n);
     return single_lane(crc, p, n);
 }
 
-static uint32_t hardware(uint32_t crc, const unsigned char *p, size_t n) {
+static uint32_t hardware(int folding, uint32_t crc, const unsigned char *p, size_t n) {
     if (!__atomic_load_n(&shifts_ready, __ATOMIC_ACQUIRE)) prepare_shifts();
+    if (folding) {
+        if (!__atomic_load_n(&folds_ready, __ATOMIC_ACQUIRE)) prepare_folds();
+        crc = fold(crc, &p, &n);
+    }
     crc = three_lanes(crc, &p, &n, LONG_LANE, long_shift);
     crc = three_lanes(crc, &p, &n, SHORT_LANE, short_shift);
     return single_lane(crc, p, n);
 }
 #endif
 
-static int use_hardware = -1;
+static int best = -1;
 
-int handoff_crc32c_is_hardware(void) {
-    if (use_hardware < 0) {
+int handoff_crc32c_implementation(void) {
+    if (best < 0) {
+        int found = HANDOFF_CRC32C_TABLES;
 #if defined(__x86_64__)
         __builtin_cpu_init();
-        use_hardware = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-#else
-        use_hardware = 0;
+        if (__builtin_cpu_supports("sse4.2")) found = HANDOFF_CRC32C_LANES;
+        if (found == HANDOFF_CRC32C_LANES && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
+            __builtin_cpu_supports("pclmul"))
+            found = HANDOFF_CRC32C_FOLDING;
 #endif
+        __atomic_store_n(&best, found, __ATOMIC_RELAXED);
     }
-    return use_hardware;
+    return best;
+}
+
+uint32_t handoff_crc32c_using(int implementation, uint32_t previous, const void *data, size_t length) {
+    if (implementation > handoff_crc32c_implementation()) implementation = handoff_crc32c_implementation();
+#if defined(__x86_64__)
+    if (implementation >= HANDOFF_CRC32C_LANES)
+        return ~hardware(implementation == HANDOFF_CRC32C_FOLDING, ~previous, data, length);
+#endif
+    return ~software(~previous, data, length);
+}
+
+uint32_t handoff_crc32c_copy_using(int implementation, uint32_t previous, void *destination, const void *source, size_t length) {
+    if (implementation > handoff_crc32c_implementation()) implementation = handoff_crc32c_implementation();
+#if defined(__x86_64__)
+    if (implementation >= HANDOFF_CRC32C_LANES)
+        return ~hardware_copy(implementation == HANDOFF_CRC32C_FOLDING, ~previous, destination, source, length);
+#endif
+    memcpy(destination, source, length);
+    return ~software(~previous, destination, length);
 }
 
 uint32_t handoff_crc32c_portable(uint32_t previous, const void *data, size_t length) {
@@ -169,18 +333,9 @@ uint32_t handoff_crc32c_portable(uint32_t previous, const void *data, size_t len
 }
 
 uint32_t handoff_crc32c(uint32_t previous, const void *data, size_t length) {
-    uint32_t crc = ~previous;
-    const unsigned char *p = data;
-#if defined(__x86_64__)
-    if (handoff_crc32c_is_hardware()) return ~hardware(crc, p, length);
-#endif
-    return ~software(crc, p, length);
+    return handoff_crc32c_using(handoff_crc32c_implementation(), previous, data, length);
 }
 
 uint32_t handoff_crc32c_copy(uint32_t previous, void *destination, const void *source, size_t length) {
-#if defined(__x86_64__)
-    if (handoff_crc32c_is_hardware()) return ~hardware_copy(~previous, destination, source, length);
-#endif
-    memcpy(destination, source, length);
-    return handoff_crc32c(previous, destination, length);
+    return handoff_crc32c_copy_using(handoff_crc32c_implementation(), previous, destination, source, length);
 }

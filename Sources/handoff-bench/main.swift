@@ -610,6 +610,10 @@ case "adverts":
 case "become-current":
     banner()
     try await benchBecomeCurrent(count: intOption("--count", 50000))
+case "checksum":
+    banner()
+    benchChecksum(Array(arguments.dropFirst()))
+    printSummary()
 case "late-joiner":
     banner()
     try await benchLateJoiner(count: intOption("--count", 1000))
@@ -661,6 +665,8 @@ default:
                handoff-bench streams [--size MiB] [--runs N] [--window chunks]
                                                         streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
                handoff-bench late-joiner [--count N]    a new node's time to see N current activities
+               handoff-bench checksum [--chunk-kib N] [--mib N]
+                                                        CRC-32C per implementation against memcpy
                handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
                handoff-bench slow-reader [--seconds S] [--size MiB]
                                                         a stream whose reader is slow: it outlasts every timeout

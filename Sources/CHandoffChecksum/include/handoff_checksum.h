@@ -6,7 +6,7 @@
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) of `length` bytes, continuing from
 /// `previous` (0 to start). Same convention as zlib's crc32(): feeding a buffer in pieces gives the
-/// same result as feeding it whole. Uses the SSE4.2 crc32 instruction when the CPU has it.
+/// same result as feeding it whole. Uses the fastest implementation the CPU runs (see below).
 uint32_t handoff_crc32c(uint32_t previous, const void *data, size_t length);
 
 /// The same CRC-32C computed with tables only, whatever the CPU: the reference the fast path is
@@ -17,8 +17,23 @@ uint32_t handoff_crc32c_portable(uint32_t previous, const void *data, size_t len
 /// CRC-32C of them continuing from `previous`, in one pass over the data.
 uint32_t handoff_crc32c_copy(uint32_t previous, void *destination, const void *source, size_t length);
 
-/// Whether handoff_crc32c runs on the CPU's crc32 instruction (1) or on tables (0).
-int handoff_crc32c_is_hardware(void);
+/// The ways this library computes CRC-32C, slowest first.
+/// Slicing-by-8 tables: any CPU.
+#define HANDOFF_CRC32C_TABLES 0
+/// Three interleaved chains of the SSE4.2 crc32 instruction.
+#define HANDOFF_CRC32C_LANES 1
+/// Carry-less multiplication folding 256 bytes at a time (AVX-512 VPCLMULQDQ), then the lanes.
+#define HANDOFF_CRC32C_FOLDING 2
+
+/// The fastest implementation this CPU runs, which handoff_crc32c and handoff_crc32c_copy use.
+int handoff_crc32c_implementation(void);
+
+/// handoff_crc32c with a given implementation (or the fastest this CPU has, if it lacks that one):
+/// how tests check every implementation against the tables, and benchmarks compare them.
+uint32_t handoff_crc32c_using(int implementation, uint32_t previous, const void *data, size_t length);
+
+/// handoff_crc32c_copy with a given implementation, as handoff_crc32c_using.
+uint32_t handoff_crc32c_copy_using(int implementation, uint32_t previous, void *destination, const void *source, size_t length);
 
 /// SHA-256 (FIPS 180-4) in pieces: init, update with the data in any number of pieces, final.
 typedef struct handoff_sha256 {
