@@ -20,10 +20,10 @@ struct RoundTrips {
 
 /// Continue round trips between an originator process and a continuer process (direct bus on
 /// loopback): the continuer's p50 and p99 over `rounds`, after 200 of warm-up.
-func continueBetweenProcesses(rounds: Int) throws -> RoundTrips {
-    let originator = try Child(["continue-originator"])
+func continueBetweenProcesses(rounds: Int, placement: Placement = .free) throws -> RoundTrips {
+    let originator = try Child(["continue-originator"], cpu: placement.serving)
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
-    let continuer = try Child(["continue-continuer", "--peer", ready[1], "--id", ready[2], "--rounds", "\(rounds)"])
+    let continuer = try Child(["continue-continuer", "--peer", ready[1], "--id", ready[2], "--rounds", "\(rounds)"], cpu: placement.asking)
     let done = try continuer.line(startingWith: "DONE", within: .seconds(120))  // DONE p50 p99
     continuer.wait()
     originator.closeInput()
@@ -36,10 +36,10 @@ func continueBetweenProcesses(rounds: Int) throws -> RoundTrips {
 
 /// Raw REQ/REP with 256-byte messages between two processes: the REQ's p50 and p99 over `rounds`,
 /// after 200 of warm-up.
-func rawRequestReplyBetweenProcesses(rounds: Int) throws -> RoundTrips {
-    let server = try Child(["raw-rep-server", "--rounds", "\(rounds + 200)"])
+func rawRequestReplyBetweenProcesses(rounds: Int, placement: Placement = .free) throws -> RoundTrips {
+    let server = try Child(["raw-rep-server", "--rounds", "\(rounds + 200)"], cpu: placement.serving)
     let ready = try server.line(startingWith: "READY")  // READY endpoint
-    let client = try Child(["raw-req-client", "--peer", ready[1], "--rounds", "\(rounds)"])
+    let client = try Child(["raw-req-client", "--peer", ready[1], "--rounds", "\(rounds)"], cpu: placement.asking)
     let done = try client.line(startingWith: "DONE", within: .seconds(120))  // DONE p50 p99
     client.wait()
     server.wait()

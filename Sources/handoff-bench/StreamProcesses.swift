@@ -12,16 +12,44 @@ struct ProcessStreamRun {
     var continuerPeak: Int
 }
 
+/// Where the two processes of a comparison run: wherever the scheduler puts their threads (as
+/// deployments run by default), or each process held to one CPU of its own (docs/operations.md,
+/// "Latency on small VMs"), the serving end on CPU 1 and the asking end on CPU 0.
+enum Placement {
+    case free, onePerProcess
+
+    static let taskset = "/usr/bin/taskset"
+
+    /// Whether each process can have a CPU of its own here: two CPUs, and taskset to ask for it.
+    static var canPin: Bool {
+        ProcessInfo.processInfo.activeProcessorCount >= 2 && FileManager.default.isExecutableFile(atPath: taskset)
+    }
+
+    var serving: Int? { self == .onePerProcess ? 1 : nil }
+    var asking: Int? { self == .onePerProcess ? 0 : nil }
+}
+
 /// A child process of this executable, speaking in lines on its standard output.
 final class Child {
     let process = Process()
     private let output = Pipe()
     private let input = Pipe()
     private var buffered = Data()
+    /// The subcommand it runs, for messages.
+    let role: String
 
-    init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = arguments
+    /// This executable with `arguments`; on CPU `cpu` alone (every thread of it) when given.
+    init(_ arguments: [String], cpu: Int? = nil) throws {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        role = arguments.first ?? "child"
+        if let cpu {
+            // taskset sets the affinity before exec, so every thread the child makes inherits it.
+            process.executableURL = URL(fileURLWithPath: Placement.taskset)
+            process.arguments = ["-c", "\(cpu)", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.standardOutput = output
         process.standardInput = input
         try process.run()
@@ -43,11 +71,11 @@ final class Child {
             let milliseconds = Int32(clamping: max(0, remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
             if poll(&readable, 1, milliseconds) == 0 {
                 process.terminate()
-                throw HandoffError(.remoteApplicationTimedOut, "\(process.arguments?.first ?? "child") said no \(prefix) within \(timeout); stopped it")
+                throw HandoffError(.remoteApplicationTimedOut, "\(role) said no \(prefix) within \(timeout); stopped it")
             }
             let chunk = output.fileHandleForReading.availableData
             guard !chunk.isEmpty else {
-                throw HandoffError(.handoffFailed, "\(process.arguments?.first ?? "child") ended before saying \(prefix)")
+                throw HandoffError(.handoffFailed, "\(role) ended before saying \(prefix)")
             }
             buffered.append(chunk)
         }
@@ -61,10 +89,12 @@ final class Child {
 
 /// Streams `total` bytes between two processes (an originator and a continuer, direct bus on
 /// loopback); returns the time to read everything and each end's peak resident memory.
-func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [String] = [], within timeout: Duration = .seconds(300)) throws -> ProcessStreamRun {
-    let originator = try Child(["stream-originator", "--size-bytes", "\(total)", "--window", "\(options.window)"])
+func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [String] = [], within timeout: Duration = .seconds(300),
+                            placement: Placement = .free) throws -> ProcessStreamRun {
+    let originator = try Child(["stream-originator", "--size-bytes", "\(total)", "--window", "\(options.window)"], cpu: placement.serving)
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
-    let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)", "--window", "\(options.window)"] + continuerArguments)
+    let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)", "--window", "\(options.window)"] + continuerArguments,
+                              cpu: placement.asking)
     let done = try continuer.line(startingWith: "DONE", within: timeout)  // DONE seconds bytes peak
     continuer.wait()
     originator.closeInput()
@@ -106,10 +136,11 @@ func benchSlowReader(_ arguments: [String]) throws {
 
 /// The raw libzmq transfer with each end in a process of its own, as Handoff's ends are: returns
 /// the fetching end's seconds (first request to last byte) and each end's peak memory.
-func rawStreamBetweenProcesses(total: Int, options: Options) throws -> ProcessStreamRun {
-    let server = try Child(["raw-stream-server", "--size-bytes", "\(total)"])
+func rawStreamBetweenProcesses(total: Int, options: Options, placement: Placement = .free) throws -> ProcessStreamRun {
+    let server = try Child(["raw-stream-server", "--size-bytes", "\(total)"], cpu: placement.serving)
     let ready = try server.line(startingWith: "READY")  // READY endpoint
-    let client = try Child(["raw-stream-client", "--peer", ready[1], "--size-bytes", "\(total)", "--window", "\(options.window)"])
+    let client = try Child(["raw-stream-client", "--peer", ready[1], "--size-bytes", "\(total)", "--window", "\(options.window)"],
+                           cpu: placement.asking)
     let done = try client.line(startingWith: "DONE")  // DONE seconds peak
     client.wait()
     let report = try server.line(startingWith: "PEAK")  // PEAK bytes

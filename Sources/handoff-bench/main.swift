@@ -242,6 +242,22 @@ func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throw
     compare("stream \(options.sizeMiB) MiB between processes (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
             baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
             ratio: String(format: "%.0f %%", 100 * handoffApartRate / rawApartRate), target: "≥ 90 %", met: handoffApartRate >= 0.9 * rawApartRate)
+    // The same with each process held to one CPU: what the scheduler's placement costs each side.
+    guard Placement.canPin else { return }
+    let pinnedRuns = max(3, min(apartRuns, 5))
+    var rawPinned: [ProcessStreamRun] = [], handoffPinned: [ProcessStreamRun] = []
+    for _ in 0..<pinnedRuns {
+        rawPinned.append(try rawStreamBetweenProcesses(total: total, options: options, placement: .onePerProcess))
+        handoffPinned.append(try streamBetweenProcesses(total: total, options: options, placement: .onePerProcess))
+    }
+    let rawPinnedRate = Double(options.sizeMiB) / median(rawPinned.map(\.seconds))
+    let handoffPinnedRate = Double(options.sizeMiB) / median(handoffPinned.map(\.seconds))
+    row("raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate), "median of \(pinnedRuns): " + rawPinned.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + handoffPinned.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+    row("ratio Handoff / raw, each process on one CPU", String(format: "%.1f %%", 100 * handoffPinnedRate / rawPinnedRate))
+    compare("the same, each process on one CPU (MiB/s)", handoff: String(format: "%.0f", handoffPinnedRate),
+            baseline: "raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate),
+            ratio: String(format: "%.0f %%", 100 * handoffPinnedRate / rawPinnedRate))
 }
 
 func percentile(_ values: [Double], _ p: Double) -> Double {
@@ -324,6 +340,20 @@ func benchContinue(rounds: Int) async throws {
     compare("continue between processes, p50 (µs)", handoff: String(format: "%.0f", handoffApartP50),
             baseline: "raw REQ/REP, two processes", String(format: "%.0f", rawApartP50),
             ratio: String(format: "%.2f x", apartRatio), target: "≤ 1.5 x", met: apartRatio <= 1.5)
+    // The same with each process held to one CPU: what the scheduler's placement costs each side.
+    guard Placement.canPin else { return }
+    var rawPinned: [RoundTrips] = [], handoffPinned: [RoundTrips] = []
+    for _ in 0..<3 {
+        rawPinned.append(try rawRequestReplyBetweenProcesses(rounds: rounds, placement: .onePerProcess))
+        handoffPinned.append(try continueBetweenProcesses(rounds: rounds, placement: .onePerProcess))
+    }
+    let rawPinnedP50 = median(rawPinned.map(\.p50)), handoffPinnedP50 = median(handoffPinned.map(\.p50))
+    row("raw REQ/REP, each process on one CPU", String(format: "%.0f", rawPinnedP50), "p50/p99 of 3 runs: " + apartRuns(rawPinned))
+    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedP50), "p50/p99 of 3 runs: " + apartRuns(handoffPinned))
+    row("ratio Handoff / raw, each process on one CPU (p50)", String(format: "%.2f x", handoffPinnedP50 / rawPinnedP50))
+    compare("the same, each process on one CPU (µs)", handoff: String(format: "%.0f", handoffPinnedP50),
+            baseline: "raw REQ/REP, each on one CPU", String(format: "%.0f", rawPinnedP50),
+            ratio: String(format: "%.2f x", handoffPinnedP50 / rawPinnedP50))
 }
 
 /// Advertisements: Handoff activities made current on one node and seen by another, against raw
