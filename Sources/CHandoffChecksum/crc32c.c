@@ -57,8 +57,8 @@ static uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
 // computed independently, are joined: crc(r, A B) = r_A * x^(8|B|) xor crc(0, B).
 #define LONG_LANE 4096
 #define SHORT_LANE 256
+// Computed once, by handoff_crc32c_implementation, before it names an implementation that uses them.
 static uint32_t long_shift, short_shift;
-static int shifts_ready;
 
 __attribute__((target("sse4.2"))) static uint32_t single_lane(uint32_t c32, const unsigned char *p, size_t n) {
     uint64_t c = c32;
@@ -78,14 +78,17 @@ __attribute__((target("sse4.2"))) static void prepare_shifts(void) {
     static const unsigned char zeros[LONG_LANE];
     long_shift = single_lane(0x80000000u, zeros, LONG_LANE);    // x^0 times x^(8 * LONG_LANE)
     short_shift = single_lane(0x80000000u, zeros, SHORT_LANE);
-    __atomic_store_n(&shifts_ready, 1, __ATOMIC_RELEASE);
 }
 
 // Three independent chains of 8-byte crc32 instructions: the instruction's latency is three cycles
-// but it issues every cycle, so three lanes run about three times as fast as one.
-__attribute__((target("sse4.2"))) static uint32_t three_lanes(uint32_t crc, const unsigned char **data, size_t *length,
-                                                              size_t lane, uint32_t shift) {
+// but it issues every cycle, so three lanes run about three times as fast as one. With `out`, every
+// word read is also copied there: one pass over the data instead of two. (Always inlined into the
+// two wrappers below, so the check of `out` is decided at compile time.)
+#define LANES_TARGET __attribute__((target("sse4.2")))
+LANES_TARGET static inline __attribute__((always_inline)) uint32_t lanes(uint32_t crc, const unsigned char **data, unsigned char **out,
+                                                                        size_t *length, size_t lane, uint32_t shift) {
     const unsigned char *p = *data;
+    unsigned char *q = out ? *out : NULL;
     size_t n = *length;
     while (n >= 3 * lane) {
         uint64_t c0 = crc, c1 = 0, c2 = 0;
@@ -94,48 +97,33 @@ __attribute__((target("sse4.2"))) static uint32_t three_lanes(uint32_t crc, cons
             memcpy(&w0, p + i, 8);
             memcpy(&w1, p + lane + i, 8);
             memcpy(&w2, p + 2 * lane + i, 8);
+            if (out) {
+                memcpy(q + i, &w0, 8);
+                memcpy(q + lane + i, &w1, 8);
+                memcpy(q + 2 * lane + i, &w2, 8);
+            }
             c0 = __builtin_ia32_crc32di(c0, w0);
             c1 = __builtin_ia32_crc32di(c1, w1);
             c2 = __builtin_ia32_crc32di(c2, w2);
         }
         crc = multiply_mod_p(shift, multiply_mod_p(shift, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
         p += 3 * lane;
+        if (out) q += 3 * lane;
         n -= 3 * lane;
     }
     *data = p;
+    if (out) *out = q;
     *length = n;
     return crc;
 }
 
-// three_lanes, also copying every word it reads to `out`: one pass over the data instead of two.
-__attribute__((target("sse4.2"))) static uint32_t three_lanes_copy(uint32_t crc, const unsigned char **data, unsigned char **out,
-                                                                   size_t *length, size_t lane, uint32_t shift) {
-    const unsigned char *p = *data;
-    unsigned char *q = *out;
-    size_t n = *length;
-    while (n >= 3 * lane) {
-        uint64_t c0 = crc, c1 = 0, c2 = 0;
-        for (size_t i = 0; i < lane; i += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p + i, 8);
-            memcpy(&w1, p + lane + i, 8);
-            memcpy(&w2, p + 2 * lane + i, 8);
-            memcpy(q + i, &w0, 8);
-            memcpy(q + lane + i, &w1, 8);
-            memcpy(q + 2 * lane + i, &w2, 8);
-            c0 = __builtin_ia32_crc32di(c0, w0);
-            c1 = __builtin_ia32_crc32di(c1, w1);
-            c2 = __builtin_ia32_crc32di(c2, w2);
-        }
-        crc = multiply_mod_p(shift, multiply_mod_p(shift, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
-        p += 3 * lane;
-        q += 3 * lane;
-        n -= 3 * lane;
-    }
-    *data = p;
-    *out = q;
-    *length = n;
-    return crc;
+LANES_TARGET static uint32_t three_lanes(uint32_t crc, const unsigned char **data, size_t *length, size_t lane, uint32_t shift) {
+    return lanes(crc, data, NULL, length, lane, shift);
+}
+
+LANES_TARGET static uint32_t three_lanes_copy(uint32_t crc, const unsigned char **data, unsigned char **out, size_t *length, size_t lane,
+                                              uint32_t shift) {
+    return lanes(crc, data, out, length, lane, shift);
 }
 
 // MARK: Folding with carry-less multiplication (AVX-512 VPCLMULQDQ)
@@ -170,9 +158,8 @@ static struct fold_constant fold_by(size_t bytes) {
 }
 
 // Folding distances: 256 bytes (the loop), 64 bytes (accumulator into accumulator), 48, 32, 16 bytes
-// (the last accumulator's four blocks into its last).
+// (the last accumulator's four blocks into its last). Computed once, as the lanes' shifts.
 static struct fold_constant fold_256, fold_64, fold_48, fold_32, fold_16;
-static int folds_ready;
 
 static void prepare_folds(void) {
     fold_256 = fold_by(256);
@@ -180,7 +167,6 @@ static void prepare_folds(void) {
     fold_48 = fold_by(48);
     fold_32 = fold_by(32);
     fold_16 = fold_by(16);
-    __atomic_store_n(&folds_ready, 1, __ATOMIC_RELEASE);
 }
 
 #define FOLD_TARGET __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2")))
@@ -213,116 +199,95 @@ FOLD_TARGET static uint32_t fold_finish(__m512i a0, __m512i a1, __m512i a2, __m5
     return (uint32_t)__builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(last, 1));
 }
 
+// 64 bytes at p + at, also stored at q + at unless q is NULL.
+FOLD_TARGET static inline __m512i take(const unsigned char *p, unsigned char *q, size_t at) {
+    __m512i block = _mm512_loadu_si512(p + at);
+    if (q) _mm512_storeu_si512(q + at, block);
+    return block;
+}
+
 // Folds the longest prefix of whole 256-byte blocks (when there are at least two) and returns the CRC
-// register after it; `data` and `length` move past it.
-FOLD_TARGET static uint32_t fold(uint32_t crc, const unsigned char **data, size_t *length) {
+// register after it; `data` and `length` move past it. With `out`, what it reads is also copied
+// there (always inlined into the two wrappers below, as `lanes`).
+FOLD_TARGET static inline __attribute__((always_inline)) uint32_t folding(uint32_t crc, const unsigned char **data, unsigned char **out,
+                                                                         size_t *length) {
     const unsigned char *p = *data;
+    unsigned char *q = out ? *out : NULL;
     size_t n = *length;
     if (n < 512) return crc;
+    // The register joins the message's first bytes; the first 256 bytes are the accumulators.
+    __m512i a0 = _mm512_xor_si512(take(p, q, 0), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+    __m512i a1 = take(p, q, 64), a2 = take(p, q, 128), a3 = take(p, q, 192);
     __m512i k = broadcast(fold_256);
-    __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
-    __m512i a1 = _mm512_loadu_si512(p + 64), a2 = _mm512_loadu_si512(p + 128), a3 = _mm512_loadu_si512(p + 192);
-    for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
-        a0 = fold512(a0, k, _mm512_loadu_si512(p));
-        a1 = fold512(a1, k, _mm512_loadu_si512(p + 64));
-        a2 = fold512(a2, k, _mm512_loadu_si512(p + 128));
-        a3 = fold512(a3, k, _mm512_loadu_si512(p + 192));
+    for (p += 256, q = q ? q + 256 : NULL, n -= 256; n >= 256; p += 256, q = q ? q + 256 : NULL, n -= 256) {
+        a0 = fold512(a0, k, take(p, q, 0));
+        a1 = fold512(a1, k, take(p, q, 64));
+        a2 = fold512(a2, k, take(p, q, 128));
+        a3 = fold512(a3, k, take(p, q, 192));
     }
     *data = p;
+    if (out) *out = q;
     *length = n;
     return fold_finish(a0, a1, a2, a3);
 }
 
-// fold, also copying what it reads to `out`.
+FOLD_TARGET static uint32_t fold(uint32_t crc, const unsigned char **data, size_t *length) { return folding(crc, data, NULL, length); }
+
 FOLD_TARGET static uint32_t fold_copy(uint32_t crc, const unsigned char **data, unsigned char **out, size_t *length) {
-    const unsigned char *p = *data;
-    unsigned char *q = *out;
-    size_t n = *length;
-    if (n < 512) return crc;
-    __m512i k = broadcast(fold_256);
-    __m512i b0 = _mm512_loadu_si512(p), b1 = _mm512_loadu_si512(p + 64), b2 = _mm512_loadu_si512(p + 128), b3 = _mm512_loadu_si512(p + 192);
-    _mm512_storeu_si512(q, b0);
-    _mm512_storeu_si512(q + 64, b1);
-    _mm512_storeu_si512(q + 128, b2);
-    _mm512_storeu_si512(q + 192, b3);
-    __m512i a0 = _mm512_xor_si512(b0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc))), a1 = b1, a2 = b2, a3 = b3;
-    for (p += 256, q += 256, n -= 256; n >= 256; p += 256, q += 256, n -= 256) {
-        b0 = _mm512_loadu_si512(p);
-        b1 = _mm512_loadu_si512(p + 64);
-        b2 = _mm512_loadu_si512(p + 128);
-        b3 = _mm512_loadu_si512(p + 192);
-        _mm512_storeu_si512(q, b0);
-        _mm512_storeu_si512(q + 64, b1);
-        _mm512_storeu_si512(q + 128, b2);
-        _mm512_storeu_si512(q + 192, b3);
-        a0 = fold512(a0, k, b0);
-        a1 = fold512(a1, k, b1);
-        a2 = fold512(a2, k, b2);
-        a3 = fold512(a3, k, b3);
-    }
-    *data = p;
-    *out = q;
-    *length = n;
-    return fold_finish(a0, a1, a2, a3);
+    return folding(crc, data, out, length);
 }
 
 // The interleaved crc32 instructions, after folding when `folding` (the longest run of 256-byte
-// blocks first, then lanes of 4 KiB and 256 bytes, then 8 bytes at a time).
-static uint32_t hardware_copy(int folding, uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
-    if (!__atomic_load_n(&shifts_ready, __ATOMIC_ACQUIRE)) prepare_shifts();
-    if (folding) {
-        if (!__atomic_load_n(&folds_ready, __ATOMIC_ACQUIRE)) prepare_folds();
-        crc = fold_copy(crc, &p, &q, &n);
-    }
-    crc = three_lanes_copy(crc, &p, &q, &n, LONG_LANE, long_shift);
-    crc = three_lanes_copy(crc, &p, &q, &n, SHORT_LANE, short_shift);
-    memcpy(q, p, n);
-    return single_lane(crc, p, n);
-}
-
-static uint32_t hardware(int folding, uint32_t crc, const unsigned char *p, size_t n) {
-    if (!__atomic_load_n(&shifts_ready, __ATOMIC_ACQUIRE)) prepare_shifts();
-    if (folding) {
-        if (!__atomic_load_n(&folds_ready, __ATOMIC_ACQUIRE)) prepare_folds();
-        crc = fold(crc, &p, &n);
-    }
-    crc = three_lanes(crc, &p, &n, LONG_LANE, long_shift);
-    crc = three_lanes(crc, &p, &n, SHORT_LANE, short_shift);
+// blocks first, then lanes of 4 KiB and 256 bytes, then 8 bytes at a time); copying to `q` as it
+// reads unless `q` is NULL.
+static uint32_t hardware(int folding, uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
+    if (folding) crc = q ? fold_copy(crc, &p, &q, &n) : fold(crc, &p, &n);
+    crc = q ? three_lanes_copy(crc, &p, &q, &n, LONG_LANE, long_shift) : three_lanes(crc, &p, &n, LONG_LANE, long_shift);
+    crc = q ? three_lanes_copy(crc, &p, &q, &n, SHORT_LANE, short_shift) : three_lanes(crc, &p, &n, SHORT_LANE, short_shift);
+    if (q) memcpy(q, p, n);
     return single_lane(crc, p, n);
 }
 #endif
 
+// The fastest implementation found, once its constants are ready (-1 until then).
 static int best = -1;
 
 int handoff_crc32c_implementation(void) {
-    if (best < 0) {
-        int found = HANDOFF_CRC32C_TABLES;
+    int found = __atomic_load_n(&best, __ATOMIC_ACQUIRE);
+    if (found >= 0) return found;
+    found = HANDOFF_CRC32C_TABLES;
 #if defined(__x86_64__)
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("sse4.2")) found = HANDOFF_CRC32C_LANES;
-        if (found == HANDOFF_CRC32C_LANES && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") &&
-            __builtin_cpu_supports("pclmul"))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        prepare_shifts();
+        found = HANDOFF_CRC32C_LANES;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")) {
+            prepare_folds();
             found = HANDOFF_CRC32C_FOLDING;
-#endif
-        __atomic_store_n(&best, found, __ATOMIC_RELAXED);
+        }
     }
-    return best;
+#endif
+    // Released after the constants: a caller that reads it sees them. (Racing callers compute the
+    // same constants and store the same value.)
+    __atomic_store_n(&best, found, __ATOMIC_RELEASE);
+    return found;
 }
 
 uint32_t handoff_crc32c_using(int implementation, uint32_t previous, const void *data, size_t length) {
-    if (implementation > handoff_crc32c_implementation()) implementation = handoff_crc32c_implementation();
+    int fastest = handoff_crc32c_implementation();
+    if (implementation > fastest) implementation = fastest;
 #if defined(__x86_64__)
-    if (implementation >= HANDOFF_CRC32C_LANES)
-        return ~hardware(implementation == HANDOFF_CRC32C_FOLDING, ~previous, data, length);
+    if (implementation >= HANDOFF_CRC32C_LANES) return ~hardware(implementation == HANDOFF_CRC32C_FOLDING, ~previous, NULL, data, length);
 #endif
     return ~software(~previous, data, length);
 }
 
 uint32_t handoff_crc32c_copy_using(int implementation, uint32_t previous, void *destination, const void *source, size_t length) {
-    if (implementation > handoff_crc32c_implementation()) implementation = handoff_crc32c_implementation();
+    int fastest = handoff_crc32c_implementation();
+    if (implementation > fastest) implementation = fastest;
 #if defined(__x86_64__)
     if (implementation >= HANDOFF_CRC32C_LANES)
-        return ~hardware_copy(implementation == HANDOFF_CRC32C_FOLDING, ~previous, destination, source, length);
+        return ~hardware(implementation == HANDOFF_CRC32C_FOLDING, ~previous, destination, source, length);
 #endif
     memcpy(destination, source, length);
     return ~software(~previous, destination, length);
