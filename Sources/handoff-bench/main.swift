@@ -227,17 +227,23 @@ func benchStreams(_ options: Options) async throws {
 /// interleaved, same size, chunk and window.
 func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throws {
     let total = options.sizeMiB << 20
-    var rawApart: [ProcessStreamRun] = []
-    var handoffApart: [ProcessStreamRun] = []
-    for _ in 0..<apartRuns {
-        rawApart.append(try rawStreamBetweenProcesses(total: total, options: options))
-        handoffApart.append(try streamBetweenProcesses(total: total, options: options))
+    /// `runs` transfers each, raw and Handoff, interleaved.
+    func interleaved(_ runs: Int, _ placement: Placement) throws -> (raw: [ProcessStreamRun], handoff: [ProcessStreamRun]) {
+        var raw: [ProcessStreamRun] = [], handoff: [ProcessStreamRun] = []
+        for _ in 0..<runs {
+            raw.append(try rawStreamBetweenProcesses(total: total, options: options, placement: placement))
+            handoff.append(try streamBetweenProcesses(total: total, options: options, placement: placement))
+        }
+        return (raw, handoff)
     }
-    let rawApartRate = Double(options.sizeMiB) / median(rawApart.map(\.seconds))
-    let handoffApartRate = Double(options.sizeMiB) / median(handoffApart.map(\.seconds))
+    func rate(_ runs: [ProcessStreamRun]) -> Double { Double(options.sizeMiB) / median(runs.map(\.seconds)) }
+    func timings(_ runs: [ProcessStreamRun]) -> String { runs.map { String(format: "%.3f", $0.seconds) }.joined(separator: " ") }
+
+    let (rawApart, handoffApart) = try interleaved(apartRuns, .free)
+    let rawApartRate = rate(rawApart), handoffApartRate = rate(handoffApart)
     row("raw libzmq, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", rawApartRate),
-        "\(mebibytes(rawApart.map(\.originatorPeak).max() ?? 0)) / \(mebibytes(rawApart.map(\.continuerPeak).max() ?? 0)); median of \(apartRuns): " + rawApart.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
-    row("Handoff, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + handoffApart.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+        "\(mebibytes(rawApart.map(\.originatorPeak).max() ?? 0)) / \(mebibytes(rawApart.map(\.continuerPeak).max() ?? 0)); median of \(apartRuns): " + timings(rawApart))
+    row("Handoff, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + timings(handoffApart))
     row("ratio Handoff / raw, between processes", String(format: "%.1f %%", 100 * handoffApartRate / rawApartRate))
     compare("stream \(options.sizeMiB) MiB between processes (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
             baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
@@ -245,15 +251,10 @@ func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throw
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
     guard Placement.canPin else { return }
     let pinnedRuns = max(3, min(apartRuns, 5))
-    var rawPinned: [ProcessStreamRun] = [], handoffPinned: [ProcessStreamRun] = []
-    for _ in 0..<pinnedRuns {
-        rawPinned.append(try rawStreamBetweenProcesses(total: total, options: options, placement: .onePerProcess))
-        handoffPinned.append(try streamBetweenProcesses(total: total, options: options, placement: .onePerProcess))
-    }
-    let rawPinnedRate = Double(options.sizeMiB) / median(rawPinned.map(\.seconds))
-    let handoffPinnedRate = Double(options.sizeMiB) / median(handoffPinned.map(\.seconds))
-    row("raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate), "median of \(pinnedRuns): " + rawPinned.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
-    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + handoffPinned.map { String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+    let (rawPinned, handoffPinned) = try interleaved(pinnedRuns, .onePerProcess)
+    let rawPinnedRate = rate(rawPinned), handoffPinnedRate = rate(handoffPinned)
+    row("raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate), "median of \(pinnedRuns): " + timings(rawPinned))
+    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + timings(handoffPinned))
     row("ratio Handoff / raw, each process on one CPU", String(format: "%.1f %%", 100 * handoffPinnedRate / rawPinnedRate))
     compare("the same, each process on one CPU (MiB/s)", handoff: String(format: "%.0f", handoffPinnedRate),
             baseline: "raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate),
@@ -317,11 +318,16 @@ func benchContinue(rounds: Int) async throws {
     guard raw_req_rep(Int32(rounds), 256, &raw) == 0 else { throw HandoffError(.handoffFailed, "raw REQ/REP failed") }
     // Each end in a process of its own (its own context, I/O thread and readiness thread), as
     // deployments run: three runs of each, interleaved, and the median of their p50s.
-    var rawApart: [RoundTrips] = [], handoffApart: [RoundTrips] = []
-    for _ in 0..<3 {
-        rawApart.append(try rawRequestReplyBetweenProcesses(rounds: rounds))
-        handoffApart.append(try continueBetweenProcesses(rounds: rounds))
+    /// Three runs each, raw and Handoff, interleaved.
+    func interleaved(_ placement: Placement) throws -> (raw: [RoundTrips], handoff: [RoundTrips]) {
+        var raw: [RoundTrips] = [], handoff: [RoundTrips] = []
+        for _ in 0..<3 {
+            raw.append(try rawRequestReplyBetweenProcesses(rounds: rounds, placement: placement))
+            handoff.append(try continueBetweenProcesses(rounds: rounds, placement: placement))
+        }
+        return (raw, handoff)
     }
+    let (rawApart, handoffApart) = try interleaved(.free)
     print("Continue round trip (request → restore handler with the full activity), \(rounds) rounds, tcp://127.0.0.1")
     row("", "p50 µs", "p99 µs")
     row("raw libzmq REQ/REP, 256 B (C)", String(format: "%.0f", percentile(raw, 0.5)), String(format: "%.0f", percentile(raw, 0.99)))
@@ -342,11 +348,7 @@ func benchContinue(rounds: Int) async throws {
             ratio: String(format: "%.2f x", apartRatio), target: "≤ 1.5 x", met: apartRatio <= 1.5)
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
     guard Placement.canPin else { return }
-    var rawPinned: [RoundTrips] = [], handoffPinned: [RoundTrips] = []
-    for _ in 0..<3 {
-        rawPinned.append(try rawRequestReplyBetweenProcesses(rounds: rounds, placement: .onePerProcess))
-        handoffPinned.append(try continueBetweenProcesses(rounds: rounds, placement: .onePerProcess))
-    }
+    let (rawPinned, handoffPinned) = try interleaved(.onePerProcess)
     let rawPinnedP50 = median(rawPinned.map(\.p50)), handoffPinnedP50 = median(handoffPinned.map(\.p50))
     row("raw REQ/REP, each process on one CPU", String(format: "%.0f", rawPinnedP50), "p50/p99 of 3 runs: " + apartRuns(rawPinned))
     row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedP50), "p50/p99 of 3 runs: " + apartRuns(handoffPinned))
