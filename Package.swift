@@ -34,7 +34,7 @@ let package = Package(
             pkgConfig: "libzmq",
             providers: [.apt(["libzmq3-dev"])]
         ),
-        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", .product(name: "DequeModule", package: "swift-collections")]),
         // Generated from Proto/ by Proto/generate.sh. DO NOT EDIT the *.pb.swift files.
         .target(
             name: "HandoffWire",

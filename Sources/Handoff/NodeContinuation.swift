@@ -214,7 +214,9 @@ extension Node {
     /// Completes a pending request (first outcome wins).
     func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
         guard let request = pending.remove(correlationID) else { return }
-        request.waiter.resume(returning: outcome)
+        // The caller's task runs next on this thread (the receiver waits again at once), not on
+        // another one woken for it (EventLoops).
+        EventLoops.handingOff { request.waiter.resume(returning: outcome) }
     }
 
     /// Fails the requests whose originator did not answer by their deadline.

@@ -222,7 +222,7 @@ extension Node {
             session.bytesArrived += UInt64(fresh.count)
             session.lastProgress = .now
             if data.totalLength > 0 { session.input.counter.setTotal(data.totalLength) }
-            session.incoming.yield(.data(fresh))
+            EventLoops.handingOff { _ = session.incoming.yield(.data(fresh)) }
         }
     }
 

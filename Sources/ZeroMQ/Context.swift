@@ -24,6 +24,7 @@ public final class Context: @unchecked Sendable {
     ///   - maxSockets: The most sockets the context may have open, or `nil` for libzmq's default (1023).
     /// - Throws: ``ZMQError`` when libzmq cannot create the context or rejects an option.
     public init(ioThreads: Int = 1, maxSockets: Int? = nil) throws(ZMQError) {
+        EventLoops.installIfRequested()
         guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new()") }
         self.handle = handle
         try set(ZMQ_IO_THREADS, Int32(ioThreads), "ZMQ_IO_THREADS")

@@ -59,11 +59,18 @@ final class ReadinessWatcher: Sendable {
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
         var event = epoll_event()
-        event.events = EPOLLIN.rawValue
+        // Edge-triggered: each write is one event, handed to one waiting thread (not to every event
+        // loop waiting on the set, as a level-triggered one would until it is read).
+        event.events = EPOLLIN.rawValue | EPOLLET.rawValue
         event.data.u64 = Self.wakeTag
         precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl failed: errno \(errno)")
-        let thread = Thread { [self] in run() }
-        thread.name = "zmq-readiness"
+        // With the event loops installed they wait on this epoll set between jobs (``EventLoops``);
+        // otherwise one thread of its own does.
+        guard !EventLoops.driveReadiness() else { return }
+        let thread = Thread { [self] in
+            Thread.current.name = "zmq-readiness"
+            while true { waitAndSignal() }
+        }
         thread.start()
     }
 
@@ -204,16 +211,21 @@ final class ReadinessWatcher: Sendable {
         return continuation
     }
 
-    private func wake() {
+    /// Makes a thread waiting in ``waitAndSignal(afterWaking:)`` return: to recompute its timeout, or
+    /// (for the event loops) to run a job.
+    func wake() {
         var one: UInt64 = 1
         _ = Glibc.write(wakeFD, &one, MemoryLayout<UInt64>.size)
     }
 
-    private func run() {
+    /// Waits in `epoll_wait` until a registration is signalled, a waiter's deadline passes or
+    /// ``wake()`` is called; calls `afterWaking`, then resumes the waiters concerned. Called in a loop
+    /// by the watcher's thread, or by each event loop between its jobs; safe from several threads at
+    /// once (epoll hands each event to one of them).
+    func waitAndSignal(afterWaking: () -> Void = {}) {
         let capacity = 64
-        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
-        defer { events.deallocate() }
-        while true {
+        return withUnsafeTemporaryAllocation(of: epoll_event.self, capacity: capacity) { buffer in
+            let events = buffer.baseAddress!
             let timeout = state.withLock { state -> Int32 in
                 var nearest: UInt64?
                 for case .waiting(_, _, let deadline?, _) in state.waiters.values {
@@ -226,8 +238,9 @@ final class ReadinessWatcher: Sendable {
                 return Int32(clamping: (nearest - now + 999_999) / 1_000_000)
             }
             let count = epoll_wait(epollFD, events, Int32(capacity), timeout)
+            afterWaking()
             if count < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR { return }
                 fatalError("epoll_wait failed: errno \(errno)")
             }
             var resumed: [(CheckedContinuation<Outcome, Never>, Outcome)] = []

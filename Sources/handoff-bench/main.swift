@@ -576,6 +576,9 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let mallocDefault = stringOption("--malloc", in: arguments) == "default"
     || ProcessInfo.processInfo.environment["HANDOFF_BENCH_MALLOC"] == "default"
 let allocator = mallocDefault ? AllocatorTuning.Outcome.leftToEnvironment : AllocatorTuning.keepStreamBuffers()
+// Every role runs its tasks on the event loops, as the `handoff` command does; HANDOFF_EVENT_LOOPS=0
+// (inherited by the children) keeps Swift's own pool, for comparison.
+let eventLoops = EventLoops.install()
 if mallocDefault {
     setenv("HANDOFF_BENCH_MALLOC", "default", 1)
     // A malloc tunable at its default value: `handoff` processes started by this one (agents,

@@ -3,6 +3,7 @@ import Foundation
 import Handoff
 import Logging
 import Synchronization
+import ZeroMQ
 
 /// The `handoff` command.
 @main
@@ -23,6 +24,8 @@ struct HandoffCommand: AsyncParsableCommand {
     static func main() async {
         // Before any thread allocates: a stream's chunks reuse their pages (AllocatorTuning).
         AllocatorTuning.keepStreamBuffers()
+        // Before any task or socket: tasks run on the loops that wait for the sockets (EventLoops).
+        EventLoops.install()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
