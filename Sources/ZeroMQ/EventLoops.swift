@@ -61,13 +61,6 @@ public enum EventLoops {
         defer { loop.handingOff -= 1 }
         return try body()
     }
-
-    /// Called by the readiness watcher when it starts: whether the loops wait on its epoll set
-    /// (so it needs no thread of its own).
-    static func driveReadiness() -> Bool {
-        installIfRequested()
-        return isInstalled
-    }
 }
 
 /// One event-loop thread's own state, read by the enqueue hook on that thread.

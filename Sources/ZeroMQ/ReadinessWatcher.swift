@@ -64,9 +64,10 @@ final class ReadinessWatcher: Sendable {
         event.events = EPOLLIN.rawValue | EPOLLET.rawValue
         event.data.u64 = Self.wakeTag
         precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl failed: errno \(errno)")
-        // With the event loops installed they wait on this epoll set between jobs (``EventLoops``);
+        // With the event loops installed (by then: every socket comes from a ``Context``, whose
+        // initializer installs them when asked) they wait on this epoll set between jobs;
         // otherwise one thread of its own does.
-        guard !EventLoops.driveReadiness() else { return }
+        guard !EventLoops.isInstalled else { return }
         let thread = Thread { [self] in
             Thread.current.name = "zmq-readiness"
             while true { waitAndSignal() }

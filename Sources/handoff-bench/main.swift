@@ -612,6 +612,9 @@ func banner() {
     print(allocator == .tuned
         ? "allocator: every process as the handoff command runs (AllocatorTuning: trim \(AllocatorTuning.trimThreshold >> 20) MiB, mmap \(AllocatorTuning.mmapThreshold >> 20) MiB)"
         : "allocator: glibc's defaults or GLIBC_TUNABLES (--malloc default)")
+    print(eventLoops
+        ? "tasks: on Handoff's event loops in every process, as the handoff command runs (EventLoops)"
+        : "tasks: on Swift's own thread pool (HANDOFF_EVENT_LOOPS=0)")
     #if DEBUG
     print("warning: a debug build; figures mean little. Build with -c release (scripts/bench does).")
     #endif
