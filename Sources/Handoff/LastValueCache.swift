@@ -110,7 +110,8 @@ struct LastValueCache {
             }
         }
         let expiry = now + lease
-        let cached = entries[id]  // after a move between origins, gone: a new entry
+        // After a move between origins, gone: a new entry.
+        let cached = existing?.origin == advertisement.origin ? existing : nil
         if cached == nil {
             byOrigin[advertisement.origin, default: []].insert(id)
             nextGeneration += 1

@@ -55,6 +55,8 @@ public actor Node: Service {
     public nonisolated let info: NodeInfo
     /// The node's id.
     public nonisolated var id: String { info.id }
+    /// The id as UTF-8, to recognise the node's own messages come back from the broker undecoded.
+    nonisolated let idUTF8: [UInt8]
     /// Where this node answers continue requests, as advertised to others.
     public nonisolated let continuationEndpoint: String
     /// In direct mode, the endpoint peers subscribe to (with the port resolved); `nil` with a broker.
@@ -163,6 +165,7 @@ public actor Node: Service {
         info = NodeInfo(
             id: configuration.id ?? UUID().uuidString, name: configuration.name, host: host,
             publicKey: security?.keyPair.publicKey)
+        idUTF8 = Array(info.id.utf8)
         var logger = Logger(label: "handoff.node")
         logger[metadataKey: "node"] = "\(configuration.name)"
         self.logger = logger

@@ -148,6 +148,11 @@ extension Node {
                 noteMalformed(bus: true, "a bus message of \(received.map { "\($0.count)" } ?? "more than 2") frames (expected topic and envelope)")
                 continue
             }
+            // Our own advertisements and withdrawals, come back through the broker: dropped
+            // before any decoding (handleBus would drop them after it).
+            if !configuration.includeOwnActivities, frames[1].withUnsafeBytes({ WireOwnEcho.matches($0, nodeID: idUTF8) }) {
+                continue
+            }
             do {
                 let envelope = try WireEnvelope.decode(frames[1].data)
                 if let connectionKey, envelope.sender.publicKey != connectionKey {

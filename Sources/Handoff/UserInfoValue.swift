@@ -142,6 +142,7 @@ func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [Strin
 
 /// The encoded size of a userInfo dictionary in bytes: what the size limit is measured against.
 func encodedSize(ofUserInfo userInfo: [String: UserInfoValue]) -> Int {
+    guard !userInfo.isEmpty else { return 0 }  // an empty map encodes to nothing
     var activity = WireActivity()
     activity.userInfo = wireUserInfo(userInfo)
     return (try? activity.serializedBytes() as [UInt8])?.count ?? .max
