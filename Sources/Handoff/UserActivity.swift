@@ -65,21 +65,8 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     public init(activityType: String) throws(HandoffError) {
         try Self.validate(activityType: activityType)
         self.activityType = activityType
-        id = Self.makeID()
+        id = ActivityIDs.make()
         state = Mutex(State())
-    }
-
-    /// A random (version 4) UUID string. Foundation's `UUID()` opens /dev/urandom on every call on
-    /// Linux; the standard library's generator asks the kernel once, with no file to open.
-    static func makeID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-        return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
-            raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
-            return UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                               raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15])).uuidString
-        }
     }
 
     /// Checks that `activityType` is a reverse-DNS name.

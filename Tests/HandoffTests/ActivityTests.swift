@@ -1,5 +1,5 @@
 import Foundation
-import Handoff
+@testable import Handoff
 import Testing
 
 @Suite("UserActivity")
@@ -34,6 +34,15 @@ struct ActivityTests {
             #expect(uuid.uuidString == id)
             #expect(Array(id)[14] == "4", "version nibble of \(id)")
             #expect("89AB".contains(Array(id)[19]), "variant of \(id)")
+        }
+    }
+
+    @Test("ids are formatted as Foundation formats a UUID")
+    func idFormat() {
+        for raw: [UInt8] in [Array(0..<16), Array(repeating: 0xFF, count: 16), [0xDE, 0xAD, 0xBE, 0xEF] + Array(repeating: 0x0A, count: 12)] {
+            let uuid = UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+                                   raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
+            #expect(ActivityIDs.format(raw) == uuid.uuidString)
         }
     }
 

@@ -1,0 +1,60 @@
+import Glibc
+import Synchronization
+
+/// Activity ids: random (version 4) UUID strings, made cheaply because a node may make thousands a
+/// second (`handoff-bench adverts` makes one per advertisement).
+///
+/// Foundation's `UUID()` opens /dev/urandom on every call on Linux, and the standard library's
+/// generator makes one `getrandom` system call per 8 bytes; `uuidString` formats each byte with
+/// `snprintf`. Here random bytes come 512 at a time from glibc's `arc4random_buf` (the kernel's
+/// `getrandom`; 32 ids per call) and are formatted by hand, in the same upper-case form as
+/// `UUID().uuidString`.
+enum ActivityIDs {
+    private struct Pool {
+        var bytes = [UInt8](repeating: 0, count: 512)
+        var used = 512
+    }
+    private static let pool = Mutex(Pool())
+
+    /// A new id: 36 characters, `XXXXXXXX-XXXX-4XXX-YXXX-XXXXXXXXXXXX` in upper-case hex.
+    static func make() -> String {
+        var raw = take16()
+        raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
+        raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
+        return format(raw)
+    }
+
+    /// Formats 16 bytes as a UUID string.
+    static func format(_ raw: [UInt8]) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var index = 0
+            for (position, byte) in raw.enumerated() {
+                if position == 4 || position == 6 || position == 8 || position == 10 {
+                    out[index] = UInt8(ascii: "-")
+                    index += 1
+                }
+                out[index] = digits[Int(byte >> 4)]
+                out[index + 1] = digits[Int(byte & 0x0F)]
+                index += 2
+            }
+            return index
+        }
+    }
+
+    /// 16 random bytes from the pool, refilled when spent.
+    private static func take16() -> [UInt8] {
+        pool.withLock { pool in
+            if pool.used + 16 > pool.bytes.count {
+                refill(&pool.bytes)
+                pool.used = 0
+            }
+            defer { pool.used += 16 }
+            return Array(pool.bytes[pool.used..<pool.used + 16])
+        }
+    }
+
+    private static func refill(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { arc4random_buf($0.baseAddress!, $0.count) }
+    }
+}
