@@ -83,12 +83,16 @@ extension Node {
         return OpenedDocument(url: copy, source: .stream, version: document.version)
     }
 
-    /// A file's SHA-256 and size, computed off the node's executor.
+    /// A file's SHA-256 and size, computed on a worker thread: reading a large file blocks, and a
+    /// detached task would block one of the process's event loops (the global executor) meanwhile.
     static func hash(of url: URL) async throws(HandoffError) -> ([UInt8], UInt64) {
-        try await Task.detached { () -> Result<([UInt8], UInt64), HandoffError> in
+        try await fileWorkers.run { () -> Result<([UInt8], UInt64), HandoffError> in
             do throws(HandoffError) { return .success(try DocumentHash.ofFile(at: url)) } catch { return .failure(error) }
-        }.value.get()
+        }.get()
     }
+
+    /// The threads that hash documents, shared by every node of the process.
+    static let fileWorkers = PluginWorkers(limit: 2, name: "handoff-files")
 
     /// Writes what `input` carries to `file`, hashing it on the way; returns hash and size.
     private static func receive(_ input: ContinuationInputStream, into file: URL) async throws(HandoffError) -> ([UInt8], UInt64) {

@@ -28,14 +28,20 @@ import Synchronization
 public enum EventLoops {
     /// Makes the event loops the executor of the process's tasks.
     ///
-    /// - Parameter threads: How many loops; at least 2, by default one per CPU.
+    /// - Parameter threads: How many loops, at least one. By default `HANDOFF_EVENT_LOOP_THREADS`
+    ///   from the environment, else one per CPU and at least two. One loop turns any call that
+    ///   blocks a loop thread into a hang at once (`scripts/test` runs the suite so a second time).
     /// - Returns: `false` when nothing changed: already installed, a Swift runtime without the
     ///   hook, or `HANDOFF_EVENT_LOOPS=0` in the environment (to compare with Swift's own pool).
     @discardableResult
-    public static func install(threads: Int = ProcessInfo.processInfo.activeProcessorCount) -> Bool {
+    public static func install(threads: Int = requestedThreads ?? max(2, ProcessInfo.processInfo.activeProcessorCount)) -> Bool {
         guard requested != false else { return false }
-        return LoopExecutor.install(threads: max(2, threads))
+        return LoopExecutor.install(threads: max(1, threads))
     }
+
+    /// `HANDOFF_EVENT_LOOP_THREADS`: how many loops, when set to a number from 1 to 256.
+    public static let requestedThreads: Int? = ProcessInfo.processInfo.environment["HANDOFF_EVENT_LOOP_THREADS"]
+        .flatMap { Int($0) }.flatMap { (1...256).contains($0) ? $0 : nil }
 
     /// `HANDOFF_EVENT_LOOPS`: `true` for 1, `false` for 0, otherwise `nil`.
     static let requested: Bool? = switch ProcessInfo.processInfo.environment["HANDOFF_EVENT_LOOPS"] {

@@ -259,9 +259,18 @@ func stringOption(_ name: String, in arguments: [String]) -> String? {
 func mebibytes(_ bytes: Int) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
 
 /// Returns once the parent closes this process's standard input: a child's signal to report and
-/// exit. The blocking reads run on a thread of their own, not on the task's.
+/// exit. The blocking reads run on a thread of their own: a detached task would run them on an
+/// event loop (they are the global executor here) and keep that loop from everything else for the
+/// whole run, so that the measured process ran on one loop instead of two.
 func untilStandardInputCloses() async {
-    await Task.detached { while FileHandle.standardInput.availableData.count > 0 {} }.value
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let thread = Thread {
+            while FileHandle.standardInput.availableData.count > 0 {}
+            continuation.resume()
+        }
+        thread.name = "stdin"
+        thread.start()
+    }
 }
 
 /// Writes a line to standard output at once (unbuffered: the parent waits for it).

@@ -195,7 +195,7 @@ func agent(frontend: String, backend: String, pluginFolder: String, dataFolder: 
         for plugin in runtime.plugins { announce("LOADED \(plugin.name)") }
         for error in refused + failed { announce("REFUSED \(error)") }
         announce("READY \(node.id)")
-        while let line = readLine() {
+        for await line in standardInputLines() {
             let words = line.split(separator: " ").map(String.init)
             guard let verb = words.first else { continue }
             do {
@@ -225,5 +225,19 @@ func agent(frontend: String, backend: String, pluginFolder: String, dataFolder: 
             }
         }
         await runtime.shutdown()
+    }
+}
+
+/// Standard input, line by line, read on a thread of its own: `readLine()` blocks, and called from
+/// a task it would hold one of the process's event loops (the global executor under
+/// `HANDOFF_EVENT_LOOPS=1`) for as long as the agent runs.
+func standardInputLines() -> AsyncStream<String> {
+    AsyncStream { continuation in
+        let thread = Thread {
+            while let line = readLine() { continuation.yield(line) }
+            continuation.finish()
+        }
+        thread.name = "stdin"
+        thread.start()
     }
 }

@@ -70,6 +70,17 @@ struct EventLoopsTests {
         #expect(!loop.runsNext)
     }
 
+    @Test("as many loops as HANDOFF_EVENT_LOOP_THREADS asks for (scripts/test's second pass: one)")
+    func loopCountFollowsTheEnvironment() async throws {
+        try #require(await Self.loops(), "HANDOFF_EVENT_LOOPS=0")
+        let expected = EventLoops.requestedThreads ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
+        // Threads started from a loop inherit its name; the loops' own names go from 0 to count - 1.
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+        let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { $0.hasPrefix("handoff-loop-") })
+        #expect(names == Set((0..<expected).map { "handoff-loop-\($0)" }))
+    }
+
     @Test("Task.sleep resumes on the loops, and sleeping tasks do not hold a loop")
     func sleepsResume() async throws {
         try #require(await Self.loops(), "HANDOFF_EVENT_LOOPS=0")
