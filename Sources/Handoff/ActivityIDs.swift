@@ -15,6 +15,7 @@ enum ActivityIDs {
         var used = 512
     }
     private static let pool = Mutex(Pool())
+    private static let digits = Array("0123456789ABCDEF".utf8)
 
     /// A new id: 36 characters, `XXXXXXXX-XXXX-4XXX-YXXX-XXXXXXXXXXXX` in upper-case hex.
     static func make() -> String {
@@ -26,8 +27,7 @@ enum ActivityIDs {
 
     /// Formats 16 bytes as a UUID string.
     static func format(_ raw: [UInt8]) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        return String(unsafeUninitializedCapacity: 36) { out in
+        String(unsafeUninitializedCapacity: 36) { out in
             var index = 0
             for (position, byte) in raw.enumerated() {
                 if position == 4 || position == 6 || position == 8 || position == 10 {

@@ -46,35 +46,34 @@ public enum WireOwnEcho {
         case 11: originField = 3
         default: return false
         }
-        guard var inner = try? ProtobufReader(body.bytes, depth: 2) else { return false }
-        var origins = 0, originMatches = false
         do {
-            while let (number, type) = try inner.nextField() {
-                if number == originField, type == .lengthDelimited {
-                    origins += 1
-                    originMatches = try nodeIDMatches(inner.nested(inner.lengthDelimited()), nodeID)
-                } else {
-                    try inner.skip(type, number: number)
-                }
-            }
+            let inner = try ProtobufReader(body.bytes, depth: 2)
+            guard let origin = try onlyField(originField, in: inner) else { return false }
+            return try nodeIDMatches(inner.nested(origin), nodeID)
         } catch {
             return false
         }
-        return origins == 1 && originMatches
     }
 
     /// Whether a NodeRef names `nodeID`, in a single `node_id` field.
     private static func nodeIDMatches(_ reader: ProtobufReader, _ nodeID: [UInt8]) throws(BinaryDecodingError) -> Bool {
+        guard let id = try onlyField(1, in: reader) else { return false }
+        return id.elementsEqual(nodeID)
+    }
+
+    /// The body of length-delimited field `number` when the message has exactly one, else `nil`;
+    /// every other field is walked, so the bytes must be well formed.
+    private static func onlyField(_ number: Int, in reader: ProtobufReader) throws(BinaryDecodingError) -> UnsafeRawBufferPointer? {
         var reader = reader
-        var ids = 0, matches = false
-        while let (number, type) = try reader.nextField() {
-            if number == 1, type == .lengthDelimited {
-                ids += 1
-                matches = try reader.lengthDelimited().elementsEqual(nodeID)
+        var found: UnsafeRawBufferPointer?, count = 0
+        while let (field, type) = try reader.nextField() {
+            if field == number, type == .lengthDelimited {
+                count += 1
+                found = try reader.lengthDelimited()
             } else {
-                try reader.skip(type, number: number)
+                try reader.skip(type, number: field)
             }
         }
-        return ids == 1 && matches
+        return count == 1 ? found : nil
     }
 }
