@@ -297,7 +297,9 @@ extension Node {
     /// Receives what the originator at `endpoint` sends, for as long as the client `identity` is
     /// the node's client for that endpoint.
     func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
+        var burst = ReceiveBurst()
         while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
+            await burst.next()
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
             if let received { metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }

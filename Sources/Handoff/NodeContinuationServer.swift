@@ -10,7 +10,9 @@ extension Node {
     // MARK: Originating side
 
     func serveContinuations() async {
+        var burst = ReceiveBurst()
         while !Task.isCancelled {
+            await burst.next()
             let received: [Frame]?
             // The peer's routing id, an envelope, and a stream chunk's payload.
             do { received = try await server.receiveMultipart(maxFrames: 3) } catch { return }

@@ -116,7 +116,7 @@ extension Node {
     func emit(_ event: ActivityEvent) {
         // The watchers' tasks run next on this loop thread, once the node's current job (usually
         // `receiveBus`) suspends, rather than waking another thread for every event; `receiveBus`
-        // yields every `busBurst` messages, so that they run under a sustained flow too.
+        // yields every `ReceiveBurst.limit` messages, so that they run under a sustained flow too.
         EventLoops.handingOff {
             for sink in watchers.sinks(for: event.activity) { sink.yield(event) }
         }
@@ -141,13 +141,9 @@ extension Node {
     func receiveBus(_ index: Int) async {
         let subscriber = subscribers[index]
         let connectionKey = subscriberKeys[index]
-        var burst = 0
+        var burst = ReceiveBurst()
         while !Task.isCancelled {
-            burst += 1
-            if burst > Self.busBurst {
-                burst = 0
-                await Task.yield()  // what this receive made runnable runs, however long the flow
-            }
+            await burst.next()
             let received: [Frame]?
             do {
                 received = try await subscriber.receiveMultipart(maxFrames: 2)
@@ -244,10 +240,6 @@ extension Node {
             break
         }
     }
-
-    /// Bus messages `receiveBus` handles before it lets the tasks they resumed run (when the
-    /// messages keep coming, the receive itself never suspends).
-    static let busBurst = 64
 
     /// Where replay protection keeps a node's presence (activity ids are never empty).
     static let presenceKey = ""

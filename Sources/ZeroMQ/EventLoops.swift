@@ -29,15 +29,22 @@ public enum EventLoops {
     /// Makes the event loops the executor of the process's tasks.
     ///
     /// - Parameter threads: How many loops, at least one. By default `HANDOFF_EVENT_LOOP_THREADS`
-    ///   from the environment, else one per CPU and at least two. One loop turns any call that
-    ///   blocks a loop thread into a hang at once (`scripts/test` runs the suite so a second time).
+    ///   from the environment, else ``defaultThreads``. One loop turns any call that blocks a loop
+    ///   thread into a hang at once (`scripts/test` runs the suite so a second time).
     /// - Returns: `false` when nothing changed: already installed, a Swift runtime without the
     ///   hook, or `HANDOFF_EVENT_LOOPS=0` in the environment (to compare with Swift's own pool).
     @discardableResult
-    public static func install(threads: Int = requestedThreads ?? max(2, ProcessInfo.processInfo.activeProcessorCount)) -> Bool {
+    public static func install(threads: Int = requestedThreads ?? defaultThreads) -> Bool {
         guard requested != false else { return false }
         return LoopExecutor.install(threads: max(1, threads))
     }
+
+    /// One loop per CPU but one, at least one: the CPU left over is for libzmq's I/O thread, which
+    /// does every socket's TCP work and is as busy as the loops under load. On 2 CPUs, one loop:
+    /// a stream between two processes ran at 93–105 % of raw libzmq with one loop per process and
+    /// at 68–92 % with two, which woke each other and moved the tasks between CPUs
+    /// (docs/performance.md, 2026-11-24).
+    public static var defaultThreads: Int { max(1, ProcessInfo.processInfo.activeProcessorCount - 1) }
 
     /// `HANDOFF_EVENT_LOOP_THREADS`: how many loops, when set to a number from 1 to 256.
     public static let requestedThreads: Int? = ProcessInfo.processInfo.environment["HANDOFF_EVENT_LOOP_THREADS"]

@@ -73,7 +73,7 @@ struct EventLoopsTests {
     @Test("as many loops as HANDOFF_EVENT_LOOP_THREADS asks for (scripts/test's second pass: one)")
     func loopCountFollowsTheEnvironment() async throws {
         try #require(await Self.loops(), "HANDOFF_EVENT_LOOPS=0")
-        let expected = EventLoops.requestedThreads ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
+        let expected = EventLoops.requestedThreads ?? EventLoops.defaultThreads
         // Threads started from a loop inherit its name; the loops' own names go from 0 to count - 1.
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
         let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }

@@ -1,0 +1,57 @@
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import Handoff
+
+/// A node's receiver whose messages keep coming never suspends in its receive; what it handed off
+/// to run next on its loop (a watcher's event, a stream's chunk) must still run, not wait for the
+/// flow to stop.
+@Suite("Receive bursts")
+struct ReceiveBurstTests {
+    final class Seen: Sendable {
+        let flag = Atomic<Bool>(false)
+    }
+
+    /// Stands for the node: an actor whose receiver runs without suspending.
+    actor Receiver {
+        private var sum = 0
+
+        /// Hands one element off, then handles `messages` (for at most 5 s) as a receiver whose
+        /// socket always has one; returns how many it had handled when the reader had run, or nil
+        /// if it never ran.
+        func spin(handingOff sink: AsyncStream<Int>.Continuation, seen: Seen, messages: Int) async -> Int? {
+            var burst = ReceiveBurst()
+            EventLoops.handingOff { _ = sink.yield(1) }
+            let deadline = ContinuousClock.now + .seconds(5)
+            for message in 0..<messages where ContinuousClock.now < deadline {
+                await burst.next()
+                if seen.flag.load(ordering: .acquiring) { return message }
+                for value in 0..<2_000 { sum &+= value &* message }  // the work of one message
+            }
+            return nil
+        }
+    }
+
+    @Test("what a receiver hands off runs within a few bursts, however long its flow")
+    func handedOffRunsUnderASustainedFlow() async throws {
+        // On the loops, as scripts/test and the handoff command run (unless HANDOFF_EVENT_LOOPS=0:
+        // then handing off does nothing and the reader runs beside the receiver).
+        EventLoops.install()
+        await Task.yield()
+        let seen = Seen()
+        let (stream, sink) = AsyncStream.makeStream(of: Int.self)
+        let reader = Task {
+            for await _ in stream {
+                seen.flag.store(true, ordering: .releasing)
+                return
+            }
+        }
+        try await Task.sleep(for: .milliseconds(20))  // the reader waits on the stream
+        let messages = 100 * ReceiveBurst.limit
+        let handled = await Receiver().spin(handingOff: sink, seen: seen, messages: messages)
+        await reader.value
+        let ranAfter = try #require(handled, "the reader never ran while \(messages) messages were handled")
+        // Jobs other tests left on the loops may run first; never running is what starving is.
+        #expect(ranAfter <= 20 * ReceiveBurst.limit)
+    }
+}
