@@ -41,9 +41,9 @@ public enum EventLoops {
 
     /// One loop per CPU but one, at least one: the CPU left over is for libzmq's I/O thread, which
     /// does every socket's TCP work and is as busy as the loops under load. On 2 CPUs, one loop:
-    /// a stream between two processes ran at 93–105 % of raw libzmq with one loop per process and
-    /// at 68–92 % with two, which woke each other and moved the tasks between CPUs
-    /// (docs/performance.md, 2026-11-24).
+    /// a stream between two processes ran at 93–116 % of raw libzmq with one loop per process and
+    /// at 68–95 % with two, which woke each other and moved the tasks between CPUs
+    /// (docs/performance.md, "One loop per CPU but one").
     public static var defaultThreads: Int { max(1, ProcessInfo.processInfo.activeProcessorCount - 1) }
 
     /// `HANDOFF_EVENT_LOOP_THREADS`: how many loops, when set to a number from 1 to 256.
