@@ -32,7 +32,7 @@ struct ReceiveBurstTests {
         }
     }
 
-    @Test("what a receiver hands off runs within a few bursts, however long its flow")
+    @Test("what a receiver hands off runs within 20 bursts of 64 messages, however long its flow")
     func handedOffRunsUnderASustainedFlow() async throws {
         // On the loops, as scripts/test and the handoff command run (unless HANDOFF_EVENT_LOOPS=0:
         // then handing off does nothing and the reader runs beside the receiver).
