@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import HandoffWire
 import Logging
@@ -22,13 +21,15 @@ import ZeroMQ
 /// send before anyone subscribes, the broker subscribes its frontend to everything, so all bus
 /// traffic reaches it.
 ///
-/// The broker runs on a thread of its own, which owns all of its sockets; ``stop()`` ends it.
-/// ``Broker`` is also a swift-service-lifecycle `Service` for a `ServiceGroup`.
+/// The broker runs as a task on the process's event loops (``ZeroMQ/EventLoops``), the same model
+/// as a ``Node``: an actor whose tasks own all of its sockets and wait for their readiness without
+/// blocking a thread. ``stop()`` ends it. ``Broker`` is also a swift-service-lifecycle `Service`
+/// for a `ServiceGroup`.
 ///
 /// ```swift
 /// let broker = try Broker.start(.init(frontend: "tcp://*:5555", backend: "tcp://*:5556"), context: context)
-/// defer { broker.stop() }
 /// print(broker.counters.messagesIn)
+/// await broker.stop()
 /// ```
 public final class Broker: Sendable {
     /// Where the broker listens and how it caches.
@@ -161,33 +162,32 @@ public final class Broker: Sendable {
     /// The capture endpoint as bound, or `nil` without capture.
     public let captureEndpoint: String?
 
-    private let context: Context
-    private let controlEndpoint: String
     private let shared: SharedState
+    /// The loop's task: cancelling it stops the broker; it ends once every socket is closed.
+    private let loop: Task<Void, Never>
     /// The context's ZAP handler, when secure.
     private let zap: ZAPHandler?
     /// The ZAP domain of the broker's sockets.
     static let zapDomain = "handoff.broker"
 
     private init(
-        configuration: Configuration, endpoints: BoundEndpoints, context: Context,
-        controlEndpoint: String, shared: SharedState, zap: ZAPHandler?
+        configuration: Configuration, endpoints: BoundEndpoints, loop: Task<Void, Never>, shared: SharedState, zap: ZAPHandler?
     ) {
         self.zap = zap
         self.configuration = configuration
         frontendEndpoint = endpoints.frontend
         backendEndpoint = endpoints.backend
         captureEndpoint = endpoints.capture
-        self.context = context
-        self.controlEndpoint = controlEndpoint
+        self.loop = loop
         self.shared = shared
     }
 
+    /// A broker released without ``stop()`` stops all the same, without waiting.
     deinit {
-        stop()
+        loop.cancel()
     }
 
-    /// Binds the broker's sockets and starts forwarding on a new thread.
+    /// Binds the broker's sockets and starts forwarding in a task of its own.
     ///
     /// Every socket is bound before this returns, so a taken port or a bad endpoint fails here.
     ///
@@ -199,12 +199,13 @@ public final class Broker: Sendable {
     ///   configuration value out of range, endpoints beyond loopback without security, or a socket
     ///   that cannot be bound — then its ``HandoffError/cause`` is the ``ZeroMQ/ZMQError``
     ///   (`addressInUse`, `protocolNotSupported`, `addressNotAvailable`, `invalidArgument` for a
-    ///   malformed endpoint, `contextTerminated`). When it throws, the broker's thread has ended.
+    ///   malformed endpoint, `contextTerminated`). When it throws, every socket it opened is closed.
     public static func start(_ configuration: Configuration = Configuration(), context: Context) throws(HandoffError) -> Broker {
         try start(configuration, context: context, onLoopExit: nil)
     }
 
-    /// ``start(_:context:)`` with a hook the loop thread calls last, after closing its sockets (for tests).
+    /// ``start(_:context:)`` with a hook called last, once the sockets are closed: when the loop ends,
+    /// or before `start` throws (for tests).
     static func start(
         _ configuration: Configuration, context: Context, onLoopExit: (@Sendable () -> Void)?
     ) throws(HandoffError) -> Broker {
@@ -232,42 +233,39 @@ public final class Broker: Sendable {
             secureZAP = handler
         }
         let zap = secureZAP
-        let controlEndpoint = "inproc://handoff-broker-control-\(UUID().uuidString)"
         let shared = SharedState()
-        let ready = DispatchSemaphore(value: 0)
-        shared.exited.enter()
-        let thread = Thread {
-            var loop: BrokerLoop?
-            do throws(ZMQError) {
-                loop = try BrokerLoop(configuration, context: context, control: controlEndpoint, shared: shared, zap: zap)
-                shared.startup.withLock { $0 = .success(loop!.endpoints) }
-            } catch {
-                shared.startup.withLock { $0 = .failure(error) }
-            }
-            ready.signal()
-            if let running = loop {
-                do throws(ZMQError) {
-                    try running.run()
-                } catch {
-                    shared.failure.withLock { $0 = error }
-                }
-                running.close()
-            }
-            loop = nil
+        let loop: BrokerLoop
+        do throws(ZMQError) {
+            loop = try BrokerLoop(configuration, context: context, shared: shared, zap: zap)
+        } catch {
             onLoopExit?()
-            shared.exited.leave()
-        }
-        thread.name = "handoff-broker"
-        thread.start()
-        ready.wait()
-        switch shared.startup.withLock({ $0 })! {
-        case .failure(let error):
-            shared.exited.wait()
             throw HandoffError(.invalidConfiguration, "the broker cannot open its sockets (frontend \(configuration.frontend), backend \(configuration.backend)\(configuration.capture.map { ", capture \($0)" } ?? "")): \(error)", cause: error)
-        case .success(let endpoints):
-            return Broker(
-                configuration: configuration, endpoints: endpoints, context: context,
-                controlEndpoint: controlEndpoint, shared: shared, zap: zap)
+        }
+        let endpoints = loop.endpoints
+        let task = Task {
+            await loop.run()
+            onLoopExit?()
+            shared.running.store(false, ordering: .releasing)
+        }
+        return Broker(configuration: configuration, endpoints: endpoints, loop: task, shared: shared, zap: zap)
+    }
+
+    /// Runs a broker for the duration of `body`: starts it, hands it to `body`, and stops it after,
+    /// also when `body` throws.
+    public static func withRunning<Result>(
+        _ configuration: Configuration = Configuration(),
+        context: Context,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (Broker) async throws -> Result
+    ) async throws -> Result {
+        let broker = try start(configuration, context: context)
+        do {
+            let result = try await body(broker)
+            await broker.stop()
+            return result
+        } catch {
+            await broker.stop()
+            throw error
         }
     }
 
@@ -298,49 +296,19 @@ public final class Broker: Sendable {
         zap.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
     }
 
-    /// Whether the broker's thread is still forwarding (false after ``stop()``, or after the
-    /// context was shut down).
+    /// Whether the broker is still forwarding (false after ``stop()``, or after the context was
+    /// shut down).
     public var isRunning: Bool {
-        shared.exited.wait(timeout: .now()) == .timedOut
+        shared.running.load(ordering: .acquiring)
     }
 
-    /// Stops the broker: tells its thread to finish, and waits until it has closed every socket.
+    /// Stops the broker: cancels its task, and returns once it has closed every socket (so that its
+    /// ports can be bound again).
     ///
-    /// Safe to call more than once, from any thread; later calls just wait for the first to finish.
-    public func stop() {
-        requestStop()
-        shared.exited.wait()
-    }
-
-    /// Tells the loop thread to finish, without waiting. Only the first call sends anything.
-    ///
-    /// The message goes over a PAIR socket made, used and closed right here, so no socket is ever
-    /// used by two threads.
-    private func requestStop() {
-        let first = shared.stopRequested.withLock { requested in
-            defer { requested = true }
-            return !requested
-        }
-        guard first, isRunning else { return }
-        do {
-            let control = try context.socket(.pair)
-            // Non-zero linger: the command must reach the loop even though we close at once.
-            try control.set(.linger, 1_000)
-            try control.connect(controlEndpoint)
-            // The loop's end is bound, so inproc attaches the pipe during connect and this queues
-            // at once; it fails only when the loop has already closed its sockets.
-            _ = try control.trySend(Array(BrokerLoop.terminate.utf8))
-            control.close()
-        } catch {
-            // Only a shut-down context gets here, and then the loop ends by itself.
-        }
-    }
-
-    /// Suspends until the loop thread has ended, without blocking a thread.
-    private func loopExited() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            shared.exited.notify(queue: .global()) { continuation.resume() }
-        }
+    /// Safe to call more than once, from any task; later calls just wait for the first to finish.
+    public func stop() async {
+        loop.cancel()
+        await loop.value
     }
 }
 
@@ -352,15 +320,15 @@ extension Broker: Service {
     /// The broker is already forwarding when ``start(_:context:)`` returns; `run()` only ties its
     /// lifetime to a `ServiceGroup` or a task.
     ///
-    /// - Throws: The ``ZeroMQ/ZMQError`` that ended the broker's thread early (for instance
+    /// - Throws: The ``ZeroMQ/ZMQError`` that ended the broker's loop early (for instance
     ///   `contextTerminated` when the context was shut down under it).
     public func run() async throws {
         await withTaskCancellationOrGracefulShutdownHandler {
-            await self.loopExited()
+            await self.loop.value
         } onCancelOrGracefulShutdown: {
-            self.requestStop()
+            self.loop.cancel()
         }
-        stop()
+        await stop()
         if let failure = shared.failure.withLock({ $0 }) {
             throw failure
         }

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import HandoffWire
 import Logging
@@ -6,43 +5,38 @@ import SwiftProtobuf
 import Synchronization
 import ZeroMQ
 
-// MARK: - Shared between the caller and the loop thread
+// MARK: - Shared between the handle and the loop
 
-/// The resolved endpoints the loop thread reports once it has bound its sockets.
+/// The resolved endpoints, as the loop bound them.
 struct BoundEndpoints: Sendable {
     var frontend: String
     var backend: String
     var capture: String?
 }
 
-/// What the loop thread and the ``Broker`` handle share: only values under locks, and a group.
+/// What the loop and the ``Broker`` handle share: only values under locks.
 final class SharedState: Sendable {
     /// The loop publishes its counters here before passing each message on.
     let counters = Mutex(Broker.Counters())
-    /// Set once by the loop thread when it has bound (or failed to bind) its sockets.
-    let startup = Mutex<Result<BoundEndpoints, ZMQError>?>(nil)
     /// The error that ended the loop early, if any.
     let failure = Mutex<ZMQError?>(nil)
-    /// Whether a stop was requested (the control message is sent once).
-    let stopRequested = Mutex(false)
-    /// Entered before the thread starts, left as the thread's very last action.
-    let exited = DispatchGroup()
+    /// Whether the loop is forwarding: set before it starts, cleared once it has closed its sockets.
+    let running = Atomic<Bool>(true)
 }
 
-// MARK: - The loop thread
+// MARK: - The loop
 
-/// The broker's event loop and everything it owns. Made, used and dropped on the loop thread only.
-final class BrokerLoop {
-    /// The command that ends the loop.
-    static let terminate = "TERMINATE"
-    /// Messages handled per socket per wake-up, so neither direction starves the other.
-    private static let batch = 1_024
-
+/// The broker's event loop and everything it owns: an actor on the process's event loops (as a
+/// ``Node`` is), whose tasks — one per socket it receives on, and a timer — own its sockets.
+///
+/// Sockets are made and bound in the initializer, on the caller's thread, before any task of the
+/// actor runs; from then on only the actor uses them. ``run()`` forwards until its task is
+/// cancelled (or a socket fails), then closes them.
+actor BrokerLoop {
     let endpoints: BoundEndpoints
     private let frontend: Socket
     private let backend: Socket
     private let capture: Socket?
-    private let control: Socket
     private let shared: SharedState
     private let cacheEnabled: Bool
     private var cache: LastValueCache
@@ -55,8 +49,7 @@ final class BrokerLoop {
     private var nextHandshakeSync = ContinuousClock.now
     /// Whole messages from each side: a bus message is a topic and an envelope, a subscription
     /// one frame; anything much longer is dropped as it is read, and counted as malformed.
-    private var frontendReader = MultipartReader(maxFrames: 4)
-    private var backendReader = MultipartReader(maxFrames: 4)
+    private static let maxFrames = 4
     private let logger: Logger
     /// Origins whose refusal was logged (once each), bounded.
     private var loggedOverQuota: Set<String> = []
@@ -70,8 +63,11 @@ final class BrokerLoop {
     /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
     private let identity: WireNodeRef
     private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+    /// The timer that expires cached activities (and, secure, takes ZAP's counts), when one is set.
+    private var timer: (task: Task<Void, Never>, deadline: ContinuousClock.Instant, token: UInt64)?
+    private var timerTokens: UInt64 = 0
 
-    init(_ configuration: Broker.Configuration, context: Context, control endpoint: String, shared: SharedState, zap: ZAPHandler?) throws(ZMQError) {
+    init(_ configuration: Broker.Configuration, context: Context, shared: SharedState, zap: ZAPHandler?) throws(ZMQError) {
         var opened: [Socket] = []
         func open(_ type: SocketType) throws(ZMQError) -> Socket {
             let socket = try context.socket(type)
@@ -114,8 +110,6 @@ final class BrokerLoop {
             handshakeMonitors = security == nil ? [] : try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
                 (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
             }
-            control = try open(.pair)
-            try control.bind(endpoint)
             endpoints = BoundEndpoints(
                 frontend: try frontend.lastEndpoint,
                 backend: try backend.lastEndpoint,
@@ -144,43 +138,96 @@ final class BrokerLoop {
         self.logger = logger
     }
 
-    /// Closes every socket.
-    func close() {
+    /// Forwards until the task is cancelled, or a socket fails (the error goes to
+    /// ``SharedState/failure``); then closes every socket.
+    func run() async {
+        scheduleTimer()
+        do {
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { try await self.forwardingDownstream() }
+                group.addTask { try await self.forwardingUpstream() }
+                for index in self.handshakeMonitors.indices {
+                    group.addTask { try await self.watchingHandshakes(index) }
+                }
+            }
+        } catch let error as ZMQError {
+            shared.failure.withLock { $0 = error }
+        } catch {
+            // Cancelled: stopped.
+        }
+        close()
+    }
+
+    /// Stops the timer and closes every socket.
+    private func close() {
+        timer?.task.cancel()
+        timer = nil
         for monitor in handshakeMonitors { monitor.stop() }
         frontend.close()
         backend.close()
         capture?.close()
-        control.close()
     }
 
-    /// Forwards until ``terminate`` arrives on the control socket.
-    func run() throws(ZMQError) {
-        var poller = Poller()
-        let frontendIndex = poller.add(frontend, .readable)
-        let backendIndex = poller.add(backend, .readable)
-        let controlIndex = poller.add(control, .readable)
-        let monitorIndices = handshakeMonitors.map { poller.add($0.socket, .readable) }
+    /// Publisher → subscribers, message after message. Yields every ``ReceiveBurst/limit`` messages,
+    /// so that the other direction (and the nodes sharing the loop) run under a sustained flow.
+    private func forwardingDownstream() async throws {
+        var burst = ReceiveBurst()
         while true {
-            // Wake up for the next expiry, so the cache (and its counter) drops it on time, and
-            // (secure) every second to take ZAP's handshake counts.
-            var timeout = cache.nextExpiry.map { max(.zero, ContinuousClock.now.duration(to: $0)) }
-            if zap != nil { timeout = min(timeout ?? .seconds(1), .seconds(1)) }
-            let ready = try poller.poll(timeout: timeout)
-            if ready[controlIndex].contains(.readable), try handleControl() { return }
-            for (index, monitor) in zip(monitorIndices, handshakeMonitors) where ready[index].contains(.readable) {
-                try noteFailedHandshake(monitor.next())
+            await burst.next()
+            guard let frames = try await frontend.receiveMultipart(maxFrames: Self.maxFrames) else {
+                counters.messagesIn += 1
+                counters.malformed += 1
+                publishCounters()
+                continue
             }
-            if ready[frontendIndex].contains(.readable) {
-                var handled = 0
-                while handled < Self.batch, try forwardDownstream() { handled += 1 }
-            }
-            if ready[backendIndex].contains(.readable) {
-                var handled = 0
-                while handled < Self.batch, try forwardUpstream() { handled += 1 }
-            }
-            if cache.removeExpired(now: .now) { publishCounters() }
-            syncHandshakes()
+            try forwardDownstream(frames)
         }
+    }
+
+    /// Subscribers → publishers, message after message.
+    private func forwardingUpstream() async throws {
+        var burst = ReceiveBurst()
+        while true {
+            await burst.next()
+            guard let frames = try await backend.receiveMultipart(maxFrames: Self.maxFrames) else {
+                counters.malformed += 1
+                publishCounters()
+                continue
+            }
+            try forwardUpstream(frames)
+        }
+    }
+
+    /// Counts the handshakes one monitor reports failed before ZAP was asked.
+    private func watchingHandshakes(_ index: Int) async throws {
+        while true {
+            guard let event = try await handshakeMonitors[index].next(timeout: .seconds(3_600)) else { continue }
+            noteFailedHandshake(event)
+        }
+    }
+
+    /// Sets the timer for the cache's next expiry (and, secure, the next take of ZAP's counts), unless
+    /// one is set that fires no later; it then sets the next when it fires.
+    private func scheduleTimer() {
+        var deadline = cache.nextExpiry
+        if zap != nil { deadline = min(deadline ?? nextHandshakeSync, nextHandshakeSync) }
+        guard let deadline else { return }
+        if let timer, timer.deadline <= deadline { return }
+        timer?.task.cancel()
+        timerTokens += 1
+        let token = timerTokens
+        timer = (Task { [weak self] in
+            do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+            await self?.timerFired(token)
+        }, deadline, token)
+    }
+
+    private func timerFired(_ token: UInt64) {
+        guard let timer, timer.token == token else { return }
+        self.timer = nil
+        if cache.removeExpired(now: .now) { publishCounters() }
+        syncHandshakes()
+        scheduleTimer()
     }
 
     private func publishCounters() {
@@ -201,14 +248,6 @@ final class BrokerLoop {
         publishCounters()
     }
 
-    /// Reads a control command; true to end the loop.
-    private func handleControl() throws(ZMQError) -> Bool {
-        guard let command = try control.tryReceive() else { return false }
-        var frames = [command]
-        while frames.last!.hasMore { frames.append(try control.receive()) }
-        return command.string == Self.terminate
-    }
-
     /// Sends frames as they are (libzmq shares their bytes); false when the socket refused them.
     @discardableResult
     private func send(_ frames: [Frame], to socket: Socket) throws(ZMQError) -> Bool {
@@ -218,20 +257,10 @@ final class BrokerLoop {
         return true
     }
 
-    /// Publisher → subscribers: one message. False when none was waiting.
-    private func forwardDownstream() throws(ZMQError) -> Bool {
-        let frames: [Frame]
-        switch try frontendReader.next(from: frontend) {
-        case .none: return false
-        case .dropped:
-            counters.messagesIn += 1
-            counters.malformed += 1
-            publishCounters()
-            return true
-        case .message(let message): frames = message
-        }
+    /// Publisher → subscribers: one message.
+    private func forwardDownstream(_ frames: [Frame]) throws(ZMQError) {
         let size = frames.reduce(0) { $0 + $1.count }
-        let content = Self.decodeBusMessage(frames)
+        let content = BrokerBusContent(frames)
         counters.messagesIn += 1
         counters.bytesIn += size
         // Every message is bound to the key that authenticated its connection (when secure), and
@@ -246,14 +275,14 @@ final class BrokerLoop {
         }
         if let forgery {
             refuseForged(forgery, key: connectionKey)
-            return true
+            return
         }
         if cacheEnabled {
             switch content {
             case .advertisement(let advertisement, _):
                 if cache.store(advertisement, frames: frames, now: .now) == .overQuota {
                     refuseOverQuota(advertisement)
-                    return true
+                    return
                 }
             case .withdrawal(let activityID, _):
                 cache.remove(activityID)
@@ -271,7 +300,7 @@ final class BrokerLoop {
         // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
         try send(frames, to: backend)
         if let capture { try send(frames, to: capture) }
-        return true
+        scheduleTimer()
     }
 
     /// Counts a handshake that failed before the account was even asked (a peer without CURVE, or
@@ -303,22 +332,13 @@ final class BrokerLoop {
         logger.warning("node \(advertisement.origin) advertises more than \(cache.perOriginQuota) activities: dropping its new ones (activity \(advertisement.activityID) first), counted in overQuota")
     }
 
-    /// Subscribers → publishers: one (un)subscription. False when none was waiting.
+    /// Subscribers → publishers: one (un)subscription.
     ///
     /// A snapshot subscription (wire.proto, "Snapshots") is a request to this broker: answered
     /// here, to that subscriber alone, and not forwarded. Plain subscriptions go to the publishers
     /// only without the cache (with it, the frontend subscribes to everything); nothing cached is
     /// re-sent on them.
-    private func forwardUpstream() throws(ZMQError) -> Bool {
-        let frames: [Frame]
-        switch try backendReader.next(from: backend) {
-        case .none: return false
-        case .dropped:
-            counters.malformed += 1
-            publishCounters()
-            return true
-        case .message(let message): frames = message
-        }
+    private func forwardUpstream(_ frames: [Frame]) throws(ZMQError) {
         let first = frames[0]
         var snapshot: (topic: [UInt8], typePrefix: String)?
         var isSnapshotTopic = false
@@ -346,7 +366,6 @@ final class BrokerLoop {
             // nothing of subscribers, and so nothing of joiners.
             try send(frames, to: frontend)
         }
-        return true
     }
 
 
@@ -373,52 +392,5 @@ final class BrokerLoop {
         counters.messagesOut += 1
         counters.bytesOut += topic.count + reply.count
         publishCounters()
-    }
-
-    /// What a bus message (topic, envelope) carries, as far as the cache and the sender check
-    /// are concerned.
-    private enum BusContent {
-        case advertisement(CachedAdvertisement, BusClaim)
-        case withdrawal(activityID: String, BusClaim)
-        case presence(origin: String, listed: Set<String>, partial: Bool, leaseMs: UInt32, BusClaim)
-        case other(BusClaim)
-        case malformed
-
-        var claim: BusClaim? {
-            switch self {
-            case .advertisement(_, let claim), .withdrawal(_, let claim), .presence(_, _, _, _, let claim), .other(let claim): claim
-            case .malformed: nil
-            }
-        }
-    }
-
-    /// Reads the few fields the cache and the sender check need from a bus message's envelope, in
-    /// place (``WireBusSummary``: no copy of the frame, no decoding of the rest).
-    private static func decodeBusMessage(_ frames: [Frame]) -> BusContent {
-        guard frames.count == 2 else { return .malformed }
-        return frames[1].withUnsafeBytes { bytes -> BusContent in
-            guard let summary = try? WireBusSummary.read(bytes) else { return .malformed }
-            var claim = BusClaim(senderID: summary.sender.id, senderKey: summary.sender.publicKey)
-            switch summary.body {
-            case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
-                claim.activityID = activityID
-                claim.originID = origin.id
-                claim.originKey = origin.publicKey
-                return .advertisement(CachedAdvertisement(
-                    activityID: activityID, origin: origin.id, originKey: origin.publicKey, version: version,
-                    leaseMs: leaseMs, expiresAt: expiresAt), claim)
-            case .withdrawal(let activityID, let origin):
-                claim.activityID = activityID
-                claim.originID = origin.id
-                claim.originKey = origin.publicKey
-                return .withdrawal(activityID: activityID, claim)
-            case .presence(let node, let leaseMs, let activityIDs, let partial):
-                claim.originID = node.id
-                claim.originKey = node.publicKey
-                return .presence(origin: node.id, listed: Set(activityIDs), partial: partial, leaseMs: leaseMs, claim)
-            case .other:
-                return .other(claim)
-            }
-        }
     }
 }

@@ -463,7 +463,6 @@ func benchBrokerConfiguration() -> Broker.Configuration {
 func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double, cpu: Double, latencies: [Double], size: Int) {
     let context = try Context()
     let broker = try Broker.start(benchBrokerConfiguration(), context: context)
-    defer { broker.stop() }
     let publisher = try Node(configuration: brokerNodeConfiguration("publisher", broker: broker), context: context)
     let (elapsed, cpu, latencies): (Double, Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
@@ -510,6 +509,7 @@ func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double
         }
     }
     let counters = broker.counters
+    await broker.stop()
     return (elapsed, cpu, latencies, max(counters.bytesIn / max(counters.messagesIn, 1), 16))
 }
 
@@ -524,7 +524,6 @@ func processCPUSeconds() -> Double {
 func benchLateJoiner(count: Int) async throws {
     let context = try Context()
     let broker = try Broker.start(benchBrokerConfiguration(), context: context)
-    defer { broker.stop() }
     let publisher = try Node(configuration: brokerNodeConfiguration("publisher", broker: broker), context: context)
     let elapsed: Double = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
@@ -542,6 +541,7 @@ func benchLateJoiner(count: Int) async throws {
             return seconds(ContinuousClock.now - started)
         }
     }
+    await broker.stop()
     print("Late joiner: time for a new node to see \(count) current activities (broker cache, no re-advertisement)")
     row("Handoff late joiner", String(format: "%.1f ms", elapsed * 1000))
     let period = Node.Configuration(name: "x", bus: .direct(listen: "tcp://127.0.0.1:*", peers: [])).advertiseInterval

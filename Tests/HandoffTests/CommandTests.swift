@@ -122,7 +122,6 @@ struct CommandTests {
         var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
         configuration.security = Security(keyPair: brokerKeys.keyPair, authorizedKeys: [brokerKeys.keyPair.publicKey])
         let broker = try Broker.start(configuration, context: try Context())
-        defer { broker.stop() }
         let keyArguments = ["--key", stranger.secret.path, "--broker-key", brokerKeys.public.path, "--log-level", "critical"]
 
         let listed = try await runHandoff(["activities", "--broker", broker.frontendEndpoint, broker.backendEndpoint, "--wait", "1"] + keyArguments)
@@ -141,6 +140,7 @@ struct CommandTests {
         let keylessMonitor = try await runHandoff(["monitor", "--bus", broker.backendEndpoint, "--seconds", "3", "--log-level", "critical"])
         #expect(keylessMonitor.status != 0)
         #expect(keylessMonitor.error.contains("it runs CURVE"), "stderr: \(keylessMonitor.error)")
+        await broker.stop()
     }
 
     @Test("`handoff broker` reloads its account on SIGHUP: a key added to the folder gets in without a restart")

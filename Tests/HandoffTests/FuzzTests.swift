@@ -148,7 +148,6 @@ struct FuzzTests {
     func broker() async throws {
         let context = try Context()
         let broker = try Broker.start(Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
-        defer { broker.stop() }
         let publisher = try context.socket(.xpub)
         try publisher.set(.sendHighWaterMark, 0)
         try publisher.connect(broker.frontendEndpoint)
@@ -190,5 +189,6 @@ struct FuzzTests {
         #expect(delivered)
         let counters = broker.counters
         print("fuzz broker: \(count) publications and \(count) upstream messages (seed \(FuzzBudget.seed &+ 3)), \(counters.malformed) counted malformed, \(counters.cachedActivities) cached, 0 crashes")
+        await broker.stop()
     }
 }

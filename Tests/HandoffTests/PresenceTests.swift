@@ -11,7 +11,6 @@ struct PresenceTests {
     func quietBus() async throws {
         let context = try Context()
         let broker = try Broker.start(Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
-        defer { broker.stop() }
         var configuration = nodeOnBroker("quiet", broker: broker, security: nil)
         configuration.advertiseInterval = .milliseconds(100)
         try await withNodes([configuration, nodeOnBroker("watcher", broker: broker, security: nil)]) { nodes in
@@ -43,6 +42,7 @@ struct PresenceTests {
             #expect(await watcher.activities().count == 20)
             #expect(broker.counters.cachedActivities == 20)
         }
+        await broker.stop()
     }
 
     @Test("presence renews what it lists, drops what it does not; silence lets it lapse")

@@ -63,7 +63,6 @@ struct SecurityTests {
     func strangerIsRefused() async throws {
         let keys = try TestAccount()
         let broker = try secureBroker(keys)
-        defer { broker.stop() }
 
         try await withNodes([
             nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
@@ -119,6 +118,7 @@ struct SecurityTests {
             #expect(await eventually { await a.securityCounters.refusedHandshakes >= 1 })
             #expect(await a.securityCounters.allowedHandshakes >= 1)  // B's DEALER
         }
+        await broker.stop()
     }
 
     @Test("a member cannot speak for another: forged withdrawals and advertisements change nothing, and are counted")
@@ -126,7 +126,6 @@ struct SecurityTests {
         let keys = try TestAccount()
         let mallory = try CurveKeyPair.generate()
         let broker = try secureBroker(keys, admitting: [mallory.publicKey])
-        defer { broker.stop() }
         try await withNodes([
             nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
             nodeOnBroker("node-b", broker: broker, security: keys.security(keys.b)),
@@ -192,6 +191,7 @@ struct SecurityTests {
             #expect(await b.activities().contains { $0.id == activity.id })
             publisher.close()
         }
+        await broker.stop()
     }
 
     @Test("in direct mode too, a peer cannot speak for another: each message must name its connection's key")
@@ -241,7 +241,6 @@ struct SecurityTests {
     func failedHandshakesAreCounted() async throws {
         let keys = try TestAccount()
         let broker = try secureBroker(keys)
-        defer { broker.stop() }
         try await withNodes([nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a))]) { nodes in
             let a = nodes[0]
             let context = try Context()
@@ -262,13 +261,13 @@ struct SecurityTests {
             #expect(await a.securityCounters.refusedHandshakes == 0)
             for socket in [plain, plainDealer, impostor] { socket.close() }
         }
+        await broker.stop()
     }
 
     @Test("a node without a key is told the broker needs one; a refused key gets in once the account admits it")
     func refusedThenAdmitted() async throws {
         let keys = try TestAccount()
         let broker = try secureBroker(keys)
-        defer { broker.stop() }
         try await withNodes([
             nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a)),
             nodeOnBroker("keyless", broker: broker, security: nil),
@@ -291,13 +290,13 @@ struct SecurityTests {
             #expect(await eventually { await stranger.activities().contains { $0.id == activity.id } })
             #expect(await keyless.activities().isEmpty)
         }
+        await broker.stop()
     }
 
     @Test("an originator refuses a continuing node outside its account until its account is updated")
     func originatorAccountUpdated() async throws {
         let keys = try TestAccount()
         let broker = try secureBroker(keys, admitting: [keys.stranger.publicKey])
-        defer { broker.stop() }
         // A does not know the newcomer yet; the newcomer (and the broker) know A.
         let aSecurity = Security(keyPair: keys.a, authorizedKeys: [keys.broker.publicKey], brokerKey: keys.broker.publicKey)
         let newcomerSecurity = Security(keyPair: keys.stranger, authorizedKeys: keys.members, brokerKey: keys.broker.publicKey)
@@ -325,6 +324,7 @@ struct SecurityTests {
             let noAccount = await #expect(throws: HandoffError.self) { try await insecure.updateAccount([]) }
             #expect(noAccount?.code == .invalidConfiguration)
         }
+        await broker.stop()
     }
 
     @Test("a node refuses to continue from an originator whose key is not in its account")
@@ -332,7 +332,6 @@ struct SecurityTests {
         let keys = try TestAccount()
         // The broker admits the stranger, but node B's account does not include it.
         let broker = try secureBroker(keys, admitting: [keys.stranger.publicKey])
-        defer { broker.stop() }
         try await withNodes([
             nodeOnBroker("stranger", broker: broker, security: keys.security(keys.stranger)),
             nodeOnBroker("node-b", broker: broker, security: keys.security(keys.b)),
@@ -346,6 +345,7 @@ struct SecurityTests {
             #expect(refusal?.code == .unauthorized)
             #expect(refusal?.message.contains("not in this node's account") == true)
         }
+        await broker.stop()
     }
 
     @Test("a team mismatch is refused with a clear error, unless the team policy trusts the team")
@@ -464,7 +464,7 @@ struct SecurityTests {
         }
         var secure = Broker.Configuration(frontend: "tcp://*:*", backend: "tcp://*:*")
         secure.security = Security(keyPair: try .generate(), authorizedKeys: [])
-        try Broker.start(secure, context: try Context()).stop()
+        await (try Broker.start(secure, context: try Context())).stop()
 
         #expect(Security.isLocal("tcp://127.0.0.1:5555"))
         #expect(Security.isLocal("tcp://localhost:5555"))

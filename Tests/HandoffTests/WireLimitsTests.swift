@@ -18,7 +18,6 @@ struct WireLimitsTests {
     func hugeHandshakes() async throws {
         let keys = try TestAccount()
         let broker = try secureBroker(keys)
-        defer { broker.stop() }
         try await withNodes([nodeOnBroker("node-a", broker: broker, security: keys.security(keys.a))]) { nodes in
             for endpoint in [broker.frontendEndpoint, broker.backendEndpoint, nodes[0].continuationEndpoint] {
                 for _ in 0..<4 {
@@ -29,6 +28,7 @@ struct WireLimitsTests {
                 }
             }
         }
+        await broker.stop()
     }
 
     @Test("malformed continuation input is counted: too many frames, not an envelope, the wrong body; the node goes on")
