@@ -1,6 +1,7 @@
 #include "raw_baselines.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -335,22 +336,36 @@ struct pubsub {
     void *context;
     struct proxy_args args;
     pthread_t proxy;
+    int own_proxy;
     void *pub;
     void *sub;
 };
 
 static const char *bench_topic = "A:org.handoff.bench.advert";
 
-static void pubsub_open(struct pubsub *ps) {
+/// Starts a proxy thread in `args->context` and waits until it has bound.
+static void proxy_start(struct proxy_args *args, pthread_t *thread) {
+    pthread_mutex_init(&args->lock, NULL);
+    pthread_cond_init(&args->bound, NULL);
+    pthread_create(thread, NULL, run_proxy, args);
+    pthread_mutex_lock(&args->lock);
+    while (!args->ready) pthread_cond_wait(&args->bound, &args->lock);
+    pthread_mutex_unlock(&args->lock);
+}
+
+/// Opens the PUB and the SUB at the proxy's `frontend` and `backend`, or, when `frontend` is NULL,
+/// at a proxy thread of their own.
+static void pubsub_open(struct pubsub *ps, const char *frontend, const char *backend) {
     ps->context = zmq_ctx_new();
     memset(&ps->args, 0, sizeof ps->args);
     ps->args.context = ps->context;
-    pthread_mutex_init(&ps->args.lock, NULL);
-    pthread_cond_init(&ps->args.bound, NULL);
-    pthread_create(&ps->proxy, NULL, run_proxy, &ps->args);
-    pthread_mutex_lock(&ps->args.lock);
-    while (!ps->args.ready) pthread_cond_wait(&ps->args.bound, &ps->args.lock);
-    pthread_mutex_unlock(&ps->args.lock);
+    ps->own_proxy = frontend == NULL;
+    if (ps->own_proxy) {
+        proxy_start(&ps->args, &ps->proxy);
+    } else {
+        snprintf(ps->args.frontend, sizeof ps->args.frontend, "%s", frontend);
+        snprintf(ps->args.backend, sizeof ps->args.backend, "%s", backend);
+    }
 
     int hwm = 0, linger = 0;
     ps->pub = zmq_socket(ps->context, ZMQ_PUB);
@@ -379,14 +394,42 @@ static void pubsub_open(struct pubsub *ps) {
 static void pubsub_close(struct pubsub *ps) {
     zmq_close(ps->pub);
     zmq_close(ps->sub);
-    zmq_ctx_shutdown(ps->context);
-    pthread_join(ps->proxy, NULL);
+    if (ps->own_proxy) {
+        zmq_ctx_shutdown(ps->context);
+        pthread_join(ps->proxy, NULL);
+    }
     zmq_ctx_term(ps->context);
 }
 
+struct raw_proxy {
+    struct proxy_args args;
+    pthread_t thread;
+};
+
+struct raw_proxy *raw_proxy_start(char *frontend, char *backend, size_t capacity) {
+    struct raw_proxy *proxy = calloc(1, sizeof *proxy);
+    proxy->args.context = zmq_ctx_new();
+    proxy_start(&proxy->args, &proxy->thread);
+    snprintf(frontend, capacity, "%s", proxy->args.frontend);
+    snprintf(backend, capacity, "%s", proxy->args.backend);
+    return proxy;
+}
+
+void raw_proxy_stop(struct raw_proxy *proxy) {
+    zmq_ctx_shutdown(proxy->args.context);
+    pthread_join(proxy->thread, NULL);
+    zmq_ctx_term(proxy->args.context);
+    free(proxy);
+}
+
 int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *cpu_seconds, double *latencies, int samples) {
+    return raw_pub_proxy_sub_at(NULL, NULL, count, size, seconds, cpu_seconds, latencies, samples);
+}
+
+int raw_pub_proxy_sub_at(const char *frontend, const char *backend, int count, size_t size,
+                         double *seconds, double *cpu_seconds, double *latencies, int samples) {
     struct pubsub ps;
-    pubsub_open(&ps);
+    pubsub_open(&ps, frontend, backend);
     const char *topic = bench_topic;
     static char buffer[65536];
 
@@ -429,7 +472,7 @@ int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *cpu_secon
 
 int raw_pub_proxy_sub_latency(int count, size_t size, double *latencies) {
     struct pubsub ps;
-    pubsub_open(&ps);
+    pubsub_open(&ps, NULL, NULL);
     static char buffer[65536];
     char *body = calloc(1, size < 16 ? 16 : size);
     int done = 0;

@@ -365,6 +365,7 @@ func benchAdverts(count: Int, trials: Int) async throws {
     var handoffRuns: [Double] = [], handoffLatencies: [Double] = []
     var rawRuns: [Double] = [], rawLatencies: [Double] = [], batchedRuns: [Double] = []
     var handoffCPU: [Double] = [], rawCPU: [Double] = []
+    var apart: (handoff: [Double], handoffCPU: [Double], raw: [Double], rawCPU: [Double]) = ([], [], [], [])
     var size = 0
     for _ in 0..<trials {
         batchedRuns.append(try await handoffAdverts(count: count, batch: 1_000).seconds)
@@ -379,6 +380,12 @@ func benchAdverts(count: Int, trials: Int) async throws {
         rawRuns.append(seconds)
         rawCPU.append(cpu)
         rawLatencies += latencies
+        let handoffApart = try await handoffAdvertsThroughBrokerProcess(count: count)
+        apart.handoff.append(handoffApart.seconds)
+        apart.handoffCPU.append(handoffApart.cpu)
+        let rawApart = try rawAdvertsThroughProxyProcess(count: count, size: size)
+        apart.raw.append(rawApart.seconds)
+        apart.rawCPU.append(rawApart.cpu)
     }
     var rawOneAtATime = [Double](repeating: 0, count: 200 * trials)
     guard raw_pub_proxy_sub_latency(Int32(rawOneAtATime.count), size, &rawOneAtATime) == 0 else {
@@ -402,7 +409,18 @@ func benchAdverts(count: Int, trials: Int) async throws {
     let handoffMicros = 1e6 * median(handoffCPU) / Double(count), rawMicros = 1e6 * median(rawCPU) / Double(count)
     row("CPU per message, Handoff / raw (µs, whole process)", String(format: "%.1f / %.1f", handoffMicros, rawMicros),
         String(format: "%.1f x", handoffMicros / rawMicros))
+    // The broker in a process of its own, as deployments run it (the raw proxy likewise).
+    let handoffApart = median(apart.handoff), rawApart = median(apart.raw)
+    row("Handoff, broker in its own process", String(format: "%.0f", Double(count) / handoffApart))
+    row("raw libzmq, proxy in its own process (C)", String(format: "%.0f", Double(count) / rawApart))
+    row("ratio Handoff / raw, broker apart (throughput)", String(format: "%.1f %%", 100 * rawApart / handoffApart))
+    let handoffApartMicros = 1e6 * median(apart.handoffCPU) / Double(count), rawApartMicros = 1e6 * median(apart.rawCPU) / Double(count)
+    row("CPU per message, broker apart (µs, both processes)", String(format: "%.1f / %.1f", handoffApartMicros, rawApartMicros),
+        String(format: "%.1f x", handoffApartMicros / rawApartMicros))
     let handoffRate = Double(count) / handoffSeconds
+    compare("advertisements, broker in its own process (msg/s)", handoff: String(format: "%.0f", Double(count) / handoffApart),
+            baseline: "raw libzmq, proxy in its own process", String(format: "%.0f", Double(count) / rawApart),
+            ratio: String(format: "%.0f %%", 100 * rawApart / handoffApart), target: "≥ 50 %", met: rawApart / handoffApart >= 0.5)
     compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq PUB→proxy→SUB",
             String(format: "%.0f", Double(count) / rawSeconds), ratio: String(format: "%.0f %%", 100 * rawSeconds / handoffSeconds),
             target: "≥ 50 %", met: rawSeconds / handoffSeconds >= 0.5)
@@ -440,8 +458,13 @@ func benchAdverts(count: Int, trials: Int) async throws {
 /// A node on `broker` that re-advertises rarely and keeps long leases: only what a benchmark sends
 /// crosses the bus while it measures.
 func brokerNodeConfiguration(_ name: String, broker: Broker) -> Node.Configuration {
+    brokerNodeConfiguration(name, at: (broker.frontendEndpoint, broker.backendEndpoint))
+}
+
+/// The same, for the broker at (frontend, backend).
+func brokerNodeConfiguration(_ name: String, at broker: (frontend: String, backend: String)) -> Node.Configuration {
     var configuration = Node.Configuration(
-        name: name, bus: .broker(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint), advertiseInterval: .seconds(60))
+        name: name, bus: .broker(frontend: broker.frontend, backend: broker.backend), advertiseInterval: .seconds(60))
     configuration.lease = .seconds(300)
     // One node advertises tens of thousands here: far over the quotas meant for a fleet.
     configuration.maxKnownActivitiesPerNode = 1_000_000
@@ -460,15 +483,23 @@ func benchBrokerConfiguration() -> Broker.Configuration {
 /// One Handoff trial: a broker and two nodes; 200 activities one at a time (latency from
 /// becomeCurrent to the other node's `appeared`), then `count` as fast as they go (throughput).
 /// Returns the throughput phase's seconds, the latencies in µs, and the advertisements' size on the wire.
-func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double, cpu: Double, latencies: [Double], size: Int) {
+///
+/// With `brokerAt` (frontend, backend), the nodes use that broker (in another process) instead of
+/// one of their own; the size is then 0, and the CPU seconds include `otherCPU()` (the broker
+/// process's CPU time so far) over the same span.
+func handoffAdverts(
+    count: Int, batch: Int = 1, brokerAt: (frontend: String, backend: String)? = nil,
+    otherCPU: () -> Double = { 0 }
+) async throws -> (seconds: Double, cpu: Double, latencies: [Double], size: Int) {
     let context = try Context()
-    let broker = try Broker.start(benchBrokerConfiguration(), context: context)
-    let publisher = try Node(configuration: brokerNodeConfiguration("publisher", broker: broker), context: context)
+    let broker = try brokerAt == nil ? Broker.start(benchBrokerConfiguration(), context: context) : nil
+    let endpoints = brokerAt ?? (broker!.frontendEndpoint, broker!.backendEndpoint)
+    let publisher = try Node(configuration: brokerNodeConfiguration("publisher", at: endpoints), context: context)
     let (elapsed, cpu, latencies): (Double, Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
         defer { group.cancelAll() }
         await publisher.untilRunning()
-        return try await Node.withRunning(brokerNodeConfiguration("subscriber", broker: broker), context: context) { subscriber in
+        return try await Node.withRunning(brokerNodeConfiguration("subscriber", at: endpoints), context: context) { subscriber in
             let events = await subscriber.discover(.type(prefix: "org.handoff.bench."))
             try await Task.sleep(for: .milliseconds(200))
             var latencies: [Double] = []
@@ -483,7 +514,7 @@ func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double
                 }
                 latencies.append(seconds(ContinuousClock.now - started) * 1e6)
             }
-            let started = ContinuousClock.now, cpuStarted = processCPUSeconds()
+            let started = ContinuousClock.now, cpuStarted = processCPUSeconds() + otherCPU()
             if batch > 1 {
                 // Node.becomeCurrent([...]): one call into the node per batch.
                 for first in stride(from: 0, to: count, by: batch) {
@@ -505,9 +536,10 @@ func handoffAdverts(count: Int, batch: Int = 1) async throws -> (seconds: Double
             while seen < count, let event = await iterator.next() {
                 if case .appeared(let activity) = event, activity.activityType == "org.handoff.bench.advert" { seen += 1 }
             }
-            return (seconds(ContinuousClock.now - started), processCPUSeconds() - cpuStarted, latencies)
+            return (seconds(ContinuousClock.now - started), processCPUSeconds() + otherCPU() - cpuStarted, latencies)
         }
     }
+    guard let broker else { return (elapsed, cpu, latencies, 0) }
     let counters = broker.counters
     await broker.stop()
     return (elapsed, cpu, latencies, max(counters.bytesIn / max(counters.messagesIn, 1), 16))
@@ -694,6 +726,10 @@ case "raw-rep-server":
     runRawReplyServer(arguments)
 case "raw-req-client":
     runRawRequestClient(arguments)
+case "advert-broker":
+    try await runAdvertBroker()
+case "raw-proxy":
+    runRawProxy()
 default:
     print("""
         usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]

@@ -50,6 +50,18 @@ int raw_req_fetch(const char *endpoint, int rounds, size_t size, double *latenci
 /// count/samples-th message carries its send time). Returns 0 or -1.
 int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *cpu_seconds, double *latencies, int samples);
 
+/// The same flood with the proxy in a process of its own: the PUB and the SUB (interleaved on the
+/// calling thread) connect to the proxy's `frontend` and `backend`. The CPU seconds are this
+/// process's only.
+int raw_pub_proxy_sub_at(const char *frontend, const char *backend, int count, size_t size,
+                         double *seconds, double *cpu_seconds, double *latencies, int samples);
+/// A proxy for a process of its own (opaque).
+struct raw_proxy;
+/// Starts an XSUB/XPUB zmq_proxy thread (in a context of its own) bound on loopback; writes its
+/// endpoints to `frontend` and `backend` (each of `capacity` bytes).
+struct raw_proxy *raw_proxy_start(char *frontend, char *backend, size_t capacity);
+/// Stops the proxy thread and frees `proxy`.
+void raw_proxy_stop(struct raw_proxy *proxy);
 /// Raw libzmq pub/sub through the same proxy, one message at a time: sends a `size`-byte message
 /// (with its topic frame) and waits until the SUB has it, `count` times; each one-way time in
 /// microseconds goes to `latencies` (capacity `count`). Returns 0 or -1.

@@ -1,0 +1,76 @@
+import CRawBaselines
+import Foundation
+import Handoff
+import ZeroMQ
+
+// Advertisements with the broker in a process of its own, as deployments run it, beside the raw
+// proxy in a process of its own: the publishing and the subscribing ends stay in the benchmark's
+// process (both nodes on its loop; the raw PUB and SUB interleaved on one thread, as in the
+// one-process baseline), so the two runs differ from the one-process ones by where the broker runs.
+
+/// A broker (Handoff's, or the raw zmq_proxy) running in a child process.
+struct BrokerProcess {
+    let child: Child
+    let frontend: String
+    let backend: String
+
+    /// Starts `advert-broker` or `raw-proxy` and waits for its endpoints.
+    static func start(raw: Bool) throws -> BrokerProcess {
+        let child = try Child([raw ? "raw-proxy" : "advert-broker"])
+        let ready = try child.line(startingWith: "READY")  // READY frontend backend
+        guard ready.count == 3 else { throw HandoffError(.handoffFailed, "the broker process said \(ready.joined(separator: " "))") }
+        return BrokerProcess(child: child, frontend: ready[1], backend: ready[2])
+    }
+
+    /// CPU seconds the process has used so far.
+    var usedCPUSeconds: Double { cpuSeconds(child.process.processIdentifier) }
+
+    func stop() {
+        child.closeInput()
+        child.wait()
+    }
+}
+
+/// One raw trial against a proxy process: seconds and CPU seconds of both processes over the flood.
+func rawAdvertsThroughProxyProcess(count: Int, size: Int) throws -> (seconds: Double, cpu: Double) {
+    let proxy = try BrokerProcess.start(raw: true)
+    defer { proxy.stop() }
+    var seconds = 0.0, cpu = 0.0
+    var latencies = [Double](repeating: 0, count: 200)
+    let proxyStarted = proxy.usedCPUSeconds
+    guard raw_pub_proxy_sub_at(proxy.frontend, proxy.backend, Int32(count), size, &seconds, &cpu, &latencies, 200) == 0 else {
+        throw HandoffError(.handoffFailed, "raw pub/sub through a proxy process failed")
+    }
+    return (seconds, cpu + proxy.usedCPUSeconds - proxyStarted)
+}
+
+/// One Handoff trial against a broker process (``handoffAdverts(count:batch:brokerAt:otherCPU:)``),
+/// its CPU seconds being both processes' over the flood.
+func handoffAdvertsThroughBrokerProcess(count: Int) async throws -> (seconds: Double, cpu: Double) {
+    let broker = try BrokerProcess.start(raw: false)
+    defer { broker.stop() }
+    let run = try await handoffAdverts(count: count, brokerAt: (broker.frontend, broker.backend)) { broker.usedCPUSeconds }
+    return (run.seconds, run.cpu)
+}
+
+/// `advert-broker`: a Handoff broker (the benchmark's quotas) on loopback; says `READY frontend
+/// backend` and forwards until its standard input closes.
+func runAdvertBroker() async throws {
+    try await Broker.withRunning(benchBrokerConfiguration(), context: try Context()) { broker in
+        tell("READY \(broker.frontendEndpoint) \(broker.backendEndpoint)")
+        await untilStandardInputCloses()
+    }
+}
+
+/// `raw-proxy`: the raw baseline's XSUB/XPUB zmq_proxy on loopback; says `READY frontend backend`
+/// and forwards until its standard input closes.
+func runRawProxy() {
+    var frontend = [CChar](repeating: 0, count: 256), backend = [CChar](repeating: 0, count: 256)
+    let proxy = raw_proxy_start(&frontend, &backend, 256)
+    func text(_ characters: [CChar]) -> String {
+        String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+    tell("READY \(text(frontend)) \(text(backend))")
+    while FileHandle.standardInput.availableData.count > 0 {}
+    raw_proxy_stop(proxy)
+}
