@@ -64,13 +64,10 @@ func runAdvertBroker() async throws {
 
 /// `raw-proxy`: the raw baseline's XSUB/XPUB zmq_proxy on loopback; says `READY frontend backend`
 /// and forwards until its standard input closes.
-func runRawProxy() {
+func runRawProxy() async {
     var frontend = [CChar](repeating: 0, count: 256), backend = [CChar](repeating: 0, count: 256)
     let proxy = raw_proxy_start(&frontend, &backend, 256)
-    func text(_ characters: [CChar]) -> String {
-        String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-    tell("READY \(text(frontend)) \(text(backend))")
-    while FileHandle.standardInput.availableData.count > 0 {}
+    tell("READY \(cText(frontend)) \(cText(backend))")
+    await untilStandardInputCloses()
     raw_proxy_stop(proxy)
 }

@@ -167,8 +167,13 @@ func bindAndAnnounce(host: String, _ bind: (String, UnsafeMutablePointer<CChar>,
         tell("FAILED cannot bind tcp://\(host):*")
         exit(1)
     }
-    tell("READY \(String(decoding: endpoint.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+    tell("READY \(cText(endpoint))")
     return server
+}
+
+/// The text of a NUL-terminated C buffer (an endpoint a C baseline wrote).
+func cText(_ characters: [CChar]) -> String {
+    String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// `raw-stream-client`: fetches `--size-bytes` from the raw server at `--peer`; says `DONE seconds peak`.

@@ -729,7 +729,7 @@ case "raw-req-client":
 case "advert-broker":
     try await runAdvertBroker()
 case "raw-proxy":
-    runRawProxy()
+    await runRawProxy()
 default:
     print("""
         usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
