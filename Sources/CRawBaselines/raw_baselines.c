@@ -471,8 +471,12 @@ int raw_pub_proxy_sub_at(const char *frontend, const char *backend, int count, s
 }
 
 int raw_pub_proxy_sub_latency(int count, size_t size, double *latencies) {
+    return raw_pub_proxy_sub_latency_at(NULL, NULL, count, size, latencies);
+}
+
+int raw_pub_proxy_sub_latency_at(const char *frontend, const char *backend, int count, size_t size, double *latencies) {
     struct pubsub ps;
-    pubsub_open(&ps, NULL, NULL);
+    pubsub_open(&ps, frontend, backend);
     static char buffer[65536];
     char *body = calloc(1, size < 16 ? 16 : size);
     int done = 0;

@@ -31,8 +31,9 @@ struct BrokerProcess {
     }
 }
 
-/// One raw trial against a proxy process: seconds and CPU seconds of both processes over the flood.
-func rawAdvertsThroughProxyProcess(count: Int, size: Int) throws -> (seconds: Double, cpu: Double) {
+/// One raw trial against a proxy process: seconds and CPU seconds of both processes over the flood,
+/// then `probes` messages one at a time (one-way microseconds each).
+func rawAdvertsThroughProxyProcess(count: Int, size: Int, probes: Int = 0) throws -> (seconds: Double, cpu: Double, latencies: [Double]) {
     let proxy = try BrokerProcess.start(raw: true)
     defer { proxy.stop() }
     var seconds = 0.0, cpu = 0.0
@@ -41,16 +42,21 @@ func rawAdvertsThroughProxyProcess(count: Int, size: Int) throws -> (seconds: Do
     guard raw_pub_proxy_sub_at(proxy.frontend, proxy.backend, Int32(count), size, &seconds, &cpu, &latencies, 200) == 0 else {
         throw HandoffError(.handoffFailed, "raw pub/sub through a proxy process failed")
     }
-    return (seconds, cpu + proxy.usedCPUSeconds - proxyStarted)
+    let flood = (seconds, cpu + proxy.usedCPUSeconds - proxyStarted)
+    var oneAtATime = [Double](repeating: 0, count: probes)
+    guard probes == 0 || raw_pub_proxy_sub_latency_at(proxy.frontend, proxy.backend, Int32(probes), size, &oneAtATime) == 0 else {
+        throw HandoffError(.handoffFailed, "raw one-at-a-time pub/sub through a proxy process failed")
+    }
+    return (flood.0, flood.1, oneAtATime)
 }
 
 /// One Handoff trial against a broker process (``handoffAdverts(count:batch:brokerAt:otherCPU:)``),
-/// its CPU seconds being both processes' over the flood.
-func handoffAdvertsThroughBrokerProcess(count: Int) async throws -> (seconds: Double, cpu: Double) {
+/// its CPU seconds being both processes' over the flood, and its 200 one-at-a-time latencies.
+func handoffAdvertsThroughBrokerProcess(count: Int) async throws -> (seconds: Double, cpu: Double, latencies: [Double]) {
     let broker = try BrokerProcess.start(raw: false)
     defer { broker.stop() }
     let run = try await handoffAdverts(count: count, brokerAt: (broker.frontend, broker.backend)) { broker.usedCPUSeconds }
-    return (run.seconds, run.cpu)
+    return (run.seconds, run.cpu, run.latencies)
 }
 
 /// `advert-broker`: a Handoff broker (the benchmark's quotas) on loopback; says `READY frontend

@@ -366,6 +366,7 @@ func benchAdverts(count: Int, trials: Int) async throws {
     var rawRuns: [Double] = [], rawLatencies: [Double] = [], batchedRuns: [Double] = []
     var handoffCPU: [Double] = [], rawCPU: [Double] = []
     var apart: (handoff: [Double], handoffCPU: [Double], raw: [Double], rawCPU: [Double]) = ([], [], [], [])
+    var apartLatencies: (handoff: [Double], raw: [Double]) = ([], [])
     var size = 0
     for _ in 0..<trials {
         batchedRuns.append(try await handoffAdverts(count: count, batch: 1_000).seconds)
@@ -383,9 +384,11 @@ func benchAdverts(count: Int, trials: Int) async throws {
         let handoffApart = try await handoffAdvertsThroughBrokerProcess(count: count)
         apart.handoff.append(handoffApart.seconds)
         apart.handoffCPU.append(handoffApart.cpu)
-        let rawApart = try rawAdvertsThroughProxyProcess(count: count, size: size)
+        apartLatencies.handoff += handoffApart.latencies
+        let rawApart = try rawAdvertsThroughProxyProcess(count: count, size: size, probes: 200)
         apart.raw.append(rawApart.seconds)
         apart.rawCPU.append(rawApart.cpu)
+        apartLatencies.raw += rawApart.latencies
     }
     var rawOneAtATime = [Double](repeating: 0, count: 200 * trials)
     guard raw_pub_proxy_sub_latency(Int32(rawOneAtATime.count), size, &rawOneAtATime) == 0 else {
@@ -417,6 +420,9 @@ func benchAdverts(count: Int, trials: Int) async throws {
     let handoffApartMicros = 1e6 * median(apart.handoffCPU) / Double(count), rawApartMicros = 1e6 * median(apart.rawCPU) / Double(count)
     row("CPU per message, broker apart (µs, both processes)", String(format: "%.1f / %.1f", handoffApartMicros, rawApartMicros),
         String(format: "%.1f x", handoffApartMicros / rawApartMicros))
+    let apartP50 = (handoff: percentile(apartLatencies.handoff, 0.5), raw: percentile(apartLatencies.raw, 0.5))
+    row("one at a time, broker apart: Handoff / raw (µs)", String(format: "%.0f / %.0f", apartP50.handoff, apartP50.raw),
+        String(format: "p99 %.0f / %.0f", percentile(apartLatencies.handoff, 0.99), percentile(apartLatencies.raw, 0.99)))
     let handoffRate = Double(count) / handoffSeconds
     compare("advertisements, broker in its own process (msg/s)", handoff: String(format: "%.0f", Double(count) / handoffApart),
             baseline: "raw libzmq, proxy in its own process", String(format: "%.0f", Double(count) / rawApart),
@@ -424,6 +430,11 @@ func benchAdverts(count: Int, trials: Int) async throws {
     compare("advertisements (msg/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq PUB→proxy→SUB",
             String(format: "%.0f", Double(count) / rawSeconds), ratio: String(format: "%.0f %%", 100 * rawSeconds / handoffSeconds),
             target: "≥ 50 %", met: rawSeconds / handoffSeconds >= 0.5)
+    compare("advertisement latency, broker in its own process (µs)",
+            handoff: String(format: "%.0f / %.0f", apartP50.handoff, percentile(apartLatencies.handoff, 0.99)),
+            baseline: "raw libzmq, proxy in its own process", String(format: "%.0f / %.0f", apartP50.raw, percentile(apartLatencies.raw, 0.99)),
+            ratio: String(format: "%.2f x (p50)", apartP50.handoff / apartP50.raw),
+            target: "≤ 1.5 x", met: apartP50.handoff <= 1.5 * apartP50.raw)
     compare("advertisement latency p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(handoffLatencies, 0.5), percentile(handoffLatencies, 0.99)),
             baseline: "raw libzmq, one at a time", String(format: "%.0f / %.0f", percentile(rawOneAtATime, 0.5), percentile(rawOneAtATime, 0.99)),
             ratio: String(format: "%.2f x (p50)", percentile(handoffLatencies, 0.5) / percentile(rawOneAtATime, 0.5)),
@@ -677,6 +688,9 @@ case "adverts":
     banner()
     try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
     printSummary()
+case "advert-floor":
+    banner()
+    try await benchAdvertFloor(count: intOption("--count", 100_000), trials: intOption("--trials", 5))
 case "become-current":
     banner()
     try await benchBecomeCurrent(count: intOption("--count", 50000))
@@ -735,6 +749,8 @@ default:
         usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
                handoff-bench adverts [--count N] [--trials N]
                                                         advertisements through the broker vs raw libzmq, NATS, Redis
+               handoff-bench advert-floor [--count N] [--trials N]
+                                                        what an advertisement costs at the least, against the target's budget
                handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP, in one process and between two
                handoff-bench streams [--size MiB] [--runs N] [--window chunks]
                                                         streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory

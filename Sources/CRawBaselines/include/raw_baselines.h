@@ -66,5 +66,7 @@ void raw_proxy_stop(struct raw_proxy *proxy);
 /// (with its topic frame) and waits until the SUB has it, `count` times; each one-way time in
 /// microseconds goes to `latencies` (capacity `count`). Returns 0 or -1.
 int raw_pub_proxy_sub_latency(int count, size_t size, double *latencies);
+/// The same through a proxy at (frontend, backend), e.g. raw_proxy_start's in another process.
+int raw_pub_proxy_sub_latency_at(const char *frontend, const char *backend, int count, size_t size, double *latencies);
 
 #endif

@@ -1,0 +1,132 @@
+import Foundation
+import Handoff
+import HandoffWire
+import SwiftProtobuf
+
+/// `handoff-bench advert-floor`: what an advertisement costs at the least, step by step, on one
+/// thread and without a socket, against the CPU budget that issue 14's throughput target (half the
+/// raw proxy's rate) leaves for it on this machine, measured in the same run.
+///
+/// The steps are the contract's and the API's, not Handoff's implementation: the application makes
+/// an activity; the publisher encodes its Envelope (SwiftProtobuf); the broker reads the fields its
+/// cache and sender check need (``WireBusSummary``, hand-written) and keeps the envelope under the
+/// activity id; the subscriber decodes the Envelope (SwiftProtobuf) and keeps what it learnt under
+/// the id; the watcher is handed the news through an `AsyncStream`. Every other thing Handoff does
+/// per advertisement (replay protection, quotas, leases, the sender check's comparisons, metrics,
+/// the event loops) comes on top, and so does the transport.
+func benchAdvertFloor(count: Int, trials: Int) async throws {
+    let node = floorNode()
+    var steps: [(name: String, micros: [Double])] = [
+        ("app: UserActivity(activityType:), title", []),
+        ("publisher: encode the Envelope (SwiftProtobuf)", []),
+        ("broker: read its summary (by hand)", []),
+        ("broker: keep the envelope under the activity id", []),
+        ("subscriber: decode the Envelope (SwiftProtobuf)", []),
+        ("subscriber: keep the advertisement under the id", []),
+        ("watcher: one AsyncStream element in and out", []),
+    ]
+    var size = 0
+    var checksum = 0
+    for _ in 0..<trials {
+        var step = 0
+        func timed<T>(_ body: () throws -> T) rethrows -> T {
+            let started = ContinuousClock.now
+            let result = try body()
+            steps[step].micros.append(1e6 * seconds(ContinuousClock.now - started) / Double(count))
+            step += 1
+            return result
+        }
+        let activities = try timed {
+            try (0..<count).map { index in
+                let activity = try UserActivity(activityType: "org.handoff.bench.advert")
+                activity.title = "advert \(index)"
+                return activity
+            }
+        }
+        // What the node reads off each activity is copied out beforehand: the encoding is timed alone.
+        let advertisements = activities.map { floorAdvertisement($0, origin: node) }
+        let encoded = timed {
+            advertisements.enumerated().map { index, advertisement in
+                try! WireEnvelope(body: .advertisement(advertisement), sender: node, sequence: UInt64(index + 1)).serializedBytes() as [UInt8]
+            }
+        }
+        size = encoded[0].count
+        let summaries = timed {
+            encoded.map { bytes in bytes.withUnsafeBytes { try? WireBusSummary.read($0) } }
+        }
+        var cache: [String: [UInt8]] = [:]
+        timed {
+            for (summary, bytes) in zip(summaries, encoded) {
+                guard case .advertisement(let activityID, _, _, _, _) = summary?.body else { continue }
+                cache[activityID] = bytes
+            }
+        }
+        let decoded = timed { encoded.map { try? WireEnvelope(serializedBytes: $0) } }
+        var known: [String: WireAdvertisement] = [:]
+        timed {
+            for envelope in decoded {
+                guard case .advertisement(let advertisement) = envelope?.body else { continue }
+                known[advertisement.activityID] = advertisement
+            }
+        }
+        // The watcher's step, timed by hand (the helper above takes no async closure).
+        let (stream, continuation) = AsyncStream<WireAdvertisement>.makeStream()
+        let started = ContinuousClock.now
+        for advertisement in known.values { continuation.yield(advertisement) }
+        continuation.finish()
+        var delivered = 0
+        for await advertisement in stream where !advertisement.title.isEmpty { delivered += 1 }
+        steps[step].micros.append(1e6 * seconds(ContinuousClock.now - started) / Double(count))
+        checksum += cache.count + known.count + delivered
+    }
+    guard checksum == 3 * count * trials else { throw HandoffError(.handoffFailed, "the floor lost advertisements: \(checksum)") }
+
+    let floor = steps.reduce(0) { $0 + median($1.micros) }
+    print("What one advertisement costs at the least (\(count) advertisements of \(size) B, one thread, no socket, median of \(trials))")
+    row("", "µs each")
+    for step in steps { row(step.name, String(format: "%.2f", median(step.micros))) }
+    row("the floor: every step above", String(format: "%.2f", floor))
+
+    // The budget: on `cores` CPUs, half the raw proxy's rate leaves cores / (rate / 2) of CPU per
+    // message, for everything every party does, libzmq's own work included.
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    var rawApart: [(seconds: Double, cpu: Double, latencies: [Double])] = []
+    for _ in 0..<trials { rawApart.append(try rawAdvertsThroughProxyProcess(count: count, size: size)) }
+    let rawRate = Double(count) / median(rawApart.map(\.seconds))
+    let rawMicros = 1e6 * median(rawApart.map(\.cpu)) / Double(count)
+    let budget = 1e6 * Double(cores) / (rawRate / 2)
+    print("")
+    print("Against issue 14's target: half the raw proxy's rate (proxy in its own process, \(size) B, same run), on \(cores) CPUs")
+    row("raw libzmq PUB → proxy → SUB", String(format: "%.0f msg/s", rawRate), String(format: "%.2f µs of CPU per message, every process", rawMicros))
+    row("half of it", String(format: "%.0f msg/s", rawRate / 2), String(format: "leaves %.2f µs of CPU per advertisement", budget))
+    row("the floor + raw transport", String(format: "%.2f µs", floor + rawMicros),
+        String(format: "%.0f %% of the budget", 100 * (floor + rawMicros) / budget))
+    row("the floor alone (a transport costing nothing)", String(format: "%.2f µs", floor),
+        String(format: "%.0f %% of the budget", 100 * floor / budget))
+    row("best rate the floor + raw transport allow", String(format: "%.0f msg/s", 1e6 * Double(cores) / (floor + rawMicros)),
+        String(format: "%.0f %% of raw", 100 * (1e6 * Double(cores) / (floor + rawMicros)) / rawRate))
+}
+
+/// The publishing node as the benchmark's nodes describe themselves (no CURVE key: the advertisement
+/// benchmark's bus is not secured).
+private func floorNode() -> WireNodeRef {
+    var node = WireNodeRef()
+    node.nodeID = UUID().uuidString
+    node.name = "publisher"
+    node.host = ProcessInfo.processInfo.hostName
+    return node
+}
+
+/// The advertisement a node publishes for `activity` (the fields `UserActivity.advertisement` sets).
+private func floorAdvertisement(_ activity: UserActivity, origin: WireNodeRef) -> WireAdvertisement {
+    var advertisement = WireAdvertisement()
+    advertisement.activityID = activity.id
+    advertisement.activityType = activity.activityType
+    advertisement.title = activity.title
+    advertisement.origin = origin
+    advertisement.continueEndpoint = "tcp://127.0.0.1:45111"
+    advertisement.version = 1
+    advertisement.leaseMs = 300_000
+    advertisement.updatedAt = WireTimestamp(Date())
+    return advertisement
+}
