@@ -10,6 +10,23 @@ import SwiftProtobuf
 import ZeroMQ
 
 enum ReadmeExamples {
+    // README: a broker in a program of your own.
+    static func embedBroker() async throws {
+        // begin README
+        let context = try Context()
+        try await Broker.withRunning(.init(frontend: "tcp://*:5555", backend: "tcp://*:5556"), context: context) { broker in
+            print("broker on \(broker.frontendEndpoint) and \(broker.backendEndpoint)")
+            try await Task.sleep(for: .seconds(3600))
+            print("\(broker.counters.cachedActivities) activities current")
+        }   // stopped here: both ports are free again
+
+        // Or by hand, for a broker that outlives one scope:
+        let broker = try Broker.start(.init(frontend: "tcp://*:5555", backend: "tcp://*:5556"), context: context)
+        // ... later:
+        await broker.stop()
+        // end README
+    }
+
     // README: the originating side.
     static func advertise(form: DraftForm) async throws {
         // begin README
