@@ -32,7 +32,7 @@ struct ReceiveBurstTests {
         }
     }
 
-    @Test("what a receiver hands off runs within 20 bursts of 64 messages, however long its flow")
+    @Test("what a receiver hands off runs within 50 bursts of 64 messages, however long its flow")
     func handedOffRunsUnderASustainedFlow() async throws {
         // On the loops, as scripts/test and the handoff command run (unless HANDOFF_EVENT_LOOPS=0:
         // then handing off does nothing and the reader runs beside the receiver).
@@ -51,7 +51,8 @@ struct ReceiveBurstTests {
         let handled = await Receiver().spin(handingOff: sink, seen: seen, messages: messages)
         await reader.value
         let ranAfter = try #require(handled, "the reader never ran while \(messages) messages were handled")
-        // Jobs other tests left on the loops may run first; never running is what starving is.
-        #expect(ranAfter <= 20 * ReceiveBurst.limit)
+        // Jobs other tests left on the loops may run first (on two loops in the full suite, once
+        // 2,599 messages: 41 bursts); starving is running only once the flow of 100 bursts ends.
+        #expect(ranAfter <= 50 * ReceiveBurst.limit)
     }
 }

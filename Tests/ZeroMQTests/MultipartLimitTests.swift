@@ -16,21 +16,4 @@ struct MultipartLimitTests {
         let next = try #require(try await receiver.receiveMultipart(maxFrames: 3))
         #expect(next.map(\.string) == ["a", "b"])
     }
-
-    @Test("MultipartReader returns whole messages, drops long ones, and never waits")
-    func reader() throws {
-        let context = try Context()
-        let (sender, receiver) = (try context.socket(.pair), try context.socket(.pair))
-        try receiver.bind("inproc://multipart-reader")
-        try sender.connect("inproc://multipart-reader")
-        var reader = MultipartReader(maxFrames: 2)
-        guard case .none = try reader.next(from: receiver) else { Issue.record("nothing was sent"); return }
-        for index in 0..<10 { try sender.send([UInt8(index)], more: index < 9) }
-        try sender.send(Array("topic".utf8), more: true)
-        try sender.send(Array("body".utf8))
-        guard case .dropped = try reader.next(from: receiver) else { Issue.record("the long message was not dropped"); return }
-        guard case .message(let frames) = try reader.next(from: receiver) else { Issue.record("no message"); return }
-        #expect(frames.map(\.string) == ["topic", "body"])
-        guard case .none = try reader.next(from: receiver) else { Issue.record("more than was sent"); return }
-    }
 }
