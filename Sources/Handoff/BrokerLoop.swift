@@ -168,33 +168,33 @@ actor BrokerLoop {
         capture?.close()
     }
 
-    /// Publisher → subscribers, message after message. Yields every ``ReceiveBurst/limit`` messages,
-    /// so that the other direction (and the nodes sharing the loop) run under a sustained flow.
+    /// Publisher → subscribers, message after message. A message dropped as it was read (over
+    /// ``maxFrames``) counts as received and malformed.
     private func forwardingDownstream() async throws {
-        var burst = ReceiveBurst()
-        while true {
-            await burst.next()
-            guard let frames = try await frontend.receiveMultipart(maxFrames: Self.maxFrames) else {
-                counters.messagesIn += 1
-                counters.malformed += 1
-                publishCounters()
-                continue
-            }
-            try forwardDownstream(frames)
-        }
+        try await forwarding(from: frontend, dropped: { $0.messagesIn += 1; $0.malformed += 1 }, forwardDownstream)
     }
 
-    /// Subscribers → publishers, message after message.
+    /// Subscribers → publishers, message after message. A message dropped as it was read counts as
+    /// malformed.
     private func forwardingUpstream() async throws {
+        try await forwarding(from: backend, dropped: { $0.malformed += 1 }, forwardUpstream)
+    }
+
+    /// Receives whole messages from `socket` and hands each to `forward`, until the task is cancelled
+    /// or the socket fails. Yields every ``ReceiveBurst/limit`` messages, so that the other direction
+    /// (and the nodes sharing the loop) run under a sustained flow.
+    private func forwarding(
+        from socket: Socket, dropped: (inout Broker.Counters) -> Void, _ forward: ([Frame]) throws(ZMQError) -> Void
+    ) async throws {
         var burst = ReceiveBurst()
         while true {
             await burst.next()
-            guard let frames = try await backend.receiveMultipart(maxFrames: Self.maxFrames) else {
-                counters.malformed += 1
+            guard let frames = try await socket.receiveMultipart(maxFrames: Self.maxFrames) else {
+                dropped(&counters)
                 publishCounters()
                 continue
             }
-            try forwardUpstream(frames)
+            try forward(frames)
         }
     }
 

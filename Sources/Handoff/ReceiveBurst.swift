@@ -1,5 +1,5 @@
 /// How a node's receivers (`receiveBus`, `serveContinuations`, `receiveReplies`) keep what they hand
-/// off from starving.
+/// off from starving, and how the broker's two directions (`BrokerLoop.forwarding`) take turns.
 ///
 /// A receiver resumes the tasks waiting for what it received — a `discover` stream's reader, a
 /// stream's reader, a continue request's caller — inside `EventLoops.handingOff`, so that

@@ -29,14 +29,14 @@ func benchAdvertFloor(count: Int, trials: Int) async throws {
     var checksum = 0
     for _ in 0..<trials {
         var step = 0
-        func timed<T>(_ body: () throws -> T) rethrows -> T {
+        func timed<T>(_ body: () async throws -> T) async rethrows -> T {
             let started = ContinuousClock.now
-            let result = try body()
+            let result = try await body()
             steps[step].micros.append(1e6 * seconds(ContinuousClock.now - started) / Double(count))
             step += 1
             return result
         }
-        let activities = try timed {
+        let activities = try await timed {
             try (0..<count).map { index in
                 let activity = try UserActivity(activityType: "org.handoff.bench.advert")
                 activity.title = "advert \(index)"
@@ -45,38 +45,38 @@ func benchAdvertFloor(count: Int, trials: Int) async throws {
         }
         // What the node reads off each activity is copied out beforehand: the encoding is timed alone.
         let advertisements = activities.map { floorAdvertisement($0, origin: node) }
-        let encoded = timed {
+        let encoded = await timed {
             advertisements.enumerated().map { index, advertisement in
                 try! WireEnvelope(body: .advertisement(advertisement), sender: node, sequence: UInt64(index + 1)).serializedBytes() as [UInt8]
             }
         }
         size = encoded[0].count
-        let summaries = timed {
+        let summaries = await timed {
             encoded.map { bytes in bytes.withUnsafeBytes { try? WireBusSummary.read($0) } }
         }
         var cache: [String: [UInt8]] = [:]
-        timed {
+        await timed {
             for (summary, bytes) in zip(summaries, encoded) {
                 guard case .advertisement(let activityID, _, _, _, _) = summary?.body else { continue }
                 cache[activityID] = bytes
             }
         }
-        let decoded = timed { encoded.map { try? WireEnvelope(serializedBytes: $0) } }
+        let decoded = await timed { encoded.map { try? WireEnvelope(serializedBytes: $0) } }
         var known: [String: WireAdvertisement] = [:]
-        timed {
+        await timed {
             for envelope in decoded {
                 guard case .advertisement(let advertisement) = envelope?.body else { continue }
                 known[advertisement.activityID] = advertisement
             }
         }
-        // The watcher's step, timed by hand (the helper above takes no async closure).
-        let (stream, continuation) = AsyncStream<WireAdvertisement>.makeStream()
-        let started = ContinuousClock.now
-        for advertisement in known.values { continuation.yield(advertisement) }
-        continuation.finish()
-        var delivered = 0
-        for await advertisement in stream where !advertisement.title.isEmpty { delivered += 1 }
-        steps[step].micros.append(1e6 * seconds(ContinuousClock.now - started) / Double(count))
+        let delivered = await timed {
+            let (stream, continuation) = AsyncStream<WireAdvertisement>.makeStream()
+            for advertisement in known.values { continuation.yield(advertisement) }
+            continuation.finish()
+            var delivered = 0
+            for await advertisement in stream where !advertisement.title.isEmpty { delivered += 1 }
+            return delivered
+        }
         checksum += cache.count + known.count + delivered
     }
     guard checksum == 3 * count * trials else { throw HandoffError(.handoffFailed, "the floor lost advertisements: \(checksum)") }
