@@ -28,6 +28,11 @@ enum ContinueRequestCheck: Equatable {
             }
             return .refuse(error)
         }
+        // The requester names the type it expects (wire.proto: checked by the origin), so that an
+        // id from another context cannot hand it an activity its handler was not written for.
+        guard activity.activityType == activityType else {
+            return .refuse(HandoffError(.invalidActivityType, "activity \(activityID) on \(node) is of type \(activity.activityType), not \(activityType.isEmpty ? "the empty type" : activityType)", activityType: activityType))
+        }
         // Not eligible for Handoff: as far as others know, it is not there (it was withdrawn).
         guard activity.isEligibleForHandoff else {
             return .refuse(HandoffError(.activityNotFound, "\(node) does not offer activity \(activityID) for Handoff now (eligibleForHandoff is off)", activityType: activityType))

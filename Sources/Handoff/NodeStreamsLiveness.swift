@@ -37,7 +37,7 @@ extension Node {
                 } else if session.isContinuer, session.lastResumeSent.map({ now - $0 >= .seconds(1) }) ?? true {
                     sendResume(session, now: now)
                 }
-            } else if now - session.lastSent > .seconds(1) {
+            } else if session.sendsKeepAlives, now - session.lastSent > .seconds(1) {
                 sendStreamMessage(session, .credit(acknowledgement(of: session)))
             }
         }

@@ -182,6 +182,14 @@ final class StreamSession {
         return writerWaits || readerWaits || interruptedSince != nil
     }
 
+    /// Whether this side still sends keep-alives: only while a direction it takes part in is open
+    /// for it (it reads one that has not ended, or writes one whose end it has not sent). Once a
+    /// one-way pair's writer has sent its end, nothing more comes from it but that end again after a
+    /// resume: a keep-alive then would be traffic on the direction the open excluded.
+    var sendsKeepAlives: Bool {
+        (reads && !endReceived) || (writes && end == nil)
+    }
+
     /// Whether the writer may put a new chunk on the wire now.
     var writerMayProceed: Bool {
         failure != nil || (sendCredit > 0 && resend.isEmpty && interruptedSince == nil)

@@ -32,7 +32,7 @@ struct ContinueRequestCheckTests {
         _ = current.remove(continued.id, reason: .resigned)
         current.markEnded(continued.id, .alreadyContinued)
         let codes = [invalidated, expired, continued].map { activity -> HandoffError.Code? in
-            guard case .refuse(let error) = check(activity.id, in: current) else { return nil }
+            guard case .refuse(let error) = check(activity.id, type: activity.activityType, in: current) else { return nil }
             return error.code
         }
         #expect(codes == [.activityInvalidated, .activityExpired, .alreadyContinued])
@@ -48,16 +48,32 @@ struct ContinueRequestCheckTests {
         dated.expirationDate = expiration
         current.add(hidden)
         current.add(dated)
-        guard case .refuse(let error) = check(hidden.id, in: current) else { Issue.record("not refused"); return }
+        guard case .refuse(let error) = check(hidden.id, type: hidden.activityType, in: current) else { Issue.record("not refused"); return }
         #expect(error.code == .activityNotFound)
         #expect(error.message.contains("eligibleForHandoff is off"))
-        #expect(check(dated.id, in: current) == .answer(dated))
-        guard case .expired(let found, let expiredError) = check(dated.id, in: current, now: expiration.addingTimeInterval(1)) else {
+        #expect(check(dated.id, type: dated.activityType, in: current) == .answer(dated))
+        guard case .expired(let found, let expiredError) = check(dated.id, type: dated.activityType, in: current, now: expiration.addingTimeInterval(1)) else {
             Issue.record("not expired")
             return
         }
         #expect(found === dated)
         #expect(expiredError.code == .activityExpired)
+    }
+
+    @Test("a request naming another type than the activity's is refused as an invalid activity type, not answered")
+    func wrongType() throws {
+        var current = CurrentActivities()
+        let activity = try UserActivity(activityType: "org.handoff.test.check")
+        current.add(activity)
+        for type in ["org.handoff.test.other", "org.handoff.test", "org.handoff.test.check.more", ""] {
+            guard case .refuse(let error) = check(activity.id, type: type, in: current) else {
+                Issue.record("a request for type \"\(type)\" was not refused")
+                continue
+            }
+            #expect(error.code == .invalidActivityType)
+            #expect(error.message.contains("is of type org.handoff.test.check"))
+        }
+        #expect(check(activity.id, type: "org.handoff.test.check", in: current) == .answer(activity))
     }
 
     @Test("ids and types over the contract's lengths are malformed, and not repeated back")
