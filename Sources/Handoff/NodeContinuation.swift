@@ -15,6 +15,10 @@ final class Client {
     let monitor: SocketMonitor
     /// Set when the originator refused this node's key at the handshake.
     var refusedAtHandshake = false
+    /// Reconnects in a row that found nothing listening at the endpoint (``EndpointProbe``), and
+    /// whether a probe is under way.
+    var refusals = 0
+    var probing = false
 
     init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?, limits: Node.ContinuationLimits) throws(ZMQError) {
         self.endpoint = endpoint
@@ -31,9 +35,12 @@ final class Client {
         try socket.set(.reconnectIntervalMax, 2000)
         try socket.set(.heartbeatInterval, 1000)
         try socket.set(.heartbeatTimeout, 3000)
-        monitor = try socket.monitor([.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol])
+        monitor = try socket.monitor(Self.watchedEvents)
         try socket.connect(endpoint)
     }
+
+    /// The drops and refusals the node acts on; a failed reconnect, to ask whether the peer is gone.
+    static let watchedEvents: MonitorEvents = [.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
 
     func close() {
         monitor.stop()
@@ -326,10 +333,13 @@ extension Node {
         while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let event: MonitorEvent?
             do {
-                event = try await client.monitor.next(
-                    matching: [.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol], timeout: .seconds(60))
+                event = try await client.monitor.next(matching: Client.watchedEvents, timeout: .seconds(60))
             } catch { return }
             guard let event else { continue }
+            if event.kind == .connectRetried {
+                reconnectFailed(to: endpoint, client: identity)
+                continue
+            }
             if event.kind != .disconnected {
                 client.refusedAtHandshake = true
                 logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")

@@ -226,12 +226,22 @@ func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String)
 }
 
 /// Draws a progress bar on standard error for the stream the node receives, redrawn at most every
-/// 100 ms, and its final state when cancelled (the continuation is over).
+/// 100 ms, and its final state when cancelled (the continuation is over). While the pair waits (the
+/// connection to the originator dropped, the open is unanswered, no bytes for a while) the line
+/// says for what, and for how long at most; off a terminal, that line is printed once a second.
 func showProgress(of node: Node) async {
     let terminal = isatty(STDERR_FILENO) == 1
     var input: ContinuationInputStream?
     var lastDrawn = ContinuousClock.now - .seconds(1)
-    func draw() {
+    var lastWaitPrinted = ContinuousClock.now - .seconds(1)
+    var width = 0
+    func draw(waiting: StreamWait? = nil) {
+        if let waiting, !terminal {
+            guard ContinuousClock.now - lastWaitPrinted >= .seconds(1) else { return }
+            lastWaitPrinted = .now
+            FileHandle.standardError.write(Data((waiting.description + "\n").utf8))
+            return
+        }
         guard let progress = input?.progress else { return }
         let mib = Double(progress.bytes) / 1_048_576
         var line: String
@@ -242,13 +252,18 @@ func showProgress(of node: Node) async {
         } else {
             line = String(format: "%.1f MiB received", mib)
         }
-        FileHandle.standardError.write(Data((terminal ? "\r" + line : line + "\n").utf8))
+        if let waiting { line += "  (\(waiting))" }
+        // Pad over what a longer line drew before (the waiting note comes and goes).
+        let padding = String(repeating: " ", count: max(0, width - line.count))
+        width = line.count
+        FileHandle.standardError.write(Data((terminal ? "\r" + line + padding : line + "\n").utf8))
         lastDrawn = .now
     }
     while !Task.isCancelled {
         try? await Task.sleep(for: .milliseconds(10))
         if input == nil { input = await node.openStreams.first?.input }
-        if input != nil && ContinuousClock.now - lastDrawn >= .milliseconds(100) { draw() }
+        guard input != nil, ContinuousClock.now - lastDrawn >= .milliseconds(100) else { continue }
+        draw(waiting: await node.streamWaits().first)
     }
     if input != nil {
         draw()

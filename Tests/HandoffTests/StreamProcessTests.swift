@@ -1,24 +1,25 @@
 import Foundation
 import Testing
 
-/// Runs a sink against a source of `bytes` through a fresh broker; returns the sink's last line.
-func transfer(_ bytes: Int, killSourceAfter killAt: Int? = nil) async throws -> (outcome: String, progress: [Int]) {
+/// Runs a sink against a source of `bytes` through a fresh broker; returns the sink's last line
+/// (and, with `killAt`, how long after the kill the sink's outcome came).
+func transfer(_ bytes: Int, killSourceAfter killAt: Int? = nil) async throws -> (outcome: String, progress: [Int], afterKill: Duration?) {
     let (broker, frontend, backend) = try await startBroker()
     let source = try ChildProcess(["stream-source", frontend, backend, String(bytes)])
     let id = try #require(try await source.ready().first)
     let sink = try ChildProcess(["stream-sink", frontend, backend, id])
     let deadline = ContinuousClock.now + .seconds(120)
-    var killed = false
+    var killedAt: ContinuousClock.Instant?
     while ContinuousClock.now < deadline {
         let lines = sink.output
-        if let killAt, !killed, lines.contains(where: { $0.hasPrefix("PROGRESS") && Int($0.split(separator: " ")[1])! >= killAt }) {
+        if let killAt, killedAt == nil, lines.contains(where: { $0.hasPrefix("PROGRESS") && Int($0.split(separator: " ")[1])! >= killAt }) {
             source.signal(SIGKILL)
-            killed = true
+            killedAt = .now
         }
         if let last = lines.last(where: { $0.hasPrefix("DONE") || $0.hasPrefix("FAILED") }) {
             let progress = lines.filter { $0.hasPrefix("PROGRESS") }.compactMap { Int($0.split(separator: " ")[1]) }
             _ = broker
-            return (last, progress)
+            return (last, progress, killedAt.map { .now - $0 })
         }
         try await Task.sleep(for: .milliseconds(20))
     }
@@ -77,12 +78,16 @@ struct StreamProcessTests {
         Issue.record("the sink did not finish; it printed \(sink.output)")
     }
 
-    @Test("killing the originator mid-stream gives the continuing side a typed error and no complete data")
-    func originatorKilled() async throws {
-        let (outcome, progress) = try await transfer(4 << 30, killSourceAfter: 32 << 20)
+    @Test("killing the originator (kill -9) at the start or mid-stream fails the continuing side with peerLost within 3 s, not the 30 s resume window", arguments: [0, 32 << 20])
+    func originatorKilled(at killAt: Int) async throws {
+        let (outcome, progress, afterKill) = try await transfer(4 << 30, killSourceAfter: killAt)
+        print("originator killed after \(progress.last ?? 0) bytes: \(outcome) \(afterKill.map { "\($0)" } ?? "-") after the kill")
         #expect(outcome.hasPrefix("FAILED peer lost"), "\(outcome)")
+        #expect(outcome.contains("refuses connections"), "\(outcome)")
         #expect(!outcome.hasPrefix("DONE"))
-        #expect((progress.last ?? 0) >= 32 << 20)
+        #expect((progress.last ?? 0) >= killAt)
         #expect((progress.last ?? .max) < 4 << 30)
+        let taken = try #require(afterKill)
+        #expect(taken < .seconds(3), "the continuing side took \(taken) to give up on a dead originator")
     }
 }
