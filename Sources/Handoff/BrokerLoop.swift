@@ -40,6 +40,8 @@ actor BrokerLoop {
     private let shared: SharedState
     private let cacheEnabled: Bool
     private var cache: LastValueCache
+    /// When each origin was last asked to advertise again what the cache lost.
+    private var readvertiseRequests = ReadvertiseRequests()
     private var counters = Broker.Counters()
     /// The same counters, reported to swift-metrics.
     private var metrics = BrokerMetrics()
@@ -288,7 +290,9 @@ actor BrokerLoop {
                 cache.remove(activityID)
             case .presence(let origin, let listed, let partial, let leaseMs, _):
                 let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
-                cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: .now)
+                if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: .now) > 0 {
+                    try askToReadvertise(origin)
+                }
             case .other, .malformed:
                 break
             }
@@ -316,6 +320,17 @@ actor BrokerLoop {
 
     /// Counts (and logs, once per key) a message dropped because its sender is not who it says, or
     /// it publishes where only the broker may.
+    /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a
+    /// subscription to "R:" + its node id, sent upstream and withdrawn at once (wire.proto), so
+    /// that the next one reaches its publisher too.
+    private func askToReadvertise(_ origin: String) throws(ZMQError) {
+        guard readvertiseRequests.shouldAsk(origin, now: .now) else { return }
+        let topic = Array((Topic.readvertisePrefix + origin).utf8)
+        logger.debug("the presence of \(origin) lists activities the cache lacks; asking it to advertise them again")
+        _ = try frontend.trySend([1] + topic)
+        _ = try frontend.trySend([0] + topic)
+    }
+
     private func refuseForged(_ reason: String, key: [UInt8]?) {
         counters.forged += 1
         publishCounters()

@@ -145,17 +145,26 @@ struct LastValueCache {
 
     /// Takes an origin's presence: renews each of its cached activities it lists for `lease` from
     /// `now`, and forgets the others (withdrawn, the withdrawal lost) unless the list is `partial`.
-    mutating func renew(origin: String, listed: Set<String>, partial: Bool, lease: Duration, now: ContinuousClock.Instant) {
-        guard let ids = byOrigin[origin] else { return }
+    ///
+    /// Returns how many listed activities the cache lacks and has room for under the origin's
+    /// quota: activities its origin still has current that the cache lost (it restarted, or their
+    /// leases ran out while the origin stalled). The broker asks the origin to advertise them again.
+    @discardableResult
+    mutating func renew(origin: String, listed: Set<String>, partial: Bool, lease: Duration, now: ContinuousClock.Instant) -> Int {
+        let ids = byOrigin[origin] ?? []
         let expiry = now + lease
+        var listedCached = 0
         for id in ids {
             guard listed.contains(id) else {
                 if !partial { remove(id) }
                 continue
             }
+            listedCached += 1
             // Later than before: its heap item stays, and puts it back when it comes due.
             if let current = entries[id]?.expiry, current < expiry { entries[id]?.expiry = expiry }
         }
+        let room = max(0, perOriginQuota - (byOrigin[origin]?.count ?? 0))
+        return min(listed.count - listedCached, room)
     }
 
     /// Drops every entry whose lease has ended; true when anything changed.

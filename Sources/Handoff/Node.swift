@@ -96,6 +96,11 @@ public actor Node: Service {
     var watchers = Watchers<AsyncStream<ActivityEvent>.Continuation>()
     /// Snapshots asked for (one per followed type prefix) and not yet received whole.
     var snapshots: SnapshotRequests
+    /// When to ask for the snapshots again: the bus came back, or a presence names activities
+    /// this node lost (``Resynchronization``).
+    var resynchronization: Resynchronization
+    /// When this node last advertised everything again at a broker's request (at most once a second).
+    var lastReadvertised: ContinuousClock.Instant?
     var pending = PendingRequests<ReplyWaiter>()
     var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
@@ -265,6 +270,7 @@ public actor Node: Service {
         case .broker, .brokers: snapshots = SnapshotRequests(expectedReplies: configuration.bus.brokerEndpoints?.count ?? 1)
         case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)
         }
+        resynchronization = Resynchronization(capacity: configuration.maxKnownActivities)
         // Presence keeps known activities alive (wire.proto, NodePresence).
         for subscriber in subscribers { try subscriber.subscribe(Topic.presencePrefix) }
         for prefix in configuration.subscriptions {

@@ -136,12 +136,14 @@ extension Node {
                         configuration.continueTimeout / 4, .milliseconds(250))
         var nextPresence = ContinuousClock.now + interval
         var nextRefresh = ContinuousClock.now + configuration.refreshInterval
+        var lastPresence = ContinuousClock.now
         while !Task.isCancelled {
             // Sweep often enough for leases and timeouts, and wake exactly when presence is due.
             do { try await Task.sleep(until: min(.now + sweep, nextPresence), clock: .continuous) } catch { return }
             let now = ContinuousClock.now
             expireKnown(now: now)
             expireSnapshots(now: now)
+            resynchronizeIfDue(now: now)
             expirePending(now: now)
             superviseStreams(now: now)
             guard now >= nextPresence else { continue }
@@ -158,7 +160,13 @@ extension Node {
             if now >= nextRefresh {
                 nextRefresh = now + configuration.refreshInterval
                 for activity in current.activities { publish(activity) }
+            } else if now - lastPresence > configuration.effectiveLease {
+                // The presence is later than a lease (this node stalled: a flood of work, a pause):
+                // every receiver's lease of its activities ran out. They hear them all again.
+                logger.info("this node's presence is \((now - lastPresence).seconds) s late, more than its lease; advertising every current activity again")
+                readvertise(askedByBroker: false)
             }
+            lastPresence = now
             publishPresence()
         }
     }
@@ -196,9 +204,9 @@ extension Node {
             let topic = bytes.dropFirst()
             switch configuration.bus {
             case .broker, .brokers:
-                // A broker's subscribe-all (a caching broker forwards nothing else).
-                guard topic.isEmpty else { continue }
-                for activity in current.activities { publish(activity) }
+                // A broker's subscribe-all (a caching broker forwards nothing else), or its request
+                // that this node advertise again what its cache lost.
+                if topic.isEmpty || topic.elementsEqual(readvertiseTopic) { readvertise(askedByBroker: !topic.isEmpty) }
             case .direct:
                 guard let typePrefix = Topic.snapshotTypePrefix(topic) else { continue }
                 answerSnapshot(topic: Array(topic), typePrefix: typePrefix)

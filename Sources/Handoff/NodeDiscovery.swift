@@ -21,7 +21,9 @@ extension Node {
             return stream
         }
         let watcherID = UUID()
-        for topic in watchers.add(watcherID, filter: filter, sink: continuation) { startFollowing(topic) }
+        let followed = watchers.add(watcherID, filter: filter, sink: continuation)
+        if !followed.isEmpty { resynchronization.followingChanged() }
+        for topic in followed { startFollowing(topic) }
         for entry in known.values where filter.matches(entry.activity) {
             continuation.yield(.appeared(entry.activity))
         }
@@ -234,8 +236,10 @@ extension Node {
             guard believe(envelope, origin: presence.node, activityID: Self.presenceKey) else { return }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : configuration.effectiveLease
             directory.heard(presence, lease: lease, now: .now)
-            let unlisted = known.renew(origin: presence.node.nodeID, listed: Set(presence.activityIds), partial: presence.partial, deadline: .now + lease)
+            let listed = Set(presence.activityIds)
+            let unlisted = known.renew(origin: presence.node.nodeID, listed: listed, partial: presence.partial, deadline: .now + lease)
             for id in unlisted { forget(id, reason: .lost) }
+            resynchronize(afterPresenceOf: presence.node.nodeID, listing: listed)
         default:
             break
         }

@@ -91,6 +91,7 @@ extension Node {
     func watchBusHandshakes(_ index: Int) async {
         var backoff = Duration.seconds(1)
         var accepted: Set<String> = []  // endpoints whose current connection passed the handshake
+        var everAccepted: Set<String> = []  // endpoints connected before: a handshake there is a reconnect
         while !Task.isCancelled, index < busMonitors.count {
             let (socket, monitor) = busMonitors[index]
             guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
@@ -103,6 +104,9 @@ extension Node {
                 busRefusal = nil
                 backoff = .seconds(1)
                 accepted.insert(event.endpoint)
+                if !everAccepted.insert(event.endpoint).inserted, subscribers.contains(where: { $0 === socket }) {
+                    busReconnected(to: event.endpoint)
+                }
                 continue
             }
             if event.kind == .disconnected {

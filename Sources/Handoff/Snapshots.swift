@@ -79,6 +79,11 @@ struct SnapshotRequests {
     /// Whether every snapshot asked for has arrived whole (or given up on).
     var isEmpty: Bool { pending.isEmpty }
 
+    /// Whether a snapshot of `typePrefix` is asked for and not yet answered.
+    func isPending(typePrefix: String) -> Bool {
+        pending.values.contains { $0.typePrefix == typePrefix }
+    }
+
     /// Starts a request for `typePrefix`; returns the topic to subscribe to.
     mutating func start(typePrefix: String, attempt: Int = 1, token: String = Topic.newSnapshotToken()) -> String {
         let topic = Topic.snapshot(token: token, typePrefix: typePrefix)

@@ -11,6 +11,9 @@ struct Watchers<Sink> {
 
     var count: Int { watchers.count }
 
+    /// The topics someone follows.
+    var topics: Dictionary<String, Int>.Keys { followers.keys }
+
     /// Follows `topic` once more. Returns whether this is its first follower: the node then
     /// subscribes to it and asks for its snapshot.
     mutating func follow(_ topic: String) -> Bool {

@@ -176,7 +176,11 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 ///    checks the length and checksum itself, as it delivers the end to its
 ///    reader); the writer keeps the pair until then.
 /// 4. Liveness. Each side sends a keep-alive (StreamCredit with chunks = 0)
-///    when it has sent nothing on an open pair for a second. A side that hears
+///    when it has sent nothing on an open pair for a second, as long as a
+///    direction it takes part in is open for it: one it reads has not ended, or
+///    one it writes has not had its StreamEnd sent. So nothing flows on a
+///    direction the open excluded: a one-way pair's writer that has sent its
+///    end sends nothing more but that end again after a resume. A side that hears
 ///    nothing at all for its idle timeout (Handoff: 5 s) considers the pair
 ///    interrupted, not failed: it keeps the pair, and what it sent but was
 ///    not acknowledged, for its resume window (Handoff: 30 s). Slow is not
@@ -190,7 +194,11 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 ///    from the offset the other has received, every chunk (and the StreamEnd)
 ///    it had sent beyond it. A resume the originator cannot match is answered
 ///    with `error` PEER_LOST. After the resume window without a resume, the
-///    pair fails with PEER_LOST on both sides.
+///    pair fails with PEER_LOST on both sides. A continuing node whose
+///    originator's endpoint refuses connections (nothing listens there: its
+///    process is gone) fails the pair with PEER_LOST at once (Handoff: after two
+///    refused reconnects, within a second or so); a link that is merely cut
+///    (nothing answers, or no route) keeps the resume window.
 /// 6. The end. A side forgets the pair once every direction it writes was
 ///    acknowledged as ended and every direction it reads has ended, or on
 ///    StreamCancel or `error` from either side, which end the pair at once.

@@ -1,0 +1,117 @@
+import Foundation
+
+/// When a follower asks for its snapshots again: the repair of what the bus lost while an
+/// originator lived (ZeroMQ guide, Clone pattern: a client re-asks for a snapshot when its server
+/// comes back). Two reasons:
+///
+/// - a bus connection came back (a broker restarted, a partition healed): what was advertised
+///   while this node was away went past it;
+/// - a presence names activities this node does not hold: it lost them (a lease ran out while the
+///   bus was down or the originator stalled) while their originator still has them current.
+///
+/// A presence lists every current activity of its node, of every type, and this node follows only
+/// some types; it cannot tell which from an id. So the ids a presence names and a snapshot then did
+/// not bring are remembered as not followed here (or over this node's quota) and not asked about
+/// again while their origin keeps listing them, until what this node follows changes.
+///
+/// Pure state, with time passed in: the node asks for the snapshots when this says so.
+struct Resynchronization {
+    /// At most one round of snapshots per interval, whatever the bus sends.
+    let interval: Duration
+    /// The most ids remembered as not followed; past it the memory starts over (it is only an
+    /// optimisation: forgetting costs one more round of snapshots).
+    let capacity: Int
+
+    /// Ids presences named that a round of snapshots did not bring, by origin.
+    private var unfollowed: [String: Set<String>] = [:]
+    private var unfollowedCount = 0
+    /// Ids for the next round, and those the round under way was started for, by origin.
+    private var awaited: [String: Set<String>] = [:]
+    private var asked: [String: Set<String>] = [:]
+    private var lastRound: ContinuousClock.Instant?
+    /// A round is wanted but the interval since the last one has not passed.
+    private(set) var isDue = false
+    /// Whether a round was started and has not settled.
+    private(set) var inRound = false
+
+    init(interval: Duration = .seconds(1), capacity: Int) {
+        self.interval = interval
+        self.capacity = capacity
+    }
+
+    /// A presence of `origin` listed these ids (`unheld`: those this node does not hold). Returns
+    /// whether to ask for the snapshots now.
+    mutating func presence(origin: String, listed: Set<String>, unheld: Set<String>, now: ContinuousClock.Instant) -> Bool {
+        if let known = unfollowed[origin] {
+            // Forget what the origin no longer lists: it ended.
+            let kept = known.intersection(listed)
+            unfollowedCount -= known.count - kept.count
+            unfollowed[origin] = kept.isEmpty ? nil : kept
+        }
+        let news = unheld.subtracting(unfollowed[origin] ?? []).subtracting(awaited[origin] ?? []).subtracting(asked[origin] ?? [])
+        guard !news.isEmpty else { return false }
+        awaited[origin, default: []].formUnion(news)
+        return want(now: now)
+    }
+
+    /// A bus connection came back. Returns whether to ask for the snapshots now.
+    mutating func reconnected(now: ContinuousClock.Instant) -> Bool {
+        want(now: now)
+    }
+
+    /// On every tick: whether a round put off by the interval may start now.
+    mutating func due(now: ContinuousClock.Instant) -> Bool {
+        guard isDue, lastRound.map({ now - $0 >= interval }) ?? true else { return false }
+        return start(now: now)
+    }
+
+    /// The snapshots of a round have all arrived: the ids it was asked for that this node still does
+    /// not hold are not followed here.
+    mutating func settled(holds: (String) -> Bool) {
+        guard inRound else { return }
+        inRound = false
+        for (origin, ids) in asked {
+            let missing = ids.filter { !holds($0) }
+            guard !missing.isEmpty else { continue }
+            if unfollowedCount + missing.count > capacity {
+                unfollowed.removeAll()
+                unfollowedCount = 0
+            }
+            let before = unfollowed[origin]?.count ?? 0
+            unfollowed[origin, default: []].formUnion(missing)
+            unfollowedCount += unfollowed[origin]!.count - before
+        }
+        asked.removeAll()
+    }
+
+    /// What this node follows changed: an id not followed before may be now.
+    mutating func followingChanged() {
+        unfollowed.removeAll()
+        unfollowedCount = 0
+    }
+
+    /// An origin left (its presence lapsed): nothing of it to remember.
+    mutating func forget(origin: String) {
+        unfollowedCount -= unfollowed.removeValue(forKey: origin)?.count ?? 0
+        awaited[origin] = nil
+        asked[origin] = nil
+    }
+
+    /// Ids remembered as not followed here, for tests and metrics.
+    var unfollowedIDs: Int { unfollowedCount }
+
+    private mutating func want(now: ContinuousClock.Instant) -> Bool {
+        isDue = true
+        if let lastRound, now - lastRound < interval { return false }
+        return start(now: now)
+    }
+
+    private mutating func start(now: ContinuousClock.Instant) -> Bool {
+        isDue = false
+        inRound = true
+        lastRound = now
+        for (origin, ids) in awaited { asked[origin, default: []].formUnion(ids) }
+        awaited.removeAll()
+        return true
+    }
+}
