@@ -367,6 +367,11 @@ public actor Node: Service {
             resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
         }
         for session in streams.all {
+            // The peer is told at once (its pair fails with peerLost) rather than left to wait out
+            // its resume window for a node that is not coming back.
+            if session.failure == nil {
+                sendStreamMessage(session, .error(HandoffError(.peerLost, "\(info.name) shut down", activityType: session.activityType).wire))
+            }
             session.fail(HandoffError(.notRunning, "the node shut down"))
         }
         streams.removeAll()

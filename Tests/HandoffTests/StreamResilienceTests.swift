@@ -110,6 +110,31 @@ struct StreamResilienceTests {
         }
     }
 
+    @Test("an originator that shuts down tells its continuing peers at once: their pair fails with peerLost, not after the resume window")
+    func originatorShutdownIsTold() async throws {
+        let a = try Node(configuration: testConfiguration("leaving"))
+        let b = try Node(configuration: testConfiguration("staying", peers: [a.busEndpoint!]))
+        let runA = Task { try await a.run() }
+        let runB = Task { try await b.run() }
+        defer { runB.cancel() }
+        await a.untilRunning()
+        await b.untilRunning()
+        let peer = StreamPeer(sending: patternBytes(64_000_000, seed: 26), finishWriting: false, readDelay: .seconds(60))
+        let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+        var iterator = streams.input.makeAsyncIterator()
+        _ = try await iterator.next()
+        runA.cancel()
+        let stopped = ContinuousClock.now
+        do {
+            while try await iterator.next() != nil {}
+            Issue.record("the stream ended as if complete")
+        } catch {
+            #expect(error.code == .peerLost)
+            #expect(error.message.contains("leaving shut down"), "\(error.message)")
+        }
+        #expect(ContinuousClock.now - stopped < .seconds(3))
+    }
+
     @Test("a continuing node that never comes back: the originator's pair fails with peerLost after the resume window")
     func lostAfterResumeWindow() async throws {
         let short: (inout Node.Configuration) -> Void = {
