@@ -218,7 +218,7 @@ struct StreamResilienceTests {
             activity.delegate = peer
             try await activity.becomeCurrent(on: a)
             await b.setContinuationHandler(forType: activity.activityType) { _ in }
-            guard case .restored(let continued) = try await b.continueActivity(try await discovered(activity.id, on: b)) else { return }
+            let continued = try #require(try await b.continueActivity(try await discovered(activity.id, on: b)).restored)
             let first = try await b.openStreams(for: continued, direction: .fromOriginator)
             let second = try await b.openStreams(for: continued, direction: .fromOriginator)
             do {

@@ -192,13 +192,13 @@ struct StreamTests {
             await b.setContinuationHandler(forType: listContacts) { _ in }
             let plain = try UserActivity(activityType: listContacts)
             try await plain.becomeCurrent(on: a)
-            guard case .restored(let continuedPlain) = try await b.continueActivity(try await discovered(plain.id, on: b)) else { return }
+            let continuedPlain = try #require(try await b.continueActivity(try await discovered(plain.id, on: b)).restored)
             await #expect(throws: HandoffError.self) { try await b.openStreams(for: continuedPlain) }
 
             let noDelegate = try UserActivity(activityType: listContacts)
             noDelegate.supportsContinuationStreams = true
             try await noDelegate.becomeCurrent(on: a)
-            guard case .restored(let continued) = try await b.continueActivity(try await discovered(noDelegate.id, on: b)) else { return }
+            let continued = try #require(try await b.continueActivity(try await discovered(noDelegate.id, on: b)).restored)
             do {
                 _ = try await b.openStreams(for: continued)
                 Issue.record("an originator with no stream delegate must refuse")

@@ -161,3 +161,11 @@ func startAgentProcess(
     }
     return agent
 }
+
+extension ContinuationResult {
+    /// The restored activity, or `nil` for a webpage: for `#require`, so that a test cannot pass by
+    /// returning early when the continuation did not restore.
+    var restored: ContinuedActivity? {
+        if case .restored(let activity) = self { activity } else { nil }
+    }
+}
