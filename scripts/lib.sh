@@ -16,6 +16,7 @@ HANDOFF_DEBIAN_PACKAGES=(
     iproute2             # deploy/netns: network namespaces, veth pairs, tc shaping
     ethtool iputils-ping python3  # deploy/netns/stream-link.sh's lossy link where the kernel has no netem
     libnats-dev libhiredis-dev    # the benchmark's NATS and Redis baselines use the peers' own C clients
+    prometheus           # promtool: MetricsTests checks a broker's and an agent's /metrics as Prometheus does
 )
 
 ensure_debian_packages() {
@@ -30,6 +31,11 @@ ensure_debian_packages() {
     echo "==> installing Debian packages: ${missing[*]}" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Only prometheus' promtool is wanted: where systemd runs, the package also starts a Prometheus
+    # server, which would scrape in the background while the tests measure latencies.
+    if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+        $sudo systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    fi
 }
 
 ensure_swift() {

@@ -143,11 +143,10 @@ public final class Broker: Sendable {
         public var malformed = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0
-        /// CURVE handshakes refused because the key is not in the account. Each is also logged.
-        public var refusedHandshakes = 0
-        /// Handshakes that failed before the account was asked: peers without CURVE, or peers that
-        /// cannot prove the key they claim. Counted, and logged at most once a minute.
-        public var failedHandshakes = 0
+        /// Handshakes refused (secure brokers), by reason: keys not in the account (ZAP), and those
+        /// that failed before the account was asked — peers without CURVE, peers that cannot prove
+        /// the key they claim. Each is also logged, at most once a minute per peer address and reason.
+        public var handshakeRefusals = HandshakeRefusals()
 
         /// Creates zeroed counters.
         public init() {}
@@ -275,7 +274,7 @@ public final class Broker: Sendable {
         if let zap {
             let handshakes = zap.counters(forDomain: Self.zapDomain)
             counters.allowedHandshakes = handshakes.allowed
-            counters.refusedHandshakes = handshakes.refused
+            counters.handshakeRefusals.keyNotInAccount = handshakes.refused
         }
         return counters
     }

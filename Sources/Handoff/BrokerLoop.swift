@@ -61,7 +61,8 @@ actor BrokerLoop {
     private let secure: Bool
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP.
     private let handshakeMonitors: [SocketMonitor]
-    private var lastHandshakeLog: ContinuousClock.Instant?
+    /// Which refused handshakes are logged (per peer address and reason).
+    private var refusalLog = RefusalLog()
     /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
     private let identity: WireNodeRef
     private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
@@ -244,9 +245,10 @@ actor BrokerLoop {
         guard let zap, ContinuousClock.now >= nextHandshakeSync else { return }
         nextHandshakeSync = .now + .seconds(1)
         let handshakes = zap.counters(forDomain: Broker.zapDomain)
-        guard handshakes.allowed != counters.allowedHandshakes || handshakes.refused != counters.refusedHandshakes else { return }
+        guard handshakes.allowed != counters.allowedHandshakes
+                || handshakes.refused != counters.handshakeRefusals.keyNotInAccount else { return }
         counters.allowedHandshakes = handshakes.allowed
-        counters.refusedHandshakes = handshakes.refused
+        counters.handshakeRefusals.keyNotInAccount = handshakes.refused
         publishCounters()
     }
 
@@ -308,14 +310,15 @@ actor BrokerLoop {
     }
 
     /// Counts a handshake that failed before the account was even asked (a peer without CURVE, or
-    /// one that could not prove the key it claims), and logs it at most once a minute.
+    /// one that could not prove the key it claims) under its reason, and logs it at most once a
+    /// minute per peer address and reason.
     private func noteFailedHandshake(_ event: MonitorEvent) {
-        counters.failedHandshakes += 1
+        guard let reason = HandshakeRefusals.Reason(event) else { return }
+        counters.handshakeRefusals[reason] += 1
         publishCounters()
-        let now = ContinuousClock.now
-        if let last = lastHandshakeLog, now - last < .seconds(60) { return }
-        lastHandshakeLog = now
-        logger.warning("refused a handshake at \(event.endpoint): the peer speaks no CURVE, or cannot prove its key (ZMTP error \(event.value)); \(counters.failedHandshakes) such so far, logged at most once a minute")
+        if let line = refusalLog.line(reason, from: event.peerAddress, at: "the broker's \(event.endpoint)", now: .now) {
+            logger.warning("\(line)")
+        }
     }
 
     /// Counts (and logs, once per key) a message dropped because its sender is not who it says, or

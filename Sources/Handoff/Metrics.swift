@@ -24,8 +24,9 @@ struct BrokerMetrics {
     private let cached = Gauge(label: "handoff_broker_cached_activities")
     private let forged = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "forged")])
     private let overQuota = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "over_quota")])
-    private let refusedHandshakes = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "handshake_refused")])
-    private let failedHandshakes = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "handshake_failed")])
+    private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map {
+        ($0, Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", $0.label)]))
+    })
     private let allowedHandshakes = Counter(label: "handoff_broker_handshakes_allowed_total")
     private let snapshots = Counter(label: "handoff_broker_snapshots_total")
     private let snapshotAdvertisements = Counter(label: "handoff_broker_snapshot_advertisements_total")
@@ -45,8 +46,9 @@ struct BrokerMetrics {
         add(unsubscriptions, counters.unsubscriptions, old.unsubscriptions)
         add(forged, counters.forged, old.forged)
         add(overQuota, counters.overQuota, old.overQuota)
-        add(refusedHandshakes, counters.refusedHandshakes, old.refusedHandshakes)
-        add(failedHandshakes, counters.failedHandshakes, old.failedHandshakes)
+        for (reason, counter) in handshakeRefusals {
+            add(counter, counters.handshakeRefusals[reason], old.handshakeRefusals[reason])
+        }
         add(allowedHandshakes, counters.allowedHandshakes, old.allowedHandshakes)
         add(snapshots, counters.snapshots, old.snapshots)
         add(snapshotAdvertisements, counters.snapshotAdvertisements, old.snapshotAdvertisements)
@@ -156,8 +158,7 @@ struct NodeCounterMetrics {
     private let stale = refusal("stale")
     private let foreign = refusal("foreign")
     private let overQuota = refusal("over_quota")
-    private let refusedHandshakes = refusal("handshake_refused")
-    private let failedHandshakes = refusal("handshake_failed")
+    private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map { ($0, refusal($0.label)) })
     private let streamsOverLimit = refusal("streams_over_limit")
     private let streamViolations = refusal("stream_protocol_violation")
     private let allowedHandshakes = Counter(label: "handoff_node_handshakes_allowed_total")
@@ -177,8 +178,9 @@ struct NodeCounterMetrics {
         add(stale, new.staleIgnored, old.staleIgnored)
         add(foreign, new.foreignIgnored, old.foreignIgnored)
         add(overQuota, new.overQuotaIgnored, old.overQuotaIgnored)
-        add(refusedHandshakes, new.refusedHandshakes, old.refusedHandshakes)
-        add(failedHandshakes, new.failedHandshakes, old.failedHandshakes)
+        for (reason, counter) in handshakeRefusals {
+            add(counter, new.handshakeRefusals[reason], old.handshakeRefusals[reason])
+        }
         add(allowedHandshakes, new.allowedHandshakes, old.allowedHandshakes)
         add(malformedBus, new.malformedBus, old.malformedBus)
         add(malformedContinuation, new.malformedContinuation, old.malformedContinuation)

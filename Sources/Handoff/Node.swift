@@ -122,6 +122,8 @@ public actor Node: Service {
     /// advertisement cannot bring it back.
     var replayGuard: ReplayGuard
     var securityCountersStorage = SecurityCounters() { didSet { counterMetrics.report(securityCountersStorage) } }
+    /// Which refused handshakes at the server sockets are logged (per peer address and reason).
+    var refusalLog = RefusalLog()
     /// What the node reports to swift-metrics (no-ops unless the process bootstrapped a backend).
     let metrics = NodeMetrics()
     var counterMetrics = NodeCounterMetrics()
@@ -259,7 +261,7 @@ public actor Node: Service {
         if security != nil {
             let served = if case .direct = configuration.bus { [server, publisher] } else { [server] }
             serverMonitors = try served.map { (socket: Socket) throws(ZMQError) -> SocketMonitor in
-                try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
+                try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail, .handshakeFailedAuth])
             }
         }
         try server.bind(configuration.continuationEndpoint)
@@ -371,6 +373,11 @@ public actor Node: Service {
             // its resume window for a node that is not coming back.
             if session.failure == nil {
                 sendStreamMessage(session, .error(HandoffError(.peerLost, "\(info.name) shut down", activityType: session.activityType).wire))
+                // Sockets close with linger 0: give the notice half a second to leave.
+                switch session.route.peer {
+                case .router: try? server.set(.linger, 500)
+                case .dealer(let endpoint): try? clients[endpoint]?.socket.set(.linger, 500)
+                }
             }
             session.fail(HandoffError(.notRunning, "the node shut down"))
         }

@@ -194,7 +194,7 @@ extension Node {
         if let last = lastRateLimitedLog, now - last < .seconds(60) { return }
         lastRateLimitedLog = now
         let counters = securityCountersStorage
-        logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.failedHandshakes) failed handshakes; logged at most once a minute)")
+        logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.handshakeRefusals.total) refused handshakes; logged at most once a minute)")
     }
 
     func handleBus(_ envelope: WireEnvelope) {
@@ -296,8 +296,6 @@ extension Node {
     public struct SecurityCounters: Sendable, Hashable {
         /// Handshakes the ZAP handler allowed on this node's server sockets.
         public var allowedHandshakes = 0
-        /// Handshakes it refused: keys not in the account, or no CURVE.
-        public var refusedHandshakes = 0
         /// Bus messages ignored because this node already believed one as new about the same
         /// activity: replays, and the harmless duplicates of a broker's cache replay.
         public var replayedIgnored = 0
@@ -305,9 +303,11 @@ extension Node {
         public var staleIgnored = 0
         /// Bus messages about an activity sent by a node other than its origin.
         public var foreignIgnored = 0
-        /// Handshakes at this node's server sockets that failed before the account was asked: peers
-        /// without CURVE, or that cannot prove the key they claim.
-        public var failedHandshakes = 0
+        /// Handshakes refused at this node's server sockets, by reason: keys not in the account
+        /// (ZAP), and those that failed before the account was asked — peers without CURVE, peers
+        /// that cannot prove the key they claim. Each is also logged, at most once a minute per peer
+        /// address and reason.
+        public var handshakeRefusals = HandshakeRefusals()
         /// Bus messages that were not a topic and one envelope this node can decode.
         public var malformedBus = 0
         /// Messages at the continuation sockets (requests, replies, stream frames) that were not
@@ -326,7 +326,6 @@ extension Node {
         if let zap {
             let handshakes = zap.counters(forDomain: zapDomain)
             counters.allowedHandshakes = handshakes.allowed
-            counters.refusedHandshakes = handshakes.refused
         }
         return counters
     }

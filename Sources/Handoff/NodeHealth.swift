@@ -139,16 +139,21 @@ extension Node {
         }
     }
 
-    /// Counts the handshakes at this node's server sockets that fail before ZAP is asked: a peer
-    /// without CURVE, or one that cannot prove the key it claims (ZAP counts the refused keys).
+    /// Counts the handshakes refused at this node's server sockets, by reason, and logs those that
+    /// fail before ZAP is asked (a peer without CURVE, or one that cannot prove the key it claims)
+    /// at most once a minute per peer address and reason; ZAP's policy logs the keys it refuses.
     func watchFailedHandshakes(_ index: Int) async {
         while !Task.isCancelled, index < serverMonitors.count {
             guard let event = try? await serverMonitors[index].next(timeout: .seconds(3600)) else {
                 if Task.isCancelled || serverMonitors.isEmpty { return }
                 continue
             }
-            securityCountersStorage.failedHandshakes += 1
-            logRateLimited("refused a handshake at \(event.endpoint): the peer speaks no CURVE, or cannot prove its key (ZMTP error \(event.value))")
+            guard let reason = HandshakeRefusals.Reason(event) else { continue }
+            securityCountersStorage.handshakeRefusals[reason] += 1
+            guard reason != .keyNotInAccount,
+                  let line = refusalLog.line(reason, from: event.peerAddress, at: "node \(configuration.name)'s \(event.endpoint)", now: .now)
+            else { continue }
+            logger.warning("\(line)")
         }
     }
 }

@@ -44,16 +44,24 @@ public struct Security: Sendable, Hashable {
     }
 
     /// The ZAP policy for this account: allows account keys over CURVE (their Z85 text becomes each
-    /// frame's "User-Id"), refuses and logs everything else.
+    /// frame's "User-Id"), refuses everything else, and logs the refusals at most once a minute per
+    /// peer address (``RefusalLog``; ZAP's counters count every one).
     func zapPolicy(logger: Logger, what: String) -> ZAPHandler.Policy {
         let security = self
+        // The policy runs on the ZAP handler's thread; its log is its own, under a lock.
+        let log = SharedRefusalLog()
         return { request in
+            let address = request.address.isEmpty ? nil : request.address
+            // Only a server socket that runs no CURVE itself asks about another mechanism (a CURVE
+            // server refuses it at the greeting, before ZAP): a configuration error, not a peer's.
             guard request.mechanism == "CURVE", let key = request.publicKey else {
-                logger.warning("refused a \(request.mechanism) handshake from \(request.address) at \(what): only CURVE is accepted")
+                logger.error("refused a \(request.mechanism) handshake from \(request.address) at \(what): a socket of its ZAP domain runs without CURVE")
                 return .deny("CURVE required")
             }
             guard security.authorizes(key) else {
-                logger.warning("refused a handshake from \(request.address) at \(what): key \(key.z85) is not in this account")
+                if let line = log.line(.keyNotInAccount, from: address, at: what, detail: " (key \(key.z85))") {
+                    logger.warning("\(line)")
+                }
                 return .deny("key not in this account")
             }
             return .allow(userID: key.z85)

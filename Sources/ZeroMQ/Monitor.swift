@@ -46,24 +46,59 @@ public struct MonitorEvent: Hashable, Sendable, CustomStringConvertible {
     /// The event's value: a file descriptor for connected/accepted/closed/disconnected, an errno for
     /// failures, a reconnect interval for connectRetried, a ZMTP error code for handshake failures.
     public let value: UInt32
-    /// The endpoint the event concerns, e.g. `tcp://127.0.0.1:5555`.
+    /// The endpoint the event concerns, e.g. `tcp://127.0.0.1:5555`: for a bound socket, its own
+    /// (local) endpoint, whoever the peer is.
     public let endpoint: String
+    /// The peer's address (`192.0.2.7`, as ZAP names peers) on a bound socket's `accepted`,
+    /// handshake-failure and `disconnected` events, when the monitor watches handshake failures
+    /// and could learn it; `nil` otherwise (see ``SocketMonitor``).
+    public internal(set) var peerAddress: String?
 
-    public var description: String { "\(kind) \(endpoint) (\(value))" }
+    public init(kind: MonitorEvents, value: UInt32, endpoint: String, peerAddress: String? = nil) {
+        self.kind = kind
+        self.value = value
+        self.endpoint = endpoint
+        self.peerAddress = peerAddress
+    }
+
+    public var description: String { "\(kind) \(endpoint) (\(value))" + (peerAddress.map { " from \($0)" } ?? "") }
 }
 
 /// Receives the events of one socket, reported by libzmq over an inproc PAIR socket.
 ///
 /// Made by ``Socket/monitor(_:)``; belongs to the monitored socket's owner, like the socket itself.
+///
+/// A monitor that watches handshake failures also tells who failed (``MonitorEvent/peerAddress``),
+/// which libzmq's events do not say on a bound socket: it listens to `accepted` and `disconnected`
+/// as well (delivering them only when asked for), asks the kernel for the peer of each accepted
+/// connection by its descriptor, and gives a failure the address of the disconnection libzmq
+/// reports right after it, from the same call on its I/O thread. A connection that failed before
+/// its `accepted` event was read has no address (its descriptor may already be another's).
 public final class SocketMonitor {
     /// The PAIR socket libzmq reports events on.
     public let socket: Socket
     private weak var target: Socket?
+    /// What the owner asked for; the monitor may listen to more (see above).
+    private let requested: MonitorEvents
+    /// Whether the monitor learns peers' addresses (it watches handshake failures).
+    private let learnsPeers: Bool
+    /// The peer of each connection accepted and not yet disconnected, by descriptor.
+    private var peers: [UInt32: String] = [:]
+    /// Events read but not yet delivered, oldest first.
+    private var pending: [MonitorEvent] = []
+
+    /// The events after which libzmq reports a disconnection of the same connection at once.
+    private static let handshakeFailures: MonitorEvents = [.handshakeFailedNoDetail, .handshakeFailedProtocol, .handshakeFailedAuth]
+    /// How long a handshake failure waits for its disconnection (which libzmq sends right after it).
+    private static let disconnectionWait = Duration.milliseconds(100)
 
     init(target: Socket, events: MonitorEvents) throws(ZMQError) {
+        requested = events
+        learnsPeers = !events.isDisjoint(with: Self.handshakeFailures)
+        let watched = learnsPeers ? events.union([.accepted, .disconnected]) : events
         let endpoint = "inproc://zmq-monitor-\(SocketMonitor.nextID.add(1, ordering: .relaxed).newValue)"
         let handle = try target.open("zmq_socket_monitor")
-        try zmqCall("zmq_socket_monitor(\(endpoint))") { zmq_socket_monitor(handle, endpoint, Int32(events.rawValue)) }
+        try zmqCall("zmq_socket_monitor(\(endpoint))") { zmq_socket_monitor(handle, endpoint, Int32(watched.rawValue)) }
         target.isMonitored = true
         self.target = target
         socket = try target.context.socket(.pair)
@@ -86,15 +121,32 @@ public final class SocketMonitor {
 
     /// The next event, blocking the thread until one arrives.
     public func next() throws(ZMQError) -> MonitorEvent {
-        try Self.decode(try socket.receive(), try socket.receive())
+        while true {
+            if pending.isEmpty { pending.append(try Self.decode(try socket.receive(), try socket.receive())) }
+            try readReady()
+            if let event = deliverFirst() { return event }
+        }
     }
 
     /// The next event, suspending the task; `nil` when none arrives within `timeout`.
     nonisolated(nonsending)
     public func next(timeout: Duration) async throws -> MonitorEvent? {
-        guard let header = try await socket.receive(timeout: timeout) else { return nil }
-        let address = try await socket.receive()
-        return try Self.decode(header, address)
+        let limit = ContinuousClock.now + timeout
+        while true {
+            if pending.isEmpty {
+                // A zero timeout still looks once, without waiting (a poll of what is there).
+                let remaining = max(.zero, ContinuousClock.now.duration(to: limit))
+                guard let event = try await receive(timeout: remaining) else { return nil }
+                pending.append(event)
+            }
+            try readReady()
+            if learnsPeers, pending.count == 1, Self.handshakeFailures.contains(pending[0].kind),
+               let following = try await receive(timeout: min(Self.disconnectionWait, max(.zero, ContinuousClock.now.duration(to: limit)))) {
+                pending.append(following)
+                try readReady()
+            }
+            if let event = deliverFirst() { return event }
+        }
     }
 
     /// Waits for an event of one of the given kinds, skipping others; `nil` on timeout.
@@ -106,6 +158,44 @@ public final class SocketMonitor {
             guard remaining > .zero, let event = try await next(timeout: remaining) else { return nil }
             if kinds.contains(event.kind) { return event }
         }
+    }
+
+    /// One event from libzmq, or `nil` when none arrives within `timeout`.
+    nonisolated(nonsending)
+    private func receive(timeout: Duration) async throws -> MonitorEvent? {
+        guard let header = try await socket.receive(timeout: timeout) else { return nil }
+        let address = try await socket.receive()
+        return try Self.decode(header, address)
+    }
+
+    /// Reads every event already waiting, without blocking: an `accepted` event's descriptor is
+    /// asked for its peer only if its disconnection is not among them.
+    private func readReady() throws(ZMQError) {
+        while let header = try socket.tryReceive() {
+            pending.append(try Self.decode(header, try socket.receive()))
+        }
+    }
+
+    /// Takes the oldest pending event, adds what the monitor knows of its peer, and returns it if
+    /// the owner asked for its kind.
+    private func deliverFirst() -> MonitorEvent? {
+        var event = pending.removeFirst()
+        if learnsPeers {
+            switch event.kind {
+            case .accepted:
+                // Closed already (its disconnection is pending): the number may be another's now.
+                let closed = pending.contains { $0.kind == .disconnected && $0.value == event.value }
+                event.peerAddress = closed ? nil : PeerAddress.of(descriptor: Int32(bitPattern: event.value))
+                if let address = event.peerAddress { peers[event.value] = address }
+            case .disconnected:
+                event.peerAddress = peers.removeValue(forKey: event.value)
+            case _ where Self.handshakeFailures.contains(event.kind):
+                if let following = pending.first, following.kind == .disconnected { event.peerAddress = peers[following.value] }
+            default:
+                break
+            }
+        }
+        return requested.contains(event.kind) ? event : nil
     }
 
     /// Parses the two frames of a ZMQ_EVENT (v1): `uint16 event, uint32 value`, then the endpoint.

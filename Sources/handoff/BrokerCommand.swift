@@ -63,7 +63,8 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
                 "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
-                "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.refusedHandshakes)",
+                "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.handshakeRefusals.total)",
+                "handshake-refusals": "\(HandshakeRefusals.Reason.allCases.map { "\($0.rawValue)=\(counters.handshakeRefusals[$0])" }.joined(separator: " "))",
             ])
         }
         let interval = statsInterval

@@ -29,15 +29,16 @@ struct MetricsOptions: ParsableArguments {
         return (host.isEmpty ? "0.0.0.0" : host, port)
     }
 
-    /// Makes swift-prometheus the process's metrics backend, when `--metrics` was given. Must run
-    /// before the broker or node is made: they make their metric handles when they start.
+    /// Makes swift-prometheus the process's metrics backend, with each family's help text
+    /// (``DescribedMetricsFactory``), when `--metrics` was given. Must run before the broker or
+    /// node is made: they make their metric handles when they start.
     func bootstrap() -> PrometheusCollectorRegistry? { Self.bootstrap(metrics) }
 
     /// ``bootstrap()`` for an address that may come from elsewhere (an agent's configuration file).
     static func bootstrap(_ address: String?) -> PrometheusCollectorRegistry? {
         guard address != nil else { return nil }
         let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
+        var factory = DescribedMetricsFactory(registry: registry)
         // Continue round trips take a few hundred microseconds on a LAN, seconds on a bad link.
         factory.durationHistogramBuckets["handoff_node_continue_duration_seconds"] = [
             .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
@@ -55,7 +56,8 @@ struct HealthReport: Sendable {
     var reason: String
 }
 
-/// The HTTP server of `--metrics`: `GET /metrics` (Prometheus' text format) and `GET /healthz`.
+/// The HTTP server of `--metrics`: `GET /metrics` (Prometheus' text format: the registry's
+/// metrics, the `process_*` ones and `handoff_build_info`) and `GET /healthz`.
 enum MetricsEndpoint {
     /// The most connections served at once: scrapers and health checks need few, and a client
     /// opening thousands must not cost this process memory.
@@ -68,7 +70,9 @@ enum MetricsEndpoint {
     ) throws -> some Service {
         let (host, port) = try MetricsOptions.parse(address)
         let router = Router()
+        let process = ProcessMetrics(registry: registry)
         router.get("metrics") { _, _ -> Response in
+            process.update()
             var buffer: [UInt8] = []
             buffer.reserveCapacity(16 * 1024)
             registry.emit(into: &buffer)

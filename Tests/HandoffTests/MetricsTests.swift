@@ -1,27 +1,64 @@
 import Foundation
 import Glibc
+import Handoff
 import Testing
 
-/// A `handoff broker` or `handoff agent` process of a metrics test, its output discarded.
-private func startHandoff(_ arguments: [String]) throws -> Process {
+/// A `handoff broker` or `handoff agent` process of a metrics test, its standard output
+/// discarded, its log (errors only, unless `logLevel` says otherwise) in `standardError`.
+func startHandoff(
+    _ arguments: [String], logLevel: String = "error", standardError: FileHandle = .nullDevice
+) throws -> Process {
     let process = Process()
     process.executableURL = buildFolder.appendingPathComponent("handoff")
-    process.arguments = arguments + ["--log-level", "error"]
+    process.arguments = arguments + ["--log-level", logLevel]
     process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
+    process.standardError = standardError
     try process.run()
     return process
 }
 
+/// Ends `process` (SIGKILL) if it still runs, and reaps it.
+func reap(_ process: Process) {
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+}
+
 /// The port of a free loopback endpoint.
-private func freeTCPPort() throws -> Int {
+func freeTCPPort() throws -> Int {
     let endpoint = try freePort()
     return Int(endpoint[endpoint.index(after: endpoint.lastIndex(of: ":")!)...])!
 }
 
 /// `/healthz`'s status, or 0 while nothing answers.
-private func health(_ port: Int) -> Int {
+func healthStatus(_ port: Int) -> Int {
     (try? httpGet(port: port, path: "/healthz", timeout: .seconds(2)))?.status ?? 0
+}
+
+/// Where `promtool` (Debian's `prometheus` package) is, if it is installed.
+let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// Whether a missing `promtool` fails the test rather than skipping it: in CI and under
+/// `scripts/test`, which install it (scripts/lib.sh), a check that silently skipped would pass
+/// without checking anything.
+let promtoolRequired = ProcessInfo.processInfo.environment["CI"] != nil
+    || ProcessInfo.processInfo.environment["HANDOFF_REQUIRE_PROMTOOL"] == "1"
+
+/// `promtool check metrics` on an exposition: its exit status and what it said.
+func promtoolCheck(_ exposition: String) throws -> (status: Int32, output: String) {
+    guard let promtool else { throw ProcessFailure("promtool is not installed (apt-get install prometheus)") }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: promtool)
+    process.arguments = ["check", "metrics"]
+    let input = Pipe(), output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    input.fileHandleForWriting.write(Data(exposition.utf8))
+    try input.fileHandleForWriting.close()
+    let said = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: said, as: UTF8.self))
 }
 
 @Suite("Metrics and health over HTTP (`--metrics`)", .serialized)
@@ -50,7 +87,7 @@ struct MetricsTests {
 
         // Healthy once each agent's own presence has come back through the broker.
         for port in [brokerPort, originPort, continuerPort] {
-            #expect(await eventually(within: .seconds(15)) { health(port) == 200 }, "port \(port): /healthz never answered 200")
+            #expect(await eventually(within: .seconds(15)) { healthStatus(port) == 200 }, "port \(port): /healthz never answered 200")
         }
 
         // `handoff health` asks the same endpoint (container health checks use it).
@@ -95,16 +132,61 @@ struct MetricsTests {
         // Cut off: the broker dies. The agents say so, and recover when it is back.
         kill(broker.processIdentifier, SIGKILL)
         broker.waitUntilExit()
-        #expect(await eventually(within: .seconds(10)) { health(originPort) == 503 }, "/healthz stayed \(health(originPort)) without a broker")
+        #expect(await eventually(within: .seconds(10)) { healthStatus(originPort) == 503 }, "/healthz stayed \(healthStatus(originPort)) without a broker")
         let cutOff = try httpGet(port: originPort, path: "/healthz")
         #expect(cutOff.body.contains("unavailable") && cutOff.body.contains("broker"), "\(cutOff.body)")
         let unhealthy = try await runHandoff(["health", "127.0.0.1:\(originPort)"])
         #expect(unhealthy.status == 1 && unhealthy.output.contains("unavailable"), "\(unhealthy.output)")
         #expect(try await runHandoff(["health", "127.0.0.1:\(brokerPort)"]).status == 1, "a dead broker's endpoint answered")
         broker = try startHandoff(brokerArguments)
-        #expect(await eventually(within: .seconds(15)) { health(originPort) == 200 && health(brokerPort) == 200 }, "/healthz did not recover")
+        #expect(await eventually(within: .seconds(15)) { healthStatus(originPort) == 200 && healthStatus(brokerPort) == 200 }, "/healthz did not recover")
         // The counters went on from where they were: a restarted endpoint is not a reset node.
         let after = try httpGet(port: originPort, path: "/metrics").body
         #expect(metricValue(after, #"handoff_node_continuations_answered_total{result="restored"}"#) ?? 0 >= 1)
+    }
+
+    @Test(
+        "promtool check metrics accepts a broker's and an agent's /metrics (processes): every family has # HELP and # TYPE, with process_* and handoff_build_info",
+        .enabled(if: promtool != nil || promtoolRequired, "promtool is not installed (Debian's prometheus package); scripts/test and CI install it and require it"))
+    func promtoolAcceptsMetrics() async throws {
+        try #require(promtool != nil, "promtool is missing, and this run requires it (CI or HANDOFF_REQUIRE_PROMTOOL=1): apt-get install prometheus")
+        let frontend = try freePort(), backend = try freePort()
+        let (brokerPort, agentPort) = (try freeTCPPort(), try freeTCPPort())
+        let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--metrics", "127.0.0.1:\(brokerPort)"])
+        defer { reap(broker) }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("promtool-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let agent = try startHandoff([
+            "agent", "--name", "scraped", "--broker", frontend, backend, "--plugins", buildFolder.path,
+            "--data", folder.appendingPathComponent("data").path, "--control", "ipc://\(folder.path)/control.sock",
+            "--metrics", "127.0.0.1:\(agentPort)"])
+        defer { reap(agent) }
+        for port in [brokerPort, agentPort] {
+            #expect(await eventually(within: .seconds(15)) { healthStatus(port) == 200 }, "port \(port): /healthz never answered 200")
+        }
+
+        for (what, port, prefix) in [("broker", brokerPort, "handoff_broker_"), ("agent", agentPort, "handoff_node_")] {
+            let scrape = try httpGet(port: port, path: "/metrics")
+            #expect(scrape.status == 200)
+            let checked = try promtoolCheck(scrape.body)
+            #expect(checked.status == 0 && checked.output.isEmpty, "promtool on the \(what)'s /metrics (exit \(checked.status)):\n\(checked.output)")
+            // Every family of ours has its own words, not the fallback for families nobody described.
+            let families = scrape.body.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
+            #expect(families.contains { $0.hasPrefix(prefix) })
+            for family in families {
+                #expect(scrape.body.contains("# HELP \(family) "), "\(what): \(family) has no # HELP")
+            }
+            #expect(!scrape.body.contains("no description in this build"), "\(what): a family without help text in MetricHelp")
+            let version = "version=\"\(HandoffVersion.release)\",wire=\"\(HandoffVersion.wire)\",abi=\"\(HandoffVersion.abi)\",libzmq=\"\(HandoffVersion.libzmq)\""
+            #expect(metricValue(scrape.body, "handoff_build_info{\(version)}") == 1, "\(what): \(scrape.body)")
+            #expect(metricValue(scrape.body, "process_cpu_seconds_total") ?? 0 > 0)
+            #expect(metricValue(scrape.body, "process_resident_memory_bytes") ?? 0 > 1_000_000)
+            #expect(metricValue(scrape.body, "process_virtual_memory_bytes") ?? 0 > 1_000_000)
+            #expect(metricValue(scrape.body, "process_open_fds") ?? 0 >= 3)
+            #expect(metricValue(scrape.body, "process_max_fds") ?? 0 >= metricValue(scrape.body, "process_open_fds") ?? .infinity)
+            let started = metricValue(scrape.body, "process_start_time_seconds") ?? 0
+            #expect(abs(started - Date().timeIntervalSince1970) < 120, "\(what) started at \(started)")
+        }
     }
 }

@@ -175,3 +175,43 @@ actor SocketOwner {
         _ = try await socket.receive()
     }
 }
+
+@Suite("Socket monitor: who failed a handshake")
+struct MonitorPeerTests {
+    @Test("a bound socket's monitor names the peer of a failed handshake, which libzmq's event does not; accepted and disconnected stay unreported unless asked for")
+    func peerOfFailedHandshake() async throws {
+        try #require(ZeroMQLibrary.has("curve"))
+        let context = try Context()
+        let serverKeys = try CurveKeyPair.generate()
+        let server = try context.socket(.router)
+        try server.makeCurveServer(serverKeys, zapDomain: "peers")
+        let watched: MonitorEvents = [.handshakeFailedProtocol, .handshakeFailedNoDetail]
+        let monitor = try server.monitor(watched)
+        defer { monitor.stop() }
+        try server.bind("tcp://127.0.0.1:*")
+        let endpoint = try server.lastEndpoint
+
+        // Another context, as another process would have: the server's public key as its own,
+        // without the secret key. It fails at INITIATE, and reconnects ten times a second.
+        let peers = try Context()
+        let impostor = try peers.socket(.dealer)
+        try impostor.makeCurveClient(
+            CurveKeyPair(publicKey: serverKeys.publicKey, secretKey: try CurveKeyPair.generate().secretKey),
+            serverKey: serverKeys.publicKey)
+        try impostor.connect(endpoint)
+        defer { impostor.close() }
+        var named: MonitorEvent?
+        var seen: [MonitorEvent] = []
+        let deadline = ContinuousClock.now + .seconds(5)
+        while named == nil, ContinuousClock.now < deadline, let event = try await monitor.next(timeout: .seconds(5)) {
+            seen.append(event)
+            if event.peerAddress != nil { named = event }
+        }
+        // A connection that failed before the monitor read its `accepted` event has no address;
+        // the impostor's next attempts do.
+        #expect(named?.peerAddress == "127.0.0.1", "\(seen)")
+        #expect(named?.endpoint == endpoint, "the event still names the server's own endpoint")
+        #expect(named?.kind == .handshakeFailedProtocol && named?.value == 0x1100_0001, "ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC: \(seen)")
+        #expect(seen.allSatisfy { watched.contains($0.kind) }, "\(seen)")
+    }
+}

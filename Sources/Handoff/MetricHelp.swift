@@ -1,0 +1,42 @@
+/// The help text of every metric family a broker or a node reports: Prometheus' `# HELP` line.
+///
+/// swift-metrics, which the broker and the node report to, has no place for help text, so the
+/// exporter (`handoff … --metrics`) looks each family up here by name. Prometheus' tools reject a
+/// family without one (`promtool check metrics`, which MetricsTests runs on a real broker's and
+/// agent's `/metrics`). A family added in Metrics.swift gets its line here and in
+/// docs/operations.md.
+public enum MetricHelp {
+    /// The help text of the family `name`, or `nil` for a family this build does not describe.
+    public static func text(for name: String) -> String? { texts[name] }
+
+    private static let texts: [String: String] = [
+        // The broker.
+        "handoff_broker_messages_total": "Bus messages the broker received from publishers (socket=frontend) and handed to subscribers (socket=backend; forwarded and snapshots, once however many subscribers).",
+        "handoff_broker_bytes_total": "Bytes (all frames) of the bus messages in handoff_broker_messages_total.",
+        "handoff_broker_subscriptions_total": "Subscriptions and unsubscriptions seen at the broker's backend.",
+        "handoff_broker_cached_activities": "Activities in the broker's last-value cache now.",
+        "handoff_broker_snapshots_total": "Snapshot requests the broker answered.",
+        "handoff_broker_snapshot_advertisements_total": "Cached advertisements the broker sent in snapshots.",
+        "handoff_broker_refusals_total": "What the broker refused, by reason: forged and over-quota messages, and handshakes (handshake_no_curve, handshake_key_not_in_account, handshake_key_not_proven, handshake_malformed, handshake_incomplete).",
+        "handoff_broker_handshakes_allowed_total": "CURVE handshakes the broker let in.",
+        "handoff_broker_malformed_total": "Messages at the broker that are not what the contract says (not a topic and an envelope, too many frames, an unreadable envelope).",
+        // The node (an agent, or any process that hosts a Node).
+        "handoff_node_messages_total": "Messages per socket kind (bus, continuation_server, continuation_client) and direction.",
+        "handoff_node_bytes_total": "Bytes (all frames) of the messages in handoff_node_messages_total.",
+        "handoff_node_continuations_answered_total": "Continue requests this node answered: with the activity (restored) or with an error (refused).",
+        "handoff_node_continue_requests_total": "Continues this node made, by result.",
+        "handoff_node_continue_duration_seconds": "Time from a continue request of this node to its activity restored.",
+        "handoff_node_streams_open": "Continuation stream pairs open now.",
+        "handoff_node_stream_bytes_total": "Stream payload bytes received (each once) and sent (resends included).",
+        "handoff_node_stream_resumes_total": "Stream pairs resumed after a broken connection.",
+        "handoff_node_stream_bytes_resent_total": "Stream bytes sent again after resumes.",
+        "handoff_node_stream_duplicate_bytes_dropped_total": "Stream bytes that arrived twice and were dropped.",
+        "handoff_node_streams_ended_total": "Stream pairs that failed: peer silent past the resume window (lost), or ended under pressure for making no progress (evicted).",
+        "handoff_node_refusals_total": "What this node's checks refused or ignored, by reason: replayed, stale, foreign and over-quota messages, streams over the limit or breaking the protocol, and handshakes (handshake_no_curve, handshake_key_not_in_account, handshake_key_not_proven, handshake_malformed, handshake_incomplete).",
+        "handoff_node_handshakes_allowed_total": "CURVE handshakes this node let in at its server sockets.",
+        "handoff_node_malformed_total": "Input at this node that is not what the contract says, by socket (bus, continuation).",
+        "handoff_node_current_activities": "Activities current on this node now.",
+        "handoff_node_known_activities": "Other nodes' activities known to this node now.",
+        "handoff_node_on_bus": "1 when this node is on the bus (as /healthz says), else 0.",
+    ]
+}
