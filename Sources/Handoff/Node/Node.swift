@@ -6,27 +6,6 @@ import SwiftProtobuf
 import Synchronization
 import ZeroMQ
 
-/// Told about continuations on the continuing side, like an app delegate's Handoff methods.
-public protocol HandoffDelegate: AnyObject, Sendable {
-    /// A continuation of an activity of this type is about to start; return `false` to decline it.
-    func node(_ node: Node, willContinueActivityWithType activityType: String) async -> Bool
-
-    /// A continuation failed; `error` says why.
-    func node(_ node: Node, didFailToContinueActivityWithType activityType: String, error: HandoffError) async
-
-    /// An activity this node continued was updated by its originator; `activity` is the new state.
-    func node(_ node: Node, didUpdate activity: ContinuedActivity) async
-}
-
-extension HandoffDelegate {
-    public func node(_ node: Node, willContinueActivityWithType activityType: String) async -> Bool { true }
-    public func node(_ node: Node, didFailToContinueActivityWithType activityType: String, error: HandoffError) async {}
-    public func node(_ node: Node, didUpdate activity: ContinuedActivity) async {}
-}
-
-/// Restores a continued activity: the continue/restore handler registered for an activity type.
-public typealias ContinuationHandler = @Sendable (ContinuedActivity) async throws -> Void
-
 /// One participant on the Handoff bus: advertises this process's current activities, discovers
 /// other nodes' activities, answers continue requests, and continues activities from others.
 ///
@@ -285,23 +264,6 @@ public actor Node: Service {
             }
         }
     }
-
-    /// Bounds on what one connection of the continuation sockets may queue here.
-    struct ContinuationLimits {
-        /// Messages queued per connection: every chunk one peer's pairs may have in flight
-        /// (its window per pair), twice over, and room for requests.
-        let receiveHighWaterMark: Int32
-        /// The largest frame accepted: a stream chunk of this node's size, or a continue reply
-        /// (userInfo is small, the rest of an activity smaller still), with room for the envelope.
-        let maxMessageSize: Int64
-
-        init(_ configuration: Configuration) {
-            receiveHighWaterMark = Int32(clamping: 2 * configuration.streamWindow * configuration.maxStreamsPerPeer + 64)
-            maxMessageSize = Int64(max(configuration.streamChunkSize, 1 << 20) + 64 * 1024)
-        }
-    }
-
-    var continuationLimits: ContinuationLimits { ContinuationLimits(configuration) }
 
     /// Replaces a wildcard host in a bound endpoint with one other nodes can reach.
     static func advertisable(_ endpoint: String, host: String) -> String {
