@@ -14,8 +14,8 @@ struct HandoffCommand: AsyncParsableCommand {
         discussion: "Start with `handoff demo`: a broker and two agents on loopback play the contacts story.",
         version: HandoffVersion.description,
         subcommands: [
-            Demo.self, BrokerCommand.self, AgentCommand.self, Monitor.self, Activities.self, Nodes.self, Continue.self,
-            Advertise.self, PluginCommand.self, Contacts.self, PluginsCommand.self, Keygen.self, HealthCommand.self,
+            DemoCommand.self, BrokerCommand.self, AgentCommand.self, MonitorCommand.self, ActivitiesCommand.self, NodesCommand.self, ContinueCommand.self,
+            AdvertiseCommand.self, PluginCommand.self, ContactsCommand.self, PluginsCommand.self, KeygenCommand.self, HealthCommand.self,
         ]
     )
 

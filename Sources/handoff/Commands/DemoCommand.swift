@@ -6,8 +6,9 @@ import HandoffWire
 import Synchronization
 
 /// `handoff demo`: the seeds' contacts story, end to end, with no configuration.
-struct Demo: AsyncParsableCommand {
+struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "demo",
         abstract: "Start a broker and two agents on loopback and play the contacts story end to end.")
 
     @Option(help: "Where the plugin libraries are (default: beside this executable).") var plugins: String?

@@ -6,8 +6,9 @@ import ZeroMQ
 
 /// `handoff monitor`: a live view of the bus, filtered by type or node, as text, JSON, raw frames,
 /// or per-type rates.
-struct Monitor: AsyncParsableCommand {
+struct MonitorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "monitor",
         abstract: "Watch the bus live: advertisements and withdrawals, presence, continuations, streams with progress.",
         discussion: "--stats prints per-type message and byte rates every second instead of each message (like `redis-cli --stat`).")
     @Option(help: "The broker's backend, or its capture endpoint (default: the backend of --broker, else of $HANDOFF_BROKER, else tcp://127.0.0.1:5556).")

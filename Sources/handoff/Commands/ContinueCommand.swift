@@ -1,0 +1,132 @@
+import ArgumentParser
+import Foundation
+import Handoff
+import HandoffWire
+import Logging
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+import ZeroMQ
+
+/// `handoff continue`: continue an activity here, by id or type, with the plugins of this machine.
+struct ContinueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "continue",
+        abstract: "Continue an activity (by id or type) with the plugins here, or through an agent (--agent).")
+    @Option(help: "The activity's id.") var id: String?
+    @Option(help: "The newest activity of this type.") var type: String?
+    @Option(help: "Ask this agent's control endpoint to continue it, instead of doing it here.") var agent: String?
+    @OptionGroup var bus: BusOptions
+    @OptionGroup var plugins: PluginOptions
+    @Option(help: "The data folder for the plugins.") var data = FileManager.default.currentDirectoryPath + "/handoff-data"
+    @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
+    @Option(help: "Continue without a plugin: open the activity's continuation streams and save what arrives to this file.")
+    var save: String?
+    @Option(help: "Continue a document activity without a plugin: open its document from shared storage (--shared-folder), or pull a copy into this folder; a copy changed here is never overwritten.")
+    var documentInto: String?
+    @Option(help: ArgumentHelp("A folder this machine shares with the originator (repeatable): documents under it are opened in place.", valueName: "dir"))
+    var sharedFolder: [String] = []
+    @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save).")
+    var json = false
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard (id == nil) != (type == nil) else { throw ValidationError("give exactly one of --id and --type") }
+        guard save == nil || agent == nil else { throw ValidationError("--save works here, not through --agent") }
+        guard documentInto == nil || (agent == nil && save == nil) else { throw ValidationError("--document-into works here, and not with --save") }
+    }
+
+    func run() async throws {
+        logging.bootstrap()
+        if let agent {
+            var command = WireContinueCommand()
+            command.activityID = id ?? ""
+            command.activityType = type ?? ""
+            let reply = try await askAgent(agent, .continueActivity(command))
+            if json {
+                let continued = reply.continued
+                var object: [String: Any] = [
+                    "activityId": continued.activityID, "activityType": continued.activityType,
+                    "title": continued.title, "origin": continued.originName,
+                ]
+                if continued.webpageURL.isEmpty { object["milliseconds"] = continued.milliseconds } else { object["webpageURL"] = continued.webpageURL }
+                announce(jsonLine(object))
+            } else {
+                for line in reply.lines { announce(line) }
+            }
+            return
+        }
+        let logger = Logger(label: "handoff.continue")
+        var configuration = try bus.configuration(name: "handoff-continue")
+        configuration.sharedFolders = sharedFolder
+        let opened = OpenedDocumentBox()
+        // The line to print, and the same as a JSON object.
+        let (message, object): (String, String) = try await Node.withRunning(configuration) { node in
+            let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: data))
+            await runtime.start(loadPlugins(plugins, logger: logger))
+            let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+            var found: DiscoveredActivity?
+            while found == nil && ContinuousClock.now < deadline {
+                found = if let id { await node.activities().first { $0.id == id } } else { await node.newestActivity(ofType: type!) }
+                if found == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            guard let found else {
+                throw HandoffError(.activityNotFound, id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
+                    ?? "no activity of type \(type!) is on the bus")
+            }
+            if let documentInto {
+                await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
+                    let document = try await node.openDocument(of: activity, into: URL(fileURLWithPath: documentInto))
+                    opened.value.withLock { $0 = document }
+                }
+            }
+            if let save {
+                // Saving the raw streams is the user's explicit choice, whatever the activity's team.
+                await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
+                    try await saveStreams(of: activity, on: node, to: save)
+                }
+            }
+            let started = ContinuousClock.now
+            let progress = Task { if !json { await showProgress(of: node) } }
+            defer { progress.cancel() }
+            do {
+                let result = try await node.continueActivity(found)
+                progress.cancel()
+                await progress.value
+                var object: [String: Any] = [
+                    "activityId": found.id, "activityType": found.activityType, "title": found.title, "origin": found.origin.name,
+                ]
+                switch result {
+                case .restored(let continued):
+                    let took = milliseconds(ContinuousClock.now - started)
+                    object["title"] = continued.title
+                    object["milliseconds"] = took
+                    if let save {
+                        object["saved"] = save
+                        object["bytes"] = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
+                    }
+                    var text = "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms"
+                    if let document = opened.value.withLock({ $0 }) {
+                        let source = switch document.source {
+                        case .sharedStorage: "sharedStorage"
+                        case .localCopy: "localCopy"
+                        case .stream: "stream"
+                        }
+                        object["document"] = ["path": document.url.path, "source": source, "version": document.version]
+                        text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
+                    }
+                    return (text, jsonLine(object))
+                case .webpage(let url):
+                    object["webpageURL"] = url.absoluteString
+                    return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
+                }
+            } catch {
+                let underlying = error as? HandoffError
+                throw HandoffError(
+                    underlying?.code ?? .handoffFailed, "could not continue \"\(found.title)\": \(underlying?.message ?? "\(error)")",
+                    activityType: found.activityType, cause: error)
+            }
+        }
+        announce(json ? object : message)
+    }
+}
