@@ -27,18 +27,17 @@ extension Node {
             if (session.bytesSent, session.bytesArrived) != session.reported {
                 publishStreamEvent(.streamProgress, session)
             }
-            if session.interruptedSince == nil, now - session.lastHeard > configuration.streamIdleTimeout {
+            let decision = StreamLiveness.decide(
+                session.liveness, now: now, idleTimeout: configuration.streamIdleTimeout, resumeWindow: configuration.streamResumeWindow)
+            if decision.interruptsNow {
                 logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(configuration.streamIdleTimeout); waiting up to \(configuration.streamResumeWindow) for it to resume")
                 session.interruptedSince = now
             }
-            if let since = session.interruptedSince {
-                if now - since > configuration.streamResumeWindow {
-                    expireInterrupted(session)
-                } else if session.isContinuer, session.lastResumeSent.map({ now - $0 >= .seconds(1) }) ?? true {
-                    sendResume(session, now: now)
-                }
-            } else if session.sendsKeepAlives, now - session.lastSent > .seconds(1) {
-                sendStreamMessage(session, .credit(acknowledgement(of: session)))
+            switch decision.action {
+            case .nothing: break
+            case .keepAlive: sendStreamMessage(session, .credit(acknowledgement(of: session)))
+            case .resume: sendResume(session, now: now)
+            case .expire: expireInterrupted(session)
             }
         }
     }

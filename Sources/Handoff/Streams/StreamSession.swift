@@ -190,6 +190,13 @@ final class StreamSession {
         (reads && !endReceived) || (writes && end == nil)
     }
 
+    /// What the liveness rules read of the pair (``StreamLiveness``).
+    var liveness: StreamLiveness.State {
+        StreamLiveness.State(
+            lastHeard: lastHeard, lastSent: lastSent, interruptedSince: interruptedSince,
+            lastResumeSent: lastResumeSent, isContinuer: isContinuer, sendsKeepAlives: sendsKeepAlives)
+    }
+
     /// Whether the writer may put a new chunk on the wire now.
     var writerMayProceed: Bool {
         failure != nil || (sendCredit > 0 && resend.isEmpty && interruptedSince == nil)

@@ -1,0 +1,60 @@
+import Foundation
+
+/// A stream pair's liveness rules (stream.proto, steps 4 and 5), decided with no I/O: from what the
+/// pair last heard and sent and the time passed in, what the node does for it on a tick — nothing,
+/// a keep-alive, a resume, or giving up. The node carries the decision out
+/// (``Node/superviseStreams(now:)``); the rules are tested without a socket or a clock.
+enum StreamLiveness {
+    /// What the rules read of a pair.
+    struct State: Equatable {
+        var lastHeard: ContinuousClock.Instant
+        var lastSent: ContinuousClock.Instant
+        /// Since when the pair is interrupted, if it is.
+        var interruptedSince: ContinuousClock.Instant?
+        var lastResumeSent: ContinuousClock.Instant?
+        /// This side opened the pair (and so is the one that resumes it).
+        var isContinuer: Bool
+        /// A direction this side takes part in is still open for it (``StreamSession/sendsKeepAlives``).
+        var sendsKeepAlives: Bool
+    }
+
+    /// What to do for the pair now.
+    enum Action: Equatable {
+        case nothing
+        /// Send a keep-alive (StreamCredit, chunks 0): this side sent nothing for a second.
+        case keepAlive
+        /// Send StreamResume (continuing side, at most once a second while interrupted).
+        case resume
+        /// The resume window passed without a resume: the pair is lost.
+        case expire
+    }
+
+    struct Decision: Equatable {
+        /// The pair becomes interrupted now: nothing heard for the idle timeout.
+        var interruptsNow = false
+        var action = Action.nothing
+    }
+
+    /// How often a quiet side sends a keep-alive, and an interrupted continuing side a resume.
+    static let keepAliveInterval = Duration.seconds(1)
+    static let resumeInterval = Duration.seconds(1)
+
+    static func decide(_ state: State, now: ContinuousClock.Instant, idleTimeout: Duration, resumeWindow: Duration) -> Decision {
+        var decision = Decision()
+        var interruptedSince = state.interruptedSince
+        if interruptedSince == nil, now - state.lastHeard > idleTimeout {
+            decision.interruptsNow = true
+            interruptedSince = now
+        }
+        if let since = interruptedSince {
+            if now - since > resumeWindow {
+                decision.action = .expire
+            } else if state.isContinuer, state.lastResumeSent.map({ now - $0 >= resumeInterval }) ?? true {
+                decision.action = .resume
+            }
+        } else if state.sendsKeepAlives, now - state.lastSent > keepAliveInterval {
+            decision.action = .keepAlive
+        }
+        return decision
+    }
+}
