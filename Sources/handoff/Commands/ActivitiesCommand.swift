@@ -37,13 +37,24 @@ struct ActivitiesCommand: AsyncParsableCommand {
         }
         for activity in activities {
             if json {
-                announce(jsonLine(["id": activity.id, "type": activity.activityType, "title": activity.title,
-                                   "node": activity.origin.name, "nodeID": activity.origin.id, "version": activity.version,
-                                   "streams": activity.supportsContinuationStreams]))
+                announce(jsonLine(ActivityLine(
+                    id: activity.id, type: activity.activityType, title: activity.title, node: activity.origin.name,
+                    nodeID: activity.origin.id, version: activity.version, streams: activity.supportsContinuationStreams)))
             } else {
                 announce("\(activity.id)  \(activity.activityType)  \"\(activity.title)\"  from \(activity.origin.name)  v\(activity.version)")
             }
         }
         if activities.isEmpty && !json { announce("no activities on the bus") }
     }
+}
+
+/// `activities --json`: one current activity.
+private struct ActivityLine: Encodable {
+    let id: String
+    let type: String
+    let title: String
+    let node: String
+    let nodeID: String
+    let version: UInt64
+    let streams: Bool
 }

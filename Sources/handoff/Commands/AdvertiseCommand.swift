@@ -50,7 +50,7 @@ struct AdvertiseCommand: AsyncParsableCommand {
             // on seeing this line withdraws the activity instead of killing the process.
             await node.untilRunning()
             announce(json
-                ? jsonLine(["event": "advertising", "activityId": activity.id, "activityType": type, "node": node.info.name])
+                ? jsonLine(Advertising(activityId: activity.id, activityType: type, node: node.info.name))
                 : "advertising \(activity.id) (\(type)) from \(node.info.name); Ctrl-C to withdraw")
             if let seconds {
                 tasks.addTask { try? await Task.sleep(for: .milliseconds(Int(seconds * 1000))); return false }
@@ -63,4 +63,12 @@ struct AdvertiseCommand: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// `advertise --json`: the activity is on the bus.
+private struct Advertising: Encodable {
+    let event = "advertising"
+    let activityId: String
+    let activityType: String
+    let node: String
 }

@@ -45,12 +45,10 @@ struct ContinueCommand: AsyncParsableCommand {
             let reply = try await askAgent(agent, .continueActivity(command))
             if json {
                 let continued = reply.continued
-                var object: [String: Any] = [
-                    "activityId": continued.activityID, "activityType": continued.activityType,
-                    "title": continued.title, "origin": continued.originName,
-                ]
-                if continued.webpageURL.isEmpty { object["milliseconds"] = continued.milliseconds } else { object["webpageURL"] = continued.webpageURL }
-                announce(jsonLine(object))
+                var line = ContinueLine(activityId: continued.activityID, activityType: continued.activityType,
+                                        title: continued.title, origin: continued.originName)
+                if continued.webpageURL.isEmpty { line.milliseconds = continued.milliseconds } else { line.webpageURL = continued.webpageURL }
+                announce(jsonLine(line))
             } else {
                 for line in reply.lines { announce(line) }
             }
@@ -93,17 +91,15 @@ struct ContinueCommand: AsyncParsableCommand {
                 let result = try await node.continueActivity(found)
                 progress.cancel()
                 await progress.value
-                var object: [String: Any] = [
-                    "activityId": found.id, "activityType": found.activityType, "title": found.title, "origin": found.origin.name,
-                ]
+                var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
                 switch result {
                 case .restored(let continued):
                     let took = milliseconds(ContinuousClock.now - started)
-                    object["title"] = continued.title
-                    object["milliseconds"] = took
+                    object.title = continued.title
+                    object.milliseconds = took
                     if let save {
-                        object["saved"] = save
-                        object["bytes"] = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
+                        object.saved = save
+                        object.bytes = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
                     }
                     var text = "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms"
                     if let document = opened.value.withLock({ $0 }) {
@@ -112,12 +108,12 @@ struct ContinueCommand: AsyncParsableCommand {
                         case .localCopy: "localCopy"
                         case .stream: "stream"
                         }
-                        object["document"] = ["path": document.url.path, "source": source, "version": document.version]
+                        object.document = ContinueLine.Document(path: document.url.path, source: source, version: document.version)
                         text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
                     }
                     return (text, jsonLine(object))
                 case .webpage(let url):
-                    object["webpageURL"] = url.absoluteString
+                    object.webpageURL = url.absoluteString
                     return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
                 }
             } catch {
@@ -128,5 +124,26 @@ struct ContinueCommand: AsyncParsableCommand {
             }
         }
         announce(json ? object : message)
+    }
+}
+
+/// `continue --json`: what was continued, and how (the fields that apply are set).
+private struct ContinueLine: Encodable {
+    let activityId: String
+    let activityType: String
+    var title: String
+    let origin: String
+    var milliseconds: Double?
+    var webpageURL: String?
+    /// With `--save`: the file and its size.
+    var saved: String?
+    var bytes: Int?
+    /// With `--document-into`: the document opened.
+    var document: Document?
+
+    struct Document: Encodable {
+        let path: String
+        let source: String
+        let version: UInt64
     }
 }

@@ -22,10 +22,18 @@ struct KeygenCommand: ParsableCommand {
     func run() throws {
         let (keyPair, secret, publicURL) = try KeyFile.generate(name: name, in: URL(fileURLWithPath: out), overwrite: force)
         if json {
-            print(jsonLine(["name": name, "publicKey": keyPair.publicKey.z85, "secretFile": secret.path, "publicFile": publicURL.path]))
+            print(jsonLine(KeyLine(name: name, publicKey: keyPair.publicKey.z85, secretFile: secret.path, publicFile: publicURL.path)))
             return
         }
         print("public key \(keyPair.publicKey.z85)")
         print("wrote \(secret.path) (secret) and \(publicURL.path)")
     }
+}
+
+/// `keygen --json`: the key pair made.
+private struct KeyLine: Encodable {
+    let name: String
+    let publicKey: String
+    let secretFile: String
+    let publicFile: String
 }

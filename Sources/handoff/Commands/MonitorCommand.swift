@@ -166,35 +166,37 @@ struct MonitorPrinter {
         let at = String(format: "%.3f", elapsed)
         if raw {
             let hex = message.frames.map { $0.bytes.map { String(format: "%02x", $0) }.joined() }
-            if json { announce(jsonLine(["event": "raw", "time": at, "topic": message.topic, "frames": hex])) } else { announce("\(at)s  \(message.topic)  \(hex.joined(separator: " "))") }
+            if json { announce(jsonLine(MonitorLine(event: "raw", time: at, topic: message.topic, frames: hex))) } else { announce("\(at)s  \(message.topic)  \(hex.joined(separator: " "))") }
             return
         }
         guard let envelope = message.envelope else {
-            if json { announce(jsonLine(["event": "malformed", "frames": message.frames.count])) } else { announce("?? malformed message (\(message.frames.count) frames)") }
+            if json { announce(jsonLine(MalformedLine(frames: message.frames.count))) } else { announce("?? malformed message (\(message.frames.count) frames)") }
             return
         }
         switch envelope.body {
         case .advertisement(let ad):
             counts[ad.activityType, default: 0] += 1
             if json {
-                announce(jsonLine(["event": "advertisement", "time": at, "id": ad.activityID, "type": ad.activityType, "title": ad.title,
-                                   "node": ad.origin.name, "nodeID": ad.origin.nodeID, "version": ad.version, "sequence": envelope.sequence,
-                                   "bytes": message.frames[1].count]))
+                announce(jsonLine(MonitorLine(
+                    event: "advertisement", time: at, id: ad.activityID, type: ad.activityType, title: ad.title, node: ad.origin.name,
+                    nodeID: ad.origin.nodeID, version: ad.version, sequence: envelope.sequence, bytes: message.frames[1].count)))
             } else {
                 let count = counts[ad.activityType]!
                 announce("\(at)s  ad   \(ad.origin.name)  \(ad.activityType)  \"\(ad.title)\"  v\(ad.version)  (\(count) so far, \(String(format: "%.1f", Double(count) / max(elapsed, 0.001)))/s)")
             }
         case .withdrawal(let withdrawal):
             if json {
-                announce(jsonLine(["event": "withdrawal", "time": at, "id": withdrawal.activityID, "type": withdrawal.activityType,
-                                   "node": withdrawal.origin.name, "reason": "\(withdrawal.reason)"]))
+                announce(jsonLine(MonitorLine(
+                    event: "withdrawal", time: at, id: withdrawal.activityID, type: withdrawal.activityType, node: withdrawal.origin.name,
+                    reason: "\(withdrawal.reason)")))
             } else {
                 announce("\(at)s  gone \(withdrawal.origin.name)  \(withdrawal.activityType)  (\(withdrawal.reason))")
             }
         case .nodePresence(let presence):
             if json {
-                announce(jsonLine(["event": "presence", "time": at, "node": presence.node.name, "nodeID": presence.node.nodeID,
-                                   "host": presence.node.host, "activities": presence.activityIds.count, "leaseMs": presence.leaseMs]))
+                announce(jsonLine(MonitorLine(
+                    event: "presence", time: at, node: presence.node.name, nodeID: presence.node.nodeID, host: presence.node.host,
+                    activities: presence.activityIds.count, leaseMs: presence.leaseMs)))
             } else {
                 announce("\(at)s  pres \(presence.node.name) on \(presence.node.host)  \(presence.activityIds.count)\(presence.partial ? "+" : "") activities")
             }
@@ -208,10 +210,10 @@ struct MonitorPrinter {
             default: "event"
             }
             if json {
-                announce(jsonLine(["event": name, "time": at, "node": envelope.sender.name, "peer": event.peer.name,
-                                   "id": event.activityID, "type": event.activityType, "stream": event.streamID,
-                                   "sent": event.bytesSent, "received": event.bytesReceived, "expected": event.expectedLength,
-                                   "detail": event.detail]))
+                announce(jsonLine(MonitorLine(
+                    event: name, time: at, id: event.activityID, type: event.activityType, node: envelope.sender.name,
+                    peer: event.peer.name, stream: event.streamID, sent: event.bytesSent, received: event.bytesReceived,
+                    expected: event.expectedLength, detail: event.detail)))
             } else if event.kind == .continued {
                 announce("\(at)s  cont \(envelope.sender.name) → \(event.peer.name)  \(event.activityType)")
             } else {
@@ -219,7 +221,7 @@ struct MonitorPrinter {
                 announce("\(at)s  \(name) \(envelope.sender.name)  \(event.activityType) #\(event.streamID)  sent \(event.bytesSent)  received \(event.bytesReceived)\(expected)" + (event.detail.isEmpty ? "" : "  (\(event.detail))"))
             }
         default:
-            if json { announce(jsonLine(["event": "other", "time": at, "topic": message.topic])) }
+            if json { announce(jsonLine(MonitorLine(event: "other", time: at, topic: message.topic))) }
         }
     }
 }
@@ -247,8 +249,9 @@ struct MonitorRates {
         let seconds = interval.map { milliseconds($0) / 1000 } ?? 1
         if json {
             for (group, counts) in rows.sorted(by: { $0.key < $1.key }) {
-                announce(jsonLine(["event": interval == nil ? "total" : "rate", "type": group, "messages": counts.messages,
-                                   "bytes": counts.bytes, "perSecond": Double(counts.messages) / seconds]))
+                announce(jsonLine(MonitorLine(
+                    event: interval == nil ? "total" : "rate", type: group, bytes: counts.bytes, messages: counts.messages,
+                    perSecond: Double(counts.messages) / seconds)))
             }
         } else {
             if reports % 20 == 0 || interval == nil {
@@ -265,4 +268,39 @@ struct MonitorRates {
         reports += 1
         window.removeAll(keepingCapacity: true)
     }
+}
+
+/// `monitor --json`: one line per message (or per type and interval with `--stats`); the fields
+/// a kind of line has are set, the others left out.
+private struct MonitorLine: Encodable {
+    let event: String
+    var time: String?
+    var topic: String?
+    var frames: [String]?
+    var id: String?
+    var type: String?
+    var title: String?
+    var node: String?
+    var nodeID: String?
+    var host: String?
+    var version: UInt64?
+    var sequence: UInt64?
+    var bytes: Int?
+    var reason: String?
+    var activities: Int?
+    var leaseMs: UInt32?
+    var peer: String?
+    var stream: UInt64?
+    var sent: UInt64?
+    var received: UInt64?
+    var expected: UInt64?
+    var detail: String?
+    var messages: Int?
+    var perSecond: Double?
+}
+
+/// `monitor --json`: a message that is not a topic and an envelope.
+private struct MalformedLine: Encodable {
+    let event = "malformed"
+    let frames: Int
 }

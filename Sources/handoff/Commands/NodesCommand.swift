@@ -30,10 +30,10 @@ struct NodesCommand: AsyncParsableCommand {
         for node in nodes {
             let ago = max(0, Date().timeIntervalSince(node.lastHeard))
             if json {
-                announce(jsonLine(["id": node.info.id, "name": node.info.name, "host": node.info.host,
-                                   "activities": node.activityCount, "partial": node.listIsPartial,
-                                   "continuation": node.continueEndpoint, "lastHeardSecondsAgo": (ago * 10).rounded() / 10,
-                                   "key": node.info.publicKey?.z85 ?? ""]))
+                announce(jsonLine(NodeLine(
+                    id: node.info.id, name: node.info.name, host: node.info.host, activities: node.activityCount,
+                    partial: node.listIsPartial, continuation: node.continueEndpoint,
+                    lastHeardSecondsAgo: (ago * 10).rounded() / 10, key: node.info.publicKey?.z85 ?? "")))
             } else {
                 let count = "\(node.activityCount)\(node.listIsPartial ? "+" : "") activit\(node.activityCount == 1 ? "y" : "ies")"
                 announce("\(node.info.name)  on \(node.info.host)  \(count)  heard \(String(format: "%.1f", ago)) s ago  \(node.info.id)  \(node.continueEndpoint)")
@@ -41,4 +41,16 @@ struct NodesCommand: AsyncParsableCommand {
         }
         if nodes.isEmpty && !json { announce("no nodes heard on the bus within \(wait) s") }
     }
+}
+
+/// `nodes --json`: one node on the bus.
+private struct NodeLine: Encodable {
+    let id: String
+    let name: String
+    let host: String
+    let activities: Int
+    let partial: Bool
+    let continuation: String
+    let lastHeardSecondsAgo: Double
+    let key: String
 }

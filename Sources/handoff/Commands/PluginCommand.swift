@@ -36,8 +36,14 @@ func runPluginCommand(_ plugin: String, _ arguments: [String], on agent: String,
     command.arguments = arguments
     let lines = try await askAgent(agent, .pluginCommand(command)).lines
     if json {
-        announce(jsonLine(["plugin": plugin, "lines": lines]))
+        announce(jsonLine(PluginOutput(plugin: plugin, lines: lines)))
     } else {
         for line in lines { announce(line) }
     }
+}
+
+/// `plugin … --json`: what the plugin's command printed.
+private struct PluginOutput: Encodable {
+    let plugin: String
+    let lines: [String]
 }

@@ -71,7 +71,7 @@ struct PluginsCommand: AsyncParsableCommand {
                 try text.write(to: file, atomically: true, encoding: .utf8)
             }
             if json {
-                print(jsonLine(["folder": folder.path, "files": files.keys.sorted(), "build": build, "activityType": activityType]))
+                print(jsonLine(NewPluginLine(folder: folder.path, files: files.keys.sorted(), build: build, activityType: activityType)))
                 return
             }
             print("wrote a \(lang.rawValue) plugin in \(folder.path): \(files.keys.sorted().joined(separator: ", "))")
@@ -126,7 +126,7 @@ struct PluginsCommand: AsyncParsableCommand {
                     announce(Self.json(name: plugin.name, version: plugin.version, types: plugin.activityTypes, file: plugin.file,
                                        team: plugin.teamID ?? "", abi: "\(plugin.abiVersion.major).\(plugin.abiVersion.minor)", streams: plugin.handlesStreams))
                 }
-                for error in errors { announce(jsonLine(["refused": error.details["reason"] ?? error.message, "file": error.details["file"] ?? ""])) }
+                for error in errors { announce(jsonLine(RefusedPluginLine(refused: error.details["reason"] ?? error.message, file: error.details["file"] ?? ""))) }
                 if !errors.isEmpty { throw ExitCode(1) }
                 return
             }
@@ -143,8 +143,47 @@ struct PluginsCommand: AsyncParsableCommand {
 
         /// One plugin as a JSON line, the same from a folder or an agent.
         static func json(name: String, version: String, types: [String], file: String, team: String, abi: String, streams: Bool) -> String {
-            jsonLine(["name": name, "version": version, "activityTypes": types, "file": file,
-                      "teamId": team.isEmpty ? NSNull() : team, "abiVersion": abi, "handlesStreams": streams])
+            jsonLine(PluginLine(name: name, version: version, activityTypes: types, file: file,
+                                teamId: team.isEmpty ? nil : team, abiVersion: abi, handlesStreams: streams))
         }
+    }
+}
+
+/// `plugins new --json`: the skeleton written.
+private struct NewPluginLine: Encodable {
+    let folder: String
+    let files: [String]
+    let build: String
+    let activityType: String
+}
+
+/// `plugins list --json`: a plugin or folder refused.
+private struct RefusedPluginLine: Encodable {
+    let refused: String
+    let file: String
+}
+
+/// `plugins list --json`: one plugin, the same from a folder or an agent.
+private struct PluginLine: Encodable {
+    let name: String
+    let version: String
+    let activityTypes: [String]
+    let file: String
+    /// `null` without a team, as before: a consumer tells "no team" from "field missing".
+    let teamId: String?
+    let abiVersion: String
+    let handlesStreams: Bool
+
+    enum CodingKeys: String, CodingKey { case name, version, activityTypes, file, teamId, abiVersion, handlesStreams }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(version, forKey: .version)
+        try container.encode(activityTypes, forKey: .activityTypes)
+        try container.encode(file, forKey: .file)
+        try container.encode(teamId, forKey: .teamId)  // null when nil
+        try container.encode(abiVersion, forKey: .abiVersion)
+        try container.encode(handlesStreams, forKey: .handlesStreams)
     }
 }

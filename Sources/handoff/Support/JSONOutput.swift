@@ -34,8 +34,12 @@ enum JSONValue: Decodable {
     }
 }
 
-/// One JSON object on a line, keys sorted.
-func jsonLine(_ object: [String: Any]) -> String {
-    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+/// One JSON object on a line, keys sorted: what every `--json` prints. Each command's lines are
+/// `Encodable` types of its own, so the fields and their types are declared, not assembled; a
+/// field that is `nil` is left out.
+func jsonLine(_ value: some Encodable) -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
     return String(decoding: data, as: UTF8.self)
 }
