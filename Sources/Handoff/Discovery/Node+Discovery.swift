@@ -248,35 +248,22 @@ extension Node {
     /// Where replay protection keeps a node's presence (activity ids are never empty).
     static let presenceKey = ""
 
-    /// Replay protection: whether a bus envelope about an activity is fresh. It must come from the
-    /// activity's origin, be no older (and no further in the future) than the replay window by its
-    /// `sentAt`, and carry a higher sequence than anything believed about the activity before —
-    /// also after the activity was withdrawn, for as long as the window lasts.
-    ///
-    /// Secure, the sender is its key: the envelope's sender key must be the origin's, and the
-    /// activity's as this node knows it (a broker has checked that key against the connection's),
-    /// and replay protection is kept per key, so that no member can speak for another.
+    /// Whether to believe a bus envelope about an activity (or a presence): ``BusBelief`` decides
+    /// (the origin speaks for its activity, with its key when secure; replay protection); this
+    /// counts and logs what it refused.
     func believe(_ envelope: WireEnvelope, origin: WireNodeRef, activityID: String) -> Bool {
-        guard envelope.sender.nodeID == origin.nodeID else {
-            securityCountersStorage.foreignIgnored += 1
-            logRateLimited("ignoring news of activity \(activityID) of node \(origin.nodeID) sent by another node, \(envelope.sender.nodeID)")
-            return false
-        }
-        let secure = configuration.security != nil
-        if secure {
-            let senderKey = envelope.sender.publicKey
-            let knownKey = known[activityID].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() }
-            guard senderKey == origin.publicKey, knownKey == nil || knownKey == senderKey else {
-                securityCountersStorage.foreignIgnored += 1
-                logRateLimited("ignoring news of activity \(activityID) sent with a key that is not its origin's")
-                return false
-            }
-        }
-        let sender = secure ? envelope.sender.publicKey.base64EncodedString() : origin.nodeID
-        switch replayGuard.check(sender: sender, subject: activityID, sequence: envelope.sequence,
-                                 sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil) {
-        case .fresh:
+        let claim = BusBelief.Claim(
+            senderNodeID: envelope.sender.nodeID, senderKey: envelope.sender.publicKey, originNodeID: origin.nodeID,
+            originKey: origin.publicKey, subject: activityID, sequence: envelope.sequence,
+            sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
+        let knownKey = belief.secure ? known[activityID].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
+        switch belief.judge(claim, knownKey: knownKey) {
+        case .believed:
             return true
+        case .foreign(let why):
+            securityCountersStorage.foreignIgnored += 1
+            logRateLimited("ignoring \(why)")
+            return false
         case .stale(let age):
             securityCountersStorage.staleIgnored += 1
             logger.debug("ignoring a stale bus message about \(activityID): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(configuration.replayWindow))")
@@ -289,7 +276,7 @@ extension Node {
 
     /// Drops replay-protection entries older than the window (``ReplayGuard/prune(now:)``).
     func pruneSequences(now: ContinuousClock.Instant) {
-        replayGuard.prune(now: now)
+        belief.replayGuard.prune(now: now)
     }
 
     /// What this node's security refused or ignored.

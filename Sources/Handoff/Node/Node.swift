@@ -96,10 +96,10 @@ public actor Node: Service {
     var zap: ZAPHandler?
     /// The ZAP domain of this node's server sockets.
     let zapDomain: String
-    /// Replay protection: per sender and activity, the newest sequence believed, kept for
-    /// ``Configuration-swift.struct/replayWindow`` after the activity is gone, so a replayed
-    /// advertisement cannot bring it back.
-    var replayGuard: ReplayGuard
+    /// Who may speak for an activity, and replay protection: per sender and activity, the newest
+    /// sequence believed, kept for ``Configuration-swift.struct/replayWindow`` after the activity is
+    /// gone, so a replayed advertisement cannot bring it back (``BusBelief``).
+    var belief: BusBelief
     var securityCountersStorage = SecurityCounters() { didSet { counterMetrics.report(securityCountersStorage) } }
     /// Which refused handshakes at the server sockets are logged (per peer address and reason).
     var refusalLog = RefusalLog()
@@ -155,7 +155,7 @@ public actor Node: Service {
         var logger = Logger(label: "handoff.node")
         logger[metadataKey: "node"] = "\(configuration.name)"
         self.logger = logger
-        replayGuard = ReplayGuard(window: configuration.replayWindow)
+        belief = BusBelief(secure: configuration.security != nil, replayGuard: ReplayGuard(window: configuration.replayWindow))
         known = KnownActivities(maxPerOrigin: configuration.maxKnownActivitiesPerNode, maxTotal: configuration.maxKnownActivities)
         // Strictly increasing across restarts too (a restarted node may keep its configured id).
         sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)

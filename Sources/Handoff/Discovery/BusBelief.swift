@@ -1,0 +1,54 @@
+import Foundation
+
+/// Whether a follower believes a bus message about an activity (or a node's presence), decided with
+/// no I/O: who may speak for an activity, and replay protection (wire.proto, "Senders"). The node
+/// counts and logs what the verdict says (``Node/believe(_:origin:activityID:)``).
+///
+/// - The message must come from the activity's origin: the envelope's sender is the origin node.
+/// - Secure, the sender is its key: the envelope's sender key must be the origin's, and the key the
+///   activity is known under here, if it is known; so no member can speak for another, nor take
+///   over an activity it did not start.
+/// - It must be fresh for ``ReplayGuard``, kept per key when secure (per node id otherwise).
+struct BusBelief {
+    /// What a message claims, as the envelope and its body say.
+    struct Claim: Equatable {
+        var senderNodeID: String
+        var senderKey: Data
+        var originNodeID: String
+        var originKey: Data
+        /// The activity (or ``Node/presenceKey`` for a presence).
+        var subject: String
+        var sequence: UInt64
+        var sentAt: Date?
+    }
+
+    enum Verdict: Equatable {
+        case believed
+        /// Sent by someone who may not speak for the subject; why, in words.
+        case foreign(String)
+        case stale(age: TimeInterval)
+        case replayed
+    }
+
+    let secure: Bool
+    var replayGuard: ReplayGuard
+
+    /// Judges `claim`. `knownKey` is the key the subject's activity is known under here (empty for
+    /// an origin without one), `nil` when it is not known. A believed message is remembered.
+    mutating func judge(_ claim: Claim, knownKey: Data?, now: Date = Date(), clock: ContinuousClock.Instant = .now) -> Verdict {
+        guard claim.senderNodeID == claim.originNodeID else {
+            return .foreign("news of \(claim.subject) of node \(claim.originNodeID) sent by another node, \(claim.senderNodeID)")
+        }
+        if secure {
+            guard claim.senderKey == claim.originKey, knownKey == nil || knownKey == claim.senderKey else {
+                return .foreign("news of \(claim.subject) sent with a key that is not its origin's")
+            }
+        }
+        let sender = secure ? claim.senderKey.base64EncodedString() : claim.originNodeID
+        switch replayGuard.check(sender: sender, subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt, now: now, clock: clock) {
+        case .fresh: return .believed
+        case .stale(let age): return .stale(age: age)
+        case .replayed: return .replayed
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+
+@testable import Handoff
+
+/// wire.proto's "Senders" rules for a follower, on the decision alone: no socket, no node.
+@Suite("Who a follower believes, without sockets")
+struct BusBeliefTests {
+    let now = Date()
+    let keyA = Data(repeating: 0xA, count: 32), keyB = Data(repeating: 0xB, count: 32)
+
+    func claim(sender: String = "a", senderKey: Data? = nil, origin: String = "a", originKey: Data? = nil,
+               subject: String = "act-1", sequence: UInt64, sentAt: Date? = Date()) -> BusBelief.Claim {
+        BusBelief.Claim(senderNodeID: sender, senderKey: senderKey ?? keyA, originNodeID: origin, originKey: originKey ?? keyA,
+                        subject: subject, sequence: sequence, sentAt: sentAt)
+    }
+
+    func belief(secure: Bool) -> BusBelief {
+        BusBelief(secure: secure, replayGuard: ReplayGuard(window: .seconds(60)))
+    }
+
+    @Test("news of an activity is believed only from its origin: another node's is foreign, secure or not")
+    func onlyTheOrigin() {
+        for secure in [false, true] {
+            var judge = belief(secure: secure)
+            guard case .foreign = judge.judge(claim(sender: "b", sequence: 1), knownKey: nil, now: now) else {
+                Issue.record("a message about a's activity sent by b was believed (secure: \(secure))")
+                continue
+            }
+            #expect(judge.judge(claim(sequence: 1), knownKey: nil, now: now) == .believed)
+        }
+    }
+
+    @Test("secure: the sender's key must be the origin's, and the key the activity is known under")
+    func secureKeys() {
+        var judge = belief(secure: true)
+        guard case .foreign = judge.judge(claim(senderKey: keyB, sequence: 1), knownKey: nil, now: now) else {
+            Issue.record("a sender key other than the origin's was believed")
+            return
+        }
+        // A member claiming an activity known under another key cannot take it over.
+        guard case .foreign = judge.judge(claim(senderKey: keyB, originKey: keyB, sequence: 2), knownKey: keyA, now: now) else {
+            Issue.record("an activity known under key A was taken over with key B")
+            return
+        }
+        #expect(judge.judge(claim(sequence: 3), knownKey: keyA, now: now) == .believed)
+        // Without CURVE keys say nothing: only the node id counts.
+        var open = belief(secure: false)
+        #expect(open.judge(claim(senderKey: keyB, sequence: 1), knownKey: keyA, now: now) == .believed)
+    }
+
+    @Test("a sequence not newer than the last one believed is a replay; one outside the window, or with no time, is stale")
+    func replayAndStaleness() {
+        var judge = belief(secure: false)
+        #expect(judge.judge(claim(sequence: 5), knownKey: nil, now: now) == .believed)
+        #expect(judge.judge(claim(sequence: 5), knownKey: nil, now: now) == .replayed)
+        #expect(judge.judge(claim(sequence: 4), knownKey: nil, now: now) == .replayed)
+        #expect(judge.judge(claim(sequence: 6), knownKey: nil, now: now) == .believed)
+        guard case .stale = judge.judge(claim(sequence: 7, sentAt: now.addingTimeInterval(-61)), knownKey: nil, now: now) else {
+            Issue.record("a message sent 61 s ago (window 60 s) was not stale")
+            return
+        }
+        guard case .stale = judge.judge(claim(sequence: 8, sentAt: nil), knownKey: nil, now: now) else {
+            Issue.record("a message with no send time was not stale")
+            return
+        }
+    }
+
+    @Test("secure, replay protection is kept per key: one node id under two keys keeps two sequences")
+    func replayPerKey() {
+        var judge = belief(secure: true)
+        #expect(judge.judge(claim(sequence: 10), knownKey: nil, now: now) == .believed)
+        #expect(judge.judge(claim(senderKey: keyB, originKey: keyB, subject: "act-2", sequence: 1), knownKey: nil, now: now) == .believed)
+        #expect(judge.judge(claim(senderKey: keyB, originKey: keyB, subject: "act-2", sequence: 1), knownKey: nil, now: now) == .replayed)
+    }
+}
