@@ -17,19 +17,8 @@ private func logLines(_ file: URL) -> [String] {
 /// peer left mid-handshake (`handshake_incomplete`). This one always lets the server see the
 /// mismatch.
 private func knockWithoutCurve(at endpoint: String, timeout: Duration = .seconds(3)) throws {
-    let parts = endpoint.dropFirst("tcp://".count).split(separator: ":")
-    guard parts.count == 2, let port = UInt16(parts[1]) else { throw ProcessFailure("not a tcp endpoint: \(endpoint)") }
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ProcessFailure("socket: errno \(errno)") }
+    let fd = try connectRawTCP(to: endpoint)
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr(String(parts[0]))
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw ProcessFailure("connect to \(endpoint): errno \(errno)") }
     var wait = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
     // Signature, version 3.0, mechanism NULL, as-server 0, filler.

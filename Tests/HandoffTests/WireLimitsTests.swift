@@ -100,19 +100,8 @@ struct WireLimitsTests {
 /// A peer that speaks just enough ZMTP 3.0 by hand to declare a CURVE HELLO of 1 GiB, then keeps
 /// sending. Returns how many bytes of it the server took before it hung up (nil: it never did).
 func declareHugeHandshake(to endpoint: String, within timeout: Duration = .seconds(5)) throws -> Int? {
-    let parts = endpoint.dropFirst("tcp://".count).split(separator: ":")
-    guard parts.count == 2, let port = UInt16(parts[1]) else { throw ProcessFailure("not a tcp endpoint: \(endpoint)") }
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ProcessFailure("socket: errno \(errno)") }
+    let fd = try connectRawTCP(to: endpoint)
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr(String(parts[0]))
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw ProcessFailure("connect: errno \(errno)") }
     var timeoutValue = timeval(tv_sec: 1, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeoutValue, socklen_t(MemoryLayout<timeval>.size))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeoutValue, socklen_t(MemoryLayout<timeval>.size))

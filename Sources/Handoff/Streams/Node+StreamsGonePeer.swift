@@ -15,7 +15,7 @@ extension Node {
     /// window: the originator may be alive behind it.
     func reconnectFailed(to endpoint: String, client identity: ObjectIdentifier) {
         guard let client = clients[endpoint], ObjectIdentifier(client) == identity, !client.probing else { return }
-        guard streams.live(toDealer: endpoint).contains(where: { $0.interruptedSince != nil && $0.openWaiter == nil }) else {
+        guard streams.live(toDealer: endpoint).contains(where: \.awaitsResume) else {
             client.refusals = 0
             return
         }
@@ -35,7 +35,7 @@ extension Node {
         }
         client.refusals += 1
         guard client.refusals >= Self.refusalsMeaningGone else { return }
-        for session in streams.live(toDealer: endpoint) where session.interruptedSince != nil && session.openWaiter == nil {
+        for session in streams.live(toDealer: endpoint) where session.awaitsResume {
             streamCountersStorage.lost += 1
             let silence = (ContinuousClock.now - session.lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
             logger.info("streams \(session.route.id): the originator at \(endpoint) refuses connections (\(reason)); its process is gone")

@@ -190,6 +190,9 @@ final class StreamSession {
         (reads && !endReceived) || (writes && end == nil)
     }
 
+    /// Open, and interrupted: waiting for its peer to come back within the resume window.
+    var awaitsResume: Bool { interruptedSince != nil && openWaiter == nil }
+
     /// What the liveness rules read of the pair (``StreamLiveness``).
     var liveness: StreamLiveness.State {
         StreamLiveness.State(
