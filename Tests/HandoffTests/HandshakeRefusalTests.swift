@@ -76,21 +76,16 @@ struct HandshakeRefusalTests {
             try FileManager.default.copyItem(at: made.public, to: account.appendingPathComponent(made.public.lastPathComponent))
         }
         let frontend = try freePort(), backend = try freePort(), continuation = try freePort()
-        let (brokerPort, agentPort) = (try freeTCPPort(), try freeTCPPort())
         let brokerLog = folder.appendingPathComponent("broker.log"), agentLog = folder.appendingPathComponent("agent.log")
-        _ = FileManager.default.createFile(atPath: brokerLog.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: agentLog.path, contents: nil)
-
-        let brokerProcess = try startHandoff(
-            ["broker", "--frontend", frontend, "--backend", backend, "--key", broker.secret.path, "--account", account.path,
-             "--metrics", "127.0.0.1:\(brokerPort)"],
-            logLevel: "warning", standardError: try FileHandle(forWritingTo: brokerLog))
+        let (brokerProcess, brokerPort) = try await startServingMetrics(
+            ["broker", "--frontend", frontend, "--backend", backend, "--key", broker.secret.path, "--account", account.path],
+            log: brokerLog)
         defer { reap(brokerProcess) }
-        let agentProcess = try startHandoff(
+        let (agentProcess, agentPort) = try await startServingMetrics(
             ["agent", "--name", "a", "--broker", frontend, backend, "--key", member.secret.path, "--account", account.path,
              "--broker-key", broker.public.path, "--plugins", buildFolder.path, "--data", folder.appendingPathComponent("data").path,
-             "--control", "ipc://\(folder.path)/control.sock", "--continuation", continuation, "--metrics", "127.0.0.1:\(agentPort)"],
-            logLevel: "warning", standardError: try FileHandle(forWritingTo: agentLog))
+             "--control", "ipc://\(folder.path)/control.sock", "--continuation", continuation],
+            log: agentLog)
         defer { reap(agentProcess) }
         // The agent is on the bus: its own handshakes with the broker passed.
         for port in [brokerPort, agentPort] {

@@ -23,12 +23,6 @@ func reap(_ process: Process) {
     process.waitUntilExit()
 }
 
-/// The port of a free loopback endpoint.
-func freeTCPPort() throws -> Int {
-    let endpoint = try freePort()
-    return Int(endpoint[endpoint.index(after: endpoint.lastIndex(of: ":")!)...])!
-}
-
 /// `/healthz`'s status, or 0 while nothing answers.
 func healthStatus(_ port: Int) -> Int {
     (try? httpGet(port: port, path: "/healthz", timeout: .seconds(2)))?.status ?? 0
@@ -66,28 +60,30 @@ struct MetricsTests {
     @Test("a broker and two agents with --metrics: a continuation and a stream move the scraped counters; /healthz is 200, and 503 while an agent is cut off from the broker")
     func scrapeAndHealth() async throws {
         let frontend = try freePort(), backend = try freePort()
-        let (brokerPort, originPort, continuerPort) = (try freeTCPPort(), try freeTCPPort(), try freeTCPPort())
-        let brokerArguments = ["broker", "--frontend", frontend, "--backend", backend, "--metrics", "127.0.0.1:\(brokerPort)"]
-        var broker = try startHandoff(brokerArguments)
-        defer { if broker.isRunning { kill(broker.processIdentifier, SIGKILL) } }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        func agent(_ name: String, port: Int) throws -> (Process, control: String) {
+        let brokerArguments = ["broker", "--frontend", frontend, "--backend", backend]
+        var (broker, brokerPort) = try await startServingMetrics(brokerArguments, log: folder.appendingPathComponent("broker.log"))
+        defer { reap(broker) }
+        func agent(_ name: String) async throws -> (Process, port: Int, control: String) {
             let control = "ipc://\(folder.path)/\(name).sock"
-            let process = try startHandoff([
+            let (process, port) = try await startServingMetrics([
                 "agent", "--name", name, "--broker", frontend, backend, "--plugins", buildFolder.path,
-                "--data", folder.appendingPathComponent(name).path, "--control", control, "--metrics", "127.0.0.1:\(port)"])
-            return (process, control)
+                "--data", folder.appendingPathComponent(name).path, "--control", control],
+                log: folder.appendingPathComponent("\(name).log"))
+            return (process, port, control)
         }
-        let (origin, originControl) = try agent("origin", port: originPort)
+        let (origin, originPort, originControl) = try await agent("origin")
         defer { origin.terminate(); origin.waitUntilExit() }
-        let (continuer, continuerControl) = try agent("continuer", port: continuerPort)
+        let (continuer, continuerPort, continuerControl) = try await agent("continuer")
         defer { continuer.terminate(); continuer.waitUntilExit() }
 
         // Healthy once each agent's own presence has come back through the broker.
-        for port in [brokerPort, originPort, continuerPort] {
-            #expect(await eventually(within: .seconds(15)) { healthStatus(port) == 200 }, "port \(port): /healthz never answered 200")
+        for (name, port) in [("broker", brokerPort), ("origin", originPort), ("continuer", continuerPort)] {
+            let log = folder.appendingPathComponent("\(name).log")
+            #expect(await eventually(within: .seconds(15)) { healthStatus(port) == 200 },
+                    "\(name): /healthz never answered 200; its log:\n\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
         }
 
         // `handoff health` asks the same endpoint (container health checks use it).
@@ -138,7 +134,8 @@ struct MetricsTests {
         let unhealthy = try await runHandoff(["health", "127.0.0.1:\(originPort)"])
         #expect(unhealthy.status == 1 && unhealthy.output.contains("unavailable"), "\(unhealthy.output)")
         #expect(try await runHandoff(["health", "127.0.0.1:\(brokerPort)"]).status == 1, "a dead broker's endpoint answered")
-        broker = try startHandoff(brokerArguments)
+        reap(broker)
+        (broker, brokerPort) = try await startServingMetrics(brokerArguments, log: folder.appendingPathComponent("broker-again.log"))
         #expect(await eventually(within: .seconds(15)) { healthStatus(originPort) == 200 && healthStatus(brokerPort) == 200 }, "/healthz did not recover")
         // The counters went on from where they were: a restarted endpoint is not a reset node.
         let after = try httpGet(port: originPort, path: "/metrics").body
@@ -151,16 +148,16 @@ struct MetricsTests {
     func promtoolAcceptsMetrics() async throws {
         try #require(promtool != nil, "promtool is missing, and this run requires it (CI or HANDOFF_REQUIRE_PROMTOOL=1): apt-get install prometheus")
         let frontend = try freePort(), backend = try freePort()
-        let (brokerPort, agentPort) = (try freeTCPPort(), try freeTCPPort())
-        let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--metrics", "127.0.0.1:\(brokerPort)"])
-        defer { reap(broker) }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("promtool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let agent = try startHandoff([
+        let (broker, brokerPort) = try await startServingMetrics(
+            ["broker", "--frontend", frontend, "--backend", backend], log: folder.appendingPathComponent("broker.log"))
+        defer { reap(broker) }
+        let (agent, agentPort) = try await startServingMetrics([
             "agent", "--name", "scraped", "--broker", frontend, backend, "--plugins", buildFolder.path,
-            "--data", folder.appendingPathComponent("data").path, "--control", "ipc://\(folder.path)/control.sock",
-            "--metrics", "127.0.0.1:\(agentPort)"])
+            "--data", folder.appendingPathComponent("data").path, "--control", "ipc://\(folder.path)/control.sock"],
+            log: folder.appendingPathComponent("agent.log"))
         defer { reap(agent) }
         for port in [brokerPort, agentPort] {
             #expect(await eventually(within: .seconds(15)) { healthStatus(port) == 200 }, "port \(port): /healthz never answered 200")
