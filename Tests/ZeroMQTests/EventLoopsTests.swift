@@ -75,10 +75,21 @@ struct EventLoopsTests {
         try #require(await Self.loops(), "HANDOFF_EVENT_LOOPS=0")
         let expected = EventLoops.requestedThreads ?? EventLoops.defaultThreads
         // Threads started from a loop inherit its name; the loops' own names go from 0 to count - 1.
-        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
-        let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { $0.hasPrefix("handoff-loop-") })
-        #expect(names == Set((0..<expected).map { "handoff-loop-\($0)" }))
+        // Each loop thread names itself once it runs: in two CI runs of hundreds a loop had not
+        // yet when this test was the first to start them, so it looks again for a while.
+        func loopNames() throws -> Set<String> {
+            let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+            return Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+                .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { $0.hasPrefix("handoff-loop-") })
+        }
+        let wanted = Set((0..<expected).map { "handoff-loop-\($0)" })
+        let deadline = ContinuousClock.now + .seconds(2)
+        var names = try loopNames()
+        while names != wanted, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            names = try loopNames()
+        }
+        #expect(names == wanted)
     }
 
     @Test("Task.sleep resumes on the loops, and sleeping tasks do not hold a loop")

@@ -90,8 +90,8 @@ extension Node {
     /// - Throws: ``HandoffError`` — ``HandoffError/Code-swift.struct/activityNotFound`` when no such
     ///   activity is known here; otherwise as ``continueActivity(_:)``.
     public func continueActivity(id activityID: String) async throws(HandoffError) -> ContinuationResult {
-        guard let entry = known[activityID] else {
-            throw HandoffError(.activityNotFound, "no activity with id \(activityID) is known here (\(known.count) known); it may have ended, or this node does not subscribe to its type")
+        guard let entry = follower.known[activityID] else {
+            throw HandoffError(.activityNotFound, "no activity with id \(activityID) is known here (\(follower.known.count) known); it may have ended, or this node does not subscribe to its type")
         }
         return try await continueActivity(entry.activity)
     }
@@ -101,7 +101,7 @@ extension Node {
     /// snapshot, a slow link); without that time (older nodes), the one whose newest version this
     /// node heard of last. Versions count per activity, so they are never compared across activities.
     public func newestActivity(ofType activityType: String) -> DiscoveredActivity? {
-        known.values.filter { $0.activity.activityType == activityType }.max { a, b in
+        follower.known.values.filter { $0.activity.activityType == activityType }.max { a, b in
             let (first, second) = (a.activity.updatedAt ?? .distantPast, b.activity.updatedAt ?? .distantPast)
             return first != second ? first < second : a.changed < b.changed
         }?.activity
@@ -158,7 +158,7 @@ extension Node {
             } catch {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
-            if known[continued.id] != nil { held.hold(continued.id, version: continued.version) }
+            if follower.known[continued.id] != nil { held.hold(continued.id, version: continued.version) }
             metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
         } catch {
@@ -182,10 +182,7 @@ extension Node {
         request.activityID = activity.id
         request.activityType = activityType
         request.refresh = refresh
-        sequence += 1
-        let bytes: [UInt8] = try! WireEnvelope(
-            body: .continueRequest(request), sender: info.wire, sequence: sequence, correlationID: correlationID
-        ).serializedBytes()
+        let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
 
         let deadline = ContinuousClock.now + configuration.continueTimeout
         let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { continuation in
@@ -374,7 +371,7 @@ extension Node {
         }
         held.endRefresh(activity.id)
         // A newer version may have been advertised while this one was fetched or told.
-        if let latest = known[activity.id]?.activity { refreshIfHeld(latest) }
+        if let latest = follower.known[activity.id]?.activity { refreshIfHeld(latest) }
     }
 
     /// Closes DEALERs to originators this node no longer has any reason to talk to.
@@ -384,7 +381,7 @@ extension Node {
         var unused = Set(clients.keys)
         unused.subtract(pending.endpoints)
         unused.subtract(streams.dealerEndpoints)
-        for entry in known.values {
+        for entry in follower.known.values {
             if unused.isEmpty { return }
             unused.remove(entry.activity.continueEndpoint)
         }

@@ -32,7 +32,7 @@ extension Node {
                     // Without a delegate to call (will-save, was-continued) nothing in the answer
                     // waits: answer here, without a task. Otherwise the delegate must not hold up
                     // the requests behind this one.
-                    if current[request.activityID]?.delegate == nil {
+                    if advertiser.current[request.activityID]?.delegate == nil {
                         await answer(request, in: envelope, to: identity, authenticatedKey: authenticated)
                     } else {
                         spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
@@ -53,8 +53,7 @@ extension Node {
     }
 
     func reply(to identity: [UInt8], correlationID: UInt64, _ body: WireEnvelope.OneOf_Body) {
-        sequence += 1
-        let bytes: [UInt8] = try! WireEnvelope(body: body, sender: info.wire, sequence: sequence, correlationID: correlationID).serializedBytes()
+        let bytes = envelopes.bytes(body, correlationID: correlationID)
         do {
             // ROUTER drops a reply to a vanished peer; it never blocks.
             if try server.trySend(identity, more: true), try server.trySend(bytes) {
@@ -93,8 +92,7 @@ extension Node {
             sendOnBus(topic: Topic.event(continued.activityType), .nodeEvent(event))
             if continued.continuationPolicy == .once {
                 continued.invalidateAfterContinuation()
-                remove(continued, reason: .invalidated)
-                current.markEnded(continued.id, .alreadyContinued)
+                publish(advertiser.continuedOnce(continued))
             }
             await continued.delegate?.userActivityWasContinued(continued, by: requester)
         }
@@ -103,7 +101,7 @@ extension Node {
     /// Checks that an activity may be continued, and brings its state up to date (will-save).
     func prepare(_ request: WireContinueRequest, for requester: NodeInfo) async throws(HandoffError) -> UserActivity {
         let activity: UserActivity
-        switch ContinueRequestCheck.check(activityID: request.activityID, activityType: request.activityType, in: current, node: info.name, now: Date()) {
+        switch ContinueRequestCheck.check(activityID: request.activityID, activityType: request.activityType, in: advertiser.current, node: info.name, now: Date()) {
         case .answer(let found):
             activity = found
         case .refuse(let error):

@@ -60,32 +60,23 @@ public actor Node: Service {
     var runState = RunState.idle
     var runningWaiters: [CheckedContinuation<Void, Never>] = []
 
-    /// The activities current here, and why recent ones ended (``CurrentActivities``).
-    var current = CurrentActivities()
-    /// The activities other nodes advertise, as this node knows them, with leases and quotas
-    /// (``KnownActivities``).
-    var known: KnownActivities
+    /// The originating side: the activities current here, what the bus hears of them and when
+    /// (``Advertiser``).
+    var advertiser: Advertiser
+    /// The following side: what this node knows of other nodes' activities and believes of
+    /// what it hears (``Follower``).
+    var follower: Follower
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastRateLimitedLog: ContinuousClock.Instant?
-    /// The other nodes heard on the bus, by their presence.
-    var directory = NodeDirectory(capacity: 10_000)
-    /// Origins whose ignored activities were logged (once each), bounded.
-    var loggedOverQuota: Set<String> = []
     /// The discover streams and the topics they follow (``Watchers``).
     var watchers = Watchers<AsyncStream<ActivityEvent>.Continuation>()
-    /// Snapshots asked for (one per followed type prefix) and not yet received whole.
-    var snapshots: SnapshotRequests
-    /// When to ask for the snapshots again: the bus came back, or a presence names activities
-    /// this node lost (``Resynchronization``).
-    var resynchronization: Resynchronization
-    /// When this node last advertised everything again at a broker's request (at most once a second).
-    var lastReadvertised: ContinuousClock.Instant?
     var pending = PendingRequests<ReplyWaiter>()
     var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
     /// Activities this node continued, watched for updates (did-update).
     var held = HeldActivities()
-    var sequence: UInt64 = 0
+    /// This node's envelopes, with their sequence (``EnvelopeBuilder``).
+    var envelopes: EnvelopeBuilder
     var nextCorrelation: UInt64 = 0
     /// Open continuation stream pairs, with both kinds of peer, by key and by route (StreamTable).
     var streams = StreamTable<StreamSession>()
@@ -96,10 +87,6 @@ public actor Node: Service {
     var zap: ZAPHandler?
     /// The ZAP domain of this node's server sockets.
     let zapDomain: String
-    /// Who may speak for an activity, and replay protection: per sender and activity, the newest
-    /// sequence believed, kept for ``Configuration-swift.struct/replayWindow`` after the activity is
-    /// gone, so a replayed advertisement cannot bring it back (``BusBelief``).
-    var belief: BusBelief
     var securityCountersStorage = SecurityCounters() { didSet { counterMetrics.report(securityCountersStorage) } }
     /// Which refused handshakes at the server sockets are logged (per peer address and reason).
     var refusalLog = RefusalLog()
@@ -155,10 +142,16 @@ public actor Node: Service {
         var logger = Logger(label: "handoff.node")
         logger[metadataKey: "node"] = "\(configuration.name)"
         self.logger = logger
-        belief = BusBelief(secure: configuration.security != nil, replayGuard: ReplayGuard(window: configuration.replayWindow))
-        known = KnownActivities(maxPerOrigin: configuration.maxKnownActivitiesPerNode, maxTotal: configuration.maxKnownActivities)
-        // Strictly increasing across restarts too (a restarted node may keep its configured id).
-        sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+        let snapshotAnswerers = switch configuration.bus {
+        case .broker, .brokers: configuration.bus.brokerEndpoints?.count ?? 1
+        case .direct(_, let peers): peers.count
+        }
+        var follower = Follower(.init(
+            nodeID: info.id, includeOwnActivities: configuration.includeOwnActivities,
+            defaultLease: configuration.effectiveLease, maxKnownPerNode: configuration.maxKnownActivitiesPerNode,
+            maxKnown: configuration.maxKnownActivities, replayWindow: configuration.replayWindow,
+            secure: configuration.security != nil, snapshotAnswerers: snapshotAnswerers))
+        envelopes = EnvelopeBuilder(sender: info.wire)
 
         // Every server socket of this node authenticates its clients against the account.
         zapDomain = "handoff.node.\(info.id)"
@@ -245,24 +238,21 @@ public actor Node: Service {
         }
         try server.bind(configuration.continuationEndpoint)
         continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
+        advertiser = Advertiser(.init(
+            origin: info.wire, continueEndpoint: continuationEndpoint, lease: configuration.effectiveLease,
+            teamID: configuration.teamID, advertiseInterval: configuration.advertiseInterval,
+            refreshInterval: configuration.refreshInterval), now: .now)
 
         (changes, changesContinuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        switch configuration.bus {
-        case .broker, .brokers: snapshots = SnapshotRequests(expectedReplies: configuration.bus.brokerEndpoints?.count ?? 1)
-        case .direct(_, let peers): snapshots = SnapshotRequests(expectedReplies: peers.count)
-        }
-        resynchronization = Resynchronization(capacity: configuration.maxKnownActivities)
         // Presence keeps known activities alive (wire.proto, NodePresence).
         for subscriber in subscribers { try subscriber.subscribe(Topic.presencePrefix) }
-        for prefix in configuration.subscriptions {
-            let topic = Topic.activityPrefix + prefix
-            guard watchers.follow(topic) else { continue }
+        // The configuration's type prefixes are followed for the node's life, by no discover stream.
+        var followed: [String] = []
+        for prefix in configuration.subscriptions where watchers.follow(Topic.activityPrefix + prefix) { followed.append(prefix) }
+        for case .subscribe(let topic) in follower.follow(followed) {
             for subscriber in subscribers { try subscriber.subscribe(topic) }
-            if snapshots.expectedReplies > 0 {
-                let snapshot = snapshots.start(typePrefix: prefix)
-                for subscriber in subscribers { try subscriber.subscribe(snapshot) }
-            }
         }
+        self.follower = follower
     }
 
     /// Replaces a wildcard host in a bound endpoint with one other nodes can reach.
@@ -304,7 +294,7 @@ public actor Node: Service {
                 for index in self.subscribers.indices { group.addTask { await self.receiveBus(index) } }
                 group.addTask { await self.serveContinuations() }
                 group.addTask { await self.answerSubscriptions() }
-                group.addTask { await self.tick() }
+                group.addTask { await self.runSchedule() }
                 group.addTask { await self.applyChanges() }
                 for index in self.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
                 for index in self.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
@@ -324,52 +314,26 @@ public actor Node: Service {
         jobs?.yield(job)
     }
 
-    /// Fails every continue still waiting for its originator and every open stream pair, so that
-    /// whatever waits on them (a caller, a delegate, a plugin call) returns.
-    private func failOutstanding() {
-        for id in pending.ids {
-            resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
+    /// The node's clock: wakes often enough for leases and timeouts, and exactly when the
+    /// advertiser's presence is due, and asks each part to expire what is due. Once per presence,
+    /// the upkeep that needs no more (metrics, idle connections, old sequences).
+    private func runSchedule() async {
+        let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4,
+                        configuration.continueTimeout / 4, .milliseconds(250))
+        while !Task.isCancelled {
+            do { try await Task.sleep(until: min(.now + sweep, advertiser.nextPresence), clock: .continuous) } catch { return }
+            let now = ContinuousClock.now
+            perform(follower.tick(now: now, date: Date()))
+            expirePending(now: now)
+            superviseStreams(now: now)
+            let tick = advertiser.tick(now: now, date: Date())
+            guard tick.presence else { continue }
+            for activity in tick.expired { activity.detach() }
+            publish((tick.note, tick.messages))
+            metrics.state(streams: streams.count, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
+            pruneClients()
+            pruneSequences(now: now)
         }
-        for session in streams.all {
-            // The peer is told at once (its pair fails with peerLost) rather than left to wait out
-            // its resume window for a node that is not coming back.
-            if session.failure == nil {
-                sendStreamMessage(session, .error(HandoffError(.peerLost, "\(info.name) shut down", activityType: session.activityType).wire))
-                // Sockets close with linger 0: give the notice half a second to leave.
-                switch session.route.peer {
-                case .router: try? server.set(.linger, 500)
-                case .dealer(let endpoint): try? clients[endpoint]?.socket.set(.linger, 500)
-                }
-            }
-            session.fail(HandoffError(.notRunning, "the node shut down"))
-        }
-        streams.removeAll()
-    }
-
-    private func shutDown() {
-        runState = .stopped
-        jobs = nil
-        for activity in current.removeAll() {
-            activity.detach()
-            publishWithdrawal(of: activity, reason: .nodeShutdown)
-        }
-        failOutstanding()
-        for sink in watchers.removeAll() { sink.finish() }
-        for client in clients.values { client.close() }
-        clients.removeAll()
-        for (_, monitor) in busMonitors { monitor.stop() }
-        busMonitors.removeAll()
-        for monitor in serverMonitors { monitor.stop() }
-        serverMonitors.removeAll()
-        changesContinuation.finish()
-        zap?.removePolicy(forDomain: zapDomain)
-        zap = nil
-        // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
-        // terminate the context (see Context.terminate()) to wait until they have.
-        for subscriber in subscribers { subscriber.close() }
-        server.close()
-        publisher.close()
-        logger.info("node stopped")
     }
 
     /// Runs a node for the duration of `body`: starts it, hands it to `body`, and shuts it down after.

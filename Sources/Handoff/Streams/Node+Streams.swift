@@ -267,7 +267,7 @@ extension Node {
             refuse(WireLimits.oversizedIdentifiers(activityID: open.activityID, activityType: ""))
             return
         }
-        guard let activity = current[open.activityID] else {
+        guard let activity = advertiser.current[open.activityID] else {
             refuse(HandoffError(.activityNotFound, "\(info.name) has no current activity \(open.activityID)"))
             return
         }

@@ -10,8 +10,7 @@ extension Node {
     // MARK: Frames out
 
     func sendFrame(_ frame: WireStreamFrame, to peer: StreamRoute.Peer, payload: Frame?) {
-        sequence += 1
-        let bytes: [UInt8] = try! WireEnvelope(body: .streamFrame(frame), sender: info.wire, sequence: sequence).serializedBytes()
+        let bytes = envelopes.bytes(.streamFrame(frame))
         var interrupted = false
         do {
             switch peer {

@@ -1,0 +1,212 @@
+import Foundation
+import HandoffWire
+
+/// The originating side of the bus protocol, deciding with no I/O: which activities are current on
+/// this node (and why recent ones ended), what the bus hears of them, and when. Events come in (an
+/// activity made current, changed or removed; a subscription the publisher heard; ``tick(now:date:)``);
+/// bus messages come out, for the node to publish. Time is passed in, so every rule here is tested
+/// without a socket or a real clock (AdvertiserTests).
+///
+/// The schedule: a presence every ``Settings/advertiseInterval`` (it renews every follower's lease
+/// of the activities it lists); every current activity advertised again every
+/// ``Settings/refreshInterval``; all of them at once when the presence went out later than a lease
+/// (this node stalled, and every follower's lease ran out) and when a broker asks (its cache lost
+/// some), at most once a second for the broker.
+struct Advertiser {
+    /// What the machine needs to know of its node.
+    struct Settings {
+        /// The node as the bus names it (the sender of each advertisement).
+        var origin: WireNodeRef
+        /// Where the node answers continue requests.
+        var continueEndpoint: String
+        /// How long followers keep an activity without hearing of it.
+        var lease: Duration
+        /// The team of activities that name none.
+        var teamID: String?
+        var advertiseInterval: Duration
+        var refreshInterval: Duration
+    }
+
+    /// One message for the bus.
+    struct Message {
+        var topic: [UInt8]
+        var body: WireEnvelope.OneOf_Body
+    }
+
+    /// What a presence tick decided.
+    struct Tick {
+        /// Whether a presence went out (the node then does its once-per-presence upkeep).
+        var presence = false
+        /// Activities whose expiration date passed: taken out and withdrawn here; the node lets
+        /// them go (``UserActivity/detach()``).
+        var expired: [UserActivity] = []
+        /// Why everything was advertised again, when it was.
+        var note: String?
+        var messages: [Message] = []
+    }
+
+    /// How the node is on the bus, for what a subscription means.
+    enum Bus {
+        /// Through brokers: an empty subscription is a broker's subscribe-all (it connected), and
+        /// ``readvertiseTopic`` is its request to advertise again.
+        case brokered(readvertiseTopic: [UInt8])
+        /// Direct: a peer's snapshot subscription is answered under that topic alone.
+        case direct
+    }
+
+    /// The least time between two re-advertisements a broker asks for.
+    static let brokerAskInterval = Duration.seconds(1)
+
+    let settings: Settings
+    private(set) var current = CurrentActivities()
+    /// When the next presence is due: the node calls ``tick(now:date:)`` by then.
+    private(set) var nextPresence: ContinuousClock.Instant
+    private var nextRefresh: ContinuousClock.Instant
+    private var lastPresence: ContinuousClock.Instant
+    private var lastReadvertised: ContinuousClock.Instant?
+
+    init(_ settings: Settings, now: ContinuousClock.Instant) {
+        self.settings = settings
+        nextPresence = now + settings.advertiseInterval
+        nextRefresh = now + settings.refreshInterval
+        lastPresence = now
+    }
+
+    // MARK: Events
+
+    /// Makes `activity` current (again) and advertises it.
+    mutating func add(_ activity: UserActivity) -> [Message] {
+        current.add(activity)
+        return [publication(of: activity)]
+    }
+
+    /// Takes `activity` out; withdraws it when it was current.
+    mutating func remove(_ activity: UserActivity, reason: RemovalReason) -> [Message] {
+        guard current.remove(activity.id, reason: reason) else { return [] }
+        return [withdrawal(of: activity, reason: reason)]
+    }
+
+    /// A continue-once activity was continued: taken out (withdrawn as invalidated), and a late
+    /// continue request for it is told it already was.
+    mutating func continuedOnce(_ activity: UserActivity) -> [Message] {
+        let messages = remove(activity, reason: .invalidated)
+        current.markEnded(activity.id, .alreadyContinued)
+        return messages
+    }
+
+    /// Current activities whose properties changed: each advertised again (or withdrawn, while it
+    /// is not eligible for Handoff). Ids no longer current are skipped.
+    func changed(_ ids: some Sequence<String>) -> [Message] {
+        ids.compactMap { current[$0] }.map(publication(of:))
+    }
+
+    /// The node shuts down: every activity taken out and withdrawn. Returns them with the messages.
+    mutating func removeAll() -> (activities: [UserActivity], messages: [Message]) {
+        let activities = current.removeAll()
+        return (activities, activities.map { withdrawal(of: $0, reason: .nodeShutdown) })
+    }
+
+    /// What the publisher heard (the subscription's topic, after its subscribe byte).
+    mutating func subscribed(to topic: ArraySlice<UInt8>, bus: Bus, now: ContinuousClock.Instant) -> (note: String?, messages: [Message]) {
+        switch bus {
+        case .brokered(let readvertiseTopic):
+            // A broker's subscribe-all (a caching broker forwards nothing else), or its request that
+            // this node advertise again what its cache lost.
+            if topic.isEmpty { return readvertise(now: now, askedByBroker: false) }
+            if topic.elementsEqual(readvertiseTopic) { return readvertise(now: now, askedByBroker: true) }
+            return (nil, [])
+        case .direct:
+            guard let typePrefix = Topic.snapshotTypePrefix(topic) else { return (nil, []) }
+            return (nil, snapshot(topic: Array(topic), typePrefix: typePrefix))
+        }
+    }
+
+    /// Every current activity advertised again: a broker connected or asked (at most once per
+    /// ``brokerAskInterval`` when it asked), or this node stalled past its lease.
+    mutating func readvertise(now: ContinuousClock.Instant, askedByBroker: Bool) -> (note: String?, messages: [Message]) {
+        var note: String?
+        if askedByBroker {
+            if let last = lastReadvertised, now - last < Self.brokerAskInterval { return (nil, []) }
+            note = "a broker lost some of this node's activities; advertising all \(current.count) again"
+        }
+        lastReadvertised = now
+        return (note, current.activities.map(publication(of:)))
+    }
+
+    /// Presence, refresh and expiry, when the presence is due (nothing before ``nextPresence``).
+    mutating func tick(now: ContinuousClock.Instant, date: Date) -> Tick {
+        guard now >= nextPresence else { return Tick() }
+        var tick = Tick(presence: true)
+        nextPresence = now + settings.advertiseInterval
+        for activity in current.activities {
+            if let expiration = activity.expirationDate, expiration <= date { tick.expired.append(activity) }
+        }
+        for activity in tick.expired { tick.messages += remove(activity, reason: .expired) }
+        if now >= nextRefresh {
+            nextRefresh = now + settings.refreshInterval
+            tick.messages += current.activities.map(publication(of:))
+        } else if now - lastPresence > settings.lease {
+            // The presence is later than a lease (this node stalled: a flood of work, a pause):
+            // every follower's lease of its activities ran out. They hear them all again.
+            tick.note = "this node's presence is \((now - lastPresence).seconds) s late, more than its lease; advertising every current activity again"
+            tick.messages += readvertise(now: now, askedByBroker: false).messages
+        }
+        lastPresence = now
+        tick.messages.append(presence())
+        return tick
+    }
+
+    // MARK: Messages
+
+    /// What the bus hears of a current activity; `nil` while it is not eligible for Handoff.
+    func advertisement(of activity: UserActivity) -> WireAdvertisement? {
+        guard activity.isEligibleForHandoff else { return nil }
+        return activity.advertisement(
+            origin: settings.origin, continueEndpoint: settings.continueEndpoint,
+            lease: settings.lease, defaultTeamID: settings.teamID)
+    }
+
+    /// Its advertisement, or its withdrawal while it is not eligible for Handoff.
+    private func publication(of activity: UserActivity) -> Message {
+        guard let advertisement = advertisement(of: activity) else { return withdrawal(of: activity, reason: .resigned) }
+        return Message(topic: Topic.activity(activity.activityType), body: .advertisement(advertisement))
+    }
+
+    private func withdrawal(of activity: UserActivity, reason: RemovalReason) -> Message {
+        var withdrawal = WireWithdrawal()
+        withdrawal.activityID = activity.id
+        withdrawal.activityType = activity.activityType
+        withdrawal.origin = settings.origin
+        withdrawal.reason = reason.wire
+        return Message(topic: Topic.activity(activity.activityType), body: .withdrawal(withdrawal))
+    }
+
+    /// This node's current activities of `typePrefix` under a peer's snapshot topic, then the
+    /// `SnapshotReply` that says how many there were (a receiver that gets fewer asks again).
+    private func snapshot(topic: [UInt8], typePrefix: String) -> [Message] {
+        var messages = current.activities.filter { $0.activityType.hasPrefix(typePrefix) }
+            .compactMap(advertisement(of:)).map { Message(topic: topic, body: .advertisement($0)) }
+        messages.append(Message(topic: topic, body: .snapshotReply(WireSnapshotReply(count: messages.count, typePrefix: typePrefix))))
+        return messages
+    }
+
+    /// The node's `NodePresence`: the ids of its current activities (what fits the frame limit,
+    /// with room for the envelope; the rest are renewed by their refresh, and receivers are told
+    /// not to drop what is not listed), and its lease.
+    func presence() -> Message {
+        var presence = WireNodePresence()
+        presence.node = settings.origin
+        presence.continueEndpoint = settings.continueEndpoint
+        presence.leaseMs = UInt32(clamping: settings.lease.milliseconds)
+        var budget = WireLimits.maxBusFrame - 1_024 - presence.node.publicKey.count - presence.continueEndpoint.utf8.count
+        for activity in current.activities where activity.isEligibleForHandoff {
+            budget -= activity.id.utf8.count + 3
+            guard budget > 0 else {
+                presence.partial = true
+                break
+            }
+            presence.activityIds.append(activity.id)
+        }
+        return Message(topic: Array((Topic.presencePrefix + settings.origin.nodeID).utf8), body: .nodePresence(presence))
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import HandoffWire
+import Logging
+import SwiftProtobuf
+import Synchronization
+import ZeroMQ
+
+/// The originating side on the bus, carried out: the node hands each event to its ``Advertiser``
+/// and publishes what it decides.
+extension Node {
+    // MARK: Current activities (originating side)
+
+    /// Makes `activity` current here (called by ``UserActivity/becomeCurrent(on:)``).
+    func add(_ activity: UserActivity) throws(HandoffError) {
+        guard runState != .stopped else {
+            throw HandoffError(.notRunning, "the node has shut down", activityType: activity.activityType)
+        }
+        publish(advertiser.add(activity))
+    }
+
+    /// Makes many activities current at once: what ``UserActivity/becomeCurrent(on:)`` does for
+    /// each, in one call into the node, their advertisements sent back to back. Either every
+    /// activity is checked and becomes current, or (one is invalid, invalidated, or the node has
+    /// shut down) none does and the error names the first that failed.
+    public func becomeCurrent(_ activities: [UserActivity]) async throws(HandoffError) {
+        guard runState != .stopped else {
+            throw HandoffError(.notRunning, "the node has shut down", activityType: activities.first?.activityType)
+        }
+        for activity in activities {
+            try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
+            guard !activity.isInvalidated else {
+                throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activity.activityType)
+            }
+        }
+        var movedFrom: [(Node, UserActivity)] = []
+        for activity in activities {
+            if let previous = try activity.claim(for: self), previous !== self { movedFrom.append((previous, activity)) }
+        }
+        for (previous, activity) in movedFrom { await previous.remove(activity, reason: .resigned) }
+        for activity in activities { publish(advertiser.add(activity)) }
+    }
+
+    /// Stops offering `activity` (resigned, invalidated, expired).
+    func remove(_ activity: UserActivity, reason: RemovalReason) {
+        publish(advertiser.remove(activity, reason: reason))
+    }
+
+    /// Called by a current activity whenever one of its properties changes.
+    nonisolated func activityDidChange(_ id: String) {
+        let first = changedActivities.withLock { $0.insert(id).inserted && $0.count == 1 }
+        if first { changesContinuation.yield() }
+    }
+
+    /// Publishes what changed: everything queued by the time it wakes up, each activity once.
+    func applyChanges() async {
+        for await _ in changes {
+            let changed = changedActivities.withLock { pending in
+                defer { pending.removeAll(keepingCapacity: true) }
+                return pending
+            }
+            publish(advertiser.changed(changed))
+        }
+    }
+
+    /// The activities current on this node.
+    public var currentActivities: [UserActivity] { Array(advertiser.current.activities) }
+
+    // MARK: Publishing
+
+    /// Publishes one bus message; `false` when it was not sent (over the frame limit, or dropped).
+    @discardableResult
+    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) -> Bool {
+        let bytes = envelopes.bytes(body)
+        // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
+        // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
+        guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
+            logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
+            return false
+        }
+        do {
+            // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
+            guard try publisher.trySend(topic, more: true), try publisher.trySend(bytes) else { return false }
+            metrics.sent(on: .bus, bytes: topic.count + bytes.count)
+            return true
+        } catch {
+            logger.warning("could not publish on the bus: \(error)")
+            return false
+        }
+    }
+
+    /// Publishes what the advertiser decided, in its order.
+    func publish(_ messages: [Advertiser.Message]) {
+        for message in messages { sendOnBus(topic: message.topic, message.body) }
+    }
+
+    /// Publishes what the advertiser decided, and logs why (at info) when it says.
+    func publish(_ decision: (note: String?, messages: [Advertiser.Message])) {
+        if let note = decision.note { logger.info("\(note)") }
+        publish(decision.messages)
+    }
+
+    /// The topic of a broker's request that this node advertise again (wire.proto, "R:").
+    var readvertiseTopic: [UInt8] { Array((Topic.readvertisePrefix + id).utf8) }
+
+    /// Hands what the publisher hears to the advertiser. With brokers: a broker's subscribe-all,
+    /// which arrives whenever this node (re)connects to it, gets every current activity at once,
+    /// so a restarted broker's cache fills right away; its `R:` request too. In direct mode (the
+    /// XPUB is verbose): a peer's snapshot subscription gets this node's matching activities under
+    /// that topic alone (wire.proto, "Snapshots"); a plain subscription gets nothing, so no peer
+    /// hears what it knows again.
+    func answerSubscriptions() async {
+        let bus: Advertiser.Bus = switch configuration.bus {
+        case .broker, .brokers: .brokered(readvertiseTopic: readvertiseTopic)
+        case .direct: .direct
+        }
+        while !Task.isCancelled {
+            guard let frame = try? await publisher.receive() else { return }
+            let bytes = frame.bytes
+            guard bytes.first == 1 else { continue }
+            publish(advertiser.subscribed(to: bytes.dropFirst(), bus: bus, now: .now))
+        }
+    }
+}

@@ -1,0 +1,269 @@
+import Foundation
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// The following side of the bus protocol, deciding with no I/O: which activities of other nodes
+/// this node knows, and what it believes of what it hears. Events come in (a decoded bus message,
+/// a type prefix followed or left, a bus connection back, ``tick(now:date:)``); actions come out
+/// (``Action``: an event for the discover streams, a subscription to make or drop, an activity the
+/// continuation client holds, something ignored for the node to count and log). Time is passed in,
+/// so each rule is tested without a socket or a real clock (FollowerTests).
+///
+/// The rules: news of an activity is believed only from its origin, with its key when secure, and
+/// fresh (``BusBelief``); an activity is known for its lease, renewed by its origin's presence,
+/// and forgotten when the presence stops listing it (``KnownActivities``); what is followed starts
+/// with a snapshot, asked again when it arrived short (``SnapshotRequests``) and when the bus lost
+/// something (``Resynchronization``); quotas bound what one origin and all of them can make this
+/// node hold.
+struct Follower {
+    struct Settings {
+        /// This node's id: its own news, come back through a broker, is not news.
+        var nodeID: String
+        /// Whether this node's own activities count as discovered (tests, monitors).
+        var includeOwnActivities = false
+        /// The lease of a presence that names none.
+        var defaultLease: Duration
+        var maxKnownPerNode: Int
+        var maxKnown: Int
+        var replayWindow: Duration
+        var secure: Bool
+        /// How many answerers each snapshot request has (brokers, or direct peers).
+        var snapshotAnswerers: Int
+    }
+
+    enum Action {
+        /// For the discover streams whose filter matches.
+        case emit(ActivityEvent)
+        case subscribe(String)
+        case unsubscribe(String)
+        /// An activity appeared or changed: the continuation client refreshes it if it holds it.
+        case changed(DiscoveredActivity)
+        /// An activity is forgotten: the continuation client lets it go.
+        case forgotten(String)
+        /// Something this node refused to believe or keep, for the node to count and log.
+        case ignored(Ignored)
+        case log(Logger.Level, String)
+        /// This node's own presence came back through the bus: it is on the bus.
+        case ownPresenceHeard
+    }
+
+    enum Ignored: Equatable {
+        /// From a node that may not speak for it; why, in words.
+        case foreign(String)
+        case stale(subject: String, age: TimeInterval)
+        case replayed
+        /// A new activity past the quota of its origin or of all.
+        case overQuota
+    }
+
+    /// Where replay protection keeps a node's presence (activity ids are never empty).
+    static let presenceKey = ""
+    /// How long a snapshot waits for its other answerers once one replied.
+    static let snapshotGrace = Duration.seconds(1)
+
+    let settings: Settings
+    private(set) var known: KnownActivities
+    private(set) var directory = NodeDirectory(capacity: 10_000)
+    private(set) var snapshots: SnapshotRequests
+    private(set) var resynchronization: Resynchronization
+    private var belief: BusBelief
+    /// The type prefixes some discover stream (or the configuration) follows.
+    private(set) var followed: Set<String> = []
+    /// Origins whose over-quota activities were logged (once each), bounded.
+    private var loggedOverQuota: Set<String> = []
+    /// Makes a snapshot request's random token (passed in, for a seeded simulation).
+    var makeToken: () -> String = Topic.newSnapshotToken
+
+    init(_ settings: Settings) {
+        self.settings = settings
+        known = KnownActivities(maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown)
+        snapshots = SnapshotRequests(expectedReplies: settings.snapshotAnswerers)
+        resynchronization = Resynchronization(capacity: settings.maxKnown)
+        belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(window: settings.replayWindow))
+    }
+
+    /// Whether every snapshot asked for has arrived.
+    var isSynchronized: Bool { snapshots.isEmpty }
+
+    // MARK: Following
+
+    /// Type prefixes newly followed: subscribed to, each with its snapshot asked for.
+    mutating func follow(_ typePrefixes: [String]) -> [Action] {
+        guard !typePrefixes.isEmpty else { return [] }
+        resynchronization.followingChanged()
+        var actions: [Action] = []
+        for typePrefix in typePrefixes {
+            followed.insert(typePrefix)
+            actions.append(.subscribe(Topic.activityPrefix + typePrefix))
+            actions += requestSnapshot(typePrefix: typePrefix)
+        }
+        return actions
+    }
+
+    /// Type prefixes no longer followed: unsubscribed, their snapshots ended.
+    mutating func unfollow(_ typePrefixes: [String]) -> [Action] {
+        var actions: [Action] = []
+        for typePrefix in typePrefixes {
+            followed.remove(typePrefix)
+            actions.append(.unsubscribe(Topic.activityPrefix + typePrefix))
+            actions += snapshots.cancel(typePrefix: typePrefix).map(Action.unsubscribe)
+        }
+        return actions
+    }
+
+    private mutating func requestSnapshot(typePrefix: String, attempt: Int = 1) -> [Action] {
+        guard snapshots.expectedReplies > 0 else { return [] }
+        return [.subscribe(snapshots.start(typePrefix: typePrefix, attempt: attempt, token: makeToken()))]
+    }
+
+    private mutating func askForSnapshotsAgain() -> [Action] {
+        followed.sorted().filter { !snapshots.isPending(typePrefix: $0) }.flatMap { requestSnapshot(typePrefix: $0) }
+    }
+
+    // MARK: What the bus says
+
+    /// A bus message, decoded: `topic` is its first frame; `connectionKey` the key of the direct
+    /// peer it came from, when secure in direct mode (its messages must name that key as sender).
+    mutating func received(_ envelope: WireEnvelope, topic: [UInt8], connectionKey: Data?, now: ContinuousClock.Instant, date: Date) -> [Action] {
+        if let connectionKey, envelope.sender.publicKey != connectionKey {
+            return [.ignored(.foreign("a bus message from a direct peer that names another key as its sender"))]
+        }
+        guard topic.starts(with: Topic.snapshotPrefixBytes) else { return heard(envelope, now: now, date: date) }
+        let snapshotTopic = String(decoding: topic, as: UTF8.self)
+        switch envelope.body {
+        case .advertisement:
+            guard snapshots.advertisementArrived(on: snapshotTopic) else { return [] }
+            return heard(envelope, now: now, date: date)
+        case .snapshotReply(let reply):
+            return finishSnapshot(topic: snapshotTopic, snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now))
+        default:
+            return [.log(.debug, "ignoring a \(String(describing: envelope.body)) on snapshot topic \(snapshotTopic)")]
+        }
+    }
+
+    private mutating func heard(_ envelope: WireEnvelope, now: ContinuousClock.Instant, date: Date) -> [Action] {
+        let own = settings.nodeID
+        switch envelope.body {
+        case .advertisement(let advertisement):
+            // Our own, come back through the broker: nothing to do (and nothing to remember).
+            guard settings.includeOwnActivities || advertisement.origin.nodeID != own else { return [] }
+            if let refusal = believe(envelope, origin: advertisement.origin, subject: advertisement.activityID, date: date, now: now) { return [refusal] }
+            let activity = DiscoveredActivity(wire: advertisement)
+            if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
+            switch known.arrive(activity, deadline: now + activity.lease, now: now) {
+            case .appeared: return [.emit(.appeared(activity)), .changed(activity)]
+            case .updated: return [.emit(.updated(activity)), .changed(activity)]
+            case .renewed, .stale: return []
+            case .overQuota(let ofOrigin, let total):
+                var actions: [Action] = [.ignored(.overQuota)]
+                let origin = activity.origin.id
+                if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
+                    actions.append(.log(.warning, "ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \(settings.maxKnownPerNode), maxKnownActivities \(settings.maxKnown))"))
+                }
+                return actions
+            }
+        case .withdrawal(let withdrawal):
+            guard settings.includeOwnActivities || withdrawal.origin.nodeID != own else { return [] }
+            if let refusal = believe(envelope, origin: withdrawal.origin, subject: withdrawal.activityID, date: date, now: now) { return [refusal] }
+            return forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
+        case .nodePresence(let presence):
+            var actions: [Action] = presence.node.nodeID == own ? [.ownPresenceHeard] : []
+            guard settings.includeOwnActivities || presence.node.nodeID != own else { return actions }
+            // Replay protection as for an activity, under a name no activity id can have.
+            if let refusal = believe(envelope, origin: presence.node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
+            let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
+            directory.heard(presence, lease: lease, now: now, wallClock: date)
+            let listed = Set(presence.activityIds)
+            for id in known.renew(origin: presence.node.nodeID, listed: listed, partial: presence.partial, deadline: now + lease) {
+                actions += forget(id, reason: .lost)
+            }
+            return actions + resynchronize(afterPresenceOf: presence.node.nodeID, listing: listed, now: now)
+        default:
+            return []
+        }
+    }
+
+    /// `nil` when the envelope is believed (``BusBelief``); otherwise what to count.
+    private mutating func believe(_ envelope: WireEnvelope, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant) -> Action? {
+        let claim = BusBelief.Claim(
+            senderNodeID: envelope.sender.nodeID, senderKey: envelope.sender.publicKey, originNodeID: origin.nodeID,
+            originKey: origin.publicKey, subject: subject, sequence: envelope.sequence,
+            sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
+        let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
+        switch belief.judge(claim, knownKey: knownKey, now: date, clock: now) {
+        case .believed: return nil
+        case .foreign(let why): return .ignored(.foreign(why))
+        case .stale(let age): return .ignored(.stale(subject: subject, age: age))
+        case .replayed: return .ignored(.replayed)
+        }
+    }
+
+    private mutating func forget(_ id: String, reason: RemovalReason) -> [Action] {
+        guard let activity = known.remove(id) else { return [] }
+        return [.forgotten(id), .emit(.removed(activity, reason))]
+    }
+
+    /// Acts on what a snapshot's answers came to: its topic dropped once it is over, asked again
+    /// when it arrived short.
+    private mutating func finishSnapshot(topic: String, _ outcome: SnapshotRequests.Outcome) -> [Action] {
+        var actions: [Action] = []
+        switch outcome {
+        case .waiting, .unknown:
+            return []
+        case .complete:
+            break
+        case .retry(let typePrefix, let attempt):
+            actions.append(.log(.warning, "the snapshot of \"\(typePrefix)\" arrived incomplete; asking again (attempt \(attempt))"))
+            actions += requestSnapshot(typePrefix: typePrefix, attempt: attempt)
+        case .incomplete(let received, let promised):
+            actions.append(.log(.warning, "a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest"))
+        }
+        return actions + [.unsubscribe(topic)]
+    }
+
+    // MARK: Recovery
+
+    /// A presence renewed what it lists; those of its ids not held here may be lost activities of
+    /// a type this node follows.
+    private mutating func resynchronize(afterPresenceOf origin: String, listing listed: Set<String>, now: ContinuousClock.Instant) -> [Action] {
+        guard !followed.isEmpty else { return [] }
+        let unheld = listed.filter { known[$0] == nil }
+        guard resynchronization.presence(origin: origin, listed: listed, unheld: unheld, now: now) else { return [] }
+        return [.log(.debug, "a presence of \(origin) names \(unheld.count) activities not known here; asking for the snapshots again")]
+            + askForSnapshotsAgain()
+    }
+
+    /// A bus subscriber connected again (a broker restarted, the network came back): what was
+    /// advertised meanwhile went past this node.
+    mutating func busReconnected(to endpoint: String, now: ContinuousClock.Instant) -> [Action] {
+        guard !followed.isEmpty, resynchronization.reconnected(now: now) else { return [] }
+        return [.log(.info, "connected to \(endpoint) again; asking for the snapshots of what this node follows")]
+            + askForSnapshotsAgain()
+    }
+
+    // MARK: Time
+
+    /// Leases that ran out, snapshots some answerers never replied to, a resynchronization round
+    /// put off by its interval, and one whose snapshots all arrived.
+    mutating func tick(now: ContinuousClock.Instant, date: Date) -> [Action] {
+        var actions: [Action] = []
+        directory.expire(now: now)
+        for (id, reason) in known.due(now: now, wallClock: date) { actions += forget(id, reason: reason) }
+        for (topic, outcome) in snapshots.expire(now: now, grace: Self.snapshotGrace) {
+            actions.append(.log(.debug, "snapshot \(topic): not every answerer replied; going on with what arrived"))
+            actions += finishSnapshot(topic: topic, outcome)
+        }
+        if resynchronization.due(now: now) { actions += askForSnapshotsAgain() }
+        if resynchronization.inRound, snapshots.isEmpty {
+            let known = self.known
+            resynchronization.settled { known[$0] != nil }
+        }
+        return actions
+    }
+
+    /// Drops replay-protection entries older than the window (once per presence).
+    mutating func pruneSequences(now: ContinuousClock.Instant) {
+        belief.replayGuard.prune(now: now)
+    }
+}

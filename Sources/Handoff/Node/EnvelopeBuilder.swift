@@ -1,0 +1,24 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+
+/// The one way a node wraps a message body in its envelope (wire.proto, `Envelope`): itself as the
+/// sender, and a sequence that grows with every envelope it sends, on any socket. The sequence
+/// starts at the wall clock's microseconds, so that it grows across restarts too (a restarted node
+/// may keep its configured id, and followers' replay protection remembers the old one's).
+struct EnvelopeBuilder {
+    let sender: WireNodeRef
+    private(set) var sequence: UInt64
+
+    init(sender: WireNodeRef, startingAt start: Date = Date()) {
+        self.sender = sender
+        sequence = UInt64(start.timeIntervalSince1970 * 1_000_000)
+    }
+
+    /// The encoded envelope of `body`, with the next sequence.
+    mutating func bytes(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0) -> [UInt8] {
+        sequence += 1
+        // Encoding a proto3 message cannot fail: there are no required fields.
+        return try! WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID).serializedBytes()
+    }
+}

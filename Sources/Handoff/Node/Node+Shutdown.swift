@@ -1,0 +1,55 @@
+import Foundation
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// How a node stops: what still waits on it ends, the bus hears its activities withdrawn, and its
+/// sockets close.
+extension Node {
+    /// Fails every continue still waiting for its originator and every open stream pair, so that
+    /// whatever waits on them (a caller, a delegate, a plugin call) returns.
+    func failOutstanding() {
+        for id in pending.ids {
+            resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
+        }
+        for session in streams.all {
+            // The peer is told at once (its pair fails with peerLost) rather than left to wait out
+            // its resume window for a node that is not coming back.
+            if session.failure == nil {
+                sendStreamMessage(session, .error(HandoffError(.peerLost, "\(info.name) shut down", activityType: session.activityType).wire))
+                // Sockets close with linger 0: give the notice half a second to leave.
+                switch session.route.peer {
+                case .router: try? server.set(.linger, 500)
+                case .dealer(let endpoint): try? clients[endpoint]?.socket.set(.linger, 500)
+                }
+            }
+            session.fail(HandoffError(.notRunning, "the node shut down"))
+        }
+        streams.removeAll()
+    }
+
+    func shutDown() {
+        runState = .stopped
+        jobs = nil
+        let (withdrawn, withdrawals) = advertiser.removeAll()
+        for activity in withdrawn { activity.detach() }
+        publish(withdrawals)
+        failOutstanding()
+        for sink in watchers.removeAll() { sink.finish() }
+        for client in clients.values { client.close() }
+        clients.removeAll()
+        for (_, monitor) in busMonitors { monitor.stop() }
+        busMonitors.removeAll()
+        for monitor in serverMonitors { monitor.stop() }
+        serverMonitors.removeAll()
+        changesContinuation.finish()
+        zap?.removePolicy(forDomain: zapDomain)
+        zap = nil
+        // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
+        // terminate the context (see Context.terminate()) to wait until they have.
+        for subscriber in subscribers { subscriber.close() }
+        server.close()
+        publisher.close()
+        logger.info("node stopped")
+    }
+}

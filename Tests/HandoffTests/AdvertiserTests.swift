@@ -1,0 +1,181 @@
+import Foundation
+import HandoffWire
+import Testing
+@testable import Handoff
+
+/// The originating side's rules on ``Advertiser``, with no socket and no real clock: time is an
+/// instant advanced by hand.
+@Suite("Advertiser: what the bus hears of a node's own activities, and when (no I/O)")
+struct AdvertiserTests {
+    let start = ContinuousClock.now
+    let settings: Advertiser.Settings = {
+        var origin = WireNodeRef()
+        origin.nodeID = "origin-1"
+        origin.name = "origin"
+        return Advertiser.Settings(
+            origin: origin, continueEndpoint: "tcp://10.0.0.1:7000", lease: .seconds(6), teamID: nil,
+            advertiseInterval: .seconds(2), refreshInterval: .seconds(25))
+    }()
+
+    func activity(_ type: String = "org.handoff.test.edit") throws -> UserActivity {
+        let activity = try UserActivity(activityType: type)
+        activity.title = "a title"
+        return activity
+    }
+
+    func advertised(_ messages: [Advertiser.Message]) -> [String] {
+        messages.compactMap { if case .advertisement(let a) = $0.body { a.activityID } else { nil } }
+    }
+
+    func withdrawn(_ messages: [Advertiser.Message]) -> [(id: String, reason: WireWithdrawal.Reason)] {
+        messages.compactMap { if case .withdrawal(let w) = $0.body { (w.activityID, w.reason) } else { nil } }
+    }
+
+    func presences(_ messages: [Advertiser.Message]) -> [WireNodePresence] {
+        messages.compactMap { if case .nodePresence(let p) = $0.body { p } else { nil } }
+    }
+
+    @Test("becoming current advertises it under A: + its type; a change advertises it again; while not eligible for Handoff it is withdrawn instead; ids no longer current are skipped")
+    func addAndChange() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let edit = try activity()
+        let added = advertiser.add(edit)
+        #expect(advertised(added) == [edit.id])
+        #expect(added.first?.topic == Array("A:org.handoff.test.edit".utf8))
+        if case .advertisement(let a) = added.first?.body {
+            #expect(a.continueEndpoint == "tcp://10.0.0.1:7000" && a.leaseMs == 6_000 && a.origin.nodeID == "origin-1")
+        }
+        #expect(advertised(advertiser.changed([edit.id, "gone"])) == [edit.id])
+        edit.isEligibleForHandoff = false
+        let hidden = advertiser.changed([edit.id])
+        #expect(withdrawn(hidden).map(\.id) == [edit.id] && advertised(hidden).isEmpty)
+    }
+
+    @Test("removal withdraws once, with its reason; removing what is not current says nothing")
+    func removal() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let edit = try activity()
+        _ = advertiser.add(edit)
+        let removed = advertiser.remove(edit, reason: .resigned)
+        #expect(withdrawn(removed).map(\.id) == [edit.id] && withdrawn(removed).first?.reason == RemovalReason.resigned.wire)
+        #expect(advertiser.remove(edit, reason: .resigned).isEmpty)
+        #expect(advertiser.current.count == 0)
+    }
+
+    @Test("a presence every advertise interval and nothing before it; it lists the eligible current ids, the lease and the continue endpoint, under P: + the node id")
+    func presenceSchedule() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let (shown, hidden) = (try activity(), try activity("org.handoff.test.hidden"))
+        hidden.isEligibleForHandoff = false
+        _ = advertiser.add(shown)
+        _ = advertiser.add(hidden)
+        #expect(advertiser.nextPresence == start + .seconds(2))
+        #expect(!advertiser.tick(now: start + .seconds(1), date: Date()).presence)
+        let tick = advertiser.tick(now: start + .seconds(2), date: Date())
+        #expect(tick.presence && tick.expired.isEmpty && tick.note == nil)
+        #expect(tick.messages.count == 1, "a presence alone before the refresh is due")
+        let presence = try #require(presences(tick.messages).first)
+        #expect(presence.activityIds == [shown.id] && presence.leaseMs == 6_000 && !presence.partial)
+        #expect(presence.continueEndpoint == "tcp://10.0.0.1:7000")
+        #expect(tick.messages.last?.topic == Array("P:origin-1".utf8))
+        #expect(advertiser.nextPresence == start + .seconds(4))
+        #expect(!advertiser.tick(now: start + .seconds(3), date: Date()).presence)
+    }
+
+    @Test("every current activity is advertised again at the refresh interval, before that presence")
+    func refresh() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let (a, b) = (try activity(), try activity("org.handoff.test.other"))
+        _ = advertiser.add(a)
+        _ = advertiser.add(b)
+        var refreshed: [String] = []
+        var now = start
+        while now < start + .seconds(25) {
+            now = advertiser.nextPresence
+            let tick = advertiser.tick(now: now, date: Date())
+            refreshed += advertised(tick.messages)
+            if now < start + .seconds(25) { #expect(advertised(tick.messages).isEmpty, "nothing refreshed at \(now - start)") }
+        }
+        #expect(Set(refreshed) == [a.id, b.id] && refreshed.count == 2)
+    }
+
+    @Test("a presence later than a lease (the node stalled) advertises every activity again, and says why")
+    func stalled() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let edit = try activity()
+        _ = advertiser.add(edit)
+        _ = advertiser.tick(now: start + .seconds(2), date: Date())
+        let late = advertiser.tick(now: start + .seconds(9), date: Date())
+        #expect(advertised(late.messages) == [edit.id] && presences(late.messages).count == 1)
+        #expect(late.note?.contains("7.0 s late") == true, "\(late.note ?? "no note")")
+        let onTime = advertiser.tick(now: start + .seconds(11), date: Date())
+        #expect(advertised(onTime.messages).isEmpty && onTime.note == nil)
+    }
+
+    @Test("an activity past its expiration date goes at the next presence: withdrawn as expired, handed to the node to let go, and a late request hears it expired")
+    func expiry() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let (expiring, staying) = (try activity(), try activity("org.handoff.test.stays"))
+        let wallClock = Date(timeIntervalSince1970: 2_000_000_000)
+        expiring.expirationDate = wallClock.addingTimeInterval(1)
+        _ = advertiser.add(expiring)
+        _ = advertiser.add(staying)
+        #expect(advertiser.tick(now: start + .seconds(2), date: wallClock).expired.isEmpty)
+        let tick = advertiser.tick(now: start + .seconds(4), date: wallClock.addingTimeInterval(1))
+        #expect(tick.expired.map(\.id) == [expiring.id])
+        #expect(withdrawn(tick.messages).map(\.id) == [expiring.id] && withdrawn(tick.messages).first?.reason == RemovalReason.expired.wire)
+        #expect(presences(tick.messages).first?.activityIds == [staying.id], "the presence after the withdrawal lists what stays")
+        #expect(advertiser.current.endedReason(expiring.id) == .activityExpired)
+    }
+
+    @Test("a broker's subscribe-all advertises everything again; its R: request is honoured at most once a second; any other subscription gets nothing")
+    func brokerSubscriptions() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let edit = try activity()
+        _ = advertiser.add(edit)
+        let ask: [UInt8] = Array("R:origin-1".utf8)
+        let bus = Advertiser.Bus.brokered(readvertiseTopic: ask)
+        #expect(advertised(advertiser.subscribed(to: [][...], bus: bus, now: start).messages) == [edit.id])
+        let asked = advertiser.subscribed(to: ask[...], bus: bus, now: start + .seconds(1))
+        #expect(advertised(asked.messages) == [edit.id] && asked.note?.contains("a broker lost") == true)
+        #expect(advertiser.subscribed(to: ask[...], bus: bus, now: start + .milliseconds(1_500)).messages.isEmpty, "asked again within a second")
+        #expect(advertised(advertiser.subscribed(to: ask[...], bus: bus, now: start + .seconds(2)).messages) == [edit.id])
+        #expect(advertiser.subscribed(to: Array("R:someone-else".utf8)[...], bus: bus, now: start + .seconds(9)).messages.isEmpty)
+        #expect(advertiser.subscribed(to: Array("A:org".utf8)[...], bus: bus, now: start + .seconds(9)).messages.isEmpty)
+    }
+
+    @Test("a direct peer's snapshot subscription gets the matching eligible activities under its own topic, then a reply that counts them; a plain or malformed one gets nothing")
+    func directSnapshots() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let (edit, view, hidden, other) = (try activity("org.handoff.test.edit"), try activity("org.handoff.test.view"),
+                                          try activity("org.handoff.test.hidden"), try activity("com.example.other"))
+        hidden.isEligibleForHandoff = false
+        for a in [edit, view, hidden, other] { _ = advertiser.add(a) }
+        let topic = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.handoff.test.").utf8)
+        let answer = advertiser.subscribed(to: topic[...], bus: .direct, now: start).messages
+        #expect(Set(advertised(answer)) == [edit.id, view.id])
+        #expect(answer.allSatisfy { $0.topic == topic })
+        guard case .snapshotReply(let reply) = answer.last?.body else {
+            Issue.record("the answer does not end with a SnapshotReply")
+            return
+        }
+        #expect(reply.count == 2 && reply.typePrefix == "org.handoff.test.")
+        #expect(advertiser.subscribed(to: Array("A:org.handoff.test.".utf8)[...], bus: .direct, now: start).messages.isEmpty)
+        #expect(advertiser.subscribed(to: Array("S:nothex".utf8)[...], bus: .direct, now: start).messages.isEmpty)
+    }
+
+    @Test("a continue-once activity, once continued, is withdrawn as invalidated, and a later request hears it was already continued; at shutdown every activity is withdrawn as such")
+    func continuedOnceAndShutdown() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let (once, other) = (try activity(), try activity("org.handoff.test.other"))
+        _ = advertiser.add(once)
+        _ = advertiser.add(other)
+        let continued = advertiser.continuedOnce(once)
+        #expect(withdrawn(continued).map(\.id) == [once.id] && withdrawn(continued).first?.reason == RemovalReason.invalidated.wire)
+        #expect(advertiser.current.endedReason(once.id) == .alreadyContinued)
+        let (left, withdrawals) = advertiser.removeAll()
+        #expect(left.map(\.id) == [other.id])
+        #expect(withdrawn(withdrawals).map(\.id) == [other.id] && withdrawn(withdrawals).first?.reason == RemovalReason.nodeShutdown.wire)
+        #expect(presences([advertiser.presence()]).first?.activityIds == [])
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import HandoffWire
+import Testing
+@testable import Handoff
+
+/// The following side's rules on ``Follower``, with no socket and no real clock.
+@Suite("Follower: what a node knows of other nodes' activities and believes of the bus (no I/O)")
+struct FollowerTests {
+    let start = ContinuousClock.now
+    let date = Date(timeIntervalSince1970: 2_000_000_000)
+
+    func settings(secure: Bool = false, answerers: Int = 1, maxPerNode: Int = 100) -> Follower.Settings {
+        Follower.Settings(
+            nodeID: "me", defaultLease: .seconds(6), maxKnownPerNode: maxPerNode, maxKnown: 1_000,
+            replayWindow: .seconds(30), secure: secure, snapshotAnswerers: answerers)
+    }
+
+    func node(_ id: String, key: UInt8? = nil) -> WireNodeRef {
+        var node = WireNodeRef()
+        node.nodeID = id
+        node.name = id
+        if let key { node.publicKey = Data(repeating: key, count: 32) }
+        return node
+    }
+
+    func advertisement(_ id: String, of origin: WireNodeRef, version: UInt64 = 1, type: String = "org.test.edit", expires: Date? = nil) -> WireEnvelope.OneOf_Body {
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = id
+        advertisement.activityType = type
+        advertisement.title = id
+        advertisement.origin = origin
+        advertisement.continueEndpoint = "tcp://10.0.0.2:7000"
+        advertisement.version = version
+        advertisement.leaseMs = 6_000
+        if let expires { advertisement.expiresAt = WireTimestamp(expires) }
+        return .advertisement(advertisement)
+    }
+
+    func withdrawal(_ id: String, of origin: WireNodeRef) -> WireEnvelope.OneOf_Body {
+        var withdrawal = WireWithdrawal()
+        withdrawal.activityID = id
+        withdrawal.activityType = "org.test.edit"
+        withdrawal.origin = origin
+        withdrawal.reason = RemovalReason.invalidated.wire
+        return .withdrawal(withdrawal)
+    }
+
+    func presence(of origin: WireNodeRef, listing ids: [String]) -> WireEnvelope.OneOf_Body {
+        var presence = WireNodePresence()
+        presence.node = origin
+        presence.activityIds = ids
+        presence.leaseMs = 6_000
+        return .nodePresence(presence)
+    }
+
+    /// What `sender` says, as the follower receives it at `at` seconds after the start.
+    func hear(
+        _ follower: inout Follower, _ body: WireEnvelope.OneOf_Body, from sender: WireNodeRef, sequence: UInt64,
+        at seconds: Double = 0, topic: String = "A:org.test.edit", connectionKey: Data? = nil
+    ) -> [Follower.Action] {
+        let envelope = WireEnvelope(body: body, sender: sender, sequence: sequence, sentAt: date.addingTimeInterval(seconds))
+        return follower.received(envelope, topic: Array(topic.utf8), connectionKey: connectionKey,
+                                 now: start + .milliseconds(Int(seconds * 1000)), date: date.addingTimeInterval(seconds))
+    }
+
+    func events(_ actions: [Follower.Action]) -> [String] {
+        actions.compactMap {
+            guard case .emit(let event) = $0 else { return nil }
+            return switch event {
+            case .appeared(let a): "appeared \(a.id) v\(a.version)"
+            case .updated(let a): "updated \(a.id) v\(a.version)"
+            case .removed(let a, let reason): "removed \(a.id) \(reason)"
+            }
+        }
+    }
+
+    func ignored(_ actions: [Follower.Action]) -> [Follower.Ignored] {
+        actions.compactMap { if case .ignored(let why) = $0 { why } else { nil } }
+    }
+
+    func subscriptions(_ actions: [Follower.Action]) -> [String] {
+        actions.compactMap {
+            switch $0 {
+            case .subscribe(let topic): "+" + topic
+            case .unsubscribe(let topic): "-" + topic
+            default: nil
+            }
+        }
+    }
+
+    @Test("an advertisement appears once; a newer version updates it; the same version again only renews; an older sequence is a replay, ignored")
+    func appearUpdateReplay() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        #expect(events(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1)) == ["appeared a v1"])
+        #expect(events(hear(&follower, advertisement("a", of: origin, version: 2), from: origin, sequence: 2)) == ["updated a v2"])
+        #expect(events(hear(&follower, advertisement("a", of: origin, version: 2), from: origin, sequence: 3)).isEmpty)
+        let replay = hear(&follower, advertisement("a", of: origin, version: 9), from: origin, sequence: 2)
+        #expect(ignored(replay) == [.replayed] && events(replay).isEmpty)
+        #expect(follower.known["a"]?.activity.version == 2)
+    }
+
+    @Test("news of an activity is believed only from its origin: another node's advertisement or withdrawal of it is foreign, and changes nothing")
+    func onlyTheOrigin() {
+        var follower = Follower(settings())
+        let (origin, liar) = (node("o1"), node("liar"))
+        _ = hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1)
+        let forged = hear(&follower, withdrawal("a", of: origin), from: liar, sequence: 50)
+        guard case .foreign? = ignored(forged).first else {
+            Issue.record("a forged withdrawal was not refused as foreign: \(forged)")
+            return
+        }
+        #expect(follower.known["a"] != nil)
+        #expect(events(hear(&follower, advertisement("b", of: origin), from: liar, sequence: 51)).isEmpty)
+        #expect(follower.known["b"] == nil)
+    }
+
+    @Test("secure: a sender whose key is not the origin's, or not the key the activity is known under, is foreign; a direct peer's message naming another key than its connection's is foreign")
+    func keys() {
+        var follower = Follower(settings(secure: true))
+        let origin = node("o1", key: 1)
+        #expect(events(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1)) == ["appeared a v1"])
+        let impostor = node("o1", key: 2)
+        let takeover = hear(&follower, advertisement("a", of: impostor, version: 5), from: impostor, sequence: 2)
+        #expect(ignored(takeover).count == 1 && events(takeover).isEmpty, "\(takeover)")
+        let direct = hear(&follower, advertisement("b", of: origin), from: origin, sequence: 3, connectionKey: Data(repeating: 9, count: 32))
+        #expect(ignored(direct) == [.foreign("a bus message from a direct peer that names another key as its sender")])
+    }
+
+    @Test("a withdrawal from the origin forgets the activity with its reason, and the continuation client lets it go")
+    func withdrawalForgets() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        _ = hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1)
+        let gone = hear(&follower, withdrawal("a", of: origin), from: origin, sequence: 2)
+        #expect(events(gone) == ["removed a invalidated"])
+        #expect(gone.contains { if case .forgotten("a") = $0 { true } else { false } })
+        #expect(follower.known["a"] == nil)
+    }
+
+    @Test("an activity is forgotten as lost when its lease runs out unrenewed; a presence renews what it lists and forgets what it stops listing")
+    func leasesAndPresence() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        _ = hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1)
+        _ = hear(&follower, advertisement("b", of: origin), from: origin, sequence: 2)
+        _ = hear(&follower, presence(of: origin, listing: ["a", "b"]), from: origin, sequence: 3, at: 5, topic: "P:o1")
+        #expect(events(follower.tick(now: start + .seconds(10), date: date.addingTimeInterval(10))).isEmpty, "renewed at 5 s for 6 s")
+        #expect(follower.directory.nodes.map(\.info.id) == ["o1"])
+        let dropped = hear(&follower, presence(of: origin, listing: ["a"]), from: origin, sequence: 4, at: 10.5, topic: "P:o1")
+        #expect(events(dropped) == ["removed b lost"])
+        let lapsed = follower.tick(now: start + .seconds(17), date: date.addingTimeInterval(17))
+        #expect(events(lapsed) == ["removed a lost"] || events(lapsed) == ["removed a expired"], "\(events(lapsed))")
+        #expect(follower.known.count == 0 && follower.directory.nodes.isEmpty)
+    }
+
+    @Test("this node's own news, come back through the broker, is not news; its own presence says it is on the bus")
+    func ownEcho() {
+        var follower = Follower(settings())
+        let me = node("me")
+        #expect(hear(&follower, advertisement("mine", of: me), from: me, sequence: 1).isEmpty)
+        let own = hear(&follower, presence(of: me, listing: ["mine"]), from: me, sequence: 2, topic: "P:me")
+        #expect(own.count == 1 && { if case .ownPresenceHeard = own[0] { true } else { false } }())
+        #expect(follower.known.count == 0)
+    }
+
+    @Test("an advertisement whose expiration date passed is not known")
+    func expiredOnArrival() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        #expect(hear(&follower, advertisement("a", of: origin, expires: date.addingTimeInterval(-1)), from: origin, sequence: 1).isEmpty)
+        #expect(follower.known["a"] == nil)
+    }
+
+    @Test("following a type prefix subscribes to it and asks for its snapshot; the snapshot's advertisements are news, its reply ends it and the node is synchronized; a short one is asked again")
+    func snapshots() throws {
+        var follower = Follower(settings())
+        var tokens = ["0000000000000001", "0000000000000002"].makeIterator()
+        follower.makeToken = { tokens.next()! }
+        let origin = node("o1")
+        let followed = follower.follow(["org.test."])
+        let first = "S:0000000000000001/org.test."
+        #expect(subscriptions(followed) == ["+A:org.test.", "+" + first])
+        #expect(!follower.isSynchronized)
+        #expect(events(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1, topic: first)) == ["appeared a v1"])
+        // Two promised, one arrived: asked again under a new token.
+        var reply = WireSnapshotReply(count: 2, typePrefix: "org.test.")
+        let short = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: first)
+        let second = "S:0000000000000002/org.test."
+        #expect(subscriptions(short) == ["+" + second, "-" + first])
+        reply.count = 0
+        #expect(subscriptions(hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, topic: second)) == ["-" + second])
+        #expect(follower.isSynchronized)
+        #expect(hear(&follower, advertisement("late", of: origin), from: origin, sequence: 2, topic: first).isEmpty, "a snapshot that is over")
+    }
+
+    @Test("unfollowing unsubscribes and ends the prefix's snapshot under way")
+    func unfollow() {
+        var follower = Follower(settings())
+        follower.makeToken = { "00000000000000aa" }
+        _ = follower.follow(["org.test."])
+        #expect(subscriptions(follower.unfollow(["org.test."])) == ["-A:org.test.", "-S:00000000000000aa/org.test."])
+        #expect(follower.isSynchronized && follower.followed.isEmpty)
+    }
+
+    @Test("a presence naming ids not held asks for the snapshots again, at most once a second; a bus reconnection does too; with nothing followed, neither asks")
+    func resynchronization() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        #expect(subscriptions(follower.busReconnected(to: "tcp://broker", now: start)).isEmpty, "nothing followed")
+        var counter = 0
+        follower.makeToken = { counter += 1; return String(format: "%016x", counter) }
+        _ = follower.follow(["org.test."])
+        var reply = WireSnapshotReply(count: 0, typePrefix: "org.test.")
+        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: "S:0000000000000001/org.test.")
+        #expect(follower.isSynchronized)
+        let asked = hear(&follower, presence(of: origin, listing: ["lost"]), from: origin, sequence: 1, at: 2, topic: "P:o1")
+        #expect(subscriptions(asked) == ["+S:0000000000000002/org.test."])
+        reply.count = 0
+        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, at: 2.1, topic: "S:0000000000000002/org.test.")
+        #expect(subscriptions(follower.busReconnected(to: "tcp://broker", now: start + .milliseconds(2_500))).isEmpty, "within a second of the last round")
+        #expect(subscriptions(follower.tick(now: start + .seconds(3), date: date)) == ["+S:0000000000000003/org.test."], "the round put off")
+    }
+
+    @Test("past its origin's quota a new activity is ignored and counted, logged once per origin")
+    func quota() {
+        var follower = Follower(settings(maxPerNode: 2))
+        let origin = node("o1")
+        for (index, id) in ["a", "b"].enumerated() {
+            _ = hear(&follower, advertisement(id, of: origin), from: origin, sequence: UInt64(index + 1))
+        }
+        let over = hear(&follower, advertisement("c", of: origin), from: origin, sequence: 3)
+        #expect(ignored(over) == [.overQuota] && over.count == 2, "counted and logged")
+        let again = hear(&follower, advertisement("d", of: origin), from: origin, sequence: 4)
+        #expect(ignored(again) == [.overQuota] && again.count == 1, "counted, not logged again")
+        #expect(follower.known.count == 2)
+    }
+}
