@@ -5,49 +5,6 @@ import SwiftProtobuf
 import Synchronization
 import ZeroMQ
 
-/// A DEALER connected to one originator's continuation endpoint, with a monitor that tells when the
-/// connection drops. Owned by the node actor.
-final class Client {
-    let endpoint: String
-    /// The originator's CURVE key this client authenticates, when secure.
-    let serverKey: CurveKey?
-    let socket: Socket
-    let monitor: SocketMonitor
-    /// Set when the originator refused this node's key at the handshake.
-    var refusedAtHandshake = false
-    /// Reconnects in a row that found nothing listening at the endpoint (``EndpointProbe``), and
-    /// whether a probe is under way.
-    var refusals = 0
-    var probing = false
-
-    init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?, limits: Node.ContinuationLimits) throws(ZMQError) {
-        self.endpoint = endpoint
-        self.serverKey = serverKey
-        socket = try context.socket(.dealer)
-        if let security, let serverKey { try security.secureClient(socket, serverKey: serverKey) }
-        try socket.set(.sendHighWaterMark, 10_000)
-        try socket.set(.receiveHighWaterMark, limits.receiveHighWaterMark)
-        try socket.set(.maxMessageSize, limits.maxMessageSize)
-        // Queue only to a live connection: with no originator, a send is refused at once
-        // instead of waiting in a queue for a peer that may never come back.
-        try socket.set(.immediate, true)
-        try socket.set(.reconnectInterval, 100)
-        try socket.set(.reconnectIntervalMax, 2000)
-        try socket.set(.heartbeatInterval, 1000)
-        try socket.set(.heartbeatTimeout, 3000)
-        monitor = try socket.monitor(Self.watchedEvents)
-        try socket.connect(endpoint)
-    }
-
-    /// The drops and refusals the node acts on; a failed reconnect, to ask whether the peer is gone.
-    static let watchedEvents: MonitorEvents = [.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
-
-    func close() {
-        monitor.stop()
-        socket.close()
-    }
-}
-
 extension Node {
     /// What waits for an originator's reply: the suspended `fetch`.
     typealias ReplyWaiter = CheckedContinuation<Result<WireEnvelope, HandoffError>, Never>
@@ -64,16 +21,16 @@ extension Node {
     public func setContinuationHandler(
         forType activityType: String, teamID: String? = nil, _ handler: @escaping ContinuationHandler
     ) {
-        handlers[activityType] = RegisteredHandler(teamID: teamID ?? configuration.teamID, restore: handler)
+        continuing.register(handler, forType: activityType, teamID: teamID ?? configuration.teamID)
     }
 
     /// Removes the handler for an activity type.
     public func removeContinuationHandler(forType activityType: String) {
-        handlers[activityType] = nil
+        continuing.removeHandler(forType: activityType)
     }
 
     /// The activity types this node has continuation handlers for.
-    public var handledActivityTypes: [String] { handlers.keys.sorted() }
+    public var handledActivityTypes: [String] { continuing.handlers.keys.sorted() }
 
     /// Sets the delegate told of continuations on this side. Held weakly.
     public func setDelegate(_ delegate: (any HandoffDelegate)?) {
@@ -138,27 +95,19 @@ extension Node {
             if let delegate, !(await delegate.node(self, willContinueActivityWithType: activityType)) {
                 throw HandoffError(.declined, "the delegate declined to continue it", activityType: activityType)
             }
-            guard let handler = handlers[activityType] else {
-                if let url = activity.webpageURL { return .webpage(url) }
-                throw HandoffError(.noHandler, "this node has no continuation handler for \(activityType), and the activity has no webpage URL to fall back to", activityType: activityType)
-            }
-            guard configuration.teamPolicy.allows(activityTeam: activity.teamID, handlerTeam: handler.teamID) else {
-                throw HandoffError(.teamMismatch, "the activity belongs to \(Self.teamName(activity.teamID)) but this node's handler for \(activityType) belongs to \(Self.teamName(handler.teamID)); activities go only to handlers of their own team unless the team policy trusts it", activityType: activityType)
-            }
-            if let expiration = activity.expirationDate, expiration <= Date() {
-                throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
+            let registered: ContinuationClient<ReplyWaiter, ContinuationHandler>.Registered
+            switch try continuing.plan(activity, date: Date()) {
+            case .webpage(let url): return .webpage(url)
+            case .fetch(let handler): registered = handler
             }
             let continued = try await fetch(activity, refresh: false)
-            // The full activity is authoritative: its team is checked again before it is handed on.
-            guard configuration.teamPolicy.allows(activityTeam: continued.teamID, handlerTeam: handler.teamID) else {
-                throw HandoffError(.teamMismatch, "the continued activity belongs to \(Self.teamName(continued.teamID)) but this node's handler for \(activityType) belongs to \(Self.teamName(handler.teamID))", activityType: activityType)
-            }
+            try continuing.check(continued, for: registered)
             do {
-                try await handler.restore(continued)
+                try await registered.handler(continued)
             } catch {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
-            if follower.known[continued.id] != nil { held.hold(continued.id, version: continued.version) }
+            if follower.known[continued.id] != nil { continuing.held.hold(continued.id, version: continued.version) }
             metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
         } catch {
@@ -168,25 +117,13 @@ extension Node {
         }
     }
 
-    static func teamName(_ teamID: String?) -> String {
-        teamID.map { "team \"\($0)\"" } ?? "no team"
-    }
-
     /// Asks the originator for the full activity.
     func fetch(_ activity: DiscoveredActivity, refresh: Bool) async throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
         let client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
-        nextCorrelation += 1
-        let correlationID = nextCorrelation
-        var request = WireContinueRequest()
-        request.activityID = activity.id
-        request.activityType = activityType
-        request.refresh = refresh
-        let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
-
-        let deadline = ContinuousClock.now + configuration.continueTimeout
-        let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { continuation in
-            pending.add(correlationID, .init(waiter: continuation, endpoint: client.endpoint, activityType: activityType, deadline: deadline))
+        let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { waiter in
+            let (correlationID, request) = continuing.request(activity, refresh: refresh, endpoint: client.endpoint, waiter: waiter, now: .now)
+            let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
             do {
                 guard try client.socket.trySend(bytes) else {
                     resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
@@ -198,38 +135,24 @@ extension Node {
                 return
             }
         }
-        let envelope = try outcome.get()
-        guard case .continueReply(let reply) = envelope.body else {
-            throw HandoffError(.malformedMessage, "the originator answered with something other than a continue reply", activityType: activityType)
-        }
-        switch reply.result {
-        case .activity(let wire):
-            guard wire.activityID == activity.id else {
-                throw HandoffError(.malformedMessage, "the originator answered with activity \(wire.activityID), not \(activity.id)", activityType: activityType)
-            }
-            return try ContinuedActivity(wire: wire, continueEndpoint: activity.continueEndpoint)
-        case .error(let error):
-            throw HandoffError(wire: error, activityType: activityType)
-        case nil:
-            throw HandoffError(.malformedMessage, "the originator's reply holds neither an activity nor an error", activityType: activityType)
-        }
+        return try ContinuationClient<ReplyWaiter, ContinuationHandler>.interpret(try outcome.get(), for: activity)
     }
 
     /// Completes a pending request (first outcome wins).
     func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
-        guard let request = pending.remove(correlationID) else { return }
+        resume(continuing.end(correlationID, outcome).map { [$0] } ?? [])
+    }
+
+    /// Resumes whoever waits on the requests that ended.
+    func resume(_ outcomes: [ContinuationClient<ReplyWaiter, ContinuationHandler>.Outcome]) {
         // The caller's task runs next on this thread (the receiver waits again at once), not on
         // another one woken for it (EventLoops).
-        EventLoops.handingOff { request.waiter.resume(returning: outcome) }
+        for outcome in outcomes { EventLoops.handingOff { outcome.waiter.resume(returning: outcome.result) } }
     }
 
     /// Fails the requests whose originator did not answer by their deadline.
     func expirePending(now: ContinuousClock.Instant) {
-        let timeout = configuration.continueTimeout
-        for id in pending.expired(at: now) {
-            guard let request = pending.request(id) else { continue }
-            resolve(id, .failure(HandoffError(.remoteApplicationTimedOut, "the originator at \(request.endpoint) did not answer within \(timeout)", activityType: request.activityType)))
-        }
+        resume(continuing.expire(now: now))
     }
 
     /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
@@ -342,16 +265,14 @@ extension Node {
                 logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
                 continue
             }
-            for id in pending.ids(to: endpoint) {
-                resolve(id, .failure(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering")))
-            }
+            resume(continuing.disconnected(from: endpoint))
             interruptStreams(to: endpoint)
         }
     }
 
     /// Re-fetches an activity this node continued when its originator advertises a newer version.
     func refreshIfHeld(_ activity: DiscoveredActivity) {
-        guard held.beginRefresh(activity.id, advertised: activity.version) else { return }
+        guard continuing.held.beginRefresh(activity.id, advertised: activity.version) else { return }
         spawn {
             await self.refresh(activity)
         }
@@ -363,13 +284,13 @@ extension Node {
             updated = try await fetch(activity, refresh: true)
         } catch {
             logger.debug("could not refresh \(activity.id): \(error)")
-            held.endRefresh(activity.id)
+            continuing.held.endRefresh(activity.id)
             return
         }
-        if held.accept(activity.id, fetched: updated.version) {
+        if continuing.held.accept(activity.id, fetched: updated.version) {
             await delegate?.node(self, didUpdate: updated)
         }
-        held.endRefresh(activity.id)
+        continuing.held.endRefresh(activity.id)
         // A newer version may have been advertised while this one was fetched or told.
         if let latest = follower.known[activity.id]?.activity { refreshIfHeld(latest) }
     }
@@ -379,7 +300,7 @@ extension Node {
         // Few clients, possibly 100,000 known activities: look for the clients' endpoints among the
         // activities (stopping once all are found) rather than collect every activity's endpoint.
         var unused = Set(clients.keys)
-        unused.subtract(pending.endpoints)
+        unused.subtract(continuing.pending.endpoints)
         unused.subtract(streams.dealerEndpoints)
         for entry in follower.known.values {
             if unused.isEmpty { return }

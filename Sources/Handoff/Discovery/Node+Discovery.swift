@@ -54,7 +54,7 @@ extension Node {
             case .subscribe(let topic): subscribe(topic)
             case .unsubscribe(let topic): unsubscribe(topic)
             case .changed(let activity): refreshIfHeld(activity)
-            case .forgotten(let id): held.release(id)
+            case .forgotten(let id): continuing.held.release(id)
             case .log(let level, let message): logger.log(level: level, "\(message)")
             case .ownPresenceHeard: lastBusProof = .now
             case .ignored(.foreign(let why)):

@@ -9,9 +9,7 @@ extension Node {
     /// Fails every continue still waiting for its originator and every open stream pair, so that
     /// whatever waits on them (a caller, a delegate, a plugin call) returns.
     func failOutstanding() {
-        for id in pending.ids {
-            resolve(id, .failure(HandoffError(.notRunning, "the node shut down before the originator answered")))
-        }
+        resume(continuing.failAll(HandoffError(.notRunning, "the node shut down before the originator answered")))
         for session in streams.all {
             // The peer is told at once (its pair fails with peerLost) rather than left to wait out
             // its resume window for a node that is not coming back.

@@ -70,14 +70,12 @@ public actor Node: Service {
     var lastRateLimitedLog: ContinuousClock.Instant?
     /// The discover streams and the topics they follow (``Watchers``).
     var watchers = Watchers<AsyncStream<ActivityEvent>.Continuation>()
-    var pending = PendingRequests<ReplyWaiter>()
-    var handlers: [String: RegisteredHandler] = [:]
     weak var delegate: (any HandoffDelegate)?
-    /// Activities this node continued, watched for updates (did-update).
-    var held = HeldActivities()
+    /// The continuing side: handlers, requests waiting for their originators, activities held
+    /// for did-update (``ContinuationClient``).
+    var continuing: ContinuationClient<ReplyWaiter, ContinuationHandler>
     /// This node's envelopes, with their sequence (``EnvelopeBuilder``).
     var envelopes: EnvelopeBuilder
-    var nextCorrelation: UInt64 = 0
     /// Open continuation stream pairs, with both kinds of peer, by key and by route (StreamTable).
     var streams = StreamTable<StreamSession>()
     var streamCountersStorage = StreamCounters() { didSet { counterMetrics.report(streamCountersStorage) } }
@@ -114,11 +112,6 @@ public actor Node: Service {
     nonisolated let changes: AsyncStream<Void>
     nonisolated let changesContinuation: AsyncStream<Void>.Continuation
 
-    struct RegisteredHandler {
-        let teamID: String?
-        let restore: ContinuationHandler
-    }
-
     /// Creates a node and joins the bus (connects and binds its sockets); ``run()`` starts its work.
     ///
     /// - Parameters:
@@ -152,6 +145,7 @@ public actor Node: Service {
             maxKnown: configuration.maxKnownActivities, replayWindow: configuration.replayWindow,
             secure: configuration.security != nil, snapshotAnswerers: snapshotAnswerers))
         envelopes = EnvelopeBuilder(sender: info.wire)
+        continuing = ContinuationClient(teamPolicy: configuration.teamPolicy, timeout: configuration.continueTimeout)
 
         // Every server socket of this node authenticates its clients against the account.
         zapDomain = "handoff.node.\(info.id)"

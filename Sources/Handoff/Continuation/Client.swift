@@ -1,0 +1,45 @@
+import Foundation
+import ZeroMQ
+
+/// A DEALER connected to one originator's continuation endpoint, with a monitor that tells when the
+/// connection drops. Owned by the node actor.
+final class Client {
+    let endpoint: String
+    /// The originator's CURVE key this client authenticates, when secure.
+    let serverKey: CurveKey?
+    let socket: Socket
+    let monitor: SocketMonitor
+    /// Set when the originator refused this node's key at the handshake.
+    var refusedAtHandshake = false
+    /// Reconnects in a row that found nothing listening at the endpoint (``EndpointProbe``), and
+    /// whether a probe is under way.
+    var refusals = 0
+    var probing = false
+
+    init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?, limits: Node.ContinuationLimits) throws(ZMQError) {
+        self.endpoint = endpoint
+        self.serverKey = serverKey
+        socket = try context.socket(.dealer)
+        if let security, let serverKey { try security.secureClient(socket, serverKey: serverKey) }
+        try socket.set(.sendHighWaterMark, 10_000)
+        try socket.set(.receiveHighWaterMark, limits.receiveHighWaterMark)
+        try socket.set(.maxMessageSize, limits.maxMessageSize)
+        // Queue only to a live connection: with no originator, a send is refused at once
+        // instead of waiting in a queue for a peer that may never come back.
+        try socket.set(.immediate, true)
+        try socket.set(.reconnectInterval, 100)
+        try socket.set(.reconnectIntervalMax, 2000)
+        try socket.set(.heartbeatInterval, 1000)
+        try socket.set(.heartbeatTimeout, 3000)
+        monitor = try socket.monitor(Self.watchedEvents)
+        try socket.connect(endpoint)
+    }
+
+    /// The drops and refusals the node acts on; a failed reconnect, to ask whether the peer is gone.
+    static let watchedEvents: MonitorEvents = [.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
+
+    func close() {
+        monitor.stop()
+        socket.close()
+    }
+}
