@@ -113,11 +113,17 @@ let package = Package(
             name: "handoff-bench",
             dependencies: ["Handoff", "ZeroMQ", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum", .product(name: "Logging", package: "swift-log")]
         ),
+        // The deterministic simulator: the node's protocol machines in a seeded fleet (Handoff's
+        // Simulation/), from the command line.
+        .executableTarget(
+            name: "handoff-sim",
+            dependencies: ["Handoff", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(
             name: "HandoffTests",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff",
+                "Handoff", "ZeroMQ", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff", "handoff-sim",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],

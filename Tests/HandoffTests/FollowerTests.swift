@@ -175,18 +175,18 @@ struct FollowerTests {
     @Test("following a type prefix subscribes to it and asks for its snapshot; the snapshot's advertisements are news, its reply ends it and the node is synchronized; a short one is asked again")
     func snapshots() throws {
         var follower = Follower(settings())
-        var tokens = ["0000000000000001", "0000000000000002"].makeIterator()
+        var tokens = ["00000000000000000000000000000001", "00000000000000000000000000000002"].makeIterator()
         follower.makeToken = { tokens.next()! }
         let origin = node("o1")
         let followed = follower.follow(["org.test."])
-        let first = "S:0000000000000001/org.test."
+        let first = "S:00000000000000000000000000000001/org.test."
         #expect(subscriptions(followed) == ["+A:org.test.", "+" + first])
         #expect(!follower.isSynchronized)
         #expect(events(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1, topic: first)) == ["appeared a v1"])
         // Two promised, one arrived: asked again under a new token.
         var reply = WireSnapshotReply(count: 2, typePrefix: "org.test.")
         let short = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: first)
-        let second = "S:0000000000000002/org.test."
+        let second = "S:00000000000000000000000000000002/org.test."
         #expect(subscriptions(short) == ["+" + second, "-" + first])
         reply.count = 0
         #expect(subscriptions(hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, topic: second)) == ["-" + second])
@@ -197,9 +197,9 @@ struct FollowerTests {
     @Test("unfollowing unsubscribes and ends the prefix's snapshot under way")
     func unfollow() {
         var follower = Follower(settings())
-        follower.makeToken = { "00000000000000aa" }
+        follower.makeToken = { "000000000000000000000000000000aa" }
         _ = follower.follow(["org.test."])
-        #expect(subscriptions(follower.unfollow(["org.test."])) == ["-A:org.test.", "-S:00000000000000aa/org.test."])
+        #expect(subscriptions(follower.unfollow(["org.test."])) == ["-A:org.test.", "-S:000000000000000000000000000000aa/org.test."])
         #expect(follower.isSynchronized && follower.followed.isEmpty)
     }
 
@@ -209,17 +209,17 @@ struct FollowerTests {
         let origin = node("o1")
         #expect(subscriptions(follower.busReconnected(to: "tcp://broker", now: start)).isEmpty, "nothing followed")
         var counter = 0
-        follower.makeToken = { counter += 1; return String(format: "%016x", counter) }
+        follower.makeToken = { counter += 1; return String(format: "%032x", counter) }
         _ = follower.follow(["org.test."])
         var reply = WireSnapshotReply(count: 0, typePrefix: "org.test.")
-        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: "S:0000000000000001/org.test.")
+        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: "S:00000000000000000000000000000001/org.test.")
         #expect(follower.isSynchronized)
         let asked = hear(&follower, presence(of: origin, listing: ["lost"]), from: origin, sequence: 1, at: 2, topic: "P:o1")
-        #expect(subscriptions(asked) == ["+S:0000000000000002/org.test."])
+        #expect(subscriptions(asked) == ["+S:00000000000000000000000000000002/org.test."])
         reply.count = 0
-        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, at: 2.1, topic: "S:0000000000000002/org.test.")
+        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, at: 2.1, topic: "S:00000000000000000000000000000002/org.test.")
         #expect(subscriptions(follower.busReconnected(to: "tcp://broker", now: start + .milliseconds(2_500))).isEmpty, "within a second of the last round")
-        #expect(subscriptions(follower.tick(now: start + .seconds(3), date: date)) == ["+S:0000000000000003/org.test."], "the round put off")
+        #expect(subscriptions(follower.tick(now: start + .seconds(3), date: date)) == ["+S:00000000000000000000000000000003/org.test."], "the round put off")
     }
 
     @Test("past its origin's quota a new activity is ignored and counted, logged once per origin")

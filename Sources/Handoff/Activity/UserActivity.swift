@@ -69,6 +69,14 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         state = Mutex(State())
     }
 
+    /// An activity with a given id (the simulator's, which must be the same in every run of a seed).
+    init(activityType: String, id: String) throws(HandoffError) {
+        try Self.validate(activityType: activityType)
+        self.activityType = activityType
+        self.id = id
+        state = Mutex(State())
+    }
+
     /// Checks that `activityType` is a reverse-DNS name.
     ///
     /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/invalidActivityType`` saying what is wrong.

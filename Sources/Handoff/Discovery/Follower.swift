@@ -57,6 +57,10 @@ struct Follower {
         case overQuota
     }
 
+    /// What a follower subscribes to for its whole life, whatever it follows: presences keep
+    /// known activities alive (wire.proto, NodePresence).
+    static let standingSubscriptions = [Topic.presencePrefix]
+
     /// Where replay protection keeps a node's presence (activity ids are never empty).
     static let presenceKey = ""
     /// How long a snapshot waits for its other answerers once one replied.

@@ -17,8 +17,13 @@ struct EnvelopeBuilder {
 
     /// The encoded envelope of `body`, with the next sequence.
     mutating func bytes(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0) -> [UInt8] {
-        sequence += 1
         // Encoding a proto3 message cannot fail: there are no required fields.
-        return try! WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID).serializedBytes()
+        try! envelope(body, correlationID: correlationID).serializedBytes()
+    }
+
+    /// The envelope of `body`, with the next sequence, sent at `sentAt` (the simulator's clock).
+    mutating func envelope(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0, sentAt: Date = Date()) -> WireEnvelope {
+        sequence += 1
+        return WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID, sentAt: sentAt)
     }
 }

@@ -239,7 +239,7 @@ public actor Node: Service {
 
         (changes, changesContinuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Presence keeps known activities alive (wire.proto, NodePresence).
-        for subscriber in subscribers { try subscriber.subscribe(Topic.presencePrefix) }
+        for subscriber in subscribers { for topic in Follower.standingSubscriptions { try subscriber.subscribe(topic) } }
         // The configuration's type prefixes are followed for the node's life, by no discover stream.
         var followed: [String] = []
         for prefix in configuration.subscriptions where watchers.follow(Topic.activityPrefix + prefix) { followed.append(prefix) }

@@ -1,0 +1,87 @@
+import Foundation
+import HandoffWire
+
+/// One node of a simulated fleet: the production machines (``Advertiser``, ``Follower``,
+/// ``EnvelopeBuilder``) in a shell that, instead of sockets, hands what they decide to the
+/// simulated network, as ``Node`` hands it to ZeroMQ (direct mode: an XPUB that answers snapshot
+/// subscriptions, and one SUB per peer that checks the peer's key).
+final class SimulatedNode {
+    let index: Int
+    let id: String
+    /// Its CURVE key, as its connections authenticate it.
+    let key: Data
+    /// The type prefixes it follows.
+    let follows: [String]
+    /// Whether it sends lies (forged news of others' activities, replays of what it heard).
+    let hostile: Bool
+    private(set) var advertiser: Advertiser
+    private(set) var follower: Follower
+    private var envelopes: EnvelopeBuilder
+    var alive = true
+    /// Until when it is stopped (SIGSTOP): it does nothing, and what reaches it waits.
+    var stoppedUntil: Duration?
+    /// When it last went on after a stop or a restart.
+    var resumedAt = Duration.zero
+    /// Which topics each peer's subscriber subscribed to here (ZeroMQ filters at the publisher).
+    var subscriptionsOfPeer: [Int: Set<String>] = [:]
+    /// What its own subscribers subscribe to (the same on the connection to every peer).
+    private(set) var subscriptions: Set<String> = []
+    /// Counters of what it refused (for the report).
+    var refused = 0
+    /// Envelopes heard from others, that a hostile node sends again.
+    var heard: [(topic: [UInt8], envelope: WireEnvelope)] = []
+
+    static let settings = (lease: Duration.seconds(6), advertiseInterval: Duration.seconds(2), refreshInterval: Duration.seconds(25))
+
+    init(index: Int, follows: [String], hostile: Bool, peers: Int, now: ContinuousClock.Instant, date: Date, random: inout SimulationRandom) {
+        self.index = index
+        id = "node-\(index)"
+        key = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &random) })
+        self.follows = follows
+        self.hostile = hostile
+        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, now: now, date: date)
+    }
+
+    private static func machines(id: String, key: Data, peers: Int, now: ContinuousClock.Instant, date: Date) -> (Advertiser, Follower, EnvelopeBuilder) {
+        var origin = WireNodeRef()
+        origin.nodeID = id
+        origin.name = id
+        origin.host = "sim"
+        origin.publicKey = key
+        let advertiser = Advertiser(.init(
+            origin: origin, continueEndpoint: "tcp://\(id):7000", lease: settings.lease, teamID: nil,
+            advertiseInterval: settings.advertiseInterval, refreshInterval: settings.refreshInterval), now: now)
+        let follower = Follower(.init(
+            nodeID: id, defaultLease: settings.lease, maxKnownPerNode: 1_000, maxKnown: 10_000,
+            replayWindow: .seconds(30), secure: true, snapshotAnswerers: peers))
+        return (advertiser, follower, EnvelopeBuilder(sender: origin, startingAt: date))
+    }
+
+    /// The process died and a new one starts under the same id and key, knowing nothing.
+    func restart(peers: Int, now: ContinuousClock.Instant, date: Date) {
+        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, now: now, date: date)
+        subscriptions = []
+        subscriptionsOfPeer = [:]
+        heard = []
+    }
+
+    func isRunning(at now: Duration) -> Bool {
+        alive && (stoppedUntil.map { now >= $0 } ?? true)
+    }
+
+    func envelope(_ body: WireEnvelope.OneOf_Body, date: Date) -> WireEnvelope {
+        envelopes.envelope(body, sentAt: date)
+    }
+
+    // MARK: Machines, driven by the world
+
+    func useTokens(_ make: @escaping () -> String) { follower.makeToken = make }
+
+    func advertiserDo<T>(_ body: (inout Advertiser) -> T) -> T { body(&advertiser) }
+
+    func followerDo<T>(_ body: (inout Follower) -> T) -> T { body(&follower) }
+
+    func subscribed(_ topic: String) { subscriptions.insert(topic) }
+
+    func unsubscribed(_ topic: String) { subscriptions.remove(topic) }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import HandoffWire
+
+/// The planned operations: what applications do (the workload) and what goes wrong (the faults).
+extension SimulatedWorld {
+    /// Applies one; returns the node whose knowledge it may have changed.
+    func apply(_ operation: SimulationSchedule.Operation) -> Int? {
+        switch operation {
+        case .create(let index, let type, let expiresIn):
+            guard running(index) else { return nil }
+            let id = truth.newID(origin: index)
+            guard let activity = try? UserActivity(activityType: type, id: id) else { return nil }
+            activity.title = "\(id) made"
+            if let expiresIn { activity.expirationDate = date.addingTimeInterval(Double(expiresIn.microseconds) / 1_000_000) }
+            truth.made(activity, origin: index, at: now, expires: expiresIn.map { now + $0 })
+            log("\(nodes[index].id) makes \(id) (\(type)) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
+            publish(from: index, nodes[index].advertiserDo { $0.add(activity) })
+        case .update(let index, let pick):
+            guard running(index), let activity = current(of: index, pick) else { return nil }
+            activity.title = "\(activity.id) changed at \(now)"
+            truth.changed(activity, at: now)
+            log("\(nodes[index].id) changes \(activity.id) to v\(activity.version)")
+            publish(from: index, nodes[index].advertiserDo { $0.changed([activity.id]) })
+        case .resign(let index, let pick), .invalidate(let index, let pick):
+            guard running(index), let activity = current(of: index, pick) else { return nil }
+            let reason: RemovalReason = if case .resign = operation { .resigned } else { .invalidated }
+            truth.ended(activity.id, at: now)
+            log("\(nodes[index].id) ends \(activity.id) (\(reason))")
+            publish(from: index, nodes[index].advertiserDo { $0.remove(activity, reason: reason) })
+        case .crash(let index):
+            guard nodes[index].alive else { return nil }
+            log("\(nodes[index].id) is killed (-9)")
+            for peer in nodes.indices where connected(index, peer) { disconnect(index, peer) }
+            nodes[index].alive = false
+            nodes[index].stoppedUntil = nil
+            for activity in nodes[index].advertiserDo({ $0.current.activities }) { truth.ended(activity.id, at: now) }
+        case .restart(let index):
+            guard !nodes[index].alive else { return nil }
+            log("\(nodes[index].id) starts again")
+            let node = nodes[index]
+            node.restart(peers: options.nodes - 1, now: instant, date: date)
+            node.useTokens { [unowned self] in self.nextToken() }
+            node.alive = true
+            node.resumedAt = now
+            for peer in nodes.indices where connected(index, peer) {
+                // Its subscriber connects to every peer (the follow below subscribes on them), and
+                // every peer's subscriber connects to it again.
+                reconnectFresh(index, peer)
+            }
+            start(index)
+            schedule(.tick(node: index), at: now)
+            return index
+        case .stop(let index, let duration):
+            guard running(index) else { return nil }
+            log("\(nodes[index].id) is stopped (SIGSTOP) for \(duration)")
+            nodes[index].stoppedUntil = now + duration
+            schedule(.resume(node: index), at: now + duration)
+        case .partition(let a, let b):
+            log("partition between \(nodes[a].id) and \(nodes[b].id)")
+            partition(a, b)
+        case .heal(let a, let b):
+            log("partition between \(nodes[a].id) and \(nodes[b].id) heals")
+            heal(a, b)
+        case .duplicate(let from, let to):
+            linkFlag(from: from, to: to)
+        case .lie(let index, let pick):
+            guard running(index) else { return nil }
+            lie(index, pick: pick)
+        }
+        return nil
+    }
+
+    func running(_ index: Int) -> Bool { nodes[index].isRunning(at: now) }
+
+    /// The `pick`-th current activity of a node, in the order of their ids.
+    func current(of index: Int, _ pick: Int) -> UserActivity? {
+        let activities = nodes[index].advertiserDo { $0.current.activities }.sorted { $0.id < $1.id }
+        return activities.isEmpty ? nil : activities[pick % activities.count]
+    }
+
+    /// A hostile member's lies: a withdrawal of another node's activity in its own envelope (the
+    /// origin says the other node) and in one that claims to be the other node's, and a replay of an envelope it heard from another node, sent
+    /// as it was (the sender, its key and its sequence say the other node).
+    private func lie(_ index: Int, pick: Int) {
+        let liar = nodes[index]
+        let victims = nodes.indices.filter { $0 != index && nodes[$0].alive }
+        if !victims.isEmpty, let target = current(of: victims[pick % victims.count], pick) {
+            var withdrawal = WireWithdrawal()
+            withdrawal.activityID = target.id
+            withdrawal.activityType = target.activityType
+            withdrawal.origin = nodes[victims[pick % victims.count]].advertiserDo { $0.settings.origin }
+            withdrawal.reason = RemovalReason.invalidated.wire
+            log("\(liar.id) forges a withdrawal of \(target.id)")
+            send(from: index, topic: Topic.activity(target.activityType), liar.envelope(.withdrawal(withdrawal), date: date))
+            // The same lie in an envelope that names the victim as its sender, its key and a
+            // sequence past any it sent: only the connection's own key can tell it from the truth.
+            log("\(liar.id) forges a withdrawal of \(target.id) in \(withdrawal.origin.nodeID)'s name")
+            send(from: index, topic: Topic.activity(target.activityType),
+                 WireEnvelope(body: .withdrawal(withdrawal), sender: withdrawal.origin, sequence: UInt64.max - UInt64(pick), sentAt: date))
+        }
+        if !liar.heard.isEmpty {
+            let replay = liar.heard[pick % liar.heard.count]
+            log("\(liar.id) replays a message of \(replay.envelope.sender.nodeID)")
+            send(from: index, topic: replay.topic, replay.envelope)
+        }
+    }
+
+    private func reconnectFresh(_ index: Int, _ peer: Int) {
+        upSince[pair(index, peer)] = now
+        for topic in nodes[peer].subscriptions.sorted() { sendSubscription(from: peer, to: index, topic, subscribe: true) }
+        perform(peer, nodes[peer].followerDo { $0.busReconnected(to: "tcp://\(nodes[index].id)", now: instant) })
+    }
+}

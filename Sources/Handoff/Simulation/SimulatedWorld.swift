@@ -1,0 +1,310 @@
+import Foundation
+import HandoffWire
+
+/// A fleet of simulated nodes on one virtual clock, in one thread: every event (a tick, a
+/// message arriving, a planned operation) runs in order of time, and ties in the order they were
+/// queued, so one seed always gives the same run. The network between the nodes is ZeroMQ's in
+/// direct mode, as the nodes see it: per connection in order, delayed, lost when the connection
+/// breaks (a partition, a crash), subscriptions sent again when it comes back; a stopped process
+/// reads what waited for it when it goes on.
+final class SimulatedWorld {
+    enum Event {
+        case tick(node: Int)
+        case bus(from: Int, to: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
+        case subscription(from: Int, to: Int, epoch: Int, topic: String, subscribe: Bool)
+        case planned(SimulationSchedule.Planned)
+        case resume(node: Int)
+    }
+
+    struct Queued {
+        let at: Duration
+        let order: UInt64
+        let event: Event
+    }
+
+    /// A connection's state, each direction of a pair of nodes.
+    struct Link {
+        var epoch = 0
+        var lastArrival = Duration.zero
+        var duplicateNext = false
+    }
+
+    let options: SimulationOptions
+    let origin = ContinuousClock.now
+    let epochDate = Date(timeIntervalSince1970: 1_900_000_000)
+    private(set) var now = Duration.zero
+    var instant: ContinuousClock.Instant { origin + now }
+    var date: Date { epochDate.addingTimeInterval(Double(now.microseconds) / 1_000_000) }
+
+    var nodes: [SimulatedNode] = []
+    private var links: [[Link]]
+    /// Partitions in force between two nodes (lower index first), counted.
+    private var partitions: [Int: Int] = [:]
+    /// Since when each pair's connection has been up (key as ``partitions``).
+    var upSince: [Int: Duration] = [:]
+    private var queue = EventQueue()
+    private var network: SimulationRandom
+    var truth = SimulationTruth()
+    let trace: ((String) -> Void)?
+    private(set) var steps = 0
+    private(set) var deliveries = 0
+
+    /// `follows`: what each node follows, instead of drawing it from the seed (tests).
+    init(options: SimulationOptions, seed: UInt64, hostile: Set<Int>, follows: [[String]]? = nil, trace: ((String) -> Void)?) {
+        self.options = options
+        self.trace = trace
+        network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
+        links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
+        var keys = SimulationRandom(seed: seed ^ 0xA5A5_A5A5_A5A5_A5A5)
+        for index in 0..<options.nodes {
+            let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
+            let follows = follows?[index] ?? drawn
+            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.nodes - 1,
+                                       now: instant, date: date, random: &keys))
+        }
+        for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
+    }
+
+    /// A snapshot token from the run's randomness.
+    func nextToken() -> String { network.token() }
+
+    func pair(_ a: Int, _ b: Int) -> Int { min(a, b) * options.nodes + max(a, b) }
+
+    func connected(_ a: Int, _ b: Int) -> Bool {
+        a != b && nodes[a].alive && nodes[b].alive && partitions[pair(a, b), default: 0] == 0
+    }
+
+    func schedule(_ event: Event, at: Duration) {
+        queue.push(Queued(at: at, order: queue.nextOrder(), event: event))
+    }
+
+    func log(_ line: @autoclosure () -> String) {
+        trace?("[\(String(format: "%9.3f", Double(now.microseconds) / 1_000_000))] \(line())")
+    }
+
+    // MARK: Running
+
+    /// Starts every node, then runs events until the duration is over or `check` finds a failure.
+    func run(_ schedule: SimulationSchedule, skipping: Set<Int>, check: (SimulatedWorld, Int?) -> SimulationFailure?) -> SimulationFailure? {
+        for a in nodes.indices { for b in nodes.indices where a < b { upSince[pair(a, b)] = .zero } }
+        for node in nodes {
+            start(node.index)
+            self.schedule(.tick(node: node.index), at: network.duration(.zero...(.milliseconds(250))))
+        }
+        for planned in schedule.planned where !skipping.contains(planned.entry) { self.schedule(.planned(planned), at: planned.at) }
+        while let next = queue.pop(), next.at <= options.duration {
+            now = next.at
+            steps += 1
+            let touched = handle(next.event)
+            if let failure = check(self, touched) { return failure }
+        }
+        return nil
+    }
+
+    /// Runs one event; returns the node whose knowledge it may have changed.
+    private func handle(_ event: Event) -> Int? {
+        switch event {
+        case .tick(let index):
+            let node = nodes[index]
+            guard node.alive else { return nil }
+            if let until = node.stoppedUntil, now < until { return nil }  // `resume` ticks it
+            perform(index, node.followerDo { $0.tick(now: instant, date: date) })
+            let tick = node.advertiserDo { $0.tick(now: instant, date: date) }
+            for activity in tick.expired { truth.ended(activity.id, at: now) }
+            if let note = tick.note { log("\(node.id): \(note)") }
+            publish(from: index, tick.messages)
+            if tick.presence { node.followerDo { $0.pruneSequences(now: instant) } }
+            let next = min(now + .milliseconds(250), node.advertiserDo { $0.nextPresence } - origin)
+            schedule(.tick(node: index), at: max(next, now + .milliseconds(1)))
+            return index
+        case .resume(let index):
+            let node = nodes[index]
+            guard node.alive, let until = node.stoppedUntil, now >= until else { return nil }
+            node.stoppedUntil = nil
+            node.resumedAt = now
+            log("\(node.id) goes on")
+            schedule(.tick(node: index), at: now)
+            return nil
+        case .bus(let from, let to, let epoch, let topic, let envelope):
+            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
+            let node = nodes[to]
+            if let until = node.stoppedUntil, now < until {
+                schedule(event, at: until)
+                return nil
+            }
+            deliveries += 1
+            if node.hostile, envelope.sender.nodeID != node.id { node.heard.append((topic, envelope)) ; if node.heard.count > 64 { node.heard.removeFirst() } }
+            let actions = node.followerDo {
+                $0.received(envelope, topic: topic, connectionKey: nodes[from].key, now: instant, date: date)
+            }
+            perform(to, actions)
+            return to
+        case .subscription(let from, let to, let epoch, let topic, let subscribe):
+            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
+            let node = nodes[to]
+            if let until = node.stoppedUntil, now < until {
+                schedule(event, at: until)
+                return nil
+            }
+            if subscribe {
+                node.subscriptionsOfPeer[from, default: []].insert(topic)
+                let (note, messages) = node.advertiserDo { $0.subscribed(to: Array(topic.utf8)[...], bus: .direct, now: instant) }
+                if let note { log("\(node.id): \(note)") }
+                publish(from: to, messages)
+            } else {
+                node.subscriptionsOfPeer[from]?.remove(topic)
+            }
+            return nil
+        case .planned(let planned):
+            return apply(planned.operation)
+        }
+    }
+
+    // MARK: Carrying out
+
+    /// A node's process starts: its subscribers subscribe as ``Node`` does (the standing
+    /// subscriptions, then what it follows).
+    func start(_ index: Int) {
+        let node = nodes[index]
+        perform(index, Follower.standingSubscriptions.map { .subscribe($0) })
+        perform(index, node.followerDo { $0.follow(node.follows) })
+    }
+
+    /// Sends what a node's advertiser decided to every peer subscribed to its topic.
+    func publish(from index: Int, _ messages: [Advertiser.Message]) {
+        let node = nodes[index]
+        for message in messages {
+            let envelope = node.envelope(message.body, date: date)
+            send(from: index, topic: message.topic, envelope)
+        }
+    }
+
+    /// Sends one bus message to the peers whose subscriptions match (ZeroMQ's prefix filter).
+    func send(from index: Int, topic: [UInt8], _ envelope: WireEnvelope) {
+        let topicString = String(decoding: topic, as: UTF8.self)
+        for peer in nodes.indices where connected(index, peer) {
+            guard let subscribed = nodes[index].subscriptionsOfPeer[peer], subscribed.contains(where: { topicString.hasPrefix($0) }) else { continue }
+            let arrival = arrive(from: index, to: peer)
+            schedule(.bus(from: index, to: peer, epoch: links[index][peer].epoch, topic: topic, envelope: envelope), at: arrival)
+            if links[index][peer].duplicateNext {
+                links[index][peer].duplicateNext = false
+                schedule(.bus(from: index, to: peer, epoch: links[index][peer].epoch, topic: topic, envelope: envelope), at: arrive(from: index, to: peer))
+            }
+        }
+    }
+
+    /// When a message sent now on a connection arrives: after its delay, and never before the
+    /// one sent before it on the same connection.
+    private func arrive(from: Int, to: Int) -> Duration {
+        let arrival = max(now + network.duration(.microseconds(100)...options.maxLatency), links[from][to].lastArrival)
+        links[from][to].lastArrival = arrival
+        return arrival
+    }
+
+    /// Carries out what a node's follower decided: subscriptions go to every connected peer.
+    func perform(_ index: Int, _ actions: [Follower.Action]) {
+        let node = nodes[index]
+        for action in actions {
+            switch action {
+            case .subscribe(let topic):
+                node.subscribed(topic)
+                for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: true) }
+            case .unsubscribe(let topic):
+                node.unsubscribed(topic)
+                for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: false) }
+            case .emit(let event):
+                log("\(node.id): \(event)")
+            case .ignored(let why):
+                node.refused += 1
+                log("\(node.id) ignored: \(why)")
+            case .log(_, let message):
+                log("\(node.id): \(message)")
+            case .changed, .forgotten, .ownPresenceHeard:
+                break
+            }
+        }
+    }
+
+    func sendSubscription(from: Int, to: Int, _ topic: String, subscribe: Bool) {
+        schedule(.subscription(from: from, to: to, epoch: links[from][to].epoch, topic: topic, subscribe: subscribe), at: arrive(from: from, to: to))
+    }
+
+    /// A connection between `a` and `b` breaks: what was on its way is lost, and each side's
+    /// publisher forgets the other's subscriptions.
+    func disconnect(_ a: Int, _ b: Int) {
+        links[a][b].epoch += 1
+        links[b][a].epoch += 1
+        links[a][b].lastArrival = now
+        links[b][a].lastArrival = now
+        nodes[a].subscriptionsOfPeer[b] = nil
+        nodes[b].subscriptionsOfPeer[a] = nil
+        upSince[pair(a, b)] = nil
+    }
+
+    /// A connection between `a` and `b` comes back: each side's subscriber subscribes again, and
+    /// its follower hears that it reconnected.
+    func reconnect(_ a: Int, _ b: Int, notify: Bool) {
+        guard connected(a, b) else { return }
+        upSince[pair(a, b)] = now
+        for (subscriber, publisher) in [(a, b), (b, a)] {
+            for topic in nodes[subscriber].subscriptions.sorted() { sendSubscription(from: subscriber, to: publisher, topic, subscribe: true) }
+            if notify { perform(subscriber, nodes[subscriber].followerDo { $0.busReconnected(to: "tcp://\(nodes[publisher].id)", now: instant) }) }
+        }
+    }
+
+    func partition(_ a: Int, _ b: Int) {
+        if partitions[pair(a, b), default: 0] == 0, nodes[a].alive, nodes[b].alive { disconnect(a, b) }
+        partitions[pair(a, b), default: 0] += 1
+    }
+
+    func heal(_ a: Int, _ b: Int) {
+        guard let count = partitions[pair(a, b)], count > 0 else { return }
+        partitions[pair(a, b)] = count == 1 ? nil : count - 1
+        if count == 1 { reconnect(a, b, notify: true) }
+    }
+
+    func linkFlag(from: Int, to: Int) { links[from][to].duplicateNext = true }
+}
+
+/// The queue of events, soonest first, ties in the order queued: a binary heap.
+struct EventQueue {
+    private var heap: [SimulatedWorld.Queued] = []
+    private var counter: UInt64 = 0
+
+    mutating func nextOrder() -> UInt64 {
+        counter += 1
+        return counter
+    }
+
+    private static func before(_ a: SimulatedWorld.Queued, _ b: SimulatedWorld.Queued) -> Bool {
+        a.at != b.at ? a.at < b.at : a.order < b.order
+    }
+
+    mutating func push(_ item: SimulatedWorld.Queued) {
+        heap.append(item)
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard Self.before(heap[child], heap[parent]) else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> SimulatedWorld.Queued? {
+        guard !heap.isEmpty else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        let top = heap.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var smallest = parent
+            if left < heap.count, Self.before(heap[left], heap[smallest]) { smallest = left }
+            if right < heap.count, Self.before(heap[right], heap[smallest]) { smallest = right }
+            guard smallest != parent else { break }
+            heap.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return top
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+
+/// How big and how hostile a simulated run is.
+public struct SimulationOptions: Sendable, Hashable {
+    /// Nodes in the fleet (direct mode: each subscribes to every other).
+    public var nodes = 6
+    /// Virtual time the run lasts.
+    public var duration = Duration.seconds(60)
+    /// The most a message takes on its way.
+    public var maxLatency = Duration.milliseconds(20)
+    /// Whether crashes, stops, partitions and duplicates happen.
+    public var faults = true
+    /// How many nodes lie (forged withdrawals, replays).
+    public var hostileNodes = 1
+
+    public init() {}
+}
+
+/// An invariant a run broke: its name, what was wrong, and when.
+public struct SimulationFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    public let invariant: String
+    public let detail: String
+    /// Virtual time since the run started.
+    public let at: Duration
+    /// The step (event) it was found after.
+    public let step: Int
+
+    public var description: String { "\(invariant) broken at \(at) (step \(step)): \(detail)" }
+}
+
+/// What one seed's run did.
+public struct SimulationReport: Sendable {
+    public let seed: UInt64
+    public let failure: SimulationFailure?
+    public let steps: Int
+    /// Bus messages delivered.
+    public let deliveries: Int
+    /// Activities made.
+    public let activities: Int
+    /// Messages the followers refused (forged, replayed, duplicated).
+    public let refused: Int
+    /// The schedule's entries (workload and faults), and those left out.
+    public let entries: Int
+    public let skipped: Set<Int>
+    /// What happened, step by step, when traced.
+    public let trace: [String]
+}
+
+/// The deterministic simulator: a fleet of nodes running the production protocol machines
+/// (``Advertiser``, ``Follower``) on a virtual clock, with a seeded workload and seeded faults,
+/// and invariants checked after every step. One seed is one run; a failure replays from its seed.
+///
+/// Dictionary order must not vary between runs of a seed: `handoff-sim` runs with
+/// `SWIFT_DETERMINISTIC_HASHING=1`.
+public enum Simulation {
+    /// Runs one seed.
+    public static func run(seed: UInt64, options: SimulationOptions = .init(), trace: Bool = false, skipping: Set<Int> = []) -> SimulationReport {
+        var lines: [String] = []
+        var random = SimulationRandom(seed: seed)
+        var hostile: Set<Int> = []
+        while hostile.count < min(options.hostileNodes, options.nodes - 2) { hostile.insert(Int.random(in: 0..<options.nodes, using: &random)) }
+        let schedule = SimulationSchedule(options: options, hostile: hostile, random: &random)
+        let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
+        if trace { world.log("seed \(seed): \(options.nodes) nodes (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
+        let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
+        if let failure, trace { world.log("FAILED: \(failure)") }
+        return SimulationReport(
+            seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
+            activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused },
+            entries: schedule.entries, skipped: skipping, trace: lines)
+    }
+
+    /// The shortest schedule found that still breaks the same invariant: entries (a crash with
+    /// its restart, a partition with its heal, one workload step) are left out one at a time, and
+    /// stay out when the run still fails the same way.
+    public static func shorten(_ report: SimulationReport, options: SimulationOptions = .init()) -> SimulationReport {
+        guard let failure = report.failure else { return report }
+        var skipped = report.skipped
+        var best = report
+        for entry in (0..<report.entries).reversed() where !skipped.contains(entry) {
+            let attempt = run(seed: report.seed, options: options, skipping: skipped.union([entry]))
+            if attempt.failure?.invariant == failure.invariant {
+                skipped.insert(entry)
+                best = attempt
+            }
+        }
+        return best
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import ZeroMQ
+
+/// The rules a simulated run is held to after every step, each with its name (the name a failure
+/// reports, and the tests and docs/testing.md use).
+enum SimulationInvariants {
+    /// How long after a change, a reconnection, or a process going on, a follower has to know a
+    /// live activity: two presences (a presence naming an id it lacks asks for the snapshots), a
+    /// resynchronization round (at most one a second), a snapshot's grace for silent answerers,
+    /// and the messages' way there and back, with room to spare.
+    static func discoveryBound(_ options: SimulationOptions) -> Duration {
+        SimulatedNode.settings.advertiseInterval * 2 + .seconds(2) + options.maxLatency * 4 + .milliseconds(500)
+    }
+
+    /// How long after an activity ended (or, for a follower, after it went on) a follower may
+    /// still know it: a lease, a sweep, the way there.
+    static func forgetBound(_ options: SimulationOptions) -> Duration {
+        SimulatedNode.settings.lease + .milliseconds(250) + options.maxLatency * 2 + .milliseconds(250)
+    }
+
+    /// How often a node sweeps its leases and expiries (its scheduler's longest sleep).
+    static let sweep = Duration.milliseconds(250)
+
+    /// Checks the whole world (`touched`: the node whose knowledge just changed, checked for
+    /// belief; every node is checked for bounds).
+    static func check(_ world: SimulatedWorld, touched: Int?) -> SimulationFailure? {
+        if let touched, let failure = believedOnlyFromOrigin(world, node: touched) { return failure }
+        return knownWithinBounds(world) ?? memoryBounded(world)
+    }
+
+    /// "believed-only-from-origin": every activity a node knows was made by the node its entry
+    /// names as origin, with that node's key.
+    static func believedOnlyFromOrigin(_ world: SimulatedWorld, node index: Int) -> SimulationFailure? {
+        let node = world.nodes[index]
+        for entry in node.followerDo({ $0.known.values }) {
+            let known = entry.activity
+            guard let truth = world.truth[known.id] else {
+                return failure(world, "believed-only-from-origin", "\(node.id) knows \(known.id), which no node made")
+            }
+            let origin = world.nodes[truth.origin]
+            guard known.origin.id == origin.id, known.origin.publicKey.map({ Data($0.bytes) }) == origin.key else {
+                return failure(world, "believed-only-from-origin", "\(node.id) knows \(known.id) as \(known.origin.id)'s, but \(origin.id) made it")
+            }
+            guard known.version <= truth.version else {
+                return failure(world, "believed-only-from-origin", "\(node.id) knows \(known.id) at v\(known.version), which its origin never made (it is at v\(truth.version))")
+            }
+        }
+        return nil
+    }
+
+    /// "live-activity-known", "ended-activity-forgotten" and "expired-activity-dropped": every live activity of a reachable
+    /// origin is known, at its version, to every running follower of its type within
+    /// ``discoveryBound(_:)`` of the last change that could hide it; nothing ended stays known past
+    /// ``forgetBound(_:)``, nor anything expired past a sweep after its expiration date.
+    static func knownWithinBounds(_ world: SimulatedWorld) -> SimulationFailure? {
+        let now = world.now, discovery = discoveryBound(world.options), forget = forgetBound(world.options)
+        for id in world.truth.order {
+            guard let truth = world.truth[id] else { continue }
+            let end = [truth.endedAt, truth.expiresAt].compactMap { $0 }.min()
+            for follower in world.nodes where follower.index != truth.origin && world.running(follower.index) {
+                guard follower.follows.contains(where: { truth.type.hasPrefix($0) }) else { continue }
+                let known = follower.followerDo { $0.known[id] }
+                // Its expiration date is in every advertisement: a follower drops it on its next
+                // sweep, whatever it hears or does not hear.
+                if known != nil, let expiry = truth.expiresAt, now > max(expiry, follower.resumedAt) + Self.sweep + .milliseconds(50) {
+                    return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(id), which expired at \(expiry)")
+                }
+                if let end {
+                    if known != nil, now > max(end, follower.resumedAt) + forget {
+                        return failure(world, "ended-activity-forgotten", "\(follower.id) still knows \(id), which ended at \(end)")
+                    }
+                    continue
+                }
+                let origin = world.nodes[truth.origin]
+                guard world.running(truth.origin), let linkUp = world.upSince[world.pair(truth.origin, follower.index)] else { continue }
+                let since = max(truth.changedAt, linkUp, origin.resumedAt, follower.resumedAt)
+                guard now - since > discovery else { continue }
+                guard let known else {
+                    return failure(world, "live-activity-known", "\(follower.id) does not know \(id) of \(origin.id), current since \(truth.changedAt) and reachable since \(since)")
+                }
+                if known.activity.version < truth.version {
+                    return failure(world, "live-activity-known", "\(follower.id) knows \(id) at v\(known.activity.version), but it has been at v\(truth.version) since \(truth.changedAt)")
+                }
+            }
+        }
+        return nil
+    }
+
+    /// "memory-bounded": what a node holds for others stays within its configured bounds.
+    static func memoryBounded(_ world: SimulatedWorld) -> SimulationFailure? {
+        for node in world.nodes where node.alive {
+            let (known, unfollowed, limit) = node.followerDo { ($0.known.count, $0.resynchronization.unfollowedIDs, $0.settings.maxKnown) }
+            if known > limit || unfollowed > limit {
+                return failure(world, "memory-bounded", "\(node.id) holds \(known) known and \(unfollowed) unfollowed ids, over \(limit)")
+            }
+        }
+        return nil
+    }
+
+    private static func failure(_ world: SimulatedWorld, _ invariant: String, _ detail: String) -> SimulationFailure {
+        SimulationFailure(invariant: invariant, detail: detail, at: world.now, step: world.steps)
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// What happens in a simulated run besides the protocol's own work, drawn from the seed before the
+/// run starts: the workload (activities made current, changed, resigned, invalidated, expiring)
+/// and the faults (crashes and restarts, stops, partitions, duplicated messages, lies). Each entry
+/// can be left out as a whole (a crash with its restart), which is how a failing run is shortened.
+struct SimulationSchedule {
+    enum Operation: Equatable {
+        case create(node: Int, type: String, expiresIn: Duration?)
+        /// Changes (`update`), resigns or invalidates the `pick`-th current activity of `node` (modulo).
+        case update(node: Int, pick: Int)
+        case resign(node: Int, pick: Int)
+        case invalidate(node: Int, pick: Int)
+        case crash(node: Int)
+        case restart(node: Int)
+        case stop(node: Int, duration: Duration)
+        case partition(Int, Int)
+        case heal(Int, Int)
+        /// The next bus message from the first node to the second arrives twice.
+        case duplicate(from: Int, to: Int)
+        /// A hostile node forges a withdrawal of another node's activity and replays what it heard.
+        case lie(node: Int, pick: Int)
+    }
+
+    struct Planned {
+        let at: Duration
+        /// The entry it belongs to (a crash and its restart share one).
+        let entry: Int
+        let operation: Operation
+    }
+
+    static let types = ["org.sim.edit", "org.sim.view", "com.other.play"]
+    static let followed = [["org.sim."], ["org.sim.edit"], ["com.other."], ["org.sim.", "com.other."], []]
+
+    private(set) var planned: [Planned] = []
+    private(set) var entries = 0
+
+    /// Nothing planned: the nodes run their protocol alone (tests).
+    static var empty: SimulationSchedule { SimulationSchedule() }
+
+    private init() {}
+
+    init(options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom) {
+        var at = Duration.zero
+        let nodes = options.nodes
+        while true {
+            at += random.duration(.milliseconds(20)...(.milliseconds(600)))
+            guard at < options.duration else { break }
+            let node = Int.random(in: 0..<nodes, using: &random)
+            let pick = Int.random(in: 0..<1_000, using: &random)
+            let roll = Double.random(in: 0..<1, using: &random)
+            switch roll {
+            case ..<0.30:
+                let expires: Duration? = random.chance(0.15) ? random.duration(.seconds(1)...(.seconds(20))) : nil
+                add(at, .create(node: node, type: Self.types.randomElement(using: &random)!, expiresIn: expires))
+            case ..<0.55: add(at, .update(node: node, pick: pick))
+            case ..<0.65: add(at, .resign(node: node, pick: pick))
+            case ..<0.70: add(at, .invalidate(node: node, pick: pick))
+            default:
+                guard options.faults else { continue }
+                let other = (node + 1 + Int.random(in: 0..<(nodes - 1), using: &random)) % nodes
+                switch roll {
+                case ..<0.75:
+                    add(at, .crash(node: node), then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restart(node: node))
+                case ..<0.80: add(at, .stop(node: node, duration: random.duration(.milliseconds(100)...(.seconds(9)))))
+                case ..<0.88:
+                    add(at, .partition(node, other), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .heal(node, other))
+                case ..<0.94: add(at, .duplicate(from: node, to: other))
+                default:
+                    guard let liar = hostile.randomElement(using: &random) else { continue }
+                    add(at, .lie(node: liar, pick: pick))
+                }
+            }
+        }
+        planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
+    }
+
+    private mutating func add(_ at: Duration, _ operation: Operation, then later: Duration? = nil, _ second: Operation? = nil) {
+        planned.append(Planned(at: at, entry: entries, operation: operation))
+        if let later, let second { planned.append(Planned(at: later, entry: entries, operation: second)) }
+        entries += 1
+    }
+}

@@ -1,0 +1,92 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import Handoff
+
+/// `handoff-sim`: runs the deterministic simulator over many seeds, or replays one.
+@main
+struct HandoffSim: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "handoff-sim",
+        abstract: "Runs fleets of simulated nodes (the production protocol machines) under seeded workloads and faults, checking invariants after every step.",
+        discussion: """
+            Every run of a seed is the same run: a failure prints its seed and the shortest schedule \
+            found that still fails; `--seed S --trace` replays it step by step. See docs/testing.md.
+            """)
+
+    @Option(help: "How many seeds to run, from --first (or from a random one, printed).")
+    var seeds = 100
+
+    @Option(help: "The first seed of a --seeds run.")
+    var first: UInt64?
+
+    @Option(help: "Run this one seed (with --trace: print every step).")
+    var seed: UInt64?
+
+    @Flag(help: "Print what happens, step by step (with --seed).")
+    var trace = false
+
+    @Option(help: "Nodes per fleet.")
+    var nodes = 6
+
+    @Option(help: "Virtual seconds per run.")
+    var seconds = 60
+
+    @Flag(help: "No crashes, stops, partitions or duplicates.")
+    var noFaults = false
+
+    mutating func run() throws {
+        HandoffSim.requireDeterministicHashing()
+        var options = SimulationOptions()
+        options.nodes = nodes
+        options.duration = .seconds(seconds)
+        options.faults = !noFaults
+        if let seed {
+            let report = Simulation.run(seed: seed, options: options, trace: trace)
+            for line in report.trace { print(line) }
+            print(summary(report))
+            if report.failure != nil { throw ExitCode(1) }
+            return
+        }
+        let start = first ?? UInt64.random(in: 0..<1_000_000_000)
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(noFaults ? ", no faults" : "")")
+        var failed: [SimulationReport] = []
+        var steps = 0, deliveries = 0, refused = 0
+        let clock = ContinuousClock.now
+        for seed in start..<(start + UInt64(seeds)) {
+            let report = Simulation.run(seed: seed, options: options)
+            steps += report.steps
+            deliveries += report.deliveries
+            refused += report.refused
+            if let failure = report.failure {
+                print("seed \(seed) FAILED: \(failure)")
+                failed.append(report)
+            }
+        }
+        let elapsed = ContinuousClock.now - clock
+        print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
+        if let first = failed.first {
+            let shortest = Simulation.shorten(first, options: options)
+            print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
+            for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")")
+            throw ExitCode(1)
+        }
+    }
+
+    func summary(_ report: SimulationReport) -> String {
+        let outcome = report.failure.map { "FAILED: \($0)" } ?? "passed"
+        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.refused) refused)"
+    }
+
+    /// Dictionaries iterate in an order seeded per process unless SWIFT_DETERMINISTIC_HASHING is
+    /// set, and the machines iterate some: without it a seed would not replay. The process starts
+    /// itself again with it set.
+    static func requireDeterministicHashing() {
+        guard getenv("SWIFT_DETERMINISTIC_HASHING") == nil else { return }
+        setenv("SWIFT_DETERMINISTIC_HASHING", "1", 1)
+        let arguments = CommandLine.arguments.map { strdup($0) } + [nil]
+        execv("/proc/self/exe", arguments)
+        fatalError("could not start again with SWIFT_DETERMINISTIC_HASHING=1: \(String(cString: strerror(errno)))")
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import HandoffWire
+import Testing
+@testable import Handoff
+
+/// `handoff-sim` as a process (it runs with deterministic hashing, which a test process does not),
+/// its output and status.
+func runSimulator(_ arguments: [String], timeout: Duration = .seconds(240)) async throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = buildFolder.appendingPathComponent("handoff-sim")
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    // Read while it runs: a trace is larger than a pipe's buffer.
+    let reading = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+    if process.isRunning {
+        process.terminate()
+        process.waitUntilExit()
+        throw ProcessFailure("handoff-sim \(arguments.joined(separator: " ")) did not finish within \(timeout)")
+    }
+    let said = await reading.value
+    return (process.terminationStatus, String(decoding: said, as: UTF8.self))
+}
+
+@Suite("The deterministic simulator (handoff-sim): seeded fleets of the production machines, invariants after every step")
+struct SimulatorTests {
+    @Test("a budget of fresh seeds passes every invariant (the seeds are printed, to replay any that fails)")
+    func freshSeeds() async throws {
+        let first = UInt64.random(in: 0..<1_000_000_000)
+        let run = try await runSimulator(["--seeds", "30", "--first", "\(first)"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("30 seeds, 0 failed"), "\(run.output)")
+        print("handoff-sim seeds \(first)..<\(first + 30): \(run.output.split(separator: "\n").last ?? "")")
+    }
+
+    @Test("a seed replays exactly: the same trace, step by step, twice")
+    func replays() async throws {
+        let seed = String(UInt64.random(in: 0..<1_000_000_000))
+        let (once, twice) = (try await runSimulator(["--seed", seed, "--trace"]), try await runSimulator(["--seed", seed, "--trace"]))
+        #expect(once.output.split(separator: "\n").count > 100, "\(once.output.prefix(2_000))")
+        #expect(once.output == twice.output, "seed \(seed) ran two ways")
+        #expect(once.status == 0, "\(once.output.suffix(3_000))")
+    }
+
+    @Test("what the runs do is what they claim: messages are delivered, lies and duplicates are refused, activities are made")
+    func runsDoWork() {
+        let report = Simulation.run(seed: 42)
+        #expect(report.steps > 1_000 && report.deliveries > 300 && report.activities > 10, "\(report)")
+        #expect(report.refused > 0, "no forged, replayed or duplicated message reached a follower")
+        var quiet = SimulationOptions()
+        quiet.faults = false
+        quiet.hostileNodes = 0
+        #expect(Simulation.run(seed: 42, options: quiet).refused == 0, "refusals without liars or duplicates")
+    }
+
+    @Test("believed-only-from-origin fails a follower that knows an activity under another origin than its maker")
+    func beliefInvariantBites() throws {
+        let world = SimulatedWorld(options: .init(), seed: 1, hostile: [], trace: nil)
+        let activity = try UserActivity(activityType: "org.sim.edit", id: "a1-n0")
+        world.truth.made(activity, origin: 0, at: .zero, expires: nil)
+        // Node 2 hears node 1 advertise node 0's activity as its own, and (wrongly) believes it.
+        let envelope = world.nodes[1].envelope(.advertisement(activity.advertisement(
+            origin: world.nodes[1].advertiserDo { $0.settings.origin }, continueEndpoint: "tcp://node-1:7000",
+            lease: .seconds(6), defaultTeamID: nil)), date: world.date)
+        _ = world.nodes[2].followerDo { $0.received(envelope, topic: Array("A:org.sim.edit".utf8), connectionKey: nil, now: world.instant, date: world.date) }
+        let failure = SimulationInvariants.believedOnlyFromOrigin(world, node: 2)
+        #expect(failure?.invariant == "believed-only-from-origin", "\(String(describing: failure))")
+    }
+
+    @Test("live-activity-known fails a follower that never learns of a live activity of a reachable origin")
+    func liveInvariantBites() throws {
+        var options = SimulationOptions()
+        options.nodes = 2
+        options.duration = .seconds(20)
+        let world = SimulatedWorld(options: options, seed: 1, hostile: [], follows: [[], ["org.sim."]], trace: nil)
+        // Current at its origin as far as the truth goes, but its node was never told.
+        world.truth.made(try UserActivity(activityType: "org.sim.edit", id: "a1-n0"), origin: 0, at: .zero, expires: nil)
+        let failure = world.run(.empty, skipping: []) { world, _ in SimulationInvariants.knownWithinBounds(world) }
+        #expect(failure?.invariant == "live-activity-known", "\(String(describing: failure))")
+        #expect(failure.map { $0.at > SimulationInvariants.discoveryBound(options) } == true, "not before its bound")
+    }
+
+    @Test("ended-activity-forgotten fails a follower that still knows an activity a lease after it ended")
+    func forgetInvariantBites() throws {
+        var options = SimulationOptions()
+        options.nodes = 2
+        options.duration = .seconds(20)
+        let world = SimulatedWorld(options: options, seed: 1, hostile: [], follows: [[], ["org.sim."]], trace: nil)
+        // Its origin keeps it current (and renews it) although, as the truth goes, it ended at once.
+        let activity = try UserActivity(activityType: "org.sim.edit", id: "a1-n0")
+        _ = world.nodes[0].advertiserDo { $0.add(activity) }
+        world.truth.made(activity, origin: 0, at: .zero, expires: nil)
+        world.truth.ended(activity.id, at: .zero)
+        let failure = world.run(.empty, skipping: []) { world, _ in SimulationInvariants.knownWithinBounds(world) }
+        #expect(failure?.invariant == "ended-activity-forgotten", "\(String(describing: failure))")
+        #expect(failure.map { $0.at > SimulationInvariants.forgetBound(options) } == true, "not before its bound")
+    }
+}
