@@ -46,11 +46,12 @@ struct SimulatorTests {
         #expect(once.status == 0, "\(once.output.suffix(3_000))")
     }
 
-    @Test("what the runs do is what they claim: messages are delivered, lies and duplicates are refused, activities are made")
+    @Test("what the runs do is what they claim: messages are delivered, lies and duplicates are refused, activities are made and continued")
     func runsDoWork() {
         let report = Simulation.run(seed: 42)
         #expect(report.steps > 1_000 && report.deliveries > 300 && report.activities > 10, "\(report)")
         #expect(report.refused > 0, "no forged, replayed or duplicated message reached a follower")
+        #expect(report.continuations > 0, "no activity was continued")
         var quiet = SimulationOptions()
         quiet.faults = false
         quiet.hostileNodes = 0

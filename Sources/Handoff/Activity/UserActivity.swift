@@ -308,9 +308,9 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         state.withLock { $0.needsSave = false }
     }
 
-    func validate(maxUserInfoSize: Int) throws(HandoffError) {
+    func validate(maxUserInfoSize: Int, now: Date = Date()) throws(HandoffError) {
         let snapshot = state.withLock { $0 }
-        if let expiration = snapshot.expirationDate, expiration <= Date() {
+        if let expiration = snapshot.expirationDate, expiration <= now {
             throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
         }
         let missing = snapshot.requiredUserInfoKeys.subtracting(snapshot.userInfo.keys).sorted()

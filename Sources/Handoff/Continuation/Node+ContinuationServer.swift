@@ -29,14 +29,7 @@ extension Node {
                     // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
                     // whatever node it claims to be.
                     let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
-                    // Without a delegate to call (will-save, was-continued) nothing in the answer
-                    // waits: answer here, without a task. Otherwise the delegate must not hold up
-                    // the requests behind this one.
-                    if advertiser.current[request.activityID]?.delegate == nil {
-                        await answer(request, in: envelope, to: identity, authenticatedKey: authenticated)
-                    } else {
-                        spawn { await self.answer(request, in: envelope, to: identity, authenticatedKey: authenticated) }
-                    }
+                    await answer(request, in: envelope, to: identity, authenticatedKey: authenticated)
                 case .streamFrame(let frame):
                     // The peer, for the per-peer stream limit: its CURVE key when secure.
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
@@ -64,71 +57,66 @@ extension Node {
         }
     }
 
+    /// Answers a continue request as ``ContinuationServer`` decides. The decision (and a
+    /// continue-once claim) is made here, before anything awaits; with a delegate to call
+    /// (will-save, was-continued) the rest runs as its own task, so that the delegate does not hold
+    /// up the requests behind this one.
     func answer(
         _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?
     ) async {
         let claimed = NodeInfo(wire: envelope.sender)
         let requester = configuration.security == nil ? claimed
             : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
-        var reply = WireContinueReply()
-        var continued: UserActivity?
-        do {
-            let activity = try await prepare(request, for: requester)
-            reply.activity = activity.wire(origin: info.wire, defaultTeamID: configuration.teamID)
-            continued = activity
-        } catch {
-            reply.error = error.wire
-            logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
-        }
-        self.reply(to: identity, correlationID: envelope.correlationID, .continueReply(reply))
-        metrics.answeredContinue(restored: continued != nil)
-        if let continued, !request.refresh {
-            logger.info("\(continued.activityType) continued by \(requester)")
-            var event = WireNodeEvent()
-            event.kind = .continued
-            event.activityID = continued.id
-            event.activityType = continued.activityType
-            event.peer = requester.wire
-            sendOnBus(topic: Topic.event(continued.activityType), .nodeEvent(event))
-            if continued.continuationPolicy == .once {
-                continued.invalidateAfterContinuation()
-                publish(advertiser.continuedOnce(continued))
+        let correlationID = envelope.correlationID
+        switch ContinuationServer.decide(request, current: advertiser.current, node: info.name, date: Date()) {
+        case .refuse(let error):
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
+        case .expired(let activity, let error):
+            activity.detach()
+            remove(activity, reason: .expired)
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
+        case .answer(let activity, let claims, let save):
+            if activity.delegate == nil {
+                await handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester)
+            } else {
+                spawn { await self.handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester) }
             }
-            await continued.delegate?.userActivityWasContinued(continued, by: requester)
         }
     }
 
-    /// Checks that an activity may be continued, and brings its state up to date (will-save).
-    func prepare(_ request: WireContinueRequest, for requester: NodeInfo) async throws(HandoffError) -> UserActivity {
-        let activity: UserActivity
-        switch ContinueRequestCheck.check(activityID: request.activityID, activityType: request.activityType, in: advertiser.current, node: info.name, now: Date()) {
-        case .answer(let found):
-            activity = found
-        case .refuse(let error):
-            throw error
-        case .expired(let found, let error):
-            found.detach()
-            remove(found, reason: .expired)
-            throw error
+    private func refuse(_ request: WireContinueRequest, _ error: HandoffError, to identity: [UInt8], correlationID: UInt64, requester: NodeInfo) {
+        var reply = WireContinueReply()
+        reply.error = error.wire
+        logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
+        self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
+        metrics.answeredContinue(restored: false)
+    }
+
+    /// Will-save when it is due, the last checks, the reply; then what follows a continuation.
+    private func handOver(
+        _ activity: UserActivity, claimed: Bool, save: Bool, _ request: WireContinueRequest, to identity: [UInt8],
+        correlationID: UInt64, requester: NodeInfo
+    ) async {
+        if save, let delegate = activity.delegate {
+            await delegate.userActivityWillSave(activity)
+            activity.didSave()
         }
-        // A continue-once activity is claimed before anything awaits, so two requests arriving
-        // together cannot both have it.
-        let claims = activity.continuationPolicy == .once && !request.refresh
-        if claims {
-            guard activity.claimContinuation() else {
-                throw HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: activity.activityType)
+        switch ContinuationServer.finish(activity, claimed: claimed, maxUserInfoSize: configuration.maxUserInfoSize, date: Date()) {
+        case .failure(let error):
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
+        case .success(let activity):
+            var reply = WireContinueReply()
+            reply.activity = activity.wire(origin: info.wire, defaultTeamID: configuration.teamID)
+            self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
+            metrics.answeredContinue(restored: true)
+            guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
+            logger.info("\(activity.activityType) continued by \(requester)")
+            publish([event])
+            if endsHere {
+                activity.invalidateAfterContinuation()
+                publish(advertiser.continuedOnce(activity))
             }
-        }
-        do throws(HandoffError) {
-            if activity.needsSave, let delegate = activity.delegate {
-                await delegate.userActivityWillSave(activity)
-                activity.didSave()
-            }
-            try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
-            return activity
-        } catch {
-            if claims { activity.releaseContinuationClaim() }
-            throw error
+            await activity.delegate?.userActivityWasContinued(activity, by: requester)
         }
     }
 }

@@ -16,8 +16,15 @@ final class SimulatedNode {
     let hostile: Bool
     private(set) var advertiser: Advertiser
     private(set) var follower: Follower
+    /// Its continuing side: what waits is the request's number in the world.
+    var client = SimulatedNode.newClient()
     private var envelopes: EnvelopeBuilder
     var alive = true
+    /// Which process of this node this is (it counts restarts).
+    private(set) var incarnation = 0
+    /// The activities its continue requests are for, by correlation id.
+    var asked: [UInt64: DiscoveredActivity] = [:]
+    var continueEndpoint: String { "tcp://\(id):7000" }
     /// Until when it is stopped (SIGSTOP): it does nothing, and what reaches it waits.
     var stoppedUntil: Duration?
     /// When it last went on after a stop or a restart.
@@ -57,11 +64,24 @@ final class SimulatedNode {
         return (advertiser, follower, EnvelopeBuilder(sender: origin, startingAt: date))
     }
 
+    /// Continue requests wait this long for their originator.
+    static let continueTimeout = Duration.seconds(3)
+
+    /// A continuation client with a handler for every type the workload makes.
+    static func newClient() -> ContinuationClient<Int, String> {
+        var client = ContinuationClient<Int, String>(teamPolicy: .sameTeam, timeout: continueTimeout)
+        for type in SimulationSchedule.types { client.register("restore \(type)", forType: type, teamID: nil) }
+        return client
+    }
+
     /// The process died and a new one starts under the same id and key, knowing nothing.
     func restart(peers: Int, now: ContinuousClock.Instant, date: Date) {
         (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, now: now, date: date)
         subscriptions = []
         subscriptionsOfPeer = [:]
+        client = Self.newClient()
+        asked = [:]
+        incarnation += 1
         heard = []
     }
 

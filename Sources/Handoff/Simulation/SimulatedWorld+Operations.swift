@@ -6,14 +6,19 @@ extension SimulatedWorld {
     /// Applies one; returns the node whose knowledge it may have changed.
     func apply(_ operation: SimulationSchedule.Operation) -> Int? {
         switch operation {
-        case .create(let index, let type, let expiresIn):
+        case .create(let index, let type, let expiresIn, let once, let saves):
             guard running(index) else { return nil }
             let id = truth.newID(origin: index)
             guard let activity = try? UserActivity(activityType: type, id: id) else { return nil }
             activity.title = "\(id) made"
+            if once { activity.continuationPolicy = .once }
+            if saves {
+                activity.delegate = saver
+                activity.needsSave = true
+            }
             if let expiresIn { activity.expirationDate = date.addingTimeInterval(Double(expiresIn.microseconds) / 1_000_000) }
             truth.made(activity, origin: index, at: now, expires: expiresIn.map { now + $0 })
-            log("\(nodes[index].id) makes \(id) (\(type)) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
+            log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
             publish(from: index, nodes[index].advertiserDo { $0.add(activity) })
         case .update(let index, let pick):
             guard running(index), let activity = current(of: index, pick) else { return nil }
@@ -27,9 +32,13 @@ extension SimulatedWorld {
             truth.ended(activity.id, at: now)
             log("\(nodes[index].id) ends \(activity.id) (\(reason))")
             publish(from: index, nodes[index].advertiserDo { $0.remove(activity, reason: reason) })
+        case .continueActivity(let index, let pick):
+            guard running(index) else { return nil }
+            continueActivity(at: index, pick: pick)
         case .crash(let index):
             guard nodes[index].alive else { return nil }
             log("\(nodes[index].id) is killed (-9)")
+            truth.forgetRequests(of: index)
             for peer in nodes.indices where connected(index, peer) { disconnect(index, peer) }
             nodes[index].alive = false
             nodes[index].stoppedUntil = nil

@@ -14,6 +14,10 @@ final class SimulatedWorld {
         case subscription(from: Int, to: Int, epoch: Int, topic: String, subscribe: Bool)
         case planned(SimulationSchedule.Planned)
         case resume(node: Int)
+        case continueRequest(from: Int, to: Int, epoch: Int, correlationID: UInt64, request: WireContinueRequest)
+        case continueReply(from: Int, to: Int, epoch: Int, correlationID: UInt64, envelope: WireEnvelope)
+        /// Will-save of an answer ended (`incarnation`: the originator's process it ran in).
+        case saved(node: Int, incarnation: Int, answer: PendingAnswer)
     }
 
     struct Queued {
@@ -46,6 +50,8 @@ final class SimulatedWorld {
     private var network: SimulationRandom
     var truth = SimulationTruth()
     let trace: ((String) -> Void)?
+    /// The delegate of activities whose will-save runs (activities hold their delegate weakly).
+    let saver = SimulatedSaver()
     private(set) var steps = 0
     private(set) var deliveries = 0
 
@@ -64,6 +70,9 @@ final class SimulatedWorld {
         }
         for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
     }
+
+    /// A delay drawn from the run's randomness.
+    func delay(_ range: ClosedRange<Duration>) -> Duration { network.duration(range) }
 
     /// A snapshot token from the run's randomness.
     func nextToken() -> String { network.token() }
@@ -109,6 +118,7 @@ final class SimulatedWorld {
             guard node.alive else { return nil }
             if let until = node.stoppedUntil, now < until { return nil }  // `resume` ticks it
             perform(index, node.followerDo { $0.tick(now: instant, date: date) })
+            endRequests(node.client.expire(now: instant))
             let tick = node.advertiserDo { $0.tick(now: instant, date: date) }
             for activity in tick.expired { truth.ended(activity.id, at: now) }
             if let note = tick.note { log("\(node.id): \(note)") }
@@ -157,6 +167,31 @@ final class SimulatedWorld {
             return nil
         case .planned(let planned):
             return apply(planned.operation)
+        case .continueRequest(let from, let to, let epoch, let correlationID, let request):
+            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
+            if let until = nodes[to].stoppedUntil, now < until {
+                schedule(event, at: until)
+                return nil
+            }
+            serve(request, from: from, at: to, correlationID: correlationID)
+            return nil
+        case .continueReply(let from, let to, let epoch, let correlationID, let envelope):
+            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
+            if let until = nodes[to].stoppedUntil, now < until {
+                schedule(event, at: until)
+                return nil
+            }
+            replied(envelope, correlationID: correlationID, at: to)
+            return nil
+        case .saved(let index, let incarnation, let answer):
+            guard nodes[index].alive, nodes[index].incarnation == incarnation else { return nil }
+            if let until = nodes[index].stoppedUntil, now < until {
+                schedule(event, at: until)
+                return nil
+            }
+            answer.activity.didSave()
+            handOver(answer, at: index)
+            return nil
         }
     }
 
@@ -225,6 +260,12 @@ final class SimulatedWorld {
         }
     }
 
+    /// When a message sent now from `from` to `to` arrives (in order after the last one), and the
+    /// connection's epoch it travels under.
+    func route(from: Int, to: Int) -> (at: Duration, epoch: Int) {
+        (arrive(from: from, to: to), links[from][to].epoch)
+    }
+
     func sendSubscription(from: Int, to: Int, _ topic: String, subscribe: Bool) {
         schedule(.subscription(from: from, to: to, epoch: links[from][to].epoch, topic: topic, subscribe: subscribe), at: arrive(from: from, to: to))
     }
@@ -239,6 +280,9 @@ final class SimulatedWorld {
         nodes[a].subscriptionsOfPeer[b] = nil
         nodes[b].subscriptionsOfPeer[a] = nil
         upSince[pair(a, b)] = nil
+        // Each side's DEALER to the other dropped: its requests fail now (Client's monitor).
+        endRequests(nodes[a].client.disconnected(from: nodes[b].continueEndpoint))
+        endRequests(nodes[b].client.disconnected(from: nodes[a].continueEndpoint))
     }
 
     /// A connection between `a` and `b` comes back: each side's subscriber subscribes again, and

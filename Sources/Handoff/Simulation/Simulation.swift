@@ -39,6 +39,8 @@ public struct SimulationReport: Sendable {
     public let activities: Int
     /// Messages the followers refused (forged, replayed, duplicated).
     public let refused: Int
+    /// Activities handed over to a continuing node (continue requests answered with the activity).
+    public let continuations: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -67,6 +69,7 @@ public enum Simulation {
         return SimulationReport(
             seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
             activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused },
+            continuations: world.truth.handedOver.values.reduce(0, +),
             entries: schedule.entries, skipped: skipping, trace: lines)
     }
 

@@ -25,7 +25,28 @@ enum SimulationInvariants {
     /// belief; every node is checked for bounds).
     static func check(_ world: SimulatedWorld, touched: Int?) -> SimulationFailure? {
         if let touched, let failure = believedOnlyFromOrigin(world, node: touched) { return failure }
-        return knownWithinBounds(world) ?? memoryBounded(world)
+        return knownWithinBounds(world) ?? continuedAtMostOnce(world) ?? requestsEnd(world) ?? memoryBounded(world)
+    }
+
+    /// "continued-once-at-most-once": an origin hands a continue-once activity over at most once.
+    static func continuedAtMostOnce(_ world: SimulatedWorld) -> SimulationFailure? {
+        for (id, count) in world.truth.handedOver where count > 1 {
+            if world.truth[id]?.activity.continuationPolicy == .once {
+                return failure(world, "continued-once-at-most-once", "\(id) is continue-once and was handed over \(count) times")
+            }
+        }
+        return nil
+    }
+
+    /// "pending-request-ends": every continue request of a running node ends (an answer, or a
+    /// typed error) by its deadline and a sweep.
+    static func requestsEnd(_ world: SimulatedWorld) -> SimulationFailure? {
+        for (number, request) in world.truth.waiting where world.running(request.node) {
+            if world.now > max(request.deadline, world.nodes[request.node].resumedAt) + sweep + .milliseconds(50) {
+                return failure(world, "pending-request-ends", "request \(number) of \(world.nodes[request.node].id) was due to end at \(request.deadline) and still waits")
+            }
+        }
+        return nil
     }
 
     /// "believed-only-from-origin": every activity a node knows was made by the node its entry

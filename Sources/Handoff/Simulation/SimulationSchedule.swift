@@ -6,7 +6,10 @@ import Foundation
 /// can be left out as a whole (a crash with its restart), which is how a failing run is shortened.
 struct SimulationSchedule {
     enum Operation: Equatable {
-        case create(node: Int, type: String, expiresIn: Duration?)
+        /// `once`: continue-once; `saves`: will-save runs (0.1-300 ms) before each answer.
+        case create(node: Int, type: String, expiresIn: Duration?, once: Bool, saves: Bool)
+        /// The node continues the `pick`-th activity it knows (modulo).
+        case continueActivity(node: Int, pick: Int)
         /// Changes (`update`), resigns or invalidates the `pick`-th current activity of `node` (modulo).
         case update(node: Int, pick: Int)
         case resign(node: Int, pick: Int)
@@ -50,12 +53,14 @@ struct SimulationSchedule {
             let pick = Int.random(in: 0..<1_000, using: &random)
             let roll = Double.random(in: 0..<1, using: &random)
             switch roll {
-            case ..<0.30:
+            case ..<0.28:
                 let expires: Duration? = random.chance(0.15) ? random.duration(.seconds(1)...(.seconds(20))) : nil
-                add(at, .create(node: node, type: Self.types.randomElement(using: &random)!, expiresIn: expires))
-            case ..<0.55: add(at, .update(node: node, pick: pick))
-            case ..<0.65: add(at, .resign(node: node, pick: pick))
-            case ..<0.70: add(at, .invalidate(node: node, pick: pick))
+                add(at, .create(node: node, type: Self.types.randomElement(using: &random)!, expiresIn: expires,
+                                once: random.chance(0.3), saves: random.chance(0.3)))
+            case ..<0.46: add(at, .update(node: node, pick: pick))
+            case ..<0.54: add(at, .resign(node: node, pick: pick))
+            case ..<0.58: add(at, .invalidate(node: node, pick: pick))
+            case ..<0.70: add(at, .continueActivity(node: node, pick: pick))
             default:
                 guard options.faults else { continue }
                 let other = (node + 1 + Int.random(in: 0..<(nodes - 1), using: &random)) % nodes

@@ -16,6 +16,11 @@ struct SimulationTruth {
     }
 
     private(set) var activities: [String: Activity] = [:]
+    /// How many times each activity was handed over by its origin (not counting refreshes).
+    private(set) var handedOver: [String: Int] = [:]
+    /// Continue requests waiting for their end: by number, who made it and its deadline.
+    private(set) var waiting: [Int: (node: Int, deadline: Duration)] = [:]
+    private var requests = 0
     /// Ids in the order made (dictionary order is not stable across runs).
     private(set) var order: [String] = []
     private var made = 0
@@ -43,4 +48,18 @@ struct SimulationTruth {
     }
 
     subscript(id: String) -> Activity? { activities[id] }
+
+    mutating func handOver(_ id: String) { handedOver[id, default: 0] += 1 }
+
+    mutating func requested(by node: Int, deadline: Duration) -> Int {
+        requests += 1
+        waiting[requests] = (node, deadline)
+        return requests
+    }
+
+    /// A request ended (answered, refused, timed out, dropped).
+    mutating func requestEnded(_ number: Int) { waiting[number] = nil }
+
+    /// A node's process died: what it waited for waits no more.
+    mutating func forgetRequests(of node: Int) { waiting = waiting.filter { $0.value.node != node } }
 }

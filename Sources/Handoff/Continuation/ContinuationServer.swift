@@ -1,0 +1,64 @@
+import Foundation
+import HandoffWire
+
+/// The originating side of continuation, deciding with no I/O: whether a continue request is
+/// answered with the activity or refused with a precise error, the continue-once claim (taken
+/// before anything awaits, so two requests arriving together cannot both have it), when will-save
+/// must run first, and what follows an answer (the bus hears who continued it; a continue-once
+/// activity is withdrawn). The node carries out each step: it calls will-save when told, sends
+/// the reply, publishes. Tested without sockets (ContinuationServerTests); the simulator drives
+/// the same machine.
+enum ContinuationServer {
+    /// What to do with a request, as far as is decided before anything awaits.
+    enum Decision {
+        /// Refuse with this error.
+        case refuse(HandoffError)
+        /// Its expiration date passed: the node lets it go, withdraws it, and refuses.
+        case expired(UserActivity, HandoffError)
+        /// Answer with this activity: first will-save when `save` (then ``finish(_:claimed:maxUserInfoSize:date:)``).
+        case answer(UserActivity, claimed: Bool, save: Bool)
+    }
+
+    /// Decides on `request` against the node's current activities (claiming a continue-once one).
+    static func decide(
+        _ request: WireContinueRequest, current: CurrentActivities, node: String, date: Date
+    ) -> Decision {
+        let activity: UserActivity
+        switch ContinueRequestCheck.check(activityID: request.activityID, activityType: request.activityType, in: current, node: node, now: date) {
+        case .answer(let found): activity = found
+        case .refuse(let error): return .refuse(error)
+        case .expired(let found, let error): return .expired(found, error)
+        }
+        // A continue-once activity is claimed now, before will-save awaits. A refresh (did-update
+        // of a continuation already made) claims nothing.
+        let claims = activity.continuationPolicy == .once && !request.refresh
+        if claims, !activity.claimContinuation() {
+            return .refuse(HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: activity.activityType))
+        }
+        return .answer(activity, claimed: claims, save: activity.needsSave && activity.delegate != nil)
+    }
+
+    /// After will-save (when it ran): the activity as it will be sent, or why not (its claim is
+    /// given back then, so that another request may have it).
+    static func finish(_ activity: UserActivity, claimed: Bool, maxUserInfoSize: Int, date: Date) -> Result<UserActivity, HandoffError> {
+        do throws(HandoffError) {
+            try activity.validate(maxUserInfoSize: maxUserInfoSize, now: date)
+            return .success(activity)
+        } catch {
+            if claimed { activity.releaseContinuationClaim() }
+            return .failure(error)
+        }
+    }
+
+    /// What follows an answer that handed the activity over (not a refresh): the node event the
+    /// bus hears (monitors), and whether the activity is continued once and so ends here.
+    static func continued(_ activity: UserActivity, by requester: NodeInfo, refresh: Bool) -> (event: Advertiser.Message, endsHere: Bool)? {
+        guard !refresh else { return nil }
+        var event = WireNodeEvent()
+        event.kind = .continued
+        event.activityID = activity.id
+        event.activityType = activity.activityType
+        event.peer = requester.wire
+        return (Advertiser.Message(topic: Topic.event(activity.activityType), body: .nodeEvent(event)), activity.continuationPolicy == .once)
+    }
+}

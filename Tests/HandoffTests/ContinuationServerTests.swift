@@ -1,0 +1,113 @@
+import Foundation
+import HandoffWire
+import Testing
+@testable import Handoff
+
+/// The originating side's continuation rules on ``ContinuationServer``, with no socket.
+@Suite("Continuation server: answer or refuse, the continue-once claim, will-save, what follows (no I/O)")
+struct ContinuationServerTests {
+    let date = Date(timeIntervalSince1970: 2_000_000_000)
+
+    final class Saver: UserActivityDelegate {
+        func userActivityWillSave(_ activity: UserActivity) async {}
+    }
+
+    func request(_ activity: UserActivity, refresh: Bool = false) -> WireContinueRequest {
+        var request = WireContinueRequest()
+        request.activityID = activity.id
+        request.activityType = activity.activityType
+        request.refresh = refresh
+        return request
+    }
+
+    func current(_ activities: UserActivity...) -> CurrentActivities {
+        var current = CurrentActivities()
+        for activity in activities { current.add(activity) }
+        return current
+    }
+
+    @Test("a current activity is answered; one not current, of another type, or not eligible is refused with its precise error")
+    func answerOrRefuse() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        let hidden = try UserActivity(activityType: "org.test.hidden")
+        hidden.isEligibleForHandoff = false
+        let all = current(activity, hidden)
+        guard case .answer(let answered, claimed: false, save: false) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
+            Issue.record("a current activity was not answered")
+            return
+        }
+        #expect(answered === activity)
+        var wrongType = request(activity)
+        wrongType.activityType = "org.test.other"
+        let refusals: [(WireContinueRequest, HandoffError.Code)] = [
+            (request(try UserActivity(activityType: "org.test.gone")), .activityNotFound), (wrongType, .invalidActivityType),
+            (request(hidden), .activityNotFound),
+        ]
+        for (request, code) in refusals {
+            guard case .refuse(let error) = ContinuationServer.decide(request, current: all, node: "n", date: date) else {
+                Issue.record("\(request.activityID) was not refused")
+                continue
+            }
+            #expect(error.code == code)
+        }
+    }
+
+    @Test("a continue-once activity is claimed by the first request, before will-save; the second is refused as already continued; a refresh claims nothing")
+    func continueOnce() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        activity.continuationPolicy = .once
+        let saver = Saver()
+        activity.delegate = saver
+        activity.needsSave = true
+        let all = current(activity)
+        guard case .answer(_, claimed: true, save: true) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
+            Issue.record("the first request did not claim it, with will-save to run")
+            return
+        }
+        guard case .refuse(let error) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
+            Issue.record("a second request had it too")
+            return
+        }
+        #expect(error.code == .alreadyContinued)
+        guard case .answer(_, claimed: false, _) = ContinuationServer.decide(request(activity, refresh: true), current: all, node: "n", date: date) else {
+            Issue.record("a refresh was refused or claimed")
+            return
+        }
+        let follows = ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: false)
+        #expect(follows?.endsHere == true && follows?.event.topic == Topic.event("org.test.edit"))
+        #expect(ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: true) == nil)
+    }
+
+    @Test("an answer that fails its last check (a required key missing) gives the claim back, so another request may have it")
+    func failedAnswerReleasesTheClaim() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        activity.continuationPolicy = .once
+        activity.requiredUserInfoKeys = ["draft"]
+        let all = current(activity)
+        guard case .answer(let answered, let claimed, _) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
+            Issue.record("not answered")
+            return
+        }
+        guard case .failure(let error) = ContinuationServer.finish(answered, claimed: claimed, maxUserInfoSize: 4_096, date: date) else {
+            Issue.record("an activity without its required key was handed over")
+            return
+        }
+        #expect(error.code == .missingRequiredUserInfoKey)
+        activity.userInfo = ["draft": .string("x")]
+        guard case .answer(_, claimed: true, _) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
+            Issue.record("the claim was not given back")
+            return
+        }
+    }
+
+    @Test("an activity past its expiration date is refused as expired and handed back for the node to withdraw")
+    func expired() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        activity.expirationDate = date.addingTimeInterval(-1)
+        guard case .expired(let found, let error) = ContinuationServer.decide(request(activity), current: current(activity), node: "n", date: date) else {
+            Issue.record("an expired activity was not refused as such")
+            return
+        }
+        #expect(found === activity && error.code == .activityExpired)
+    }
+}
