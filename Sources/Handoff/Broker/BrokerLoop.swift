@@ -5,27 +5,6 @@ import SwiftProtobuf
 import Synchronization
 import ZeroMQ
 
-// MARK: - Shared between the handle and the loop
-
-/// The resolved endpoints, as the loop bound them.
-struct BoundEndpoints: Sendable {
-    var frontend: String
-    var backend: String
-    var capture: String?
-}
-
-/// What the loop and the ``Broker`` handle share: only values under locks.
-final class SharedState: Sendable {
-    /// The loop publishes its counters here before passing each message on.
-    let counters = Mutex(Broker.Counters())
-    /// The error that ended the loop early, if any.
-    let failure = Mutex<ZMQError?>(nil)
-    /// Whether the loop is forwarding: set before it starts, cleared once it has closed its sockets.
-    let running = Atomic<Bool>(true)
-}
-
-// MARK: - The loop
-
 /// The broker's event loop and everything it owns: an actor on the process's event loops (as a
 /// ``Node`` is), whose tasks — one per socket it receives on, and a timer — own its sockets.
 ///
