@@ -12,7 +12,7 @@ extension Node {
 
     /// Makes `activity` current here (called by ``UserActivity/becomeCurrent(on:)``).
     func add(_ activity: UserActivity) throws(HandoffError) {
-        guard runState != .stopped else {
+        guard lifecycle.runState != .stopped else {
             throw HandoffError(.notRunning, "the node has shut down", activityType: activity.activityType)
         }
         publish(advertiser.add(activity))
@@ -23,7 +23,7 @@ extension Node {
     /// activity is checked and becomes current, or (one is invalid, invalidated, or the node has
     /// shut down) none does and the error names the first that failed.
     public func becomeCurrent(_ activities: [UserActivity]) async throws(HandoffError) {
-        guard runState != .stopped else {
+        guard lifecycle.runState != .stopped else {
             throw HandoffError(.notRunning, "the node has shut down", activityType: activities.first?.activityType)
         }
         for activity in activities {
@@ -47,14 +47,14 @@ extension Node {
 
     /// Called by a current activity whenever one of its properties changes.
     nonisolated func activityDidChange(_ id: String) {
-        let first = changedActivities.withLock { $0.insert(id).inserted && $0.count == 1 }
-        if first { changesContinuation.yield() }
+        let first = changeQueue.changed.withLock { $0.insert(id).inserted && $0.count == 1 }
+        if first { changeQueue.wake.yield() }
     }
 
     /// Publishes what changed: everything queued by the time it wakes up, each activity once.
     func applyChanges() async {
-        for await _ in changes {
-            let changed = changedActivities.withLock { pending in
+        for await _ in changeQueue.wakeUps {
+            let changed = changeQueue.changed.withLock { pending in
                 defer { pending.removeAll(keepingCapacity: true) }
                 return pending
             }

@@ -89,7 +89,7 @@ extension Node {
         let activityType = activity.activityType
         let started = ContinuousClock.now
         do throws(HandoffError) {
-            guard runState == .running else {
+            guard lifecycle.runState == .running else {
                 throw HandoffError(.notRunning, "start the node with run() before continuing activities", activityType: activityType)
             }
             if let delegate, !(await delegate.node(self, willContinueActivityWithType: activityType)) {
@@ -140,14 +140,18 @@ extension Node {
 
     /// Completes a pending request (first outcome wins).
     func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
-        resume(continuing.end(correlationID, outcome).map { [$0] } ?? [])
+        if let ended = continuing.end(correlationID, outcome) { resume(ended) }
     }
 
-    /// Resumes whoever waits on the requests that ended.
+    /// Resumes whoever waits on a request that ended. The caller's task runs next on this thread
+    /// (the receiver waits again at once), not on another one woken for it (EventLoops).
+    func resume(_ outcome: ContinuationClient<ReplyWaiter, ContinuationHandler>.Outcome) {
+        EventLoops.handingOff { outcome.waiter.resume(returning: outcome.result) }
+    }
+
+    /// Resumes whoever waits on the requests that ended (timed out, dropped, shut down).
     func resume(_ outcomes: [ContinuationClient<ReplyWaiter, ContinuationHandler>.Outcome]) {
-        // The caller's task runs next on this thread (the receiver waits again at once), not on
-        // another one woken for it (EventLoops).
-        for outcome in outcomes { EventLoops.handingOff { outcome.waiter.resume(returning: outcome.result) } }
+        for outcome in outcomes { resume(outcome) }
     }
 
     /// Fails the requests whose originator did not answer by their deadline.
@@ -168,11 +172,11 @@ extension Node {
                 throw HandoffError(.unauthorized, "the originator at \(endpoint) has key \(serverKey.z85), which is not in this node's account", activityType: activityType)
             }
         }
-        if let existing = clients[endpoint], existing.serverKey != serverKey || existing.refusedAtHandshake {
+        if let existing = sockets.clients[endpoint], existing.serverKey != serverKey || existing.refusedAtHandshake {
             // Another node (another key) now answers at this endpoint, or it refused this node's key
             // before: libzmq does not retry a refused handshake, and the account may have changed.
             existing.close()
-            clients[endpoint] = nil
+            sockets.clients[endpoint] = nil
         }
         let client: Client
         do {
@@ -193,9 +197,9 @@ extension Node {
 
     /// The DEALER for an originator, made (and connecting) when there is none.
     func client(for endpoint: String, serverKey: CurveKey?) throws(ZMQError) -> Client {
-        if let existing = clients[endpoint] { return existing }
+        if let existing = sockets.clients[endpoint] { return existing }
         let client = try Client(endpoint: endpoint, context: context, security: security, serverKey: serverKey, limits: continuationLimits)
-        clients[endpoint] = client
+        sockets.clients[endpoint] = client
         let identity = ObjectIdentifier(client)
         spawn { await self.receiveReplies(from: endpoint, client: identity) }
         spawn { await self.watchConnection(to: endpoint, client: identity) }
@@ -205,7 +209,7 @@ extension Node {
     /// Drops the connection to an originator as a broken network would (a new DEALER, a new TCP
     /// connection, a new routing id at the originator); streams with it resume. For tests.
     func dropConnection(to endpoint: String) {
-        guard let client = clients.removeValue(forKey: endpoint) else { return }
+        guard let client = sockets.clients.removeValue(forKey: endpoint) else { return }
         try? client.socket.set(.linger, 0)
         client.close()
         interruptStreams(to: endpoint)
@@ -214,18 +218,18 @@ extension Node {
     /// Forgets every stream pair without telling anyone, as a process that died would. For tests.
     func forgetAllStreamsForTesting() {
         streams.removeAll()
-        for client in clients.values {
+        for client in sockets.clients.values {
             try? client.socket.set(.linger, 0)
             client.close()
         }
-        clients.removeAll()
+        sockets.clients.removeAll()
     }
 
     /// Receives what the originator at `endpoint` sends, for as long as the client `identity` is
     /// the node's client for that endpoint.
     func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
         var burst = ReceiveBurst()
-        while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
+        while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             await burst.next()
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
@@ -250,7 +254,7 @@ extension Node {
 
     /// Fails requests to an originator whose connection drops, instead of letting them time out.
     func watchConnection(to endpoint: String, client identity: ObjectIdentifier) async {
-        while let client = clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
+        while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
             let event: MonitorEvent?
             do {
                 event = try await client.monitor.next(matching: Client.watchedEvents, timeout: .seconds(60))
@@ -299,7 +303,7 @@ extension Node {
     func pruneClients() {
         // Few clients, possibly 100,000 known activities: look for the clients' endpoints among the
         // activities (stopping once all are found) rather than collect every activity's endpoint.
-        var unused = Set(clients.keys)
+        var unused = Set(sockets.clients.keys)
         unused.subtract(continuing.pending.endpoints)
         unused.subtract(streams.dealerEndpoints)
         for entry in follower.known.values {
@@ -307,7 +311,7 @@ extension Node {
             unused.remove(entry.activity.continueEndpoint)
         }
         for endpoint in unused {
-            clients.removeValue(forKey: endpoint)?.close()
+            sockets.clients.removeValue(forKey: endpoint)?.close()
         }
     }
 }

@@ -111,7 +111,7 @@ extension Node {
             metrics.answeredContinue(restored: true)
             guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
             logger.info("\(activity.activityType) continued by \(requester)")
-            publish([event])
+            sendOnBus(topic: event.topic, event.body)
             if endsHere {
                 activity.invalidateAfterContinuation()
                 publish(advertiser.continuedOnce(activity))

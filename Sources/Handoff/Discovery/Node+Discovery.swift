@@ -16,12 +16,12 @@ extension Node {
     /// the node stops; stop iterating to unsubscribe.
     public func discover(_ filter: ActivityFilter = .all) -> AsyncStream<ActivityEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: ActivityEvent.self)
-        guard runState != .stopped else {
+        guard lifecycle.runState != .stopped else {
             continuation.finish()
             return stream
         }
         let watcherID = UUID()
-        let followed = watchers.add(watcherID, filter: filter, sink: continuation)
+        let followed = listeners.watchers.add(watcherID, filter: filter, sink: continuation)
         perform(follower.follow(followed.map(Self.typePrefix(ofTopic:))))
         for entry in follower.known.values where filter.matches(entry.activity) {
             continuation.yield(.appeared(entry.activity))
@@ -38,7 +38,7 @@ extension Node {
     }
 
     func removeWatcher(_ id: UUID) {
-        perform(follower.unfollow(watchers.remove(id).map(Self.typePrefix(ofTopic:))))
+        perform(follower.unfollow(listeners.watchers.remove(id).map(Self.typePrefix(ofTopic:))))
     }
 
     /// The type prefix an activity topic (`A:` + prefix) follows.
@@ -56,15 +56,15 @@ extension Node {
             case .changed(let activity): refreshIfHeld(activity)
             case .forgotten(let id): continuing.held.release(id)
             case .log(let level, let message): logger.log(level: level, "\(message)")
-            case .ownPresenceHeard: lastBusProof = .now
+            case .ownPresenceHeard: sockets.lastBusProof = .now
             case .ignored(.foreign(let why)):
-                securityCountersStorage.foreignIgnored += 1
+                observability.securityCounters.foreignIgnored += 1
                 logRateLimited("ignoring \(why)")
             case .ignored(.stale(let subject, let age)):
-                securityCountersStorage.staleIgnored += 1
+                observability.securityCounters.staleIgnored += 1
                 logger.debug("ignoring a stale bus message about \(subject): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(configuration.replayWindow))")
-            case .ignored(.replayed): securityCountersStorage.replayedIgnored += 1
-            case .ignored(.overQuota): securityCountersStorage.overQuotaIgnored += 1
+            case .ignored(.replayed): observability.securityCounters.replayedIgnored += 1
+            case .ignored(.overQuota): observability.securityCounters.overQuotaIgnored += 1
             }
         }
     }
@@ -76,7 +76,7 @@ extension Node {
     /// Waits until ``isSynchronized``, at most `timeout`; returns whether it is.
     public func untilSynchronized(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while !follower.isSynchronized, ContinuousClock.now < deadline, runState != .stopped {
+        while !follower.isSynchronized, ContinuousClock.now < deadline, lifecycle.runState != .stopped {
             do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
         }
         return follower.isSynchronized
@@ -87,7 +87,7 @@ extension Node {
         // `receiveBus`) suspends, rather than waking another thread for every event; `receiveBus`
         // yields every `ReceiveBurst.limit` messages, so that they run under a sustained flow too.
         EventLoops.handingOff {
-            for sink in watchers.sinks(for: event.activity) { sink.yield(event) }
+            for sink in listeners.watchers.sinks(for: event.activity) { sink.yield(event) }
         }
     }
 
@@ -140,7 +140,7 @@ extension Node {
 
     /// Counts malformed input from the bus or the continuation sockets, and logs it (rate-limited).
     func noteMalformed(bus: Bool, _ what: String) {
-        if bus { securityCountersStorage.malformedBus += 1 } else { securityCountersStorage.malformedContinuation += 1 }
+        if bus { observability.securityCounters.malformedBus += 1 } else { observability.securityCounters.malformedContinuation += 1 }
         logRateLimited("ignoring malformed input: \(what)")
     }
 
@@ -148,9 +148,9 @@ extension Node {
     /// that a peer sending garbage or lies cannot flood the log (every case is counted).
     func logRateLimited(_ message: String) {
         let now = ContinuousClock.now
-        if let last = lastRateLimitedLog, now - last < .seconds(60) { return }
-        lastRateLimitedLog = now
-        let counters = securityCountersStorage
+        if let last = observability.lastRateLimitedLog, now - last < .seconds(60) { return }
+        observability.lastRateLimitedLog = now
+        let counters = observability.securityCounters
         logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.handshakeRefusals.total) refused handshakes; logged at most once a minute)")
     }
 
@@ -189,8 +189,8 @@ extension Node {
 
     /// What this node's security refused or ignored so far.
     public var securityCounters: SecurityCounters {
-        var counters = securityCountersStorage
-        if let zap {
+        var counters = observability.securityCounters
+        if let zap = access.zap {
             let handshakes = zap.counters(forDomain: zapDomain)
             counters.allowedHandshakes = handshakes.allowed
         }

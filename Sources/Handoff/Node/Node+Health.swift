@@ -28,27 +28,27 @@ extension Node {
     ///
     /// A node that is not running, or that the bus refused at the handshake, is not on the bus.
     public var busHealth: BusHealth {
-        let connected = Set(busConnections.map(\.endpoint)).sorted()
+        let connected = Set(sockets.busConnections.map(\.endpoint)).sorted()
         func health(_ isOnBus: Bool, _ reason: String) -> BusHealth {
             BusHealth(isOnBus: isOnBus, reason: reason, connectedEndpoints: connected)
         }
-        guard runState == .running else { return health(false, "the node is not running") }
+        guard lifecycle.runState == .running else { return health(false, "the node is not running") }
         if let busRefusal { return health(false, busRefusal.message) }
         switch configuration.bus {
         case .direct(_, let peers):
             if peers.isEmpty { return health(true, "direct, with no peers to connect to") }
-            let reached = busConnections.count
+            let reached = sockets.busConnections.count
             return reached > 0
                 ? health(true, "connected to \(reached) of \(peers.count) peers")
                 : health(false, "connected to none of its \(peers.count) peers (\(peers.joined(separator: ", ")))")
         case .broker, .brokers:
             let brokers = configuration.bus.brokerEndpoints ?? []
-            for (index, (socket, _)) in busMonitors.enumerated() where !busConnections.contains(where: { $0.monitor == index }) {
+            for (index, (socket, _)) in sockets.busMonitors.enumerated() where !sockets.busConnections.contains(where: { $0.monitor == index }) {
                 let side = socket === publisher ? "frontend" : "backend"
                 let endpoints = brokers.map { side == "frontend" ? $0.frontend : $0.backend }
                 return health(false, "not connected to any broker's \(side) (\(endpoints.joined(separator: ", ")))")
             }
-            guard let proof = lastBusProof else {
+            guard let proof = sockets.lastBusProof else {
                 return health(false, "connected, but its own presence has not come back through a broker yet")
             }
             let silence = ContinuousClock.now - proof
@@ -62,8 +62,8 @@ extension Node {
     /// Keeps ``busConnections`` up to date from a bus socket's monitor event.
     func noteBusConnection(monitor index: Int, _ event: MonitorEvent) {
         switch event.kind {
-        case .handshakeSucceeded: busConnections.insert(BusConnection(monitor: index, endpoint: event.endpoint))
-        case .disconnected: busConnections.remove(BusConnection(monitor: index, endpoint: event.endpoint))
+        case .handshakeSucceeded: sockets.busConnections.insert(BusConnection(monitor: index, endpoint: event.endpoint))
+        case .disconnected: sockets.busConnections.remove(BusConnection(monitor: index, endpoint: event.endpoint))
         default: break
         }
     }
@@ -92,16 +92,16 @@ extension Node {
         var backoff = Duration.seconds(1)
         var accepted: Set<String> = []  // endpoints whose current connection passed the handshake
         var everAccepted: Set<String> = []  // endpoints connected before: a handshake there is a reconnect
-        while !Task.isCancelled, index < busMonitors.count {
-            let (socket, monitor) = busMonitors[index]
+        while !Task.isCancelled, index < sockets.busMonitors.count {
+            let (socket, monitor) = sockets.busMonitors[index]
             guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
-                if Task.isCancelled || busMonitors.isEmpty { return }
+                if Task.isCancelled || sockets.busMonitors.isEmpty { return }
                 continue
             }
             noteBusConnection(monitor: index, event)
             if event.kind == .handshakeSucceeded {
                 if busRefusal != nil { logger.info("\(event.endpoint) accepted this node at the handshake now") }
-                busRefusal = nil
+                sockets.busRefusal = nil
                 backoff = .seconds(1)
                 accepted.insert(event.endpoint)
                 if !everAccepted.insert(event.endpoint).inserted, subscribers.contains(where: { $0 === socket }) {
@@ -124,11 +124,11 @@ extension Node {
                 HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
             }
             if busRefusal?.message != refusal.message { logger.error("\(refusal.message)") }
-            busRefusal = refusal
+            sockets.busRefusal = refusal
             // Try again later, on a fresh connection.
             do { try await Task.sleep(for: backoff) } catch { return }
             backoff = min(backoff * 2, .seconds(30))
-            guard !busMonitors.isEmpty else { return }
+            guard !sockets.busMonitors.isEmpty else { return }
             do {
                 try socket.disconnect(event.endpoint)
                 try socket.connect(event.endpoint)
@@ -143,15 +143,15 @@ extension Node {
     /// fail before ZAP is asked (a peer without CURVE, or one that cannot prove the key it claims)
     /// at most once a minute per peer address and reason; ZAP's policy logs the keys it refuses.
     func watchFailedHandshakes(_ index: Int) async {
-        while !Task.isCancelled, index < serverMonitors.count {
-            guard let event = try? await serverMonitors[index].next(timeout: .seconds(3600)) else {
-                if Task.isCancelled || serverMonitors.isEmpty { return }
+        while !Task.isCancelled, index < sockets.serverMonitors.count {
+            guard let event = try? await sockets.serverMonitors[index].next(timeout: .seconds(3600)) else {
+                if Task.isCancelled || sockets.serverMonitors.isEmpty { return }
                 continue
             }
             guard let reason = HandshakeRefusals.Reason(event) else { continue }
-            securityCountersStorage.handshakeRefusals[reason] += 1
+            observability.securityCounters.handshakeRefusals[reason] += 1
             guard reason != .keyNotInAccount,
-                  let line = refusalLog.line(reason, from: event.peerAddress, at: "node \(configuration.name)'s \(event.endpoint)", now: .now)
+                  let line = observability.refusalLog.line(reason, from: event.peerAddress, at: "node \(configuration.name)'s \(event.endpoint)", now: .now)
             else { continue }
             logger.warning("\(line)")
         }

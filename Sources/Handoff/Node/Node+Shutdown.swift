@@ -18,7 +18,7 @@ extension Node {
                 // Sockets close with linger 0: give the notice half a second to leave.
                 switch session.route.peer {
                 case .router: try? server.set(.linger, 500)
-                case .dealer(let endpoint): try? clients[endpoint]?.socket.set(.linger, 500)
+                case .dealer(let endpoint): try? sockets.clients[endpoint]?.socket.set(.linger, 500)
                 }
             }
             session.fail(HandoffError(.notRunning, "the node shut down"))
@@ -27,22 +27,22 @@ extension Node {
     }
 
     func shutDown() {
-        runState = .stopped
-        jobs = nil
+        lifecycle.runState = .stopped
+        lifecycle.jobs = nil
         let (withdrawn, withdrawals) = advertiser.removeAll()
         for activity in withdrawn { activity.detach() }
         publish(withdrawals)
         failOutstanding()
-        for sink in watchers.removeAll() { sink.finish() }
-        for client in clients.values { client.close() }
-        clients.removeAll()
-        for (_, monitor) in busMonitors { monitor.stop() }
-        busMonitors.removeAll()
-        for monitor in serverMonitors { monitor.stop() }
-        serverMonitors.removeAll()
-        changesContinuation.finish()
-        zap?.removePolicy(forDomain: zapDomain)
-        zap = nil
+        for sink in listeners.watchers.removeAll() { sink.finish() }
+        for client in sockets.clients.values { client.close() }
+        sockets.clients.removeAll()
+        for (_, monitor) in sockets.busMonitors { monitor.stop() }
+        sockets.busMonitors.removeAll()
+        for monitor in sockets.serverMonitors { monitor.stop() }
+        sockets.serverMonitors.removeAll()
+        changeQueue.wake.finish()
+        access.zap?.removePolicy(forDomain: zapDomain)
+        access.zap = nil
         // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
         // terminate the context (see Context.terminate()) to wait until they have.
         for subscriber in subscribers { subscriber.close() }

@@ -28,37 +28,8 @@ import ZeroMQ
 /// `run()` does the node's work until its task is cancelled or a graceful shutdown (it is a
 /// swift-service-lifecycle `Service`); on the way out it withdraws every current activity.
 public actor Node: Service {
-    /// The node's configuration.
-    public nonisolated let configuration: Configuration
-    /// The node as other nodes see it.
-    public nonisolated let info: NodeInfo
-    /// The node's id.
-    public nonisolated var id: String { info.id }
-    /// The id as UTF-8, to recognise the node's own messages come back from the broker undecoded.
-    nonisolated let idUTF8: [UInt8]
-    /// Where this node answers continue requests, as advertised to others.
-    public nonisolated let continuationEndpoint: String
-    /// In direct mode, the endpoint peers subscribe to (with the port resolved); `nil` with a broker.
-    public nonisolated let busEndpoint: String?
-
-    let logger: Logger
-    let context: Context
-    /// The bus publisher: XPUB, so that it sees subscriptions (direct mode answers them at once).
-    let publisher: Socket
-    /// The bus subscribers: one connected to every broker; in direct mode one per peer, so that
-    /// each message is known to come from that peer's connection (and, secure, its key).
-    let subscribers: [Socket]
-    /// Direct and secure: the key of each subscriber's peer, which every message on it must name as
-    /// its sender; `nil` through brokers (the broker has checked each publisher's key).
-    let subscriberKeys: [Data?]
-    /// Where continue requests arrive.
-    let server: Socket
-    /// One DEALER per originator endpoint this node continues from.
-    var clients: [String: Client] = [:]
-
-    enum RunState { case idle, running, stopped }
-    var runState = RunState.idle
-    var runningWaiters: [CheckedContinuation<Void, Never>] = []
+    // The node's state: its protocol machines, which decide, and the parts of the shell that
+    // carries their decisions out (Node/NodeParts.swift).
 
     /// The originating side: the activities current here, what the bus hears of them and when
     /// (``Advertiser``).
@@ -66,51 +37,51 @@ public actor Node: Service {
     /// The following side: what this node knows of other nodes' activities and believes of
     /// what it hears (``Follower``).
     var follower: Follower
-    /// When ignored input (malformed, foreign) was last logged: at most once a minute.
-    var lastRateLimitedLog: ContinuousClock.Instant?
-    /// The discover streams and the topics they follow (``Watchers``).
-    var watchers = Watchers<AsyncStream<ActivityEvent>.Continuation>()
-    weak var delegate: (any HandoffDelegate)?
     /// The continuing side: handlers, requests waiting for their originators, activities held
     /// for did-update (``ContinuationClient``).
     var continuing: ContinuationClient<ReplyWaiter, ContinuationHandler>
-    /// This node's envelopes, with their sequence (``EnvelopeBuilder``).
-    var envelopes: EnvelopeBuilder
     /// Open continuation stream pairs, with both kinds of peer, by key and by route (StreamTable).
     var streams = StreamTable<StreamSession>()
-    var streamCountersStorage = StreamCounters() { didSet { counterMetrics.report(streamCountersStorage) } }
-    var streamPressureProbes: [@Sendable () -> Int] = []
-    var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
-    /// The context's ZAP handler, while this node runs secure; released at shutdown.
-    var zap: ZAPHandler?
-    /// The ZAP domain of this node's server sockets.
-    let zapDomain: String
-    var securityCountersStorage = SecurityCounters() { didSet { counterMetrics.report(securityCountersStorage) } }
-    /// Which refused handshakes at the server sockets are logged (per peer address and reason).
-    var refusalLog = RefusalLog()
-    /// What the node reports to swift-metrics (no-ops unless the process bootstrapped a backend).
-    let metrics = NodeMetrics()
-    var counterMetrics = NodeCounterMetrics()
-    /// When the bus last proved it carries this node's messages: its own presence came back
-    /// through a broker, or (direct) a peer's message arrived. See ``busHealth``.
-    var lastBusProof: ContinuousClock.Instant?
-    /// The connections of the bus sockets now (handshake done), from their monitors.
-    var busConnections: Set<BusConnection> = []
-    /// Monitors of the bus sockets that connect (to the broker, or to direct peers), to notice a
-    /// server that refuses this node at the handshake, each with the socket it watches.
-    var busMonitors: [(socket: Socket, monitor: SocketMonitor)] = []
-    /// Secure: monitors of the sockets this node serves on (the continuation ROUTER, and the bus
-    /// XPUB in direct mode), for handshakes that fail before ZAP is asked.
-    var serverMonitors: [SocketMonitor] = []
-    /// Why the bus refused this node at the handshake, once it has.
-    public internal(set) var busRefusal: HandoffError?
+    /// This node's envelopes, with their sequence (``EnvelopeBuilder``).
+    var envelopes: EnvelopeBuilder
+    nonisolated let identity: NodeIdentity
+    var sockets: NodeSockets
+    var lifecycle = NodeLifecycle()
+    var access: NodeAccess
+    var observability = NodeObservability()
+    var listeners = NodeListeners()
+    nonisolated let changeQueue = ChangeQueue()
+
+    /// The node's configuration.
+    public nonisolated var configuration: Configuration { identity.configuration }
+    /// The node as other nodes see it.
+    public nonisolated var info: NodeInfo { identity.info }
+    /// The node's id.
+    public nonisolated var id: String { identity.info.id }
+    nonisolated var idUTF8: [UInt8] { identity.idUTF8 }
+    /// Where this node answers continue requests, as advertised to others.
+    public nonisolated var continuationEndpoint: String { identity.continuationEndpoint }
+    /// In direct mode, the endpoint peers subscribe to (with the port resolved); `nil` with a broker.
+    public nonisolated var busEndpoint: String? { identity.busEndpoint }
+    nonisolated var logger: Logger { identity.logger }
+    var context: Context { sockets.context }
+    var publisher: Socket { sockets.publisher }
+    var subscribers: [Socket] { sockets.subscribers }
+    var subscriberKeys: [Data?] { sockets.subscriberKeys }
+    var server: Socket { sockets.server }
+    var metrics: NodeMetrics { observability.metrics }
+    var zapDomain: String { access.zapDomain }
     /// The security in force: the configuration's, with the account as last updated.
-    var security: Security?
-    /// Activities changed since the last publish (see ``activityDidChange(_:)``): a change to an
-    /// activity already waiting costs nothing more, and one wake-up publishes them all.
-    nonisolated let changedActivities = Mutex<Set<String>>([])
-    nonisolated let changes: AsyncStream<Void>
-    nonisolated let changesContinuation: AsyncStream<Void>.Continuation
+    var security: Security? {
+        get { access.security }
+        set { access.security = newValue }
+    }
+    var delegate: (any HandoffDelegate)? {
+        get { listeners.delegate }
+        set { listeners.delegate = newValue }
+    }
+    /// Why the bus refused this node at the handshake, once it has.
+    public var busRefusal: HandoffError? { sockets.busRefusal }
 
     /// Creates a node and joins the bus (connects and binds its sockets); ``run()`` starts its work.
     ///
@@ -123,18 +94,13 @@ public actor Node: Service {
             for: configuration.endpoints, security: configuration.security,
             allowInsecure: configuration.allowInsecure, what: "node \(configuration.name)")
         let context = try context ?? Context()
-        self.configuration = configuration
-        self.context = context
         let host = ProcessInfo.processInfo.hostName
         let security = configuration.security
-        self.security = security
-        info = NodeInfo(
+        let info = NodeInfo(
             id: configuration.id ?? UUID().uuidString, name: configuration.name, host: host,
             publicKey: security?.keyPair.publicKey)
-        idUTF8 = Array(info.id.utf8)
         var logger = Logger(label: "handoff.node")
         logger[metadataKey: "node"] = "\(configuration.name)"
-        self.logger = logger
         let snapshotAnswerers = switch configuration.bus {
         case .broker, .brokers: configuration.bus.brokerEndpoints?.count ?? 1
         case .direct(_, let peers): peers.count
@@ -148,14 +114,15 @@ public actor Node: Service {
         continuing = ContinuationClient(teamPolicy: configuration.teamPolicy, timeout: configuration.continueTimeout)
 
         // Every server socket of this node authenticates its clients against the account.
-        zapDomain = "handoff.node.\(info.id)"
+        let zapDomain = "handoff.node.\(info.id)"
+        var zap: ZAPHandler?
         if let security {
-            let zap = try ZAPHandler.shared(for: context)
-            zap.setPolicy(forDomain: zapDomain, security.zapPolicy(logger: logger, what: "node \(configuration.name)"))
-            self.zap = zap
+            zap = try ZAPHandler.shared(for: context)
+            zap?.setPolicy(forDomain: zapDomain, security.zapPolicy(logger: logger, what: "node \(configuration.name)"))
         }
+        access = NodeAccess(security: security, zap: zap, zapDomain: zapDomain)
 
-        publisher = try context.socket(.xpub)
+        let publisher = try context.socket(.xpub)
         // Every subscription is reported, also one already made by another subscriber: in direct
         // mode each peer's snapshot subscription; with brokers, each broker's subscribe-all, also
         // when a restarted broker of a pair subscribes while the other one still is.
@@ -170,6 +137,8 @@ public actor Node: Service {
             try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
             return subscriber
         }
+        var busMonitors: [(socket: Socket, monitor: SocketMonitor)] = []
+        let subscribers: [Socket], subscriberKeys: [Data?], busEndpoint: String?
         switch configuration.bus {
         case .broker, .brokers:
             let subscriber = try makeSubscriber()
@@ -193,7 +162,7 @@ public actor Node: Service {
             try security?.secureServer(publisher, domain: zapDomain)
             try publisher.bind(listen)
             busEndpoint = try publisher.lastEndpoint
-            var subscribers: [Socket] = [], keys: [Data?] = []
+            var made: [Socket] = [], keys: [Data?] = []
             for peer in peers {
                 let subscriber = try makeSubscriber()
                 var key: CurveKey?
@@ -206,14 +175,14 @@ public actor Node: Service {
                 }
                 busMonitors.append((subscriber, try subscriber.monitor(Self.handshakeEvents)))
                 try subscriber.connect(peer)
-                subscribers.append(subscriber)
+                made.append(subscriber)
                 keys.append(key.map { Data($0.bytes) })
             }
-            self.subscribers = subscribers
+            subscribers = made
             subscriberKeys = keys
         }
 
-        server = try context.socket(.router)
+        let server = try context.socket(.router)
         // Streams bound what is in flight by credit; the send mark only keeps libzmq from dropping
         // it. The receive side is bounded so that a peer ignoring its credit fills a small queue
         // and then its own TCP window, not this process.
@@ -224,6 +193,7 @@ public actor Node: Service {
         try server.set(.heartbeatInterval, 1000)
         try server.set(.heartbeatTimeout, 3000)
         try security?.secureServer(server, domain: zapDomain)
+        var serverMonitors: [SocketMonitor] = []
         if security != nil {
             let served = if case .direct = configuration.bus { [server, publisher] } else { [server] }
             serverMonitors = try served.map { (socket: Socket) throws(ZMQError) -> SocketMonitor in
@@ -231,18 +201,23 @@ public actor Node: Service {
             }
         }
         try server.bind(configuration.continuationEndpoint)
-        continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
+        let continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
+        identity = NodeIdentity(
+            configuration: configuration, info: info, idUTF8: Array(info.id.utf8), continuationEndpoint: continuationEndpoint,
+            busEndpoint: busEndpoint, logger: logger)
+        sockets = NodeSockets(
+            context: context, publisher: publisher, subscribers: subscribers, subscriberKeys: subscriberKeys, server: server,
+            busMonitors: busMonitors, serverMonitors: serverMonitors)
         advertiser = Advertiser(.init(
             origin: info.wire, continueEndpoint: continuationEndpoint, lease: configuration.effectiveLease,
             teamID: configuration.teamID, advertiseInterval: configuration.advertiseInterval,
             refreshInterval: configuration.refreshInterval), now: .now)
 
-        (changes, changesContinuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         // Presence keeps known activities alive (wire.proto, NodePresence).
         for subscriber in subscribers { for topic in Follower.standingSubscriptions { try subscriber.subscribe(topic) } }
         // The configuration's type prefixes are followed for the node's life, by no discover stream.
         var followed: [String] = []
-        for prefix in configuration.subscriptions where watchers.follow(Topic.activityPrefix + prefix) { followed.append(prefix) }
+        for prefix in configuration.subscriptions where listeners.watchers.follow(Topic.activityPrefix + prefix) { followed.append(prefix) }
         for case .subscribe(let topic) in follower.follow(followed) {
             for subscriber in subscribers { try subscriber.subscribe(topic) }
         }
@@ -265,12 +240,12 @@ public actor Node: Service {
     ///
     /// - Throws: ``HandoffError`` with ``HandoffError/Code-swift.struct/notRunning`` when run twice.
     public func run() async throws {
-        guard runState == .idle else {
+        guard lifecycle.runState == .idle else {
             throw HandoffError(.notRunning, "a node runs once; make a new node to join the bus again")
         }
-        runState = .running
-        for waiter in runningWaiters { waiter.resume() }
-        runningWaiters.removeAll()
+        lifecycle.runState = .running
+        for waiter in lifecycle.runningWaiters { waiter.resume() }
+        lifecycle.runningWaiters.removeAll()
         logger.info("node running", metadata: [
             "id": "\(id)", "continuation": "\(continuationEndpoint)", "bus": "\(configuration.bus)",
         ])
@@ -282,7 +257,7 @@ public actor Node: Service {
 
     private func runLoops() async {
         let (jobStream, jobContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
-        jobs = jobContinuation
+        lifecycle.jobs = jobContinuation
         await withTaskCancellationHandler {
             await withDiscardingTaskGroup { group in
                 for index in self.subscribers.indices { group.addTask { await self.receiveBus(index) } }
@@ -290,8 +265,8 @@ public actor Node: Service {
                 group.addTask { await self.answerSubscriptions() }
                 group.addTask { await self.runSchedule() }
                 group.addTask { await self.applyChanges() }
-                for index in self.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
-                for index in self.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
+                for index in self.sockets.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
+                for index in self.sockets.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
                 for await job in jobStream { group.addTask { await job() } }
                 group.cancelAll()
                 // Jobs (delegates, plugin calls) may wait on a stream or a continue: end those now,
@@ -305,7 +280,7 @@ public actor Node: Service {
 
     /// Runs `job` as part of the node's work (cancelled with it).
     func spawn(_ job: @escaping @Sendable () async -> Void) {
-        jobs?.yield(job)
+        lifecycle.jobs?.yield(job)
     }
 
     /// The node's clock: wakes often enough for leases and timeouts, and exactly when the
@@ -348,7 +323,7 @@ public actor Node: Service {
 
     /// Returns once ``run()`` has started (at once if it has, or if the node already stopped).
     public func untilRunning() async {
-        guard runState == .idle else { return }
-        await withCheckedContinuation { runningWaiters.append($0) }
+        guard lifecycle.runState == .idle else { return }
+        await withCheckedContinuation { lifecycle.runningWaiters.append($0) }
     }
 }

@@ -9,7 +9,7 @@ extension Node {
     /// - Throws: ``HandoffError`` (``HandoffError/Code-swift.struct/invalidConfiguration``) when the
     ///   node runs without CURVE.
     public func updateAccount(_ authorizedKeys: Set<CurveKey>) throws(HandoffError) {
-        guard var updated = security, let zap else {
+        guard var updated = security, let zap = access.zap else {
             throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs without CURVE: it has no account to update")
         }
         updated.authorizedKeys = authorizedKeys

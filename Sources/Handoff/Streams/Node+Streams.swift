@@ -12,7 +12,7 @@ extension Node {
     }
 
     /// What the node's stream pairs did so far: resumes, bytes sent twice, refusals.
-    public var streamCounters: StreamCounters { streamCountersStorage }
+    public var streamCounters: StreamCounters { observability.streamCounters }
 
     /// What a node's continuation streams did so far.
     public struct StreamCounters: Sendable, Hashable {
@@ -69,7 +69,7 @@ extension Node {
     func openStreams(
         for activity: ContinuedActivity, direction: StreamDirection, document: Bool
     ) async throws(HandoffError) -> ContinuationStreams {
-        guard runState == .running else {
+        guard lifecycle.runState == .running else {
             throw HandoffError(.notRunning, "start the node with run() before opening streams", activityType: activity.activityType)
         }
         guard activity.supportsContinuationStreams || document else {
@@ -208,12 +208,12 @@ extension Node {
         let chunk = payload?.dataWithoutCopying ?? data.payload
         switch session.arrival(offset: data.offset, count: chunk.count) {
         case .duplicate:
-            streamCountersStorage.duplicateBytesDropped += UInt64(chunk.count)
+            observability.streamCounters.duplicateBytesDropped += UInt64(chunk.count)
             return
         case .violation(let reason):
             violate(session, HandoffError(.streamProtocolViolation, reason, activityType: session.activityType))
         case .deliver(let start):
-            streamCountersStorage.duplicateBytesDropped += UInt64(start)
+            observability.streamCounters.duplicateBytesDropped += UInt64(start)
             let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
             metrics.streamed(in: fresh.count)
             session.creditOutstanding -= 1
@@ -308,9 +308,9 @@ extension Node {
              "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer")
         }
         if let refusal {
-            streamCountersStorage.refusedOverLimit += 1
-            if streamCountersStorage.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-                logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(streamCountersStorage.refusedOverLimit) refused so far)")
+            observability.streamCounters.refusedOverLimit += 1
+            if observability.streamCounters.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
+                logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(observability.streamCounters.refusedOverLimit) refused so far)")
             }
             var error = HandoffError(.tooManyStreams, refusal.message, activityType: activity.activityType).wire
             error.details["scope"] = refusal.scope
@@ -348,7 +348,7 @@ extension Node {
 
     /// The peer broke the stream's rules: it is told, and the pair is over here.
     func violate(_ session: StreamSession, _ error: HandoffError) {
-        streamCountersStorage.protocolViolations += 1
+        observability.streamCounters.protocolViolations += 1
         logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
         sendStreamMessage(session, .error(error.wire))
         session.fail(error)

@@ -14,7 +14,7 @@ extension Node {
     /// of after the resume window. A link that is merely cut (nothing answers, no route) keeps the
     /// window: the originator may be alive behind it.
     func reconnectFailed(to endpoint: String, client identity: ObjectIdentifier) {
-        guard let client = clients[endpoint], ObjectIdentifier(client) == identity, !client.probing else { return }
+        guard let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !client.probing else { return }
         guard streams.live(toDealer: endpoint).contains(where: \.awaitsResume) else {
             client.refusals = 0
             return
@@ -27,7 +27,7 @@ extension Node {
     }
 
     func probed(_ endpoint: String, client identity: ObjectIdentifier, _ outcome: EndpointProbe.Outcome) {
-        guard let client = clients[endpoint], ObjectIdentifier(client) == identity else { return }
+        guard let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity else { return }
         client.probing = false
         guard case .refused(let reason) = outcome else {
             client.refusals = 0
@@ -36,7 +36,7 @@ extension Node {
         client.refusals += 1
         guard client.refusals >= Self.refusalsMeaningGone else { return }
         for session in streams.live(toDealer: endpoint) where session.awaitsResume {
-            streamCountersStorage.lost += 1
+            observability.streamCounters.lost += 1
             let silence = (ContinuousClock.now - session.lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
             logger.info("streams \(session.route.id): the originator at \(endpoint) refuses connections (\(reason)); its process is gone")
             session.fail(HandoffError(.peerLost, "the originator at \(endpoint) refuses connections (\(reason), \(client.refusals) times in a row): its process is gone; nothing heard from it for \(silence) s, \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
@@ -57,7 +57,7 @@ extension Node {
             case .dealer(let endpoint): "the originator at \(endpoint)"
             case .router: "the continuing node \(session.owner)"
             }
-            let refusals = if case .dealer(let endpoint) = session.route.peer { clients[endpoint]?.refusals ?? 0 } else { 0 }
+            let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals ?? 0 } else { 0 }
             if session.openWaiter != nil {
                 return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.lastSent,
                                   resumeWindow: configuration.streamResumeWindow, refusals: 0)

@@ -49,7 +49,7 @@ extension Node {
             removeIfDone(session)
             return
         }
-        streamCountersStorage.lost += 1
+        observability.streamCounters.lost += 1
         let silence = ContinuousClock.now - session.lastHeard
         let peer = session.isContinuer ? "the originator" : "the continuing node \(session.owner)"
         session.fail(HandoffError(.peerLost, "nothing heard from \(peer) for \(silence.seconds.formatted(.number.precision(.fractionLength(1)))) s, and it did not resume within the resume window (\(configuration.streamResumeWindow)): its process died or the network is down; \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
@@ -88,7 +88,7 @@ extension Node {
     /// Something that holds stream work the node cannot start yet (a plugin runtime's calls waiting
     /// for a worker): asked on every tick how many wait.
     func addStreamPressureProbe(_ probe: @escaping @Sendable () -> Int) {
-        streamPressureProbes.append(probe)
+        observability.streamPressureProbes.append(probe)
     }
 
     /// Ends the pair that has gone longest without progress (at least ``Configuration-swift.struct/streamStallGrace``),
@@ -106,10 +106,10 @@ extension Node {
             let (heldA, heldB) = (held[a.owner]!, held[b.owner]!)
             return heldA != heldB ? heldA > heldB : a.lastProgress < b.lastProgress
         }) else { return false }
-        streamCountersStorage.evicted += 1
+        observability.streamCounters.evicted += 1
         let idle = (now - victim.lastProgress).seconds.formatted(.number.precision(.fractionLength(1)))
-        if streamCountersStorage.evicted.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-            logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(streamCountersStorage.evicted) ended so far)")
+        if observability.streamCounters.evicted.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
+            logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(observability.streamCounters.evicted) ended so far)")
         }
         let error = HandoffError(.tooManyStreams, "\(reason); this pair made no progress for \(idle) s and was ended to make room", activityType: victim.activityType)
         var wire = error.wire
@@ -122,7 +122,7 @@ extension Node {
     /// On every tick: while stream work waits for resources held by stalled pairs, end one stalled
     /// pair per waiting piece of work.
     func relieveStreamPressure() {
-        let waiting = streamPressureProbes.reduce(0) { $0 + $1() }
+        let waiting = observability.streamPressureProbes.reduce(0) { $0 + $1() }
         guard waiting > 0 else { return }
         for _ in 0..<waiting {
             guard evictStalledStream(because: "stream work on \(info.name) waits for plugin workers that stalled pairs hold") else { return }

@@ -21,7 +21,7 @@ extension Node {
                 if let payload { _ = try server.trySend(payload) }
                 metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count + (payload?.count ?? 0))
             case .dealer(let endpoint):
-                guard let client = clients[endpoint] else { return }
+                guard let client = sockets.clients[endpoint] else { return }
                 // With ZMQ_IMMEDIATE the DEALER refuses while it has no connection.
                 interrupted = try !client.socket.trySend(bytes, more: payload != nil)
                 if !interrupted, let payload { _ = try client.socket.trySend(payload) }
@@ -65,7 +65,7 @@ extension Node {
               session.retained.count < Self.maxUnacknowledgedChunks, let chunk = session.resend.popFirst() {
             transmit(chunk, on: session)
             session.bytesResent += UInt64(chunk.frame.count)
-            streamCountersStorage.bytesResent += UInt64(chunk.frame.count)
+            observability.streamCounters.bytesResent += UInt64(chunk.frame.count)
         }
         if session.resend.isEmpty, session.endNeedsSending, session.interruptedSince == nil, let end = session.end {
             session.endNeedsSending = false

@@ -37,7 +37,7 @@ extension Node {
     /// Sends again, from what the peer says it has, what this side had written beyond it.
     func applyResume(_ resume: WireStreamResume, to session: StreamSession) {
         session.resumes += 1
-        streamCountersStorage.resumed += 1
+        observability.streamCounters.resumed += 1
         session.rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived)
         pump(session)
         removeIfDone(session)
@@ -51,7 +51,7 @@ extension Node {
         resume.window = UInt32(session.resumeGrant())
         resume.endReceived = session.reads && session.endReceived
         session.lastResumeSent = now
-        if case .dealer(let endpoint) = session.route.peer, clients[endpoint] == nil {
+        if case .dealer(let endpoint) = session.route.peer, sockets.clients[endpoint] == nil {
             // The client was closed (pruned, or dropped): connect again.
             do { _ = try client(for: endpoint, serverKey: session.originKey) } catch {
                 logger.debug("streams \(session.route.id): cannot reconnect to \(endpoint): \(error)")
