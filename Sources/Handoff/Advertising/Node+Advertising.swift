@@ -27,7 +27,7 @@ extension Node {
             throw HandoffError(.notRunning, "the node has shut down", activityType: activities.first?.activityType)
         }
         for activity in activities {
-            try activity.validate(maxUserInfoSize: configuration.maxUserInfoSize)
+            try activity.validate(maxUserInfoSize: own.configuration.maxUserInfoSize)
             guard !activity.isInvalidated else {
                 throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activity.activityType)
             }
@@ -74,16 +74,16 @@ extension Node {
         // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
         // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
         guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
-            logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
+            own.logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
             return false
         }
         do {
             // XPUB never blocks: at the high-water mark it drops, and presence re-sends later.
-            guard try publisher.trySend(topic, more: true), try publisher.trySend(bytes) else { return false }
-            metrics.sent(on: .bus, bytes: topic.count + bytes.count)
+            guard try sockets.publisher.trySend(topic, more: true), try sockets.publisher.trySend(bytes) else { return false }
+            observability.metrics.sent(on: .bus, bytes: topic.count + bytes.count)
             return true
         } catch {
-            logger.warning("could not publish on the bus: \(error)")
+            own.logger.warning("could not publish on the bus: \(error)")
             return false
         }
     }
@@ -95,7 +95,7 @@ extension Node {
 
     /// Publishes what the advertiser decided, and logs why (at info) when it says.
     func publish(_ decision: (note: String?, messages: [Advertiser.Message])) {
-        if let note = decision.note { logger.info("\(note)") }
+        if let note = decision.note { own.logger.info("\(note)") }
         publish(decision.messages)
     }
 
@@ -109,12 +109,12 @@ extension Node {
     /// that topic alone (wire.proto, "Snapshots"); a plain subscription gets nothing, so no peer
     /// hears what it knows again.
     func answerSubscriptions() async {
-        let bus: Advertiser.Bus = switch configuration.bus {
+        let bus: Advertiser.Bus = switch own.configuration.bus {
         case .broker, .brokers: .brokered(readvertiseTopic: readvertiseTopic)
         case .direct: .direct
         }
         while !Task.isCancelled {
-            guard let frame = try? await publisher.receive() else { return }
+            guard let frame = try? await sockets.publisher.receive() else { return }
             let bytes = frame.bytes
             guard bytes.first == 1 else { continue }
             publish(advertiser.subscribed(to: bytes.dropFirst(), bus: bus, now: .now))

@@ -21,7 +21,7 @@ extension Node {
     public func setContinuationHandler(
         forType activityType: String, teamID: String? = nil, _ handler: @escaping ContinuationHandler
     ) {
-        continuing.register(handler, forType: activityType, teamID: teamID ?? configuration.teamID)
+        continuing.register(handler, forType: activityType, teamID: teamID ?? own.configuration.teamID)
     }
 
     /// Removes the handler for an activity type.
@@ -108,10 +108,10 @@ extension Node {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
             if follower.known[continued.id] != nil { continuing.held.hold(continued.id, version: continued.version) }
-            metrics.continueEnded(succeeded: true, after: .now - started)
+            observability.metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
         } catch {
-            metrics.continueEnded(succeeded: false, after: .now - started)
+            observability.metrics.continueEnded(succeeded: false, after: .now - started)
             await delegate?.node(self, didFailToContinueActivityWithType: activityType, error: error)
             throw error
         }
@@ -129,7 +129,7 @@ extension Node {
                     resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
                     return
                 }
-                metrics.sent(on: .continuationClient, bytes: bytes.count)
+                observability.metrics.sent(on: .continuationClient, bytes: bytes.count)
             } catch {
                 resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "could not send to the originator at \(client.endpoint): \(error)", activityType: activityType)))
                 return
@@ -185,12 +185,12 @@ extension Node {
             throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
         }
         // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
-        let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: configuration.connectTimeout)
+        let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: own.configuration.connectTimeout)
         guard let ready, ready.contains(.writable) else {
             if client.refusedAtHandshake {
                 throw HandoffError(.unauthorized, "the originator at \(endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
             }
-            throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
+            throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
         }
         return client
     }
@@ -233,7 +233,7 @@ extension Node {
             await burst.next()
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
-            if let received { metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }
+            if let received { observability.metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }
             // An envelope, and a stream chunk's payload.
             guard let frames = received else {
                 noteMalformed(bus: false, "a message of more than 2 frames from the originator at \(endpoint)")
@@ -266,7 +266,7 @@ extension Node {
             }
             if event.kind != .disconnected {
                 client.refusedAtHandshake = true
-                logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
+                own.logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
                 continue
             }
             resume(continuing.disconnected(from: endpoint))
@@ -287,7 +287,7 @@ extension Node {
         do {
             updated = try await fetch(activity, refresh: true)
         } catch {
-            logger.debug("could not refresh \(activity.id): \(error)")
+            own.logger.debug("could not refresh \(activity.id): \(error)")
             continuing.held.endRefresh(activity.id)
             return
         }

@@ -15,8 +15,8 @@ extension Node {
             await burst.next()
             let received: [Frame]?
             // The peer's routing id, an envelope, and a stream chunk's payload.
-            do { received = try await server.receiveMultipart(maxFrames: 3) } catch { return }
-            if let received { metrics.received(on: .continuationServer, bytes: received.reduce(0) { $0 + $1.count }) }
+            do { received = try await sockets.server.receiveMultipart(maxFrames: 3) } catch { return }
+            if let received { observability.metrics.received(on: .continuationServer, bytes: received.reduce(0) { $0 + $1.count }) }
             guard let frames = received, frames.count >= 2 else {
                 noteMalformed(bus: false, received == nil ? "a message of more than 3 frames" : "a message without an envelope")
                 continue
@@ -49,11 +49,11 @@ extension Node {
         let bytes = envelopes.bytes(body, correlationID: correlationID)
         do {
             // ROUTER drops a reply to a vanished peer; it never blocks.
-            if try server.trySend(identity, more: true), try server.trySend(bytes) {
-                metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count)
+            if try sockets.server.trySend(identity, more: true), try sockets.server.trySend(bytes) {
+                observability.metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count)
             }
         } catch {
-            logger.warning("could not reply to a continue request: \(error)")
+            own.logger.warning("could not reply to a continue request: \(error)")
         }
     }
 
@@ -65,10 +65,10 @@ extension Node {
         _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?
     ) async {
         let claimed = NodeInfo(wire: envelope.sender)
-        let requester = configuration.security == nil ? claimed
+        let requester = own.configuration.security == nil ? claimed
             : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
         let correlationID = envelope.correlationID
-        switch ContinuationServer.decide(request, current: advertiser.current, node: info.name, date: Date()) {
+        switch ContinuationServer.decide(request, current: advertiser.current, node: own.info.name, date: Date()) {
         case .refuse(let error):
             refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
         case .expired(let activity, let error):
@@ -87,9 +87,9 @@ extension Node {
     private func refuse(_ request: WireContinueRequest, _ error: HandoffError, to identity: [UInt8], correlationID: UInt64, requester: NodeInfo) {
         var reply = WireContinueReply()
         reply.error = error.wire
-        logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
+        own.logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
         self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
-        metrics.answeredContinue(restored: false)
+        observability.metrics.answeredContinue(restored: false)
     }
 
     /// Will-save when it is due, the last checks, the reply; then what follows a continuation.
@@ -101,16 +101,16 @@ extension Node {
             await delegate.userActivityWillSave(activity)
             activity.didSave()
         }
-        switch ContinuationServer.finish(activity, claimed: claimed, maxUserInfoSize: configuration.maxUserInfoSize, date: Date()) {
+        switch ContinuationServer.finish(activity, claimed: claimed, maxUserInfoSize: own.configuration.maxUserInfoSize, date: Date()) {
         case .failure(let error):
             refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
         case .success(let activity):
             var reply = WireContinueReply()
-            reply.activity = activity.wire(origin: info.wire, defaultTeamID: configuration.teamID)
+            reply.activity = activity.wire(origin: own.info.wire, defaultTeamID: own.configuration.teamID)
             self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
-            metrics.answeredContinue(restored: true)
+            observability.metrics.answeredContinue(restored: true)
             guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
-            logger.info("\(activity.activityType) continued by \(requester)")
+            own.logger.info("\(activity.activityType) continued by \(requester)")
             sendOnBus(topic: event.topic, event.body)
             if endsHere {
                 activity.invalidateAfterContinuation()

@@ -55,14 +55,14 @@ extension Node {
             case .unsubscribe(let topic): unsubscribe(topic)
             case .changed(let activity): refreshIfHeld(activity)
             case .forgotten(let id): continuing.held.release(id)
-            case .log(let level, let message): logger.log(level: level, "\(message)")
+            case .log(let level, let message): own.logger.log(level: level, "\(message)")
             case .ownPresenceHeard: sockets.lastBusProof = .now
             case .ignored(.foreign(let why)):
                 observability.securityCounters.foreignIgnored += 1
                 logRateLimited("ignoring \(why)")
             case .ignored(.stale(let subject, let age)):
                 observability.securityCounters.staleIgnored += 1
-                logger.debug("ignoring a stale bus message about \(subject): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(configuration.replayWindow))")
+                own.logger.debug("ignoring a stale bus message about \(subject): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(own.configuration.replayWindow))")
             case .ignored(.replayed): observability.securityCounters.replayedIgnored += 1
             case .ignored(.overQuota): observability.securityCounters.overQuotaIgnored += 1
             }
@@ -94,14 +94,14 @@ extension Node {
     /// Subscribes every bus subscriber to `topic`.
     func subscribe(_ topic: String) {
         for subscriber in subscribers {
-            do { try subscriber.subscribe(topic) } catch { logger.warning("subscribe \(topic): \(error)") }
+            do { try subscriber.subscribe(topic) } catch { own.logger.warning("subscribe \(topic): \(error)") }
         }
     }
 
     /// Unsubscribes every bus subscriber from `topic`.
     func unsubscribe(_ topic: String) {
         for subscriber in subscribers {
-            do { try subscriber.unsubscribe(topic) } catch { logger.warning("unsubscribe \(topic): \(error)") }
+            do { try subscriber.unsubscribe(topic) } catch { own.logger.warning("unsubscribe \(topic): \(error)") }
         }
     }
 
@@ -119,14 +119,14 @@ extension Node {
             } catch {
                 return  // cancelled, or the socket closed
             }
-            if let frames = received { metrics.received(on: .bus, bytes: frames.reduce(0) { $0 + $1.count }) }
+            if let frames = received { observability.metrics.received(on: .bus, bytes: frames.reduce(0) { $0 + $1.count }) }
             guard let frames = received, frames.count == 2 else {
                 noteMalformed(bus: true, "a bus message of \(received.map { "\($0.count)" } ?? "more than 2") frames (expected topic and envelope)")
                 continue
             }
             // Our own advertisements and withdrawals, come back through the broker: dropped
             // before any decoding (handleBus would drop them after it).
-            if !configuration.includeOwnActivities, frames[1].withUnsafeBytes({ WireOwnEcho.matches($0, nodeID: idUTF8) }) {
+            if !own.configuration.includeOwnActivities, frames[1].withUnsafeBytes({ WireOwnEcho.matches($0, nodeID: idUTF8) }) {
                 continue
             }
             do {
@@ -151,7 +151,7 @@ extension Node {
         if let last = observability.lastRateLimitedLog, now - last < .seconds(60) { return }
         observability.lastRateLimitedLog = now
         let counters = observability.securityCounters
-        logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.handshakeRefusals.total) refused handshakes; logged at most once a minute)")
+        own.logger.warning("\(message) (so far: \(counters.malformedBus) malformed on the bus, \(counters.malformedContinuation) on the continuation sockets, \(counters.foreignIgnored) foreign, \(counters.replayedIgnored) replayed, \(counters.staleIgnored) stale, \(counters.handshakeRefusals.total) refused handshakes; logged at most once a minute)")
     }
 
     /// Drops replay-protection entries older than the window (``ReplayGuard/prune(now:)``).

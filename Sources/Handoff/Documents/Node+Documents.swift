@@ -30,7 +30,7 @@ extension Node {
         let type = activity.activityType
         // 1. Shared storage: the originator's own file, if this node reaches it and it is the same content.
         let path = document.url.standardizedFileURL.path
-        if configuration.sharedFolders.contains(where: { path.hasPrefix(URL(fileURLWithPath: $0).standardizedFileURL.path + "/") }),
+        if own.configuration.sharedFolders.contains(where: { path.hasPrefix(URL(fileURLWithPath: $0).standardizedFileURL.path + "/") }),
            FileManager.default.isReadableFile(atPath: path),
            let (hash, _) = try? await Self.hash(of: document.url), hash == document.sha256 {
             return OpenedDocument(url: document.url, source: .sharedStorage, version: document.version)

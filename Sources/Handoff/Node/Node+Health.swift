@@ -16,7 +16,7 @@ extension Node {
 
     /// How long the bus may stay silent about this node's own presence before the node counts as
     /// cut off: three presence intervals, and never less than a second.
-    var busProofWindow: Duration { max(configuration.advertiseInterval * 3, .seconds(1)) }
+    var busProofWindow: Duration { max(own.configuration.advertiseInterval * 3, .seconds(1)) }
 
     /// Whether this node is on the bus now.
     ///
@@ -34,7 +34,7 @@ extension Node {
         }
         guard lifecycle.runState == .running else { return health(false, "the node is not running") }
         if let busRefusal { return health(false, busRefusal.message) }
-        switch configuration.bus {
+        switch own.configuration.bus {
         case .direct(_, let peers):
             if peers.isEmpty { return health(true, "direct, with no peers to connect to") }
             let reached = sockets.busConnections.count
@@ -42,7 +42,7 @@ extension Node {
                 ? health(true, "connected to \(reached) of \(peers.count) peers")
                 : health(false, "connected to none of its \(peers.count) peers (\(peers.joined(separator: ", ")))")
         case .broker, .brokers:
-            let brokers = configuration.bus.brokerEndpoints ?? []
+            let brokers = own.configuration.bus.brokerEndpoints ?? []
             for (index, (socket, _)) in sockets.busMonitors.enumerated() where !sockets.busConnections.contains(where: { $0.monitor == index }) {
                 let side = socket === publisher ? "frontend" : "backend"
                 let endpoints = brokers.map { side == "frontend" ? $0.frontend : $0.backend }
@@ -100,11 +100,11 @@ extension Node {
             }
             noteBusConnection(monitor: index, event)
             if event.kind == .handshakeSucceeded {
-                if busRefusal != nil { logger.info("\(event.endpoint) accepted this node at the handshake now") }
+                if busRefusal != nil { own.logger.info("\(event.endpoint) accepted this node at the handshake now") }
                 sockets.busRefusal = nil
                 backoff = .seconds(1)
                 accepted.insert(event.endpoint)
-                if !everAccepted.insert(event.endpoint).inserted, subscribers.contains(where: { $0 === socket }) {
+                if !everAccepted.insert(event.endpoint).inserted, sockets.subscribers.contains(where: { $0 === socket }) {
                     busReconnected(to: event.endpoint)
                 }
                 continue
@@ -112,18 +112,18 @@ extension Node {
             if event.kind == .disconnected {
                 // After a handshake: the server went away, and libzmq reconnects. Before one: a
                 // refusal for a keyless node; for a node with a key, libzmq's retry will tell.
-                if accepted.remove(event.endpoint) != nil || configuration.security != nil { continue }
+                if accepted.remove(event.endpoint) != nil || own.configuration.security != nil { continue }
             }
-            let server = switch configuration.bus {
+            let server = switch own.configuration.bus {
             case .broker, .brokers: "the broker"
             case .direct: "the peer"
             }
-            let refusal = if configuration.security == nil {
+            let refusal = if own.configuration.security == nil {
                 HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node at the handshake: it runs CURVE and this node has no key; give the node its key (--key, or security.key) and the account")
             } else {
-                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
+                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(own.info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
             }
-            if busRefusal?.message != refusal.message { logger.error("\(refusal.message)") }
+            if busRefusal?.message != refusal.message { own.logger.error("\(refusal.message)") }
             sockets.busRefusal = refusal
             // Try again later, on a fresh connection.
             do { try await Task.sleep(for: backoff) } catch { return }
@@ -132,9 +132,9 @@ extension Node {
             do {
                 try socket.disconnect(event.endpoint)
                 try socket.connect(event.endpoint)
-                logger.debug("reconnecting to \(event.endpoint) after a refused handshake")
+                own.logger.debug("reconnecting to \(event.endpoint) after a refused handshake")
             } catch {
-                logger.warning("could not reconnect to \(event.endpoint): \(error)")
+                own.logger.warning("could not reconnect to \(event.endpoint): \(error)")
             }
         }
     }
@@ -151,9 +151,9 @@ extension Node {
             guard let reason = HandshakeRefusals.Reason(event) else { continue }
             observability.securityCounters.handshakeRefusals[reason] += 1
             guard reason != .keyNotInAccount,
-                  let line = observability.refusalLog.line(reason, from: event.peerAddress, at: "node \(configuration.name)'s \(event.endpoint)", now: .now)
+                  let line = observability.refusalLog.line(reason, from: event.peerAddress, at: "node \(own.configuration.name)'s \(event.endpoint)", now: .now)
             else { continue }
-            logger.warning("\(line)")
+            own.logger.warning("\(line)")
         }
     }
 }

@@ -14,10 +14,10 @@ extension Node {
             // The peer is told at once (its pair fails with peerLost) rather than left to wait out
             // its resume window for a node that is not coming back.
             if session.failure == nil {
-                sendStreamMessage(session, .error(HandoffError(.peerLost, "\(info.name) shut down", activityType: session.activityType).wire))
+                sendStreamMessage(session, .error(HandoffError(.peerLost, "\(own.info.name) shut down", activityType: session.activityType).wire))
                 // Sockets close with linger 0: give the notice half a second to leave.
                 switch session.route.peer {
-                case .router: try? server.set(.linger, 500)
+                case .router: try? sockets.server.set(.linger, 500)
                 case .dealer(let endpoint): try? sockets.clients[endpoint]?.socket.set(.linger, 500)
                 }
             }
@@ -46,8 +46,8 @@ extension Node {
         // Close now: the publisher's linger lets the withdrawals above leave, and a caller may then
         // terminate the context (see Context.terminate()) to wait until they have.
         for subscriber in subscribers { subscriber.close() }
-        server.close()
-        publisher.close()
-        logger.info("node stopped")
+        sockets.server.close()
+        sockets.publisher.close()
+        own.logger.info("node stopped")
     }
 }

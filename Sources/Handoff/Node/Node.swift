@@ -44,7 +44,8 @@ public actor Node: Service {
     var streams = StreamTable<StreamSession>()
     /// This node's envelopes, with their sequence (``EnvelopeBuilder``).
     var envelopes: EnvelopeBuilder
-    nonisolated let identity: NodeIdentity
+    /// Who this node is (fixed when it is made).
+    nonisolated let own: NodeIdentity
     var sockets: NodeSockets
     var lifecycle = NodeLifecycle()
     var access: NodeAccess
@@ -53,17 +54,17 @@ public actor Node: Service {
     nonisolated let changeQueue = ChangeQueue()
 
     /// The node's configuration.
-    public nonisolated var configuration: Configuration { identity.configuration }
+    public nonisolated var configuration: Configuration { own.configuration }
     /// The node as other nodes see it.
-    public nonisolated var info: NodeInfo { identity.info }
+    public nonisolated var info: NodeInfo { own.info }
     /// The node's id.
-    public nonisolated var id: String { identity.info.id }
-    nonisolated var idUTF8: [UInt8] { identity.idUTF8 }
+    public nonisolated var id: String { own.info.id }
+    nonisolated var idUTF8: [UInt8] { own.idUTF8 }
     /// Where this node answers continue requests, as advertised to others.
-    public nonisolated var continuationEndpoint: String { identity.continuationEndpoint }
+    public nonisolated var continuationEndpoint: String { own.continuationEndpoint }
     /// In direct mode, the endpoint peers subscribe to (with the port resolved); `nil` with a broker.
-    public nonisolated var busEndpoint: String? { identity.busEndpoint }
-    nonisolated var logger: Logger { identity.logger }
+    public nonisolated var busEndpoint: String? { own.busEndpoint }
+    nonisolated var logger: Logger { own.logger }
     var context: Context { sockets.context }
     var publisher: Socket { sockets.publisher }
     var subscribers: [Socket] { sockets.subscribers }
@@ -202,7 +203,7 @@ public actor Node: Service {
         }
         try server.bind(configuration.continuationEndpoint)
         let continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
-        identity = NodeIdentity(
+        own = NodeIdentity(
             configuration: configuration, info: info, idUTF8: Array(info.id.utf8), continuationEndpoint: continuationEndpoint,
             busEndpoint: busEndpoint, logger: logger)
         sockets = NodeSockets(
@@ -246,8 +247,8 @@ public actor Node: Service {
         lifecycle.runState = .running
         for waiter in lifecycle.runningWaiters { waiter.resume() }
         lifecycle.runningWaiters.removeAll()
-        logger.info("node running", metadata: [
-            "id": "\(id)", "continuation": "\(continuationEndpoint)", "bus": "\(configuration.bus)",
+        own.logger.info("node running", metadata: [
+            "id": "\(id)", "continuation": "\(continuationEndpoint)", "bus": "\(own.configuration.bus)",
         ])
         await cancelWhenGracefulShutdown {
             await self.runLoops()
@@ -287,8 +288,8 @@ public actor Node: Service {
     /// advertiser's presence is due, and asks each part to expire what is due. Once per presence,
     /// the upkeep that needs no more (metrics, idle connections, old sequences).
     private func runSchedule() async {
-        let sweep = min(configuration.effectiveLease / 4, configuration.streamIdleTimeout / 4,
-                        configuration.continueTimeout / 4, .milliseconds(250))
+        let sweep = min(configuration.effectiveLease / 4, own.configuration.streamIdleTimeout / 4,
+                        own.configuration.continueTimeout / 4, .milliseconds(250))
         while !Task.isCancelled {
             do { try await Task.sleep(until: min(.now + sweep, advertiser.nextPresence), clock: .continuous) } catch { return }
             let now = ContinuousClock.now
@@ -299,7 +300,7 @@ public actor Node: Service {
             guard tick.presence else { continue }
             for activity in tick.expired { activity.detach() }
             publish((tick.note, tick.messages))
-            metrics.state(streams: streams.count, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
+            observability.metrics.state(streams: streams.count, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
             pruneClients()
             pruneSequences(now: now)
         }

@@ -10,10 +10,10 @@ extension Node {
     ///   node runs without CURVE.
     public func updateAccount(_ authorizedKeys: Set<CurveKey>) throws(HandoffError) {
         guard var updated = security, let zap = access.zap else {
-            throw HandoffError(.invalidConfiguration, "node \(configuration.name) runs without CURVE: it has no account to update")
+            throw HandoffError(.invalidConfiguration, "node \(own.configuration.name) runs without CURVE: it has no account to update")
         }
         updated.authorizedKeys = authorizedKeys
         security = updated
-        zap.setPolicy(forDomain: zapDomain, updated.zapPolicy(logger: logger, what: "node \(configuration.name)"))
+        zap.setPolicy(forDomain: zapDomain, updated.zapPolicy(logger: logger, what: "node \(own.configuration.name)"))
     }
 }

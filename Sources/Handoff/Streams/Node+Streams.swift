@@ -76,7 +76,7 @@ extension Node {
             throw HandoffError(.streamsNotSupported, "the activity does not support continuation streams", activityType: activity.activityType)
         }
         let open = streams.liveCount
-        guard open < configuration.maxStreams else {
+        guard open < own.configuration.maxStreams else {
             throw HandoffError(.tooManyStreams, "this node already has \(open) stream pairs open, its limit (maxStreams)", activityType: activity.activityType)
         }
         let endpoint = activity.continueEndpoint
@@ -84,16 +84,16 @@ extension Node {
         let session = makeSession(
             route: StreamRoute(peer: .dealer(endpoint), id: streams.newRouteID()), isContinuer: true,
             activityID: activity.id, activityType: activity.activityType, direction: direction.wire,
-            owner: activity.origin.id, peerChunkSize: configuration.streamChunkSize)
+            owner: activity.origin.id, peerChunkSize: own.configuration.streamChunkSize)
         session.originKey = activity.origin.publicKey
 
         var request = WireStreamOpen()
         request.activityID = activity.id
         request.direction = direction.wire
-        request.window = UInt32(configuration.streamWindow)
-        request.chunkSize = UInt32(configuration.streamChunkSize)
+        request.window = UInt32(own.configuration.streamWindow)
+        request.chunkSize = UInt32(own.configuration.streamChunkSize)
         request.document = document
-        let timeout = configuration.continueTimeout
+        let timeout = own.configuration.continueTimeout
         let activityType = activity.activityType
         let key = session.key
         // Bounds the wait for the answer, and only that: cancelled as soon as the answer arrives.
@@ -115,11 +115,11 @@ extension Node {
             }
             session.sendCredit = Int(accepted.window)
             session.peerChunkSize = Self.chunkSize(announced: accepted.chunkSize)
-            session.output.setChunkSize(min(configuration.streamChunkSize, session.peerChunkSize))
+            session.output.setChunkSize(min(own.configuration.streamChunkSize, session.peerChunkSize))
             session.resumeToken = accepted.resumeToken
             if accepted.expectedLength > 0 { session.input.counter.setTotal(accepted.expectedLength) }
             session.lastHeard = .now
-            logger.debug("streams \(session.route.id) open with \(endpoint) (\(direction))")
+            own.logger.debug("streams \(session.route.id) open with \(endpoint) (\(direction))")
             publishStreamEvent(.streamOpened, session)
             return session.streams
         case .failure(let error):
@@ -145,7 +145,7 @@ extension Node {
         let session = StreamSession(
             node: self, key: streams.newKey(), route: route, isContinuer: isContinuer,
             activityID: activityID, activityType: activityType, direction: direction, owner: owner,
-            window: configuration.streamWindow, chunkSize: configuration.streamChunkSize, peerChunkSize: peerChunkSize)
+            window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize, peerChunkSize: peerChunkSize)
         streams.insert(session)
         return session
     }
@@ -190,7 +190,7 @@ extension Node {
             // The originator's answer to this node's resume.
             guard session.isContinuer else { return }
             if session.interruptedSince != nil {
-                logger.info("streams \(session.route.id) resumed with the originator: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
+                own.logger.info("streams \(session.route.id) resumed with the originator: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
             }
             session.interruptedSince = nil
             session.lastResumeSent = nil
@@ -215,7 +215,7 @@ extension Node {
         case .deliver(let start):
             observability.streamCounters.duplicateBytesDropped += UInt64(start)
             let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
-            metrics.streamed(in: fresh.count)
+            observability.metrics.streamed(in: fresh.count)
             session.creditOutstanding -= 1
             session.unconsumed += 1
             session.receivedOffset += UInt64(fresh.count)
@@ -268,7 +268,7 @@ extension Node {
             return
         }
         guard let activity = advertiser.current[open.activityID] else {
-            refuse(HandoffError(.activityNotFound, "\(info.name) has no current activity \(open.activityID)"))
+            refuse(HandoffError(.activityNotFound, "\(own.info.name) has no current activity \(open.activityID)"))
             return
         }
         // The document (StreamOpen.document) is sent by the node itself; other streams go to the delegate.
@@ -292,25 +292,25 @@ extension Node {
             refuse(HandoffError(.malformedMessage, "unknown stream direction \(value)", activityType: activity.activityType))
             return
         }
-        var admission = streams.admission(owner: owner, maxStreams: configuration.maxStreams, maxStreamsPerPeer: configuration.maxStreamsPerPeer)
-        if case .nodeFull(_, let fromPeer) = admission, fromPeer < configuration.maxStreamsPerPeer,
-           evictStalledStream(because: "\(info.name) reached its limit of \(configuration.maxStreams) stream pairs and a new one was opened") {
-            admission = streams.admission(owner: owner, maxStreams: configuration.maxStreams, maxStreamsPerPeer: configuration.maxStreamsPerPeer)
+        var admission = streams.admission(owner: owner, maxStreams: own.configuration.maxStreams, maxStreamsPerPeer: own.configuration.maxStreamsPerPeer)
+        if case .nodeFull(_, let fromPeer) = admission, fromPeer < own.configuration.maxStreamsPerPeer,
+           evictStalledStream(because: "\(own.info.name) reached its limit of \(own.configuration.maxStreams) stream pairs and a new one was opened") {
+            admission = streams.admission(owner: owner, maxStreams: own.configuration.maxStreams, maxStreamsPerPeer: own.configuration.maxStreamsPerPeer)
         }
         let refusal: (scope: String, limit: Int, logged: String, message: String)? = switch admission {
         case .admitted:
             nil
         case .nodeFull(let open, _):
-            ("node", configuration.maxStreams, "the node has \(open) pairs open",
-             "\(info.name) already has \(open) stream pairs open, its limit")
+            ("node", own.configuration.maxStreams, "the node has \(open) pairs open",
+             "\(own.info.name) already has \(open) stream pairs open, its limit")
         case .peerFull(let fromPeer):
-            ("peer", configuration.maxStreamsPerPeer, "peer \(owner) has \(fromPeer) pairs open",
-             "\(info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer")
+            ("peer", own.configuration.maxStreamsPerPeer, "peer \(owner) has \(fromPeer) pairs open",
+             "\(own.info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer")
         }
         if let refusal {
             observability.streamCounters.refusedOverLimit += 1
             if observability.streamCounters.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-                logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(observability.streamCounters.refusedOverLimit) refused so far)")
+                own.logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(observability.streamCounters.refusedOverLimit) refused so far)")
             }
             var error = HandoffError(.tooManyStreams, refusal.message, activityType: activity.activityType).wire
             error.details["scope"] = refusal.scope
@@ -330,8 +330,8 @@ extension Node {
         var answer = WireStreamOpen()
         answer.activityID = activity.id
         answer.direction = open.direction
-        answer.window = UInt32(configuration.streamWindow)
-        answer.chunkSize = UInt32(configuration.streamChunkSize)
+        answer.window = UInt32(own.configuration.streamWindow)
+        answer.chunkSize = UInt32(own.configuration.streamChunkSize)
         answer.resumeToken = session.resumeToken
         answer.document = open.document
         if let document { answer.expectedLength = document.size }
@@ -349,7 +349,7 @@ extension Node {
     /// The peer broke the stream's rules: it is told, and the pair is over here.
     func violate(_ session: StreamSession, _ error: HandoffError) {
         observability.streamCounters.protocolViolations += 1
-        logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
+        own.logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
         sendStreamMessage(session, .error(error.wire))
         session.fail(error)
     }

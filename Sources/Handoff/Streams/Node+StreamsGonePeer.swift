@@ -38,7 +38,7 @@ extension Node {
         for session in streams.live(toDealer: endpoint) where session.awaitsResume {
             observability.streamCounters.lost += 1
             let silence = (ContinuousClock.now - session.lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
-            logger.info("streams \(session.route.id): the originator at \(endpoint) refuses connections (\(reason)); its process is gone")
+            own.logger.info("streams \(session.route.id): the originator at \(endpoint) refuses connections (\(reason)); its process is gone")
             session.fail(HandoffError(.peerLost, "the originator at \(endpoint) refuses connections (\(reason), \(client.refusals) times in a row): its process is gone; nothing heard from it for \(silence) s, \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
         }
     }
@@ -60,16 +60,16 @@ extension Node {
             let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals ?? 0 } else { 0 }
             if session.openWaiter != nil {
                 return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.lastSent,
-                                  resumeWindow: configuration.streamResumeWindow, refusals: 0)
+                                  resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
             }
             if let since = session.interruptedSince {
                 return StreamWait(streamID: session.route.id, state: .interrupted, peer: peer, since: now - since,
-                                  resumeWindow: configuration.streamResumeWindow, refusals: refusals)
+                                  resumeWindow: own.configuration.streamResumeWindow, refusals: refusals)
             }
             let quiet = now - session.lastProgress
             guard session.reads, !session.endReceived, session.unconsumed == 0, quiet >= .seconds(1) else { return nil }
             return StreamWait(streamID: session.route.id, state: .awaitingBytes, peer: peer, since: quiet,
-                              resumeWindow: configuration.streamResumeWindow, refusals: 0)
+                              resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
         }
     }
 }

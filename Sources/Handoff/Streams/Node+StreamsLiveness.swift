@@ -28,9 +28,9 @@ extension Node {
                 publishStreamEvent(.streamProgress, session)
             }
             let decision = StreamLiveness.decide(
-                session.liveness, now: now, idleTimeout: configuration.streamIdleTimeout, resumeWindow: configuration.streamResumeWindow)
+                session.liveness, now: now, idleTimeout: own.configuration.streamIdleTimeout, resumeWindow: own.configuration.streamResumeWindow)
             if decision.interruptsNow {
-                logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(configuration.streamIdleTimeout); waiting up to \(configuration.streamResumeWindow) for it to resume")
+                own.logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(own.configuration.streamIdleTimeout); waiting up to \(own.configuration.streamResumeWindow) for it to resume")
                 session.interruptedSince = now
             }
             switch decision.action {
@@ -52,7 +52,7 @@ extension Node {
         observability.streamCounters.lost += 1
         let silence = ContinuousClock.now - session.lastHeard
         let peer = session.isContinuer ? "the originator" : "the continuing node \(session.owner)"
-        session.fail(HandoffError(.peerLost, "nothing heard from \(peer) for \(silence.seconds.formatted(.number.precision(.fractionLength(1)))) s, and it did not resume within the resume window (\(configuration.streamResumeWindow)): its process died or the network is down; \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
+        session.fail(HandoffError(.peerLost, "nothing heard from \(peer) for \(silence.seconds.formatted(.number.precision(.fractionLength(1)))) s, and it did not resume within the resume window (\(own.configuration.streamResumeWindow)): its process died or the network is down; \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
     }
 }
 
@@ -101,7 +101,7 @@ extension Node {
         let live = streams.live.filter { !$0.isContinuer }
         var held: [String: Int] = [:]
         for session in live { held[session.owner, default: 0] += 1 }
-        let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= configuration.streamStallGrace }
+        let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= own.configuration.streamStallGrace }
         guard let victim = stalled.min(by: { a, b in
             let (heldA, heldB) = (held[a.owner]!, held[b.owner]!)
             return heldA != heldB ? heldA > heldB : a.lastProgress < b.lastProgress
@@ -109,7 +109,7 @@ extension Node {
         observability.streamCounters.evicted += 1
         let idle = (now - victim.lastProgress).seconds.formatted(.number.precision(.fractionLength(1)))
         if observability.streamCounters.evicted.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
-            logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(observability.streamCounters.evicted) ended so far)")
+            own.logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(observability.streamCounters.evicted) ended so far)")
         }
         let error = HandoffError(.tooManyStreams, "\(reason); this pair made no progress for \(idle) s and was ended to make room", activityType: victim.activityType)
         var wire = error.wire
@@ -125,7 +125,7 @@ extension Node {
         let waiting = observability.streamPressureProbes.reduce(0) { $0 + $1() }
         guard waiting > 0 else { return }
         for _ in 0..<waiting {
-            guard evictStalledStream(because: "stream work on \(info.name) waits for plugin workers that stalled pairs hold") else { return }
+            guard evictStalledStream(because: "stream work on \(own.info.name) waits for plugin workers that stalled pairs hold") else { return }
         }
     }
 }

@@ -16,22 +16,22 @@ extension Node {
             switch peer {
             case .router(let identity):
                 // ROUTER drops frames for a peer that is gone; a resume sends them again.
-                _ = try server.trySend(identity, more: true)
-                _ = try server.trySend(bytes, more: payload != nil)
-                if let payload { _ = try server.trySend(payload) }
-                metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count + (payload?.count ?? 0))
+                _ = try sockets.server.trySend(identity, more: true)
+                _ = try sockets.server.trySend(bytes, more: payload != nil)
+                if let payload { _ = try sockets.server.trySend(payload) }
+                observability.metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count + (payload?.count ?? 0))
             case .dealer(let endpoint):
                 guard let client = sockets.clients[endpoint] else { return }
                 // With ZMQ_IMMEDIATE the DEALER refuses while it has no connection.
                 interrupted = try !client.socket.trySend(bytes, more: payload != nil)
                 if !interrupted, let payload { _ = try client.socket.trySend(payload) }
-                if !interrupted { metrics.sent(on: .continuationClient, bytes: bytes.count + (payload?.count ?? 0)) }
+                if !interrupted { observability.metrics.sent(on: .continuationClient, bytes: bytes.count + (payload?.count ?? 0)) }
             }
         } catch {
-            logger.debug("could not send on stream \(frame.streamID): \(error)")
+            own.logger.debug("could not send on stream \(frame.streamID): \(error)")
             interrupted = true
         }
-        if !interrupted, let payload { metrics.streamed(out: payload.count) }
+        if !interrupted, let payload { observability.metrics.streamed(out: payload.count) }
         if interrupted, let session = streams.live(on: StreamRoute(peer: peer, id: frame.streamID)),
            session.interruptedSince == nil, session.openWaiter == nil {
             session.interruptedSince = .now

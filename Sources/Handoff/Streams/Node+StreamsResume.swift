@@ -15,13 +15,13 @@ extension Node {
         guard let session = streams.resumable(id: route.id, token: resume.resumeToken) else {
             var frame = WireStreamFrame()
             frame.streamID = route.id
-            frame.error = HandoffError(.peerLost, "\(info.name) has no stream pair \(route.id) to resume: it ended, or its resume window (\(configuration.streamResumeWindow)) passed").wire
+            frame.error = HandoffError(.peerLost, "\(own.info.name) has no stream pair \(route.id) to resume: it ended, or its resume window (\(own.configuration.streamResumeWindow)) passed").wire
             sendFrame(frame, to: route.peer, payload: nil)
             return
         }
         streams.move(session, to: route)
         if session.interruptedSince != nil {
-            logger.info("streams \(route.id) resumed by the continuing node: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
+            own.logger.info("streams \(route.id) resumed by the continuing node: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
         }
         session.interruptedSince = nil
         session.lastHeard = .now
@@ -54,7 +54,7 @@ extension Node {
         if case .dealer(let endpoint) = session.route.peer, sockets.clients[endpoint] == nil {
             // The client was closed (pruned, or dropped): connect again.
             do { _ = try client(for: endpoint, serverKey: session.originKey) } catch {
-                logger.debug("streams \(session.route.id): cannot reconnect to \(endpoint): \(error)")
+                own.logger.debug("streams \(session.route.id): cannot reconnect to \(endpoint): \(error)")
                 return
             }
         }
@@ -68,7 +68,7 @@ extension Node {
             if session.openWaiter != nil {
                 session.fail(HandoffError(.connectionUnavailable, "the originator at \(endpoint) disconnected before answering the open", activityType: session.activityType))
             } else if session.interruptedSince == nil {
-                logger.info("streams \(session.route.id): the connection to \(endpoint) dropped; resuming when it is back")
+                own.logger.info("streams \(session.route.id): the connection to \(endpoint) dropped; resuming when it is back")
                 session.interruptedSince = .now
             }
         }
