@@ -222,6 +222,26 @@ struct FollowerTests {
         #expect(subscriptions(follower.tick(now: start + .seconds(3), date: date)) == ["+S:00000000000000000000000000000003/org.test."], "the round put off")
     }
 
+    @Test("ids a presence named and a snapshot round did not bring are remembered as not followed while their origin lists them, and forgotten when its presence lapses")
+    func unfollowedForgottenWithTheirOrigin() {
+        var follower = Follower(settings())
+        var counter = 0
+        follower.makeToken = { counter += 1; return String(format: "%032x", counter) }
+        let origin = node("o1")
+        _ = follower.follow(["org.test."])
+        let reply = WireSnapshotReply(count: 0, typePrefix: "org.test.")
+        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: "S:00000000000000000000000000000001/org.test.")
+        // o1 lists an activity of a type this node does not follow: one round asks, none brings it.
+        #expect(subscriptions(hear(&follower, presence(of: origin, listing: ["other-type"]), from: origin, sequence: 1, at: 1, topic: "P:o1")).count == 1)
+        _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, at: 1.1, topic: "S:00000000000000000000000000000002/org.test.")
+        _ = follower.tick(now: start + .milliseconds(1_200), date: date)
+        #expect(follower.resynchronization.unfollowedIDs == 1)
+        #expect(subscriptions(hear(&follower, presence(of: origin, listing: ["other-type"]), from: origin, sequence: 2, at: 3, topic: "P:o1")).isEmpty, "not asked about again")
+        // o1's presence lapses (6 s lease from 3 s): it left, and so does what was remembered of it.
+        _ = follower.tick(now: start + .seconds(10), date: date.addingTimeInterval(10))
+        #expect(follower.directory.nodes.isEmpty && follower.resynchronization.unfollowedIDs == 0)
+    }
+
     @Test("past its origin's quota a new activity is ignored and counted, logged once per origin")
     func quota() {
         var follower = Follower(settings(maxPerNode: 2))

@@ -252,7 +252,8 @@ struct Follower {
     /// put off by its interval, and one whose snapshots all arrived.
     mutating func tick(now: ContinuousClock.Instant, date: Date) -> [Action] {
         var actions: [Action] = []
-        directory.expire(now: now)
+        // A node whose presence lapsed left: what was remembered of its ids goes with it.
+        for origin in directory.expire(now: now) { resynchronization.forget(origin: origin) }
         for (id, reason) in known.due(now: now, wallClock: date) { actions += forget(id, reason: reason) }
         for (topic, outcome) in snapshots.expire(now: now, grace: Self.snapshotGrace) {
             actions.append(.log(.debug, "snapshot \(topic): not every answerer replied; going on with what arrived"))

@@ -37,9 +37,12 @@ struct NodeDirectory {
         entries[id] = (node, now + lease)
     }
 
-    /// Forgets the nodes whose lease ran out.
-    mutating func expire(now: ContinuousClock.Instant) {
-        entries = entries.filter { $0.value.deadline > now }
+    /// Forgets the nodes whose lease ran out; returns their ids.
+    @discardableResult
+    mutating func expire(now: ContinuousClock.Instant) -> [String] {
+        let lapsed = entries.filter { $0.value.deadline <= now }.map(\.key)
+        for id in lapsed { entries[id] = nil }
+        return lapsed
     }
 
     /// Forgets a node (it left).
