@@ -43,8 +43,8 @@ actor BrokerLoop {
     /// Which refused handshakes are logged (per peer address and reason).
     private var refusalLog = RefusalLog()
     /// Who signs the broker's own envelopes (snapshot replies): `broker@host`, with its key.
-    private let identity: WireNodeRef
-    private var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+    /// The broker's own envelopes (snapshot replies), as a node builds its own.
+    private var envelopes: EnvelopeBuilder
     /// The timer that expires cached activities (and, secure, takes ZAP's counts), when one is set.
     private var timer: (task: Task<Void, Never>, deadline: ContinuousClock.Instant, token: UInt64)?
     private var timerTokens: UInt64 = 0
@@ -108,8 +108,8 @@ actor BrokerLoop {
         self.shared = shared
         self.zap = zap
         let host = ProcessInfo.processInfo.hostName
-        identity = NodeInfo(id: "broker@\(host)", name: "broker", host: host,
-                            publicKey: configuration.security?.keyPair.publicKey).wire
+        envelopes = EnvelopeBuilder(sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host,
+                                                     publicKey: configuration.security?.keyPair.publicKey).wire)
         cacheEnabled = configuration.lastValueCache
         secure = configuration.security != nil
         cache = LastValueCache(
@@ -378,11 +378,7 @@ actor BrokerLoop {
             counters.messagesOut += 1
             counters.bytesOut += topic.count + frames[1].count
         }
-        sequence += 1
-        let reply: [UInt8] = try! WireEnvelope(
-            body: .snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)),
-            sender: identity, sequence: sequence
-        ).serializedBytes()
+        let reply = envelopes.bytes(.snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)))
         try send([topicFrame, Frame(reply)], to: backend)
         counters.snapshots += 1
         counters.snapshotAdvertisements += sent

@@ -19,8 +19,13 @@ extension Topic {
 
     /// A new random snapshot token.
     static func newSnapshotToken() -> String {
-        let digits = Array("0123456789abcdef")
         var generator = SystemRandomNumberGenerator()
+        return newSnapshotToken(using: &generator)
+    }
+
+    /// A new snapshot token from `generator` (the simulator's seeded one).
+    static func newSnapshotToken(using generator: inout some RandomNumberGenerator) -> String {
+        let digits = Array("0123456789abcdef")
         return String((0..<snapshotTokenLength).map { _ in digits[Int(generator.next() % 16)] })
     }
 

@@ -16,7 +16,7 @@ extension SimulatedWorld {
                 activity.delegate = saver
                 activity.needsSave = true
             }
-            if let expiresIn { activity.expirationDate = date.addingTimeInterval(Double(expiresIn.microseconds) / 1_000_000) }
+            if let expiresIn { activity.expirationDate = date.addingTimeInterval(expiresIn.seconds) }
             truth.made(activity, origin: index, at: now, expires: expiresIn.map { now + $0 })
             log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
             publish(from: index, nodes[index].advertiserDo { $0.add(activity) })
@@ -52,9 +52,8 @@ extension SimulatedWorld {
             node.alive = true
             node.resumedAt = now
             for peer in nodes.indices where connected(index, peer) {
-                // Its subscriber connects to every peer (the follow below subscribes on them), and
-                // every peer's subscriber connects to it again.
-                reconnectFresh(index, peer)
+                // Every peer's subscriber connects to it again (its own subscribes as it starts, below).
+                reconnect(index, peer, notify: true)
             }
             start(index)
             schedule(.tick(node: index), at: now)
@@ -112,11 +111,5 @@ extension SimulatedWorld {
             log("\(liar.id) replays a message of \(replay.envelope.sender.nodeID)")
             send(from: index, topic: replay.topic, replay.envelope)
         }
-    }
-
-    private func reconnectFresh(_ index: Int, _ peer: Int) {
-        upSince[pair(index, peer)] = now
-        for topic in nodes[peer].subscriptions.sorted() { sendSubscription(from: peer, to: index, topic, subscribe: true) }
-        perform(peer, nodes[peer].followerDo { $0.busReconnected(to: "tcp://\(nodes[index].id)", now: instant) })
     }
 }

@@ -38,7 +38,7 @@ final class SimulatedWorld {
     let epochDate = Date(timeIntervalSince1970: 1_900_000_000)
     private(set) var now = Duration.zero
     var instant: ContinuousClock.Instant { origin + now }
-    var date: Date { epochDate.addingTimeInterval(Double(now.microseconds) / 1_000_000) }
+    var date: Date { epochDate.addingTimeInterval(now.seconds) }
 
     var nodes: [SimulatedNode] = []
     private var links: [[Link]]
@@ -88,7 +88,7 @@ final class SimulatedWorld {
     }
 
     func log(_ line: @autoclosure () -> String) {
-        trace?("[\(String(format: "%9.3f", Double(now.microseconds) / 1_000_000))] \(line())")
+        trace?("[\(String(format: "%9.3f", now.seconds))] \(line())")
     }
 
     // MARK: Running
@@ -136,26 +136,21 @@ final class SimulatedWorld {
             schedule(.tick(node: index), at: now)
             return nil
         case .bus(let from, let to, let epoch, let topic, let envelope):
-            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
+            guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }
             let node = nodes[to]
-            if let until = node.stoppedUntil, now < until {
-                schedule(event, at: until)
-                return nil
-            }
             deliveries += 1
-            if node.hostile, envelope.sender.nodeID != node.id { node.heard.append((topic, envelope)) ; if node.heard.count > 64 { node.heard.removeFirst() } }
+            if node.hostile, envelope.sender.nodeID != node.id {
+                node.heard.append((topic, envelope))
+                if node.heard.count > 64 { node.heard.removeFirst() }
+            }
             let actions = node.followerDo {
                 $0.received(envelope, topic: topic, connectionKey: nodes[from].key, now: instant, date: date)
             }
             perform(to, actions)
             return to
         case .subscription(let from, let to, let epoch, let topic, let subscribe):
-            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
+            guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }
             let node = nodes[to]
-            if let until = node.stoppedUntil, now < until {
-                schedule(event, at: until)
-                return nil
-            }
             if subscribe {
                 node.subscriptionsOfPeer[from, default: []].insert(topic)
                 let (note, messages) = node.advertiserDo { $0.subscribed(to: Array(topic.utf8)[...], bus: .direct, now: instant) }
@@ -168,31 +163,34 @@ final class SimulatedWorld {
         case .planned(let planned):
             return apply(planned.operation)
         case .continueRequest(let from, let to, let epoch, let correlationID, let request):
-            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
-            if let until = nodes[to].stoppedUntil, now < until {
-                schedule(event, at: until)
-                return nil
-            }
+            guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }
             serve(request, from: from, at: to, correlationID: correlationID)
             return nil
         case .continueReply(let from, let to, let epoch, let correlationID, let envelope):
-            guard links[from][to].epoch == epoch, nodes[to].alive else { return nil }
-            if let until = nodes[to].stoppedUntil, now < until {
-                schedule(event, at: until)
-                return nil
-            }
+            guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }
             replied(envelope, correlationID: correlationID, at: to)
             return nil
         case .saved(let index, let incarnation, let answer):
-            guard nodes[index].alive, nodes[index].incarnation == incarnation else { return nil }
-            if let until = nodes[index].stoppedUntil, now < until {
-                schedule(event, at: until)
-                return nil
-            }
+            guard nodes[index].alive, nodes[index].incarnation == incarnation, readsNow(event, at: index) else { return nil }
             answer.activity.didSave()
             handOver(answer, at: index)
             return nil
         }
+    }
+
+    /// Whether `event`, a message on the connection `from` → `to`, reaches a node that reads it
+    /// now: not when the connection broke since it was sent or the node died (it is lost), nor
+    /// while the node is stopped (it waits for it, queued again for when it goes on).
+    private func arrives(_ event: Event, from: Int, to: Int, epoch: Int) -> Bool {
+        guard links[from][to].epoch == epoch, nodes[to].alive else { return false }
+        return readsNow(event, at: to)
+    }
+
+    /// Whether node `index` runs now; while it is stopped, `event` waits for it.
+    private func readsNow(_ event: Event, at index: Int) -> Bool {
+        guard let until = nodes[index].stoppedUntil, now < until else { return true }
+        schedule(event, at: until)
+        return false
     }
 
     // MARK: Carrying out

@@ -26,17 +26,8 @@ struct SimulationRandom: RandomNumberGenerator {
         return .microseconds(Int64.random(in: low...high, using: &self))
     }
 
-    /// A snapshot token, as ``Topic/newSnapshotToken()`` makes from the system's.
+    /// A snapshot token, as ``Topic/newSnapshotToken()`` makes from the system's generator.
     mutating func token() -> String {
-        let digits = Array("0123456789abcdef")
-        return String((0..<Topic.snapshotTokenLength).map { _ in digits[Int(next() % 16)] })
-    }
-}
-
-extension Duration {
-    /// Whole microseconds.
-    var microseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        Topic.newSnapshotToken(using: &self)
     }
 }
