@@ -171,7 +171,7 @@ final class LoopExecutor: Sendable {
     }
 
     private func run(_ index: Int) {
-        Thread.current.name = "handoff-loop-\(index)"
+        nameCurrentThread("handoff-loop-\(index)")
         let loop = LoopThread()
         loop.adopt()
         let watcher = ReadinessWatcher.shared
