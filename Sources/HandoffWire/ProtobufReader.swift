@@ -90,6 +90,14 @@ struct ProtobufReader {
         return string
     }
 
+    /// A string field read only to check that it is UTF-8, without making a `String` of it (a
+    /// broker reads a sender's name and host so, once per message).
+    mutating func checkString() throws(BinaryDecodingError) {
+        let body = try lengthDelimited()
+        guard body.contains(where: { $0 >= 0x80 }) else { return }
+        guard String(validating: body, as: UTF8.self) != nil else { throw .invalidUTF8 }
+    }
+
     /// Skips a field's value (a field this reader was not asked for), checking only that it is
     /// well formed, as SwiftProtobuf does for unknown fields.
     mutating func skip(_ type: WireType, number: Int) throws(BinaryDecodingError) {

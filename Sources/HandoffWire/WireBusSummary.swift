@@ -75,7 +75,7 @@ public struct WireBusSummary: Equatable, Sendable {
         while let (number, type) = try reader.nextField() {
             switch (number, type) {
             case (1, .lengthDelimited): node.id = try reader.string()
-            case (2, .lengthDelimited), (3, .lengthDelimited): _ = try reader.string()
+            case (2, .lengthDelimited), (3, .lengthDelimited): try reader.checkString()
             case (4, .lengthDelimited): node.publicKey = Array(try reader.lengthDelimited())
             default: try reader.skip(type, number: number)
             }
@@ -148,7 +148,7 @@ private struct BodyFields {
             case (8, .varint): leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
             case (2, .lengthDelimited), (3, .lengthDelimited), (5, .lengthDelimited), (10, .lengthDelimited),
                  (11, .lengthDelimited), (12, .lengthDelimited):
-                _ = try reader.string()
+                try reader.checkString()
             case (13, .lengthDelimited):
                 var updatedAt: WireBusSummary.Timestamp = (0, 0)  // checked only: a node reads it
                 try WireBusSummary.readTimestamp(into: &updatedAt, reader.nested(reader.lengthDelimited()))
@@ -162,7 +162,7 @@ private struct BodyFields {
         while let (number, type) = try reader.nextField() {
             switch (number, type) {
             case (1, .lengthDelimited): activityID = try reader.string()
-            case (2, .lengthDelimited): _ = try reader.string()
+            case (2, .lengthDelimited): try reader.checkString()
             case (3, .lengthDelimited): try WireBusSummary.readNode(into: &node, reader.nested(reader.lengthDelimited()))
             default: try reader.skip(type, number: number)  // 4 (the reason) and unknown fields
             }
@@ -174,7 +174,7 @@ private struct BodyFields {
         while let (number, type) = try reader.nextField() {
             switch (number, type) {
             case (1, .lengthDelimited): try WireBusSummary.readNode(into: &node, reader.nested(reader.lengthDelimited()))
-            case (2, .lengthDelimited): _ = try reader.string()
+            case (2, .lengthDelimited): try reader.checkString()
             case (3, .varint): leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
             case (4, .lengthDelimited): activityIDs.append(try reader.string())
             case (5, .varint): partial = try reader.varint() != 0

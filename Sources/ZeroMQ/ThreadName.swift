@@ -7,6 +7,11 @@ import Glibc
 /// returns: a thread that runs first stays unnamed (2 to 3 in 100 on this 2-core VM; seen in CI as a
 /// loop missing from EventLoopsTests' count). `pthread_setname_np` is not in Swift's Glibc module,
 /// so the name is written where the kernel keeps it. At most 15 bytes are kept.
+public enum ThreadName {
+    /// Names the calling thread (see ``nameCurrentThread(_:)``).
+    public static func setCurrent(_ name: String) { nameCurrentThread(name) }
+}
+
 func nameCurrentThread(_ name: String) {
     let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
     guard fd >= 0 else { return }

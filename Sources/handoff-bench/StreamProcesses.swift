@@ -38,9 +38,10 @@ final class Child {
     /// The subcommand it runs, for messages.
     let role: String
 
-    /// This executable with `arguments`; on CPU `cpu` alone (every thread of it) when given.
-    init(_ arguments: [String], cpu: Int? = nil) throws {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    /// This executable (or `executable`) with `arguments`; on CPU `cpu` alone (every thread of it)
+    /// when given.
+    init(_ arguments: [String], cpu: Int? = nil, executable: URL? = nil) throws {
+        let executable = executable ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         role = arguments.first ?? "child"
         if let cpu {
             // taskset sets the affinity before exec, so every thread the child makes inherits it.

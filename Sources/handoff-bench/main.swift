@@ -713,6 +713,10 @@ case "fuzz-memory":
     banner()
     try benchFuzzMemory(Array(arguments.dropFirst()))
     printSummary()
+case "broker-capacity":
+    banner()
+    try benchBrokerCapacity(Array(arguments.dropFirst()))
+    printSummary()
 case "fleet":
     banner()
     try benchFleet(Array(arguments.dropFirst()))
@@ -744,6 +748,10 @@ case "advert-broker":
     try await runAdvertBroker()
 case "raw-proxy":
     await runRawProxy()
+case "capacity-publisher":
+    try runCapacityPublisher(arguments)
+case "capacity-subscriber":
+    try runCapacitySubscriber(arguments)
 default:
     print("""
         usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
@@ -764,6 +772,9 @@ default:
                                                         an agent's memory, threads and service under hostile peers
                handoff-bench fuzz-memory [--inputs N] [--rounds N]
                                                         an agent's memory over identical rounds of fuzzed input
+               handoff-bench broker-capacity [--count N] [--origins N] [--subscribers 1,4] [--trials N] [--memory-activities N]
+                                                        what one broker forwards on one CPU, against a raw zmq_proxy;
+                                                        its floor; its memory per cached activity
                handoff-bench fleet [--joiners N] [--activities N] [--flood N] [--nodes N] [--per-node N] [--steady-seconds S]
                                                         simulated nodes joining a real broker one after another,
                                                         a flood from one node, and a fleet at rest

@@ -4,21 +4,24 @@ import ZeroMQ
 
 @testable import Handoff
 
-/// The broker runs as an actor on the process's event loops, as a node does: no thread of its own.
+/// The broker forwards on a thread of its own (BrokerLoop: zmq_poll, as zmq_proxy does), which
+/// ends with it.
 @Suite("Broker loop")
 struct BrokerLoopTests {
-    @Test("twenty brokers start no thread of their own, forward, and stop")
-    func noThreadPerBroker() async throws {
+    @Test("each broker forwards on one thread of its own, and the thread ends when the broker stops")
+    func oneThreadPerBroker() async throws {
         let context = try Context()
         // One broker first, so that the context's I/O thread and the loops exist before counting.
         let first = try Broker.start(.init(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
-        let before = threadCount()
+        let before = brokerThreads()
         var brokers: [Broker] = []
         for _ in 0..<20 {
             brokers.append(try Broker.start(.init(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context))
         }
-        // A thread per broker (the old design) would show 20 more; allow for Swift's timer threads.
-        #expect(threadCount() - before < 5, "threads before \(before), after \(threadCount())")
+        // Each thread names itself as it starts.
+        let deadline = ContinuousClock.now + .seconds(2)
+        while brokerThreads() < before + 20, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(brokerThreads() == before + 20, "broker threads before \(before), after \(brokerThreads())")
 
         // Every one forwards.
         for broker in brokers.prefix(3) {
@@ -43,6 +46,10 @@ struct BrokerLoopTests {
         }
         for broker in brokers + [first] { await broker.stop() }
         #expect(brokers.allSatisfy { !$0.isRunning })
+        // stop() returns once the thread has closed the sockets; it ends right after.
+        let ended = ContinuousClock.now + .seconds(2)
+        while brokerThreads() > before - 1, ContinuousClock.now < ended { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(brokerThreads() <= before - 1)
     }
 
     @Test("a context shut down under the broker ends it, and run() reports contextTerminated")
@@ -60,7 +67,10 @@ struct BrokerLoopTests {
     }
 }
 
-/// Threads of this process now.
-private func threadCount() -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0
+/// Broker threads of this process now (other tests' brokers included).
+private func brokerThreads() -> Int {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.filter {
+        (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.hasPrefix("handoff-broker") == true
+    }.count
 }

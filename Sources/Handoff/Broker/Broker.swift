@@ -241,10 +241,17 @@ public final class Broker: Sendable {
             throw HandoffError(.invalidConfiguration, "the broker cannot open its sockets (frontend \(configuration.frontend), backend \(configuration.backend)\(configuration.capture.map { ", capture \($0)" } ?? "")): \(error)", cause: error)
         }
         let endpoints = loop.endpoints
-        let task = Task {
-            await loop.run()
+        loop.start {
             onLoopExit?()
             shared.running.store(false, ordering: .releasing)
+        }
+        // The handle's task: cancelling it stops the loop's thread; it ends once the thread has.
+        let task = Task {
+            await withTaskCancellationHandler {
+                await loop.ended()
+            } onCancel: {
+                loop.requestStop()
+            }
         }
         return Broker(configuration: configuration, endpoints: endpoints, loop: task, shared: shared, zap: zap)
     }

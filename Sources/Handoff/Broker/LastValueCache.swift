@@ -30,8 +30,8 @@ struct CachedAdvertisement {
 /// as stale (generation and time) and dropped when it surfaces.
 struct LastValueCache {
     struct Entry {
+        /// The topic and envelope as received (libzmq's bytes, shared, not copied).
         var frames: [Frame]
-        var topic: [UInt8]
         var origin: String
         var originKey: [UInt8]
         var version: UInt64
@@ -124,7 +124,7 @@ struct LastValueCache {
             deadlines.insert(Deadline(expiry: expiry, id: id, generation: generation))
         }
         entries[id] = Entry(
-            frames: frames, topic: frames[0].bytes, origin: advertisement.origin, originKey: advertisement.originKey,
+            frames: frames, origin: advertisement.origin, originKey: advertisement.originKey,
             version: advertisement.version,
             expiry: expiry, generation: generation, check: check)
         compactIfNeeded()
@@ -197,7 +197,7 @@ struct LastValueCache {
     /// The frames of every unexpired entry whose topic starts with `prefix`.
     func live(matching prefix: [UInt8], now: ContinuousClock.Instant) -> [[Frame]] {
         entries.values.compactMap { entry in
-            entry.expiry > now && entry.topic.starts(with: prefix) ? entry.frames : nil
+            entry.expiry > now && entry.frames[0].withUnsafeBytes({ $0.starts(with: prefix) }) ? entry.frames : nil
         }
     }
 

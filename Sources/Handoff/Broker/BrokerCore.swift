@@ -1,0 +1,171 @@
+import Foundation
+import HandoffWire
+import ZeroMQ
+
+/// What a broker decides, with no socket and no clock of its own: which bus message is forwarded,
+/// cached, refused or answered, and what is counted. The loop (``BrokerLoop``) receives, passes
+/// each message and the time in, and carries out the verdict.
+///
+/// Per message it reads only what the contract asks a broker for (wire.proto, "Broker"): the
+/// sender, activity id, version and lease of the envelope in place (``WireBusSummary``), the sender
+/// check against the connection's key, the last-value cache; the envelope's frames are kept as
+/// they arrived (libzmq shares their bytes), never copied.
+struct BrokerCore {
+    /// What to do with a publisher's message.
+    enum PublisherVerdict: Equatable {
+        /// Forward it to the subscribers (and the capture); first ask `askToReadvertise`, when set,
+        /// to advertise again what the cache lost (wire.proto, "R:").
+        case forward(askToReadvertise: String?)
+        /// Drop it: its sender is not who it says, or it publishes where only the broker may.
+        case forged(reason: String)
+        /// Drop it: a new activity of an origin that has its quota cached already.
+        case overQuota(activityID: String, origin: String)
+    }
+
+    /// What to do with a subscriber's message (a subscription, or anything else a SUB sends).
+    enum SubscriberVerdict: Equatable {
+        /// Pass it to the publishers (only without the cache: with it the frontend subscribes to
+        /// everything, so publishers hear nothing of subscribers).
+        case forwardToPublishers
+        /// A snapshot request (wire.proto, "Snapshots"): answered to that subscriber alone.
+        case answerSnapshot(topic: [UInt8], typePrefix: String)
+        /// Nothing more than the capture copy.
+        case keep
+    }
+
+    let cacheEnabled: Bool
+    private(set) var cache: LastValueCache
+    private var readvertiseRequests = ReadvertiseRequests()
+    private var counted = Broker.Counters()
+    /// The broker's own envelopes (snapshot replies), as a node builds its own.
+    private var envelopes: EnvelopeBuilder
+
+    init(cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef) {
+        self.cacheEnabled = cacheEnabled
+        self.cache = cache
+        envelopes = EnvelopeBuilder(sender: sender)
+    }
+
+    /// The counters, with the cache's size as of now.
+    var counters: Broker.Counters {
+        var counters = counted
+        counters.cachedActivities = cache.count
+        return counters
+    }
+
+    /// When the cache's earliest lease ends, if anything is cached.
+    var nextExpiry: ContinuousClock.Instant? { cache.nextExpiry }
+
+    /// A publisher's message (topic, envelope), counted as it is decided.
+    ///
+    /// - Parameter connectionKey: The CURVE key of the connection it came on; `nil` without CURVE
+    ///   (nothing can be checked), empty when the message has no single envelope to check.
+    mutating func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, now: ContinuousClock.Instant) -> PublisherVerdict {
+        var size = 0
+        for frame in frames { size += frame.count }
+        counted.messagesIn += 1
+        counted.bytesIn += size
+        let content = BrokerBusContent(frames)
+        if let forgery = forgery(frames, content, connectionKey: connectionKey) {
+            counted.forged += 1
+            return .forged(reason: forgery)
+        }
+        var ask: String?
+        if cacheEnabled {
+            switch content {
+            case .advertisement(let advertisement, _):
+                if cache.store(advertisement, frames: frames, now: now) == .overQuota {
+                    counted.overQuota += 1
+                    return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
+                }
+            case .withdrawal(let activityID, _):
+                cache.remove(activityID)
+            case .presence(let origin, let listed, let partial, let leaseMs, _):
+                let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
+                if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0,
+                   readvertiseRequests.shouldAsk(origin, now: now) {
+                    ask = origin
+                }
+            case .other, .malformed:
+                break
+            }
+        }
+        if case .malformed = content { counted.malformed += 1 }
+        counted.messagesOut += 1
+        counted.bytesOut += size
+        return .forward(askToReadvertise: ask)
+    }
+
+    /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,
+    /// and (with CURVE) every message is bound to the key of the connection it came on.
+    private func forgery(_ frames: [Frame], _ content: BrokerBusContent, connectionKey: [UInt8]?) -> String? {
+        let onSnapshotTopic = frames.first?.withUnsafeBytes { $0.starts(with: Topic.snapshotPrefixBytes) } ?? false
+        if onSnapshotTopic { return "publishes on a snapshot topic, which only the broker answers on" }
+        guard let connectionKey, let claim = content.claim else { return nil }
+        return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID.flatMap(cache.originKey(of:)))
+    }
+
+    /// A message dropped as it was read, for having more frames than any the contract knows.
+    mutating func droppedOverlong(fromPublisher: Bool) {
+        if fromPublisher { counted.messagesIn += 1 }
+        counted.malformed += 1
+    }
+
+    /// A subscriber's message (a subscription is one frame: 1 or 0, then the topic).
+    mutating func subscriberMessage(_ frames: [Frame]) -> SubscriberVerdict {
+        guard frames.count == 1 else { return cacheEnabled ? .keep : .forwardToPublishers }
+        var verdict = SubscriberVerdict.keep
+        var onSnapshotTopic = false
+        frames[0].withUnsafeBytes { bytes in
+            let topic = bytes.dropFirst()
+            onSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
+            switch bytes.first {
+            case 1:
+                counted.subscriptions += 1
+                if let typePrefix = Topic.snapshotTypePrefix(topic) { verdict = .answerSnapshot(topic: Array(topic), typePrefix: typePrefix) }
+            case 0:
+                counted.unsubscriptions += 1
+            default:
+                break
+            }
+        }
+        if case .answerSnapshot = verdict { return verdict }
+        return onSnapshotTopic || cacheEnabled ? .keep : .forwardToPublishers
+    }
+
+    /// Every live cached advertisement of `typePrefix` (each its origin's own frames): the body of
+    /// a snapshot answer.
+    func snapshot(typePrefix: String, now: ContinuousClock.Instant) -> [[Frame]] {
+        guard cacheEnabled else { return [] }
+        return cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: now)
+    }
+
+    /// The `SnapshotReply` that ends a snapshot of which `sent` advertisements (`sentBytes` with
+    /// their topic) reached the subscriber; counts the answer.
+    mutating func snapshotReply(typePrefix: String, topicSize: Int, sent: Int, sentBytes: Int) -> [UInt8] {
+        let reply = envelopes.bytes(.snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)))
+        counted.snapshots += 1
+        counted.snapshotAdvertisements += sent
+        counted.messagesOut += sent + 1
+        counted.bytesOut += sentBytes + topicSize + reply.count
+        return reply
+    }
+
+    /// Forgets every cached activity whose lease has ended; true when anything changed.
+    mutating func expire(now: ContinuousClock.Instant) -> Bool {
+        cache.removeExpired(now: now)
+    }
+
+    /// A handshake that failed before the account was asked.
+    mutating func handshakeFailed(_ reason: HandshakeRefusals.Reason) {
+        counted.handshakeRefusals[reason] += 1
+    }
+
+    /// ZAP's counts of the handshakes it allowed and refused; true when they changed.
+    mutating func handshakes(allowed: Int, refused: Int) -> Bool {
+        guard allowed != counted.allowedHandshakes || refused != counted.handshakeRefusals.keyNotInAccount else { return false }
+        counted.allowedHandshakes = allowed
+        counted.handshakeRefusals.keyNotInAccount = refused
+        return true
+    }
+}

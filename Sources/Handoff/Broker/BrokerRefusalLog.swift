@@ -1,0 +1,32 @@
+import ZeroMQ
+
+/// Which of a broker's refusals are logged, and the lines: a forged message once per key, an
+/// origin over its quota once per origin (each set bounded), a failed handshake at most once a
+/// minute per peer address and reason (``RefusalLog``). Every refusal is counted all the same.
+struct BrokerRefusalLog {
+    /// The most keys, and origins, remembered as logged: past it, no more lines of that kind.
+    static let capacity = 10_000
+    private var loggedForgers: Set<String> = []
+    private var loggedOverQuota: Set<String> = []
+    private var handshakes = RefusalLog()
+
+    /// The line for a message dropped because its sender is not who it says, or it publishes
+    /// where only the broker may; `nil` when its key was logged already.
+    mutating func forged(_ reason: String, key: [UInt8]?) -> String? {
+        let name = key.flatMap { try? CurveKey(bytes: $0).z85 } ?? "(no CURVE)"
+        guard loggedForgers.count < Self.capacity, loggedForgers.insert(name).inserted else { return nil }
+        return "dropping a bus message from key \(name): it \(reason) (counted in forged; logged once per key)"
+    }
+
+    /// The line for a new activity dropped for its origin's quota; `nil` when the origin was
+    /// logged already.
+    mutating func overQuota(origin: String, activityID: String, quota: Int) -> String? {
+        guard loggedOverQuota.count < Self.capacity, loggedOverQuota.insert(origin).inserted else { return nil }
+        return "node \(origin) advertises more than \(quota) activities: dropping its new ones (activity \(activityID) first), counted in overQuota"
+    }
+
+    /// The line for a handshake that failed before the account was asked, if one is due.
+    mutating func handshake(_ reason: HandshakeRefusals.Reason, from address: String?, at place: String, now: ContinuousClock.Instant) -> String? {
+        handshakes.line(reason, from: address, at: place, now: now)
+    }
+}

@@ -1,0 +1,253 @@
+import CRawBaselines
+import Foundation
+import Handoff
+import HandoffWire
+import SwiftProtobuf
+import ZeroMQ
+
+// `handoff-bench broker-capacity`: what a broker forwards on one CPU, measured from outside. The
+// broker (the real `handoff broker`, or a raw libzmq XSUB/XPUB zmq_proxy in the same run) is held
+// to CPU 0; a publisher and one or more subscribers, plain C on libzmq (bus_clients.c), each a
+// process of its own on the other CPUs. The publisher sends the same valid advertisements (many
+// origins, their real envelopes) as fast as the broker takes them; each subscriber reports when its
+// first and last arrived. Capacity is what the slowest subscriber received per second; CPU per
+// message is the broker process's CPU time (/proc) over the flood divided by the messages.
+
+/// The advertisements a publisher sends: `count` from `origins` nodes, ten types, as records of a
+/// little-endian length and a topic, then a length and an envelope (bus_publish reads them).
+func capacityRecords(count: Int, origins: Int) throws -> [UInt8] {
+    var records: [UInt8] = []
+    func append(_ bytes: [UInt8]) {
+        withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { records.append(contentsOf: $0) }
+        records.append(contentsOf: bytes)
+    }
+    var origin = WireNodeRef()
+    origin.name = "capacity publisher"
+    origin.host = ProcessInfo.processInfo.hostName
+    let perOrigin = max(1, count / max(1, origins))
+    var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+    for index in 0..<count {
+        if index % perOrigin == 0 { origin.nodeID = UUID().uuidString }
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = UUID().uuidString
+        advertisement.activityType = "org.capacity.type-\(index % 10)"
+        advertisement.title = "Activity \(index)"
+        advertisement.origin = origin
+        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
+        advertisement.version = 1
+        advertisement.leaseMs = 600_000
+        sequence += 1
+        append(Array("A:\(advertisement.activityType)".utf8))
+        append(try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: sequence).serializedBytes())
+    }
+    return records
+}
+
+/// One flood through one broker: what each subscriber received and when, and the broker's CPU.
+struct CapacityTrial {
+    var messages: Int
+    /// Messages per second at the slowest subscriber.
+    var perSecond: Double
+    /// Broker CPU microseconds per message published.
+    var cpuPerMessage: Double
+    /// Messages some subscriber did not get.
+    var lost: Int
+}
+
+/// A broker under test in a process of its own, held to `cpu`.
+func startCapacityBroker(raw: Bool, cpu: Int?) throws -> (child: Child, frontend: String, backend: String) {
+    if raw {
+        let child = try Child(["raw-proxy"], cpu: cpu)
+        let ready = try child.line(startingWith: "READY")
+        return (child, ready[1], ready[2])
+    }
+    let context = try Context()
+    let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
+    let child = try Child(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], cpu: cpu,
+                          executable: benchFolder().appendingPathComponent("handoff"))
+    return (child, frontend, backend)
+}
+
+func capacityTrial(raw: Bool, records: URL, count: Int, subscribers: Int) throws -> CapacityTrial {
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    let pin = Placement.canPin
+    // The broker alone on CPU 0; the clients share the others.
+    func clientCPU(_ index: Int) -> Int? { pin ? 1 + index % max(1, cores - 1) : nil }
+    let broker = try startCapacityBroker(raw: raw, cpu: pin ? 0 : nil)
+    defer {
+        kill(broker.child.process.processIdentifier, SIGTERM)
+        broker.child.closeInput()
+        broker.child.wait()
+    }
+    let readers = try (0..<subscribers).map { index in
+        try Child(["capacity-subscriber", "--backend", broker.backend, "--expected", "\(count)"], cpu: clientCPU(index + 1))
+    }
+    for reader in readers { _ = try reader.line(startingWith: "READY") }
+    // A SUB's subscription reaches the broker (and, through a raw proxy, the publisher) shortly
+    // after it connects: leave it that moment.
+    Thread.sleep(forTimeInterval: 0.5)
+    let pid = broker.child.process.processIdentifier
+    let cpuBefore = cpuSeconds(pid)
+    let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path], cpu: clientCPU(0))
+    let sent = try publisher.line(startingWith: "SENT")
+    guard Int(sent[1]) == count else { throw HandoffError(.handoffFailed, "the publisher said \(sent.joined(separator: " "))") }
+    var slowest = Double.infinity, lost = 0
+    for reader in readers {
+        let got = try reader.line(startingWith: "RECEIVED", within: .seconds(120))  // RECEIVED n seconds
+        let received = Int(got[1]) ?? 0, seconds = Double(got[2]) ?? 0
+        lost = max(lost, count - received)
+        slowest = min(slowest, seconds > 0 ? Double(received) / seconds : 0)
+        reader.wait()
+    }
+    publisher.wait()
+    // The subscribers end at the last message (or 2 s after it, when some were lost).
+    let cpu = cpuSeconds(pid) - cpuBefore
+    return CapacityTrial(messages: count, perSecond: slowest, cpuPerMessage: cpu / Double(count) * 1e6, lost: lost)
+}
+
+func benchBrokerCapacity(_ arguments: [String]) throws {
+    let count = intOption("--count", 50_000, in: arguments)
+    let origins = intOption("--origins", 500, in: arguments)
+    let trials = intOption("--trials", 3, in: arguments)
+    let fanouts = (stringOption("--subscribers", in: arguments) ?? "1,4").split(separator: ",").compactMap { Int($0) }
+    let records = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-capacity-\(getpid()).bin")
+    try Data(try capacityRecords(count: count, origins: origins)).write(to: records)
+    defer { try? FileManager.default.removeItem(at: records) }
+    let floor = brokerFloor(try capacityRecords(count: count, origins: origins), trials: trials)
+    print("broker capacity: \(count) advertisements from \(origins) origins, \(trials) trials each (median);",
+          Placement.canPin ? "the broker alone on CPU 0, C clients on the other CPUs" : "unpinned (taskset or a second CPU missing)")
+    for subscribers in fanouts {
+        var medians: [Bool: CapacityTrial] = [:]
+        for raw in [true, false] {
+            var runs: [CapacityTrial] = []
+            for _ in 0..<trials { runs.append(try capacityTrial(raw: raw, records: records, count: count, subscribers: subscribers)) }
+            let median = runs.sorted { $0.perSecond < $1.perSecond }[runs.count / 2]
+            medians[raw] = median
+            let range = runs.map(\.perSecond).sorted()
+            print(String(format: "  %@, %d subscriber%@: %8.0f msg/s (%.0f–%.0f), broker CPU %5.2f µs/msg%@",
+                         raw ? "raw zmq_proxy " : "Handoff broker", subscribers, subscribers == 1 ? " " : "s",
+                         median.perSecond, range.first ?? 0, range.last ?? 0, median.cpuPerMessage,
+                         median.lost > 0 ? ", \(median.lost) lost" : ""))
+        }
+        if subscribers == fanouts.first, let raw = medians[true] {
+            print(String(format: "  the broker's floor (the contract's steps on one thread, no socket): %.2f µs/msg, %.1f× the raw proxy's CPU per message",
+                         floor, floor / raw.cpuPerMessage))
+        }
+        if let raw = medians[true], let handoff = medians[false] {
+            let capacity = handoff.perSecond / raw.perSecond, cpu = handoff.cpuPerMessage / raw.cpuPerMessage
+            print(String(format: "  %d subscriber%@: capacity %.0f %% of the raw proxy's (target ≥ 50 %%), CPU per message %.1f× (target ≤ 2×)",
+                         subscribers, subscribers == 1 ? "" : "s", capacity * 100, cpu))
+            let plural = subscribers == 1 ? "" : "s"
+            compare("broker capacity, \(subscribers) subscriber\(plural)", handoff: String(format: "%.0f msg/s", handoff.perSecond),
+                    baseline: "raw zmq_proxy", String(format: "%.0f msg/s", raw.perSecond), ratio: String(format: "%.2f", capacity),
+                    target: "≥ 0.50", met: capacity >= 0.5)
+            compare("broker CPU per message, \(subscribers) subscriber\(plural)", handoff: String(format: "%.2f µs", handoff.cpuPerMessage),
+                    baseline: "raw zmq_proxy", String(format: "%.2f µs", raw.cpuPerMessage), ratio: String(format: "%.1f×", cpu),
+                    target: "≤ 2×", met: cpu <= 2)
+        }
+    }
+    let memoryCount = intOption("--memory-activities", 100_000, in: arguments)
+    if memoryCount > 0 {
+        let memory = try brokerMemoryPerActivity(count: memoryCount, origins: intOption("--memory-origins", 1_000, in: arguments))
+        let beyond = memory.perActivity - memory.envelope
+        print(String(format: "memory: %d activities cached, broker RSS %.1f → %.1f MiB: %.0f bytes per activity, %.0f of them the envelope, %.0f beyond it (target ≤ 1024)",
+                     memoryCount, Double(memory.empty) / 1_048_576, Double(memory.full) / 1_048_576, memory.perActivity, memory.envelope, beyond))
+        compare("broker memory per cached activity beyond its envelope", handoff: String(format: "%.0f B", beyond),
+                baseline: "its envelope", String(format: "%.0f B", memory.envelope), ratio: String(format: "%.1f×", memory.perActivity / memory.envelope),
+                target: "≤ 1024 B", met: beyond <= 1024)
+    }
+}
+
+/// The records' messages as frames: (topic, envelope) pairs.
+private func capacityMessages(_ records: [UInt8]) -> [[Frame]] {
+    var messages: [[Frame]] = []
+    var at = 0
+    func next() -> [UInt8] {
+        let length = Int(records[at]) | Int(records[at + 1]) << 8 | Int(records[at + 2]) << 16 | Int(records[at + 3]) << 24
+        defer { at += 4 + length }
+        return Array(records[at + 4..<at + 4 + length])
+    }
+    while at < records.count { messages.append([Frame(next()), Frame(next())]) }
+    return messages
+}
+
+/// The broker's floor, as `advert-floor` measures the whole path's: what the contract asks of a
+/// broker per message, on one thread with no socket — read the envelope's summary
+/// (``WireBusSummary``: sender, id, version, lease), keep the frames under the activity id, count
+/// it — over the same messages. Returns microseconds per message (the median of `trials`).
+func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
+    let messages = capacityMessages(records)
+    var runs: [Double] = []
+    for _ in 0..<max(1, trials) {
+        var cache: [String: [Frame]] = [:]
+        var counted = 0
+        let started = ContinuousClock.now
+        for frames in messages {
+            let summary = frames[1].withUnsafeBytes { try? WireBusSummary.read($0) }
+            counted += frames[0].count + frames[1].count
+            if case .advertisement(let activityID, _, _, _, _) = summary?.body { cache[activityID] = frames }
+        }
+        runs.append(seconds(ContinuousClock.now - started) * 1e6 / Double(messages.count))
+        precondition(cache.count == messages.count && counted > 0)
+    }
+    return runs.sorted()[runs.count / 2]
+}
+
+/// Resident memory of a process now, in bytes (VmRSS).
+func residentBytes(_ pid: Int32) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+    return kib * 1024
+}
+
+/// Memory per cached activity: a `handoff broker` (no subscriber) before and after `count`
+/// advertisements from `origins` nodes, idle; what it grew by per activity, and how much of that
+/// is the envelope's own bytes.
+func brokerMemoryPerActivity(count: Int, origins: Int) throws -> (perActivity: Double, envelope: Double, empty: Int, full: Int) {
+    let recordsBytes = try capacityRecords(count: count, origins: origins)
+    let records = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-memory-\(getpid()).bin")
+    try Data(recordsBytes).write(to: records)
+    defer { try? FileManager.default.removeItem(at: records) }
+    let envelopeBytes = capacityMessages(recordsBytes).reduce(0) { $0 + $1[1].count }
+    let broker = try startCapacityBroker(raw: false, cpu: nil)
+    defer {
+        kill(broker.child.process.processIdentifier, SIGTERM)
+        broker.child.wait()
+    }
+    let pid = broker.child.process.processIdentifier
+    Thread.sleep(forTimeInterval: 0.5)
+    let empty = residentBytes(pid)
+    let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path])
+    _ = try publisher.line(startingWith: "SENT")
+    publisher.wait()
+    // Until the broker has taken everything in: its CPU time stops growing.
+    var last = -1.0
+    while cpuSeconds(pid) != last {
+        last = cpuSeconds(pid)
+        Thread.sleep(forTimeInterval: 0.5)
+    }
+    let full = residentBytes(pid)
+    return (Double(full - empty) / Double(count), Double(envelopeBytes) / Double(count), empty, full)
+}
+
+/// `capacity-publisher --frontend E --records F`: bus_publish's flood; says `SENT n seconds`.
+func runCapacityPublisher(_ arguments: [String]) throws {
+    let records = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stringOption("--records", in: arguments) ?? "")))
+    var seconds = 0.0
+    let sent = records.withUnsafeBufferPointer { bus_publish(stringOption("--frontend", in: arguments), $0.baseAddress, $0.count, 1, &seconds) }
+    tell("SENT \(sent) \(seconds)")
+}
+
+/// `capacity-subscriber --backend E --expected N`: says READY once connected, then
+/// `RECEIVED n seconds` (first to last message) once it has N, or none came for 2 s.
+func runCapacitySubscriber(_ arguments: [String]) throws {
+    guard let subscriber = bus_subscriber_open(stringOption("--backend", in: arguments), "A:") else {
+        throw HandoffError(.handoffFailed, "the subscriber could not connect")
+    }
+    tell("READY")
+    var seconds = 0.0
+    var bytes: UInt64 = 0
+    let received = bus_subscriber_count(subscriber, Int32(intOption("--expected", 0, in: arguments)), 2_000, &seconds, &bytes)
+    tell("RECEIVED \(received) \(seconds) \(bytes)")
+}
