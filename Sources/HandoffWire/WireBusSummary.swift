@@ -40,8 +40,10 @@ public struct WireBusSummary: Equatable, Sendable {
 
     /// Reads an envelope's summary from its bytes.
     ///
+    /// - Parameter readingSender: Whether to read the sender's id and key; without (a broker that
+    ///   checks no key), ``sender`` stays empty and its fields are only checked.
     /// - Throws: The ``WireDecodingError`` that ``WireEnvelope/decode(_:)`` throws for the same bytes.
-    public static func read(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireBusSummary {
+    public static func read(_ bytes: UnsafeRawBufferPointer, readingSender: Bool = true) throws(WireDecodingError) -> WireBusSummary {
         var version: UInt32 = 0
         var sender = Node()
         var sentAt = Timestamp(seconds: 0, nanos: 0)  // checked only: a node reads it
@@ -51,7 +53,7 @@ public struct WireBusSummary: Equatable, Sendable {
             while let (number, type) = try reader.nextField() {
                 switch (number, type) {
                 case (1, .varint): version = UInt32(truncatingIfNeeded: try reader.varint())
-                case (3, .lengthDelimited): try readNode(into: &sender, reader.nested(reader.lengthDelimited()))
+                case (3, .lengthDelimited): try readNode(into: &sender, reader.nested(reader.lengthDelimited()), keeping: readingSender)
                 case (4, .lengthDelimited): try readTimestamp(into: &sentAt, reader.nested(reader.lengthDelimited()))
                 case (10...19, .lengthDelimited) where number != 16:
                     let content = try reader.lengthDelimited()
@@ -69,14 +71,15 @@ public struct WireBusSummary: Equatable, Sendable {
         return WireBusSummary(sender: sender, body: body.summary)
     }
 
-    /// A NodeRef's fields merged into `node` (name and host are read only to check their UTF-8).
-    static func readNode(into node: inout Node, _ reader: ProtobufReader) throws(BinaryDecodingError) {
+    /// A NodeRef's fields merged into `node` (name and host are read only to check their UTF-8; id
+    /// and key too unless `keeping`).
+    static func readNode(into node: inout Node, _ reader: ProtobufReader, keeping: Bool = true) throws(BinaryDecodingError) {
         var reader = reader
         while let (number, type) = try reader.nextField() {
             switch (number, type) {
-            case (1, .lengthDelimited): node.id = try reader.string()
-            case (2, .lengthDelimited), (3, .lengthDelimited): try reader.checkString()
-            case (4, .lengthDelimited): node.publicKey = Array(try reader.lengthDelimited())
+            case (1, .lengthDelimited) where keeping: node.id = try reader.string()
+            case (1, .lengthDelimited), (2, .lengthDelimited), (3, .lengthDelimited): try reader.checkString()
+            case (4, .lengthDelimited) where keeping: node.publicKey = Array(try reader.lengthDelimited())
             default: try reader.skip(type, number: number)
             }
         }

@@ -62,7 +62,8 @@ func handoffAdvertsThroughBrokerProcess(count: Int) async throws -> (seconds: Do
 /// `advert-broker`: a Handoff broker (the benchmark's quotas) on loopback; says `READY frontend
 /// backend` and forwards until its standard input closes.
 func runAdvertBroker() async throws {
-    try await Broker.withRunning(benchBrokerConfiguration(), context: try Context()) { broker in
+    // As `handoff broker` runs it.
+    try await Broker.withRunning(benchBrokerConfiguration(), context: try Context(ioThreadScheduling: .batch)) { broker in
         tell("READY \(broker.frontendEndpoint) \(broker.backendEndpoint)")
         await untilStandardInputCloses()
     }

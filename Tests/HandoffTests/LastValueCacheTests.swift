@@ -36,7 +36,7 @@ struct LastValueCacheTests {
         #expect(cache.perOrigin == ["a": 3, "b": 1])
         do { let changed = cache.removeExpired(now: now + .milliseconds(200)); #expect(changed) }
         // a3 and b1 lapsed on their own 100 ms leases; a1 and a2 were renewed.
-        #expect(Set(cache.entries.keys) == ["a1", "a2"])
+        #expect(cache.ids == ["a1", "a2"])
         // A whole list drops what it does not list.
         cache.renew(origin: "a", listed: ["a1"], partial: false, lease: .seconds(10), now: now)
         #expect(cache.perOrigin == ["a": 1])
@@ -79,8 +79,8 @@ struct LastValueCacheTests {
         // soonest (short, stored last), not the first one stored.
         _ = cache.store(advertisement("short", origin: "b", leaseMs: 3_000), frames: frames("short"), now: now)
         _ = cache.store(advertisement("c", origin: "c"), frames: frames("c"), now: now)
-        #expect(cache.entries["short"] == nil)
-        #expect(cache.entries["a0"] != nil && cache.entries["c"] != nil)
+        #expect(!cache.contains("short"))
+        #expect(cache.contains("a0") && cache.contains("c"))
         // And they lapse once presence stops.
         do { let changed = cache.removeExpired(now: now + .seconds(7)); #expect(changed) }
         #expect(cache.count == 1)  // c, on its 60 s lease

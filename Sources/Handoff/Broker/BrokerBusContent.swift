@@ -18,14 +18,15 @@ enum BrokerBusContent {
     }
 
     /// Reads the few fields the cache and the sender check need from a bus message's envelope, in
-    /// place (``WireBusSummary``: no copy of the frame, no decoding of the rest).
-    init(_ frames: [Frame]) {
+    /// place (``WireBusSummary``: no copy of the frame, no decoding of the rest). Without
+    /// `readingSender` (no key to check it against), the claim's sender is left empty.
+    init(_ frames: [Frame], readingSender: Bool = true) {
         guard frames.count == 2 else {
             self = .malformed
             return
         }
         self = frames[1].withUnsafeBytes { bytes -> BrokerBusContent in
-            guard let summary = try? WireBusSummary.read(bytes) else { return .malformed }
+            guard let summary = try? WireBusSummary.read(bytes, readingSender: readingSender) else { return .malformed }
             var claim = BusClaim(senderID: summary.sender.id, senderKey: summary.sender.publicKey)
             switch summary.body {
             case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):

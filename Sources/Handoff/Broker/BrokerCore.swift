@@ -8,8 +8,7 @@ import ZeroMQ
 ///
 /// Per message it reads only what the contract asks a broker for (wire.proto, "Broker"): the
 /// sender, activity id, version and lease of the envelope in place (``WireBusSummary``), the sender
-/// check against the connection's key, the last-value cache; the envelope's frames are kept as
-/// they arrived (libzmq shares their bytes), never copied.
+/// check against the connection's key, the last-value cache (which keeps a copy of the envelope).
 struct BrokerCore {
     /// What to do with a publisher's message.
     enum PublisherVerdict: Equatable {
@@ -65,7 +64,7 @@ struct BrokerCore {
         for frame in frames { size += frame.count }
         counted.messagesIn += 1
         counted.bytesIn += size
-        let content = BrokerBusContent(frames)
+        let content = BrokerBusContent(frames, readingSender: connectionKey != nil)
         if let forgery = forgery(frames, content, connectionKey: connectionKey) {
             counted.forged += 1
             return .forged(reason: forgery)
@@ -133,9 +132,9 @@ struct BrokerCore {
         return onSnapshotTopic || cacheEnabled ? .keep : .forwardToPublishers
     }
 
-    /// Every live cached advertisement of `typePrefix` (each its origin's own frames): the body of
-    /// a snapshot answer.
-    func snapshot(typePrefix: String, now: ContinuousClock.Instant) -> [[Frame]] {
+    /// The envelope of every live cached advertisement of `typePrefix` (each its origin's own):
+    /// the body of a snapshot answer.
+    func snapshot(typePrefix: String, now: ContinuousClock.Instant) -> [[UInt8]] {
         guard cacheEnabled else { return [] }
         return cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: now)
     }

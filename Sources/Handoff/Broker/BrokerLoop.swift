@@ -217,7 +217,9 @@ final class BrokerLoop: @unchecked Sendable {
     private func drain(_ socket: Socket, fromPublishers: Bool) throws(ZMQError) -> Bool {
         for _ in 0..<Self.burst {
             guard let first = try socket.tryReceive() else { return false }
-            var frames = [first]
+            var frames: [Frame] = []
+            frames.reserveCapacity(2)
+            frames.append(first)
             var overlong = false
             // A multipart message arrives whole: its other frames are there already.
             while frames.last!.hasMore {
@@ -282,10 +284,10 @@ final class BrokerLoop: @unchecked Sendable {
     private func answerSnapshot(topic: [UInt8], typePrefix: String) throws(ZMQError) {
         let topicFrame = Frame(topic)
         var sent = 0, sentBytes = 0
-        for frames in core.snapshot(typePrefix: typePrefix, now: .now) where frames.count == 2 {
-            guard try send([topicFrame, frames[1]], to: backend) else { continue }
+        for envelope in core.snapshot(typePrefix: typePrefix, now: .now) {
+            guard try send([topicFrame, Frame(envelope)], to: backend) else { continue }
             sent += 1
-            sentBytes += topic.count + frames[1].count
+            sentBytes += topic.count + envelope.count
         }
         let reply = core.snapshotReply(typePrefix: typePrefix, topicSize: topic.count, sent: sent, sentBytes: sentBytes)
         try send([topicFrame, Frame(reply)], to: backend)

@@ -23,20 +23,28 @@ struct CachedAdvertisement {
 /// room), and at most ``perOriginQuota`` of any one origin (a new activity beyond it is refused, so
 /// that one node cannot fill the cache, nor, through it, every joiner's snapshot).
 ///
-/// Expiry is tracked with a min-heap of (time, id, generation) holding one live item per entry,
+/// Entries live in slots of an array, found by id through one dictionary; what refers to an entry
+/// (an origin's set, an expiry item) holds its slot number, so that keeping them in order moves
+/// plain numbers, no reference counts (a broker stores one advertisement per message it forwards).
+/// An entry keeps its own copy of the topic and envelope: a frame as received holds a share of
+/// libzmq's 8 KiB receive buffer, which one long-lived advertisement would keep whole.
+///
+/// Expiry is tracked with a min-heap of (time, slot, generation) holding one live item per entry,
 /// due no later than its expiry. A renewal (presence, every interval, for every activity) moves
 /// only the entry's expiry; when the item comes due early the entry is put back at its expiry.
 /// An entry removed, or looked at earlier than first planned, leaves its old item behind, recognised
 /// as stale (generation and time) and dropped when it surfaces.
 struct LastValueCache {
     struct Entry {
-        /// The topic and envelope as received (libzmq's bytes, shared, not copied).
-        var frames: [Frame]
+        var id: String
+        var topic: [UInt8]
+        var envelope: [UInt8]
+        /// Its origin's node id (one string shared by the origin's entries).
         var origin: String
         var originKey: [UInt8]
         var version: UInt64
         var expiry: ContinuousClock.Instant
-        /// Which arrival of this id the entry is (a removed id that comes back is a new one).
+        /// Which arrival of an id in this slot the entry is (a removed id that comes back is a new one).
         var generation: UInt64
         /// When the entry's one live heap item is due.
         var check: ContinuousClock.Instant
@@ -56,7 +64,7 @@ struct LastValueCache {
 
     private struct Deadline: Comparable {
         var expiry: ContinuousClock.Instant
-        var id: String
+        var slot: Int32
         var generation: UInt64
         static func < (a: Deadline, b: Deadline) -> Bool { a.expiry < b.expiry }
     }
@@ -64,11 +72,12 @@ struct LastValueCache {
     let capacity: Int
     let perOriginQuota: Int
     let defaultLease: Duration
-    private(set) var entries: [String: Entry] = [:]
-    /// The ids of the cached activities of each origin.
-    private var byOrigin: [String: Set<String>] = [:]
-    /// Cached activities per origin.
-    var perOrigin: [String: Int] { byOrigin.mapValues(\.count) }
+    private var slots: [Entry?] = []
+    private var freeSlots: [Int32] = []
+    /// The slot of each cached activity.
+    private var slotOf: [String: Int32] = [:]
+    /// The slots of the cached activities of each origin.
+    private var byOrigin: [String: Set<Int32>] = [:]
     private var deadlines = Heap<Deadline>()
     private var nextGeneration: UInt64 = 0
 
@@ -79,7 +88,16 @@ struct LastValueCache {
     }
 
     /// Activities cached (some may have expired since the last ``removeExpired(now:)``).
-    var count: Int { entries.count }
+    var count: Int { slotOf.count }
+
+    /// The ids of the cached activities.
+    var ids: Set<String> { Set(slotOf.keys) }
+
+    /// Whether an activity is cached.
+    func contains(_ id: String) -> Bool { slotOf[id] != nil }
+
+    /// Cached activities per origin.
+    var perOrigin: [String: Int] { byOrigin.mapValues(\.count) }
 
     /// When the earliest entry (or stale heap item) expires; `nil` when there is nothing to expire.
     var nextExpiry: ContinuousClock.Instant? { deadlines.min?.expiry }
@@ -88,8 +106,8 @@ struct LastValueCache {
     @discardableResult
     mutating func store(_ advertisement: CachedAdvertisement, frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
         let id = advertisement.activityID
-        let existing = entries[id]
-        if let existing, existing.expiry > now, existing.version > advertisement.version {
+        var existing = slotOf[id]
+        if let slot = existing, let entry = slots[Int(slot)], entry.expiry > now, entry.version > advertisement.version {
             return .stale
         }
         var lease = advertisement.leaseMs > 0 ? Duration.milliseconds(advertisement.leaseMs) : defaultLease
@@ -101,45 +119,60 @@ struct LastValueCache {
             remove(id)
             return .expired
         }
-        if existing?.origin != advertisement.origin {
-            guard byOrigin[advertisement.origin, default: []].count < perOriginQuota else { return .overQuota }
-            if existing == nil {
-                while entries.count >= capacity, evictSoonest() {}
-            } else {
-                remove(id)  // the same id from another origin: counted against the new one
-            }
-        }
         let expiry = now + lease
-        // After a move between origins, gone: a new entry.
-        let cached = existing?.origin == advertisement.origin ? existing : nil
-        if cached == nil {
-            byOrigin[advertisement.origin, default: []].insert(id)
-            nextGeneration += 1
+        if let slot = existing, slots[Int(slot)]?.origin == advertisement.origin {
+            // A newer (or the same) version from the same origin: in place.
+            slots[Int(slot)]!.envelope = frames[1].bytes
+            slots[Int(slot)]!.originKey = advertisement.originKey
+            slots[Int(slot)]!.version = advertisement.version
+            slots[Int(slot)]!.expiry = expiry
+            if expiry < slots[Int(slot)]!.check {
+                // Due sooner than its item: a fresh item (the earlier one goes stale).
+                slots[Int(slot)]!.check = expiry
+                deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: slots[Int(slot)]!.generation))
+            }
+            compactIfNeeded()
+            return .stored
         }
-        let generation = cached?.generation ?? nextGeneration
-        var check = cached?.check ?? expiry
-        if cached == nil || expiry < check {
-            // New, or due sooner than its item: a fresh item (an earlier one goes stale).
-            check = expiry
-            deadlines.insert(Deadline(expiry: expiry, id: id, generation: generation))
+        guard byOrigin[advertisement.origin]?.count ?? 0 < perOriginQuota else { return .overQuota }
+        if existing != nil {
+            remove(id)  // the same id from another origin: counted against the new one
+            existing = nil
+        } else {
+            while slotOf.count >= capacity, evictSoonest() {}
         }
-        entries[id] = Entry(
-            frames: frames, origin: advertisement.origin, originKey: advertisement.originKey,
-            version: advertisement.version,
-            expiry: expiry, generation: generation, check: check)
+        nextGeneration += 1
+        // The origin's string as its other entries hold it, when it has some.
+        let origin = byOrigin.index(forKey: advertisement.origin).map { byOrigin.keys[$0] } ?? advertisement.origin
+        let entry = Entry(
+            id: id, topic: frames[0].bytes, envelope: frames[1].bytes, origin: origin, originKey: advertisement.originKey,
+            version: advertisement.version, expiry: expiry, generation: nextGeneration, check: expiry)
+        let slot: Int32
+        if let free = freeSlots.popLast() {
+            slot = free
+            slots[Int(slot)] = entry
+        } else {
+            slot = Int32(slots.count)
+            slots.append(entry)
+        }
+        slotOf[id] = slot
+        byOrigin[origin, default: []].insert(slot)
+        deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: nextGeneration))
         compactIfNeeded()
         return .stored
     }
 
     /// The key of a cached activity's origin.
     func originKey(of id: String) -> [UInt8]? {
-        entries[id]?.originKey
+        slotOf[id].flatMap { slots[Int($0)]?.originKey }
     }
 
     /// Forgets an activity.
     mutating func remove(_ id: String) {
-        guard let entry = entries.removeValue(forKey: id) else { return }
-        byOrigin[entry.origin]?.remove(id)
+        guard let slot = slotOf.removeValue(forKey: id), let entry = slots[Int(slot)] else { return }
+        slots[Int(slot)] = nil
+        freeSlots.append(slot)
+        byOrigin[entry.origin]?.remove(slot)
         if byOrigin[entry.origin]?.isEmpty == true { byOrigin[entry.origin] = nil }
     }
 
@@ -151,17 +184,18 @@ struct LastValueCache {
     /// leases ran out while the origin stalled). The broker asks the origin to advertise them again.
     @discardableResult
     mutating func renew(origin: String, listed: Set<String>, partial: Bool, lease: Duration, now: ContinuousClock.Instant) -> Int {
-        let ids = byOrigin[origin] ?? []
+        let cached = byOrigin[origin] ?? []
         let expiry = now + lease
         var listedCached = 0
-        for id in ids {
+        for slot in cached {
+            guard let id = slots[Int(slot)]?.id else { continue }
             guard listed.contains(id) else {
                 if !partial { remove(id) }
                 continue
             }
             listedCached += 1
             // Later than before: its heap item stays, and puts it back when it comes due.
-            if let current = entries[id]?.expiry, current < expiry { entries[id]?.expiry = expiry }
+            if slots[Int(slot)]!.expiry < expiry { slots[Int(slot)]!.expiry = expiry }
         }
         let room = max(0, perOriginQuota - (byOrigin[origin]?.count ?? 0))
         return min(listed.count - listedCached, room)
@@ -172,45 +206,47 @@ struct LastValueCache {
         var removed = false
         while let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
-            guard let entry = entries[first.id], isLive(first, of: entry) else { continue }
+            guard let entry = liveEntry(of: first) else { continue }
             if entry.expiry <= now {
-                remove(first.id)
+                remove(entry.id)
                 removed = true
             } else {
-                reschedule(first.id, at: entry.expiry, generation: entry.generation)
+                reschedule(first.slot, at: entry.expiry, generation: entry.generation)
             }
         }
         return removed
     }
 
-    /// Whether a heap item is its entry's live one.
-    private func isLive(_ item: Deadline, of entry: Entry) -> Bool {
-        entry.generation == item.generation && entry.check == item.expiry
+    /// The entry a heap item is the live item of, if it still is.
+    private func liveEntry(of item: Deadline) -> Entry? {
+        guard let entry = slots[Int(item.slot)], entry.generation == item.generation, entry.check == item.expiry else { return nil }
+        return entry
     }
 
     /// Puts a renewed entry's item back at its expiry.
-    private mutating func reschedule(_ id: String, at expiry: ContinuousClock.Instant, generation: UInt64) {
-        entries[id]?.check = expiry
-        deadlines.insert(Deadline(expiry: expiry, id: id, generation: generation))
+    private mutating func reschedule(_ slot: Int32, at expiry: ContinuousClock.Instant, generation: UInt64) {
+        slots[Int(slot)]!.check = expiry
+        deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: generation))
     }
 
-    /// The frames of every unexpired entry whose topic starts with `prefix`.
-    func live(matching prefix: [UInt8], now: ContinuousClock.Instant) -> [[Frame]] {
-        entries.values.compactMap { entry in
-            entry.expiry > now && entry.frames[0].withUnsafeBytes({ $0.starts(with: prefix) }) ? entry.frames : nil
+    /// The envelope of every unexpired entry whose topic starts with `prefix`.
+    func live(matching prefix: [UInt8], now: ContinuousClock.Instant) -> [[UInt8]] {
+        slots.compactMap { entry in
+            guard let entry, entry.expiry > now, entry.topic.starts(with: prefix) else { return nil }
+            return entry.envelope
         }
     }
 
     /// Removes the entry that expires soonest; false when there is none.
     private mutating func evictSoonest() -> Bool {
         while let first = deadlines.popMin() {
-            guard let entry = entries[first.id], isLive(first, of: entry) else { continue }
+            guard let entry = liveEntry(of: first) else { continue }
             if entry.expiry > first.expiry {
                 // Renewed since: not the soonest after all.
-                reschedule(first.id, at: entry.expiry, generation: entry.generation)
+                reschedule(first.slot, at: entry.expiry, generation: entry.generation)
                 continue
             }
-            remove(first.id)
+            remove(entry.id)
             return true
         }
         return false
@@ -221,7 +257,9 @@ struct LastValueCache {
 
     /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
-        guard deadlines.count > 4 * entries.count + 1_024 else { return }
-        deadlines = Heap(entries.map { Deadline(expiry: $0.value.check, id: $0.key, generation: $0.value.generation) })
+        guard deadlines.count > 4 * slotOf.count + 1_024 else { return }
+        deadlines = Heap(slots.indices.compactMap { index in
+            slots[index].map { Deadline(expiry: $0.check, slot: Int32(index), generation: $0.generation) }
+        })
     }
 }

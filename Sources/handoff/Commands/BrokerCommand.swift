@@ -34,7 +34,8 @@ struct BrokerCommand: AsyncParsableCommand {
         configuration.security = try security.resolve(needsBrokerKey: false)
         configuration.allowInsecure = security.allowsInsecure()
         let registry = metricsOptions.bootstrap()
-        let broker = try Broker.start(configuration, context: try Context())
+        // Its one busy thread forwards; libzmq's I/O thread sends what it queued in batches.
+        let broker = try Broker.start(configuration, context: try Context(ioThreadScheduling: .batch))
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
         // Type=notify units: ready once the sockets are bound.
