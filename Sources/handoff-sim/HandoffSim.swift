@@ -35,12 +35,16 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "No crashes, stops, partitions or duplicates.")
     var noFaults = false
 
+    @Flag(help: "The bus through a broker (which also crashes, restarts empty, and is cut off from nodes) instead of node to node.")
+    var broker = false
+
     mutating func run() throws {
         HandoffSim.requireDeterministicHashing()
         var options = SimulationOptions()
         options.nodes = nodes
         options.duration = .seconds(seconds)
         options.faults = !noFaults
+        options.broker = broker
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -49,7 +53,7 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(noFaults ? ", no faults" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0
         let clock = ContinuousClock.now
@@ -70,7 +74,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(broker ? " --broker" : "")")
             throw ExitCode(1)
         }
     }

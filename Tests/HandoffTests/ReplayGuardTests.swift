@@ -18,6 +18,16 @@ struct ReplayGuardTests {
         #expect(guarding.count == 3)
     }
 
+    @Test("a snapshot answer may bring the last message believed again (a broker's cached copy); nothing older, and a live repeat stays a replay")
+    func repeatFromSnapshot() {
+        var guarding = ReplayGuard(window: .seconds(60))
+        let first = guarding.check(sender: "n1", subject: "a", sequence: 5, sentAt: now, now: now)
+        let repeated = guarding.check(sender: "n1", subject: "a", sequence: 5, sentAt: now, now: now, allowingRepeat: true)
+        let older = guarding.check(sender: "n1", subject: "a", sequence: 4, sentAt: now, now: now, allowingRepeat: true)
+        let live = guarding.check(sender: "n1", subject: "a", sequence: 5, sentAt: now, now: now)
+        #expect(first == .fresh && repeated == .fresh && older == .replayed && live == .replayed)
+    }
+
     @Test("outside the window, either way, or with no send time, a message is stale and changes nothing")
     func window() {
         var guarding = ReplayGuard(window: .seconds(60))

@@ -37,6 +37,29 @@ struct SimulatorTests {
         print("handoff-sim seeds \(first)..<\(first + 30): \(run.output.split(separator: "\n").last ?? "")")
     }
 
+    @Test("through a broker (the production BrokerCore, crashing and cut off from nodes), fresh seeds pass too")
+    func freshSeedsThroughABroker() async throws {
+        let first = UInt64.random(in: 0..<1_000_000_000)
+        let run = try await runSimulator(["--seeds", "30", "--first", "\(first)", "--broker"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("30 seeds, 0 failed"), "\(run.output)")
+        print("handoff-sim --broker seeds \(first)..<\(first + 30): \(run.output.split(separator: "\n").last ?? "")")
+    }
+
+    /// Regression (2026-11-26, found by the first broker runs): a follower cut off from the broker
+    /// longer than a lease let an activity go; back, it asked for the snapshot, and the broker's
+    /// cached envelope was the very one it had heard live, so it refused it as a replay, and the
+    /// live activity stayed unknown until its origin's next refresh (25 s).
+    @Test("regression, seed 6 through a broker: an activity let go during a partition is known again from the broker's snapshot")
+    func brokerSnapshotAfterPartition() async throws {
+        let run = try await runSimulator(["--seed", "6", "--broker"])
+        #expect(run.status == 0, "\(run.output)")
+        var options = SimulationOptions()
+        options.broker = true
+        let report = Simulation.run(seed: 6, options: options)
+        #expect(report.failure == nil, "\(String(describing: report.failure))")
+    }
+
     @Test("a seed replays exactly: the same trace, step by step, twice")
     func replays() async throws {
         let seed = String(UInt64.random(in: 0..<1_000_000_000))

@@ -35,7 +35,10 @@ struct BusBelief {
 
     /// Judges `claim`. `knownKey` is the key the subject's activity is known under here (empty for
     /// an origin without one), `nil` when it is not known. A believed message is remembered.
-    mutating func judge(_ claim: Claim, knownKey: Data?, now: Date = Date(), clock: ContinuousClock.Instant = .now) -> Verdict {
+    /// `allowingRepeat`: the last message believed of the subject may come again (a snapshot answer).
+    mutating func judge(
+        _ claim: Claim, knownKey: Data?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
+    ) -> Verdict {
         guard claim.senderNodeID == claim.originNodeID else {
             return .foreign("news of \(claim.subject) of node \(claim.originNodeID) sent by another node, \(claim.senderNodeID)")
         }
@@ -45,7 +48,7 @@ struct BusBelief {
             }
         }
         let sender = secure ? claim.senderKey.base64EncodedString() : claim.originNodeID
-        switch replayGuard.check(sender: sender, subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt, now: now, clock: clock) {
+        switch replayGuard.check(sender: sender, subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat) {
         case .fresh: return .believed
         case .stale(let age): return .stale(age: age)
         case .replayed: return .replayed

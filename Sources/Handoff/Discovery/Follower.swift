@@ -138,7 +138,10 @@ struct Follower {
         switch envelope.body {
         case .advertisement:
             guard snapshots.advertisementArrived(on: snapshotTopic) else { return [] }
-            return heard(envelope, now: now, date: date)
+            // A broker answers with the envelope its cache kept: perhaps the very one this node
+            // heard live and then let go (its lease ran out while the bus was away). Only the
+            // broker publishes on snapshot topics, and directly only the origin answers.
+            return heard(envelope, now: now, date: date, fromSnapshot: true)
         case .snapshotReply(let reply):
             return finishSnapshot(topic: snapshotTopic, snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now))
         default:
@@ -146,13 +149,14 @@ struct Follower {
         }
     }
 
-    private mutating func heard(_ envelope: WireEnvelope, now: ContinuousClock.Instant, date: Date) -> [Action] {
+    private mutating func heard(_ envelope: WireEnvelope, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool = false) -> [Action] {
         let own = settings.nodeID
         switch envelope.body {
         case .advertisement(let advertisement):
             // Our own, come back through the broker: nothing to do (and nothing to remember).
             guard settings.includeOwnActivities || advertisement.origin.nodeID != own else { return [] }
-            if let refusal = believe(envelope, origin: advertisement.origin, subject: advertisement.activityID, date: date, now: now) { return [refusal] }
+            if let refusal = believe(envelope, origin: advertisement.origin, subject: advertisement.activityID, date: date, now: now,
+                                     allowingRepeat: fromSnapshot) { return [refusal] }
             let activity = DiscoveredActivity(wire: advertisement)
             if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
             switch known.arrive(activity, deadline: now + activity.lease, now: now) {
@@ -189,13 +193,15 @@ struct Follower {
     }
 
     /// `nil` when the envelope is believed (``BusBelief``); otherwise what to count.
-    private mutating func believe(_ envelope: WireEnvelope, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant) -> Action? {
+    private mutating func believe(
+        _ envelope: WireEnvelope, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant, allowingRepeat: Bool = false
+    ) -> Action? {
         let claim = BusBelief.Claim(
             senderNodeID: envelope.sender.nodeID, senderKey: envelope.sender.publicKey, originNodeID: origin.nodeID,
             originKey: origin.publicKey, subject: subject, sequence: envelope.sequence,
             sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
-        switch belief.judge(claim, knownKey: knownKey, now: date, clock: now) {
+        switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {
         case .believed: return nil
         case .foreign(let why): return .ignored(.foreign(why))
         case .stale(let age): return .ignored(.stale(subject: subject, age: age))

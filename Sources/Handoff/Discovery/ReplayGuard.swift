@@ -30,14 +30,17 @@ struct ReplayGuard {
     /// - Parameters:
     ///   - sender: Who speaks, as this node tells senders apart: the key when secure, else the node id.
     ///   - subject: What the message is about (an activity id; presence uses a name no id can have).
+    ///   - allowingRepeat: Whether the last message believed may come again (a snapshot answer: a
+    ///     broker answers with the envelope its cache kept, which may be the very one heard live).
     mutating func check(
-        sender: String, subject: String, sequence: UInt64, sentAt: Date?, now: Date = Date(), clock: ContinuousClock.Instant = .now
+        sender: String, subject: String, sequence: UInt64, sentAt: Date?, now: Date = Date(), clock: ContinuousClock.Instant = .now,
+        allowingRepeat: Bool = false
     ) -> Verdict {
         guard let sentAt else { return .stale(age: .infinity) }
         let age = now.timeIntervalSince(sentAt)
         guard abs(age) <= window.seconds else { return .stale(age: age) }
         let key = sender + "/" + subject
-        if let last = lastSequences[key], sequence <= last.sequence { return .replayed }
+        if let last = lastSequences[key], sequence < last.sequence || (sequence == last.sequence && !allowingRepeat) { return .replayed }
         lastSequences[key] = (sequence, clock)
         return .fresh
     }

@@ -40,6 +40,7 @@ extension SimulatedWorld {
             log("\(nodes[index].id) is killed (-9)")
             truth.forgetRequests(of: index)
             for peer in nodes.indices where connected(index, peer) { disconnect(index, peer) }
+            if connectedToBroker(index) { disconnectBroker(index) }
             nodes[index].alive = false
             nodes[index].stoppedUntil = nil
             for activity in nodes[index].advertiserDo({ $0.current.activities }) { truth.ended(activity.id, at: now) }
@@ -47,7 +48,7 @@ extension SimulatedWorld {
             guard !nodes[index].alive else { return nil }
             log("\(nodes[index].id) starts again")
             let node = nodes[index]
-            node.restart(peers: options.nodes - 1, now: instant, date: date)
+            node.restart(peers: snapshotAnswerers, now: instant, date: date)
             node.useTokens { [unowned self] in self.nextToken() }
             node.alive = true
             node.resumedAt = now
@@ -55,6 +56,7 @@ extension SimulatedWorld {
                 // Every peer's subscriber connects to it again (its own subscribes as it starts, below).
                 reconnect(index, peer, notify: true)
             }
+            connectBroker(index, notify: false)
             start(index)
             schedule(.tick(node: index), at: now)
             return index
@@ -74,6 +76,16 @@ extension SimulatedWorld {
         case .lie(let index, let pick):
             guard running(index) else { return nil }
             lie(index, pick: pick)
+        case .crashBroker:
+            crashBroker()
+        case .restartBroker:
+            restartBroker()
+        case .partitionBroker(let index):
+            log("partition between \(nodes[index].id) and the broker")
+            partitionBroker(index)
+        case .healBroker(let index):
+            log("partition between \(nodes[index].id) and the broker heals")
+            healBroker(index)
         }
         return nil
     }

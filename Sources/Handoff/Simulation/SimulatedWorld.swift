@@ -18,6 +18,16 @@ final class SimulatedWorld {
         case continueReply(from: Int, to: Int, epoch: Int, correlationID: UInt64, envelope: WireEnvelope)
         /// Will-save of an answer ended (`incarnation`: the originator's process it ran in).
         case saved(node: Int, incarnation: Int, answer: PendingAnswer)
+        /// With a broker: a node's publisher → the broker's XSUB.
+        case toBroker(from: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
+        /// With a broker: a node's subscriber (un)subscribes at the broker's XPUB.
+        case brokerSubscription(from: Int, epoch: Int, topic: String, subscribe: Bool)
+        /// With a broker: the broker's XPUB → a node's subscriber.
+        case fromBroker(to: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
+        /// With a broker: its XSUB (un)subscribes at a node's publisher (everything, or "R:").
+        case brokerAsks(to: Int, epoch: Int, topic: String, subscribe: Bool)
+        /// With a broker: its cache's next expiry (`incarnation`: the broker process it was set in).
+        case brokerTick(incarnation: Int)
     }
 
     struct Queued {
@@ -42,6 +52,17 @@ final class SimulatedWorld {
 
     var nodes: [SimulatedNode] = []
     private var links: [[Link]]
+    /// With a broker: it, each node's connection to it (up: node → broker, down: broker → node),
+    /// the partitions in force between it and each node (counted), and since when each node's
+    /// connection to it has been up.
+    let broker: SimulatedBroker?
+    var brokerLinks: [(up: Link, down: Link)]
+    var brokerPartitions: [Int: Int] = [:]
+    var brokerUpSince: [Int: Duration] = [:]
+    /// The broker's place in a node's ``SimulatedNode/subscriptionsOfPeer``.
+    var brokerPeer: Int { options.nodes }
+    /// How many answer a snapshot request: the broker, or every other node.
+    var snapshotAnswerers: Int { broker == nil ? options.nodes - 1 : 1 }
     /// Partitions in force between two nodes (lower index first), counted.
     private var partitions: [Int: Int] = [:]
     /// Since when each pair's connection has been up (key as ``partitions``).
@@ -61,11 +82,13 @@ final class SimulatedWorld {
         self.trace = trace
         network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
+        broker = options.broker ? SimulatedBroker() : nil
+        brokerLinks = Array(repeating: (Link(), Link()), count: options.nodes)
         var keys = SimulationRandom(seed: seed ^ 0xA5A5_A5A5_A5A5_A5A5)
         for index in 0..<options.nodes {
             let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
             let follows = follows?[index] ?? drawn
-            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.nodes - 1,
+            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.broker ? 1 : options.nodes - 1,
                                        now: instant, date: date, random: &keys))
         }
         for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
@@ -96,6 +119,10 @@ final class SimulatedWorld {
     /// Starts every node, then runs events until the duration is over or `check` finds a failure.
     func run(_ schedule: SimulationSchedule, skipping: Set<Int>, check: (SimulatedWorld, Int?) -> SimulationFailure?) -> SimulationFailure? {
         for a in nodes.indices { for b in nodes.indices where a < b { upSince[pair(a, b)] = .zero } }
+        if broker != nil {
+            for node in nodes { connectBroker(node.index, notify: false) }
+            self.schedule(.brokerTick(incarnation: 0), at: .zero)
+        }
         for node in nodes {
             start(node.index)
             self.schedule(.tick(node: node.index), at: network.duration(.zero...(.milliseconds(250))))
@@ -137,17 +164,7 @@ final class SimulatedWorld {
             return nil
         case .bus(let from, let to, let epoch, let topic, let envelope):
             guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }
-            let node = nodes[to]
-            deliveries += 1
-            if node.hostile, envelope.sender.nodeID != node.id {
-                node.heard.append((topic, envelope))
-                if node.heard.count > 64 { node.heard.removeFirst() }
-            }
-            let actions = node.followerDo {
-                $0.received(envelope, topic: topic, connectionKey: nodes[from].key, now: instant, date: date)
-            }
-            perform(to, actions)
-            return to
+            return deliver(envelope, topic: topic, to: to, connectionKey: nodes[from].key)
         case .subscription(let from, let to, let epoch, let topic, let subscribe):
             guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }
             let node = nodes[to]
@@ -175,7 +192,43 @@ final class SimulatedWorld {
             answer.activity.didSave()
             handOver(answer, at: index)
             return nil
+        case .toBroker(let from, let epoch, let topic, let envelope):
+            guard let broker, broker.alive, brokerLinks[from].up.epoch == epoch else { return nil }
+            brokerReceives(envelope, topic: topic, from: from)
+            return nil
+        case .brokerSubscription(let from, let epoch, let topic, let subscribe):
+            guard let broker, broker.alive, brokerLinks[from].up.epoch == epoch else { return nil }
+            brokerSubscription(topic, subscribe: subscribe, from: from)
+            return nil
+        case .fromBroker(let to, let epoch, let topic, let envelope):
+            guard brokerLinks[to].down.epoch == epoch, nodes[to].alive, readsNow(event, at: to) else { return nil }
+            return deliver(envelope, topic: topic, to: to, connectionKey: nil)
+        case .brokerAsks(let to, let epoch, let topic, let subscribe):
+            guard brokerLinks[to].down.epoch == epoch, nodes[to].alive, readsNow(event, at: to) else { return nil }
+            brokerAsks(to, topic: topic, subscribe: subscribe)
+            return nil
+        case .brokerTick(let incarnation):
+            guard let broker, broker.alive, broker.incarnation == incarnation else { return nil }
+            _ = broker.coreDo { $0.expire(now: instant) }
+            let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
+            schedule(.brokerTick(incarnation: incarnation), at: max(next, now + .milliseconds(1)))
+            return nil
         }
+    }
+
+    /// A bus message reaches a node's follower.
+    private func deliver(_ envelope: WireEnvelope, topic: [UInt8], to: Int, connectionKey: Data?) -> Int {
+        let node = nodes[to]
+        deliveries += 1
+        if node.hostile, envelope.sender.nodeID != node.id {
+            node.heard.append((topic, envelope))
+            if node.heard.count > 64 { node.heard.removeFirst() }
+        }
+        let actions = node.followerDo {
+            $0.received(envelope, topic: topic, connectionKey: connectionKey, now: instant, date: date)
+        }
+        perform(to, actions)
+        return to
     }
 
     /// Whether `event`, a message on the connection `from` → `to`, reaches a node that reads it
@@ -187,7 +240,7 @@ final class SimulatedWorld {
     }
 
     /// Whether node `index` runs now; while it is stopped, `event` waits for it.
-    private func readsNow(_ event: Event, at index: Int) -> Bool {
+    func readsNow(_ event: Event, at index: Int) -> Bool {
         guard let until = nodes[index].stoppedUntil, now < until else { return true }
         schedule(event, at: until)
         return false
@@ -212,9 +265,16 @@ final class SimulatedWorld {
         }
     }
 
-    /// Sends one bus message to the peers whose subscriptions match (ZeroMQ's prefix filter).
+    /// Sends one bus message to the peers whose subscriptions match (ZeroMQ's prefix filter), or,
+    /// with a broker, to the broker once its subscription has reached this node's publisher.
     func send(from index: Int, topic: [UInt8], _ envelope: WireEnvelope) {
         let topicString = String(decoding: topic, as: UTF8.self)
+        if broker != nil {
+            guard connectedToBroker(index),
+                  nodes[index].subscriptionsOfPeer[brokerPeer]?.contains(where: { topicString.hasPrefix($0) }) == true else { return }
+            schedule(.toBroker(from: index, epoch: brokerLinks[index].up.epoch, topic: topic, envelope: envelope), at: arriveAtBroker(from: index))
+            return
+        }
         for peer in nodes.indices where connected(index, peer) {
             guard let subscribed = nodes[index].subscriptionsOfPeer[peer], subscribed.contains(where: { topicString.hasPrefix($0) }) else { continue }
             let arrival = arrive(from: index, to: peer)
@@ -241,9 +301,17 @@ final class SimulatedWorld {
             switch action {
             case .subscribe(let topic):
                 node.subscribed(topic)
+                if broker != nil {
+                    subscribeAtBroker(from: index, topic, subscribe: true)
+                    continue
+                }
                 for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: true) }
             case .unsubscribe(let topic):
                 node.unsubscribed(topic)
+                if broker != nil {
+                    subscribeAtBroker(from: index, topic, subscribe: false)
+                    continue
+                }
                 for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: false) }
             case .emit(let event):
                 log("\(node.id): \(event)")
@@ -288,6 +356,8 @@ final class SimulatedWorld {
     func reconnect(_ a: Int, _ b: Int, notify: Bool) {
         guard connected(a, b) else { return }
         upSince[pair(a, b)] = now
+        // With a broker, nodes connect to each other only to continue.
+        guard broker == nil else { return }
         for (subscriber, publisher) in [(a, b), (b, a)] {
             for topic in nodes[subscriber].subscriptions.sorted() { sendSubscription(from: subscriber, to: publisher, topic, subscribe: true) }
             if notify { perform(subscriber, nodes[subscriber].followerDo { $0.busReconnected(to: "tcp://\(nodes[publisher].id)", now: instant) }) }

@@ -12,6 +12,10 @@ public struct SimulationOptions: Sendable, Hashable {
     public var faults = true
     /// How many nodes lie (forged withdrawals, replays).
     public var hostileNodes = 1
+    /// Whether the bus goes through a broker (the production ``BrokerCore``, which may also crash,
+    /// restart with an empty cache and be cut off from single nodes) instead of node to node.
+    /// Continue requests go node to node either way.
+    public var broker = false
 
     public init() {}
 }
@@ -63,12 +67,12 @@ public enum Simulation {
         while hostile.count < min(options.hostileNodes, options.nodes - 2) { hostile.insert(Int.random(in: 0..<options.nodes, using: &random)) }
         let schedule = SimulationSchedule(options: options, hostile: hostile, random: &random)
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
-        if trace { world.log("seed \(seed): \(options.nodes) nodes (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
+        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.broker ? " through a broker" : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
         let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
         if let failure, trace { world.log("FAILED: \(failure)") }
         return SimulationReport(
             seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
-            activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused },
+            activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + (world.broker?.refused ?? 0),
             continuations: world.truth.handedOver.values.reduce(0, +),
             entries: schedule.entries, skipped: skipping, trace: lines)
     }

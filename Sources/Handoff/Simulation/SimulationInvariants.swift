@@ -13,9 +13,13 @@ enum SimulationInvariants {
     }
 
     /// How long after an activity ended (or, for a follower, after it went on) a follower may
-    /// still know it: a lease, a sweep, the way there.
+    /// still know it: a lease, a sweep, the way there. With a broker, one lease more: the broker
+    /// keeps a dead origin's activity until its lease at the broker ends, and a follower that
+    /// learns it from a snapshot in that time gives it a whole lease of its own (a snapshot does
+    /// not say how much of the lease is left).
     static func forgetBound(_ options: SimulationOptions) -> Duration {
-        SimulatedNode.settings.lease + .milliseconds(250) + options.maxLatency * 2 + .milliseconds(250)
+        let follower = SimulatedNode.settings.lease + .milliseconds(250) + options.maxLatency * 2 + .milliseconds(250)
+        return options.broker ? follower + SimulatedNode.settings.lease + options.maxLatency * 2 + .milliseconds(50) : follower
     }
 
     /// How often a node sweeps its leases and expiries (its scheduler's longest sleep).
@@ -93,7 +97,7 @@ enum SimulationInvariants {
                     continue
                 }
                 let origin = world.nodes[truth.origin]
-                guard world.running(truth.origin), let linkUp = world.upSince[world.pair(truth.origin, follower.index)] else { continue }
+                guard world.running(truth.origin), let linkUp = world.reachableSince(truth.origin, follower.index) else { continue }
                 let since = max(truth.changedAt, linkUp, origin.resumedAt, follower.resumedAt)
                 guard now - since > discovery else { continue }
                 guard let known else {
@@ -107,8 +111,15 @@ enum SimulationInvariants {
         return nil
     }
 
-    /// "memory-bounded": what a node holds for others stays within its configured bounds.
+    /// "memory-bounded": what a node holds for others, and what the broker caches, stays within
+    /// the configured bounds.
     static func memoryBounded(_ world: SimulatedWorld) -> SimulationFailure? {
+        if let broker = world.broker {
+            let cache = broker.core.cache
+            if cache.count > SimulatedBroker.capacity || cache.perOrigin.values.contains(where: { $0 > SimulatedBroker.perOriginQuota }) {
+                return failure(world, "memory-bounded", "the broker caches \(cache.count) activities, over its bounds")
+            }
+        }
         for node in world.nodes where node.alive {
             let (known, unfollowed, limit) = node.followerDo { ($0.known.count, $0.resynchronization.unfollowedIDs, $0.settings.maxKnown) }
             if known > limit || unfollowed > limit {

@@ -23,6 +23,12 @@ struct SimulationSchedule {
         case duplicate(from: Int, to: Int)
         /// A hostile node forges a withdrawal of another node's activity and replays what it heard.
         case lie(node: Int, pick: Int)
+        /// With a broker: it is killed, and starts again with an empty cache.
+        case crashBroker
+        case restartBroker
+        /// With a broker: the connection between it and one node breaks, and comes back.
+        case partitionBroker(node: Int)
+        case healBroker(node: Int)
     }
 
     struct Planned {
@@ -66,10 +72,19 @@ struct SimulationSchedule {
                 let other = (node + 1 + Int.random(in: 0..<(nodes - 1), using: &random)) % nodes
                 switch roll {
                 case ..<0.75:
-                    add(at, .crash(node: node), then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restart(node: node))
+                    // (Only with a broker is a draw spent on choosing it: direct runs stay as they were, seed for seed.)
+                    if options.broker, random.chance(0.2) {
+                        add(at, .crashBroker, then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restartBroker)
+                    } else {
+                        add(at, .crash(node: node), then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restart(node: node))
+                    }
                 case ..<0.80: add(at, .stop(node: node, duration: random.duration(.milliseconds(100)...(.seconds(9)))))
                 case ..<0.88:
-                    add(at, .partition(node, other), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .heal(node, other))
+                    if options.broker, random.chance(0.5) {
+                        add(at, .partitionBroker(node: node), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .healBroker(node: node))
+                    } else {
+                        add(at, .partition(node, other), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .heal(node, other))
+                    }
                 case ..<0.94: add(at, .duplicate(from: node, to: other))
                 default:
                     guard let liar = hostile.randomElement(using: &random) else { continue }
