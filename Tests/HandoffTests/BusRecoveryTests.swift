@@ -43,7 +43,8 @@ struct BusRecoveryTests {
 
     @Test("a broker killed with -9 and restarted on the same ports three times, the third time with a follower stopped through it: the follower knows the originator's activity within 1.5 s of running again, a late joiner at once")
     func brokerRestarts() async throws {
-        let (frontend, backend) = (try freePort(), try freePort())
+        let ports = try freePorts(2)
+        let (frontend, backend) = (ports[0], ports[1])
         var broker = try ChildProcess(["broker", frontend, backend])
         _ = try await broker.ready()
         let advertiser = try ChildProcess(["advertise", frontend, backend, "2000", Self.type, "1"])

@@ -29,12 +29,19 @@ func runHandoff(
 
 /// A loopback port nobody listens on right now.
 func freePort() throws -> String {
+    try freePorts(1)[0]
+}
+
+/// `count` loopback endpoints on distinct free ports, for processes started later: all bound at
+/// once, so that no two are the same port (two binds one after the other can get the same one
+/// back: a broker's frontend and backend once did, and it could not start). Another process can
+/// still take one before it is used; a process that reports its own bound port avoids even that.
+func freePorts(_ count: Int) throws -> [String] {
     let context = try Context()
-    let socket = try context.socket(.rep)
-    try socket.bind("tcp://127.0.0.1:*")
-    let endpoint = try socket.lastEndpoint
-    socket.close()
-    return endpoint
+    let sockets = try (0..<count).map { _ in try context.socket(.rep) }
+    defer { for socket in sockets { socket.close() } }
+    for socket in sockets { try socket.bind("tcp://127.0.0.1:*") }
+    return try sockets.map { try $0.lastEndpoint }
 }
 
 func handoffProcesses() -> Int {
@@ -53,7 +60,8 @@ func handoffProcesses() -> Int {
 struct CommandTests {
     @Test("`handoff demo` plays the contacts story end to end, exits 0 and leaves no process behind; `monitor --json` sees its traffic")
     func demoAndMonitor() async throws {
-        let frontend = try freePort(), backend = try freePort()
+        let ports = try freePorts(2)
+        let frontend = ports[0], backend = ports[1]
         // The demo runs secure: the monitor joins its account with a key of its own, made beside the
         // broker's key that the demo will then use.
         let keys = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-demo-keys-\(UUID().uuidString)")
@@ -150,7 +158,8 @@ struct CommandTests {
         let account = folder.appendingPathComponent("account")
         let brokerKeys = try KeyFile.generate(name: "broker", in: account)
         let newcomer = try KeyFile.generate(name: "newcomer", in: folder.appendingPathComponent("newcomer"))
-        let frontend = try freePort(), backend = try freePort()
+        let ports = try freePorts(2)
+        let frontend = ports[0], backend = ports[1]
         let broker = Process()
         broker.executableURL = buildFolder.appendingPathComponent("handoff")
         broker.arguments = ["broker", "--frontend", frontend, "--backend", backend, "--key", brokerKeys.secret.path, "--log-level", "error"]
@@ -272,7 +281,8 @@ struct CommandTests {
         _ = broker
 
         // Nobody at the broker's address: a failure that says so, not an empty bus.
-        let nowhere = try freePort(), nobody = try freePort()
+        let ports = try freePorts(2)
+        let nowhere = ports[0], nobody = ports[1]
         let failed = try await runHandoff(["activities", "--wait", "1", "--broker", nowhere, nobody])
         #expect(failed.status != 0)
         #expect(failed.error.contains("no broker answered at \(nobody)"), "\(failed.error)")

@@ -59,7 +59,8 @@ func promtoolCheck(_ exposition: String) throws -> (status: Int32, output: Strin
 struct MetricsTests {
     @Test("a broker and two agents with --metrics: a continuation and a stream move the scraped counters; /healthz is 200, and 503 while an agent is cut off from the broker")
     func scrapeAndHealth() async throws {
-        let frontend = try freePort(), backend = try freePort()
+        let ports = try freePorts(2)
+        let frontend = ports[0], backend = ports[1]
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -147,7 +148,8 @@ struct MetricsTests {
         .enabled(if: promtool != nil || promtoolRequired, "promtool is not installed (Debian's prometheus package); scripts/test and CI install it and require it"))
     func promtoolAcceptsMetrics() async throws {
         try #require(promtool != nil, "promtool is missing, and this run requires it (CI or HANDOFF_REQUIRE_PROMTOOL=1): apt-get install prometheus")
-        let frontend = try freePort(), backend = try freePort()
+        let ports = try freePorts(2)
+        let frontend = ports[0], backend = ports[1]
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("promtool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }

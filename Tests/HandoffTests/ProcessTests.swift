@@ -135,7 +135,8 @@ struct ProcessTests {
 
     @Test("a pair of brokers: kill -9 either and nobody loses sight of an activity, continue works, the other catches up")
     func brokerPair() async throws {
-        let (f1, b1, f2, b2) = (try freePort(), try freePort(), try freePort(), try freePort())
+        let ports = try freePorts(4)
+        let (f1, b1, f2, b2) = (ports[0], ports[1], ports[2], ports[3])
         var first: ChildProcess? = try ChildProcess(["broker", f1, b1])
         let second = try ChildProcess(["broker", f2, b2])
         _ = try await first!.ready()

@@ -49,7 +49,8 @@ struct StreamProcessTests {
 
     @Test("a broker of a pair killed mid-stream: the stream, which never passes through a broker, arrives whole")
     func brokerKilledMidStream() async throws {
-        let (f1, b1, f2, b2) = (try freePort(), try freePort(), try freePort(), try freePort())
+        let ports = try freePorts(4)
+        let (f1, b1, f2, b2) = (ports[0], ports[1], ports[2], ports[3])
         let first = try ChildProcess(["broker", f1, b1])
         let second = try ChildProcess(["broker", f2, b2])
         _ = try await first.ready()

@@ -39,7 +39,8 @@ struct SystemdTests {
     @Test("`handoff broker` and `handoff agent` tell systemd they are ready (Type=notify), and stopping")
     func readiness() async throws {
         let notify = try NotifySocket()
-        let (frontend, backend) = (try freePort(), try freePort())
+        let ports = try freePorts(2)
+        let (frontend, backend) = (ports[0], ports[1])
         let broker = Process()
         broker.executableURL = buildFolder.appendingPathComponent("handoff")
         broker.arguments = ["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"]
@@ -77,7 +78,7 @@ struct SystemdTests {
         try #require(fstat(error.fileHandleForWriting.fileDescriptor, &status) == 0)
         let process = Process()
         process.executableURL = buildFolder.appendingPathComponent("handoff")
-        process.arguments = ["activities", "--wait", "0.3", "--broker", try freePort(), try freePort()]
+        process.arguments = ["activities", "--wait", "0.3", "--broker"] + (try freePorts(2))
         process.environment = ProcessInfo.processInfo.environment.merging(["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = error
@@ -92,7 +93,8 @@ struct SystemdTests {
 
     @Test("--log-format json (and HANDOFF_LOG_FORMAT=json, and an agent's logFormat) writes one JSON object a line, every field a shipper needs")
     func jsonLogs() async throws {
-        let (frontend, backend) = (try freePort(), try freePort())
+        let ports = try freePorts(2)
+        let (frontend, backend) = (ports[0], ports[1])
         func check(_ stderr: String, _ what: String) {
             let lines = stderr.split(separator: "\n")
             #expect(!lines.isEmpty, "\(what): nothing logged")
