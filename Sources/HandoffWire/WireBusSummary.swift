@@ -71,6 +71,24 @@ public struct WireBusSummary: Equatable, Sendable {
         return WireBusSummary(sender: sender, body: body.summary)
     }
 
+    /// The activity type of an advertisement envelope (`nil` for another body), read in place: for
+    /// a broker that must put a cached advertisement back on its live topic (`A:` + type).
+    public static func advertisedType(_ bytes: UnsafeRawBufferPointer) -> String? {
+        guard var reader = try? ProtobufReader(bytes) else { return nil }
+        var type: String?
+        while let (number, wireType) = try? reader.nextField() {
+            guard number == 10, wireType == .lengthDelimited else {
+                guard (try? reader.skip(wireType, number: number)) != nil else { return nil }
+                continue
+            }
+            guard let body = try? reader.lengthDelimited(), var fields = try? ProtobufReader(body) else { return nil }
+            while let (field, fieldType) = try? fields.nextField() {
+                if field == 2, fieldType == .lengthDelimited { type = try? fields.string() } else if (try? fields.skip(fieldType, number: field)) == nil { return nil }
+            }
+        }
+        return type
+    }
+
     /// A NodeRef's fields merged into `node` (name and host are read only to check their UTF-8; id
     /// and key too unless `keeping`).
     static func readNode(into node: inout Node, _ reader: ProtobufReader, keeping: Bool = true) throws(BinaryDecodingError) {

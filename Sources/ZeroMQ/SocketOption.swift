@@ -131,6 +131,9 @@ extension SocketOption where Value == Int32 {
     public static var reconnectInterval: Self { .init(ZMQ_RECONNECT_IVL, name: "ZMQ_RECONNECT_IVL") }
     /// Upper bound of the exponential reconnection back-off, in milliseconds (`ZMQ_RECONNECT_IVL_MAX`).
     public static var reconnectIntervalMax: Self { .init(ZMQ_RECONNECT_IVL_MAX, name: "ZMQ_RECONNECT_IVL_MAX") }
+    /// Milliseconds a TCP connect may take before it is given up and tried again
+    /// (`ZMQ_CONNECT_TIMEOUT`); 0: the kernel's own timeout (SYN retries, up to minutes).
+    public static var connectTimeout: Self { .init(ZMQ_CONNECT_TIMEOUT, name: "ZMQ_CONNECT_TIMEOUT") }
     /// Milliseconds allowed for the ZMTP handshake (`ZMQ_HANDSHAKE_IVL`).
     public static var handshakeInterval: Self { .init(ZMQ_HANDSHAKE_IVL, name: "ZMQ_HANDSHAKE_IVL") }
     /// Pending-connection queue length of a listening socket (`ZMQ_BACKLOG`).

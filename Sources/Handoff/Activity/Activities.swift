@@ -270,6 +270,7 @@ enum Topic {
     /// A broker's request, as a subscription sent upstream and withdrawn at once, that the node
     /// advertise every current activity again: `R:` + the node id (its cache lost some).
     static let readvertisePrefix = "R:"
+    static let readvertisePrefixBytes = Array(readvertisePrefix.utf8)
 
     static func activity(_ type: String) -> [UInt8] { Array((activityPrefix + type).utf8) }
     static func event(_ type: String) -> [UInt8] { Array((eventPrefix + type).utf8) }

@@ -48,7 +48,21 @@ public final class Broker: Sendable {
         /// Where to publish a copy of every forwarded message, both directions, or `nil` for none.
         public var capture: String?
         /// Every endpoint the broker binds.
-        public var endpoints: [String] { [frontend, backend] + (capture.map { [$0] } ?? []) }
+        public var endpoints: [String] { [frontend, backend] + (capture.map { [$0] } ?? []) + upstreams.flatMap { [$0.frontend, $0.backend] } }
+        /// Upstream brokers this one joins (sites): its own publishers' messages go up to each,
+        /// and what its subscribers follow comes down. Empty: a bus of its own.
+        public var upstreams: [Upstream] = []
+
+        /// An upstream broker's endpoints, as its own nodes use them.
+        public struct Upstream: Sendable, Hashable {
+            public var frontend: String
+            public var backend: String
+
+            public init(frontend: String, backend: String) {
+                self.frontend = frontend
+                self.backend = backend
+            }
+        }
         /// Whether to cache advertisements and replay them to new subscriptions.
         public var lastValueCache: Bool
         /// The most activities the cache holds; when it is full, the entry that would expire
@@ -141,6 +155,11 @@ public final class Broker: Sendable {
         /// this build can decode (forwarded all the same, but never cached), and messages of more
         /// than four frames from either side (dropped).
         public var malformed = 0
+        /// With an upstream broker (sites): messages passed up, messages received from it, and
+        /// those of this site's own nodes it sent back (dropped here).
+        public var upstreamOut = 0
+        public var upstreamIn = 0
+        public var upstreamReturned = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0
         /// Handshakes refused (secure brokers), by reason: keys not in the account (ZAP), and those
@@ -220,6 +239,12 @@ public final class Broker: Sendable {
         try Security.requireSecurity(
             for: configuration.endpoints, security: configuration.security,
             allowInsecure: configuration.allowInsecure, what: "the broker")
+        guard configuration.upstreams.isEmpty || configuration.security == nil else {
+            throw HandoffError(.invalidConfiguration, "an upstream broker over CURVE is not supported yet: join sites without CURVE (on loopback, or with allowInsecure)")
+        }
+        guard configuration.upstreams.isEmpty || configuration.lastValueCache else {
+            throw HandoffError(.invalidConfiguration, "a broker that joins an upstream broker needs its cache (its site's snapshots hold every site's activities)")
+        }
         var secureZAP: ZAPHandler?
         if let security = configuration.security {
             var logger = Logger(label: "handoff.broker")

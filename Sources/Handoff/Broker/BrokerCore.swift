@@ -33,14 +33,21 @@ struct BrokerCore {
     }
 
     let cacheEnabled: Bool
+    /// Whether this broker joins an upstream broker (its site's bus joins a wider one).
+    let upstream: Bool
     private(set) var cache: LastValueCache
+    /// With an upstream: the nodes heard on this broker's own frontend lately, whose messages
+    /// coming back from upstream are this site's own, returned.
+    var localOrigins = RecentNames(memory: .seconds(120), capacity: 100_000)
     private var readvertiseRequests = ReadvertiseRequests()
-    private var counted = Broker.Counters()
+    /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
+    var counted = Broker.Counters()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
     private var envelopes: EnvelopeBuilder
 
-    init(cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef) {
+    init(cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef, upstream: Bool = false) {
         self.cacheEnabled = cacheEnabled
+        self.upstream = upstream
         self.cache = cache
         envelopes = EnvelopeBuilder(sender: sender)
     }
@@ -69,30 +76,50 @@ struct BrokerCore {
             counted.forged += 1
             return .forged(reason: forgery)
         }
-        var ask: String?
-        if cacheEnabled {
-            switch content {
-            case .advertisement(let advertisement, _):
-                if cache.store(advertisement, frames: frames, now: now) == .overQuota {
-                    counted.overQuota += 1
-                    return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
-                }
-            case .withdrawal(let activityID, _):
-                cache.remove(activityID)
-            case .presence(let origin, let listed, let partial, let leaseMs, _):
-                let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
-                if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0,
-                   readvertiseRequests.shouldAsk(origin, now: now) {
-                    ask = origin
-                }
-            case .other, .malformed:
-                break
-            }
+        if let origin = content.claim?.originID, upstream { localOrigins.heard(origin, now: now) }
+        let ask: String?
+        switch take(content, frames: frames, now: now) {
+        case .overQuota(let activityID, let origin):
+            counted.overQuota += 1
+            return .overQuota(activityID: activityID, origin: origin)
+        case .taken(let askToReadvertise):
+            ask = askToReadvertise
         }
         if case .malformed = content { counted.malformed += 1 }
         counted.messagesOut += 1
         counted.bytesOut += size
+        if upstream { counted.upstreamOut += 1 }
         return .forward(askToReadvertise: ask)
+    }
+
+    enum Taken {
+        case taken(askToReadvertise: String?)
+        case overQuota(activityID: String, origin: String)
+    }
+
+    /// What the cache makes of a bus message: an advertisement stored (or refused for its origin's
+    /// quota), a withdrawal removed, a presence renewing its origin's activities (and, when it
+    /// lists some the cache lacks, at most once a second, a request that the origin advertise them
+    /// again).
+    mutating func take(_ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant) -> Taken {
+        guard cacheEnabled else { return .taken(askToReadvertise: nil) }
+        switch content {
+        case .advertisement(let advertisement, _):
+            if cache.store(advertisement, frames: frames, now: now) == .overQuota {
+                return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
+            }
+        case .withdrawal(let activityID, _):
+            cache.remove(activityID)
+        case .presence(let origin, let listed, let partial, let leaseMs, _):
+            let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
+            if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0,
+               readvertiseRequests.shouldAsk(origin, now: now) {
+                return .taken(askToReadvertise: origin)
+            }
+        case .other, .malformed:
+            break
+        }
+        return .taken(askToReadvertise: nil)
     }
 
     /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,
@@ -115,9 +142,11 @@ struct BrokerCore {
         guard frames.count == 1 else { return cacheEnabled ? .keep : .forwardToPublishers }
         var verdict = SubscriberVerdict.keep
         var onSnapshotTopic = false
+        var readvertise = false
         frames[0].withUnsafeBytes { bytes in
             let topic = bytes.dropFirst()
             onSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
+            readvertise = topic.starts(with: Topic.readvertisePrefixBytes)
             switch bytes.first {
             case 1:
                 counted.subscriptions += 1
@@ -129,6 +158,9 @@ struct BrokerCore {
             }
         }
         if case .answerSnapshot = verdict { return verdict }
+        // A site's broker asking, for its cache, that a node of another site advertise again: on
+        // to the publishers, cache or not (the other sites' brokers pass it on to theirs).
+        if readvertise { return .forwardToPublishers }
         return onSnapshotTopic || cacheEnabled ? .keep : .forwardToPublishers
     }
 

@@ -22,12 +22,16 @@ final class BrokerLoop: @unchecked Sendable {
     // Invariant for @unchecked Sendable: everything but `mailbox`, `wake`, `exit` and the
     // immutable lets is touched only by the loop's thread once `start` has run.
     let endpoints: BoundEndpoints
-    private let frontend: Socket
-    private let backend: Socket
-    private let capture: Socket?
+    // Internal, not private: BrokerLoop+Upstream.swift carries out the upstream rules.
+    let frontend: Socket
+    let backend: Socket
+    let capture: Socket?
+    /// The links to upstream brokers (sites), with what this loop asked of them.
+    let upstreamLinks: [UpstreamLink]
+    var upstreamSnapshots = UpstreamSnapshots()
     private let shared: SharedState
     private let secure: Bool
-    private var core: BrokerCore
+    var core: BrokerCore
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
     private var metrics = BrokerMetrics()
     private let zap: ZAPHandler?
@@ -37,7 +41,7 @@ final class BrokerLoop: @unchecked Sendable {
     private static let maxFrames = 4
     /// Messages taken from one socket before the other gets its turn.
     private static let burst = 256
-    private let logger: Logger
+    let logger: Logger
     private var refusals = BrokerRefusalLog()
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
     /// read by tasks of their own while the loop runs.
@@ -92,6 +96,31 @@ final class BrokerLoop: @unchecked Sendable {
             } else {
                 capture = nil
             }
+            // A link to another site crosses networks that drop packets rather than connections:
+            // heartbeats find a dead one in 3 s and a new connection is tried every second, so a
+            // link that comes back carries traffic within about a second, not after TCP's backoff.
+            func watchLiveness(_ socket: Socket) throws(ZMQError) {
+                try socket.set(.heartbeatInterval, 1000)
+                try socket.set(.heartbeatTimeout, 3000)
+                try socket.set(.connectTimeout, 1000)
+            }
+            upstreamLinks = try configuration.upstreams.map { (upstream) throws(ZMQError) -> UpstreamLink in
+                // Up: this site's publishers' messages, to the upstream's frontend, whose XSUB
+                // subscribes to everything (and asks for re-advertising) over this XPUB.
+                let up = try open(.xpub)
+                try watchLiveness(up)
+                try up.set(.sendHighWaterMark, hwm)
+                try up.set(.xpubVerbose, true)
+                try up.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+                try up.connect(upstream.frontend)
+                // Down: what this site's subscribers subscribe to, from the upstream's backend.
+                let down = try open(.xsub)
+                try watchLiveness(down)
+                try down.set(.receiveHighWaterMark, hwm)
+                try down.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+                try down.connect(upstream.backend)
+                return UpstreamLink(up: up, down: down)
+            }
             // ZAP counts the keys it refuses; a peer without CURVE, or one that cannot prove the
             // key it claims, fails before ZAP is asked, and only a monitor sees it.
             handshakeMonitors = security == nil ? [] : try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
@@ -119,7 +148,8 @@ final class BrokerLoop: @unchecked Sendable {
             cache: LastValueCache(
                 capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
                 defaultLease: configuration.defaultLease),
-            sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire)
+            sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
+            upstream: !configuration.upstreams.isEmpty)
         var logger = Logger(label: "handoff.broker")
         logger[metadataKey: "broker"] = "\(configuration.frontend)"
         self.logger = logger
@@ -170,6 +200,10 @@ final class BrokerLoop: @unchecked Sendable {
         frontend.close()
         backend.close()
         capture?.close()
+        for link in upstreamLinks {
+            link.up.close()
+            link.down.close()
+        }
     }
 
     /// Polls and forwards until asked to stop, or a socket fails.
@@ -178,6 +212,7 @@ final class BrokerLoop: @unchecked Sendable {
         let frontendIndex = poller.add(frontend, .readable)
         let backendIndex = poller.add(backend, .readable)
         let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor, .readable)
+        let upstreamIndices = upstreamLinks.map { (up: poller.add($0.up, .readable), down: poller.add($0.down, .readable)) }
         while true {
             let ready = try poller.poll(timeout: pollTimeout())
             if ready[wakeIndex].contains(.readable) {
@@ -193,12 +228,17 @@ final class BrokerLoop: @unchecked Sendable {
             var more = true
             while more {
                 more = false
-                if ready[frontendIndex].contains(.readable) { more = try drain(frontend, fromPublishers: true) || more }
-                if ready[backendIndex].contains(.readable) { more = try drain(backend, fromPublishers: false) || more }
+                if ready[frontendIndex].contains(.readable) { more = try drain(frontend, from: .publishers) || more }
+                if ready[backendIndex].contains(.readable) { more = try drain(backend, from: .subscribers) || more }
+                for (link, indices) in zip(upstreamLinks, upstreamIndices) {
+                    if ready[indices.up].contains(.readable) { more = try drain(link.up, from: .upstreamSubscriber) || more }
+                    if ready[indices.down].contains(.readable) { more = try drain(link.down, from: .upstream) || more }
+                }
             }
             let now = ContinuousClock.now
             if let expiry = core.nextExpiry, expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
+            if !upstreamLinks.isEmpty { try expireUpstreamSnapshots(now: now) }
             metrics.report(core.counters)
         }
     }
@@ -212,9 +252,18 @@ final class BrokerLoop: @unchecked Sendable {
         return max(.zero, now.duration(to: deadline))
     }
 
+    /// Where a socket's messages come from.
+    enum Source {
+        case publishers, subscribers
+        /// An upstream broker's XSUB, over the link's XPUB: its subscriptions.
+        case upstreamSubscriber
+        /// An upstream broker's XPUB, over the link's XSUB: bus messages.
+        case upstream
+    }
+
     /// Takes up to a burst of whole messages from `socket`; true when it stopped at the burst's end
     /// (more may be waiting).
-    private func drain(_ socket: Socket, fromPublishers: Bool) throws(ZMQError) -> Bool {
+    private func drain(_ socket: Socket, from source: Source) throws(ZMQError) -> Bool {
         for _ in 0..<Self.burst {
             guard let first = try socket.tryReceive() else { return false }
             var frames: [Frame] = []
@@ -232,12 +281,15 @@ final class BrokerLoop: @unchecked Sendable {
                 frames.append(next)
             }
             if overlong {
-                core.droppedOverlong(fromPublisher: fromPublishers)
+                core.droppedOverlong(fromPublisher: source == .publishers)
                 publishCounters()
-            } else if fromPublishers {
-                try fromPublisher(frames)
-            } else {
-                try fromSubscriber(frames)
+                continue
+            }
+            switch source {
+            case .publishers: try fromPublisher(frames)
+            case .subscribers: try fromSubscriber(frames)
+            case .upstreamSubscriber: try fromUpstreamSubscriber(frames)
+            case .upstream: try fromUpstream(frames)
             }
         }
         return true
@@ -255,6 +307,7 @@ final class BrokerLoop: @unchecked Sendable {
             // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
             try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }
+            for link in upstreamLinks { try send(frames, to: link.up) }
         case .forged(let reason):
             if let line = refusals.forged(reason, key: connectionKey) { logger.warning("\(line)") }
         case .overQuota(let activityID, let origin):
@@ -277,6 +330,7 @@ final class BrokerLoop: @unchecked Sendable {
         case .keep:
             break
         }
+        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0]) }
     }
 
     /// Publishes every live cached advertisement of `typePrefix` under one subscriber's snapshot
@@ -306,7 +360,7 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// Sends frames as they are (libzmq shares their bytes); false when the socket refused them.
     @discardableResult
-    private func send(_ frames: [Frame], to socket: Socket) throws(ZMQError) -> Bool {
+    func send(_ frames: [Frame], to socket: Socket) throws(ZMQError) -> Bool {
         for (index, frame) in frames.enumerated() {
             guard try socket.trySend(frame, more: index < frames.count - 1) else { return false }
         }
@@ -315,7 +369,7 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// The counters where ``Broker/counters`` reads them: before each message is passed on, so
     /// that a subscriber that has a message finds it counted.
-    private func publishCounters() {
+    func publishCounters() {
         let counters = core.counters
         shared.counters.withLock { $0 = counters }
     }

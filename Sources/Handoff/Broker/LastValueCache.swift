@@ -162,6 +162,11 @@ struct LastValueCache {
         return .stored
     }
 
+    /// The version of a cached activity.
+    func version(of id: String) -> UInt64? {
+        slotOf[id].flatMap { slots[Int($0)]?.version }
+    }
+
     /// The key of a cached activity's origin.
     func originKey(of id: String) -> [UInt8]? {
         slotOf[id].flatMap { slots[Int($0)]?.originKey }

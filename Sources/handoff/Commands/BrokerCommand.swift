@@ -18,6 +18,10 @@ struct BrokerCommand: AsyncParsableCommand {
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
     @Option(help: "The most activities of one node the broker caches and forwards; its new ones beyond are dropped and counted.")
     var maxActivitiesPerNode = 1_000
+    @Option(parsing: .upToNextOption,
+            help: ArgumentHelp("Join an upstream broker: its frontend and backend (repeat for a pair). This broker's nodes form a site of a wider bus: their messages go up, and what they follow comes down.",
+                               valueName: "frontend backend"))
+    var upstream: [String] = []
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @Option(help: "Log the counters every this many seconds (0: only at exit).") var statsInterval: Double = 10
     @OptionGroup var security: SecurityOptions
@@ -30,6 +34,12 @@ struct BrokerCommand: AsyncParsableCommand {
         let logger = Logger(label: "handoff.broker")
         var configuration = Broker.Configuration(frontend: frontend, backend: backend, maxActivitiesPerOrigin: maxActivitiesPerNode)
         configuration.capture = capture
+        guard upstream.count % 2 == 0 else {
+            throw ValidationError("--upstream takes two endpoints, the upstream broker's frontend and backend (got \(upstream.joined(separator: " ")))")
+        }
+        configuration.upstreams = stride(from: 0, to: upstream.count, by: 2).map {
+            Broker.Configuration.Upstream(frontend: upstream[$0], backend: upstream[$0 + 1])
+        }
         configuration.lastValueCache = !noCache
         configuration.security = try security.resolve(needsBrokerKey: false)
         configuration.allowInsecure = security.allowsInsecure()
@@ -64,6 +74,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
                 "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
+                "upstream-out": "\(counters.upstreamOut)", "upstream-in": "\(counters.upstreamIn)", "upstream-returned": "\(counters.upstreamReturned)",
                 "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.handshakeRefusals.total)",
                 "handshake-refusals": "\(HandshakeRefusals.Reason.allCases.map { "\($0.rawValue)=\(counters.handshakeRefusals[$0])" }.joined(separator: " "))",
             ])

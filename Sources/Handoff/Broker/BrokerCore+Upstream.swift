@@ -1,0 +1,75 @@
+import HandoffWire
+import ZeroMQ
+
+/// A site's broker joined to an upstream broker (`handoff broker --upstream`): what it does with
+/// what comes down from upstream, and which of its own subscribers' interest goes up.
+///
+/// Everything its own publishers send goes up (the upstream caches every site's activities); only
+/// what some node of this site subscribed to comes down. A message about a node heard on this
+/// broker's own frontend lately is this site's own, come back: dropped, so nothing returns to the
+/// site it came from. What comes down is cached and passed to this site's subscribers, never up
+/// again, so nothing loops.
+extension BrokerCore {
+    /// What to do with a bus message from upstream.
+    enum UpstreamVerdict: Equatable {
+        /// Pass it to this site's subscribers (not upstream again); first ask upstream that
+        /// `askToReadvertise`, a node of another site, advertise again what the cache lacks.
+        case forward(askToReadvertise: String?)
+        /// This site's own message come back, or one that cannot be cached: dropped.
+        case drop
+    }
+
+    /// A bus message from upstream (the upstream checked its sender).
+    mutating func upstreamMessage(_ frames: [Frame], now: ContinuousClock.Instant) -> UpstreamVerdict {
+        var size = 0
+        for frame in frames { size += frame.count }
+        counted.upstreamIn += 1
+        let content = BrokerBusContent(frames, readingSender: false)
+        if case .malformed = content {
+            counted.malformed += 1
+            return .drop
+        }
+        if let origin = content.claim?.originID, localOrigins.contains(origin, now: now) {
+            counted.upstreamReturned += 1
+            return .drop
+        }
+        switch take(content, frames: frames, now: now) {
+        case .overQuota:
+            counted.overQuota += 1
+            return .drop
+        case .taken(let askToReadvertise):
+            counted.messagesOut += 1
+            counted.bytesOut += size
+            return .forward(askToReadvertise: askToReadvertise)
+        }
+    }
+
+    /// An advertisement of a snapshot this broker asked upstream for (for a type prefix its site
+    /// newly follows): cached; returns the live topic to pass it to this site's subscribers on,
+    /// when it is news here.
+    mutating func upstreamSnapshotAdvertisement(_ envelope: Frame, now: ContinuousClock.Instant) -> [UInt8]? {
+        guard let type = envelope.withUnsafeBytes({ WireBusSummary.advertisedType($0) }) else { return nil }
+        let frames = [Frame(Topic.activity(type)), envelope]
+        guard case .advertisement(let advertisement, _) = BrokerBusContent(frames, readingSender: false),
+              !localOrigins.contains(advertisement.origin, now: now) else { return nil }
+        if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version { return nil }
+        guard case .taken = take(BrokerBusContent(frames, readingSender: false), frames: frames, now: now) else { return nil }
+        counted.upstreamIn += 1
+        counted.messagesOut += 1
+        counted.bytesOut += frames[0].count + envelope.count
+        return Topic.activity(type)
+    }
+
+    /// Whether a subscriber's (un)subscription goes upstream (what this site's nodes follow, and
+    /// their presence), and the type prefix to ask upstream's snapshot of when it is a first
+    /// subscription to activities. Snapshot requests are answered here and stay here.
+    func interestUpstream(_ frame: Frame) -> (forward: Bool, snapshotOf: String?) {
+        frame.withUnsafeBytes { bytes in
+            let topic = bytes.dropFirst()
+            guard bytes.first == 1 || bytes.first == 0, !topic.starts(with: Topic.snapshotPrefixBytes),
+                  !topic.starts(with: Topic.readvertisePrefixBytes) else { return (false, nil) }
+            guard bytes.first == 1, topic.starts(with: Array(Topic.activityPrefix.utf8)) else { return (true, nil) }
+            return (true, String(decoding: topic.dropFirst(Topic.activityPrefix.utf8.count), as: UTF8.self))
+        }
+    }
+}

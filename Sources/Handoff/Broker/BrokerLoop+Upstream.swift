@@ -1,0 +1,118 @@
+import Foundation
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// A link to an upstream broker: an XPUB to its frontend (this site's publishers' messages go up;
+/// its subscriptions come back) and an XSUB to its backend (what this site's subscribers follow
+/// comes down; their subscriptions go up).
+struct UpstreamLink {
+    let up: Socket
+    let down: Socket
+}
+
+/// The snapshots a site's broker asked upstream for, one per type prefix at a time: a first
+/// subscription to a prefix at this site, so that its cache (and the joiner that subscribed) gets
+/// what the other sites have of it. One that never ends is given up after ``timeout``.
+struct UpstreamSnapshots {
+    static let timeout = Duration.seconds(10)
+    private(set) var byTopic: [[UInt8]: (typePrefix: String, asked: ContinuousClock.Instant)] = [:]
+
+    var isEmpty: Bool { byTopic.isEmpty }
+
+    func typePrefix(of topic: [UInt8]) -> String? { byTopic[topic]?.typePrefix }
+
+    /// A new request's topic, or `nil` when one for the prefix is on its way.
+    mutating func ask(_ typePrefix: String, now: ContinuousClock.Instant) -> [UInt8]? {
+        guard !byTopic.values.contains(where: { $0.typePrefix == typePrefix }) else { return nil }
+        let topic = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: typePrefix).utf8)
+        byTopic[topic] = (typePrefix, now)
+        return topic
+    }
+
+    mutating func end(_ topic: [UInt8]) { byTopic[topic] = nil }
+
+    /// Requests past their time, taken out.
+    mutating func expired(now: ContinuousClock.Instant) -> [[UInt8]] {
+        let late = byTopic.filter { now - $0.value.asked > Self.timeout }.map(\.key)
+        for topic in late { byTopic[topic] = nil }
+        return late
+    }
+}
+
+extension BrokerLoop {
+    /// An upstream broker's subscription: its XSUB's subscribe-all when the link comes up, or a
+    /// request that a node of this site advertise again. Passed to this site's publishers as it
+    /// is (a node re-advertises what it has current on either).
+    func fromUpstreamSubscriber(_ frames: [Frame]) throws(ZMQError) {
+        guard frames.count == 1 else { return }
+        try send(frames, to: frontend)
+    }
+
+    /// A bus message from upstream: an answer to a snapshot this broker asked for, or a live one.
+    func fromUpstream(_ frames: [Frame]) throws(ZMQError) {
+        guard frames.count == 2 else {
+            core.droppedOverlong(fromPublisher: false)
+            publishCounters()
+            return
+        }
+        if !upstreamSnapshots.isEmpty, case let topic = frames[0].bytes, upstreamSnapshots.typePrefix(of: topic) != nil {
+            try fromUpstreamSnapshot(frames, topic: topic)
+            return
+        }
+        let verdict = core.upstreamMessage(frames, now: .now)
+        publishCounters()
+        guard case .forward(let askToReadvertise) = verdict else { return }
+        if let origin = askToReadvertise { try askUpstreamToReadvertise(origin) }
+        try send(frames, to: backend)
+        if let capture { try send(frames, to: capture) }
+    }
+
+    /// An advertisement of an upstream snapshot goes on its live topic to this site's subscribers
+    /// when it is news here; the reply ends the request.
+    private func fromUpstreamSnapshot(_ frames: [Frame], topic: [UInt8]) throws(ZMQError) {
+        if let live = core.upstreamSnapshotAdvertisement(frames[1], now: .now) {
+            publishCounters()
+            let message = [Frame(live), frames[1]]
+            try send(message, to: backend)
+            if let capture { try send(message, to: capture) }
+            return
+        }
+        // A SnapshotReply is far smaller than an advertisement: decode only small envelopes.
+        guard frames[1].count < 512, let envelope = try? WireEnvelope.decode(frames[1].data),
+              case .snapshotReply = envelope.body else { return }
+        upstreamSnapshots.end(topic)
+        for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
+    }
+
+    /// A subscriber's (un)subscription at this site goes upstream too (snapshot requests stay
+    /// here); a subscription to activities also asks upstream for its snapshot.
+    func passInterestUpstream(_ frame: Frame) throws(ZMQError) {
+        let interest = core.interestUpstream(frame)
+        guard interest.forward else { return }
+        for link in upstreamLinks { _ = try link.down.trySend(frame) }
+        guard let typePrefix = interest.snapshotOf, let topic = upstreamSnapshots.ask(typePrefix, now: .now) else { return }
+        logger.debug("asking upstream for its snapshot of \(typePrefix)")
+        for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }
+    }
+
+    /// Gives up snapshots upstream never ended (it restarted, or the link broke).
+    func expireUpstreamSnapshots(now: ContinuousClock.Instant) throws(ZMQError) {
+        guard !upstreamSnapshots.isEmpty else { return }
+        for topic in upstreamSnapshots.expired(now: now) {
+            for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
+        }
+    }
+
+    /// Asks, through upstream, that a node of another site advertise again what this site's cache
+    /// lacks: "R:" + its id, subscribed and withdrawn at once (the upstream passes it to its
+    /// publishers, the other sites' brokers to theirs).
+    private func askUpstreamToReadvertise(_ origin: String) throws(ZMQError) {
+        let topic = Array((Topic.readvertisePrefix + origin).utf8)
+        logger.debug("a presence from upstream lists activities of \(origin) the cache lacks; asking it to advertise them again")
+        for link in upstreamLinks {
+            _ = try link.down.trySend([1] + topic)
+            _ = try link.down.trySend([0] + topic)
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+import ZeroMQ
+@testable import Handoff
+
+/// Sites: brokers that join an upstream broker (`handoff broker --upstream`), real brokers and
+/// nodes on loopback. A hub and three sites; each site's nodes on their own broker.
+@Suite("Sites: brokers joined to an upstream", .serialized)
+struct SitesTests {
+    private static func site(upstream hub: Broker, context: Context) throws -> Broker {
+        var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        configuration.upstreams = [.init(frontend: hub.frontendEndpoint, backend: hub.backendEndpoint)]
+        return try Broker.start(configuration, context: context)
+    }
+
+    private static func node(_ name: String, at broker: Broker, following: [String]) -> Node.Configuration {
+        var configuration = nodeOnBroker(name, broker: broker, security: nil)
+        configuration.subscriptions = following
+        return configuration
+    }
+
+    @Test("an activity of one site reaches the sites that follow its type, once, and no other; a late joiner elsewhere has it in its own broker's snapshot")
+    func acrossSites() async throws {
+        let context = try Context()
+        let hub = try Broker.start(.init(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
+        let (a, b, c) = (try Self.site(upstream: hub, context: context), try Self.site(upstream: hub, context: context),
+                         try Self.site(upstream: hub, context: context))
+        try await withNodes([
+            Self.node("author", at: a, following: []),
+            Self.node("neighbour", at: a, following: ["org.sites."]),
+            Self.node("reader", at: b, following: ["org.sites."]),
+            Self.node("elsewhere", at: c, following: ["com.other."]),
+        ]) { nodes in
+            let (author, neighbour, reader, elsewhere) = (nodes[0], nodes[1], nodes[2], nodes[3])
+            let activity = try UserActivity(activityType: "org.sites.edit")
+            activity.title = "made at site A"
+            try await activity.becomeCurrent(on: author)
+
+            // Site B follows the type: it comes down there, and its node knows it.
+            #expect(await eventually(within: .seconds(5)) { await reader.activities().map(\.id) == [activity.id] })
+            #expect(await eventually(within: .seconds(5)) { await neighbour.activities().map(\.id) == [activity.id] })
+            // The hub sent site A its own advertisement back (A follows the type): dropped there.
+            #expect(await eventually(within: .seconds(5)) { a.counters.upstreamReturned > 0 })
+            // Site C follows something else: nothing of it came down, nothing is cached there.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(await elsewhere.activities().isEmpty)
+            #expect(c.counters.cachedActivities == 0)
+            #expect(hub.counters.cachedActivities == 1)
+            #expect(b.counters.cachedActivities == 1)
+
+            // Changed at A: the new version reaches B.
+            activity.title = "changed at site A"
+            #expect(await eventually(within: .seconds(5)) { await reader.activities().first?.title == "changed at site A" })
+
+            // A late joiner at site B: its own broker's snapshot has site A's activity.
+            let joiner = try Node(configuration: Self.node("joiner", at: b, following: ["org.sites."]))
+            let running = Task { try await joiner.run() }
+            await joiner.untilRunning()
+            #expect(await eventually(within: .seconds(2)) { await joiner.activities().map(\.id) == [activity.id] })
+            running.cancel()
+            _ = await running.result
+
+            // Nothing of site B's or C's own went up as site A's, and nothing looped: what the hub
+            // took in came from the sites' own publishers.
+            #expect(hub.counters.forged == 0 && hub.counters.malformed == 0)
+            #expect(a.counters.upstreamOut > 0 && b.counters.upstreamIn > 0)
+
+            // Resigned at A: gone at B.
+            await activity.resignCurrent()
+            #expect(await eventually(within: .seconds(5)) { await reader.activities().isEmpty })
+        }
+        for broker in [a, b, c, hub] { await broker.stop() }
+    }
+
+    @Test("sites cut off from the upstream keep their own bus; when it is back, what changed meanwhile crosses within seconds")
+    func upstreamRestart() async throws {
+        let context = try Context()
+        var hub = try Broker.start(.init(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
+        let (hubFrontend, hubBackend) = (hub.frontendEndpoint, hub.backendEndpoint)
+        let (a, b) = (try Self.site(upstream: hub, context: context), try Self.site(upstream: hub, context: context))
+        try await withNodes([
+            Self.node("author", at: a, following: []),
+            Self.node("neighbour", at: a, following: ["org.sites."]),
+            Self.node("reader", at: b, following: ["org.sites."]),
+        ]) { nodes in
+            let (author, neighbour, reader) = (nodes[0], nodes[1], nodes[2])
+            let before = try UserActivity(activityType: "org.sites.edit")
+            before.title = "before the cut"
+            try await before.becomeCurrent(on: author)
+            #expect(await eventually(within: .seconds(5)) { await reader.activities().map(\.id) == [before.id] })
+
+            // The upstream goes away (killed): each site goes on with its own bus.
+            await hub.stop()
+            let during = try UserActivity(activityType: "org.sites.edit")
+            during.title = "made during the cut"
+            try await during.becomeCurrent(on: author)
+            #expect(await eventually(within: .seconds(5)) { await neighbour.activities().count == 2 })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await reader.activities().map(\.id) == [before.id])
+
+            // Back on the same endpoints, with an empty cache: the sites' links reconnect, site A's
+            // nodes advertise again at its upstream's request, and site B learns what it missed.
+            hub = try Broker.start(.init(frontend: hubFrontend, backend: hubBackend), context: context)
+            let back = ContinuousClock.now
+            #expect(await eventually(within: .seconds(5)) { await reader.activities().count == 2 })
+            print("site B knew what changed at site A during the cut \(ContinuousClock.now - back) after the upstream came back")
+            #expect(ContinuousClock.now - back < .seconds(3))
+            #expect(await eventually(within: .seconds(5)) { hub.counters.cachedActivities == 2 })
+        }
+        for broker in [a, b, hub] { await broker.stop() }
+    }
+
+    @Test("a site's broker refuses an upstream with CURVE (not supported yet) and an upstream without its cache, with clear errors")
+    func configurationChecked() throws {
+        let context = try Context()
+        var noCache = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*", lastValueCache: false)
+        noCache.upstreams = [.init(frontend: "tcp://127.0.0.1:1", backend: "tcp://127.0.0.1:2")]
+        #expect(throws: HandoffError.self) { _ = try Broker.start(noCache, context: context) }
+    }
+}
