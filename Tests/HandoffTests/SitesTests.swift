@@ -110,9 +110,58 @@ struct SitesTests {
         for broker in [a, b, hub] { await broker.stop() }
     }
 
-    @Test("a site's broker refuses an upstream with CURVE (not supported yet) and an upstream without its cache, with clear errors")
+    @Test("over CURVE: a site's broker joins the hub with the hub's key, and relays its nodes' messages only where the hub names it a relay")
+    func secureSites() async throws {
+        let hubKeys = try CurveKeyPair.generate()
+        let (siteA, siteB) = (try CurveKeyPair.generate(), try CurveKeyPair.generate())
+        let (author, reader) = (try CurveKeyPair.generate(), try CurveKeyPair.generate())
+        // A context each, as separate processes have: a context has one ZAP policy per domain.
+        var hubConfiguration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        hubConfiguration.security = Security(keyPair: hubKeys, authorizedKeys: [])
+        // Site B is a relay; site A is let in (in the account) but not named a relay.
+        hubConfiguration.security?.authorizedKeys = [siteA.publicKey]
+        hubConfiguration.relayKeys = [siteB.publicKey]
+        let hub = try Broker.start(hubConfiguration, context: try Context())
+        func site(_ keys: CurveKeyPair, node: CurveKeyPair) throws -> Broker {
+            var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+            configuration.security = Security(keyPair: keys, authorizedKeys: [node.publicKey], brokerKey: hubKeys.publicKey)
+            configuration.upstreams = [.init(frontend: hub.frontendEndpoint, backend: hub.backendEndpoint)]
+            return try Broker.start(configuration, context: try Context())
+        }
+        let (a, b) = (try site(siteA, node: author), try site(siteB, node: reader))
+        func secureNode(_ name: String, _ keys: CurveKeyPair, at broker: Broker, siteKey: CurveKeyPair, following: [String]) -> Node.Configuration {
+            var configuration = Self.node(name, at: broker, following: following)
+            configuration.security = Security(keyPair: keys, authorizedKeys: [siteKey.publicKey], brokerKey: siteKey.publicKey)
+            return configuration
+        }
+        try await withNodes([
+            secureNode("author", author, at: a, siteKey: siteA, following: ["org.sites."]),
+            secureNode("reader", reader, at: b, siteKey: siteB, following: ["org.sites."]),
+        ]) { nodes in
+            let (authorNode, readerNode) = (nodes[0], nodes[1])
+            // From the relay's site: it crosses.
+            let fromB = try UserActivity(activityType: "org.sites.edit")
+            try await fromB.becomeCurrent(on: readerNode)
+            #expect(await eventually(within: .seconds(5)) { await authorNode.activities().map(\.id) == [fromB.id] })
+            // From the site whose broker is no relay: the hub holds its connection to its own key,
+            // and a node's advertisement in the node's name is forged there.
+            let fromA = try UserActivity(activityType: "org.sites.edit")
+            try await fromA.becomeCurrent(on: authorNode)
+            #expect(await eventually(within: .seconds(5)) { hub.counters.forged > 0 })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await readerNode.activities().isEmpty)
+            #expect(hub.counters.cachedActivities == 1)
+        }
+        for broker in [a, b, hub] { await broker.stop() }
+    }
+
+    @Test("a site's broker refuses an upstream over CURVE without the upstream's key, and an upstream without its cache, with clear errors")
     func configurationChecked() throws {
         let context = try Context()
+        var keyless = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
+        keyless.security = Security(keyPair: try CurveKeyPair.generate(), authorizedKeys: [])
+        keyless.upstreams = [.init(frontend: "tcp://127.0.0.1:1", backend: "tcp://127.0.0.1:2")]
+        #expect(throws: HandoffError.self) { _ = try Broker.start(keyless, context: context) }
         var noCache = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*", lastValueCache: false)
         noCache.upstreams = [.init(frontend: "tcp://127.0.0.1:1", backend: "tcp://127.0.0.1:2")]
         #expect(throws: HandoffError.self) { _ = try Broker.start(noCache, context: context) }

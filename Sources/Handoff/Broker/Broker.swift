@@ -50,8 +50,14 @@ public final class Broker: Sendable {
         /// Every endpoint the broker binds.
         public var endpoints: [String] { [frontend, backend] + (capture.map { [$0] } ?? []) + upstreams.flatMap { [$0.frontend, $0.backend] } }
         /// Upstream brokers this one joins (sites): its own publishers' messages go up to each,
-        /// and what its subscribers follow comes down. Empty: a bus of its own.
+        /// and what its subscribers follow comes down. Empty: a bus of its own. With
+        /// ``security``, the links run CURVE to the upstream's key, ``Security/brokerKey``.
         public var upstreams: [Upstream] = []
+        /// With CURVE, the keys of the site brokers that join this one (their ``upstreams`` name
+        /// it): each relays its site's nodes' messages, so what arrives on its connection is not
+        /// held to that connection's key (the site's broker held it to its nodes' keys). They are
+        /// let in as if in the account.
+        public var relayKeys: Set<CurveKey> = []
 
         /// An upstream broker's endpoints, as its own nodes use them.
         public struct Upstream: Sendable, Hashable {
@@ -239,8 +245,11 @@ public final class Broker: Sendable {
         try Security.requireSecurity(
             for: configuration.endpoints, security: configuration.security,
             allowInsecure: configuration.allowInsecure, what: "the broker")
-        guard configuration.upstreams.isEmpty || configuration.security == nil else {
-            throw HandoffError(.invalidConfiguration, "an upstream broker over CURVE is not supported yet: join sites without CURVE (on loopback, or with allowInsecure)")
+        guard configuration.upstreams.isEmpty || configuration.security.map({ $0.brokerKey != nil }) ?? true else {
+            throw HandoffError(.invalidConfiguration, "a broker that joins an upstream broker over CURVE needs the upstream's public key (Security.brokerKey; handoff broker --broker-key)")
+        }
+        guard configuration.relayKeys.isEmpty || configuration.security != nil else {
+            throw HandoffError(.invalidConfiguration, "relay keys name site brokers' CURVE keys: the broker needs CURVE (a key pair) to have any")
         }
         guard configuration.upstreams.isEmpty || configuration.lastValueCache else {
             throw HandoffError(.invalidConfiguration, "a broker that joins an upstream broker needs its cache (its site's snapshots hold every site's activities)")
@@ -253,7 +262,7 @@ public final class Broker: Sendable {
             do { handler = try ZAPHandler.shared(for: context) } catch {
                 throw HandoffError(.invalidConfiguration, "the broker cannot start its authentication handler (ZAP): \(error)", cause: error)
             }
-            handler.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
+            handler.setPolicy(forDomain: Self.zapDomain, security.admitting(configuration.relayKeys).zapPolicy(logger: logger, what: "the broker"))
             secureZAP = handler
         }
         let zap = secureZAP
@@ -324,7 +333,7 @@ public final class Broker: Sendable {
         security.authorizedKeys = authorizedKeys
         var logger = Logger(label: "handoff.broker")
         logger[metadataKey: "broker"] = "\(configuration.frontend)"
-        zap.setPolicy(forDomain: Self.zapDomain, security.zapPolicy(logger: logger, what: "the broker"))
+        zap.setPolicy(forDomain: Self.zapDomain, security.admitting(configuration.relayKeys).zapPolicy(logger: logger, what: "the broker"))
     }
 
     /// Whether the broker is still forwarding (false after ``stop()``, or after the context was

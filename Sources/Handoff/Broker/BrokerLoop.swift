@@ -31,6 +31,8 @@ final class BrokerLoop: @unchecked Sendable {
     var upstreamSnapshots = UpstreamSnapshots()
     private let shared: SharedState
     private let secure: Bool
+    /// With CURVE: the keys of site brokers whose connections relay their nodes' messages.
+    private let relayKeys: Set<[UInt8]>
     var core: BrokerCore
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
     private var metrics = BrokerMetrics()
@@ -109,6 +111,7 @@ final class BrokerLoop: @unchecked Sendable {
                 // subscribes to everything (and asks for re-advertising) over this XPUB.
                 let up = try open(.xpub)
                 try watchLiveness(up)
+                if let security, let key = security.brokerKey { try security.secureClient(up, serverKey: key) }
                 try up.set(.sendHighWaterMark, hwm)
                 try up.set(.xpubVerbose, true)
                 try up.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
@@ -116,6 +119,7 @@ final class BrokerLoop: @unchecked Sendable {
                 // Down: what this site's subscribers subscribe to, from the upstream's backend.
                 let down = try open(.xsub)
                 try watchLiveness(down)
+                if let security, let key = security.brokerKey { try security.secureClient(down, serverKey: key) }
                 try down.set(.receiveHighWaterMark, hwm)
                 try down.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
                 try down.connect(upstream.backend)
@@ -142,6 +146,7 @@ final class BrokerLoop: @unchecked Sendable {
         self.shared = shared
         self.zap = zap
         secure = configuration.security != nil
+        relayKeys = Set(configuration.relayKeys.map(\.bytes))
         let host = ProcessInfo.processInfo.hostName
         core = BrokerCore(
             cacheEnabled: configuration.lastValueCache,
@@ -298,7 +303,9 @@ final class BrokerLoop: @unchecked Sendable {
     /// Publisher → subscribers: one message.
     private func fromPublisher(_ frames: [Frame]) throws(ZMQError) {
         // Every message is bound to the key that authenticated its connection (when secure).
-        let connectionKey = secure && frames.count == 2 ? frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? [] : nil
+        var connectionKey = secure && frames.count == 2 ? frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? [] : nil
+        // A site's broker relays its nodes' messages, each held to its node's key there.
+        if let key = connectionKey, !relayKeys.isEmpty, relayKeys.contains(key) { connectionKey = nil }
         let verdict = core.publisherMessage(frames, connectionKey: connectionKey, now: .now)
         publishCounters()
         switch verdict {

@@ -38,6 +38,13 @@ public struct Security: Sendable, Hashable {
         self.peerKeys = peerKeys
     }
 
+    /// The same security, with `keys` let in too (a broker's relays: its sites' brokers).
+    func admitting(_ keys: Set<CurveKey>) -> Security {
+        var security = self
+        security.authorizedKeys.formUnion(keys)
+        return security
+    }
+
     /// Whether `key` belongs to the account.
     public func authorizes(_ key: CurveKey) -> Bool {
         key == keyPair.publicKey || authorizedKeys.contains(key)

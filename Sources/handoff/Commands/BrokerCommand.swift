@@ -22,6 +22,8 @@ struct BrokerCommand: AsyncParsableCommand {
             help: ArgumentHelp("Join an upstream broker: its frontend and backend (repeat for a pair). This broker's nodes form a site of a wider bus: their messages go up, and what they follow comes down.",
                                valueName: "frontend backend"))
     var upstream: [String] = []
+    @Option(help: ArgumentHelp("With CURVE, a site broker's public key (a .pub file or Z85 text; repeatable): it joins this broker with --upstream and relays its nodes' messages, which its connection may then carry in their own names.", valueName: "key"))
+    var relay: [String] = []
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @Option(help: "Log the counters every this many seconds (0: only at exit).") var statsInterval: Double = 10
     @OptionGroup var security: SecurityOptions
@@ -41,7 +43,9 @@ struct BrokerCommand: AsyncParsableCommand {
             Broker.Configuration.Upstream(frontend: upstream[$0], backend: upstream[$0 + 1])
         }
         configuration.lastValueCache = !noCache
-        configuration.security = try security.resolve(needsBrokerKey: false)
+        // A site's broker joined to a hub over CURVE talks to it as a node talks to its broker.
+        configuration.security = try security.resolve(needsBrokerKey: !upstream.isEmpty)
+        configuration.relayKeys = Set(try relay.map { try KeyFile.readPublicKey($0) })
         configuration.allowInsecure = security.allowsInsecure()
         let registry = metricsOptions.bootstrap()
         // Its one busy thread forwards; libzmq's I/O thread sends what it queued in batches.
