@@ -61,88 +61,9 @@ final class BrokerLoop: @unchecked Sendable {
     private let exit = Mutex<(ended: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(_ configuration: Broker.Configuration, context: Context, shared: SharedState, zap: ZAPHandler?) throws(ZMQError) {
-        var opened: [Socket] = []
-        func open(_ type: SocketType) throws(ZMQError) -> Socket {
-            let socket = try context.socket(type)
-            opened.append(socket)
-            try socket.set(.linger, 0)
-            return socket
-        }
-        do {
-            let hwm = configuration.highWaterMark
-            let security = configuration.security
-            func secure(_ socket: Socket) throws(ZMQError) {
-                try security?.secureServer(socket, domain: Broker.zapDomain)
-            }
-            frontend = try open(.xsub)
-            try secure(frontend)
-            try frontend.set(.receiveHighWaterMark, hwm)
-            try frontend.set(.sendHighWaterMark, hwm)
-            // The contract's frame limit: a larger frame (or handshake command) disconnects its sender.
-            try frontend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-            try frontend.bind(configuration.frontend)
-            backend = try open(.xpub)
-            try secure(backend)
-            try backend.set(.sendHighWaterMark, hwm)
-            try backend.set(.receiveHighWaterMark, hwm)
-            try backend.set(.xpubVerbose, true)
-            try backend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-            try backend.bind(configuration.backend)
-            if let captureAddress = configuration.capture {
-                let socket = try open(.pub)
-                try secure(socket)
-                try socket.set(.sendHighWaterMark, hwm)
-                try socket.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-                try socket.bind(captureAddress)
-                capture = socket
-            } else {
-                capture = nil
-            }
-            // A link to another site crosses networks that drop packets rather than connections:
-            // heartbeats find a dead one in 3 s and a new connection is tried every second, so a
-            // link that comes back carries traffic within about a second, not after TCP's backoff.
-            func watchLiveness(_ socket: Socket) throws(ZMQError) {
-                try socket.set(.heartbeatInterval, 1000)
-                try socket.set(.heartbeatTimeout, 3000)
-                try socket.set(.connectTimeout, 1000)
-            }
-            upstreamLinks = try configuration.upstreams.map { (upstream) throws(ZMQError) -> UpstreamLink in
-                // Up: this site's publishers' messages, to the upstream's frontend, whose XSUB
-                // subscribes to everything (and asks for re-advertising) over this XPUB.
-                let up = try open(.xpub)
-                try watchLiveness(up)
-                if let security, let key = security.brokerKey { try security.secureClient(up, serverKey: key) }
-                try up.set(.sendHighWaterMark, hwm)
-                try up.set(.xpubVerbose, true)
-                try up.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-                try up.connect(upstream.frontend)
-                // Down: what this site's subscribers subscribe to, from the upstream's backend.
-                let down = try open(.xsub)
-                try watchLiveness(down)
-                if let security, let key = security.brokerKey { try security.secureClient(down, serverKey: key) }
-                try down.set(.receiveHighWaterMark, hwm)
-                try down.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-                try down.connect(upstream.backend)
-                return UpstreamLink(up: up, down: down)
-            }
-            // ZAP counts the keys it refuses; a peer without CURVE, or one that cannot prove the
-            // key it claims, fails before ZAP is asked, and only a monitor sees it.
-            handshakeMonitors = security == nil ? [] : try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
-                (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
-            }
-            endpoints = BoundEndpoints(
-                frontend: try frontend.lastEndpoint,
-                backend: try backend.lastEndpoint,
-                capture: try capture?.lastEndpoint)
-            if configuration.lastValueCache {
-                // Publishers (PUB) drop what nobody subscribed to. The cache must see every
-                // advertisement, also those sent before the first subscriber came.
-                _ = try frontend.trySend([UInt8(1)])
-            }
-        } catch {
-            for socket in opened { socket.close() }
-            throw error
-        }
+        let sockets = try BrokerSockets.open(configuration, context: context)
+        (frontend, backend, capture) = (sockets.frontend, sockets.backend, sockets.capture)
+        (upstreamLinks, handshakeMonitors, endpoints) = (sockets.upstreamLinks, sockets.handshakeMonitors, sockets.endpoints)
         self.shared = shared
         self.zap = zap
         secure = configuration.security != nil
