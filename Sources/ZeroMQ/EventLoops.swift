@@ -171,7 +171,7 @@ final class LoopExecutor: Sendable {
     }
 
     private func run(_ index: Int) {
-        nameCurrentThread("handoff-loop-\(index)")
+        ThreadName.setCurrent("handoff-loop-\(index)")
         let loop = LoopThread()
         loop.adopt()
         let watcher = ReadinessWatcher.shared

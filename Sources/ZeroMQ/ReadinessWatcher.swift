@@ -69,7 +69,7 @@ final class ReadinessWatcher: Sendable {
         // otherwise one thread of its own does.
         guard !EventLoops.isInstalled else { return }
         let thread = Thread { [self] in
-            nameCurrentThread("zmq-readiness")
+            ThreadName.setCurrent("zmq-readiness")
             while true { waitAndSignal() }
         }
         thread.start()

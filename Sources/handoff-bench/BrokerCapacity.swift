@@ -21,24 +21,9 @@ func capacityRecords(count: Int, origins: Int) throws -> [UInt8] {
         withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { records.append(contentsOf: $0) }
         records.append(contentsOf: bytes)
     }
-    var origin = WireNodeRef()
-    origin.name = "capacity publisher"
-    origin.host = ProcessInfo.processInfo.hostName
-    let perOrigin = max(1, count / max(1, origins))
-    var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
-    for index in 0..<count {
-        if index % perOrigin == 0 { origin.nodeID = UUID().uuidString }
-        var advertisement = WireAdvertisement()
-        advertisement.activityID = UUID().uuidString
-        advertisement.activityType = "org.capacity.type-\(index % 10)"
-        advertisement.title = "Activity \(index)"
-        advertisement.origin = origin
-        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
-        advertisement.version = 1
-        advertisement.leaseMs = 600_000
-        sequence += 1
-        append(Array("A:\(advertisement.activityType)".utf8))
-        append(try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: sequence).serializedBytes())
+    try simulatedAdvertisements(count, perOrigin: count / max(1, origins), typePrefix: "org.capacity.", publisher: "capacity publisher") {
+        append($0)
+        append($1)
     }
     return records
 }

@@ -48,18 +48,22 @@ func readSnapshot(_ socket: Socket, topic: [UInt8]) throws -> JoinedSnapshot {
     }
 }
 
-/// Publishes `count` advertisements (ten types under `org.fleet.`), `perOrigin` from each simulated
-/// node, each with a title of `titleBytes`.
-private func publishActivities(_ count: Int, perOrigin: Int, titleBytes: Int = 0, on publisher: Socket) throws {
+/// Makes `count` valid advertisements of ten types under `typePrefix`, `perOrigin` from each
+/// simulated node (a fresh id each), each with a title padded by `titleBytes`, and hands each to
+/// `body` as its topic and envelope: what the fleet and broker-capacity benchmarks publish.
+func simulatedAdvertisements(
+    _ count: Int, perOrigin: Int, typePrefix: String, publisher: String, titleBytes: Int = 0,
+    _ body: (_ topic: [UInt8], _ envelope: [UInt8]) throws -> Void
+) throws {
     var origin = WireNodeRef()
-    origin.name = "fleet publisher"
+    origin.name = publisher
     origin.host = ProcessInfo.processInfo.hostName
     var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
     for index in 0..<count {
-        if index % perOrigin == 0 { origin.nodeID = UUID().uuidString }
+        if index % max(1, perOrigin) == 0 { origin.nodeID = UUID().uuidString }
         var advertisement = WireAdvertisement()
         advertisement.activityID = UUID().uuidString
-        advertisement.activityType = "org.fleet.type-\(index % 10)"
+        advertisement.activityType = "\(typePrefix)type-\(index % 10)"
         advertisement.title = "activity \(index)" + String(repeating: "x", count: titleBytes)
         advertisement.origin = origin
         advertisement.continueEndpoint = "tcp://127.0.0.1:1"
@@ -67,8 +71,16 @@ private func publishActivities(_ count: Int, perOrigin: Int, titleBytes: Int = 0
         advertisement.leaseMs = 600_000
         sequence += 1
         let envelope: [UInt8] = try WireEnvelope(body: .advertisement(advertisement), sender: origin, sequence: sequence).serializedBytes()
-        try publisher.send(Array("A:\(advertisement.activityType)".utf8), more: true)
-        try publisher.send(envelope)
+        try body(Array("A:\(advertisement.activityType)".utf8), envelope)
+    }
+}
+
+/// Publishes `count` advertisements (ten types under `org.fleet.`), `perOrigin` from each simulated
+/// node, each with a title of `titleBytes`.
+private func publishActivities(_ count: Int, perOrigin: Int, titleBytes: Int = 0, on publisher: Socket) throws {
+    try simulatedAdvertisements(count, perOrigin: perOrigin, typePrefix: "org.fleet.", publisher: "fleet publisher", titleBytes: titleBytes) {
+        try publisher.send($0, more: true)
+        try publisher.send($1)
     }
 }
 

@@ -75,7 +75,7 @@ struct EventLoopsTests {
         try #require(await Self.loops(), "HANDOFF_EVENT_LOOPS=0")
         let expected = EventLoops.requestedThreads ?? EventLoops.defaultThreads
         // Threads started from a loop inherit its name; the loops' own names go from 0 to count - 1.
-        // Each loop thread names itself once it runs (nameCurrentThread; Foundation's Thread.name
+        // Each loop thread names itself once it runs (ThreadName.setCurrent; Foundation's Thread.name
         // left 2 to 3 threads in 100 unnamed, twice a loop here in CI), so it looks for a while.
         func loopNames() throws -> Set<String> {
             let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")

@@ -49,15 +49,16 @@ extension BrokerCore {
     /// when it is news here.
     mutating func upstreamSnapshotAdvertisement(_ envelope: Frame, now: ContinuousClock.Instant) -> [UInt8]? {
         guard let type = envelope.withUnsafeBytes({ WireBusSummary.advertisedType($0) }) else { return nil }
-        let frames = [Frame(Topic.activity(type)), envelope]
-        guard case .advertisement(let advertisement, _) = BrokerBusContent(frames, readingSender: false),
-              !localOrigins.contains(advertisement.origin, now: now) else { return nil }
+        let topic = Topic.activity(type)
+        let frames = [Frame(topic), envelope]
+        let content = BrokerBusContent(frames, readingSender: false)
+        guard case .advertisement(let advertisement, _) = content, !localOrigins.contains(advertisement.origin, now: now) else { return nil }
         if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version { return nil }
-        guard case .taken = take(BrokerBusContent(frames, readingSender: false), frames: frames, now: now) else { return nil }
+        guard case .taken = take(content, frames: frames, now: now) else { return nil }
         counted.upstreamIn += 1
         counted.messagesOut += 1
-        counted.bytesOut += frames[0].count + envelope.count
-        return Topic.activity(type)
+        counted.bytesOut += topic.count + envelope.count
+        return topic
     }
 
     /// Whether a subscriber's (un)subscription goes upstream (what this site's nodes follow, and

@@ -76,7 +76,8 @@ struct BrokerCore {
             counted.forged += 1
             return .forged(reason: forgery)
         }
-        if let origin = content.claim?.originID, upstream { localOrigins.heard(origin, now: now) }
+        // (Upstream only: `claim` copies the sender's fields, which no other broker needs here.)
+        if upstream, let origin = content.claim?.originID { localOrigins.heard(origin, now: now) }
         let ask: String?
         switch take(content, frames: frames, now: now) {
         case .overQuota(let activityID, let origin):

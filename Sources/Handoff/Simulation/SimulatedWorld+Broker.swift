@@ -22,16 +22,12 @@ extension SimulatedWorld {
 
     /// When a message a node sends now reaches the broker, in order after the last one.
     func arriveAtBroker(from index: Int) -> Duration {
-        let arrival = max(now + delay(.microseconds(100)...options.maxLatency), brokerLinks[index].up.lastArrival)
-        brokerLinks[index].up.lastArrival = arrival
-        return arrival
+        arrival(on: &brokerLinks[index].up)
     }
 
     /// When a message the broker sends now reaches a node, in order after the last one.
     func arriveFromBroker(to index: Int) -> Duration {
-        let arrival = max(now + delay(.microseconds(100)...options.maxLatency), brokerLinks[index].down.lastArrival)
-        brokerLinks[index].down.lastArrival = arrival
-        return arrival
+        arrival(on: &brokerLinks[index].down)
     }
 
     /// A node's connection to the broker comes up: the broker's XSUB subscribes to everything at

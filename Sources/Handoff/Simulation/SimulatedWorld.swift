@@ -289,8 +289,14 @@ final class SimulatedWorld {
     /// When a message sent now on a connection arrives: after its delay, and never before the
     /// one sent before it on the same connection.
     private func arrive(from: Int, to: Int) -> Duration {
-        let arrival = max(now + network.duration(.microseconds(100)...options.maxLatency), links[from][to].lastArrival)
-        links[from][to].lastArrival = arrival
+        arrival(on: &links[from][to])
+    }
+
+    /// When a message sent now on `link` arrives: after its delay, never before the one sent
+    /// before it (node to node, and each way between a node and the broker).
+    func arrival(on link: inout Link) -> Duration {
+        let arrival = max(now + network.duration(.microseconds(100)...options.maxLatency), link.lastArrival)
+        link.lastArrival = arrival
         return arrival
     }
 
