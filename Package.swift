@@ -5,6 +5,7 @@ let package = Package(
     name: "Handoff",
     platforms: [.macOS(.v15)],
     products: [
+        .library(name: "HandoffExecutor", targets: ["HandoffExecutor"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "HandoffWire", targets: ["HandoffWire"]),
         .library(name: "Handoff", targets: ["Handoff"]),
@@ -34,7 +35,9 @@ let package = Package(
             pkgConfig: "libzmq",
             providers: [.apt(["libzmq3-dev"])]
         ),
-        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", .product(name: "DequeModule", package: "swift-collections")]),
+        // Event-loop threads as a TaskExecutor and SerialExecutors on them: public Swift API only.
+        .target(name: "HandoffExecutor", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "HandoffExecutor", .product(name: "DequeModule", package: "swift-collections")]),
         // Generated from Proto/ by Proto/generate.sh. DO NOT EDIT the *.pb.swift files.
         .target(
             name: "HandoffWire",
@@ -47,6 +50,7 @@ let package = Package(
             name: "Handoff",
             dependencies: [
                 "ZeroMQ",
+                "HandoffExecutor",
                 "CHandoffChecksum",
                 "CHandoffPlugin",
                 "HandoffWire",
@@ -68,6 +72,7 @@ let package = Package(
             dependencies: [
                 "Handoff",
                 "ZeroMQ",
+                "HandoffExecutor",
                 "HandoffWire",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -111,7 +116,7 @@ let package = Package(
         // Benchmarks: Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.
         .executableTarget(
             name: "handoff-bench",
-            dependencies: ["Handoff", "ZeroMQ", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Handoff", "ZeroMQ", "HandoffExecutor", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum", .product(name: "Logging", package: "swift-log")]
         ),
         // The deterministic simulator: the node's protocol machines in a seeded fleet (Handoff's
         // Simulation/), from the command line.
@@ -119,11 +124,12 @@ let package = Package(
             name: "handoff-sim",
             dependencies: ["Handoff", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "HandoffExecutorTests", dependencies: ["HandoffExecutor"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "HandoffExecutor"]),
         .testTarget(
             name: "HandoffTests",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff", "handoff-sim",
+                "Handoff", "ZeroMQ", "HandoffExecutor", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff", "handoff-sim",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
@@ -134,7 +140,7 @@ let package = Package(
         .executableTarget(
             name: "HandoffTestNode",
             dependencies: [
-                "Handoff", "ZeroMQ",
+                "Handoff", "ZeroMQ", "HandoffExecutor",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

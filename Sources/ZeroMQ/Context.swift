@@ -26,7 +26,6 @@ public final class Context: @unchecked Sendable {
     ///   - ioThreadScheduling: How Linux schedules the I/O threads (``IOThreadScheduling``).
     /// - Throws: ``ZMQError`` when libzmq cannot create the context or rejects an option.
     public init(ioThreads: Int = 1, maxSockets: Int? = nil, ioThreadScheduling: IOThreadScheduling = .normal) throws(ZMQError) {
-        EventLoops.installIfRequested()
         guard let handle = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new()") }
         self.handle = handle
         try set(ZMQ_IO_THREADS, Int32(ioThreads), "ZMQ_IO_THREADS")

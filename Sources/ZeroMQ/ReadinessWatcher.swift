@@ -1,9 +1,11 @@
 import CZeroMQ
 import Foundation
 import Glibc
+import HandoffExecutor
 import Synchronization
 
-/// Waits for libzmq's `ZMQ_FD` signals on behalf of Swift tasks, on one epoll thread per process.
+/// Waits for libzmq's `ZMQ_FD` signals on behalf of Swift tasks: the idler of the process's event
+/// loops (``EventLoops``), which wait in its epoll set whenever they have no job.
 ///
 /// `ZMQ_FD` is edge-triggered: it signals that the socket's state *may* have changed, and does so
 /// only after the owner has read `ZMQ_EVENTS` and found nothing. Every registration therefore
@@ -19,7 +21,7 @@ import Synchronization
 ///
 /// The watcher never touches a libzmq socket: it only watches file descriptors. Every libzmq call
 /// stays on the socket's owner.
-final class ReadinessWatcher: Sendable {
+final class ReadinessWatcher: LoopIdler {
     static let shared = ReadinessWatcher()
 
     enum Outcome: Sendable {
@@ -64,19 +66,11 @@ final class ReadinessWatcher: Sendable {
         event.events = EPOLLIN.rawValue | EPOLLET.rawValue
         event.data.u64 = Self.wakeTag
         precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl failed: errno \(errno)")
-        // With the event loops installed (by then: every socket comes from a ``Context``, whose
-        // initializer installs them when asked) they wait on this epoll set between jobs;
-        // otherwise one thread of its own does.
-        guard !EventLoops.isInstalled else { return }
-        let thread = Thread { [self] in
-            ThreadName.setCurrent("zmq-readiness")
-            while true { waitAndSignal() }
-        }
-        thread.start()
     }
 
     /// Starts watching `fd` (a socket's `ZMQ_FD`) and returns the registration's id.
     func register(fd: Int32) -> UInt64 {
+        _ = EventLoops.shared  // the loops wait on the epoll set: they must be running
         let id = state.withLock { state in
             let id = state.nextID
             state.nextID += 1
@@ -212,18 +206,18 @@ final class ReadinessWatcher: Sendable {
         return continuation
     }
 
-    /// Makes a thread waiting in ``waitAndSignal(afterWaking:)`` return: to recompute its timeout, or
-    /// (for the event loops) to run a job.
+    /// Makes a loop waiting in ``waitForWork(afterWaking:)`` return: to recompute its timeout, or to
+    /// run a job.
     func wake() {
         var one: UInt64 = 1
         _ = Glibc.write(wakeFD, &one, MemoryLayout<UInt64>.size)
     }
 
     /// Waits in `epoll_wait` until a registration is signalled, a waiter's deadline passes or
-    /// ``wake()`` is called; calls `afterWaking`, then resumes the waiters concerned. Called in a loop
-    /// by the watcher's thread, or by each event loop between its jobs; safe from several threads at
-    /// once (epoll hands each event to one of them).
-    func waitAndSignal(afterWaking: () -> Void = {}) {
+    /// ``wake()`` is called; calls `afterWaking`, then resumes the waiters concerned. Called by each
+    /// event loop between its jobs; safe from several threads at once (epoll hands each event to one
+    /// of them).
+    func waitForWork(afterWaking: () -> Void) {
         let capacity = 64
         return withUnsafeTemporaryAllocation(of: epoll_event.self, capacity: capacity) { buffer in
             let events = buffer.baseAddress!

@@ -6,6 +6,7 @@
 import CPeerBaselines
 import CRawBaselines
 import Foundation
+import HandoffExecutor
 import Handoff
 import Logging
 import ZeroMQ
@@ -619,9 +620,6 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let mallocDefault = stringOption("--malloc", in: arguments) == "default"
     || ProcessInfo.processInfo.environment["HANDOFF_BENCH_MALLOC"] == "default"
 let allocator = mallocDefault ? AllocatorTuning.Outcome.leftToEnvironment : AllocatorTuning.keepStreamBuffers()
-// Every role runs its tasks on the event loops, as the `handoff` command does; HANDOFF_EVENT_LOOPS=0
-// (inherited by the children) keeps Swift's own pool, for comparison.
-let eventLoops = EventLoops.install()
 if mallocDefault {
     setenv("HANDOFF_BENCH_MALLOC", "default", 1)
     // A malloc tunable at its default value: `handoff` processes started by this one (agents,
@@ -655,128 +653,130 @@ func banner() {
     print(allocator == .tuned
         ? "allocator: every process as the handoff command runs (AllocatorTuning: trim \(AllocatorTuning.trimThreshold >> 20) MiB, mmap \(AllocatorTuning.mmapThreshold >> 20) MiB)"
         : "allocator: glibc's defaults or GLIBC_TUNABLES (--malloc default)")
-    print(eventLoops
-        ? "tasks: on Handoff's event loops in every process, as the handoff command runs (EventLoops)"
-        : "tasks: on Swift's own thread pool (HANDOFF_EVENT_LOOPS=0)")
+    print("tasks: on Handoff's event loops in every process (\(EventLoops.shared.threadCount) each here), as the handoff command runs (EventLoops)")
     #if DEBUG
     print("warning: a debug build; figures mean little. Build with -c release (scripts/bench does).")
     #endif
 }
 
-switch arguments.first {
-case "all":
-    banner()
-    let started = ContinuousClock.now
-    try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
-    print("")
-    try await benchContinue(rounds: intOption("--rounds", 5000))
-    print("")
-    try await benchStreams(Options(Array(arguments.dropFirst())))
-    print("")
-    try await benchLateJoiner(count: intOption("--activities", 1000))
-    printSummary()
-    print(String(format: "\nwhole run: %.0f s", seconds(ContinuousClock.now - started)))
-case "streams":
-    banner()
-    try await benchStreams(Options(Array(arguments.dropFirst())))
-    printSummary()
-case "continue":
-    banner()
-    try await benchContinue(rounds: intOption("--rounds", 5000))
-    printSummary()
-case "adverts":
-    banner()
-    try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
-    printSummary()
-case "advert-floor":
-    banner()
-    try await benchAdvertFloor(count: intOption("--count", 100_000), trials: intOption("--trials", 5))
-case "become-current":
-    banner()
-    try await benchBecomeCurrent(count: intOption("--count", 50000))
-case "checksum":
-    banner()
-    benchChecksum(Array(arguments.dropFirst()))
-    printSummary()
-case "late-joiner":
-    banner()
-    try await benchLateJoiner(count: intOption("--count", 1000))
-    printSummary()
-case "slow-reader":
-    banner()
-    try benchSlowReader(Array(arguments.dropFirst()))
-    printSummary()
-case "hostile":
-    banner()
-    try await benchHostile(Array(arguments.dropFirst()))
-case "fuzz-memory":
-    banner()
-    try benchFuzzMemory(Array(arguments.dropFirst()))
-    printSummary()
-case "broker-capacity":
-    banner()
-    try benchBrokerCapacity(Array(arguments.dropFirst()))
-    printSummary()
-case "fleet":
-    banner()
-    try benchFleet(Array(arguments.dropFirst()))
-    try benchFleetSteady(Array(arguments.dropFirst()))
-    printSummary()
-// Hidden: the two ends of a stream or of continue round trips as processes of their own, and the
-// raw baselines' ends.
-case "stream-originator":
-    try await runStreamOriginator(arguments)
-case "stream-continuer":
-    try await runStreamContinuer(arguments)
-case "fleet-watcher":
-    try await runFleetWatcher(arguments)
-case "raw-stream":
-    runRawStream(arguments)
-case "raw-stream-server":
-    runRawStreamServer(arguments)
-case "raw-stream-client":
-    runRawStreamClient(arguments)
-case "continue-originator":
-    try await runContinueOriginator(arguments)
-case "continue-continuer":
-    try await runContinueContinuer(arguments)
-case "raw-rep-server":
-    runRawReplyServer(arguments)
-case "raw-req-client":
-    runRawRequestClient(arguments)
-case "advert-broker":
-    try await runAdvertBroker()
-case "raw-proxy":
-    await runRawProxy()
-case "capacity-publisher":
-    try runCapacityPublisher(arguments)
-case "capacity-subscriber":
-    try runCapacitySubscriber(arguments)
-default:
-    print("""
-        usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
-               handoff-bench adverts [--count N] [--trials N]
-                                                        advertisements through the broker vs raw libzmq, NATS, Redis
-               handoff-bench advert-floor [--count N] [--trials N]
-                                                        what an advertisement costs at the least, against the target's budget
-               handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP, in one process and between two
-               handoff-bench streams [--size MiB] [--runs N] [--window chunks]
-                                                        streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
-               handoff-bench late-joiner [--count N]    a new node's time to see N current activities
-               handoff-bench checksum [--chunk-kib N] [--mib N]
-                                                        CRC-32C per implementation against memcpy
-               handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
-               handoff-bench slow-reader [--seconds S] [--size MiB]
-                                                        a stream whose reader is slow: it outlasts every timeout
-               handoff-bench hostile [--contacts N] [--streams N] [--push-mib N] [--dealers N]
-                                                        an agent's memory, threads and service under hostile peers
-               handoff-bench fuzz-memory [--inputs N] [--rounds N]
-                                                        an agent's memory over identical rounds of fuzzed input
-               handoff-bench broker-capacity [--count N] [--origins N] [--subscribers 1,4] [--trials N] [--memory-activities N]
-                                                        what one broker forwards on one CPU, against a raw zmq_proxy;
-                                                        its floor; its memory per cached activity
-               handoff-bench fleet [--joiners N] [--activities N] [--flood N] [--nodes N] [--per-node N] [--steady-seconds S]
-                                                        simulated nodes joining a real broker one after another,
-                                                        a flood from one node, and a fleet at rest
-        """)
+// Every role runs its tasks on the event loops, as the `handoff` command does (task executor
+// preference, inherited by the child tasks).
+try await withTaskExecutorPreference(EventLoops.shared) {
+    switch arguments.first {
+    case "all":
+        banner()
+        let started = ContinuousClock.now
+        try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
+        print("")
+        try await benchContinue(rounds: intOption("--rounds", 5000))
+        print("")
+        try await benchStreams(Options(Array(arguments.dropFirst())))
+        print("")
+        try await benchLateJoiner(count: intOption("--activities", 1000))
+        printSummary()
+        print(String(format: "\nwhole run: %.0f s", seconds(ContinuousClock.now - started)))
+    case "streams":
+        banner()
+        try await benchStreams(Options(Array(arguments.dropFirst())))
+        printSummary()
+    case "continue":
+        banner()
+        try await benchContinue(rounds: intOption("--rounds", 5000))
+        printSummary()
+    case "adverts":
+        banner()
+        try await benchAdverts(count: intOption("--count", 20000), trials: intOption("--trials", 3))
+        printSummary()
+    case "advert-floor":
+        banner()
+        try await benchAdvertFloor(count: intOption("--count", 100_000), trials: intOption("--trials", 5))
+    case "become-current":
+        banner()
+        try await benchBecomeCurrent(count: intOption("--count", 50000))
+    case "checksum":
+        banner()
+        benchChecksum(Array(arguments.dropFirst()))
+        printSummary()
+    case "late-joiner":
+        banner()
+        try await benchLateJoiner(count: intOption("--count", 1000))
+        printSummary()
+    case "slow-reader":
+        banner()
+        try benchSlowReader(Array(arguments.dropFirst()))
+        printSummary()
+    case "hostile":
+        banner()
+        try await benchHostile(Array(arguments.dropFirst()))
+    case "fuzz-memory":
+        banner()
+        try benchFuzzMemory(Array(arguments.dropFirst()))
+        printSummary()
+    case "broker-capacity":
+        banner()
+        try benchBrokerCapacity(Array(arguments.dropFirst()))
+        printSummary()
+    case "fleet":
+        banner()
+        try benchFleet(Array(arguments.dropFirst()))
+        try benchFleetSteady(Array(arguments.dropFirst()))
+        printSummary()
+    // Hidden: the two ends of a stream or of continue round trips as processes of their own, and the
+    // raw baselines' ends.
+    case "stream-originator":
+        try await runStreamOriginator(arguments)
+    case "stream-continuer":
+        try await runStreamContinuer(arguments)
+    case "fleet-watcher":
+        try await runFleetWatcher(arguments)
+    case "raw-stream":
+        runRawStream(arguments)
+    case "raw-stream-server":
+        runRawStreamServer(arguments)
+    case "raw-stream-client":
+        runRawStreamClient(arguments)
+    case "continue-originator":
+        try await runContinueOriginator(arguments)
+    case "continue-continuer":
+        try await runContinueContinuer(arguments)
+    case "raw-rep-server":
+        runRawReplyServer(arguments)
+    case "raw-req-client":
+        runRawRequestClient(arguments)
+    case "advert-broker":
+        try await runAdvertBroker()
+    case "raw-proxy":
+        await runRawProxy()
+    case "capacity-publisher":
+        try runCapacityPublisher(arguments)
+    case "capacity-subscriber":
+        try runCapacitySubscriber(arguments)
+    default:
+        print("""
+            usage: handoff-bench all [--timeout S] [--malloc default] [--count N] [--trials N] [--rounds N] [--size MiB] [--runs N] [--activities N]
+                   handoff-bench adverts [--count N] [--trials N]
+                                                            advertisements through the broker vs raw libzmq, NATS, Redis
+                   handoff-bench advert-floor [--count N] [--trials N]
+                                                            what an advertisement costs at the least, against the target's budget
+                   handoff-bench continue [--rounds N]      continue round trips vs raw REQ/REP, in one process and between two
+                   handoff-bench streams [--size MiB] [--runs N] [--window chunks]
+                                                            streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory
+                   handoff-bench late-joiner [--count N]    a new node's time to see N current activities
+                   handoff-bench checksum [--chunk-kib N] [--mib N]
+                                                            CRC-32C per implementation against memcpy
+                   handoff-bench become-current [--count N] becomeCurrent alone, on an idle node
+                   handoff-bench slow-reader [--seconds S] [--size MiB]
+                                                            a stream whose reader is slow: it outlasts every timeout
+                   handoff-bench hostile [--contacts N] [--streams N] [--push-mib N] [--dealers N]
+                                                            an agent's memory, threads and service under hostile peers
+                   handoff-bench fuzz-memory [--inputs N] [--rounds N]
+                                                            an agent's memory over identical rounds of fuzzed input
+                   handoff-bench broker-capacity [--count N] [--origins N] [--subscribers 1,4] [--trials N] [--memory-activities N]
+                                                            what one broker forwards on one CPU, against a raw zmq_proxy;
+                                                            its floor; its memory per cached activity
+                   handoff-bench fleet [--joiners N] [--activities N] [--flood N] [--nodes N] [--per-node N] [--steady-seconds S]
+                                                            simulated nodes joining a real broker one after another,
+                                                            a flood from one node, and a fleet at rest
+            """)
+    }
 }

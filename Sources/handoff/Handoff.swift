@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HandoffExecutor
 import Handoff
 import Logging
 import Synchronization
@@ -24,30 +25,32 @@ struct HandoffCommand: AsyncParsableCommand {
     static func main() async {
         // Before any thread allocates: a stream's chunks reuse their pages (AllocatorTuning).
         AllocatorTuning.keepStreamBuffers()
-        // Before any task or socket: tasks run on the loops that wait for the sockets (EventLoops).
-        EventLoops.install()
-        do {
-            var command = try parseAsRoot()
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            let status = exitCode(for: error)
-            if JSONLogHandler.isActive.load(ordering: .relaxed), status != .success {
-                // Every error of the command is a HandoffError: its code and details as fields.
-                var metadata: Logger.Metadata = [:]
-                if let error = error as? HandoffError {
-                    metadata["code"] = "\(error.code)"
-                    metadata["code_value"] = "\(error.code.rawValue)"
-                    for (key, value) in error.details { metadata[key] = "\(value)" }
-                    if let cause = error.cause { metadata["cause"] = "\(cause)" }
+        // Every task of the command, and the child tasks it starts, on the loops that wait for the
+        // sockets (EventLoops): public task executor preference, inherited by child tasks.
+        await withTaskExecutorPreference(EventLoops.shared) {
+            do {
+                var command = try parseAsRoot()
+                if var asyncCommand = command as? any AsyncParsableCommand {
+                    try await asyncCommand.run()
+                } else {
+                    try command.run()
                 }
-                Logger(label: "handoff").error("\(fullMessage(for: error))", metadata: metadata)
-                Foundation.exit(status.rawValue)
+            } catch {
+                let status = exitCode(for: error)
+                if JSONLogHandler.isActive.load(ordering: .relaxed), status != .success {
+                    // Every error of the command is a HandoffError: its code and details as fields.
+                    var metadata: Logger.Metadata = [:]
+                    if let error = error as? HandoffError {
+                        metadata["code"] = "\(error.code)"
+                        metadata["code_value"] = "\(error.code.rawValue)"
+                        for (key, value) in error.details { metadata[key] = "\(value)" }
+                        if let cause = error.cause { metadata["cause"] = "\(cause)" }
+                    }
+                    Logger(label: "handoff").error("\(fullMessage(for: error))", metadata: metadata)
+                    Foundation.exit(status.rawValue)
+                }
+                exit(withError: error)
             }
-            exit(withError: error)
         }
     }
 }

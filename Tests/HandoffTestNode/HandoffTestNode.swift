@@ -1,4 +1,5 @@
 import Foundation
+import HandoffExecutor
 import Handoff
 import Logging
 import ServiceLifecycle
@@ -31,7 +32,12 @@ import ZeroMQ
 /// All but stream-sink and agent run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
 @main
 struct HandoffTestNode {
+    /// Runs as the `handoff` command does: its tasks on the event loops (task executor preference).
     static func main() async throws {
+        try await withTaskExecutorPreference(EventLoops.shared) { try await run() }
+    }
+
+    static func run() async throws {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .warning
@@ -229,8 +235,7 @@ func agent(frontend: String, backend: String, pluginFolder: String, dataFolder: 
 }
 
 /// Standard input, line by line, read on a thread of its own: `readLine()` blocks, and called from
-/// a task it would hold one of the process's event loops (the global executor under
-/// `HANDOFF_EVENT_LOOPS=1`) for as long as the agent runs.
+/// a task it would hold one of the process's event loops for as long as the agent runs.
 func standardInputLines() -> AsyncStream<String> {
     AsyncStream { continuation in
         let thread = Thread {

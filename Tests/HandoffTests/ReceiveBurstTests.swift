@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+import HandoffExecutor
 import ZeroMQ
 @testable import Handoff
 
@@ -12,7 +13,8 @@ struct ReceiveBurstTests {
         let flag = Atomic<Bool>(false)
     }
 
-    /// Stands for the node: an actor whose receiver runs without suspending.
+    /// Stands for the node: an actor whose receiver runs without suspending (on the loops, as a
+    /// node's receivers do).
     actor Receiver {
         private var sum = 0
 
@@ -34,13 +36,10 @@ struct ReceiveBurstTests {
 
     @Test("what a receiver hands off runs within 50 bursts of 64 messages, however long its flow")
     func handedOffRunsUnderASustainedFlow() async throws {
-        // On the loops, as scripts/test and the handoff command run (unless HANDOFF_EVENT_LOOPS=0:
-        // then handing off does nothing and the reader runs beside the receiver).
-        EventLoops.install()
-        await Task.yield()
         let seen = Seen()
         let (stream, sink) = AsyncStream.makeStream(of: Int.self)
-        let reader = Task {
+        // The reader on the loops too, as a node's watcher would be in the handoff command.
+        let reader = Task(executorPreference: EventLoops.shared) {
             for await _ in stream {
                 seen.flag.store(true, ordering: .releasing)
                 return
@@ -48,7 +47,9 @@ struct ReceiveBurstTests {
         }
         try await Task.sleep(for: .milliseconds(20))  // the reader waits on the stream
         let messages = 100 * ReceiveBurst.limit
-        let handled = await Receiver().spin(handingOff: sink, seen: seen, messages: messages)
+        let handled = await Task(executorPreference: EventLoops.shared) {
+            await Receiver().spin(handingOff: sink, seen: seen, messages: messages)
+        }.value
         await reader.value
         let ranAfter = try #require(handled, "the reader never ran while \(messages) messages were handled")
         // Jobs other tests left on the loops may run first (on two loops in the full suite, once

@@ -21,9 +21,9 @@ import ZeroMQ
 /// send before anyone subscribes, the broker subscribes its frontend to everything, so all bus
 /// traffic reaches it.
 ///
-/// The broker runs as a task on the process's event loops (``ZeroMQ/EventLoops``), the same model
-/// as a ``Node``: an actor whose tasks own all of its sockets and wait for their readiness without
-/// blocking a thread. ``stop()`` ends it. ``Broker`` is also a swift-service-lifecycle `Service`
+/// The broker runs on a thread of its own (`BrokerLoop`, named `handoff-broker`) that owns all of
+/// its sockets and waits in `zmq_poll`, as libzmq's proxy does. ``stop()`` ends it. ``Broker`` is
+/// also a swift-service-lifecycle `Service`
 /// for a `ServiceGroup`.
 ///
 /// ```swift

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffExecutor
 import HandoffWire
 import Logging
 import Synchronization

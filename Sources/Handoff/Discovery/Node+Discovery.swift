@@ -1,4 +1,5 @@
 import Foundation
+import HandoffExecutor
 import HandoffWire
 import Logging
 import ZeroMQ
@@ -27,7 +28,7 @@ extension Node {
             continuation.yield(.appeared(entry.activity))
         }
         continuation.onTermination = { [weak self] _ in
-            Task { await self?.removeWatcher(watcherID) }
+            Task(executorPreference: EventLoops.shared) { await self?.removeWatcher(watcherID) }
         }
         return stream
     }

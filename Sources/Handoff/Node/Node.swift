@@ -1,4 +1,5 @@
 import Foundation
+import HandoffExecutor
 import HandoffWire
 import Logging
 import ServiceLifecycle
@@ -259,23 +260,28 @@ public actor Node: Service {
     private func runLoops() async {
         let (jobStream, jobContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
         lifecycle.jobs = jobContinuation
-        await withTaskCancellationHandler {
-            await withDiscardingTaskGroup { group in
-                for index in self.subscribers.indices { group.addTask { await self.receiveBus(index) } }
-                group.addTask { await self.serveContinuations() }
-                group.addTask { await self.answerSubscriptions() }
-                group.addTask { await self.runSchedule() }
-                group.addTask { await self.applyChanges() }
-                for index in self.sockets.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
-                for index in self.sockets.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
-                for await job in jobStream { group.addTask { await job() } }
-                group.cancelAll()
-                // Jobs (delegates, plugin calls) may wait on a stream or a continue: end those now,
-                // or the group would wait for them forever.
-                self.failOutstanding()
+        // The node's child tasks (its receivers, its jobs: delegates, plugin calls) prefer the
+        // process's event loops, whoever called run(): the node, an actor with no executor of its
+        // own, runs where they run.
+        await withTaskExecutorPreference(EventLoops.shared) {
+            await withTaskCancellationHandler {
+                await withDiscardingTaskGroup { group in
+                    for index in self.subscribers.indices { group.addTask { await self.receiveBus(index) } }
+                    group.addTask { await self.serveContinuations() }
+                    group.addTask { await self.answerSubscriptions() }
+                    group.addTask { await self.runSchedule() }
+                    group.addTask { await self.applyChanges() }
+                    for index in self.sockets.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
+                    for index in self.sockets.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
+                    for await job in jobStream { group.addTask { await job() } }
+                    group.cancelAll()
+                    // Jobs (delegates, plugin calls) may wait on a stream or a continue: end those now,
+                    // or the group would wait for them forever.
+                    self.failOutstanding()
+                }
+            } onCancel: {
+                jobContinuation.finish()
             }
-        } onCancel: {
-            jobContinuation.finish()
         }
     }
 

@@ -1,5 +1,6 @@
 import DequeModule
 import Foundation
+import HandoffExecutor
 import HandoffWire
 import Logging
 import SwiftProtobuf
@@ -97,7 +98,7 @@ extension Node {
         let activityType = activity.activityType
         let key = session.key
         // Bounds the wait for the answer, and only that: cancelled as soon as the answer arrives.
-        let timer = Task { [weak self] in
+        let timer = Task(executorPreference: EventLoops.shared) { [weak self] in
             do { try await Task.sleep(for: timeout) } catch { return }
             await self?.failUnansweredOpen(key, HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer the request to open streams within \(timeout) (continueTimeout)", activityType: activityType))
         }
