@@ -124,12 +124,15 @@ let package = Package(
             name: "handoff-sim",
             dependencies: ["Handoff", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .testTarget(name: "HandoffExecutorTests", dependencies: ["HandoffExecutor"]),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "HandoffExecutor"]),
+        // What every test target shares: the `.exclusive` trait (tests that must not run beside
+        // each other under plain, parallel `swift test`).
+        .target(name: "HandoffTestSupport", path: "Tests/HandoffTestSupport"),
+        .testTarget(name: "HandoffExecutorTests", dependencies: ["HandoffExecutor", "HandoffTestSupport"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "HandoffExecutor", "HandoffTestSupport"]),
         .testTarget(
             name: "HandoffTests",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffExecutor", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "CHandoffChecksum", "handoff", "handoff-sim",
+                "Handoff", "ZeroMQ", "HandoffExecutor", "HandoffWire", "HandoffFuzz", "HandoffTestNode", "HandoffTestSupport", "CHandoffChecksum", "handoff", "handoff-sim",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ],

@@ -2,10 +2,11 @@ import Foundation
 import Synchronization
 import Testing
 @testable import HandoffExecutor
+import HandoffTestSupport
 
 /// The executor on public Swift API alone: tasks with the group as their executor preference, and
 /// the actors they call.
-@Suite("Event loop group")
+@Suite("Event loop group", .exclusive)
 struct EventLoopGroupTests {
     /// Groups of their own (their threads live as long as the test process): two loops, and one.
     static let two = EventLoopGroup(threads: 2, name: "test-two")

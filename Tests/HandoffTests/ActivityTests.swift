@@ -1,8 +1,9 @@
 import Foundation
 @testable import Handoff
 import Testing
+import HandoffTestSupport
 
-@Suite("UserActivity")
+@Suite("UserActivity", .exclusive)
 struct ActivityTests {
     @Test("activity types must be reverse-DNS", arguments: [
         "", "contacts", ".org.handoff", "org..handoff", "org.handoff.", "org.handoff.edit contact", "org.handoff.édition",
@@ -59,7 +60,7 @@ struct ActivityTests {
     }
 }
 
-@Suite("Becoming current")
+@Suite("Becoming current", .exclusive)
 struct BecomeCurrentTests {
     @Test("node.becomeCurrent of many activities: one call, all current and seen by the other node; one invalid makes none current")
     func batch() async throws {

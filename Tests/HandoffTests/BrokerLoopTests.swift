@@ -3,10 +3,11 @@ import Testing
 import ZeroMQ
 
 @testable import Handoff
+import HandoffTestSupport
 
 /// The broker forwards on a thread of its own (BrokerLoop: zmq_poll, as zmq_proxy does), which
 /// ends with it.
-@Suite("Broker loop")
+@Suite("Broker loop", .exclusive)
 struct BrokerLoopTests {
     @Test("each broker forwards on one thread of its own, and the thread ends when the broker stops")
     func oneThreadPerBroker() async throws {

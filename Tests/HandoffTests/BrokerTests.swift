@@ -5,8 +5,9 @@ import Synchronization
 import Testing
 import ZeroMQ
 @testable import Handoff
+import HandoffTestSupport
 
-@Suite("Broker")
+@Suite("Broker", .exclusive)
 struct BrokerTests {
     @Test("forwards messages by topic prefix; subscriptions go upstream only without the cache", arguments: [true, false])
     func forwardsWithPrefixFiltering(lastValueCache: Bool) async throws {

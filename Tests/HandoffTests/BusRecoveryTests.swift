@@ -4,12 +4,13 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// Activities whose originator lives must not vanish: after the bus recovers (a broker restarted,
 /// a lease lost to a stall), the broker and every follower know them again within about a second,
 /// not at the originator's next refresh (25 s). Real broker, originator and follower processes,
 /// the deployment's timings (presence every 2 s, leases of 6 s).
-@Suite("Recovering what the bus lost while the originator lived")
+@Suite("Recovering what the bus lost while the originator lived", .exclusive)
 struct BusRecoveryTests {
     static let type = "org.handoff.contacts.list-contacts"
 
@@ -128,7 +129,7 @@ struct BusRecoveryTests {
 }
 
 /// Many continuing peers at once against one originator, each on a DEALER of its own (one context).
-@Suite("An originator under a flood of continue requests")
+@Suite("An originator under a flood of continue requests", .exclusive)
 struct ContinueFloodTests {
     @Test("2,000 peers continue edit-contact at an agent at once: every one is answered, and the agent's list-contacts stays known to the broker's cache and to a follower throughout and right after")
     func floodKeepsActivitiesKnown() async throws {

@@ -4,6 +4,7 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// `tcpdump` on the loopback interface, writing every packet to and from some ports to a file while it runs.
 final class LoopbackCapture {
@@ -61,7 +62,7 @@ final class LoopbackCapture {
     struct Failure: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 }
 
-@Suite("Loopback capture", .serialized)
+@Suite("Loopback capture", .exclusive, .serialized)
 struct CaptureTests {
     /// How often `needle` occurs in `haystack`.
     private func occurrences(of needle: String, in haystack: Data) -> Int {

@@ -3,6 +3,7 @@ import Handoff
 import Synchronization
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// Runs the built `handoff` binary to completion; returns exit status, standard output and error.
 func runHandoff(
@@ -56,7 +57,7 @@ func handoffProcesses() -> Int {
         .split(separator: "\n").filter { $0.contains("/handoff agent") || $0.contains("/handoff broker") }.count
 }
 
-@Suite("The handoff command")
+@Suite("The handoff command", .exclusive)
 struct CommandTests {
     @Test("`handoff demo` plays the contacts story end to end, exits 0 and leaves no process behind; `monitor --json` sees its traffic")
     func demoAndMonitor() async throws {
@@ -319,7 +320,7 @@ struct CommandTests {
     }
 }
 
-@Suite("handoff plugin")
+@Suite("handoff plugin", .exclusive)
 struct PluginCommandTests {
     @Test("`handoff plugin NAME ...` runs any hosted plugin's command through the agent; an unknown plugin is an error")
     func genericPluginCommand() async throws {
@@ -367,7 +368,7 @@ struct PluginCommandTests {
     }
 }
 
-@Suite("handoff advertise")
+@Suite("handoff advertise", .exclusive)
 struct AdvertiseCommandTests {
     @Test("`handoff advertise --seconds 30` stopped with SIGTERM exits at once and gracefully (status 0), not after the 30 s")
     func stopsOnSignal() async throws {
@@ -406,7 +407,7 @@ struct AdvertiseCommandTests {
     }
 }
 
-@Suite("handoff continue with streams")
+@Suite("handoff continue with streams", .exclusive)
 struct ContinueStreamTests {
     @Test("`handoff continue --save` receives a 64 MiB stream with a progress bar, and the file holds every byte")
     func continueWithProgress() async throws {
@@ -445,7 +446,7 @@ func killConnections(port: String) -> Bool {
     return process.terminationStatus == 0
 }
 
-@Suite("handoff continue across a broken connection")
+@Suite("handoff continue across a broken connection", .exclusive)
 struct ContinueResumeTests {
     @Test(
         "`handoff continue --save` resumes when its TCP connection is killed mid-stream: the file holds every byte once",

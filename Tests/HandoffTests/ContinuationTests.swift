@@ -5,11 +5,12 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 private let editContact = "org.handoff.contacts.edit-contact"
 private let viewContact = "org.handoff.contacts.view-contact"
 
-@Suite("Discovery and continuation between two nodes")
+@Suite("Discovery and continuation between two nodes", .exclusive)
 struct ContinuationTests {
     @Test("B discovers A's activity and continues it with every userInfo value intact; A hears who continued")
     func continueEveryValue() async throws {

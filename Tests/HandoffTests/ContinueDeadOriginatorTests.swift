@@ -1,7 +1,8 @@
 import Foundation
 import Testing
+import HandoffTestSupport
 
-@Suite("handoff continue when the originator dies")
+@Suite("handoff continue when the originator dies", .exclusive)
 struct ContinueDeadOriginatorTests {
     @Test("`handoff continue --save` shows what it waits for while the originator is stopped, and fails within 3 s of its kill -9 (peer lost, no file), not after the 30 s resume window")
     func originatorStoppedThenKilled() async throws {

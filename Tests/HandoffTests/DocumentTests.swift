@@ -3,6 +3,7 @@ import Handoff
 import HandoffWire
 import SwiftProtobuf
 import Testing
+import HandoffTestSupport
 
 private let noteType = "org.handoff.test.document"
 
@@ -21,7 +22,7 @@ private func continued(_ activity: UserActivity, from a: Node, on b: Node) async
     throw ProcessFailure("the continued activity never carried document version \(version.map(String.init) ?? "none")")
 }
 
-@Suite("Document activities: shared storage, streams, conflicts")
+@Suite("Document activities: shared storage, streams, conflicts", .exclusive)
 struct DocumentTests {
     let root = FileManager.default.temporaryDirectory.appendingPathComponent("documents-\(UUID().uuidString)")
     var shared: URL { root.appendingPathComponent("shared") }
@@ -145,7 +146,7 @@ private func advertiseProcess(_ arguments: [String]) async throws -> Process {
     return process
 }
 
-@Suite("Document activities across processes", .serialized)
+@Suite("Document activities across processes", .exclusive, .serialized)
 struct DocumentProcessTests {
     @Test("`handoff advertise --document` and `handoff continue --document-into`: opened in place with a shared folder, pulled over a stream without one, and a copy changed here is never overwritten")
     func acrossProcesses() async throws {
@@ -192,7 +193,7 @@ struct DocumentProcessTests {
     }
 }
 
-@Suite("Document activities through plugins", .serialized)
+@Suite("Document activities through plugins", .exclusive, .serialized)
 struct DocumentPluginTests {
     /// A C plugin that makes a document activity current (`open PATH`, the hash left to the host)
     /// and keeps the activity it restores, as bytes, for the test to read.

@@ -4,10 +4,11 @@ import Testing
 import ZeroMQ
 
 @testable import Handoff
+import HandoffTestSupport
 
 /// The kernel's answer to "does anything listen there", which tells a dead originator (refused) from
 /// a cut link (unanswered), against real sockets.
-@Suite("Probing an endpoint: gone, alive, or out of reach")
+@Suite("Probing an endpoint: gone, alive, or out of reach", .exclusive)
 struct EndpointProbeTests {
     @Test("a listening TCP port accepts; the same port once closed refuses; a port that drops connections (a cut link) is unanswered, not refused")
     func tcp() async throws {

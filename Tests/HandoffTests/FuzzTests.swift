@@ -6,11 +6,12 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// Seeded fuzzing of every decoder and socket entry point (the budget and seed: ``FuzzBudget``).
 /// A crash fails the run; each target then checks that the thing fuzzed still works for everyone.
 /// An input that once crashed something becomes a test of its own here.
-@Suite("Fuzzing", .serialized)
+@Suite("Fuzzing", .exclusive, .serialized)
 struct FuzzTests {
     /// A well-formed advertisement of activity "after-the-fuzz-1" from a node of its own.
     static func advertisementAfterTheFuzz(type: String) throws -> [UInt8] {

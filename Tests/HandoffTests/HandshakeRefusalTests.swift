@@ -3,6 +3,7 @@ import Glibc
 @testable import Handoff
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// The log lines of a process so far (its standard error, written to `file`).
 private func logLines(_ file: URL) -> [String] {
@@ -62,7 +63,7 @@ private final class Intruders {
     }
 }
 
-@Suite("Refused handshakes: counted by reason and logged per peer address", .serialized)
+@Suite("Refused handshakes: counted by reason and logged per peer address", .exclusive, .serialized)
 struct HandshakeRefusalTests {
     @Test("a secure broker and agent (processes) count every refused handshake by reason in /metrics, and log each reason once per peer address: no CURVE, a key not in the account, a member's key without its secret")
     func refusalsByReason() async throws {

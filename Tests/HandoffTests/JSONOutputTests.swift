@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import HandoffTestSupport
 
 /// Each line of `output` as a JSON object; a line that is not one fails the test.
 private func objects(_ output: String, _ what: String) -> [[String: Any]] {
@@ -11,7 +12,7 @@ private func objects(_ output: String, _ what: String) -> [[String: Any]] {
     }
 }
 
-@Suite("--json on every command that prints data", .serialized)
+@Suite("--json on every command that prints data", .exclusive, .serialized)
 struct JSONOutputTests {
     /// The subcommands that print data (each must take --json), and those that do not.
     static let printsData = ["monitor", "activities", "nodes", "continue", "advertise", "plugin", "contacts", "plugins list", "plugins new", "keygen", "health"]

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Handoff
 import Testing
+import HandoffTestSupport
 
 /// A `handoff broker` or `handoff agent` process of a metrics test, its standard output
 /// discarded, its log (errors only, unless `logLevel` says otherwise) in `standardError`.
@@ -55,7 +56,7 @@ func promtoolCheck(_ exposition: String) throws -> (status: Int32, output: Strin
     return (process.terminationStatus, String(decoding: said, as: UTF8.self))
 }
 
-@Suite("Metrics and health over HTTP (`--metrics`)", .serialized)
+@Suite("Metrics and health over HTTP (`--metrics`)", .exclusive, .serialized)
 struct MetricsTests {
     @Test("a broker and two agents with --metrics: a continuation and a stream move the scraped counters; /healthz is 200, and 503 while an agent is cut off from the broker")
     func scrapeAndHealth() async throws {

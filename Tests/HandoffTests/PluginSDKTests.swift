@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import HandoffTestSupport
 
 /// Runs a command to completion in `folder`; returns its status and output (both streams).
 private func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:], timeout: Duration = .seconds(600)) async throws -> (status: Int32, output: String) {
@@ -23,7 +24,7 @@ private func run(_ arguments: [String], in folder: URL, environment: [String: St
     return (process.terminationStatus, String(decoding: try Data(contentsOf: log), as: UTF8.self))
 }
 
-@Suite("The plugin SDK: a third party's first plugin", .serialized)
+@Suite("The plugin SDK: a third party's first plugin", .exclusive, .serialized)
 struct PluginSDKTests {
     @Test("install the SDK, `handoff plugins new` a C and a Swift plugin outside the repository, build each with one command, load them into running agents, answer `handoff plugin NAME`, continue their activities")
     func firstPlugins() async throws {

@@ -1,6 +1,7 @@
 import Foundation
 import Handoff
 import Testing
+import HandoffTestSupport
 
 /// The repository root, for the plugin ABI header.
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -45,7 +46,7 @@ func cPlugin(_ descriptorFields: String, types: String = #""org.handoff.test.thi
     """
 }
 
-@Suite("Plugin loader")
+@Suite("Plugin loader", .exclusive)
 struct PluginLoaderTests {
     @Test("each broken plugin is refused with an error naming its file, and the others still load")
     func brokenPlugins() throws {
@@ -221,7 +222,7 @@ struct ContactsAgents {
     func remove() { try? FileManager.default.removeItem(at: folder) }
 }
 
-@Suite("The Contacts plugin across two processes")
+@Suite("The Contacts plugin across two processes", .exclusive)
 struct ContactsPluginTests {
     @Test("edit-contact, view-contact and list-contacts (the list over a stream) restore on another process")
     func contactsAcrossProcesses() async throws {
@@ -354,7 +355,7 @@ struct ContactsPluginTests {
     }
 }
 
-@Suite("The C plugin (protobuf-c)")
+@Suite("The C plugin (protobuf-c)", .exclusive)
 struct NotesPluginTests {
     @Test("the C plugin restores its type and decodes every field of the activity with protobuf-c")
     func restoresEveryField() async throws {

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import Handoff
+import HandoffTestSupport
 
-@Suite("Plugin workers")
+@Suite("Plugin workers", .exclusive)
 struct PluginWorkersTests {
     @Test("calls submitted back to back each get a worker, even when one idle thread was there for both")
     func backToBackCallsAllRun() async throws {

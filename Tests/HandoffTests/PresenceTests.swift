@@ -4,8 +4,9 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("Node presence", .serialized)
+@Suite("Node presence", .exclusive, .serialized)
 struct PresenceTests {
     @Test("a quiet bus carries one presence per node per interval, not one advertisement per activity")
     func quietBus() async throws {

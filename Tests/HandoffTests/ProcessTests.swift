@@ -2,6 +2,7 @@ import Foundation
 import Handoff
 import Synchronization
 import Testing
+import HandoffTestSupport
 
 /// A program started by a test, killed when the test drops it.
 final class ChildProcess: @unchecked Sendable {
@@ -86,7 +87,7 @@ func brokerConfiguration(_ name: String, frontend: String, backend: String, inte
     return configuration
 }
 
-@Suite("Separate processes over loopback, through a broker process")
+@Suite("Separate processes over loopback, through a broker process", .exclusive)
 struct ProcessTests {
     @Test("one process advertises, this one discovers and continues it: every userInfo value arrives intact")
     func continueAcrossProcesses() async throws {

@@ -3,11 +3,12 @@ import Testing
 import HandoffExecutor
 import ZeroMQ
 @testable import Handoff
+import HandoffTestSupport
 
 /// A node's receiver whose messages keep coming never suspends in its receive; what it handed off
 /// to run next on its loop (a watcher's event, a stream's chunk) must still run, not wait for the
 /// flow to stop.
-@Suite("Receive bursts")
+@Suite("Receive bursts", .exclusive)
 struct ReceiveBurstTests {
     final class Seen: Sendable {
         let flag = Atomic<Bool>(false)

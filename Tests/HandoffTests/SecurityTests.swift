@@ -4,6 +4,7 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// Key pairs for a broker, two account nodes and a stranger who is not in the account.
 struct TestAccount {
@@ -57,7 +58,7 @@ func withNodes(
     }
 }
 
-@Suite("Security", .serialized)
+@Suite("Security", .exclusive, .serialized)
 struct SecurityTests {
     @Test("account nodes hand off over CURVE; a stranger's key can neither subscribe, publish nor continue")
     func strangerIsRefused() async throws {

@@ -2,6 +2,7 @@ import Foundation
 import HandoffWire
 import Testing
 @testable import Handoff
+import HandoffTestSupport
 
 /// `handoff-sim` as a process (it runs with deterministic hashing, which a test process does not),
 /// its output and status.
@@ -26,7 +27,7 @@ func runSimulator(_ arguments: [String], timeout: Duration = .seconds(240)) asyn
     return (process.terminationStatus, String(decoding: said, as: UTF8.self))
 }
 
-@Suite("The deterministic simulator (handoff-sim): seeded fleets of the production machines, invariants after every step")
+@Suite("The deterministic simulator (handoff-sim): seeded fleets of the production machines, invariants after every step", .exclusive)
 struct SimulatorTests {
     @Test("a budget of fresh seeds passes every invariant (the seeds are printed, to replay any that fails)")
     func freshSeeds() async throws {

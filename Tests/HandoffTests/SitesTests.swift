@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import ZeroMQ
 @testable import Handoff
+import HandoffTestSupport
 
 /// Sites: brokers that join an upstream broker (`handoff broker --upstream`), real brokers and
 /// nodes on loopback. A hub and three sites; each site's nodes on their own broker.
-@Suite("Sites: brokers joined to an upstream", .serialized)
+@Suite("Sites: brokers joined to an upstream", .exclusive, .serialized)
 struct SitesTests {
     private static func site(upstream hub: Broker, context: Context) throws -> Broker {
         var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")

@@ -5,6 +5,7 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// A continuing node driven by hand over a raw DEALER, to send what a well-behaved node never would.
 actor FakeContinuer {
@@ -77,7 +78,7 @@ func withStreamingOriginator(
     }
 }
 
-@Suite("Stream integrity and liveness")
+@Suite("Stream integrity and liveness", .exclusive)
 struct StreamIntegrityTests {
     static let payload = Array(patternBytes(10_000, seed: 9))
     static var payloadCRC: UInt32 { payload.withUnsafeBytes { handoff_crc32c(0, $0.baseAddress, $0.count) } }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import HandoffTestSupport
 
 /// Runs a sink against a source of `bytes` through a fresh broker; returns the sink's last line
 /// (and, with `killAt`, how long after the kill the sink's outcome came).
@@ -26,7 +27,7 @@ func transfer(_ bytes: Int, killSourceAfter killAt: Int? = nil) async throws -> 
     throw ProcessFailure("the sink did not finish within two minutes; it printed \(sink.output)")
 }
 
-@Suite("Streams between separate processes")
+@Suite("Streams between separate processes", .exclusive)
 struct StreamProcessTests {
     @Test("256 MiB between two processes: every byte checked, receiver's peak memory bounded and independent of size")
     func bulkTransfer() async throws {

@@ -4,6 +4,7 @@ import HandoffWire
 import SwiftProtobuf
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
 /// Reads a whole input slowly: one chunk, then a pause.
 private func readSlowly(_ input: ContinuationInputStream, pause: Duration) async throws -> Data {
@@ -17,7 +18,7 @@ private func readSlowly(_ input: ContinuationInputStream, pause: Duration) async
 
 /// Stream pairs under the conditions they are for: slower than every timeout, one way, broken
 /// connections, peers that break the rules, more pairs than allowed.
-@Suite("Continuation streams under real conditions", .serialized)
+@Suite("Continuation streams under real conditions", .exclusive, .serialized)
 struct StreamResilienceTests {
     @Test("a transfer that outlasts every timeout in the configuration completes: slow is not dead")
     func slowReaderOutlastsTimeouts() async throws {
@@ -242,7 +243,7 @@ struct StreamResilienceTests {
     }
 }
 
-@Suite("Streams under pressure")
+@Suite("Streams under pressure", .exclusive)
 struct StreamPressureTests {
     @Test("at the node's limit, a new open ends the pair longest stalled on its peer, which is told why")
     func stalledPairIsEvicted() async throws {

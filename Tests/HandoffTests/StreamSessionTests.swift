@@ -5,10 +5,11 @@ import Testing
 import ZeroMQ
 
 @testable import Handoff
+import HandoffTestSupport
 
 /// A pair's bookkeeping on its own, no traffic: what `stream.proto` promises about offsets, credit,
 /// acknowledgements and resumes, checked against `StreamSession` directly.
-@Suite("One stream pair's bookkeeping")
+@Suite("One stream pair's bookkeeping", .exclusive)
 struct StreamSessionTests {
     /// A node that never runs: a session needs one for its input and output halves.
     static let node = try! Node(configuration: testConfiguration("bookkeeper"))

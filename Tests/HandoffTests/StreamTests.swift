@@ -4,6 +4,7 @@ import Handoff
 import HandoffWire
 import Synchronization
 import Testing
+import HandoffTestSupport
 
 private let listContacts = "org.handoff.contacts.list-contacts"
 
@@ -66,7 +67,7 @@ func openedStreams(from a: Node, to b: Node, delegate: StreamPeer) async throws 
     return (activity, try await b.openStreams(for: continued))
 }
 
-@Suite("Continuation streams")
+@Suite("Continuation streams", .exclusive)
 struct StreamTests {
     @Test("CRC-32C matches the standard check value, in pieces as whole")
     func crc32c() {
@@ -210,7 +211,7 @@ struct StreamTests {
     }
 }
 
-@Suite("CRC-32C")
+@Suite("CRC-32C", .exclusive)
 struct ChecksumTests {
     @Test("every implementation this CPU runs agrees with the tables on every length and alignment, copying or not")
     func fastPathsMatchReference() {

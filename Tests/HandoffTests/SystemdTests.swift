@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import HandoffTestSupport
 
 /// A unix datagram socket where a test plays systemd's notification socket.
 private final class NotifySocket {
@@ -34,7 +35,7 @@ private final class NotifySocket {
     }
 }
 
-@Suite("systemd: readiness and journal priorities", .serialized)
+@Suite("systemd: readiness and journal priorities", .exclusive, .serialized)
 struct SystemdTests {
     @Test("`handoff broker` and `handoff agent` tell systemd they are ready (Type=notify), and stopping")
     func readiness() async throws {

@@ -2,9 +2,10 @@ import Foundation
 import HandoffExecutor
 import Testing
 @testable import ZeroMQ
+import HandoffTestSupport
 
 /// The process's shared loops, which wait on the sockets' readiness between jobs.
-@Suite("Event loops")
+@Suite("Event loops", .exclusive)
 struct EventLoopsTests {
     /// Sends and receives 200 messages on a PUSH/PULL pair; returns in how many rounds the receiving
     /// task ran on a shared loop.

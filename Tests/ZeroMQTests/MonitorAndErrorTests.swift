@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("Socket monitor")
+@Suite("Socket monitor", .exclusive)
 struct MonitorTests {
     @Test("a monitor reports listening, accepted and handshake events, and disconnection")
     func monitorEvents() async throws {
@@ -47,7 +48,7 @@ struct MonitorTests {
     }
 }
 
-@Suite("Errors")
+@Suite("Errors", .exclusive)
 struct ErrorTests {
     @Test("malformed and unsupported endpoints are refused with typed errors")
     func badEndpoints() throws {
@@ -176,7 +177,7 @@ actor SocketOwner {
     }
 }
 
-@Suite("Socket monitor: who failed a handshake")
+@Suite("Socket monitor: who failed a handshake", .exclusive)
 struct MonitorPeerTests {
     @Test("a bound socket's monitor names the peer of a failed handshake, which libzmq's event does not; accepted and disconnected stay unreported unless asked for")
     func peerOfFailedHandshake() async throws {

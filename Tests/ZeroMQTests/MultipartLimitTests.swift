@@ -1,7 +1,8 @@
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("Multipart limits")
+@Suite("Multipart limits", .exclusive)
 struct MultipartLimitTests {
     @Test("a message over the frame limit is dropped whole, and the next one is read as usual")
     func asyncLimit() async throws {

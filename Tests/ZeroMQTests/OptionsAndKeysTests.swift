@@ -1,7 +1,8 @@
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("Options and CURVE keys")
+@Suite("Options and CURVE keys", .exclusive)
 struct OptionsAndKeysTests {
     @Test("options read back what was set")
     func optionsRoundTrip() throws {

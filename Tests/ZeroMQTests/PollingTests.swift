@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import ZeroMQ
+import HandoffTestSupport
 
-@Suite("Polling and readiness")
+@Suite("Polling and readiness", .exclusive)
 struct PollingTests {
     @Test("Poller times out on silence and reports the one ready socket", arguments: Transport.allCases)
     func pollerTimeout(transport: Transport) throws {
@@ -110,7 +111,7 @@ struct PollingTests {
     }
 }
 
-@Suite("Several waiters on one socket")
+@Suite("Several waiters on one socket", .exclusive)
 struct ConcurrentWaitersTests {
     /// Two tasks of one owner wait on the same socket for different things. A libzmq call made for
     /// one of them processes the socket's commands and drains ZMQ_FD; the other must still wake.
@@ -171,7 +172,7 @@ actor TwoWaiters {
     }
 }
 
-@Suite("A receive beside another waiter")
+@Suite("A receive beside another waiter", .exclusive)
 struct ReceiveBesideWaiterTests {
     /// A receive that finds nothing reads `ZMQ_EVENTS` when another task of the owner is suspended
     /// on the socket, to wake it if the call consumed its edge. That must not count as a signal for

@@ -2,8 +2,9 @@ import Foundation
 import Synchronization
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("PUB/SUB and XPUB/XSUB")
+@Suite("PUB/SUB and XPUB/XSUB", .exclusive)
 struct PubSubTests {
     @Test("a subscriber receives only topics with its prefix, in order", arguments: Transport.allCases)
     func prefixFiltering(transport: Transport) async throws {

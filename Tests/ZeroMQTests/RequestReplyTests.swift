@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("REQ/REP and ROUTER/DEALER")
+@Suite("REQ/REP and ROUTER/DEALER", .exclusive)
 struct RequestReplyTests {
     @Test("REQ/REP round trip, and REQ refuses to send twice in a row", arguments: Transport.allCases)
     func requestReply(transport: Transport) async throws {

@@ -1,7 +1,8 @@
 import Testing
 import ZeroMQ
+import HandoffTestSupport
 
-@Suite("ZAP handler")
+@Suite("ZAP handler", .exclusive)
 struct ZAPTests {
     /// A CURVE REP server under `domain`, its policy allowing `allowed` only.
     private func server(
