@@ -116,7 +116,10 @@ let package = Package(
         // Benchmarks: Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.
         .executableTarget(
             name: "handoff-bench",
-            dependencies: ["Handoff", "ZeroMQ", "HandoffExecutor", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Handoff", "ZeroMQ", "HandoffExecutor", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum",
+                .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         // The deterministic simulator: the node's protocol machines in a seeded fleet (Handoff's
         // Simulation/), from the command line.

@@ -84,9 +84,7 @@ private func publishActivities(_ count: Int, perOrigin: Int, titleBytes: Int = 0
     }
 }
 
-func benchFleet(_ arguments: [String]) throws {
-    let joiners = intOption("--joiners", 1000, in: arguments)
-    let activities = intOption("--activities", 10_000, in: arguments)
+func benchFleet(joiners: Int, activities: Int, flood: Int) throws {
     let context = try Context(maxSockets: joiners + 64)
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
     let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice)
@@ -168,7 +166,6 @@ func benchFleet(_ arguments: [String]) throws {
 
     // One node floods: 10,000 new activities with 4 KiB titles. The broker's quota (1,000 per
     // node) bounds what it keeps and what anyone receives.
-    let flood = intOption("--flood", 10_000, in: arguments)
     // A real agent on the bus, to see what the flood costs a node (its own quota: 1,000 per node).
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-fleet-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder.appendingPathComponent("plugins"), withIntermediateDirectories: true)

@@ -102,11 +102,7 @@ func capacityTrial(raw: Bool, records: URL, count: Int, subscribers: Int) throws
     return CapacityTrial(messages: count, perSecond: slowest, cpuPerMessage: cpu / Double(count) * 1e6, lost: lost)
 }
 
-func benchBrokerCapacity(_ arguments: [String]) throws {
-    let count = intOption("--count", 50_000, in: arguments)
-    let origins = intOption("--origins", 500, in: arguments)
-    let trials = intOption("--trials", 3, in: arguments)
-    let fanouts = (stringOption("--subscribers", in: arguments) ?? "1,4").split(separator: ",").compactMap { Int($0) }
+func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], memoryCount: Int, memoryOrigins: Int) throws {
     let records = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-capacity-\(getpid()).bin")
     try Data(try capacityRecords(count: count, origins: origins)).write(to: records)
     defer { try? FileManager.default.removeItem(at: records) }
@@ -143,9 +139,8 @@ func benchBrokerCapacity(_ arguments: [String]) throws {
                     target: "≤ 2×", met: cpu <= 2)
         }
     }
-    let memoryCount = intOption("--memory-activities", 100_000, in: arguments)
     if memoryCount > 0 {
-        let memory = try brokerMemoryPerActivity(count: memoryCount, origins: intOption("--memory-origins", 1_000, in: arguments))
+        let memory = try brokerMemoryPerActivity(count: memoryCount, origins: memoryOrigins)
         let beyond = memory.perActivity - memory.envelope
         print(String(format: "memory: %d activities cached, broker RSS %.1f → %.1f MiB: %.0f bytes per activity, %.0f of them the envelope, %.0f beyond it (target ≤ 1024)",
                      memoryCount, Double(memory.empty) / 1_048_576, Double(memory.full) / 1_048_576, memory.perActivity, memory.envelope, beyond))
@@ -228,23 +223,3 @@ func brokerMemoryPerActivity(count: Int, origins: Int) throws -> (perActivity: D
     return (Double(full - empty) / Double(count), Double(envelopeBytes) / Double(count), empty, full)
 }
 
-/// `capacity-publisher --frontend E --records F`: bus_publish's flood; says `SENT n seconds`.
-func runCapacityPublisher(_ arguments: [String]) throws {
-    let records = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stringOption("--records", in: arguments) ?? "")))
-    var seconds = 0.0
-    let sent = records.withUnsafeBufferPointer { bus_publish(stringOption("--frontend", in: arguments), $0.baseAddress, $0.count, 1, &seconds) }
-    tell("SENT \(sent) \(seconds)")
-}
-
-/// `capacity-subscriber --backend E --expected N`: says READY once connected, then
-/// `RECEIVED n seconds` (first to last message) once it has N, or none came for 2 s.
-func runCapacitySubscriber(_ arguments: [String]) throws {
-    guard let subscriber = bus_subscriber_open(stringOption("--backend", in: arguments), "A:") else {
-        throw HandoffError(.handoffFailed, "the subscriber could not connect")
-    }
-    tell("READY")
-    var seconds = 0.0
-    var bytes: UInt64 = 0
-    let received = bus_subscriber_count(subscriber, Int32(intOption("--expected", 0, in: arguments)), 2_000, &seconds, &bytes)
-    tell("RECEIVED \(received) \(seconds) \(bytes)")
-}

@@ -153,11 +153,7 @@ func legitimateContinue(frontend: String, backend: String, folder: URL) throws -
     return (elapsed, list.contacts.count, "")
 }
 
-func benchHostile(_ arguments: [String]) async throws {
-    let contacts = intOption("--contacts", 20_000, in: arguments)
-    let opens = intOption("--streams", 600, in: arguments)
-    let pushMiB = intOption("--push-mib", 512, in: arguments)
-    let dealers = intOption("--dealers", 2_000, in: arguments)
+func benchHostile(contacts: Int, streams opens: Int, pushMiB: Int, dealers: Int) async throws {
     let bounds = HostileBounds()
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-hostile-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }

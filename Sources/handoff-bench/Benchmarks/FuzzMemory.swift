@@ -8,9 +8,7 @@ import ZeroMQ
 // resident memory read from /proc after each round. Whatever the first round made the agent keep
 // (allocator arenas, libzmq buffers), later rounds must not add to it.
 
-func benchFuzzMemory(_ arguments: [String]) throws {
-    let perRound = intOption("--inputs", 100_000, in: arguments)
-    let rounds = intOption("--rounds", 3, in: arguments)
+func benchFuzzMemory(inputs perRound: Int, rounds: Int) throws {
     let context = try Context()
     let (frontend, backend, continuation) = (try freeEndpoint(context), try freeEndpoint(context), try freeEndpoint(context))
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-fuzz-\(UUID().uuidString)")

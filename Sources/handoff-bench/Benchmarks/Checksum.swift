@@ -6,9 +6,9 @@ import Foundation
 
 /// `checksum`: each implementation this CPU runs over stream-sized chunks, in cache (one chunk
 /// again and again) and from memory (a buffer far larger than the caches, chunk after chunk).
-func benchChecksum(_ arguments: [String]) {
-    let chunk = intOption("--chunk-kib", 256, in: arguments) * 1024
-    let total = intOption("--mib", 4096, in: arguments) << 20
+func benchChecksum(chunkKiB: Int, mebibytes: Int) {
+    let chunk = chunkKiB * 1024
+    let total = mebibytes << 20
     let spanBytes = 256 << 20
     let source = UnsafeMutableRawBufferPointer.allocate(byteCount: spanBytes, alignment: 64)
     let destination = UnsafeMutableRawBufferPointer.allocate(byteCount: spanBytes, alignment: 64)

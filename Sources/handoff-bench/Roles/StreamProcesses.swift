@@ -116,10 +116,7 @@ func rawStreamInProcess(total: Int, options: Options) throws -> (seconds: Double
 /// `slow-reader`: a stream between two processes whose reader is slow enough that the transfer
 /// lasts `--seconds` (65 by default: longer than every timeout in the node's configuration); it
 /// must arrive whole. Prints the outcome, the time and both ends' peak memory.
-func benchSlowReader(_ arguments: [String]) throws {
-    var options = Options(arguments)
-    options.sizeMiB = intOption("--size", 16, in: arguments)
-    let target = Duration.seconds(intOption("--seconds", 65, in: arguments))
+func benchSlowReader(options: Options, seconds target: Duration) throws {
     let total = options.sizeMiB << 20
     let chunks = max(1, total / options.chunk)
     let pause = target / chunks

@@ -152,30 +152,8 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
                          watcherCPU: watcherCPU / elapsed, watcherKnown: watcherKnown)
 }
 
-/// `fleet-watcher`: a node on the broker at `--frontend`/`--backend` that follows every `org.fleet.`
-/// activity; says READY when running, KNOWN once it knows `--expect` of them, and COUNT with how
-/// many it knows when its standard input closes.
-func runFleetWatcher(_ arguments: [String]) async throws {
-    guard let frontend = stringOption("--frontend", in: arguments), let backend = stringOption("--backend", in: arguments) else {
-        throw HandoffError(.invalidConfiguration, "fleet-watcher needs --frontend and --backend")
-    }
-    let expect = intOption("--expect", 0, in: arguments)
-    var configuration = Node.Configuration(name: "fleet-watcher", bus: .broker(frontend: frontend, backend: backend))
-    configuration.subscriptions = ["org.fleet."]
-    configuration.maxKnownActivities = max(configuration.maxKnownActivities, expect)
-    try await Node.withRunning(configuration) { node in
-        tell("READY")
-        while await node.activities().count < expect { try await Task.sleep(for: .milliseconds(20)) }
-        tell("KNOWN")
-        await untilStandardInputCloses()
-        tell("COUNT \(await node.activities().count)")
-    }
-}
 
-func benchFleetSteady(_ arguments: [String]) throws {
-    let count = intOption("--nodes", 2000, in: arguments)
-    let perNode = intOption("--per-node", 5, in: arguments)
-    let steadySeconds = Double(intOption("--steady-seconds", 10, in: arguments))
+func benchFleetSteady(nodes count: Int, perNode: Int, steadySeconds: Double) throws {
     let interval = 2.0
     let withPresence = try fleetSteadyState(nodes: count, perNode: perNode, for: steadySeconds, interval: interval, presence: true)
     let readvertising = try fleetSteadyState(nodes: count, perNode: perNode, for: steadySeconds, interval: interval, presence: false)

@@ -1,0 +1,97 @@
+import CPeerBaselines
+import CRawBaselines
+import Foundation
+import Handoff
+import ZeroMQ
+
+/// One node of a benchmark pair: direct mode on loopback, dialling `peers`, advertising every 10 s.
+func pairConfiguration(_ name: String, peers: [String], lease: Duration = .seconds(30)) -> Node.Configuration {
+    var configuration = Node.Configuration(name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers), advertiseInterval: .seconds(10))
+    configuration.lease = lease
+    return configuration
+}
+
+/// Two direct-mode nodes sharing one context (as the raw baselines share one), running for `body`.
+func withPair<T: Sendable>(
+    lease: Duration = .seconds(30),
+    _ body: (_ originator: Node, _ continuer: Node) async throws -> T
+) async throws -> T {
+    let context = try Context()
+    let originator = try Node(configuration: pairConfiguration("originator", peers: [], lease: lease), context: context)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await originator.run() }
+        defer { group.cancelAll() }
+        await originator.untilRunning()
+        return try await Node.withRunning(pairConfiguration("continuer", peers: [originator.busEndpoint!], lease: lease), context: context) { continuer in
+            try await body(originator, continuer)
+        }
+    }
+}
+
+func waitFor(_ id: String, on node: Node) async throws -> DiscoveredActivity {
+    while true {
+        if let found = await node.activities().first(where: { $0.id == id }) { return found }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
+
+/// Continue round trips (request → restore handler called with the full state) against raw REQ/REP.
+func benchContinue(rounds: Int) async throws {
+    let handoff: [Double] = try await withPair { originator, continuer in
+        let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
+        activity.userInfo = benchContactInfo
+        try await activity.becomeCurrent(on: originator)
+        await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
+        let found = try await waitFor(activity.id, on: continuer)
+        for _ in 0..<200 { _ = try await continuer.continueActivity(found) }  // warm-up
+        var latencies: [Double] = []
+        for _ in 0..<rounds {
+            let started = ContinuousClock.now
+            _ = try await continuer.continueActivity(found)
+            latencies.append(seconds(ContinuousClock.now - started) * 1e6)
+        }
+        return latencies
+    }
+    var raw = [Double](repeating: 0, count: rounds)
+    guard raw_req_rep(Int32(rounds), 256, &raw) == 0 else { throw HandoffError(.handoffFailed, "raw REQ/REP failed") }
+    // Each end in a process of its own (its own context, I/O thread and readiness thread), as
+    // deployments run: three runs of each, interleaved, and the median of their p50s.
+    /// Three runs each, raw and Handoff, interleaved.
+    func interleaved(_ placement: Placement) throws -> (raw: [RoundTrips], handoff: [RoundTrips]) {
+        var raw: [RoundTrips] = [], handoff: [RoundTrips] = []
+        for _ in 0..<3 {
+            raw.append(try rawRequestReplyBetweenProcesses(rounds: rounds, placement: placement))
+            handoff.append(try continueBetweenProcesses(rounds: rounds, placement: placement))
+        }
+        return (raw, handoff)
+    }
+    let (rawApart, handoffApart) = try interleaved(.free)
+    print("Continue round trip (request → restore handler with the full activity), \(rounds) rounds, tcp://127.0.0.1")
+    row("", "p50 µs", "p99 µs")
+    row("raw libzmq REQ/REP, 256 B (C)", String(format: "%.0f", percentile(raw, 0.5)), String(format: "%.0f", percentile(raw, 0.99)))
+    row("Handoff continueActivity", String(format: "%.0f", percentile(handoff, 0.5)), String(format: "%.0f", percentile(handoff, 0.99)))
+    let ratio = percentile(handoff, 0.5) / percentile(raw, 0.5)
+    row("ratio Handoff / raw (p50)", String(format: "%.2f x", ratio))
+    let rawApartP50 = median(rawApart.map(\.p50)), handoffApartP50 = median(handoffApart.map(\.p50))
+    let apartRuns = { (runs: [RoundTrips]) in runs.map { String(format: "%.0f/%.0f", $0.p50, $0.p99) }.joined(separator: " ") }
+    row("raw REQ/REP between two processes", String(format: "%.0f", rawApartP50), "p50/p99 of 3 runs: " + apartRuns(rawApart))
+    row("Handoff between two processes", String(format: "%.0f", handoffApartP50), "p50/p99 of 3 runs: " + apartRuns(handoffApart))
+    let apartRatio = handoffApartP50 / rawApartP50
+    row("ratio Handoff / raw, between processes (p50)", String(format: "%.2f x", apartRatio))
+    compare("continue round trip p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(handoff, 0.5), percentile(handoff, 0.99)),
+            baseline: "raw libzmq REQ/REP", String(format: "%.0f / %.0f", percentile(raw, 0.5), percentile(raw, 0.99)),
+            ratio: String(format: "%.2f x", ratio), target: "≤ 1.5 x", met: ratio <= 1.5)
+    compare("continue between processes, p50 (µs)", handoff: String(format: "%.0f", handoffApartP50),
+            baseline: "raw REQ/REP, two processes", String(format: "%.0f", rawApartP50),
+            ratio: String(format: "%.2f x", apartRatio), target: "≤ 1.5 x", met: apartRatio <= 1.5)
+    // The same with each process held to one CPU: what the scheduler's placement costs each side.
+    guard Placement.canPin else { return }
+    let (rawPinned, handoffPinned) = try interleaved(.onePerProcess)
+    let rawPinnedP50 = median(rawPinned.map(\.p50)), handoffPinnedP50 = median(handoffPinned.map(\.p50))
+    row("raw REQ/REP, each process on one CPU", String(format: "%.0f", rawPinnedP50), "p50/p99 of 3 runs: " + apartRuns(rawPinned))
+    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedP50), "p50/p99 of 3 runs: " + apartRuns(handoffPinned))
+    row("ratio Handoff / raw, each process on one CPU (p50)", String(format: "%.2f x", handoffPinnedP50 / rawPinnedP50))
+    compare("the same, each process on one CPU (µs)", handoff: String(format: "%.0f", handoffPinnedP50),
+            baseline: "raw REQ/REP, each on one CPU", String(format: "%.0f", rawPinnedP50),
+            ratio: String(format: "%.2f x", handoffPinnedP50 / rawPinnedP50))
+}

@@ -1,0 +1,218 @@
+import CPeerBaselines
+import CRawBaselines
+import Foundation
+import Handoff
+import ZeroMQ
+
+struct Options {
+    var sizeMiB = 256
+    /// Streams of 256 MiB take about 0.1 s here: enough runs that the median holds still.
+    var runs = 21
+    var chunk = 256 * 1024
+    var window = 16
+    /// `handoff` or `raw` to measure one side only (for profiling), or `processes` for the streams'
+    /// comparison between two processes alone; everything by default.
+    var only: String?
+
+    init(sizeMiB: Int = 256, runs: Int = 21, window: Int = 16, only: String? = nil) {
+        self.sizeMiB = sizeMiB
+        self.runs = runs
+        self.window = window
+        self.only = only
+    }
+
+    /// From a child process's arguments (`--size`, `--runs`, `--window`, `--only`).
+    init(_ arguments: [String]) {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--size": sizeMiB = Int(iterator.next() ?? "") ?? sizeMiB
+            case "--runs": runs = Int(iterator.next() ?? "") ?? runs
+            case "--window": window = Int(iterator.next() ?? "") ?? window
+            case "--only": only = iterator.next()
+            default: break
+            }
+        }
+    }
+}
+
+/// Writes `total` bytes to every stream opened to the activity, from one reused buffer.
+final class Writer: UserActivityDelegate {
+    let total: Int
+    let buffer: [UInt8]
+    init(total: Int, chunk: Int) {
+        self.total = total
+        buffer = [UInt8](repeating: 0x5A, count: chunk * 8)
+    }
+
+    func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
+        streams.output.expectedLength = UInt64(total)
+        var written = 0
+        do {
+            while written < total {
+                let count = min(buffer.count, total - written)
+                try await streams.output.write(buffer[0..<count])
+                written += count
+            }
+            try await streams.output.finish()
+        } catch {
+            print("writer failed: \(error)")
+        }
+    }
+}
+
+/// One Handoff stream of `total` bytes between two nodes over loopback; returns seconds.
+func handoffStream(total: Int, options: Options) async throws -> Double {
+    // One context for both nodes, as the raw baseline uses one for both of its sockets.
+    let context = try Context()
+    let originator = try Node(configuration: streamConfiguration("originator", peers: [], options: options), context: context)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await originator.run() }
+        defer { group.cancelAll() }
+        await originator.untilRunning()
+        return try await Node.withRunning(streamConfiguration("continuer", peers: [originator.busEndpoint!], options: options), context: context) { continuer in
+            let writer = Writer(total: total, chunk: options.chunk)
+            let activity = try UserActivity(activityType: "org.handoff.bench.bulk")
+            activity.supportsContinuationStreams = true
+            activity.delegate = writer
+            try await activity.becomeCurrent(on: originator)
+            await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
+            var found: DiscoveredActivity?
+            while found == nil {
+                found = await continuer.activities().first { $0.id == activity.id }
+                if found == nil { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            guard case .restored(let continued) = try await continuer.continueActivity(found!) else { return -1 }
+            let started = ContinuousClock.now
+            let streams = try await continuer.openStreams(for: continued)
+            var received = 0
+            for try await chunk in streams.input { received += chunk.count }
+            let elapsed = ContinuousClock.now - started
+            guard received == total else { throw HandoffError(.streamTruncated, "received \(received) of \(total)") }
+            return seconds(elapsed)
+        }
+    }
+}
+
+func benchStreams(_ options: Options) async throws {
+    let total = options.sizeMiB << 20
+    if options.only == "processes" {
+        print("Streams: \(options.sizeMiB) MiB between two processes, chunk \(options.chunk / 1024) KiB, window \(options.window), \(options.runs) runs each, interleaved; median")
+        return try benchStreamsBetweenProcesses(options, runs: options.runs)
+    }
+    print("Streams: \(options.sizeMiB) MiB over tcp://127.0.0.1 within one process (one libzmq context, one I/O thread, on each side of the comparison), chunk \(options.chunk / 1024) KiB, window \(options.window), \(options.runs) runs each, interleaved; median")
+    var raw: [Double] = []
+    var handoff: [Double] = []
+    _ = try await handoffStream(total: 16 << 20, options: options)  // warm-up
+    _ = raw_dealer_router_transfer(UInt64(16 << 20), options.chunk, Int32(options.window))
+    for _ in 0..<options.runs {
+        if options.only != "handoff" {
+            let rawSeconds = raw_dealer_router_transfer(UInt64(total), options.chunk, Int32(options.window))
+            guard rawSeconds > 0 else { throw HandoffError(.handoffFailed, "the raw baseline failed") }
+            raw.append(rawSeconds)
+        }
+        if options.only != "raw" {
+            handoff.append(try await handoffStream(total: total, options: options))
+        }
+    }
+    guard options.only == nil else {
+        for (name, times) in [("raw", raw), ("handoff", handoff)] where !times.isEmpty {
+            row(name, String(format: "%.0f MiB/s", Double(options.sizeMiB) / median(times)))
+        }
+        return
+    }
+    let rawRate = Double(options.sizeMiB) / median(raw)
+    let handoffRate = Double(options.sizeMiB) / median(handoff)
+    row("", "MiB/s", "seconds (median; all runs)")
+    row("raw libzmq DEALER/ROUTER with credit (C)", String(format: "%.0f", rawRate), String(format: "%.3f; ", median(raw)) + raw.map { String(format: "%.3f", $0) }.joined(separator: " "))
+    row("Handoff continuation stream (CRC-32C)", String(format: "%.0f", handoffRate), String(format: "%.3f; ", median(handoff)) + handoff.map { String(format: "%.3f", $0) }.joined(separator: " "))
+    row("ratio Handoff / raw", String(format: "%.1f %%", 100 * handoffRate / rawRate))
+    compare("stream \(options.sizeMiB) MiB (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq DEALER/ROUTER",
+            String(format: "%.0f", rawRate), ratio: String(format: "%.0f %%", 100 * handoffRate / rawRate),
+            target: "≥ 90 %", met: handoffRate >= 0.9 * rawRate)
+
+    // The same bytes through a plain TCP socket, NATS and Redis (credit-based like the others).
+    let peerRuns = min(options.runs, 3)
+    var peers: [(String, Double)] = []
+    let tcp = (0..<peerRuns).map { _ in tcp_transfer(UInt64(total), options.chunk) }
+    if tcp.allSatisfy({ $0 > 0 }) { peers.append(("plain TCP socket over loopback", median(tcp))) }
+    if let nats = PeerServer.start("nats-server") {
+        let times = (0..<peerRuns).map { _ in nats_transfer(nats.port, UInt64(total), options.chunk, Int32(options.window)) }
+        if times.allSatisfy({ $0 > 0 }) { peers.append(("NATS (nats-server), credit", median(times))) }
+        nats.stop()
+    }
+    if let redis = PeerServer.start("redis-server") {
+        let times = (0..<peerRuns).map { _ in redis_transfer(redis.port, UInt64(total), options.chunk, Int32(options.window)) }
+        if times.allSatisfy({ $0 > 0 }) { peers.append(("Redis pub/sub (redis-server), credit", median(times))) }
+        redis.stop()
+    }
+    for (name, time) in peers {
+        let rate = Double(options.sizeMiB) / time
+        row(name, String(format: "%.0f", rate), String(format: "%.3f (median of %d)", time, peerRuns))
+        let isPeer = !name.hasPrefix("plain TCP")
+        compare("stream \(options.sizeMiB) MiB (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: name,
+                String(format: "%.0f", rate), ratio: String(format: "%.0f %%", 100 * handoffRate / rate),
+                target: isPeer ? "ahead" : "", met: isPeer ? handoffRate > rate : nil)
+    }
+
+    // Peak memory of each end, each its own process, at two sizes: bounded, and not growing with size.
+    print("Peak resident memory (VmHWM) of each end, each end its own process, chunk \(options.chunk / 1024) KiB, window \(options.window):")
+    row("", "MiB/s", "originator / continuer peak")
+    var peaks: [(Int, ProcessStreamRun)] = []
+    for size in [options.sizeMiB / 4, options.sizeMiB] where size > 0 {
+        let run = try streamBetweenProcesses(total: size << 20, options: options)
+        peaks.append((size, run))
+        row("Handoff, \(size) MiB between two processes", String(format: "%.0f", Double(size) / run.seconds),
+            "\(mebibytes(run.originatorPeak)) / \(mebibytes(run.continuerPeak))")
+    }
+    let rawProcess = try rawStreamInProcess(total: total, options: options)
+    row("raw libzmq, \(options.sizeMiB) MiB, both ends in one process", String(format: "%.0f", Double(options.sizeMiB) / rawProcess.seconds),
+        "\(mebibytes(rawProcess.peak)) (both ends)")
+    if let small = peaks.first, let large = peaks.last, peaks.count == 2 {
+        let growth = max(large.1.originatorPeak - small.1.originatorPeak, large.1.continuerPeak - small.1.continuerPeak)
+        let bound = 64 << 20
+        compare("stream memory, per end (peak RSS)", handoff: "\(mebibytes(large.1.originatorPeak)) / \(mebibytes(large.1.continuerPeak))",
+                baseline: "raw libzmq (both ends)", mebibytes(rawProcess.peak),
+                ratio: "+\(mebibytes(max(growth, 0))) from \(small.0) to \(large.0) MiB",
+                target: "bounded", met: growth < bound / 4 && max(large.1.originatorPeak, large.1.continuerPeak) < bound)
+    }
+    try benchStreamsBetweenProcesses(options, runs: min(options.runs, 9))
+}
+
+/// The figure users see: Handoff between two processes against raw libzmq between two processes,
+/// interleaved, same size, chunk and window.
+func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throws {
+    let total = options.sizeMiB << 20
+    /// `runs` transfers each, raw and Handoff, interleaved.
+    func interleaved(_ runs: Int, _ placement: Placement) throws -> (raw: [ProcessStreamRun], handoff: [ProcessStreamRun]) {
+        var raw: [ProcessStreamRun] = [], handoff: [ProcessStreamRun] = []
+        for _ in 0..<runs {
+            raw.append(try rawStreamBetweenProcesses(total: total, options: options, placement: placement))
+            handoff.append(try streamBetweenProcesses(total: total, options: options, placement: placement))
+        }
+        return (raw, handoff)
+    }
+    func rate(_ runs: [ProcessStreamRun]) -> Double { Double(options.sizeMiB) / median(runs.map(\.seconds)) }
+    func timings(_ runs: [ProcessStreamRun]) -> String { runs.map { String(format: "%.3f", $0.seconds) }.joined(separator: " ") }
+
+    let (rawApart, handoffApart) = try interleaved(apartRuns, .free)
+    let rawApartRate = rate(rawApart), handoffApartRate = rate(handoffApart)
+    row("raw libzmq, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", rawApartRate),
+        "\(mebibytes(rawApart.map(\.originatorPeak).max() ?? 0)) / \(mebibytes(rawApart.map(\.continuerPeak).max() ?? 0)); median of \(apartRuns): " + timings(rawApart))
+    row("Handoff, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + timings(handoffApart))
+    row("ratio Handoff / raw, between processes", String(format: "%.1f %%", 100 * handoffApartRate / rawApartRate))
+    compare("stream \(options.sizeMiB) MiB between processes (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
+            baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
+            ratio: String(format: "%.0f %%", 100 * handoffApartRate / rawApartRate), target: "≥ 90 %", met: handoffApartRate >= 0.9 * rawApartRate)
+    // The same with each process held to one CPU: what the scheduler's placement costs each side.
+    guard Placement.canPin else { return }
+    let pinnedRuns = max(3, min(apartRuns, 5))
+    let (rawPinned, handoffPinned) = try interleaved(pinnedRuns, .onePerProcess)
+    let rawPinnedRate = rate(rawPinned), handoffPinnedRate = rate(handoffPinned)
+    row("raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate), "median of \(pinnedRuns): " + timings(rawPinned))
+    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + timings(handoffPinned))
+    row("ratio Handoff / raw, each process on one CPU", String(format: "%.1f %%", 100 * handoffPinnedRate / rawPinnedRate))
+    compare("the same, each process on one CPU (MiB/s)", handoff: String(format: "%.0f", handoffPinnedRate),
+            baseline: "raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate),
+            ratio: String(format: "%.0f %%", 100 * handoffPinnedRate / rawPinnedRate))
+}

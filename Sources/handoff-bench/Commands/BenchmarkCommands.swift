@@ -1,0 +1,159 @@
+import ArgumentParser
+import Foundation
+
+// One command per benchmark (Benchmarks/), each with its own options and defaults.
+
+/// `--size`, `--runs`, `--window`, `--only` of the stream benchmarks.
+struct StreamOptions: ParsableArguments {
+    @Option(help: "MiB per transfer.") var size = 256
+    @Option(help: "Transfers of each kind (the median is reported).") var runs = 21
+    @Option(help: "Chunks in flight (the reader's credit).") var window = 16
+    @Option(help: ArgumentHelp("`handoff` or `raw`: one side alone (for profiling); `processes`: only between two processes.", valueName: "side"))
+    var only: String?
+
+    var options: Options { Options(sizeMiB: size, runs: runs, window: window, only: only) }
+}
+
+struct AllBenchmarks: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "all", abstract: "Advertisements, continue, streams and a late joiner, in one run (scripts/bench).")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Advertisements per trial.") var count = 20_000
+    @Option(help: "Trials of the advertisements.") var trials = 3
+    @Option(help: "Continue round trips.") var rounds = 5_000
+    @OptionGroup var streams: StreamOptions
+    @Option(help: "Activities the late joiner sees.") var activities = 1_000
+
+    func measure() async throws {
+        let started = ContinuousClock.now
+        try await benchAdverts(count: count, trials: trials)
+        print("")
+        try await benchContinue(rounds: rounds)
+        print("")
+        try await benchStreams(streams.options)
+        print("")
+        try await benchLateJoiner(count: activities)
+        print(String(format: "\nwhole run: %.0f s", seconds(ContinuousClock.now - started)))
+    }
+}
+
+struct AdvertsBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "adverts", abstract: "Advertisements through the broker vs raw libzmq, NATS, Redis.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Advertisements per trial.") var count = 20_000
+    @Option(help: "Trials of each side, interleaved.") var trials = 3
+    func measure() async throws { try await benchAdverts(count: count, trials: trials) }
+}
+
+struct AdvertFloorBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "advert-floor", abstract: "What an advertisement costs at the least, against the target's budget.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Advertisements per trial.") var count = 100_000
+    @Option(help: "Trials.") var trials = 5
+    func measure() async throws { try await benchAdvertFloor(count: count, trials: trials) }
+}
+
+struct ContinueBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "continue", abstract: "Continue round trips vs raw REQ/REP, in one process and between two.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Round trips per run.") var rounds = 5_000
+    func measure() async throws { try await benchContinue(rounds: rounds) }
+}
+
+struct StreamsBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "streams", abstract: "Streams vs raw DEALER/ROUTER, TCP, NATS, Redis; peak memory.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var streams: StreamOptions
+    func measure() async throws { try await benchStreams(streams.options) }
+}
+
+struct LateJoinerBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "late-joiner", abstract: "A new node's time to see N current activities.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Current activities.") var count = 1_000
+    func measure() async throws { try await benchLateJoiner(count: count) }
+}
+
+struct ChecksumBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "checksum", abstract: "CRC-32C per implementation against memcpy.")
+    @OptionGroup var common: CommonOptions
+    @Option(name: .customLong("chunk-kib"), help: "KiB per call.") var chunkKiB = 256
+    @Option(name: .customLong("mib"), help: "MiB checksummed per implementation.") var mebibytes = 4_096
+    func measure() async throws { benchChecksum(chunkKiB: chunkKiB, mebibytes: mebibytes) }
+}
+
+struct BecomeCurrentBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "become-current", abstract: "becomeCurrent alone, on an idle node.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Activities made current one after another.") var count = 50_000
+    func measure() async throws { try await benchBecomeCurrent(count: count) }
+}
+
+struct SlowReaderBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "slow-reader", abstract: "A stream whose reader is slow: it outlasts every timeout.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "MiB to transfer.") var size = 16
+    @Option(help: "How long the slow reader takes, about.") var seconds = 65
+    @Option(help: "Chunks in flight (the reader's credit).") var window = 16
+    func measure() async throws {
+        try benchSlowReader(options: Options(sizeMiB: size, window: window), seconds: .seconds(seconds))
+    }
+}
+
+struct HostileBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "hostile", abstract: "An agent's memory, threads and service under hostile peers.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Contacts the flooding peer advertises.") var contacts = 20_000
+    @Option(help: "Stream opens the hostile peer leaves unread.") var streams = 600
+    @Option(name: .customLong("push-mib"), help: "MiB pushed at the agent's sockets.") var pushMiB = 512
+    @Option(help: "DEALER connections that never speak.") var dealers = 2_000
+    func measure() async throws { try await benchHostile(contacts: contacts, streams: streams, pushMiB: pushMiB, dealers: dealers) }
+}
+
+struct FuzzMemoryBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "fuzz-memory", abstract: "An agent's memory over identical rounds of fuzzed input.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Fuzzed inputs per round.") var inputs = 100_000
+    @Option(help: "Rounds.") var rounds = 3
+    func measure() async throws { try benchFuzzMemory(inputs: inputs, rounds: rounds) }
+}
+
+struct BrokerCapacityBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(
+        commandName: "broker-capacity", abstract: "What one broker forwards on one CPU, against a raw zmq_proxy; its floor; its memory per cached activity.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Advertisements in the flood.") var count = 50_000
+    @Option(help: "Nodes they come from.") var origins = 500
+    @Option(help: "Trials of each, interleaved.") var trials = 3
+    @Option(help: ArgumentHelp("Subscriber counts, comma-separated.", valueName: "n,n")) var subscribers = "1,4"
+    @Option(name: .customLong("memory-activities"), help: "Activities cached for the memory figure (0: skip it).") var memoryActivities = 100_000
+    @Option(name: .customLong("memory-origins"), help: "Nodes they come from.") var memoryOrigins = 1_000
+
+    func validate() throws {
+        guard !subscribers.split(separator: ",").isEmpty, subscribers.split(separator: ",").allSatisfy({ Int($0).map { $0 > 0 } ?? false }) else {
+            throw ValidationError("--subscribers takes counts above 0, comma-separated: 1,4")
+        }
+    }
+
+    func measure() async throws {
+        try benchBrokerCapacity(
+            count: count, origins: origins, trials: trials, fanouts: subscribers.split(separator: ",").compactMap { Int($0) },
+            memoryCount: memoryActivities, memoryOrigins: memoryOrigins)
+    }
+}
+
+struct FleetBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(
+        commandName: "fleet", abstract: "Simulated nodes joining a real broker one after another, a flood from one node, and a fleet at rest.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Nodes joining one after another.") var joiners = 1_000
+    @Option(help: "Activities current while they join.") var activities = 10_000
+    @Option(help: "Advertisements in one node's flood.") var flood = 10_000
+    @Option(help: "Nodes of the fleet at rest.") var nodes = 2_000
+    @Option(name: .customLong("per-node"), help: "Activities per node at rest.") var perNode = 5
+    @Option(name: .customLong("steady-seconds"), help: "How long the fleet rests.") var steadySeconds = 10
+
+    func measure() async throws {
+        try benchFleet(joiners: joiners, activities: activities, flood: flood)
+        try benchFleetSteady(nodes: nodes, perNode: perNode, steadySeconds: Double(steadySeconds))
+    }
+}

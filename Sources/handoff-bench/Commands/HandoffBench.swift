@@ -1,0 +1,61 @@
+// handoff-bench: Handoff measured against raw libzmq doing the same work in the same run, and against
+// the peers a user would pick instead (NATS, Redis, a plain TCP socket), started here on loopback.
+// Build and run in release: `scripts/bench` (everything), or
+// `swift run -c release handoff-bench all|adverts|continue|streams|late-joiner [options]`.
+
+import ArgumentParser
+import Foundation
+import HandoffExecutor
+import ZeroMQ
+
+/// The `handoff-bench` command: a subcommand per benchmark, and hidden ones for the processes a
+/// benchmark starts (Roles/).
+@main
+struct HandoffBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "handoff-bench",
+        abstract: "Handoff against raw libzmq, NATS, Redis and TCP doing the same work, in one run.",
+        discussion: "Build in release (scripts/bench runs `all`). Every figure is printed beside its baseline, measured in the same run.",
+        subcommands: benchmarks + roles
+    )
+
+    static let benchmarks: [any ParsableCommand.Type] = [
+        AllBenchmarks.self, AdvertsBenchmark.self, AdvertFloorBenchmark.self, ContinueBenchmark.self, StreamsBenchmark.self,
+        LateJoinerBenchmark.self, ChecksumBenchmark.self, BecomeCurrentBenchmark.self, SlowReaderBenchmark.self,
+        HostileBenchmark.self, FuzzMemoryBenchmark.self, BrokerCapacityBenchmark.self, FleetBenchmark.self,
+    ]
+
+    /// Runs the command with every task on the event loops, as the `handoff` command does (task
+    /// executor preference, inherited by the child tasks).
+    static func main() async {
+        await withTaskExecutorPreference(EventLoops.shared) {
+            do {
+                var command = try parseAsRoot()
+                if var asyncCommand = command as? any AsyncParsableCommand {
+                    try await asyncCommand.run()
+                } else {
+                    try command.run()
+                }
+            } catch {
+                exit(withError: error)
+            }
+        }
+    }
+}
+
+/// A benchmark command: prepares the process, prints the banner, runs, then the summary table of
+/// every comparison it made.
+protocol Benchmark: AsyncParsableCommand {
+    var common: CommonOptions { get }
+    func measure() async throws
+}
+
+extension Benchmark {
+    func run() async throws {
+        let allocator = common.prepare(Self.configuration.commandName ?? "handoff-bench")
+        BenchEnvironment.banner(allocator: allocator)
+        let report = Report()
+        try await Report.$current.withValue(report) { try await measure() }
+        report.printSummary()
+    }
+}

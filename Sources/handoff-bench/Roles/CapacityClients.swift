@@ -1,0 +1,27 @@
+import CRawBaselines
+import Foundation
+import Handoff
+
+// The broker-capacity benchmark's publisher and subscriber (plain C on libzmq), each a process of
+// its own.
+
+/// `capacity-publisher --frontend E --records F`: bus_publish's flood; says `SENT n seconds`.
+func runCapacityPublisher(_ arguments: [String]) throws {
+    let records = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stringOption("--records", in: arguments) ?? "")))
+    var seconds = 0.0
+    let sent = records.withUnsafeBufferPointer { bus_publish(stringOption("--frontend", in: arguments), $0.baseAddress, $0.count, 1, &seconds) }
+    tell("SENT \(sent) \(seconds)")
+}
+
+/// `capacity-subscriber --backend E --expected N`: says READY once connected, then
+/// `RECEIVED n seconds` (first to last message) once it has N, or none came for 2 s.
+func runCapacitySubscriber(_ arguments: [String]) throws {
+    guard let subscriber = bus_subscriber_open(stringOption("--backend", in: arguments), "A:") else {
+        throw HandoffError(.handoffFailed, "the subscriber could not connect")
+    }
+    tell("READY")
+    var seconds = 0.0
+    var bytes: UInt64 = 0
+    let received = bus_subscriber_count(subscriber, Int32(intOption("--expected", 0, in: arguments)), 2_000, &seconds, &bytes)
+    tell("RECEIVED \(received) \(seconds) \(bytes)")
+}
