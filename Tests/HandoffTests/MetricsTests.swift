@@ -40,16 +40,22 @@ let promtoolRequired = ProcessInfo.processInfo.environment["CI"] != nil
 
 /// `promtool check metrics` on an exposition: its exit status and what it said.
 func promtoolCheck(_ exposition: String) throws -> (status: Int32, output: String) {
+    try runPromtool(["check", "metrics"], input: exposition)
+}
+
+/// Runs promtool with `arguments` (in `folder`, feeding it `input`): its exit status and what it said.
+func runPromtool(_ arguments: [String], input text: String? = nil, in folder: URL? = nil) throws -> (status: Int32, output: String) {
     guard let promtool else { throw ProcessFailure("promtool is not installed (apt-get install prometheus)") }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: promtool)
-    process.arguments = ["check", "metrics"]
+    process.arguments = arguments
+    process.currentDirectoryURL = folder
     let input = Pipe(), output = Pipe()
     process.standardInput = input
     process.standardOutput = output
     process.standardError = output
     try process.run()
-    input.fileHandleForWriting.write(Data(exposition.utf8))
+    if let text { input.fileHandleForWriting.write(Data(text.utf8)) }
     try input.fileHandleForWriting.close()
     let said = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
@@ -166,6 +172,7 @@ struct MetricsTests {
             #expect(await eventually(within: .seconds(15)) { healthStatus(port) == 200 }, "port \(port): /healthz never answered 200")
         }
 
+        var exposed: Set<String> = []
         for (what, port, prefix) in [("broker", brokerPort, "handoff_broker_"), ("agent", agentPort, "handoff_node_")] {
             let scrape = try httpGet(port: port, path: "/metrics")
             #expect(scrape.status == 200)
@@ -187,6 +194,11 @@ struct MetricsTests {
             #expect(metricValue(scrape.body, "process_max_fds") ?? 0 >= metricValue(scrape.body, "process_open_fds") ?? .infinity)
             let started = metricValue(scrape.body, "process_start_time_seconds") ?? 0
             #expect(abs(started - Date().timeIntervalSince1970) < 120, "\(what) started at \(started)")
+            exposed.formUnion(families.map(String.init))
         }
+        // What deploy/monitoring's dashboard and alert rules query is what a broker and an agent serve.
+        let queried = try MonitoringFiles.queriedFamilies()
+        #expect(queried.count >= 20)
+        #expect(queried.subtracting(exposed).isEmpty, "queried but served by neither: \(queried.subtracting(exposed).sorted())")
     }
 }
