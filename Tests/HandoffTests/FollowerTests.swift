@@ -222,6 +222,30 @@ struct FollowerTests {
         #expect(subscriptions(follower.tick(now: start + .seconds(3), date: date)) == ["+S:00000000000000000000000000000003/org.test."], "the round put off")
     }
 
+    @Test("a presence after its origin was silent for over half a lease asks for the snapshots again: a change made meanwhile to an activity still held is learnt; presences on time do not ask")
+    func latePresenceAsksAgain() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        var counter = 0
+        follower.makeToken = { counter += 1; return String(format: "%032x", counter) }
+        _ = follower.follow(["org.test."])
+        _ = hear(&follower, .snapshotReply(WireSnapshotReply(count: 0, typePrefix: "org.test.")), from: node("o1"), sequence: 1,
+                 topic: "S:00000000000000000000000000000001/org.test.")
+        #expect(events(hear(&follower, advertisement("a", of: origin, version: 2), from: origin, sequence: 2, at: 0.5)) == ["appeared a v2"])
+        // Presences every 2 s (a lease of 6 s): on time, nothing to ask.
+        for (index, at) in [1.0, 3.0, 5.0].enumerated() {
+            let actions = hear(&follower, presence(of: origin, listing: ["a"]), from: origin, sequence: UInt64(3 + index), at: at, topic: "P:o1")
+            #expect(subscriptions(actions).isEmpty, "a presence on time, at \(at) s")
+        }
+        // Version 3 goes past this node (sequence 6), and so do the next presences: 4 s of silence.
+        let late = hear(&follower, presence(of: origin, listing: ["a"]), from: origin, sequence: 8, at: 9, topic: "P:o1")
+        #expect(subscriptions(late) == ["+S:00000000000000000000000000000002/org.test."])
+        // The origin's answer brings version 3 (its envelope's sequence is the one never heard).
+        let answer = hear(&follower, advertisement("a", of: origin, version: 3), from: origin, sequence: 6, at: 9.01,
+                          topic: "S:00000000000000000000000000000002/org.test.")
+        #expect(events(answer) == ["updated a v3"])
+    }
+
     @Test("ids a presence named and a snapshot round did not bring are remembered as not followed while their origin lists them, and forgotten when its presence lapses")
     func unfollowedForgottenWithTheirOrigin() {
         var follower = Follower(settings())

@@ -61,6 +61,19 @@ struct SimulatorTests {
         #expect(report.failure == nil, "\(String(describing: report.failure))")
     }
 
+    /// Regression (2026-11-26, found by scripts/test's fresh seeds): a follower cut off from an
+    /// origin missed its update; when the partition healed the follower asked for the snapshots,
+    /// but the origin was stopped (SIGSTOP) and never answered, so the follower went on with what
+    /// arrived, and held the old version after the origin went on, until its refresh (25 s). A
+    /// presence after more than half a lease of silence now asks again.
+    @Test("regression, seed 816017148: an update missed in a partition is learnt once its stopped origin goes on")
+    func updateMissedWhileOriginStopped() async throws {
+        let run = try await runSimulator(["--seed", "816017148"])
+        #expect(run.status == 0, "\(run.output)")
+        let report = Simulation.run(seed: 816_017_148, options: SimulationOptions())
+        #expect(report.failure == nil, "\(String(describing: report.failure))")
+    }
+
     @Test("a seed replays exactly: the same trace, step by step, twice")
     func replays() async throws {
         let seed = String(UInt64.random(in: 0..<1_000_000_000))

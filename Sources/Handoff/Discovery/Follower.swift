@@ -181,12 +181,15 @@ struct Follower {
             // Replay protection as for an activity, under a name no activity id can have.
             if let refusal = believe(envelope, origin: presence.node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
-            directory.heard(presence, lease: lease, now: now, wallClock: date)
+            let silence = directory.heard(presence, lease: lease, now: now, wallClock: date)
             let listed = Set(presence.activityIds)
             for id in known.renew(origin: presence.node.nodeID, listed: listed, partial: presence.partial, deadline: now + lease) {
                 actions += forget(id, reason: .lost)
             }
-            return actions + resynchronize(afterPresenceOf: presence.node.nodeID, listing: listed, now: now)
+            // More than half a lease since the last one (a lease is three presences by default):
+            // one or more went past this node, and so may what its origin changed meanwhile.
+            let late = silence.map { $0 > lease / 2 } ?? false
+            return actions + resynchronize(afterPresenceOf: presence.node.nodeID, listing: listed, late: late, now: now)
         default:
             return []
         }
@@ -235,13 +238,18 @@ struct Follower {
     // MARK: Recovery
 
     /// A presence renewed what it lists; those of its ids not held here may be lost activities of
-    /// a type this node follows.
-    private mutating func resynchronize(afterPresenceOf origin: String, listing listed: Set<String>, now: ContinuousClock.Instant) -> [Action] {
+    /// a type this node follows. A `late` one (its origin silent here for over half a lease: a
+    /// partition that healed with no reconnection seen, an origin stopped and gone on) may follow
+    /// changes this node never heard, to activities it still holds.
+    private mutating func resynchronize(afterPresenceOf origin: String, listing listed: Set<String>, late: Bool, now: ContinuousClock.Instant) -> [Action] {
         guard !followed.isEmpty else { return [] }
         let unheld = listed.filter { known[$0] == nil }
-        guard resynchronization.presence(origin: origin, listed: listed, unheld: unheld, now: now) else { return [] }
-        return [.log(.debug, "a presence of \(origin) names \(unheld.count) activities not known here; asking for the snapshots again")]
-            + askForSnapshotsAgain()
+        if resynchronization.presence(origin: origin, listed: listed, unheld: unheld, now: now) {
+            return [.log(.debug, "a presence of \(origin) names \(unheld.count) activities not known here; asking for the snapshots again")]
+                + askForSnapshotsAgain()
+        }
+        guard late, resynchronization.silenceEnded(now: now) else { return [] }
+        return [.log(.debug, "\(origin) was silent here for over half its lease; asking for the snapshots again")] + askForSnapshotsAgain()
     }
 
     /// A bus subscriber connected again (a broker restarted, the network came back): what was

@@ -21,20 +21,24 @@ public struct PresentNode: Sendable, Hashable, CustomStringConvertible {
 /// ``capacity`` a node not yet listed is not added.
 struct NodeDirectory {
     let capacity: Int
-    private var entries: [String: (node: PresentNode, deadline: ContinuousClock.Instant)] = [:]
+    private var entries: [String: (node: PresentNode, heardAt: ContinuousClock.Instant, deadline: ContinuousClock.Instant)] = [:]
 
     init(capacity: Int) {
         self.capacity = capacity
     }
 
-    /// Takes a presence (already believed).
-    mutating func heard(_ presence: WireNodePresence, lease: Duration, now: ContinuousClock.Instant, wallClock: Date = Date()) {
+    /// Takes a presence (already believed); returns how long the node was silent before it, when
+    /// it was listed.
+    @discardableResult
+    mutating func heard(_ presence: WireNodePresence, lease: Duration, now: ContinuousClock.Instant, wallClock: Date = Date()) -> Duration? {
         let id = presence.node.nodeID
-        guard entries[id] != nil || entries.count < capacity else { return }
+        let previous = entries[id]?.heardAt
+        guard previous != nil || entries.count < capacity else { return nil }
         let node = PresentNode(
             info: NodeInfo(wire: presence.node), continueEndpoint: presence.continueEndpoint,
             activityCount: presence.activityIds.count, listIsPartial: presence.partial, lastHeard: wallClock)
-        entries[id] = (node, now + lease)
+        entries[id] = (node, now, now + lease)
+        return previous.map { now - $0 }
     }
 
     /// Forgets the nodes whose lease ran out; returns their ids.

@@ -2,12 +2,16 @@ import Foundation
 
 /// When a follower asks for its snapshots again: the repair of what the bus lost while an
 /// originator lived (ZeroMQ guide, Clone pattern: a client re-asks for a snapshot when its server
-/// comes back). Two reasons:
+/// comes back). Three reasons:
 ///
 /// - a bus connection came back (a broker restarted, a partition healed): what was advertised
 ///   while this node was away went past it;
 /// - a presence names activities this node does not hold: it lost them (a lease ran out while the
-///   bus was down or the originator stalled) while their originator still has them current.
+///   bus was down or the originator stalled) while their originator still has them current;
+/// - a presence comes after its origin was silent here for over half a lease: a change the origin
+///   made meanwhile (a new version of an activity this node still holds) may have gone past it,
+///   and the snapshot that a reconnection asked for may have found the origin stopped (found by
+///   the simulator, seed 816017148).
 ///
 /// A presence lists every current activity of its node, of every type, and this node follows only
 /// some types; it cannot tell which from an id. So the ids a presence names and a snapshot then did
@@ -56,6 +60,12 @@ struct Resynchronization {
 
     /// A bus connection came back. Returns whether to ask for the snapshots now.
     mutating func reconnected(now: ContinuousClock.Instant) -> Bool {
+        want(now: now)
+    }
+
+    /// A presence came after its origin was silent here for over half a lease. Returns whether to
+    /// ask for the snapshots now.
+    mutating func silenceEnded(now: ContinuousClock.Instant) -> Bool {
         want(now: now)
     }
 
