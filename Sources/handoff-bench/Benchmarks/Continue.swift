@@ -16,13 +16,21 @@ func withPair<T: Sendable>(
     lease: Duration = .seconds(30),
     _ body: (_ originator: Node, _ continuer: Node) async throws -> T
 ) async throws -> T {
+    try await withPair(configured: { pairConfiguration($0, peers: $1, lease: lease) }, body)
+}
+
+/// The same, each node configured by `configuration(name, peers)`.
+func withPair<T: Sendable>(
+    configured configuration: (_ name: String, _ peers: [String]) -> Node.Configuration,
+    _ body: (_ originator: Node, _ continuer: Node) async throws -> T
+) async throws -> T {
     let context = try Context()
-    let originator = try Node(configuration: pairConfiguration("originator", peers: [], lease: lease), context: context)
+    let originator = try Node(configuration: configuration("originator", []), context: context)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await originator.run() }
         defer { group.cancelAll() }
         await originator.untilRunning()
-        return try await Node.withRunning(pairConfiguration("continuer", peers: [originator.busEndpoint!], lease: lease), context: context) { continuer in
+        return try await Node.withRunning(configuration("continuer", [originator.busEndpoint!]), context: context) { continuer in
             try await body(originator, continuer)
         }
     }

@@ -61,36 +61,25 @@ final class Writer: UserActivityDelegate {
     }
 }
 
-/// One Handoff stream of `total` bytes between two nodes over loopback; returns seconds.
+/// One Handoff stream of `total` bytes between two nodes over loopback (one context for both, as
+/// the raw baseline uses one for both of its sockets); returns seconds.
 func handoffStream(total: Int, options: Options) async throws -> Double {
-    // One context for both nodes, as the raw baseline uses one for both of its sockets.
-    let context = try Context()
-    let originator = try Node(configuration: streamConfiguration("originator", peers: [], options: options), context: context)
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await originator.run() }
-        defer { group.cancelAll() }
-        await originator.untilRunning()
-        return try await Node.withRunning(streamConfiguration("continuer", peers: [originator.busEndpoint!], options: options), context: context) { continuer in
-            let writer = Writer(total: total, chunk: options.chunk)
-            let activity = try UserActivity(activityType: "org.handoff.bench.bulk")
-            activity.supportsContinuationStreams = true
-            activity.delegate = writer
-            try await activity.becomeCurrent(on: originator)
-            await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
-            var found: DiscoveredActivity?
-            while found == nil {
-                found = await continuer.activities().first { $0.id == activity.id }
-                if found == nil { try await Task.sleep(for: .milliseconds(5)) }
-            }
-            guard case .restored(let continued) = try await continuer.continueActivity(found!) else { return -1 }
-            let started = ContinuousClock.now
-            let streams = try await continuer.openStreams(for: continued)
-            var received = 0
-            for try await chunk in streams.input { received += chunk.count }
-            let elapsed = ContinuousClock.now - started
-            guard received == total else { throw HandoffError(.streamTruncated, "received \(received) of \(total)") }
-            return seconds(elapsed)
-        }
+    try await withPair(configured: { streamConfiguration($0, peers: $1, options: options) }) { originator, continuer in
+        let writer = Writer(total: total, chunk: options.chunk)
+        let activity = try UserActivity(activityType: "org.handoff.bench.bulk")
+        activity.supportsContinuationStreams = true
+        activity.delegate = writer
+        try await activity.becomeCurrent(on: originator)
+        await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
+        let found = try await waitFor(activity.id, on: continuer)
+        guard case .restored(let continued) = try await continuer.continueActivity(found) else { return -1 }
+        let started = ContinuousClock.now
+        let streams = try await continuer.openStreams(for: continued)
+        var received = 0
+        for try await chunk in streams.input { received += chunk.count }
+        let elapsed = ContinuousClock.now - started
+        guard received == total else { throw HandoffError(.streamTruncated, "received \(received) of \(total)") }
+        return seconds(elapsed)
     }
 }
 
