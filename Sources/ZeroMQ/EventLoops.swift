@@ -11,10 +11,9 @@ import Synchronization
 /// task waiting for it.
 ///
 /// Every suspending socket call waits through these loops (they start with the first one). What
-/// runs *on* them is chosen with public Swift API: a `Node` is an actor on a
-/// ``HandoffExecutor/LoopSerialExecutor`` of ``shared``; the `handoff` command, `handoff-bench` and
-/// a program that embeds a node run their tasks there with task executor preference, which child
-/// tasks inherit:
+/// runs *on* them is chosen with public Swift API, task executor preference, which child tasks
+/// inherit and a default actor follows: a `Node` runs its own tasks so, and the `handoff` command,
+/// `handoff-bench` and a program that embeds a node run theirs there:
 ///
 /// ```swift
 /// await withTaskExecutorPreference(EventLoops.shared) { await runEverything() }

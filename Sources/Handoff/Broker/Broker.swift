@@ -60,15 +60,7 @@ public final class Broker: Sendable {
         public var relayKeys: Set<CurveKey> = []
 
         /// An upstream broker's endpoints, as its own nodes use them.
-        public struct Upstream: Sendable, Hashable {
-            public var frontend: String
-            public var backend: String
-
-            public init(frontend: String, backend: String) {
-                self.frontend = frontend
-                self.backend = backend
-            }
-        }
+        public typealias Upstream = Node.Configuration.BrokerEndpoints
         /// Whether to cache advertisements and replay them to new subscriptions.
         public var lastValueCache: Bool
         /// The most activities the cache holds; when it is full, the entry that would expire
