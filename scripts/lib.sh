@@ -16,7 +16,8 @@ HANDOFF_DEBIAN_PACKAGES=(
     iproute2             # deploy/netns: network namespaces, veth pairs, tc shaping
     ethtool iputils-ping python3  # deploy/netns/stream-link.sh's lossy link where the kernel has no netem
     libnats-dev libhiredis-dev    # the benchmark's NATS and Redis baselines use the peers' own C clients
-    prometheus           # promtool: MetricsTests checks a broker's and an agent's /metrics as Prometheus does
+    prometheus           # promtool and the server: MetricsTests and PrometheusTests check /metrics as Prometheus does
+    chromium             # LivePageTests load the live page in headless Chromium and read what it rendered
 )
 
 ensure_debian_packages() {

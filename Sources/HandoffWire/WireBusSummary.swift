@@ -32,10 +32,13 @@ public struct WireBusSummary: Equatable, Sendable {
 
     public var sender: Node
     public var body: Body
+    /// The envelope's trace id, when a tracer asked for this one (wire.proto, "Tracing").
+    public var traceID: String?
 
-    public init(sender: Node, body: Body) {
+    public init(sender: Node, body: Body, traceID: String? = nil) {
         self.sender = sender
         self.body = body
+        self.traceID = traceID
     }
 
     /// Reads an envelope's summary from its bytes.
@@ -48,6 +51,7 @@ public struct WireBusSummary: Equatable, Sendable {
         var sender = Node()
         var sentAt = Timestamp(seconds: 0, nanos: 0)  // checked only: a node reads it
         var body: BodyFields?
+        var traceID: String?
         do {
             var reader = try ProtobufReader(bytes)
             while let (number, type) = try reader.nextField() {
@@ -55,7 +59,11 @@ public struct WireBusSummary: Equatable, Sendable {
                 case (1, .varint): version = UInt32(truncatingIfNeeded: try reader.varint())
                 case (3, .lengthDelimited): try readNode(into: &sender, reader.nested(reader.lengthDelimited()), keeping: readingSender)
                 case (4, .lengthDelimited): try readTimestamp(into: &sentAt, reader.nested(reader.lengthDelimited()))
-                case (10...19, .lengthDelimited) where number != 16:
+                case (6, .lengthDelimited):
+                    // proto3: an empty string is no trace.
+                    let id = try reader.string()
+                    traceID = id.isEmpty ? nil : id
+                case (10...20, .lengthDelimited) where number != 16:
                     let content = try reader.lengthDelimited()
                     // A oneof: another case replaces the body; the same case again merges into it.
                     if body?.number != number { body = BodyFields(number: number) }
@@ -68,7 +76,7 @@ public struct WireBusSummary: Equatable, Sendable {
         }
         guard version != 0, version <= WireProtocol.version else { throw .unsupportedProtocolVersion(version) }
         guard let body else { throw .missingBody }
-        return WireBusSummary(sender: sender, body: body.summary)
+        return WireBusSummary(sender: sender, body: body.summary, traceID: traceID)
     }
 
     /// The activity type of an advertisement envelope (`nil` for another body), read in place: for
@@ -199,8 +207,18 @@ private struct BodyFields {
             case (3, .varint): leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
             case (4, .lengthDelimited): activityIDs.append(try reader.string())
             case (5, .varint): partial = try reader.varint() != 0
+            case (6, .lengthDelimited): try Self.checkTraffic(reader.nested(reader.lengthDelimited()))
             default: try reader.skip(type, number: number)
             }
+        }
+    }
+
+    /// wire.proto's NodeTraffic, read only to reject what the full decode rejects (the broker
+    /// needs none of it).
+    private static func checkTraffic(_ reader: ProtobufReader) throws(BinaryDecodingError) {
+        var reader = reader
+        while let (number, type) = try reader.nextField() {
+            try reader.skip(type, number: number)
         }
     }
 }

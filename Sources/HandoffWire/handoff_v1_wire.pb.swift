@@ -92,6 +92,13 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     set {_uniqueStorage()._sequence = newValue}
   }
 
+  /// Set only on an advertisement a tracer asked for (see "Tracing" above): each
+  /// party that handles it reports under "T:" + trace_id. Empty: not traced.
+  public var traceID: String {
+    get {_storage._traceID}
+    set {_uniqueStorage()._traceID = newValue}
+  }
+
   /// --- Body (10..29) ---
   public var body: OneOf_Body? {
     get {return _storage._body}
@@ -180,6 +187,15 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     set {_uniqueStorage()._body = .nodeEvent(newValue)}
   }
 
+  /// One party's report of a traced message, under "T:" + its trace id.
+  public var traceHop: WireTraceHop {
+    get {
+      if case .traceHop(let v)? = _storage._body {return v}
+      return WireTraceHop()
+    }
+    set {_uniqueStorage()._body = .traceHop(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   /// --- Body (10..29) ---
@@ -203,6 +219,8 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     /// What a node did, for monitoring: published on the bus under the topic "E:" + activity type.
     /// Nodes do not subscribe to these; `handoff monitor` does.
     case nodeEvent(WireNodeEvent)
+    /// One party's report of a traced message, under "T:" + its trace id.
+    case traceHop(WireTraceHop)
 
   }
 
@@ -451,11 +469,150 @@ public nonisolated struct WireNodePresence: Sendable {
   /// listed and drop nothing.
   public var partial: Bool = false
 
+  /// What the node's sockets carried since it started, for operators' views
+  /// (the live page, `handoff top`): each node's traffic in and out, which no
+  /// broker can see (XPUB does not say which subscriber received what).
+  /// Receivers use it for nothing else; absent (all 0) from older nodes.
+  public var traffic: WireNodeTraffic {
+    get {_traffic ?? WireNodeTraffic()}
+    set {_traffic = newValue}
+  }
+  /// Returns true if `traffic` has been explicitly set.
+  public var hasTraffic: Bool {self._traffic != nil}
+  /// Clears the value of `traffic`. Subsequent reads from it will return its default value.
+  public mutating func clearTraffic() {self._traffic = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _node: WireNodeRef? = nil
+  fileprivate var _traffic: WireNodeTraffic? = nil
+}
+
+/// Messages and bytes (every frame) a node's sockets received and sent: the
+/// bus, its continuation server and its continuation clients together.
+public nonisolated struct WireNodeTraffic: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messagesIn: UInt64 = 0
+
+  public var bytesIn: UInt64 = 0
+
+  public var messagesOut: UInt64 = 0
+
+  public var bytesOut: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// What one party did with a traced message (see "Tracing" above). The party is
+/// Envelope.sender (a broker's sender is itself).
+public nonisolated struct WireTraceHop: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var traceID: String = String()
+
+  public var kind: WireTraceHop.Kind = .unspecified
+
+  public var activityID: String = String()
+
+  /// When, on the party's wall clock (parties on other hosts differ by their
+  /// clocks' offset).
+  public var at: WireTimestamp {
+    get {_at ?? WireTimestamp()}
+    set {_at = newValue}
+  }
+  /// Returns true if `at` has been explicitly set.
+  public var hasAt: Bool {self._at != nil}
+  /// Clears the value of `at`. Subsequent reads from it will return its default value.
+  public mutating func clearAt() {self._at = nil}
+
+  public var detail: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Kind: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case unspecified // = 0
+
+    /// The origin published the traced advertisement.
+    case sent // = 1
+
+    /// A broker took it off its frontend.
+    case brokerReceived // = 2
+
+    /// A broker's last-value cache stored it.
+    case brokerCached // = 3
+
+    /// A broker passed it to its subscribers.
+    case brokerForwarded // = 4
+
+    /// A node took it off its bus socket.
+    case received // = 5
+
+    /// The node delivered an event to its application (detail: which).
+    case delivered // = 6
+
+    /// The node delivered nothing (detail: why, e.g. already known at this version).
+    case notDelivered // = 7
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .unspecified
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .unspecified
+      case 1: self = .sent
+      case 2: self = .brokerReceived
+      case 3: self = .brokerCached
+      case 4: self = .brokerForwarded
+      case 5: self = .received
+      case 6: self = .delivered
+      case 7: self = .notDelivered
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .unspecified: return 0
+      case .sent: return 1
+      case .brokerReceived: return 2
+      case .brokerCached: return 3
+      case .brokerForwarded: return 4
+      case .received: return 5
+      case .delivered: return 6
+      case .notDelivered: return 7
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [WireTraceHop.Kind] = [
+      .unspecified,
+      .sent,
+      .brokerReceived,
+      .brokerCached,
+      .brokerForwarded,
+      .received,
+      .delivered,
+      .notDelivered,
+    ]
+
+  }
+
+  public init() {}
+
+  fileprivate var _at: WireTimestamp? = nil
 }
 
 /// Ends one answerer's snapshot (see "Snapshots" above): published under the
@@ -644,7 +801,7 @@ fileprivate nonisolated let _protobuf_package = "handoff.v1"
 
 nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Envelope"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}correlation_id\0\u{1}sender\0\u{3}sent_at\0\u{1}sequence\0\u{2}\u{5}advertisement\0\u{1}withdrawal\0\u{3}node_presence\0\u{3}stream_frame\0\u{3}continue_request\0\u{3}continue_reply\0\u{4}\u{2}snapshot_reply\0\u{1}error\0\u{3}node_event\0\u{b}snapshot_request\0\u{c}\u{10}\u{1}")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{3}correlation_id\0\u{1}sender\0\u{3}sent_at\0\u{1}sequence\0\u{3}trace_id\0\u{2}\u{4}advertisement\0\u{1}withdrawal\0\u{3}node_presence\0\u{3}stream_frame\0\u{3}continue_request\0\u{3}continue_reply\0\u{4}\u{2}snapshot_reply\0\u{1}error\0\u{3}node_event\0\u{3}trace_hop\0\u{b}snapshot_request\0\u{c}\u{10}\u{1}")
 
   fileprivate class _StorageClass {
     var _protocolVersion: UInt32 = 0
@@ -652,6 +809,7 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
     var _sender: WireNodeRef? = nil
     var _sentAt: WireTimestamp? = nil
     var _sequence: UInt64 = 0
+    var _traceID: String = String()
     var _body: WireEnvelope.OneOf_Body?
 
       // This property is used as the initial default value for new instances of the type.
@@ -668,6 +826,7 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
       _sender = source._sender
       _sentAt = source._sentAt
       _sequence = source._sequence
+      _traceID = source._traceID
       _body = source._body
     }
   }
@@ -692,6 +851,7 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
         case 3: try { try decoder.decodeSingularMessageField(value: &_storage._sender) }()
         case 4: try { try decoder.decodeSingularMessageField(value: &_storage._sentAt) }()
         case 5: try { try decoder.decodeSingularUInt64Field(value: &_storage._sequence) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._traceID) }()
         case 10: try {
           var v: WireAdvertisement?
           var hadOneofValue = false
@@ -809,6 +969,19 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
             _storage._body = .nodeEvent(v)
           }
         }()
+        case 20: try {
+          var v: WireTraceHop?
+          var hadOneofValue = false
+          if let current = _storage._body {
+            hadOneofValue = true
+            if case .traceHop(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._body = .traceHop(v)
+          }
+        }()
         default: break
         }
       }
@@ -835,6 +1008,9 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
       } }()
       if _storage._sequence != 0 {
         try visitor.visitSingularUInt64Field(value: _storage._sequence, fieldNumber: 5)
+      }
+      if !_storage._traceID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._traceID, fieldNumber: 6)
       }
       switch _storage._body {
       case .advertisement?: try {
@@ -873,6 +1049,10 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
         guard case .nodeEvent(let v)? = _storage._body else { preconditionFailure() }
         try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
       }()
+      case .traceHop?: try {
+        guard case .traceHop(let v)? = _storage._body else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 20)
+      }()
       case nil: break
       }
     }
@@ -889,6 +1069,7 @@ nonisolated extension WireEnvelope: SwiftProtobuf.Message, SwiftProtobuf._Messag
         if _storage._sender != rhs_storage._sender {return false}
         if _storage._sentAt != rhs_storage._sentAt {return false}
         if _storage._sequence != rhs_storage._sequence {return false}
+        if _storage._traceID != rhs_storage._traceID {return false}
         if _storage._body != rhs_storage._body {return false}
         return true
       }
@@ -1108,7 +1289,7 @@ nonisolated extension WireWithdrawal.Reason: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".NodePresence"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}continue_endpoint\0\u{3}lease_ms\0\u{3}activity_ids\0\u{1}partial\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}node\0\u{3}continue_endpoint\0\u{3}lease_ms\0\u{3}activity_ids\0\u{1}partial\0\u{1}traffic\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1121,6 +1302,7 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.leaseMs) }()
       case 4: try { try decoder.decodeRepeatedStringField(value: &self.activityIds) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.partial) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._traffic) }()
       default: break
       }
     }
@@ -1146,6 +1328,9 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.partial != false {
       try visitor.visitSingularBoolField(value: self.partial, fieldNumber: 5)
     }
+    try { if let v = self._traffic {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1155,9 +1340,113 @@ nonisolated extension WireNodePresence: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.leaseMs != rhs.leaseMs {return false}
     if lhs.activityIds != rhs.activityIds {return false}
     if lhs.partial != rhs.partial {return false}
+    if lhs._traffic != rhs._traffic {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
+}
+
+nonisolated extension WireNodeTraffic: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NodeTraffic"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}messages_in\0\u{3}bytes_in\0\u{3}messages_out\0\u{3}bytes_out\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.messagesIn) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.bytesIn) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.messagesOut) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.bytesOut) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.messagesIn != 0 {
+      try visitor.visitSingularUInt64Field(value: self.messagesIn, fieldNumber: 1)
+    }
+    if self.bytesIn != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesIn, fieldNumber: 2)
+    }
+    if self.messagesOut != 0 {
+      try visitor.visitSingularUInt64Field(value: self.messagesOut, fieldNumber: 3)
+    }
+    if self.bytesOut != 0 {
+      try visitor.visitSingularUInt64Field(value: self.bytesOut, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireNodeTraffic, rhs: WireNodeTraffic) -> Bool {
+    if lhs.messagesIn != rhs.messagesIn {return false}
+    if lhs.bytesIn != rhs.bytesIn {return false}
+    if lhs.messagesOut != rhs.messagesOut {return false}
+    if lhs.bytesOut != rhs.bytesOut {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireTraceHop: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TraceHop"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}trace_id\0\u{1}kind\0\u{3}activity_id\0\u{1}at\0\u{1}detail\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.traceID) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.activityID) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._at) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.detail) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.traceID.isEmpty {
+      try visitor.visitSingularStringField(value: self.traceID, fieldNumber: 1)
+    }
+    if self.kind != .unspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 2)
+    }
+    if !self.activityID.isEmpty {
+      try visitor.visitSingularStringField(value: self.activityID, fieldNumber: 3)
+    }
+    try { if let v = self._at {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.detail.isEmpty {
+      try visitor.visitSingularStringField(value: self.detail, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireTraceHop, rhs: WireTraceHop) -> Bool {
+    if lhs.traceID != rhs.traceID {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.activityID != rhs.activityID {return false}
+    if lhs._at != rhs._at {return false}
+    if lhs.detail != rhs.detail {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension WireTraceHop.Kind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_SENT\0\u{1}KIND_BROKER_RECEIVED\0\u{1}KIND_BROKER_CACHED\0\u{1}KIND_BROKER_FORWARDED\0\u{1}KIND_RECEIVED\0\u{1}KIND_DELIVERED\0\u{1}KIND_NOT_DELIVERED\0")
 }
 
 nonisolated extension WireSnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

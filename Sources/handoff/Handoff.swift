@@ -15,7 +15,7 @@ struct HandoffCommand: AsyncParsableCommand {
         discussion: "Start with `handoff demo`: a broker and two agents on loopback play the contacts story.",
         version: HandoffVersion.description,
         subcommands: [
-            DemoCommand.self, BrokerCommand.self, AgentCommand.self, MonitorCommand.self, ActivitiesCommand.self, NodesCommand.self, ContinueCommand.self,
+            DemoCommand.self, BrokerCommand.self, AgentCommand.self, MonitorCommand.self, TopCommand.self, TraceCommand.self, ActivitiesCommand.self, NodesCommand.self, ContinueCommand.self,
             AdvertiseCommand.self, PluginCommand.self, ContactsCommand.self, PluginsCommand.self, KeygenCommand.self, HealthCommand.self,
         ]
     )

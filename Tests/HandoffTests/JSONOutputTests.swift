@@ -15,7 +15,7 @@ private func objects(_ output: String, _ what: String) -> [[String: Any]] {
 @Suite("--json on every command that prints data", .exclusive, .serialized)
 struct JSONOutputTests {
     /// The subcommands that print data (each must take --json), and those that do not.
-    static let printsData = ["monitor", "activities", "nodes", "continue", "advertise", "plugin", "contacts", "plugins list", "plugins new", "keygen", "health"]
+    static let printsData = ["monitor", "top", "trace", "activities", "nodes", "continue", "advertise", "plugin", "contacts", "plugins list", "plugins new", "keygen", "health"]
     static let printsNoData = ["demo": "a story for people", "broker": "a server (its logs: --log-format json)", "agent": "a server (its logs: --log-format json)"]
 
     @Test("every subcommand is either a data command with --json or one that prints no data")

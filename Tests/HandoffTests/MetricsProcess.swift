@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Testing
 
 /// Starts a `handoff broker` or `handoff agent` serving `--metrics` on a port the kernel picks
 /// when it binds (`127.0.0.1:0`), and returns it with that port, read from its log line
@@ -32,4 +33,73 @@ func servedMetricsPort(_ log: String) -> Int? {
     let address = line[url.upperBound..<end.lowerBound]
     guard let colon = address.lastIndex(of: ":") else { return nil }
     return Int(address[address.index(after: colon)...])
+}
+
+/// A broker and agents in processes of their own, each serving `--metrics` on a port it picked:
+/// what the tests of operators' tools (the live page, Prometheus, `trace`) run against. Each
+/// agent hosts the built plugins (contacts among them) and has a control socket in `folder`.
+struct ServedDeployment {
+    struct Agent {
+        let process: Process
+        let port: Int
+        let control: String
+    }
+
+    let folder: URL
+    let frontend: String
+    let backend: String
+    let broker: Process
+    let brokerPort: Int
+    let agents: [String: Agent]
+
+    static func start(agents names: [String], brokerArguments: [String] = []) async throws -> ServedDeployment {
+        let ports = try freePorts(2)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("deployment-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var started: [Process] = []
+        do {
+            let (broker, brokerPort) = try await startServingMetrics(
+                ["broker", "--frontend", ports[0], "--backend", ports[1]] + brokerArguments, log: folder.appendingPathComponent("broker.log"))
+            started.append(broker)
+            var agents: [String: Agent] = [:]
+            for name in names {
+                let control = "ipc://\(folder.path)/\(name).sock"
+                let (process, port) = try await startServingMetrics([
+                    "agent", "--name", name, "--broker", ports[0], ports[1], "--plugins", buildFolder.path,
+                    "--data", folder.appendingPathComponent(name).path, "--control", control],
+                    log: folder.appendingPathComponent("\(name).log"))
+                started.append(process)
+                agents[name] = Agent(process: process, port: port, control: control)
+            }
+            return ServedDeployment(folder: folder, frontend: ports[0], backend: ports[1], broker: broker, brokerPort: brokerPort, agents: agents)
+        } catch {
+            for process in started { reap(process) }
+            try? FileManager.default.removeItem(at: folder)
+            throw error
+        }
+    }
+
+    func agent(_ name: String) -> Agent { agents[name]! }
+
+    /// Ends every process (SIGKILL where still running), reaps it, and removes the folder.
+    func stop() {
+        for agent in agents.values { reap(agent.process) }
+        reap(broker)
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    /// Whether every agent is on the bus (`/healthz` 200), within `timeout`.
+    func untilHealthy(within timeout: Duration = .seconds(15)) async -> Bool {
+        await eventually(within: timeout) { agents.values.allSatisfy { healthStatus($0.port) == 200 } }
+    }
+
+    /// The contacts story's first steps: `names` added on `origin`, and its list shared.
+    func shareContacts(_ names: [String], on origin: String) async throws {
+        for name in names {
+            let added = try await runHandoff(["plugin", "contacts", "add", name, "Test", "+1-555-0100", "\(name)@example.org", "--agent", agent(origin).control])
+            #expect(added.status == 0, "\(added.error)")
+        }
+        let shared = try await runHandoff(["plugin", "contacts", "share", "--agent", agent(origin).control])
+        #expect(shared.status == 0, "\(shared.error)")
+    }
 }

@@ -17,7 +17,7 @@ import Testing
             .presence(node: node(presence.node), leaseMs: presence.leaseMs, activityIDs: presence.activityIds, partial: presence.partial)
         default: .other
         }
-        return WireBusSummary(sender: node(envelope.sender), body: body)
+        return WireBusSummary(sender: node(envelope.sender), body: body, traceID: envelope.traceID.isEmpty ? nil : envelope.traceID)
     }
 
     static func read(_ bytes: [UInt8]) -> Result<WireBusSummary, WireDecodingError> {
@@ -51,7 +51,7 @@ import Testing
     }
 
     /// Whether the envelope's top-level fields, walked as far as they are well formed, include a
-    /// body other than an advertisement, a withdrawal or a presence (fields 13–19 but 16).
+    /// body other than an advertisement, a withdrawal or a presence (fields 13–20 but 16).
     static func holdsOtherBody(_ bytes: [UInt8]) -> Bool {
         var index = 0
         func varint() -> UInt64? {
@@ -72,7 +72,7 @@ import Testing
             case 1: index += 8
             case 5: index += 4
             case 2:
-                if (13...19).contains(number), number != 16 { return true }
+                if (13...20).contains(number), number != 16 { return true }
                 guard let length = varint(), length <= UInt64(bytes.count - index) else { return false }
                 index += Int(length)
             default: return false
@@ -206,15 +206,24 @@ import Testing
                 $0.leaseMs = UInt32(truncatingIfNeeded: random.next())
                 $0.activityIds = (0..<random.next() % 5).map { _ in string() }
                 $0.partial = random.next() % 2 == 0
+                if random.next() % 2 == 0 {
+                    $0.traffic = WireNodeTraffic.with {
+                        $0.messagesIn = random.next() % 100_000
+                        $0.bytesIn = random.next()
+                        $0.messagesOut = random.next() % 1_000
+                    }
+                }
             })
         }
-        return WireEnvelope(body: body, sender: node(), sequence: random.next(),
-                            sentAt: Date(timeIntervalSince1970: Double(random.next() % 4_000_000_000)))
+        var envelope = WireEnvelope(body: body, sender: node(), sequence: random.next(),
+                                    sentAt: Date(timeIntervalSince1970: Double(random.next() % 4_000_000_000)))
+        if random.next() % 4 == 0 { envelope.traceID = string() }
+        return envelope
     }
 
     /// A field of a number the envelope does not define, of a random wire type.
     static func unknownField(_ random: inout SplitMix) -> [UInt8] {
-        let number: UInt8 = 6 + UInt8(random.next() % 4)  // 6–9: between the header and the body
+        let number: UInt8 = 7 + UInt8(random.next() % 3)  // 7–9: between the header and the body
         switch random.next() % 4 {
         case 0: return [number << 3 | 0, 0x96, 0x01]
         case 1: return [number << 3 | 1] + Array(repeating: 7, count: 8)

@@ -170,6 +170,13 @@ enum Fixtures {
             $0.expectedLength = 8 << 20
             $0.detail = "halfway"
         }),
+        .traceHop(WireTraceHop.with {
+            $0.traceID = "0123456789abcdef0123456789abcdef"
+            $0.kind = .delivered
+            $0.activityID = activity.activityID
+            $0.at = WireTimestamp(Date(timeIntervalSince1970: 1_790_000_000))
+            $0.detail = "discovered"
+        }),
     ]
 
     /// A stable name for each body case (exhaustive: adding a case breaks the build here).
@@ -184,6 +191,7 @@ enum Fixtures {
         case .snapshotReply: "snapshotReply"
         case .error: "error"
         case .nodeEvent: "nodeEvent"
+        case .traceHop: "traceHop"
         }
     }
 

@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func everyEnvelopeBodyKindRoundTrips() throws {
-        #expect(Set(Fixtures.bodies.map(Fixtures.caseName)).count == 9)
+        #expect(Set(Fixtures.bodies.map(Fixtures.caseName)).count == 10)
         for (index, body) in Fixtures.bodies.enumerated() {
             let envelope = Fixtures.envelope(body, correlationID: UInt64(index + 1))
             let bytes: [UInt8] = try envelope.serializedBytes()

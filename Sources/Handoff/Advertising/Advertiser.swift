@@ -134,7 +134,9 @@ struct Advertiser {
     }
 
     /// Presence, refresh and expiry, when the presence is due (nothing before ``nextPresence``).
-    mutating func tick(now: ContinuousClock.Instant, date: Date) -> Tick {
+    ///
+    /// - Parameter traffic: What the node's sockets carried so far, for its presence.
+    mutating func tick(now: ContinuousClock.Instant, date: Date, traffic: WireNodeTraffic = WireNodeTraffic()) -> Tick {
         guard now >= nextPresence else { return Tick() }
         var tick = Tick(presence: true)
         nextPresence = now + settings.advertiseInterval
@@ -152,7 +154,7 @@ struct Advertiser {
             tick.messages += readvertise(now: now, askedByBroker: false).messages
         }
         lastPresence = now
-        tick.messages.append(presence())
+        tick.messages.append(presence(traffic: traffic))
         return tick
     }
 
@@ -192,9 +194,10 @@ struct Advertiser {
 
     /// The node's `NodePresence`: the ids of its current activities (what fits the frame limit,
     /// with room for the envelope; the rest are renewed by their refresh, and receivers are told
-    /// not to drop what is not listed), and its lease.
-    func presence() -> Message {
+    /// not to drop what is not listed), its lease and its traffic.
+    func presence(traffic: WireNodeTraffic = WireNodeTraffic()) -> Message {
         var presence = WireNodePresence()
+        if traffic != WireNodeTraffic() { presence.traffic = traffic }
         presence.node = settings.origin
         presence.continueEndpoint = settings.continueEndpoint
         presence.leaseMs = UInt32(clamping: settings.lease.milliseconds)

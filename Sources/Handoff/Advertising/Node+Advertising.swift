@@ -69,8 +69,8 @@ extension Node {
 
     /// Publishes one bus message; `false` when it was not sent (over the frame limit, or dropped).
     @discardableResult
-    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body) -> Bool {
-        let bytes = envelopes.bytes(body)
+    func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body, traceID: String? = nil) -> Bool {
+        let bytes = envelopes.bytes(body, traceID: traceID)
         // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
         // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
         guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
@@ -117,7 +117,12 @@ extension Node {
             guard let frame = try? await sockets.publisher.receive() else { return }
             let bytes = frame.bytes
             guard bytes.first == 1 else { continue }
-            publish(advertiser.subscribed(to: bytes.dropFirst(), bus: bus, now: .now))
+            let topic = bytes.dropFirst()
+            if topic.starts(with: Topic.traceRequestPrefixBytes) {
+                if let request = TraceRequest(topic: topic, nodeID: id) { answerTraceRequest(request) }
+                continue
+            }
+            publish(advertiser.subscribed(to: topic, bus: bus, now: .now))
         }
     }
 }

@@ -47,6 +47,10 @@ public final class Broker: Sendable {
         public var backend: String
         /// Where to publish a copy of every forwarded message, both directions, or `nil` for none.
         public var capture: String?
+        /// A second endpoint of the backend, in this process only (`inproc://…`, made in the
+        /// broker's context), for the operators' view (``BusObserver``, the live page): it
+        /// subscribes there without a key of the account, and costs nothing while nobody does.
+        public var viewEndpoint: String?
         /// Every endpoint the broker binds.
         public var endpoints: [String] { [frontend, backend] + (capture.map { [$0] } ?? []) + upstreams.flatMap { [$0.frontend, $0.backend] } }
         /// Upstream brokers this one joins (sites): its own publishers' messages go up to each,
@@ -233,6 +237,9 @@ public final class Broker: Sendable {
         }
         guard configuration.highWaterMark >= 0 else {
             throw HandoffError(.invalidConfiguration, "the broker's highWaterMark is \(configuration.highWaterMark): it must not be negative")
+        }
+        guard configuration.viewEndpoint.map({ $0.hasPrefix("inproc://") }) ?? true else {
+            throw HandoffError(.invalidConfiguration, "the broker's viewEndpoint is \(configuration.viewEndpoint!): it must be inproc:// (it skips CURVE, so it must not leave the process)")
         }
         try Security.requireSecurity(
             for: configuration.endpoints, security: configuration.security,

@@ -27,7 +27,7 @@ enum BrokerBusContent {
         }
         self = frames[1].withUnsafeBytes { bytes -> BrokerBusContent in
             guard let summary = try? WireBusSummary.read(bytes, readingSender: readingSender) else { return .malformed }
-            var claim = BusClaim(senderID: summary.sender.id, senderKey: summary.sender.publicKey)
+            var claim = BusClaim(senderID: summary.sender.id, senderKey: summary.sender.publicKey, traceID: summary.traceID)
             switch summary.body {
             case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
                 claim.activityID = activityID

@@ -14,11 +14,19 @@ struct BrokerCore {
     enum PublisherVerdict: Equatable {
         /// Forward it to the subscribers (and the capture); first ask `askToReadvertise`, when set,
         /// to advertise again what the cache lost (wire.proto, "R:").
-        case forward(askToReadvertise: String?)
+        case forward(askToReadvertise: String?, trace: Trace? = nil)
         /// Drop it: its sender is not who it says, or it publishes where only the broker may.
         case forged(reason: String)
         /// Drop it: a new activity of an origin that has its quota cached already.
         case overQuota(activityID: String, origin: String)
+    }
+
+    /// A traced message (wire.proto, "Tracing"): the loop reports its hops.
+    struct Trace: Equatable {
+        var traceID: String
+        var activityID: String
+        /// Whether the cache stored it (an advertisement, with the cache on).
+        var cached: Bool
     }
 
     /// What to do with a subscriber's message (a subscription, or anything else a SUB sends).
@@ -90,6 +98,11 @@ struct BrokerCore {
         counted.messagesOut += 1
         counted.bytesOut += size
         if upstream { counted.upstreamOut += 1 }
+        if let traceID = content.claim?.traceID {
+            var cached = false
+            if case .advertisement = content { cached = cacheEnabled }
+            return .forward(askToReadvertise: ask, trace: Trace(traceID: traceID, activityID: content.claim?.activityID ?? "", cached: cached))
+        }
         return .forward(askToReadvertise: ask)
     }
 
@@ -143,11 +156,11 @@ struct BrokerCore {
         guard frames.count == 1 else { return cacheEnabled ? .keep : .forwardToPublishers }
         var verdict = SubscriberVerdict.keep
         var onSnapshotTopic = false
-        var readvertise = false
+        var forPublishers = false
         frames[0].withUnsafeBytes { bytes in
             let topic = bytes.dropFirst()
             onSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
-            readvertise = topic.starts(with: Topic.readvertisePrefixBytes)
+            forPublishers = topic.starts(with: Topic.readvertisePrefixBytes) || topic.starts(with: Topic.traceRequestPrefixBytes)
             switch bytes.first {
             case 1:
                 counted.subscriptions += 1
@@ -159,9 +172,10 @@ struct BrokerCore {
             }
         }
         if case .answerSnapshot = verdict { return verdict }
-        // A site's broker asking, for its cache, that a node of another site advertise again: on
-        // to the publishers, cache or not (the other sites' brokers pass it on to theirs).
-        if readvertise { return .forwardToPublishers }
+        // A site's broker asking, for its cache, that a node of another site advertise again, or
+        // a tracer asking an origin for a traced advertisement: on to the publishers, cache or
+        // not (the other sites' brokers pass it on to theirs).
+        if forPublishers { return .forwardToPublishers }
         return onSnapshotTopic || cacheEnabled ? .keep : .forwardToPublishers
     }
 
@@ -181,6 +195,11 @@ struct BrokerCore {
         counted.messagesOut += sent + 1
         counted.bytesOut += sentBytes + topicSize + reply.count
         return reply
+    }
+
+    /// A hop of a traced message, in the broker's own envelope (wire.proto, "Tracing").
+    mutating func traceHop(_ kind: WireTraceHop.Kind, _ trace: Trace, at date: Date) -> [UInt8] {
+        envelopes.bytes(.traceHop(.hop(kind, traceID: trace.traceID, activityID: trace.activityID, at: date)))
     }
 
     /// Forgets every cached activity whose lease has ended; true when anything changed.

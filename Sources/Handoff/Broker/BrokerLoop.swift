@@ -231,12 +231,14 @@ final class BrokerLoop: @unchecked Sendable {
         let verdict = core.publisherMessage(frames, connectionKey: connectionKey, now: .now)
         publishCounters()
         switch verdict {
-        case .forward(let askToReadvertise):
+        case .forward(let askToReadvertise, let trace):
+            let received = trace == nil ? nil : Date()
             if let origin = askToReadvertise { try askToAdvertiseAgain(origin) }
             // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
             try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }
             for link in upstreamLinks { try send(frames, to: link.up) }
+            if let trace, let received { try reportHops(trace, received: received) }
         case .forged(let reason):
             if let line = refusals.forged(reason, key: connectionKey) { logger.warning("\(line)") }
         case .overQuota(let activityID, let origin):
@@ -244,6 +246,15 @@ final class BrokerLoop: @unchecked Sendable {
                 logger.warning("\(line)")
             }
         }
+    }
+
+    /// A traced message's hops here (wire.proto, "Tracing"): received, cached, forwarded, each
+    /// under the trace's topic, to the subscribers (the tracer).
+    private func reportHops(_ trace: BrokerCore.Trace, received: Date) throws(ZMQError) {
+        let topic = Frame(Topic.trace(trace.traceID))
+        try send([topic, Frame(core.traceHop(.brokerReceived, trace, at: received))], to: backend)
+        if trace.cached { try send([topic, Frame(core.traceHop(.brokerCached, trace, at: received))], to: backend) }
+        try send([topic, Frame(core.traceHop(.brokerForwarded, trace, at: Date()))], to: backend)
     }
 
     /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.

@@ -42,6 +42,8 @@ struct BrokerSockets {
             try backend.set(.xpubVerbose, true)
             try backend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
             try backend.bind(configuration.backend)
+            let backendEndpoint = try backend.lastEndpoint
+            if let view = configuration.viewEndpoint { try backend.bind(view) }
             var capture: Socket?
             if let captureAddress = configuration.capture {
                 let socket = try open(.pub)
@@ -85,7 +87,7 @@ struct BrokerSockets {
             }
             let endpoints = BoundEndpoints(
                 frontend: try frontend.lastEndpoint,
-                backend: try backend.lastEndpoint,
+                backend: backendEndpoint,
                 capture: try capture?.lastEndpoint)
             if configuration.lastValueCache {
                 // Publishers (PUB) drop what nobody subscribed to. The cache must see every

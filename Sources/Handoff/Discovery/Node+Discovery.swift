@@ -132,7 +132,11 @@ extension Node {
             }
             do {
                 let envelope = try WireEnvelope.decode(frames[1].data)
-                perform(follower.received(envelope, topic: frames[0].bytes, connectionKey: connectionKey, now: .now, date: Date()))
+                if envelope.traceID.isEmpty {
+                    perform(follower.received(envelope, topic: frames[0].bytes, connectionKey: connectionKey, now: .now, date: Date()))
+                } else {
+                    receiveTraced(envelope, topic: frames[0].bytes, connectionKey: connectionKey, received: Date())
+                }
             } catch {
                 noteMalformed(bus: true, "a bus message that is not an envelope: \(error)")
             }

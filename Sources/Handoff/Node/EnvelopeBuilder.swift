@@ -15,10 +15,13 @@ struct EnvelopeBuilder {
         sequence = UInt64(start.timeIntervalSince1970 * 1_000_000)
     }
 
-    /// The encoded envelope of `body`, with the next sequence.
-    mutating func bytes(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0) -> [UInt8] {
+    /// The encoded envelope of `body`, with the next sequence (traced as `traceID`, when a tracer
+    /// asked: wire.proto, "Tracing").
+    mutating func bytes(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0, traceID: String? = nil) -> [UInt8] {
+        var envelope = envelope(body, correlationID: correlationID)
+        if let traceID { envelope.traceID = traceID }
         // Encoding a proto3 message cannot fail: there are no required fields.
-        try! envelope(body, correlationID: correlationID).serializedBytes()
+        return try! envelope.serializedBytes()
     }
 
     /// The envelope of `body`, with the next sequence, sent at `sentAt` (the simulator's clock).

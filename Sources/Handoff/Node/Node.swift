@@ -302,7 +302,7 @@ public actor Node: Service {
             perform(follower.tick(now: now, date: Date()))
             expirePending(now: now)
             superviseStreams(now: now)
-            let tick = advertiser.tick(now: now, date: Date())
+            let tick = advertiser.tick(now: now, date: Date(), traffic: observability.metrics.totals)
             guard tick.presence else { continue }
             for activity in tick.expired { activity.detach() }
             publish((tick.note, tick.messages))

@@ -70,7 +70,7 @@ struct NodeAccess {
 /// What the node counts, reports and logs about itself.
 struct NodeObservability {
     /// What the node reports to swift-metrics (no-ops unless the process bootstrapped a backend).
-    let metrics = NodeMetrics()
+    var metrics = NodeMetrics()
     var counterMetrics = NodeCounterMetrics()
     var securityCounters = Node.SecurityCounters() { didSet { counterMetrics.report(securityCounters) } }
     var streamCounters = Node.StreamCounters() { didSet { counterMetrics.report(streamCounters) } }
@@ -80,6 +80,8 @@ struct NodeObservability {
     var refusalLog = RefusalLog()
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastRateLimitedLog: ContinuousClock.Instant?
+    /// Tracers' requests answered lately (wire.proto, "Tracing").
+    var traceRequests = TraceRequestLimit()
 }
 
 /// Who hears from the node: its discover streams and its delegate.

@@ -6,6 +6,9 @@ struct BusClaim: Equatable {
     var activityID: String?
     var originID: String?
     var originKey: [UInt8]?
+    /// Not a claim: the envelope's trace id, when a tracer asked for this one (wire.proto,
+    /// "Tracing"); read with the rest, so that the broker reports its hops.
+    var traceID: String?
 }
 
 /// The broker's rule that binds every bus message to the CURVE key its connection authenticated

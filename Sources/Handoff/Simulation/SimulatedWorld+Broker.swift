@@ -68,7 +68,7 @@ extension SimulatedWorld {
             $0.publisherMessage([Frame(topic), Frame(bytes)], connectionKey: [UInt8](nodes[index].key), now: instant)
         }
         switch verdict {
-        case .forward(let askToReadvertise):
+        case .forward(let askToReadvertise, _):
             if let origin = askToReadvertise, let asked = nodes.firstIndex(where: { $0.id == origin }), connectedToBroker(asked) {
                 log("broker asks \(origin) to advertise again what its cache lacks")
                 let topic = Topic.readvertisePrefix + origin

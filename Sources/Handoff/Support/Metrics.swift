@@ -1,4 +1,5 @@
 import CoreMetrics
+import HandoffWire
 
 // What a broker and a node report to swift-metrics. Nothing is exported unless the process
 // bootstraps a metrics backend (`handoff broker --metrics`, `handoff agent --metrics` bootstrap
@@ -112,18 +113,26 @@ struct NodeMetrics: Sendable {
         }
     }
 
+    /// What every socket carried, in all: the node's presence reports it (wire.proto,
+    /// `NodeTraffic`), for the operators' views of the bus.
+    private(set) var totals = WireNodeTraffic()
+
     /// A message of `bytes` (all frames) received on `socket`.
-    func received(on socket: SocketKind, bytes: Int) {
+    mutating func received(on socket: SocketKind, bytes: Int) {
         let traffic = traffic(socket)
         traffic.messagesIn.increment()
         traffic.bytesIn.increment(by: bytes)
+        totals.messagesIn &+= 1
+        totals.bytesIn &+= UInt64(bytes)
     }
 
     /// A message of `bytes` (all frames) sent on `socket`.
-    func sent(on socket: SocketKind, bytes: Int) {
+    mutating func sent(on socket: SocketKind, bytes: Int) {
         let traffic = traffic(socket)
         traffic.messagesOut.increment()
         traffic.bytesOut.increment(by: bytes)
+        totals.messagesOut &+= 1
+        totals.bytesOut &+= UInt64(bytes)
     }
 
     /// This node answered a continue request: with the activity, or with an error.

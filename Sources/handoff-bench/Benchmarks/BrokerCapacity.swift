@@ -51,8 +51,9 @@ struct CapacityTrial {
     var lost: Int
 }
 
-/// A broker under test in a process of its own, held to `cpu`.
-func startCapacityBroker(raw: Bool, cpu: Int?) throws -> (child: Child, frontend: String, backend: String) {
+/// A broker under test in a process of its own, held to `cpu`; `arguments` are added to a
+/// `handoff broker`'s.
+func startCapacityBroker(raw: Bool, cpu: Int?, arguments: [String] = []) throws -> (child: Child, frontend: String, backend: String) {
     if raw {
         let child = try Child(["raw-proxy"], cpu: cpu)
         let ready = try child.line(startingWith: "READY")
@@ -60,17 +61,23 @@ func startCapacityBroker(raw: Bool, cpu: Int?) throws -> (child: Child, frontend
     }
     let context = try Context()
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
-    let child = try Child(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], cpu: cpu,
+    let child = try Child(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"] + arguments, cpu: cpu,
                           executable: benchFolder().appendingPathComponent("handoff"))
     return (child, frontend, backend)
 }
 
-func capacityTrial(raw: Bool, records: URL, count: Int, subscribers: Int) throws -> CapacityTrial {
+///
+/// - Parameters:
+///   - brokerArguments: Added to a `handoff broker`'s arguments.
+///   - beforeFlood: Runs once the subscribers are ready, before the publisher starts.
+func capacityTrial(
+    raw: Bool, records: URL, count: Int, subscribers: Int, brokerArguments: [String] = [], beforeFlood: () throws -> Void = {}
+) throws -> CapacityTrial {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     let pin = Placement.canPin
     // The broker alone on CPU 0; the clients share the others.
     func clientCPU(_ index: Int) -> Int? { pin ? 1 + index % max(1, cores - 1) : nil }
-    let broker = try startCapacityBroker(raw: raw, cpu: pin ? 0 : nil)
+    let broker = try startCapacityBroker(raw: raw, cpu: pin ? 0 : nil, arguments: brokerArguments)
     defer {
         kill(broker.child.process.processIdentifier, SIGTERM)
         broker.child.closeInput()
@@ -83,6 +90,7 @@ func capacityTrial(raw: Bool, records: URL, count: Int, subscribers: Int) throws
     // A SUB's subscription reaches the broker (and, through a raw proxy, the publisher) shortly
     // after it connects: leave it that moment.
     Thread.sleep(forTimeInterval: 0.5)
+    try beforeFlood()
     let pid = broker.child.process.processIdentifier
     let cpuBefore = preciseCPUSeconds(pid)
     let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path], cpu: clientCPU(0))

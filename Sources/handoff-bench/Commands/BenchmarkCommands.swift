@@ -141,6 +141,19 @@ struct BrokerCapacityBenchmark: Benchmark {
     }
 }
 
+struct LivePageBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(
+        commandName: "live-page", abstract: "What the live page costs a broker: --live-page off, on with nobody looking, and watched.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Advertisements in the flood.") var count = 50_000
+    @Option(help: "Nodes they come from.") var origins = 500
+    @Option(help: "Trials of each, interleaved.") var trials = 5
+
+    func measure() async throws {
+        try benchLivePageCost(count: count, origins: origins, trials: trials)
+    }
+}
+
 struct FleetBenchmark: Benchmark {
     static let configuration = CommandConfiguration(
         commandName: "fleet", abstract: "Simulated nodes joining a real broker one after another, a flood from one node, and a fleet at rest.")

@@ -169,8 +169,10 @@ struct AgentCommand: AsyncParsableCommand {
         }
         defer { hangup?.cancel() }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: node), .init(service: server)]
+        let observer = registry == nil ? nil : livePageObserver(configuration, node: node, context: context, logger: logger)
         if let registry, let address = metricsAddress {
-            services.append(.init(service: try MetricsEndpoint.service(address: address, registry: registry, logger: logger) {
+            services.append(.init(service: try MetricsEndpoint.service(
+                address: address, registry: registry, logger: logger, page: observer.map { ($0, metricsOptions.livePage) }) {
                 let health = await node.busHealth
                 return HealthReport(healthy: health.isOnBus, reason: health.reason)
             }))
@@ -187,8 +189,25 @@ struct AgentCommand: AsyncParsableCommand {
         Systemd.notify("STOPPING=1")
         await runtime.shutdown()
         await server.close()
+        await observer?.stop()
         // The node closed its sockets when it stopped: wait until its withdrawals have left.
         context.terminate()
+    }
+}
+
+extension AgentCommand {
+    /// The live page's view of the bus: a subscriber of its own at the (first) broker's backend,
+    /// with the node's key; `nil` on a direct bus, which has no one place that hears everything.
+    func livePageObserver(_ configuration: Node.Configuration, node: Node, context: Context, logger: Logger) -> BusObserver? {
+        guard metricsOptions.livePage != .off else { return nil }
+        guard let backend = configuration.bus.brokerEndpoints?.first?.backend else {
+            logger.notice("no live page: the node is on a direct bus (the page watches a broker's backend)")
+            return nil
+        }
+        let curve = configuration.security.flatMap { security in security.brokerKey.map { (security.keyPair, $0) } }
+        return BusObserver(
+            BusObserver.Settings(endpoint: backend, curve: curve, source: "agent \(node.info.name) on \(backend)"),
+            context: context, refusals: { await node.securityCounters.refusalsByReason })
     }
 }
 

@@ -48,8 +48,12 @@ struct BrokerCommand: AsyncParsableCommand {
         configuration.relayKeys = Set(try relay.map { try KeyFile.readPublicKey($0) })
         configuration.allowInsecure = security.allowsInsecure()
         let registry = metricsOptions.bootstrap()
+        // The live page watches the backend from inside the process, without a key.
+        let page = registry != nil && metricsOptions.livePage != .off
+        if page { configuration.viewEndpoint = "inproc://handoff-broker-view" }
         // Its one busy thread forwards; libzmq's I/O thread sends what it queued in batches.
-        let broker = try Broker.start(configuration, context: try Context(ioThreadScheduling: .batch))
+        let context = try Context(ioThreadScheduling: .batch)
+        let broker = try Broker.start(configuration, context: context)
         // One line on standard output that scripts (and `handoff demo`) wait for.
         announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
         // Type=notify units: ready once the sockets are bound.
@@ -62,9 +66,13 @@ struct BrokerCommand: AsyncParsableCommand {
         }
         defer { hangup?.cancel() }
         var services: [any Service] = [broker]
+        let observer = page ? BusObserver(
+            BusObserver.Settings(endpoint: configuration.viewEndpoint!, source: "broker \(broker.backendEndpoint)"),
+            context: context, refusals: { broker.counters.refusalsByReason }) : nil
         if let registry, let address = metricsOptions.metrics {
             let (frontend, backend) = (broker.frontendEndpoint, broker.backendEndpoint)
-            services.append(try MetricsEndpoint.service(address: address, registry: registry, logger: logger) {
+            services.append(try MetricsEndpoint.service(
+                address: address, registry: registry, logger: logger, page: observer.map { ($0, metricsOptions.livePage) }) {
                 broker.isRunning
                     ? HealthReport(healthy: true, reason: "forwarding: frontend \(frontend) and backend \(backend) bound")
                     : HealthReport(healthy: false, reason: "the broker's loop has stopped")
@@ -93,6 +101,7 @@ struct BrokerCommand: AsyncParsableCommand {
         }
         try await group.run()
         Systemd.notify("STOPPING=1")
+        await observer?.stop()
         stats.cancel()
         report("broker stopped")
     }

@@ -34,7 +34,8 @@ struct HealthCommand: ParsableCommand {
     }
 }
 
-/// A blocking HTTP/1.0 GET of a small local resource, enough for a health check.
+/// A blocking HTTP/1.1 GET of a small local resource, enough for a health check (and for
+/// `top --from`, a live page's `/view.json`).
 enum HealthProbe {
     static func get(host: String, port: Int, path: String, timeout: Double) throws(HandoffError) -> (status: Int, body: String) {
         var hints = addrinfo()
@@ -59,8 +60,9 @@ enum HealthProbe {
         }
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        // Until the server closes, or the body's Content-Length has arrived (the answer is small).
-        while response.count < 1 << 20 {
+        // Until the server closes, or the body's Content-Length has arrived (the answer is small:
+        // a view of thousands of nodes is a few MiB).
+        while response.count < 16 << 20 {
             let count = recv(fd, &buffer, buffer.count, 0)
             if count < 0 { throw HandoffError(.remoteApplicationTimedOut, "no answer within \(timeout) s") }
             if count == 0 { break }

@@ -37,17 +37,10 @@ struct MonitorCommand: AsyncParsableCommand {
 
     func run() async throws {
         logging.bootstrap()
-        let bus = try self.bus ?? (broker.isEmpty ? Environment.brokerOrDefault() : broker)[1]
-        let keys = try security.resolve(needsBrokerKey: true)
-        if keys == nil && !Security.isLocal(bus) && !security.allowsInsecure() {
-            throw HandoffError(.invalidConfiguration, "\(bus) is beyond loopback: give a key (--key) to watch it over CURVE, or pass --insecure")
-        }
+        let watched = try WatchedBus(bus: self.bus, broker: broker, security: security, what: "watch it")
+        let (bus, keys) = (watched.endpoint, watched.keys)
         let context = try Context()
-        let subscriber = try context.socket(.sub)
-        try subscriber.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
-        if let keys, let brokerKey = keys.brokerKey {
-            try subscriber.makeCurveClient(keys.keyPair, serverKey: brokerKey)
-        }
+        let subscriber = try watched.subscriber(in: context)
         // A refusal shows as a failed handshake, or (a keyless client against a CURVE broker, when the
         // broker hangs up before the client has read its greeting) as a connection closed before any
         // handshake succeeded: both are reported, never taken for a quiet bus.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CoreMetrics
+import Handoff
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -13,6 +14,10 @@ struct MetricsOptions: ParsableArguments {
         "Serve Prometheus metrics at http://HOST:PORT/metrics and a health check at /healthz (200 healthy, 503 not), e.g. 127.0.0.1:9464.",
         valueName: "host:port"))
     var metrics: String?
+    @Option(help: ArgumentHelp(
+        "Who may load the live page of the bus at http://HOST:PORT/ (with --metrics): loopback (clients on this machine), anywhere, or off.",
+        valueName: "access"))
+    var livePage: LivePageAccess = .loopback
 
     func validate() throws {
         if let metrics { _ = try Self.parse(metrics) }
@@ -57,7 +62,8 @@ struct HealthReport: Sendable {
 }
 
 /// The HTTP server of `--metrics`: `GET /metrics` (Prometheus' text format: the registry's
-/// metrics, the `process_*` ones and `handoff_build_info`) and `GET /healthz`.
+/// metrics, the `process_*` ones and `handoff_build_info`), `GET /healthz`, and the live page of
+/// the bus (``LivePage``: `/`, `/view.json`, `/events`) when given an observer.
 enum MetricsEndpoint {
     /// The most connections served at once: scrapers and health checks need few, and a client
     /// opening thousands must not cost this process memory.
@@ -66,10 +72,12 @@ enum MetricsEndpoint {
     /// The server, as a service for the command's service group.
     static func service(
         address: String, registry: PrometheusCollectorRegistry, logger: Logger,
+        page: (observer: BusObserver, access: LivePageAccess)? = nil,
         health: @escaping @Sendable () async -> HealthReport
     ) throws -> some Service {
         let (host, port) = try MetricsOptions.parse(address)
-        let router = Router()
+        let router = Router(context: ServerRequestContext.self)
+        if let page { LivePage.addRoutes(to: router, observer: page.observer, access: page.access) }
         let process = ProcessMetrics(registry: registry)
         router.get("metrics") { _, _ -> Response in
             process.update()
@@ -93,7 +101,8 @@ enum MetricsEndpoint {
                 availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
             onServerRunning: { channel in
                 let bound = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"
-                logger.info("metrics at http://\(bound)/metrics, health at http://\(bound)/healthz")
+                let pageNote = page.map { $0.access == .off ? "" : ", the live page at http://\(bound)/" } ?? ""
+                logger.info("metrics at http://\(bound)/metrics, health at http://\(bound)/healthz\(pageNote)")
             },
             logger: logger)
     }
