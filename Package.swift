@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "handoff", targets: ["handoff"]),
         .library(name: "HandoffPluginKit", targets: ["HandoffPluginKit"]),
         .library(name: "HandoffContactsPlugin", type: .dynamic, targets: ["ContactsPlugin"]),
+        .library(name: "HandoffClipboardPlugin", type: .dynamic, targets: ["ClipboardPlugin"]),
         .library(name: "HandoffNotesPlugin", type: .dynamic, targets: ["NotesPlugin"]),
     ],
     dependencies: [
@@ -95,6 +96,13 @@ let package = Package(
             name: "ContactsPlugin",
             dependencies: ["HandoffPluginKit", "HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             path: "Plugins/Contacts",
+            exclude: ["README.md"]
+        ),
+        // Universal Clipboard, as a Swift plugin (docs: Plugins/Clipboard/README.md).
+        .target(
+            name: "ClipboardPlugin",
+            dependencies: ["HandoffPluginKit", "HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Plugins/Clipboard",
             exclude: ["README.md"]
         ),
         // A plugin in C on protobuf-c: proof that a third party needs no Swift (also: Plugins/Notes/Makefile).

@@ -30,8 +30,9 @@ public struct PluginFailure: Error, CustomStringConvertible {
 
 /// A Handoff plugin written in Swift.
 ///
-/// The host calls `restore` and `command` one at a time; `writeStream` and `readStream` run on
-/// threads of their own, possibly while other calls run, and may block as long as the transfer takes.
+/// The host calls `restore` and `command` one at a time (unless ``threadSafe``); `writeStream` and
+/// `readStream` run on threads of their own, possibly while other calls run, and may block as long
+/// as the transfer takes.
 public protocol HandoffPlugin: AnyObject {
     /// Short, unique name, e.g. `contacts`.
     static var name: String { get }
@@ -43,6 +44,10 @@ public protocol HandoffPlugin: AnyObject {
     static var activityTypes: [String] { get }
     /// Whether the plugin handles continuation streams (then implement the stream methods).
     static var handlesStreams: Bool { get }
+    /// Whether the host may call `restore`, `command` and the rest at the same time (the plugin
+    /// guards its own state). Needed for ``PluginHost/continueActivity(type:id:timeout:)``, whose
+    /// restore runs while the command that asked waits. Default: false (one call at a time).
+    static var threadSafe: Bool { get }
 
     /// Sets the plugin up. Keep `host` to make activities current later.
     init(host: PluginHost) throws
@@ -67,11 +72,26 @@ public protocol HandoffPlugin: AnyObject {
     func wasContinued(_ activity: WireActivity, by node: String)
     /// Continuing side: the originator changed an activity this node continued (the newer version).
     func didUpdate(_ activity: WireActivity)
+
+    // ABI 1.2
+
+    /// Whether the host tells ``activityChanged(_:change:)`` of the activities of the plugin's
+    /// types on the bus. Default: false.
+    static var watchesActivities: Bool { get }
+    /// Continuing side: an activity of one of the plugin's types appeared, changed or went on the
+    /// bus (what its advertisement says: no userInfo). Keep it short; never continue from here.
+    func activityChanged(_ activity: WireActivity, change: ActivityChange)
+}
+
+/// What happened to an activity on the bus, for ``HandoffPlugin/activityChanged(_:change:)``.
+public enum ActivityChange: Sendable {
+    case appeared, updated, removed
 }
 
 extension HandoffPlugin {
     public static var teamID: String? { nil }
     public static var handlesStreams: Bool { false }
+    public static var threadSafe: Bool { false }
     public func writeStream(for activity: WireActivity, to writer: StreamWriter) throws {}
     public func readStream(for activity: WireActivity, from reader: StreamReader) throws {}
     public func command(_ arguments: [String], output: (String) -> Void) throws {
@@ -81,6 +101,8 @@ extension HandoffPlugin {
     public func willSave(_ activity: WireActivity) throws -> WireActivity? { nil }
     public func wasContinued(_ activity: WireActivity, by node: String) {}
     public func didUpdate(_ activity: WireActivity) {}
+    public static var watchesActivities: Bool { false }
+    public func activityChanged(_ activity: WireActivity, change: ActivityChange) {}
 }
 
 /// The host, as a plugin sees it.
@@ -137,6 +159,24 @@ public struct PluginHost: @unchecked Sendable {
         guard needsSave(table.pointee.context, activityID) == Int32(HANDOFF_OK.rawValue) else {
             throw PluginFailure.notFound("no current activity \(activityID)")
         }
+    }
+
+    /// Continues an activity of one of the plugin's types, as `handoff continue` does: `id`, or the
+    /// newest of `type` this node knows (waiting up to `timeout` for one). Returns once the
+    /// plugin's ``HandoffPlugin/restore(_:)`` (and ``HandoffPlugin/readStream(for:from:)``) returned:
+    /// call it from a command (e.g. a paste), never from those. Needs a host of ABI 1.2 and a
+    /// ``HandoffPlugin/threadSafe`` plugin.
+    public func continueActivity(type: String, id: String? = nil, timeout: Duration = .seconds(5)) throws {
+        guard table.pointee.abi_minor >= 2, let continueActivity = table.pointee.continue_activity else {
+            throw PluginFailure(HANDOFF_UNSUPPORTED, "this host speaks plugin ABI \(table.pointee.abi_major).\(table.pointee.abi_minor): continue_activity came in 1.2")
+        }
+        var message = [CChar](repeating: 0, count: 1024)
+        let milliseconds = UInt32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let status = message.withUnsafeMutableBufferPointer { message in
+            continueActivity(table.pointee.context, type, id ?? "", milliseconds,
+                             handoff_error_buffer(message: message.baseAddress, capacity: message.count))
+        }
+        guard status == Int32(HANDOFF_OK.rawValue) else { throw PluginFailure(handoff_status(UInt32(status)), text(message)) }
     }
 
     /// Resigns or invalidates a current activity.
@@ -225,9 +265,11 @@ public enum HandoffPluginExport {
             descriptor.pointee.read_stream = readStreamHandler
         }
         descriptor.pointee.command = commandHandler
+        if type.threadSafe { descriptor.pointee.flags |= UInt32(HANDOFF_PLUGIN_THREAD_SAFE) }
         descriptor.pointee.will_save = willSaveHandler
         descriptor.pointee.was_continued = wasContinuedHandler
         descriptor.pointee.did_update = didUpdateHandler
+        if type.watchesActivities { descriptor.pointee.activity_changed = activityChangedHandler }
         descriptorStorage = descriptor
         return UnsafeRawPointer(descriptor)
     }
@@ -268,6 +310,16 @@ public enum HandoffPluginExport {
     private static let didUpdateHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int) -> Void = { _, bytes, length in
         guard let updated = try? activity(bytes, length) else { return }
         instance!.didUpdate(updated)
+    }
+
+    private static let activityChangedHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int, Int32) -> Void = { _, bytes, length, change in
+        guard let changed = try? activity(bytes, length) else { return }
+        let kind: ActivityChange = switch UInt32(change) {
+        case HANDOFF_ACTIVITY_APPEARED.rawValue: .appeared
+        case HANDOFF_ACTIVITY_UPDATED.rawValue: .updated
+        default: .removed
+        }
+        instance!.activityChanged(changed, change: kind)
     }
 
     private static func activity(_ bytes: UnsafePointer<UInt8>?, _ length: Int) throws -> WireActivity {

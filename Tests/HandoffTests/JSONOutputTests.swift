@@ -61,7 +61,7 @@ struct JSONOutputTests {
         let origin = try await agents.start("origin"), continuer = try await agents.start("continuer")
 
         let hosted = objects(try await runHandoff(["plugins", "list", "--agent", origin, "--json"]).output, "plugins list --agent")
-        #expect(Set(hosted.compactMap { $0["name"] as? String }) == ["contacts", "notes"], "\(hosted)")
+        #expect(Set(hosted.compactMap { $0["name"] as? String }) == ["clipboard", "contacts", "notes"], "\(hosted)")
         #expect(hosted.allSatisfy { $0["abiVersion"] as? String != nil && $0["file"] as? String != nil })
 
         let added = objects(try await runHandoff(["plugin", "contacts", "add", "Ada", "Lovelace", "+44", "ada@example.org", "--agent", origin, "--json"]).output, "plugin")

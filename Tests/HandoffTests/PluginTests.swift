@@ -64,7 +64,7 @@ struct PluginLoaderTests {
         try compilePlugin("int unrelated(void) { return 42; }", named: "c-no-entry", in: folder)
         // A plugin built for ABI 2.
         try compilePlugin(cPlugin(".name = \"future\", .abi_major = 2"), named: "d-major", in: folder)
-        // A plugin built for ABI 1.7, newer than this host's 1.1.
+        // A plugin built for ABI 1.7, newer than this host's 1.2.
         try compilePlugin(cPlugin(".name = \"newer\", .abi_minor = 7"), named: "e-minor", in: folder)
         // A plugin without a restore handler.
         try compilePlugin(cPlugin(".name = \"norestore\", .restore = 0"), named: "f-no-restore", in: folder)
@@ -86,15 +86,15 @@ struct PluginLoaderTests {
         #expect(codes == [.pluginRefused])
         #expect(messages["b-text.so"]?.contains("not a loadable shared object") == true)
         #expect(messages["c-no-entry.so"]?.contains("no handoff_plugin_entry entry point") == true)
-        #expect(messages["d-major.so"]?.contains("built for plugin ABI 2.1; this host speaks 1.1") == true)
-        #expect(messages["e-minor.so"]?.contains("newer than this host's 1.1") == true)
+        #expect(messages["d-major.so"]?.contains("built for plugin ABI 2.2; this host speaks 1.2") == true, "\(messages["d-major.so"] ?? "")")
+        #expect(messages["e-minor.so"]?.contains("newer than this host's 1.2") == true, "\(messages["e-minor.so"] ?? "")")
         #expect(messages["f-no-restore.so"]?.contains("has no restore handler") == true)
         #expect(messages["g-duplicate.so"]?.contains("org.handoff.contacts.view-contact is already handled by plugin contacts") == true)
         #expect(messages["h-bad-type.so"]?.contains("reverse-DNS") == true)
         for (file, message) in messages { #expect(message.hasPrefix(folder.appendingPathComponent(file).path), "\(message)") }
     }
 
-    @Test("a 1.1 host loads a plugin built against the 1.0 header, and one whose descriptor ends before its reserved fields; a reserved field set, a 1.0 plugin setting 1.1's callbacks, or a descriptor short of 1.0's fields is refused")
+    @Test("a 1.2 host loads a plugin built against the 1.0 header, and one whose descriptor ends before its reserved fields; a reserved field set, a 1.0 plugin setting 1.1's callbacks, a 1.1 plugin setting 1.2's, or a descriptor short of 1.0's fields is refused")
     func abiCompatibility() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("abi-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -115,6 +115,9 @@ struct PluginLoaderTests {
         try compilePlugin(cPlugin(".name = \"sneaky\", .abi_minor = 0, .did_update = did_update", types: #""org.handoff.test.sneaky""#, functions: didUpdate),
                           named: "d-sneaky", in: folder)
         try compilePlugin(cPlugin(".name = \"tiny\", .struct_size = 40", types: #""org.handoff.test.tiny""#), named: "e-tiny", in: folder)
+        let changed = "static void changed(void *s, const uint8_t *b, size_t l, int32_t c) { (void)s; (void)b; (void)l; (void)c; }"
+        try compilePlugin(cPlugin(".name = \"early\", .abi_minor = 1, .activity_changed = changed", types: #""org.handoff.test.early""#, functions: changed),
+                          named: "f-early", in: folder)
 
         let (plugins, errors) = PluginLoader.loadAll(from: [folder.path])
         #expect(plugins.map(\.name) == ["old", "short"], "\(errors)")
@@ -123,11 +126,13 @@ struct PluginLoaderTests {
         #expect(messages["c-reserved.so"]?.contains("reserved descriptor field 2 is set") == true, "\(messages)")
         #expect(messages["d-sneaky.so"]?.contains("which 1.0 reserves") == true, "\(messages)")
         #expect(messages["e-tiny.so"]?.contains("smaller than the fields of ABI 1.0") == true, "\(messages)")
+        #expect(messages["f-early.so"]?.contains("built for plugin ABI 1.1 but sets activity_changed") == true, "\(messages)")
 
         // The 1.0 plugin serves in a real agent and answers its command.
         try FileManager.default.removeItem(at: folder.appendingPathComponent("c-reserved.so"))
         try FileManager.default.removeItem(at: folder.appendingPathComponent("d-sneaky.so"))
         try FileManager.default.removeItem(at: folder.appendingPathComponent("e-tiny.so"))
+        try FileManager.default.removeItem(at: folder.appendingPathComponent("f-early.so"))
         let (broker, frontend, backend) = try await startBroker()
         let control = "ipc://\(folder.path)/control.sock"
         let agent = try await startAgentProcess("abi-host", frontend: frontend, backend: backend, plugins: folder,

@@ -1,5 +1,5 @@
 /*
- * handoff_plugin.h — the Handoff plugin ABI, version 1.1.
+ * handoff_plugin.h — the Handoff plugin ABI, version 1.2.
  *
  * A plugin is a shared object that teaches a Handoff node new activity types. It exports one
  * function, HANDOFF_PLUGIN_ENTRY_SYMBOL, which returns a descriptor: what the plugin is, which
@@ -21,6 +21,10 @@
  *  - 1.1 added: handoff_host.needs_save, and the descriptor's will_save, was_continued and
  *    did_update (the app delegate's will-save, was-continued and did-update). A 1.0 plugin loads
  *    on a 1.1 host unchanged; a 1.1 plugin checks host->abi_minor >= 1 before calling needs_save.
+ *  - 1.2 added: handoff_host.continue_activity (a plugin's own command continues an activity of
+ *    its types, e.g. a paste) and the descriptor's activity_changed (the activities of its types
+ *    appearing, changing and going on the bus). 1.0 and 1.1 plugins load on a 1.2 host; a 1.2
+ *    plugin checks host->abi_minor >= 2 before calling continue_activity.
  *  - Every string is UTF-8 and NUL-terminated. Strings and arrays in the descriptor must stay valid
  *    for the life of the process (plugins are never unloaded).
  *
@@ -40,7 +44,7 @@ extern "C" {
 #endif
 
 #define HANDOFF_PLUGIN_ABI_MAJOR 1
-#define HANDOFF_PLUGIN_ABI_MINOR 1
+#define HANDOFF_PLUGIN_ABI_MINOR 2
 
 /* The symbol every plugin exports: const handoff_plugin_descriptor *handoff_plugin_entry(void). */
 #define HANDOFF_PLUGIN_ENTRY_SYMBOL "handoff_plugin_entry"
@@ -106,6 +110,13 @@ typedef struct handoff_activity_sink {
     int32_t (*set)(void *context, const uint8_t *activity, size_t length);
 } handoff_activity_sink;
 
+/* What happened to an activity, for the descriptor's activity_changed (ABI 1.2). */
+typedef enum handoff_activity_change {
+    HANDOFF_ACTIVITY_APPEARED = 1,
+    HANDOFF_ACTIVITY_UPDATED = 2,
+    HANDOFF_ACTIVITY_REMOVED = 3,
+} handoff_activity_change;
+
 /* Output of a plugin command: called once per line. */
 typedef struct handoff_output {
     void *context;
@@ -147,7 +158,19 @@ typedef struct handoff_host {
      * current. */
     int32_t (*needs_save)(void *context, const char *activity_id);
 
-    void *reserved[7];
+    /* ABI 1.2 (check abi_minor >= 2 first). Continues an activity of one of the plugin's types,
+     * as `handoff continue` does: the one with id `activity_id`, or (NULL or "") the newest of
+     * `activity_type` this node knows on the bus, waiting up to timeout_ms for one to be known.
+     * Returns once the plugin's restore (and read_stream, when the activity has streams) has
+     * returned, so call it from command, never from a handler it would wait for. The plugin must
+     * set HANDOFF_PLUGIN_THREAD_SAFE (its restore runs while its command waits). Returns HANDOFF_OK;
+     * HANDOFF_NOT_FOUND when no such activity is known in time; HANDOFF_UNSUPPORTED for a type
+     * that is not the plugin's or a plugin that is not thread-safe; HANDOFF_FAILED (the reason in
+     * error) when the continuation failed. */
+    int32_t (*continue_activity)(void *context, const char *activity_type, const char *activity_id,
+                                 uint32_t timeout_ms, handoff_error_buffer error);
+
+    void *reserved[6];
 } handoff_host;
 
 /* Flags in handoff_plugin_descriptor.flags. */
@@ -201,7 +224,18 @@ typedef struct handoff_plugin_descriptor {
      * newer version, a serialized handoff.v1.Activity). */
     void (*did_update)(void *state, const uint8_t *activity, size_t length);
 
-    void *reserved[5];
+    /* ABI 1.2; NULL (reserved) in 1.0 and 1.1 plugins. Optional. */
+
+    /* Continuing side: an activity of one of the plugin's types appeared on the bus
+     * (HANDOFF_ACTIVITY_APPEARED), was advertised in a newer version (HANDOFF_ACTIVITY_UPDATED) or
+     * is gone (HANDOFF_ACTIVITY_REMOVED), as this node knows it. `activity` is a serialized
+     * handoff.v1.Activity of what the advertisement says (id, type, title, origin, version,
+     * expiration, keywords, webpage URL, team, updated_at; never userInfo, which only a
+     * continuation carries). Called one at a time per plugin, in order, on a host thread; keep it
+     * short and never call continue_activity from it (a thread of the plugin's may). */
+    void (*activity_changed)(void *state, const uint8_t *activity, size_t length, int32_t change);
+
+    void *reserved[4];
 } handoff_plugin_descriptor;
 
 typedef const handoff_plugin_descriptor *(*handoff_plugin_entry_fn)(void);

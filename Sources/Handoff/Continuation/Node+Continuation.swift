@@ -64,6 +64,18 @@ extension Node {
         }?.activity
     }
 
+    /// The activity with id `id`, or (`id` nil or empty) the newest of `activityType`, waiting up to
+    /// `timeout` for this node to know one (it may have joined the bus a moment ago).
+    public func activity(id: String?, orNewestOf activityType: String, within timeout: Duration) async -> DiscoveredActivity? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let found = id.flatMap { id in id.isEmpty ? nil : follower.known[id]?.activity } ?? (id?.isEmpty ?? true ? newestActivity(ofType: activityType) : nil)
+            if let found { return found }
+            guard ContinuousClock.now < deadline else { return nil }
+            do { try await Task.sleep(for: .milliseconds(20)) } catch { return nil }
+        }
+    }
+
     /// Continues the newest known activity of a type (``newestActivity(ofType:)``).
     public func continueActivity(type activityType: String) async throws(HandoffError) -> ContinuationResult {
         guard let newest = newestActivity(ofType: activityType) else {

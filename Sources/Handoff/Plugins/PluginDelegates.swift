@@ -69,6 +69,21 @@ extension PluginHostContext: UserActivityDelegate {
         }
     }
 
+    /// activity_changed: an activity of the plugin's types appeared, changed or went on the bus.
+    func activityChanged(_ event: ActivityEvent) async {
+        guard let activityChanged = plugin.descriptor.pointee.activity_changed,
+              let bytes: [UInt8] = try? event.activity.advertisedWire.serializedBytes() else { return }
+        let change: handoff_activity_change = switch event {
+        case .appeared: HANDOFF_ACTIVITY_APPEARED
+        case .updated: HANDOFF_ACTIVITY_UPDATED
+        case .removed: HANDOFF_ACTIVITY_REMOVED
+        }
+        _ = await call(locked: true) { state, _ in
+            bytes.withUnsafeBufferPointer { activityChanged(state, $0.baseAddress, $0.count, Int32(change.rawValue)) }
+            return Int32(HANDOFF_OK.rawValue)
+        }
+    }
+
     /// needs_save: marks one of the plugin's current activities.
     func markNeedsSave(_ id: String) -> Bool {
         guard let activity = activities.withLock({ $0[id] }) else { return false }
@@ -122,4 +137,57 @@ let hostNeedsSave: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar
     let host = hostContext(pointer)
     let marked = host.markNeedsSave(id.map { String(cString: $0) } ?? "")
     return Int32(marked ? HANDOFF_OK.rawValue : HANDOFF_NOT_FOUND.rawValue)
+}
+
+/// continue_activity (ABI 1.2): the plugin's command continues an activity of its types and waits
+/// for its restore (and streams) to end. It runs on a plugin worker thread, never on Swift's
+/// cooperative pool, so blocking it while the node continues is safe.
+let hostContinueActivity: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UInt32, handoff_error_buffer) -> Int32 = { pointer, type, id, timeoutMs, error in
+    let host = hostContext(pointer)
+    let activityType = type.map { String(cString: $0) } ?? ""
+    func fail(_ status: handoff_status, _ message: String) -> Int32 {
+        write(message, to: error)
+        return Int32(status.rawValue)
+    }
+    guard host.plugin.activityTypes.contains(activityType) else {
+        return fail(HANDOFF_UNSUPPORTED, "\(activityType) is not one of \(host.plugin.name)'s activity types")
+    }
+    guard host.plugin.descriptor.pointee.flags & UInt32(HANDOFF_PLUGIN_THREAD_SAFE) != 0 else {
+        return fail(HANDOFF_UNSUPPORTED, "continue_activity needs a thread-safe plugin (HANDOFF_PLUGIN_THREAD_SAFE): its restore runs while its command waits")
+    }
+    let activityID = id.map { String(cString: $0) }
+    let node = host.runtime.node
+    let outcome = waitFor { () async throws -> Void in
+        guard let activity = await node.activity(id: activityID, orNewestOf: activityType, within: .milliseconds(Int(timeoutMs))) else {
+            throw HandoffError(.activityNotFound, "no activity of type \(activityType) is known on the bus", activityType: activityType)
+        }
+        _ = try await node.continueActivity(activity)
+    }
+    switch outcome {
+    case .success: return Int32(HANDOFF_OK.rawValue)
+    case .failure(let failure as HandoffError) where failure.code == .activityNotFound: return fail(HANDOFF_NOT_FOUND, failure.message)
+    case .failure(let failure as HandoffError): return fail(HANDOFF_FAILED, failure.message)
+    case .failure(let failure): return fail(HANDOFF_FAILED, "\(failure)")
+    }
+}
+
+extension DiscoveredActivity {
+    /// What the advertisement says, as a handoff.v1.Activity (no userInfo: only a continuation
+    /// carries it), for activity_changed.
+    var advertisedWire: WireActivity {
+        var wire = WireActivity()
+        wire.activityID = id
+        wire.activityType = activityType
+        wire.title = title
+        wire.origin = origin.wire
+        wire.version = version
+        if let expirationDate { wire.expiration = WireTimestamp(expirationDate) }
+        if let updatedAt { wire.updatedAt = WireTimestamp(updatedAt) }
+        wire.keywords = keywords
+        wire.webpageURL = webpageURL?.absoluteString ?? ""
+        wire.teamID = teamID ?? ""
+        wire.eligibleForHandoff = true
+        wire.supportsContinuationStreams = supportsContinuationStreams
+        return wire
+    }
 }

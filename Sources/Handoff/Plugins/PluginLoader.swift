@@ -130,6 +130,9 @@ public enum PluginLoader {
         if minor == 0, d.will_save != nil || d.was_continued != nil || d.did_update != nil {
             throw refuse("built for plugin ABI 1.0 but sets will_save, was_continued or did_update, which 1.0 reserves (they must be NULL); declare ABI 1.1 to use them")
         }
+        if minor < 2, d.activity_changed != nil {
+            throw refuse("built for plugin ABI 1.\(minor) but sets activity_changed, which 1.\(minor) reserves (it must be NULL); declare ABI 1.2 to use it")
+        }
         guard let name = d.name.map({ String(cString: $0) }), !name.isEmpty else { throw refuse("the descriptor has no name") }
         guard d.version != nil else { throw refuse("the descriptor has no version") }
         guard d.activity_type_count > 0, d.activity_types != nil else { throw refuse("plugin \(name) declares no activity types") }

@@ -5,6 +5,7 @@ import HandoffWire
 import Logging
 import Synchronization
 import SwiftProtobuf
+import ZeroMQ
 
 /// Hosts loaded plugins on a node: initializes them with the host table, registers their activity
 /// types' continuation handlers, bridges their continuation streams, and runs their commands.
@@ -20,6 +21,8 @@ public final class PluginRuntime: Sendable {
     let dataDirectory: URL
     let logger: Logger
     let hosts = Mutex<[PluginHostContext]>([])
+    /// The tasks that tell plugins of their types' activities on the bus (activity_changed).
+    let watches = Mutex<[Task<Void, Never>]>([])
     /// The threads plugin calls run on: enough for every stream pair one peer may hold (each
     /// holds at most two, reading and writing) several times over, bounded whatever peers do.
     let workers: PluginWorkers
@@ -71,6 +74,7 @@ public final class PluginRuntime: Sendable {
                     try await context.restore(activity)
                 }
             }
+            if plugin.descriptor.pointee.activity_changed != nil { watchActivities(for: context) }
             logger.info("plugin \(plugin.name) \(plugin.version) serves \(plugin.activityTypes.joined(separator: ", "))")
         }
         return errors
@@ -87,8 +91,22 @@ public final class PluginRuntime: Sendable {
         return try await context.command(arguments)
     }
 
+    /// activity_changed (ABI 1.2): the activities of the plugin's types, as they appear, change and
+    /// go on the bus, one call at a time, in order.
+    private func watchActivities(for context: PluginHostContext) {
+        let node = self.node
+        let types = Set(context.plugin.activityTypes)
+        let task = Task(executorPreference: EventLoops.shared) {
+            for await event in await node.discover(ActivityFilter(typePrefixes: Array(types))) where types.contains(event.activity.activityType) {
+                await context.activityChanged(event)
+            }
+        }
+        watches.withLock { $0.append(task) }
+    }
+
     /// Tells every plugin the node is shutting down.
     public func shutdown() async {
+        for watch in watches.withLock({ $0 }) { watch.cancel() }
         for context in hosts.withLock({ $0 }) {
             guard let shutdown = context.plugin.descriptor.pointee.shutdown else { continue }
             _ = await context.call(locked: true) { state, _ in
@@ -128,6 +146,7 @@ final class PluginHostContext: @unchecked Sendable {
         table.pointee.update_activity = hostUpdateActivity
         table.pointee.end_activity = hostEndActivity
         table.pointee.needs_save = hostNeedsSave
+        table.pointee.continue_activity = hostContinueActivity
         // The context lives as long as the plugin: for the process's life.
         table.pointee.context = Unmanaged.passRetained(self).toOpaque()
     }

@@ -310,12 +310,7 @@ actor ControlServer: Service {
     /// Continues by id, or the newest activity of a type (waiting up to 5 s for it to be known).
     private func continueActivity(id: String, type: String) async throws -> WireControlContinued {
         let started = ContinuousClock.now
-        var activity: DiscoveredActivity?
-        while activity == nil && ContinuousClock.now - started < .seconds(5) {
-            activity = id.isEmpty ? await node.newestActivity(ofType: type) : await node.activities().first { $0.id == id }
-            if activity == nil { try await Task.sleep(for: .milliseconds(20)) }
-        }
-        guard let activity else {
+        guard let activity = await node.activity(id: id, orNewestOf: type, within: .seconds(5)) else {
             throw HandoffError(.activityNotFound, id.isEmpty ? "no activity of type \(type) is on the bus" : "no activity with id \(id) is on the bus")
         }
         var outcome = WireControlContinued()
