@@ -101,9 +101,15 @@ let package = Package(
         // Universal Clipboard, as a Swift plugin (docs: Plugins/Clipboard/README.md).
         .target(
             name: "ClipboardPlugin",
-            dependencies: ["HandoffPluginKit", "HandoffWire", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HandoffPluginKit", "HandoffWire", "CClipboardX11", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
             path: "Plugins/Clipboard",
             exclude: ["README.md"]
+        ),
+        // Its X11 side in C: the CLIPBOARD selection through Xlib and XFIXES (libx11-dev, libxfixes-dev).
+        .target(
+            name: "CClipboardX11",
+            path: "Plugins/ClipboardX11",
+            linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("Xfixes")]
         ),
         // A plugin in C on protobuf-c: proof that a third party needs no Swift (also: Plugins/Notes/Makefile).
         .target(

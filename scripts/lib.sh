@@ -18,6 +18,8 @@ HANDOFF_DEBIAN_PACKAGES=(
     libnats-dev libhiredis-dev    # the benchmark's NATS and Redis baselines use the peers' own C clients
     prometheus           # promtool and the server: MetricsTests and PrometheusTests check /metrics as Prometheus does
     chromium             # LivePageTests load the live page in headless Chromium and read what it rendered
+    libx11-dev libxfixes-dev  # the clipboard plugin's X11 side (Plugins/ClipboardX11)
+    xvfb xclip           # ClipboardTests: two X displays, and a real X client copying and pasting on them
 )
 
 ensure_debian_packages() {

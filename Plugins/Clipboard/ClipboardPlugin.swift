@@ -13,7 +13,9 @@ import Foundation
 import HandoffPluginKit
 import SwiftProtobuf
 
-public final class ClipboardPlugin: HandoffPlugin {
+// Invariant for @unchecked Sendable: every var is touched only under `lock` (the X11 thread and
+// the host's threads call in at once: the plugin is thread-safe).
+public final class ClipboardPlugin: HandoffPlugin, @unchecked Sendable {
     public static let name = "clipboard"
     public static let version = "1.0.0"
     public static let handlesStreams = true
@@ -37,9 +39,25 @@ public final class ClipboardPlugin: HandoffPlugin {
     /// Other nodes' offers this node knows: when each was made, and where.
     private var offers: [String: (updatedAt: Date, node: String)] = [:]
 
+    /// The X11 clipboard of the agent's display, when it has one.
+    private var x11: X11Clipboard?
+
     public init(host: PluginHost) throws {
         self.host = host
         store = ClipboardStore(folder: host.dataDirectory)
+        let environment = ProcessInfo.processInfo.environment
+        if let display = environment["HANDOFF_CLIPBOARD_DISPLAY"] ?? environment["DISPLAY"], !display.isEmpty {
+            let store = self.store
+            x11 = X11Clipboard(display: display, maxBytes: { store.settings().maxBytes }, handlers: X11Clipboard.Handlers(
+                copied: { [unowned self] content, type in copiedOnDisplay(content, type: type) },
+                wanted: { [unowned self] type in
+                    // The newest copy, in the type the display was promised (the offer may have
+                    // gone meanwhile, leaving an older copy of another type).
+                    guard let (entry, content) = try? newest(), entry.mimeType == type else { return nil }
+                    return content
+                },
+                log: { [host] in host.log($0) }))
+        }
     }
 
     // MARK: Commands
@@ -93,22 +111,43 @@ public final class ClipboardPlugin: HandoffPlugin {
         }
         let content = try Data(contentsOf: URL(fileURLWithPath: file))
         let type = mimeType ?? ContentType.guess(content)
+        output(try take(content, type: type, secret: secret))
+        // The display's clipboard holds it too, for the applications here.
+        if !secret { x11?.post(.offer(type: type, content: content)) }
+    }
+
+    /// A copy made here (by command or on the display): this node's clipboard, offered to the
+    /// account unless secret, paused or receive-only. Returns what happened, in words.
+    private func take(_ content: Data, type: String, secret: Bool) throws -> String {
+        let settings = store.settings()
         let entry = ClipboardEntry(mimeType: type, size: content.count, copiedAt: Date(), node: host.nodeName, local: true, secret: secret)
         try lock.withLock { try store.save(content, as: entry) }
         let copied = "copied \(content.count) bytes (\(type))"
         if secret {
             endOffer()
-            output("\(copied); not offered to other nodes: marked secret by a password manager")
-            return
+            return "\(copied); not offered to other nodes: marked secret by a password manager"
         }
         let (offers, why) = settings.offersCopies
         guard offers else {
             endOffer()
-            output("\(copied); not offered: \(why)")
-            return
+            return "\(copied); not offered: \(why)"
         }
         let id = try offer(entry, content: content, expiry: settings.expirySeconds)
-        output("\(copied), offered to the account for \(settings.expirySeconds) s as \(id)")
+        return "\(copied), offered to the account for \(settings.expirySeconds) s as \(id)"
+    }
+
+    /// Something on the display copied (nil: a password manager's copy, not read).
+    private func copiedOnDisplay(_ content: Data?, type: String) {
+        guard let content else {
+            endOffer()
+            host.log("a copy on the display is marked secret by a password manager: not offered")
+            return
+        }
+        do {
+            host.log(try take(content, type: type, secret: false) + " (copied on the display)")
+        } catch {
+            host.log("could not take the display's copy: \(error)", level: HANDOFF_LOG_WARNING)
+        }
     }
 
     /// `paste`: the newest copy in the account becomes this node's clipboard (pulled over a
@@ -117,21 +156,12 @@ public final class ClipboardPlugin: HandoffPlugin {
         guard store.settings().mode != .send else {
             throw PluginFailure.invalidArgument("this node only sends its copies (`clipboard mode both` to paste others')")
         }
-        let (own, newestOffer) = lock.withLock { (store.entry(), offers.values.map(\.updatedAt).max()) }
-        // The newest copy wins: another node's offer is pulled only when it is newer than this
-        // node's own copy (or when nothing is known of the offers yet: a node that just joined).
-        if own == nil || newestOffer.map({ $0 > own!.copiedAt }) ?? true {
-            do {
-                try host.continueActivity(type: Self.clipboardType, timeout: own == nil ? .seconds(2) : .milliseconds(200))
-            } catch let failure as PluginFailure where failure.status == HANDOFF_NOT_FOUND {
-                // No other node offers a copy: this node's own is the newest.
-            }
-        }
-        guard let entry = lock.withLock({ store.entry() }) else { throw PluginFailure.notFound("the clipboard is empty, here and on the account's other nodes") }
+        guard let (entry, content) = try newest() else { throw PluginFailure.notFound("the clipboard is empty, here and on the account's other nodes") }
         if let mimeType, mimeType != entry.mimeType {
             throw PluginFailure.notFound("the clipboard holds \(entry.mimeType), not \(mimeType)")
         }
-        let content = try lock.withLock { try store.content() }
+        // Applications on the display paste it too.
+        if !entry.local { x11?.post(.offer(type: entry.mimeType, content: content)) }
         let from = entry.local ? "this node" : entry.node
         if let out {
             try content.write(to: URL(fileURLWithPath: out))
@@ -140,6 +170,24 @@ public final class ClipboardPlugin: HandoffPlugin {
             output(String(decoding: content, as: UTF8.self))
         } else {
             throw PluginFailure.invalidArgument("the clipboard holds \(content.count) bytes of \(entry.mimeType): give --out FILE")
+        }
+    }
+
+    /// The newest copy in the account, made this node's clipboard: another node's offer is pulled
+    /// only when it is newer than this node's own copy (or when nothing is known of the offers
+    /// yet: a node that just joined). Blocks while it is pulled.
+    private func newest() throws -> (entry: ClipboardEntry, content: Data)? {
+        let (own, newestOffer) = lock.withLock { (store.entry(), offers.values.map(\.updatedAt).max()) }
+        if own == nil || newestOffer.map({ $0 > own!.copiedAt }) ?? true {
+            do {
+                try host.continueActivity(type: Self.clipboardType, timeout: own == nil ? .seconds(2) : .milliseconds(200))
+            } catch let failure as PluginFailure where failure.status == HANDOFF_NOT_FOUND {
+                // No other node offers a copy: this node's own is the newest.
+            }
+        }
+        return try lock.withLock {
+            guard let entry = store.entry() else { return nil }
+            return (entry, try store.content())
         }
     }
 
@@ -171,6 +219,9 @@ public final class ClipboardPlugin: HandoffPlugin {
         ]
         if let preview { activity.userInfo["preview"] = .string(preview) }
         activity.requiredUserInfoKeys = ["mimeTypes", "size", "copiedAt"]
+        // The type also as a keyword: advertisements carry keywords (never userInfo), and a node
+        // that owns its display's clipboard for this offer must say what it holds before pulling it.
+        activity.keywords = [entry.mimeType]
         activity.expiration = WireTimestamp(Date().addingTimeInterval(TimeInterval(expiry)))
         activity.supportsContinuationStreams = true
         endOffer()
@@ -254,7 +305,10 @@ public final class ClipboardPlugin: HandoffPlugin {
         try writer.write(content)
     }
 
-    public func shutdown() { endOffer() }
+    public func shutdown() {
+        x11?.stop()
+        endOffer()
+    }
 
     // MARK: The account's offers
 
@@ -262,7 +316,13 @@ public final class ClipboardPlugin: HandoffPlugin {
         lock.withLock {
             switch change {
             case .appeared, .updated:
-                offers[activity.activityID] = (activity.hasUpdatedAt ? activity.updatedAt.date : Date(), activity.origin.name)
+                let made = activity.hasUpdatedAt ? activity.updatedAt.date : Date()
+                offers[activity.activityID] = (made, activity.origin.name)
+                // The display's applications see a newer copy at once; its content comes when one pastes.
+                let own = store.entry()
+                if activity.origin.nodeID != host.nodeID, store.settings().mode != .send, own.map({ made > $0.copiedAt }) ?? true {
+                    x11?.post(.offerLazily(type: activity.keywords.first ?? ContentType.text))
+                }
             case .removed:
                 offers[activity.activityID] = nil
             }

@@ -107,3 +107,204 @@ struct ClipboardTests {
         #expect(status.output.contains("mode send") && status.output.contains("limit 10 bytes"), "\(status.output)")
     }
 }
+
+/// An X server of its own (Xvfb) for a test, on a display number nobody uses; ended (and reaped)
+/// by `stop`.
+struct VirtualDisplay {
+    let process: Process
+    let name: String
+    /// The xclip processes that own a selection (`-i` stays, serving pastes, until another client
+    /// copies): reaped with the display.
+    final class Owners: @unchecked Sendable {
+        // Invariant for @unchecked Sendable: touched only under `lock`.
+        private let lock = NSLock()
+        private var processes: [Process] = []
+        func add(_ process: Process) { lock.withLock { processes.append(process) } }
+        func reapAll() { for process in lock.withLock({ processes }) { reap(process) } }
+    }
+    let owners = Owners()
+
+    static let xvfb = ["/usr/bin/Xvfb"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let xclip = ["/usr/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    static func start() async throws -> VirtualDisplay {
+        guard let xvfb else { throw ProcessFailure("Xvfb is not installed (apt-get install xvfb)") }
+        for number in (90...199).shuffled() where !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") && !FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: xvfb)
+            process.arguments = [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            if await eventually(within: .seconds(10), { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || !process.isRunning }), process.isRunning {
+                return VirtualDisplay(process: process, name: ":\(number)")
+            }
+            reap(process)
+        }
+        throw ProcessFailure("no display number free for Xvfb")
+    }
+
+    func stop() {
+        owners.reapAll()
+        reap(process)
+    }
+
+    /// `xclip -i` in the foreground (`-quiet`), owning the selection until another client copies:
+    /// returns once it has taken it.
+    func copy(_ arguments: [String]) async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.xclip!)
+        process.arguments = ["-quiet"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        owners.add(process)
+        try await Task.sleep(for: .milliseconds(200))
+    }
+
+    /// Runs xclip on this display: its exit status and standard output.
+    func xclip(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> (status: Int32, output: Data) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.xclip!)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("xclip-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if process.isRunning {
+            reap(process)
+            throw ProcessFailure("xclip \(arguments.joined(separator: " ")) on \(name) did not finish within \(timeout)")
+        }
+        return (process.terminationStatus, try Data(contentsOf: output))
+    }
+}
+
+@Suite("Universal Clipboard on real X displays (Xvfb, xclip)", .exclusive, .serialized)
+struct X11ClipboardTests {
+    @Test("xclip copies on display A; xclip -o on display B gets it (text, and a 20 MiB PNG byte for byte, through INCR); a command's copy reaches a display's applications")
+    func acrossDisplays() async throws {
+        guard VirtualDisplay.xvfb != nil, VirtualDisplay.xclip != nil else {
+            if ProcessInfo.processInfo.environment["CI"] != nil { Issue.record("Xvfb and xclip are not installed (apt-get install xvfb xclip), and CI requires them") }
+            return
+        }
+        let a = try await VirtualDisplay.start()
+        defer { a.stop() }
+        let b = try await VirtualDisplay.start()
+        defer { b.stop() }
+        let deployment = try await ServedDeployment.start(
+            agents: ["laptop", "desktop"], environments: ["laptop": ["HANDOFF_CLIPBOARD_DISPLAY": a.name], "desktop": ["HANDOFF_CLIPBOARD_DISPLAY": b.name]])
+        defer { deployment.stop() }
+        #expect(await deployment.untilHealthy())
+        func offered(_ title: String) async -> Bool {
+            await eventually(within: .seconds(10)) {
+                let listed = try? await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
+                return listed?.output.contains(title) ?? false
+            }
+        }
+
+        // Text copied by an X client on A, pasted by one on B.
+        let text = deployment.folder.appendingPathComponent("text.txt")
+        try Data("copied on display A".utf8).write(to: text)
+        try await a.copy(["-selection", "clipboard", "-i", text.path])
+        #expect(await offered("Clipboard: copied on display A"), "the laptop never offered the display's copy")
+        let started = ContinuousClock.now
+        let pasted = try await b.xclip(["-selection", "clipboard", "-o"])
+        let textLatency = ContinuousClock.now - started
+        #expect(String(decoding: pasted.output, as: UTF8.self) == "copied on display A", "\(pasted)")
+        #expect(textLatency < .seconds(1), "\(textLatency)")
+
+        // A 20 MiB PNG: INCR out of xclip on A, over the stream, INCR into xclip on B.
+        var bytes = [UInt8](repeating: 0, count: 20 << 20)
+        var generator = SystemRandomNumberGenerator()
+        for index in stride(from: 0, to: bytes.count, by: 8) {
+            withUnsafeBytes(of: generator.next()) { random in for offset in 0..<8 { bytes[index + offset] = random[offset] } }
+        }
+        bytes.replaceSubrange(0..<8, with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        let image = deployment.folder.appendingPathComponent("image.png")
+        try Data(bytes).write(to: image)
+        try await a.copy(["-selection", "clipboard", "-t", "image/png", "-i", image.path])
+        #expect(await offered("Clipboard: \(20 << 20) bytes of image/png"), "the laptop never offered the display's image")
+        let imageStarted = ContinuousClock.now
+        let pastedImage = try await b.xclip(["-selection", "clipboard", "-t", "image/png", "-o"])
+        let imageLatency = ContinuousClock.now - imageStarted
+        #expect(pastedImage.output == Data(bytes), "the image changed on the way: \(pastedImage.output.count) bytes")
+        print("X11 clipboard: text pasted on the other display in \(textLatency), a 20 MiB PNG in \(imageLatency)")
+
+        // A password manager's copy on A (x-kde-passwordManagerHint: secret) is not read, not offered.
+        let manager = deployment.folder.appendingPathComponent("password-manager")
+        let gcc = Process()
+        gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
+        gcc.arguments = ["-Wall", "-Werror", "-o", manager.path, repositoryRoot.appendingPathComponent("Tests/HandoffTests/Fixtures/password_manager.c").path, "-lX11"]
+        try gcc.run()
+        gcc.waitUntilExit()
+        try #require(gcc.terminationStatus == 0, "gcc failed for the password manager")
+        let secret = Process()
+        secret.executableURL = manager
+        secret.arguments = ["hunter2 is my password"]
+        secret.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": a.name]) { $1 }
+        let said = Pipe()
+        secret.standardOutput = said
+        try secret.run()
+        a.owners.add(secret)
+        #expect(String(decoding: said.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("READY"))
+        let laptopLog = deployment.folder.appendingPathComponent("laptop.log")
+        #expect(await eventually(within: .seconds(5)) {
+            ((try? String(contentsOf: laptopLog, encoding: .utf8)) ?? "").contains("marked secret by a password manager: not offered")
+        }, "the laptop did not see the password manager's copy")
+        let listed = try await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
+        #expect(!listed.output.contains("hunter2") && !listed.output.contains("from laptop"), "\(listed.output)")
+
+        // A copy by command on the desktop: the laptop's display pastes it.
+        try Data("from the desktop's command".utf8).write(to: text)
+        let copied = try await runHandoff(["plugin", "clipboard", "--agent", deployment.agent("desktop").control, "--", "copy", text.path])
+        #expect(copied.status == 0, "\(copied.error)")
+        #expect(await offered("Clipboard: from the desktop's command"))
+        #expect(await eventually(within: .seconds(5)) {
+            String(decoding: (try? await a.xclip(["-selection", "clipboard", "-o"], timeout: .seconds(5)))?.output ?? Data(), as: UTF8.self) == "from the desktop's command"
+        })
+    }
+}
+
+@Suite("Universal Clipboard within an account", .exclusive, .serialized)
+struct ClipboardAccountTests {
+    @Test("over CURVE, a stranger's node (a key outside the account) sees no offer and pastes nothing; the account's nodes paste as usual")
+    func strangerSeesNothing() async throws {
+        let ports = try freePorts(2)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("clipboard-account-\(UUID().uuidString)")
+        let account = folder.appendingPathComponent("account"), outside = folder.appendingPathComponent("outside")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for name in ["broker", "laptop", "desktop"] { #expect(try await runHandoff(["keygen", name, "--out", account.path]).status == 0) }
+        #expect(try await runHandoff(["keygen", "stranger", "--out", outside.path]).status == 0)
+        let (broker, _) = try await startServingMetrics(
+            ["broker", "--frontend", ports[0], "--backend", ports[1], "--key", account.appendingPathComponent("broker.key").path],
+            log: folder.appendingPathComponent("broker.log"))
+        defer { reap(broker) }
+        var agents: [String: (process: Process, control: String)] = [:]
+        defer { for agent in agents.values { reap(agent.process) } }
+        for (name, keys) in [("laptop", account), ("desktop", account), ("stranger", outside)] {
+            let control = "ipc://\(folder.path)/\(name).sock"
+            let (process, _) = try await startServingMetrics([
+                "agent", "--name", name, "--broker", ports[0], ports[1], "--plugins", buildFolder.path,
+                "--key", keys.appendingPathComponent("\(name).key").path, "--broker-key", account.appendingPathComponent("broker.pub").path,
+                "--data", folder.appendingPathComponent(name).path, "--control", control],
+                log: folder.appendingPathComponent("\(name).log"), environment: ["HANDOFF_CLIPBOARD_DISPLAY": ""])
+            agents[name] = (process, control)
+        }
+        func clipboard(_ node: String, _ arguments: String...) async throws -> (status: Int32, output: String, error: String) {
+            try await runHandoff(["plugin", "clipboard", "--agent", agents[node]!.control, "--"] + arguments)
+        }
+        let text = folder.appendingPathComponent("text.txt")
+        try Data("for the account only".utf8).write(to: text)
+        #expect(try await clipboard("laptop", "copy", text.path).status == 0)
+        #expect(await eventually(within: .seconds(10)) { (try? await clipboard("desktop", "paste").output) == "for the account only\n" })
+        let stranger = try await clipboard("stranger", "paste")
+        #expect(stranger.status != 0 && stranger.error.contains("the clipboard is empty"), "\(stranger.output) \(stranger.error)")
+    }
+}

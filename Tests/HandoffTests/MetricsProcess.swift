@@ -8,9 +8,12 @@ import Testing
 /// taken by another process's ephemeral bind before the process binds it, and the process then
 /// exits at start: in one CI run an agent did, and its test waited for it until it timed out.
 /// The log (`logLevel`, at least `info` for the line) stays in `log` for the test to read.
-func startServingMetrics(_ arguments: [String], log: URL, logLevel: String = "info") async throws -> (process: Process, port: Int) {
+func startServingMetrics(
+    _ arguments: [String], log: URL, logLevel: String = "info", environment: [String: String] = [:]
+) async throws -> (process: Process, port: Int) {
     _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-    let process = try startHandoff(arguments + ["--metrics", "127.0.0.1:0"], logLevel: logLevel, standardError: try FileHandle(forWritingTo: log))
+    let process = try startHandoff(
+        arguments + ["--metrics", "127.0.0.1:0"], logLevel: logLevel, standardError: try FileHandle(forWritingTo: log), environment: environment)
     let deadline = ContinuousClock.now + .seconds(20)
     while ContinuousClock.now < deadline {
         let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
@@ -52,7 +55,10 @@ struct ServedDeployment {
     let brokerPort: Int
     let agents: [String: Agent]
 
-    static func start(agents names: [String], brokerArguments: [String] = []) async throws -> ServedDeployment {
+    /// - Parameter environments: Variables for some agents' processes (a `DISPLAY`), by name.
+    static func start(
+        agents names: [String], brokerArguments: [String] = [], environments: [String: [String: String]] = [:]
+    ) async throws -> ServedDeployment {
         let ports = try freePorts(2)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("deployment-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -67,7 +73,9 @@ struct ServedDeployment {
                 let (process, port) = try await startServingMetrics([
                     "agent", "--name", name, "--broker", ports[0], ports[1], "--plugins", buildFolder.path,
                     "--data", folder.appendingPathComponent(name).path, "--control", control],
-                    log: folder.appendingPathComponent("\(name).log"))
+                    log: folder.appendingPathComponent("\(name).log"),
+                    // No desktop's clipboard (a developer's $DISPLAY) unless a test gives one.
+                    environment: ["HANDOFF_CLIPBOARD_DISPLAY": ""].merging(environments[name] ?? [:]) { $1 })
                 started.append(process)
                 agents[name] = Agent(process: process, port: port, control: control)
             }

@@ -32,7 +32,6 @@ public struct BusView: Sendable {
     struct ActivityRecord {
         var type: String
         var origin: String
-        var title: String
         var expires: ContinuousClock.Instant
     }
 
@@ -94,6 +93,9 @@ public struct BusView: Sendable {
     public mutating func observe(topic: [UInt8], envelope: [UInt8], now: ContinuousClock.Instant) {
         let bytes = topic.count + envelope.count
         count(bytes: bytes, now: now)
+        // Advertisements and withdrawals, most of a busy bus, are read in place as a broker reads
+        // them (WireBusSummary: a fraction of a full decode); their type is the topic's.
+        if topic.starts(with: Self.activityTopicPrefix), observeInPlace(topic: topic, envelope: envelope, bytes: bytes, now: now) { return }
         guard let decoded = try? WireEnvelope.decode(envelope) else {
             malformed += 1
             return
@@ -104,10 +106,11 @@ public struct BusView: Sendable {
             guard let token = snapshotToken, topic.dropFirst(Topic.snapshotPrefixBytes.count).starts(with: Array(token.utf8)) else { return }
         } else if !decoded.sender.nodeID.isEmpty, !decoded.sender.nodeID.hasPrefix("broker@") {
             // (A broker's own envelopes, snapshot replies, are not a node's traffic.)
-            publishedBy(decoded.sender, bytes: bytes, now: now)
+            publishedBy(decoded.sender.nodeID, bytes: bytes, now: now)
         }
         switch decoded.body {
-        case .advertisement(let advertisement): advertised(advertisement, now: now)
+        case .advertisement(let advertisement):
+            advertised(advertisement.activityID, type: advertisement.activityType, origin: advertisement.origin.nodeID, leaseMs: advertisement.leaseMs, now: now)
         case .withdrawal(let withdrawal): activities[withdrawal.activityID] = nil
         case .nodePresence(let presence): heard(presence, now: now)
         case .nodeEvent(let event): happened(event, sender: decoded.sender, now: now)
@@ -135,26 +138,49 @@ public struct BusView: Sendable {
         }
     }
 
-    // MARK: What the messages say
+    static let activityTopicPrefix = Array(Topic.activityPrefix.utf8)
 
-    private mutating func publishedBy(_ sender: WireNodeRef, bytes: Int, now: ContinuousClock.Instant) {
-        // (A node that does not fit is counted once, by what its message says, below.)
-        guard var node = nodes[sender.nodeID] ?? newNode(sender, now: now, countingOverflow: false) else { return }
-        node.published.add(bytes: bytes)
-        nodes[sender.nodeID] = node
+    /// An advertisement or withdrawal read in place; false when the envelope is something else
+    /// (or malformed), for the full decode to take.
+    private mutating func observeInPlace(topic: [UInt8], envelope: [UInt8], bytes: Int, now: ContinuousClock.Instant) -> Bool {
+        guard let summary = envelope.withUnsafeBytes({ try? WireBusSummary.read($0) }) else { return false }
+        switch summary.body {
+        case .advertisement(let activityID, let origin, _, let leaseMs, _):
+            publishedBy(summary.sender.id, bytes: bytes, now: now)
+            let type = String(decoding: topic.dropFirst(Self.activityTopicPrefix.count), as: UTF8.self)
+            advertised(activityID, type: type, origin: origin.id, leaseMs: leaseMs, now: now)
+            return true
+        case .withdrawal(let activityID, _):
+            publishedBy(summary.sender.id, bytes: bytes, now: now)
+            activities[activityID] = nil
+            return true
+        case .presence, .other:
+            return false
+        }
     }
 
-    private mutating func newNode(_ ref: WireNodeRef, now: ContinuousClock.Instant, countingOverflow: Bool = true) -> NodeRecord? {
+    // MARK: What the messages say
+
+    private mutating func publishedBy(_ senderID: String, bytes: Int, now: ContinuousClock.Instant) {
+        guard !senderID.isEmpty else { return }
+        // (A node that does not fit is counted once, by what its message says.) Its name and host
+        // come with its presence.
+        guard var node = nodes[senderID] ?? newNode(now: now, countingOverflow: false) else { return }
+        node.published.add(bytes: bytes)
+        nodes[senderID] = node
+    }
+
+    private mutating func newNode(now: ContinuousClock.Instant, countingOverflow: Bool = true) -> NodeRecord? {
         guard nodes.count < limits.nodes else {
             if countingOverflow { overflow += 1 }
             return nil
         }
-        return NodeRecord(name: ref.name, host: ref.host, activityCount: 0, partial: false, lease: .seconds(6), lastHeard: now)
+        return NodeRecord(name: "", host: "", activityCount: 0, partial: false, lease: .seconds(6), lastHeard: now)
     }
 
     private mutating func heard(_ presence: WireNodePresence, now: ContinuousClock.Instant) {
         let id = presence.node.nodeID
-        guard var node = nodes[id] ?? newNode(presence.node, now: now) else { return }
+        guard var node = nodes[id] ?? newNode(now: now) else { return }
         node.name = presence.node.name
         node.host = presence.node.host
         node.activityCount = presence.activityIds.count
@@ -178,16 +204,13 @@ public struct BusView: Sendable {
         }
     }
 
-    private mutating func advertised(_ advertisement: WireAdvertisement, now: ContinuousClock.Instant) {
-        let lease: Duration = advertisement.leaseMs > 0 ? .milliseconds(advertisement.leaseMs) : .seconds(6)
-        let record = ActivityRecord(
-            type: advertisement.activityType, origin: advertisement.origin.nodeID,
-            title: String(advertisement.title.prefix(200)), expires: now + lease)
-        if activities[advertisement.activityID] == nil, activities.count >= limits.activities {
+    private mutating func advertised(_ activityID: String, type: String, origin: String, leaseMs: UInt32, now: ContinuousClock.Instant) {
+        let lease: Duration = leaseMs > 0 ? .milliseconds(leaseMs) : .seconds(6)
+        if activities[activityID] == nil, activities.count >= limits.activities {
             overflow += 1
             return
         }
-        activities[advertisement.activityID] = record
+        activities[activityID] = ActivityRecord(type: type, origin: origin, expires: now + lease)
     }
 
     private mutating func happened(_ event: WireNodeEvent, sender: WireNodeRef, now: ContinuousClock.Instant) {

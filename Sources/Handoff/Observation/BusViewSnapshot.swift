@@ -123,7 +123,8 @@ extension BusView {
 extension BusView.NodeRecord {
     func snapshot(id: String, now: ContinuousClock.Instant) -> BusViewSnapshot.Node {
         BusViewSnapshot.Node(
-            id: id, name: name, host: host, activities: activityCount, partial: partial,
+            // (Heard publishing before its first presence: named by its id until it comes.)
+            id: id, name: name.isEmpty ? "(" + id.prefix(8) + "…)" : name, host: host, activities: activityCount, partial: partial,
             lastHeardSecondsAgo: ((now - lastHeard).seconds * 10).rounded() / 10,
             gone: now - lastHeard > lease,
             publishedMessages: published.messages, publishedBytes: published.bytes,
