@@ -69,7 +69,7 @@ extension Node {
     public func activity(id: String?, orNewestOf activityType: String, within timeout: Duration) async -> DiscoveredActivity? {
         let deadline = ContinuousClock.now + timeout
         while true {
-            let found = id.flatMap { id in id.isEmpty ? nil : follower.known[id]?.activity } ?? (id?.isEmpty ?? true ? newestActivity(ofType: activityType) : nil)
+            let found = if let id, !id.isEmpty { follower.known[id]?.activity } else { newestActivity(ofType: activityType) }
             if let found { return found }
             guard ContinuousClock.now < deadline else { return nil }
             do { try await Task.sleep(for: .milliseconds(20)) } catch { return nil }
