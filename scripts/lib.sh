@@ -20,6 +20,7 @@ HANDOFF_DEBIAN_PACKAGES=(
     chromium             # LivePageTests load the live page in headless Chromium and read what it rendered
     libx11-dev libxfixes-dev  # the clipboard plugin's X11 side (Plugins/ClipboardX11)
     xvfb xclip           # ClipboardTests: two X displays, and a real X client copying and pasting on them
+    sway wl-clipboard    # WaylandClipboardTests: two headless sway compositors, wl-copy and wl-paste on them
 )
 
 ensure_debian_packages() {

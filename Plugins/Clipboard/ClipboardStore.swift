@@ -14,6 +14,9 @@ struct ClipboardEntry: Codable, Equatable {
     var local: Bool
     /// Marked by a password manager (x-kde-passwordManagerHint: secret): never offered.
     var secret: Bool
+    /// Copied files (`text/uri-list` of `file://` URIs): how many were copied (folders count
+    /// once). The content is then their URIs on this node, and `size` the bundle's bytes.
+    var files: Int? = nil
 }
 
 /// Who this node shares its clipboard with, as `clipboard pause|resume|mode|expiry|limit` set it.
@@ -33,6 +36,21 @@ struct ClipboardSettings: Codable, Equatable {
     var expirySeconds = 120
     /// The largest content offered or taken (KDE Connect's limit).
     var maxBytes = 50 * 1024 * 1024
+    /// Where a desktop cannot wait for a paste to fetch (Wayland's wl-copy holds its content
+    /// before it offers it): offers up to this size are pulled when they appear.
+    var prefetchBytes = 1024 * 1024
+
+    init() {}
+
+    /// Settings saved by an older plugin lack the newer fields: they take their defaults.
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        paused = try values.decodeIfPresent(Bool.self, forKey: .paused) ?? paused
+        mode = try values.decodeIfPresent(Mode.self, forKey: .mode) ?? mode
+        expirySeconds = try values.decodeIfPresent(Int.self, forKey: .expirySeconds) ?? expirySeconds
+        maxBytes = try values.decodeIfPresent(Int.self, forKey: .maxBytes) ?? maxBytes
+        prefetchBytes = try values.decodeIfPresent(Int.self, forKey: .prefetchBytes) ?? prefetchBytes
+    }
 
     /// Whether copies made here are offered, and if not, why.
     var offersCopies: (Bool, String) {
@@ -47,6 +65,26 @@ struct ClipboardStore {
     let folder: URL
 
     var contentURL: URL { folder.appendingPathComponent("content.bin") }
+    /// Where other nodes' copied files are written, a folder per paste.
+    var receivedURL: URL { folder.appendingPathComponent("received") }
+
+    /// A new, empty folder for one paste's files.
+    func newReceivedFolder() throws -> URL {
+        let made = receivedURL.appendingPathComponent(UUID().uuidString)
+        try FileManager.default.createDirectory(at: made, withIntermediateDirectories: true)
+        return made
+    }
+
+    /// Removes the files of earlier pastes once a newer copy has replaced them, but not those the
+    /// clipboard now holds (`kept`: a paste's own, or received files copied again here).
+    func removeReceived(keeping kept: [URL]) {
+        let folders = (try? FileManager.default.contentsOfDirectory(atPath: receivedURL.path)) ?? []
+        for name in folders {
+            let folder = receivedURL.appendingPathComponent(name).standardizedFileURL.path + "/"
+            guard !kept.contains(where: { ($0.standardizedFileURL.path + "/").hasPrefix(folder) }) else { continue }
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
 
     func entry() -> ClipboardEntry? { load("content.json") }
     func settings() -> ClipboardSettings { load("settings.json") ?? ClipboardSettings() }

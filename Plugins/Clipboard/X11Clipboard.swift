@@ -6,31 +6,14 @@ import Glibc
 /// owns the X connection (Plugins/ClipboardX11): a copy by any X client there becomes this node's
 /// copy (offered to the account); an offer newer than this node's copy makes this node own the
 /// selection lazily, and the first paste there pulls the content and answers it.
-final class X11Clipboard: @unchecked Sendable {
+final class X11Clipboard: DisplayClipboard, @unchecked Sendable {
     // Invariant for @unchecked Sendable: `commands` and `stopped` are touched only under `lock`;
     // the X connection and `lazyType` only by the thread.
-    enum Command {
-        /// Own CLIPBOARD with content (a paste or copy here by command).
-        case offer(type: String, content: Data)
-        /// Own CLIPBOARD for an offer elsewhere: fetched when something here pastes.
-        case offerLazily(type: String)
-    }
-
-    /// What the plugin does for the display.
-    struct Handlers: Sendable {
-        /// Something on the display copied: content (nil when secret, not read), its type.
-        var copied: @Sendable (Data?, String) -> Void
-        /// Something on the display pastes a lazy offer of this type: the content, or nil when it
-        /// cannot be had in that type.
-        var wanted: @Sendable (String) -> Data?
-        var log: @Sendable (String) -> Void
-    }
-
-    /// The types read from a copy, best first.
-    static let readTypes = ["image/png", "text/uri-list", "text/plain;charset=utf-8"]
+    // (`.offer` owns CLIPBOARD with content; `.offerLazily` owns it for an offer elsewhere,
+    // fetched when something here pastes: X11 asks the owner at paste time.)
 
     private let lock = NSLock()
-    private var commands: [Command] = []
+    private var commands: [DisplayCommand] = []
     private var stopped = false
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -38,7 +21,7 @@ final class X11Clipboard: @unchecked Sendable {
     /// The type of the lazy offer the display's pastes ask for (the thread's alone).
     private var lazyType: String?
 
-    init?(display: String, maxBytes: @escaping @Sendable () -> Int, handlers: Handlers) {
+    init?(display: String, maxBytes: @escaping @Sendable () -> Int, handlers: DisplayHandlers) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return nil }
         (wakeRead, wakeWrite) = (fds[0], fds[1])
@@ -49,7 +32,7 @@ final class X11Clipboard: @unchecked Sendable {
         thread.start()
     }
 
-    func post(_ command: Command) {
+    func post(_ command: DisplayCommand) {
         lock.withLock { commands.append(command) }
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
@@ -61,7 +44,7 @@ final class X11Clipboard: @unchecked Sendable {
         _ = write(wakeWrite, &byte, 1)
     }
 
-    private func run(display: String, handlers: Handlers) {
+    private func run(display: String, handlers: DisplayHandlers) {
         var error = [CChar](repeating: 0, count: 512)
         guard let x = hx11_open(display, &error, error.count) else {
             handlers.log("no X11 clipboard: \(text(error))")
@@ -78,7 +61,7 @@ final class X11Clipboard: @unchecked Sendable {
             _ = poll(&descriptors, 2, 250)
             var drain = [UInt8](repeating: 0, count: 64)
             while read(wakeRead, &drain, drain.count) > 0 {}
-            let (pending, stop) = lock.withLock { () -> ([Command], Bool) in
+            let (pending, stop) = lock.withLock { () -> ([DisplayCommand], Bool) in
                 defer { commands = [] }
                 return (commands, stopped)
             }
@@ -87,7 +70,7 @@ final class X11Clipboard: @unchecked Sendable {
             let events = hx11_process(x)
             if events & Int32(HX11_COPIED.rawValue) != 0 { readCopy(x, handlers: handlers) }
             if events & Int32(HX11_CONTENT_WANTED.rawValue) != 0 {
-                if let type = lazyType, let content = handlers.wanted(type) {
+                if let type = lazyType, let content = handlers.wanted(type, nil) {
                     let bytes = content.isEmpty ? [UInt8(0)] : [UInt8](content)
                     _ = hx11_provide(x, bytes, content.count)
                 } else {
@@ -97,7 +80,7 @@ final class X11Clipboard: @unchecked Sendable {
         }
     }
 
-    private func execute(_ command: Command, on x: OpaquePointer, handlers: Handlers) {
+    private func execute(_ command: DisplayCommand, on x: OpaquePointer, handlers: DisplayHandlers) {
         var error = [CChar](repeating: 0, count: 512)
         let status: Int32
         switch command {
@@ -112,7 +95,7 @@ final class X11Clipboard: @unchecked Sendable {
         if status != 0 { handlers.log("cannot own the X11 clipboard: \(text(error))") }
     }
 
-    private func readCopy(_ x: OpaquePointer, handlers: Handlers) {
+    private func readCopy(_ x: OpaquePointer, handlers: DisplayHandlers) {
         var error = [CChar](repeating: 0, count: 512)
         var type = [CChar](repeating: 0, count: 128)
         var data: UnsafeMutablePointer<UInt8>?

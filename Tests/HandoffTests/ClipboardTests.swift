@@ -43,14 +43,27 @@ struct ClipboardTests {
         let textLatency = ContinuousClock.now - started
         #expect(pasted.status == 0 && pasted.output == "Meet at 10:30 in room B\nbring the draft\n", "\(pasted.output) \(pasted.error)")
 
+        // A copy from a pipe (`copy -`, as a script would): the command hands its standard input over.
+        let pipedAt = Date().addingTimeInterval(-1)
+        let piped = Process()
+        piped.executableURL = URL(fileURLWithPath: "/bin/sh")
+        piped.arguments = ["-c", "printf 'piped words' | \"$0\" plugin clipboard --agent \"$1\" -- copy -",
+                           buildFolder.appendingPathComponent("handoff").path, deployment.agent("laptop").control]
+        piped.standardOutput = FileHandle.nullDevice
+        try piped.run()
+        piped.waitUntilExit()
+        #expect(piped.terminationStatus == 0, "copy - failed")
+        #expect(await eventually(within: .seconds(5)) { (try? await clipboard(deployment, on: "desktop", "paste").output) == "piped words\n" })
+        let temporary = FileManager.default.temporaryDirectory
+        let leftovers = ((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).filter { name in
+            let made = (try? FileManager.default.attributesOfItem(atPath: temporary.appendingPathComponent(name).path))?[.modificationDate] as? Date
+            return name.hasPrefix("handoff-stdin-") && (made ?? .distantPast) > pipedAt
+        }
+        #expect(leftovers.isEmpty, "standard input's file was left behind: \(leftovers)")
+
         // A 20 MiB image, byte for byte.
         let image = files.appendingPathComponent("big.png")
-        var bytes = [UInt8](repeating: 0, count: 20 << 20)
-        var generator = SystemRandomNumberGenerator()
-        for index in stride(from: 0, to: bytes.count, by: 8) {
-            withUnsafeBytes(of: generator.next()) { random in for offset in 0..<8 { bytes[index + offset] = random[offset] } }
-        }
-        bytes.replaceSubrange(0..<8, with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        let bytes = randomPNG(bytes: 20 << 20)
         try Data(bytes).write(to: image)
         #expect(try await clipboard(deployment, on: "laptop", "copy", image.path).output.contains("(image/png), offered"))
         let imageStarted = ContinuousClock.now
@@ -108,86 +121,9 @@ struct ClipboardTests {
     }
 }
 
-/// An X server of its own (Xvfb) for a test, on a display number nobody uses; ended (and reaped)
-/// by `stop`.
-struct VirtualDisplay {
-    let process: Process
-    let name: String
-    /// The xclip processes that own a selection (`-i` stays, serving pastes, until another client
-    /// copies): reaped with the display.
-    final class Owners: @unchecked Sendable {
-        // Invariant for @unchecked Sendable: touched only under `lock`.
-        private let lock = NSLock()
-        private var processes: [Process] = []
-        func add(_ process: Process) { lock.withLock { processes.append(process) } }
-        func reapAll() { for process in lock.withLock({ processes }) { reap(process) } }
-    }
-    let owners = Owners()
-
-    static let xvfb = ["/usr/bin/Xvfb"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    static let xclip = ["/usr/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) }
-
-    static func start() async throws -> VirtualDisplay {
-        guard let xvfb else { throw ProcessFailure("Xvfb is not installed (apt-get install xvfb)") }
-        for number in (90...199).shuffled() where !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") && !FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: xvfb)
-            process.arguments = [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            if await eventually(within: .seconds(10), { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || !process.isRunning }), process.isRunning {
-                return VirtualDisplay(process: process, name: ":\(number)")
-            }
-            reap(process)
-        }
-        throw ProcessFailure("no display number free for Xvfb")
-    }
-
-    func stop() {
-        owners.reapAll()
-        reap(process)
-    }
-
-    /// `xclip -i` in the foreground (`-quiet`), owning the selection until another client copies:
-    /// returns once it has taken it.
-    func copy(_ arguments: [String]) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.xclip!)
-        process.arguments = ["-quiet"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        owners.add(process)
-        try await Task.sleep(for: .milliseconds(200))
-    }
-
-    /// Runs xclip on this display: its exit status and standard output.
-    func xclip(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> (status: Int32, output: Data) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.xclip!)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("xclip-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        if process.isRunning {
-            reap(process)
-            throw ProcessFailure("xclip \(arguments.joined(separator: " ")) on \(name) did not finish within \(timeout)")
-        }
-        return (process.terminationStatus, try Data(contentsOf: output))
-    }
-}
-
 @Suite("Universal Clipboard on real X displays (Xvfb, xclip)", .exclusive, .serialized)
 struct X11ClipboardTests {
-    @Test("xclip copies on display A; xclip -o on display B gets it (text, and a 20 MiB PNG byte for byte, through INCR); a command's copy reaches a display's applications")
+    @Test("xclip copies on display A; xclip -o on display B gets it (text, and a 20 MiB PNG byte for byte, through INCR); a file manager's copy lands on B as files; a password manager's copy never reaches the bus (counted there); a command's copy reaches a display's applications")
     func acrossDisplays() async throws {
         guard VirtualDisplay.xvfb != nil, VirtualDisplay.xclip != nil else {
             if ProcessInfo.processInfo.environment["CI"] != nil { Issue.record("Xvfb and xclip are not installed (apt-get install xvfb xclip), and CI requires them") }
@@ -220,12 +156,7 @@ struct X11ClipboardTests {
         #expect(textLatency < .seconds(1), "\(textLatency)")
 
         // A 20 MiB PNG: INCR out of xclip on A, over the stream, INCR into xclip on B.
-        var bytes = [UInt8](repeating: 0, count: 20 << 20)
-        var generator = SystemRandomNumberGenerator()
-        for index in stride(from: 0, to: bytes.count, by: 8) {
-            withUnsafeBytes(of: generator.next()) { random in for offset in 0..<8 { bytes[index + offset] = random[offset] } }
-        }
-        bytes.replaceSubrange(0..<8, with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        let bytes = randomPNG(bytes: 20 << 20)
         let image = deployment.folder.appendingPathComponent("image.png")
         try Data(bytes).write(to: image)
         try await a.copy(["-selection", "clipboard", "-t", "image/png", "-i", image.path])
@@ -236,7 +167,28 @@ struct X11ClipboardTests {
         #expect(pastedImage.output == Data(bytes), "the image changed on the way: \(pastedImage.output.count) bytes")
         print("X11 clipboard: text pasted on the other display in \(textLatency), a 20 MiB PNG in \(imageLatency)")
 
-        // A password manager's copy on A (x-kde-passwordManagerHint: secret) is not read, not offered.
+        // A file manager's copy on A (text/uri-list of file:// URIs): B's file manager pastes a
+        // list of files on B, their content streamed over when it asked.
+        let report = deployment.folder.appendingPathComponent("quarterly report.txt")
+        try Data("revenue up".utf8).write(to: report)
+        let list = deployment.folder.appendingPathComponent("copied.uri")
+        try Data((report.absoluteString + "\r\n").utf8).write(to: list)
+        try await a.copy(["-selection", "clipboard", "-t", "text/uri-list", "-i", list.path])
+        #expect(await offered("Clipboard: 1 file: quarterly report.txt"), "the laptop never offered the copied file")
+        let uris = try await b.xclip(["-selection", "clipboard", "-t", "text/uri-list", "-o"])
+        let landed = String(decoding: uris.output, as: UTF8.self).split(whereSeparator: \.isNewline).compactMap { URL(string: String($0)) }
+        #expect(landed.count == 1 && landed.first?.lastPathComponent == "quarterly report.txt" && landed.first?.path.contains("/desktop/") == true, "\(landed)")
+        #expect(landed.first.flatMap { try? Data(contentsOf: $0) } == Data("revenue up".utf8), "the file's content did not land on B")
+
+        // A password manager's copy on A (x-kde-passwordManagerHint: secret) is not read, not
+        // offered: counted on the bus, where no advertisement of the laptop's goes by meanwhile.
+        let watching = deployment.folder.appendingPathComponent("monitor.jsonl")
+        _ = FileManager.default.createFile(atPath: watching.path, contents: nil)
+        let monitor = try startHandoff(
+            ["monitor", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard", "--node", "laptop", "--json", "--seconds", "4"],
+            standardOutput: try FileHandle(forWritingTo: watching))
+        defer { reap(monitor) }
+        try await Task.sleep(for: .milliseconds(500))
         let manager = deployment.folder.appendingPathComponent("password-manager")
         let gcc = Process()
         gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
@@ -259,6 +211,11 @@ struct X11ClipboardTests {
         }, "the laptop did not see the password manager's copy")
         let listed = try await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
         #expect(!listed.output.contains("hunter2") && !listed.output.contains("from laptop"), "\(listed.output)")
+        while monitor.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        let seen = try String(contentsOf: watching, encoding: .utf8).split(separator: "\n")
+        // (Its earlier offer is withdrawn: the copy replaced it. Nothing is advertised.)
+        #expect(seen.contains { $0.contains("\"withdrawal\"") }, "the monitor saw nothing of the laptop: \(seen)")
+        #expect(!seen.contains { $0.contains("\"advertisement\"") || $0.contains("hunter2") }, "the secret's copy reached the bus: \(seen)")
 
         // A copy by command on the desktop: the laptop's display pastes it.
         try Data("from the desktop's command".utf8).write(to: text)
@@ -294,7 +251,7 @@ struct ClipboardAccountTests {
                 "agent", "--name", name, "--broker", ports[0], ports[1], "--plugins", buildFolder.path,
                 "--key", keys.appendingPathComponent("\(name).key").path, "--broker-key", account.appendingPathComponent("broker.pub").path,
                 "--data", folder.appendingPathComponent(name).path, "--control", control],
-                log: folder.appendingPathComponent("\(name).log"), environment: ["HANDOFF_CLIPBOARD_DISPLAY": ""])
+                log: folder.appendingPathComponent("\(name).log"), environment: ["HANDOFF_CLIPBOARD_DISPLAY": "", "HANDOFF_CLIPBOARD_WAYLAND_DISPLAY": ""])
             agents[name] = (process, control)
         }
         func clipboard(_ node: String, _ arguments: String...) async throws -> (status: Int32, output: String, error: String) {

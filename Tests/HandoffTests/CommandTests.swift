@@ -215,7 +215,7 @@ struct CommandTests {
         #expect(result.output.contains("contacts 1.0.0"))
         #expect(result.output.contains("org.handoff.contacts.list-contacts"))
         #expect(result.output.contains("notes 1.0.0"))
-        #expect(result.output.contains("clipboard 1.0.0") && result.output.contains("org.handoff.clipboard"), "\(result.output)")
+        #expect(result.output.contains("clipboard 1.1.0") && result.output.contains("org.handoff.clipboard"), "\(result.output)")
 
         // A folder that cannot be read is a failure, not an empty listing.
         let missing = try await runHandoff(["plugins", "list", "--plugins", "/nonexistent/handoff-plugins"])

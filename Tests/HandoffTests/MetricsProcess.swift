@@ -75,7 +75,7 @@ struct ServedDeployment {
                     "--data", folder.appendingPathComponent(name).path, "--control", control],
                     log: folder.appendingPathComponent("\(name).log"),
                     // No desktop's clipboard (a developer's $DISPLAY) unless a test gives one.
-                    environment: ["HANDOFF_CLIPBOARD_DISPLAY": ""].merging(environments[name] ?? [:]) { $1 })
+                    environment: ["HANDOFF_CLIPBOARD_DISPLAY": "", "HANDOFF_CLIPBOARD_WAYLAND_DISPLAY": ""].merging(environments[name] ?? [:]) { $1 })
                 started.append(process)
                 agents[name] = Agent(process: process, port: port, control: control)
             }

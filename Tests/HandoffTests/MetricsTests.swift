@@ -7,13 +7,14 @@ import HandoffTestSupport
 /// A `handoff broker` or `handoff agent` process of a metrics test, its standard output
 /// discarded, its log (errors only, unless `logLevel` says otherwise) in `standardError`.
 func startHandoff(
-    _ arguments: [String], logLevel: String = "error", standardError: FileHandle = .nullDevice, environment: [String: String] = [:]
+    _ arguments: [String], logLevel: String = "error", standardOutput: FileHandle = .nullDevice, standardError: FileHandle = .nullDevice,
+    environment: [String: String] = [:]
 ) throws -> Process {
     let process = Process()
     process.executableURL = buildFolder.appendingPathComponent("handoff")
     process.arguments = arguments + ["--log-level", logLevel]
     if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    process.standardOutput = FileHandle.nullDevice
+    process.standardOutput = standardOutput
     process.standardError = standardError
     try process.run()
     return process

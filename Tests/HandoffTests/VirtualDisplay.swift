@@ -1,0 +1,97 @@
+import Foundation
+import HandoffTestSupport
+
+/// An X server of its own (Xvfb) for a test, on a display number nobody uses; ended (and reaped)
+/// by `stop`.
+struct VirtualDisplay {
+    let process: Process
+    let name: String
+    /// The xclip processes that own a selection (`-i` stays, serving pastes, until another client
+    /// copies): reaped with the display.
+    final class Owners: @unchecked Sendable {
+        // Invariant for @unchecked Sendable: touched only under `lock`.
+        private let lock = NSLock()
+        private var processes: [Process] = []
+        func add(_ process: Process) { lock.withLock { processes.append(process) } }
+        func reapAll() { for process in lock.withLock({ processes }) { reap(process) } }
+    }
+    let owners = Owners()
+
+    static let xvfb = ["/usr/bin/Xvfb"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let xclip = ["/usr/bin/xclip"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    static func start() async throws -> VirtualDisplay {
+        guard let xvfb else { throw ProcessFailure("Xvfb is not installed (apt-get install xvfb)") }
+        for number in (90...199).shuffled() where !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") && !FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: xvfb)
+            process.arguments = [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            if await eventually(within: .seconds(10), { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || !process.isRunning }), process.isRunning {
+                return VirtualDisplay(process: process, name: ":\(number)")
+            }
+            reap(process)
+        }
+        throw ProcessFailure("no display number free for Xvfb")
+    }
+
+    func stop() {
+        owners.reapAll()
+        reap(process)
+    }
+
+    /// `xclip -i` in the foreground (`-quiet`), owning the selection until another client copies:
+    /// returns once it has taken it.
+    func copy(_ arguments: [String]) async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.xclip!)
+        process.arguments = ["-quiet"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        owners.add(process)
+        try await Task.sleep(for: .milliseconds(200))
+    }
+
+    /// Runs xclip on this display: its exit status and standard output.
+    func xclip(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> (status: Int32, output: Data) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.xclip!)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
+        return try await runCapturing(process, timeout: timeout, what: "xclip \(arguments.joined(separator: " ")) on \(name)")
+    }
+}
+
+/// Runs `process` with its standard output in a file (a pipe could fill and stall it), reaping it
+/// if it has not finished within `timeout`: its exit status and output.
+func runCapturing(_ process: Process, timeout: Duration, what: String) async throws -> (status: Int32, output: Data) {
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("output-\(UUID().uuidString)")
+    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: output) }
+    process.standardOutput = try FileHandle(forWritingTo: output)
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let deadline = ContinuousClock.now + timeout
+    while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+    if process.isRunning {
+        reap(process)
+        throw ProcessFailure("\(what) did not finish within \(timeout)")
+    }
+    return (process.terminationStatus, try Data(contentsOf: output))
+}
+
+/// Random bytes behind a PNG signature: what a clipboard takes for an image, and no compression
+/// on the way can shrink.
+func randomPNG(bytes count: Int) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: count)
+    var generator = SystemRandomNumberGenerator()
+    for index in stride(from: 0, to: count - count % 8, by: 8) {
+        withUnsafeBytes(of: generator.next()) { random in for offset in 0..<8 { bytes[index + offset] = random[offset] } }
+    }
+    bytes.replaceSubrange(0..<8, with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+    return bytes
+}
