@@ -25,6 +25,8 @@ struct HandoffCommand: AsyncParsableCommand {
     static func main() async {
         // Before any thread allocates: a stream's chunks reuse their pages (AllocatorTuning).
         AllocatorTuning.keepStreamBuffers()
+        // Asked by whoever supervises this process (a test, a script): end with it.
+        ParentWatch.exitWithParentIfAsked()
         // Every task of the command, and the child tasks it starts, on the loops that wait for the
         // sockets (EventLoops): public task executor preference, inherited by child tasks.
         await withTaskExecutorPreference(EventLoops.shared) {

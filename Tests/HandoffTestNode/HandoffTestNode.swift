@@ -34,6 +34,7 @@ import ZeroMQ
 struct HandoffTestNode {
     /// Runs as the `handoff` command does: its tasks on the event loops (task executor preference).
     static func main() async throws {
+        ParentWatch.exitWithParentIfAsked()
         try await withTaskExecutorPreference(EventLoops.shared) { try await run() }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 /// Runs a test (each case of a parameterized one, each test of a suite it marks) alone among the
@@ -21,10 +22,21 @@ public struct Exclusive: TestTrait, SuiteTrait, TestScoping {
     public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
+        _ = Self.childrenEndWithTheRun
         await ExclusiveLock.shared.acquire()
         defer { ExclusiveLock.shared.release() }
         try await function()
     }
+}
+
+extension Exclusive {
+    /// Every `handoff` (and test node, and benchmark role) these tests start ends with the test
+    /// process, even when the run is killed or times out (ParentWatch, HANDOFF_EXIT_WITH_PARENT):
+    /// nothing is left holding ports and sockets to break the next run. Set once, before the
+    /// first such test starts a process (children inherit the environment).
+    private static let childrenEndWithTheRun: Void = {
+        setenv("HANDOFF_EXIT_WITH_PARENT", "1", 1)
+    }()
 }
 
 extension Trait where Self == Exclusive {

@@ -123,6 +123,7 @@ func startHandoff(_ arguments: [String], output: FileHandle? = nil) throws -> Pr
     let process = Process()
     process.executableURL = benchFolder().appendingPathComponent("handoff")
     process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }
     if let output { process.standardOutput = output; process.standardError = output }
     try process.run()
     return process

@@ -5,6 +5,7 @@
 
 import ArgumentParser
 import Foundation
+import Handoff
 import HandoffExecutor
 import ZeroMQ
 
@@ -28,6 +29,8 @@ struct HandoffBench: AsyncParsableCommand {
     /// Runs the command with every task on the event loops, as the `handoff` command does (task
     /// executor preference, inherited by the child tasks).
     static func main() async {
+        // A role started by a benchmark ends with it (HANDOFF_EXIT_WITH_PARENT, set by the benchmark).
+        ParentWatch.exitWithParentIfAsked()
         await withTaskExecutorPreference(EventLoops.shared) {
             do {
                 var command = try parseAsRoot()

@@ -53,6 +53,8 @@ final class Child {
         }
         process.standardOutput = output
         process.standardInput = input
+        // A benchmark killed midway leaves no role behind (ParentWatch).
+        process.environment = ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }
         try process.run()
     }
 
