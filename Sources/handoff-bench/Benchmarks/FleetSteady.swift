@@ -5,39 +5,11 @@ import SwiftProtobuf
 import ZeroMQ
 
 // `handoff-bench fleet` (second part): a fleet at rest. Thousands of simulated nodes, each an XPUB
-// socket of its own connected to a real `handoff broker`, each with a few current activities, keep
+// socket of its own connected to a real `handoff broker` (in `fleet-nodes` processes, 4,000 each), each with a few current activities, keep
 // them alive for a while: as nodes do now (one NodePresence per node per interval), and as they did
 // before presence (every activity re-advertised every interval). A few watchers subscribe to
 // everything and count what reaches them, and one real node (its own process) follows them all;
 // the broker's and that node's CPU are read from /proc.
-
-/// One simulated node: its socket, identity and activities.
-private struct SimulatedNode {
-    let socket: Socket
-    var origin: WireNodeRef
-    var advertisements: [WireAdvertisement]
-    var sequence: UInt64 = 0
-
-    mutating func send(_ topic: String, _ body: WireEnvelope.OneOf_Body) throws {
-        sequence += 1
-        let envelope: [UInt8] = try WireEnvelope(body: body, sender: origin, sequence: sequence).serializedBytes()
-        try socket.send(Array(topic.utf8), more: true)
-        try socket.send(envelope)
-    }
-
-    mutating func advertiseAll() throws {
-        for advertisement in advertisements { try send("A:" + advertisement.activityType, .advertisement(advertisement)) }
-    }
-
-    mutating func sendPresence(leaseMs: UInt32) throws {
-        var presence = WireNodePresence()
-        presence.node = origin
-        presence.continueEndpoint = "tcp://127.0.0.1:1"
-        presence.leaseMs = leaseMs
-        presence.activityIds = advertisements.map(\.activityID)
-        try send("P:" + origin.nodeID, .nodePresence(presence))
-    }
-}
 
 /// What one steady-state run measured.
 struct SteadyFigures {
@@ -48,42 +20,41 @@ struct SteadyFigures {
     /// The CPU share of a real node (its own process) that knows every activity of the fleet.
     var watcherCPU: Double
     var watcherKnown: Int
+    /// From the first node's connect to the last one's (the broker's subscription reached each).
+    var connectSeconds: Double
+    /// From every node advertising to the real node knowing every activity.
+    var knownSeconds: Double
+    /// The broker's resident memory with no node connected, and at the end of the rest.
+    var brokerEmptyRSS: Int
+    var brokerRSS: Int
 }
 
 /// Runs `nodes` simulated nodes with `perNode` activities each for `duration` seconds, keeping them alive by
 /// presence or by re-advertising every activity, every `interval`.
-func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, interval: Double, presence: Bool) throws -> SteadyFigures {
-    let context = try Context(maxSockets: count + 64)
+func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, interval: Double, presence: Bool,
+                      nodesPerProcess: Int = 4_000) throws -> SteadyFigures {
+    // The simulated nodes live in processes of their own, at most `nodesPerProcess` each: a node
+    // costs its process two descriptors (its TCP connection, its socket's mailbox), the broker one,
+    // and a process may hold 20,000 here (a container's hard limit, which root cannot raise).
+    try raiseDescriptorLimit(to: count + 1_024)
+    let context = try Context(maxSockets: 64)
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
     let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice)
     defer { kill(broker.processIdentifier, SIGKILL); broker.waitUntilExit() }
     let leaseMs = UInt32(interval * 3000)
+    Thread.sleep(forTimeInterval: 0.5)
+    let brokerEmptyRSS = residentBytes(broker.processIdentifier)
 
-    var nodes: [SimulatedNode] = []
-    for index in 0..<count {
-        let socket = try context.socket(.xpub)
-        try socket.set(.sendHighWaterMark, 0)
-        try socket.set(.receiveTimeout, 10_000)
-        try socket.connect(frontend)
-        var origin = WireNodeRef()
-        origin.nodeID = UUID().uuidString
-        origin.name = "simulated \(index)"
-        origin.host = "fleet"
-        let advertisements = (0..<perNode).map { activity in
-            var advertisement = WireAdvertisement()
-            advertisement.activityID = UUID().uuidString
-            advertisement.activityType = "org.fleet.type-\(activity)"
-            advertisement.title = "activity \(activity) of node \(index)"
-            advertisement.origin = origin
-            advertisement.continueEndpoint = "tcp://127.0.0.1:1"
-            advertisement.version = 1
-            advertisement.leaseMs = leaseMs
-            return advertisement
-        }
-        nodes.append(SimulatedNode(socket: socket, origin: origin, advertisements: advertisements))
+    let connecting = ContinuousClock.now
+    let groups = try stride(from: 0, to: count, by: nodesPerProcess).map { first in
+        try Child(["fleet-nodes", "--frontend", frontend, "--first", "\(first)", "--nodes", "\(min(nodesPerProcess, count - first))",
+                   "--per-node", "\(perNode)", "--lease-ms", "\(leaseMs)", "--interval-ms", "\(Int(interval * 1000))",
+                   "--seconds", "\(duration)", "--keep-alive", presence ? "presence" : "readvertise"])
     }
-    // Every node connected (the broker's subscribe-all reached it), then each advertises once.
-    for node in nodes { while try node.socket.receive().bytes != [1] {} }
+    defer { for group in groups { if group.process.isRunning { group.process.terminate() }; group.wait() } }
+    // Every node connected (the broker's subscribe-all reached it).
+    for group in groups { _ = try group.line(startingWith: "CONNECTED", within: .seconds(120)) }
+    let connectSeconds = seconds(ContinuousClock.now - connecting)
     let watchers = try (0..<10).map { _ in
         let socket = try context.socket(.sub)
         try socket.set(.receiveHighWaterMark, 0)
@@ -97,8 +68,10 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     defer { if watcher.process.isRunning { watcher.process.terminate() }; watcher.wait() }
     _ = try watcher.line(startingWith: "READY")
     Thread.sleep(forTimeInterval: 0.3)
-    for index in nodes.indices { try nodes[index].advertiseAll() }
-    _ = try watcher.line(startingWith: "KNOWN", within: .seconds(60))
+    let advertising = ContinuousClock.now
+    for group in groups { try group.send("ADVERTISE") }
+    _ = try watcher.line(startingWith: "KNOWN", within: .seconds(120))
+    let knownSeconds = seconds(ContinuousClock.now - advertising)
     Thread.sleep(forTimeInterval: 0.5)
     func drain() throws -> Int {
         var messages = 0
@@ -111,28 +84,18 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     let watcherBefore = cpuSeconds(watcher.process.processIdentifier)
     let started = ContinuousClock.now
     var sent = 0, delivered = 0
-    var next = started
+    // Each group keeps its nodes' activities alive, spread over the interval, for `duration`.
+    for group in groups { try group.send("REST") }
     while ContinuousClock.now - started < .milliseconds(Int(duration * 1000)) {
-        // One interval: every node keeps its activities alive once, spread over the interval.
-        let slice = interval / Double(nodes.count)
-        for index in nodes.indices {
-            if presence {
-                try nodes[index].sendPresence(leaseMs: leaseMs)
-                sent += 1
-            } else {
-                try nodes[index].advertiseAll()
-                sent += perNode
-            }
-            next = next + .nanoseconds(Int64(slice * 1e9))
-            let wait = seconds(ContinuousClock.now.duration(to: next))
-            if wait > 0.001 { Thread.sleep(forTimeInterval: wait) }
-            if index % 200 == 0 { delivered += try drain() }
-        }
+        Thread.sleep(forTimeInterval: 0.02)
+        delivered += try drain()
     }
+    for group in groups { sent += Int(try group.line(startingWith: "SENT", within: .seconds(60))[1]) ?? 0 }
     Thread.sleep(forTimeInterval: 0.2)
     delivered += try drain()
     let elapsed = seconds(ContinuousClock.now - started)
     let cpu = cpuSeconds(broker.processIdentifier) - cpuBefore
+    let brokerRSS = residentBytes(broker.processIdentifier)
     let watcherCPU = cpuSeconds(watcher.process.processIdentifier) - watcherBefore
     watcher.closeInput()
     let watcherKnown = Int(try watcher.line(startingWith: "COUNT")[1]) ?? -1
@@ -144,12 +107,28 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     try probe.subscribe(topic)
     try probe.connect(backend)
     let alive = try readSnapshot(probe, topic: Array(topic.utf8)).promised
-    for node in nodes { node.socket.close() }
+    for group in groups { group.closeInput() }
     for watcher in watchers { watcher.close() }
     probe.close()
     return SteadyFigures(messagesInPerSecond: Double(sent) / elapsed, deliveredPerSecond: Double(delivered) / elapsed,
                          brokerCPU: cpu / elapsed, activitiesAlive: alive,
-                         watcherCPU: watcherCPU / elapsed, watcherKnown: watcherKnown)
+                         watcherCPU: watcherCPU / elapsed, watcherKnown: watcherKnown,
+                         connectSeconds: connectSeconds, knownSeconds: knownSeconds, brokerEmptyRSS: brokerEmptyRSS, brokerRSS: brokerRSS)
+}
+
+/// Raises this process's descriptor limit (its children inherit it) to at least `needed`: the soft
+/// limit up to the hard one, and the hard one too where the process may (root: up to the
+/// kernel's fs.nr_open). Throws, saying what to raise, when it cannot.
+func raiseDescriptorLimit(to needed: Int) throws {
+    var limit = rlimit()
+    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    guard getrlimit(resource, &limit) == 0 else { return }
+    guard limit.rlim_cur < rlim_t(needed) else { return }
+    limit.rlim_cur = rlim_t(needed)
+    limit.rlim_max = max(limit.rlim_max, rlim_t(needed))
+    guard setrlimit(resource, &limit) == 0 else {
+        throw HandoffError(.handoffFailed, "the fleet needs \(needed) open files and this process may not raise its limit (ulimit -n): \(String(cString: strerror(errno)))")
+    }
 }
 
 
@@ -166,6 +145,12 @@ func benchFleetSteady(nodes count: Int, perNode: Int, steadySeconds: Double) thr
     row("a node following them all: CPU", String(format: "%.1f %%", withPresence.watcherCPU * 100), String(format: "%.1f %%", readvertising.watcherCPU * 100))
     row("activities that node knows at the end", "\(withPresence.watcherKnown)", "\(readvertising.watcherKnown)")
     row("activities alive at the end", "\(withPresence.activitiesAlive)", "\(readvertising.activitiesAlive)")
+    row("all nodes connected, s", String(format: "%.2f", withPresence.connectSeconds), String(format: "%.2f", readvertising.connectSeconds))
+    row("every activity known to the real node, s", String(format: "%.2f", withPresence.knownSeconds), String(format: "%.2f", readvertising.knownSeconds))
+    row("broker RSS empty / at rest", "\(Int(Double(withPresence.brokerEmptyRSS) / 1_048_576)) / \(Int(Double(withPresence.brokerRSS) / 1_048_576)) MiB",
+        "\(Int(Double(readvertising.brokerEmptyRSS) / 1_048_576)) / \(Int(Double(readvertising.brokerRSS) / 1_048_576)) MiB")
+    row("broker memory per node at rest, KiB", String(format: "%.1f", Double(withPresence.brokerRSS - withPresence.brokerEmptyRSS) / 1024 / Double(count)),
+        String(format: "%.1f", Double(readvertising.brokerRSS - readvertising.brokerEmptyRSS) / 1024 / Double(count)))
     compare("fleet at rest: bus messages/s (\(count) nodes × \(perNode))", handoff: String(format: "%.0f", withPresence.messagesInPerSecond),
             baseline: "per-activity re-advertisement", String(format: "%.0f", readvertising.messagesInPerSecond),
             ratio: String(format: "%.2f x", withPresence.messagesInPerSecond / readvertising.messagesInPerSecond),

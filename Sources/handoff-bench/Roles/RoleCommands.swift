@@ -23,7 +23,7 @@ extension Role {
 
 extension HandoffBench {
     static let roles: [any ParsableCommand.Type] = [
-        StreamOriginatorRole.self, StreamContinuerRole.self, FleetWatcherRole.self, RawStreamRole.self, RawStreamServerRole.self,
+        StreamOriginatorRole.self, StreamContinuerRole.self, FleetWatcherRole.self, FleetNodesRole.self, RawStreamRole.self, RawStreamServerRole.self,
         RawStreamClientRole.self, ContinueOriginatorRole.self, ContinueContinuerRole.self, RawReplyServerRole.self,
         RawRequestClientRole.self, AdvertBrokerRole.self, RawProxyRole.self, CapacityPublisherRole.self, CapacitySubscriberRole.self,
     ]
@@ -45,6 +45,12 @@ struct FleetWatcherRole: Role {
     static let configuration = role("fleet-watcher")
     @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
     static func perform(_ arguments: [String]) async throws { try await runFleetWatcher(arguments) }
+}
+
+struct FleetNodesRole: Role {
+    static let configuration = role("fleet-nodes")
+    @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
+    static func perform(_ arguments: [String]) async throws { try runFleetNodes(arguments) }
 }
 
 struct RawStreamRole: Role {

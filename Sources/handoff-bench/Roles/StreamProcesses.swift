@@ -87,6 +87,9 @@ final class Child {
     /// Closes the child's standard input: the signal to report and exit.
     func closeInput() { try? input.fileHandleForWriting.close() }
 
+    /// Writes a line to the child's standard input (a step of a role that takes its steps so).
+    func send(_ line: String) throws { try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8)) }
+
     func wait() { process.waitUntilExit() }
 }
 
