@@ -7,40 +7,66 @@ struct HeldActivitiesTests {
     @Test("a newer advertisement starts one fetch; another waits until it ends")
     func oneFetchAtATime() {
         var held = HeldActivities()
+        let start = ContinuousClock.now
         held.hold("a", version: 3)
-        let answer1 = held.beginRefresh("a", advertised: 3)
+        let answer1 = held.beginRefresh("a", advertised: 3, now: start)
         #expect(!answer1)  // not newer
-        let answer2 = held.beginRefresh("b", advertised: 9)
+        let answer2 = held.beginRefresh("b", advertised: 9, now: start)
         #expect(!answer2)  // not held
-        let answer3 = held.beginRefresh("a", advertised: 4)
+        let answer3 = held.beginRefresh("a", advertised: 4, now: start)
         #expect(answer3)
-        let answer4 = held.beginRefresh("a", advertised: 5)
+        let answer4 = held.beginRefresh("a", advertised: 5, now: start)
         #expect(!answer4)  // one runs
         let answer5 = held.accept("a", fetched: 5)
         #expect(answer5)  // it fetched the newest: news
         held.endRefresh("a")
         #expect(held.version(of: "a") == 5)
-        let answer6 = held.beginRefresh("a", advertised: 5)
+        let answer6 = held.beginRefresh("a", advertised: 5, now: start)
         #expect(!answer6)  // already told
-        let answer7 = held.beginRefresh("a", advertised: 6)
+        let answer7 = held.beginRefresh("a", advertised: 6, now: start)
         #expect(answer7)
     }
 
     @Test("a fetch that brings nothing newer, or fails, tells nothing and lets the next one start")
     func staleOrFailed() {
         var held = HeldActivities()
+        let start = ContinuousClock.now
         held.hold("a", version: 3)
-        let answer8 = held.beginRefresh("a", advertised: 4)
+        let answer8 = held.beginRefresh("a", advertised: 4, now: start)
         #expect(answer8)
         let answer9 = held.accept("a", fetched: 3)
         #expect(!answer9)  // the originator answered with an older state
         held.endRefresh("a")
         #expect(held.version(of: "a") == 3)
-        let answer10 = held.beginRefresh("a", advertised: 4)
-        #expect(answer10)  // a failure ends the same way
+        let answer10 = held.beginRefresh("a", advertised: 4, now: start)
+        #expect(answer10)
         held.endRefresh("a")
-        let answer11 = held.beginRefresh("a", advertised: 4)
+        let answer11 = held.beginRefresh("a", advertised: 4, now: start)
         #expect(answer11)
+    }
+
+    @Test("a fetch that failed is tried again a second later while a newer version is still known, and not before; a newer advertisement meanwhile waits for it too")
+    func failedFetchRetried() {
+        var held = HeldActivities()
+        let start = ContinuousClock.now
+        held.hold("a", version: 3)
+        held.hold("b", version: 1)
+        let first = held.beginRefresh("a", advertised: 4, now: start)
+        #expect(first)
+        held.endRefresh("a", failed: start)
+        let known: (String) -> UInt64? = { ["a": 4, "b": 1][$0] }
+        #expect(held.dueRetries(now: start + .milliseconds(999), knownVersion: known).isEmpty)
+        let again = held.beginRefresh("a", advertised: 5, now: start + .milliseconds(500))
+        #expect(!again)  // the retry delay holds for a newer version too
+        #expect(held.dueRetries(now: start + HeldActivities.retryDelay, knownVersion: known) == ["a"])
+        #expect(held.dueRetries(now: start + .seconds(5), knownVersion: { _ in 3 }).isEmpty)  // nothing newer known any more
+        let retried = held.beginRefresh("a", advertised: 4, now: start + HeldActivities.retryDelay)
+        #expect(retried)
+        #expect(held.dueRetries(now: start + .seconds(5), knownVersion: known).isEmpty)  // it runs
+        let told = held.accept("a", fetched: 4)
+        #expect(told)
+        held.endRefresh("a")
+        #expect(held.dueRetries(now: start + .seconds(5), knownVersion: known).isEmpty)  // told
     }
 
     @Test("continuing again keeps the newest version; an activity that left the bus is let go")

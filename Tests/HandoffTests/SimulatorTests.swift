@@ -74,6 +74,22 @@ struct SimulatorTests {
         #expect(report.failure == nil, "\(String(describing: report.failure))")
     }
 
+    /// Regression (2026-11-26, found by fresh seeds once the simulator ran did-update): a node that
+    /// continued an activity heard its newer version while its link to the origin was cut; the
+    /// fetch failed, and nothing fetched again once the link was back (only an even newer version
+    /// would have), so the did-update was never told. A failed fetch is now tried again a second
+    /// later while the newer version is known (HeldActivities.dueRetries).
+    @Test("regression, seed 877978307 through a broker: a did-update whose fetch failed in a partition is told once the origin is reachable")
+    func didUpdateAfterFailedFetch() async throws {
+        let run = try await runSimulator(["--seed", "877978307", "--broker"])
+        #expect(run.status == 0, "\(run.output)")
+        var options = SimulationOptions()
+        options.broker = true
+        let report = Simulation.run(seed: 877_978_307, options: options)
+        #expect(report.failure == nil, "\(String(describing: report.failure))")
+        #expect(report.didUpdates > 0, "the seed told no did-update")
+    }
+
     @Test("a seed replays exactly: the same trace, step by step, twice")
     func replays() async throws {
         let seed = String(UInt64.random(in: 0..<1_000_000_000))

@@ -2,12 +2,20 @@
 /// originator advertises a newer version, the node fetches it once and tells its delegate.
 ///
 /// At most one fetch per activity runs at a time; a version seen while one runs is fetched after it.
+/// A fetch that failed (the originator unreachable, a timeout) is tried again a second later while
+/// a newer version is still known: a did-update is never lost because the originator could not be
+/// reached when its newer version was heard (the simulator found this, "held-activity-updated").
 /// An activity leaves when it leaves the bus.
 struct HeldActivities {
     private struct Entry {
         var version: UInt64
         var refreshing = false
+        /// After a failed fetch: not before then.
+        var retryAt: ContinuousClock.Instant?
     }
+
+    /// How long after a failed fetch the next one may start.
+    static let retryDelay = Duration.seconds(1)
 
     private var entries: [String: Entry] = [:]
 
@@ -22,11 +30,20 @@ struct HeldActivities {
     /// The version held, if the activity is.
     func version(of id: String) -> UInt64? { entries[id]?.version }
 
+    /// Every activity held, with its version (the simulator's did-update invariant reads them).
+    var versions: [String: UInt64] { entries.mapValues(\.version) }
+
+    /// Whether a fetch of the activity runs.
+    func isRefreshing(_ id: String) -> Bool { entries[id]?.refreshing ?? false }
+
     /// Whether to fetch the activity now that `advertised` is on the bus: it is held, newer than
     /// what was restored, and no fetch runs. Marks the fetch as running when it says yes.
-    mutating func beginRefresh(_ id: String, advertised: UInt64) -> Bool {
-        guard var entry = entries[id], advertised > entry.version, !entry.refreshing else { return false }
+    mutating func beginRefresh(_ id: String, advertised: UInt64, now: ContinuousClock.Instant) -> Bool {
+        guard var entry = entries[id], advertised > entry.version, !entry.refreshing, entry.retryAt.map({ now >= $0 }) ?? true else {
+            return false
+        }
         entry.refreshing = true
+        entry.retryAt = nil
         entries[id] = entry
         return true
     }
@@ -40,9 +57,21 @@ struct HeldActivities {
         return true
     }
 
-    /// The fetch is over (told, refused, or failed): the next newer version may start another.
-    mutating func endRefresh(_ id: String) {
+    /// The fetch is over (told, or refused by the originator): the next newer version may start
+    /// another. A fetch that failed on the way (`failed`, at `now`) is tried again after
+    /// ``retryDelay`` (``dueRetries(now:knownVersion:)``).
+    mutating func endRefresh(_ id: String, failed now: ContinuousClock.Instant? = nil) {
         entries[id]?.refreshing = false
+        entries[id]?.retryAt = now.map { $0 + Self.retryDelay }
+    }
+
+    /// The held activities whose failed fetch is due again: a newer version than the one held is
+    /// still known (`knownVersion`), no fetch runs, and the retry delay has passed.
+    func dueRetries(now: ContinuousClock.Instant, knownVersion: (String) -> UInt64?) -> [String] {
+        entries.compactMap { id, entry in
+            guard let retryAt = entry.retryAt, now >= retryAt, !entry.refreshing, let known = knownVersion(id), known > entry.version else { return nil }
+            return id
+        }.sorted()
     }
 
     /// The activity left the bus.

@@ -166,9 +166,13 @@ extension Node {
         for outcome in outcomes { resume(outcome) }
     }
 
-    /// Fails the requests whose originator did not answer by their deadline.
+    /// Fails the requests whose originator did not answer by their deadline, and fetches again
+    /// the held activities whose did-update fetch failed.
     func expirePending(now: ContinuousClock.Instant) {
         resume(continuing.expire(now: now))
+        for id in continuing.held.dueRetries(now: now, knownVersion: { follower.known[$0]?.activity.version }) {
+            if let latest = follower.known[id]?.activity { refreshIfHeld(latest) }
+        }
     }
 
     /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
@@ -288,7 +292,7 @@ extension Node {
 
     /// Re-fetches an activity this node continued when its originator advertises a newer version.
     func refreshIfHeld(_ activity: DiscoveredActivity) {
-        guard continuing.held.beginRefresh(activity.id, advertised: activity.version) else { return }
+        guard continuing.held.beginRefresh(activity.id, advertised: activity.version, now: .now) else { return }
         spawn {
             await self.refresh(activity)
         }
@@ -299,8 +303,8 @@ extension Node {
         do {
             updated = try await fetch(activity, refresh: true)
         } catch {
-            own.logger.debug("could not refresh \(activity.id): \(error)")
-            continuing.held.endRefresh(activity.id)
+            own.logger.debug("could not refresh \(activity.id) (tried again in a second): \(error)")
+            continuing.held.endRefresh(activity.id, failed: .now)
             return
         }
         if continuing.held.accept(activity.id, fetched: updated.version) {

@@ -24,6 +24,9 @@ final class SimulatedNode {
     private(set) var incarnation = 0
     /// The activities its continue requests are for, by correlation id.
     var asked: [UInt64: DiscoveredActivity] = [:]
+    /// The refreshes (did-update fetches) among them, by the truth's request number: the
+    /// activity each fetches.
+    var refreshes: [Int: String] = [:]
     var continueEndpoint: String { "tcp://\(id):7000" }
     /// Until when it is stopped (SIGSTOP): it does nothing, and what reaches it waits.
     var stoppedUntil: Duration?
@@ -81,6 +84,7 @@ final class SimulatedNode {
         subscriptionsOfPeer = [:]
         client = Self.newClient()
         asked = [:]
+        refreshes = [:]
         incarnation += 1
         heard = []
     }

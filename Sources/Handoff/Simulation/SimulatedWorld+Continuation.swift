@@ -96,18 +96,33 @@ extension SimulatedWorld {
         schedule(.continueReply(from: index, to: requester, epoch: epoch, correlationID: correlationID, envelope: envelope), at: at)
     }
 
-    /// A reply reaches the continuing node: the first outcome of its request wins.
+    /// A reply reaches the continuing node: the first outcome of its request wins. A continuation
+    /// holds the activity for did-update (as ``Node`` does while it still knows it); a refresh
+    /// tells the newer version, then fetches again if a newer one was heard meanwhile.
     func replied(_ envelope: WireEnvelope, correlationID: UInt64, at index: Int) {
         let node = nodes[index]
         guard let outcome = node.client.end(correlationID, .success(envelope)) else { return }
         truth.requestEnded(outcome.waiter)
+        let refreshed = node.refreshes.removeValue(forKey: outcome.waiter)
         guard let activity = node.asked.removeValue(forKey: correlationID) else { return }
         do {
             let continued = try ContinuationClient<Int, String>.interpret(envelope, for: activity)
-            log("\(node.id) continued \(continued.id) at v\(continued.version)")
+            guard refreshed != nil else {
+                log("\(node.id) continued \(continued.id) at v\(continued.version)")
+                if node.followerDo({ $0.known[continued.id] }) != nil { node.client.held.hold(continued.id, version: continued.version) }
+                return
+            }
+            let held = node.client.held.version(of: continued.id) ?? 0
+            if node.client.held.accept(continued.id, fetched: continued.version) {
+                truth.didUpdate(node: index, id: continued.id, version: continued.version, held: held)
+                log("\(node.id) told did-update of \(continued.id) at v\(continued.version)")
+            }
         } catch {
-            log("\(node.id) could not continue \(activity.id): \(error)")
+            log("\(node.id) could not \(refreshed == nil ? "continue" : "refresh") \(activity.id): \(error)")
+            if let refreshed { node.client.held.endRefresh(refreshed, failed: instant) }
+            return
         }
+        if let refreshed { endRefresh(refreshed, at: index) }
     }
 
     /// Requests that ended without a reply (timed out, dropped).
@@ -115,6 +130,44 @@ extension SimulatedWorld {
         for outcome in outcomes {
             truth.requestEnded(outcome.waiter)
             if case .failure(let error) = outcome.result { log("request \(outcome.waiter) ended: \(error)") }
+            for index in nodes.indices {
+                if let id = nodes[index].refreshes.removeValue(forKey: outcome.waiter) { nodes[index].client.held.endRefresh(id, failed: instant) }
+            }
         }
+    }
+
+    /// Fetches a held activity again when a newer version of it is on the bus (did-update), as
+    /// ``Node`` does: at most one fetch at a time per activity.
+    func refreshIfHeld(_ activity: DiscoveredActivity, at index: Int) {
+        let node = nodes[index]
+        guard node.client.held.beginRefresh(activity.id, advertised: activity.version, now: instant) else { return }
+        guard let origin = nodes.firstIndex(where: { $0.continueEndpoint == activity.continueEndpoint }), connected(index, origin) else {
+            log("\(node.id) cannot refresh \(activity.id): no connection to its origin")
+            node.client.held.endRefresh(activity.id, failed: instant)
+            return
+        }
+        let number = truth.requested(by: index, deadline: now + SimulatedNode.continueTimeout)
+        let (correlationID, request) = node.client.request(activity, refresh: true, endpoint: activity.continueEndpoint, waiter: number, now: instant)
+        node.asked[correlationID] = activity
+        node.refreshes[number] = activity.id
+        log("\(node.id) refreshes \(activity.id) at v\(activity.version) (request \(number))")
+        let (at, epoch) = route(from: index, to: origin)
+        schedule(.continueRequest(from: index, to: origin, epoch: epoch, correlationID: correlationID, request: request), at: at)
+    }
+
+    /// Fetches again the held activities of node `index` whose did-update fetch failed, as
+    /// ``Node`` does on its scheduler's turn.
+    func retryRefreshes(at index: Int) {
+        let node = nodes[index]
+        for id in node.client.held.dueRetries(now: instant, knownVersion: { id in node.followerDo { $0.known[id]?.activity.version } }) {
+            if let latest = node.followerDo({ $0.known[id]?.activity }) { refreshIfHeld(latest, at: index) }
+        }
+    }
+
+    /// A refresh is over: the next newer version may start another, and one heard meanwhile does.
+    private func endRefresh(_ id: String, at index: Int) {
+        let node = nodes[index]
+        node.client.held.endRefresh(id)
+        if let latest = node.followerDo({ $0.known[id]?.activity }) { refreshIfHeld(latest, at: index) }
     }
 }

@@ -70,6 +70,10 @@ final class SimulatedWorld {
     private var queue = EventQueue()
     private var network: SimulationRandom
     var truth = SimulationTruth()
+    /// The invariants' own bookkeeping: did-updates already checked, and since when each held
+    /// activity has lagged behind a version its node knows (SimulationInvariants).
+    var didUpdatesChecked = 0
+    var heldLagging: [String: Duration] = [:]
     let trace: ((String) -> Void)?
     /// The delegate of activities whose will-save runs (activities hold their delegate weakly).
     let saver = SimulatedSaver()
@@ -146,6 +150,7 @@ final class SimulatedWorld {
             if let until = node.stoppedUntil, now < until { return nil }  // `resume` ticks it
             perform(index, node.followerDo { $0.tick(now: instant, date: date) })
             endRequests(node.client.expire(now: instant))
+            retryRefreshes(at: index)
             let tick = node.advertiserDo { $0.tick(now: instant, date: date) }
             for activity in tick.expired { truth.ended(activity.id, at: now) }
             if let note = tick.note { log("\(node.id): \(note)") }
@@ -326,7 +331,11 @@ final class SimulatedWorld {
                 log("\(node.id) ignored: \(why)")
             case .log(_, let message):
                 log("\(node.id): \(message)")
-            case .changed, .forgotten, .ownPresenceHeard:
+            case .changed(let activity):
+                refreshIfHeld(activity, at: index)
+            case .forgotten(let id):
+                node.client.held.release(id)
+            case .ownPresenceHeard:
                 break
             }
         }

@@ -45,6 +45,8 @@ public struct SimulationReport: Sendable {
     public let refused: Int
     /// Activities handed over to a continuing node (continue requests answered with the activity).
     public let continuations: Int
+    /// Did-updates told: a held activity fetched again at a newer version.
+    public let didUpdates: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -73,7 +75,7 @@ public enum Simulation {
         return SimulationReport(
             seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
             activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + (world.broker?.refused ?? 0),
-            continuations: world.truth.handedOver.values.reduce(0, +),
+            continuations: world.truth.handedOver.values.reduce(0, +), didUpdates: world.truth.didUpdates.count,
             entries: schedule.entries, skipped: skipping, trace: lines)
     }
 

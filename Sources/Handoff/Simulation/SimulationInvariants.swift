@@ -30,6 +30,44 @@ enum SimulationInvariants {
     static func check(_ world: SimulatedWorld, touched: Int?) -> SimulationFailure? {
         if let touched, let failure = believedOnlyFromOrigin(world, node: touched) { return failure }
         return knownWithinBounds(world) ?? continuedAtMostOnce(world) ?? requestsEnd(world) ?? memoryBounded(world)
+            ?? didUpdateGenuine(world) ?? heldActivityUpdated(world)
+    }
+
+    /// "did-update-genuine": a did-update tells a node a version newer than the one it held, and
+    /// one its origin really made.
+    static func didUpdateGenuine(_ world: SimulatedWorld) -> SimulationFailure? {
+        for update in world.truth.didUpdates[world.didUpdatesChecked...] {
+            let made = world.truth[update.id]?.version ?? 0
+            if update.version <= update.held || update.version > made {
+                return failure(world, "did-update-genuine", "\(world.nodes[update.node].id) was told \(update.id) at v\(update.version), holding v\(update.held); its origin made v\(made)")
+            }
+        }
+        world.didUpdatesChecked = world.truth.didUpdates.count
+        return nil
+    }
+
+    /// "held-activity-updated": a node that continued an activity, holds it, and knows a newer
+    /// version of it on the bus gets that version (did-update) within a continue timeout and a
+    /// second of its origin being running and connected to it with no fetch under way: nothing
+    /// newer is left untold because an earlier fetch failed.
+    static func heldActivityUpdated(_ world: SimulatedWorld) -> SimulationFailure? {
+        var lagging: [String: Duration] = [:]
+        for node in world.nodes where world.running(node.index) {
+            for (id, held) in node.client.held.versions {
+                guard let known = node.followerDo({ $0.known[id]?.activity }), known.version > held,
+                      !node.client.held.isRefreshing(id),
+                      let origin = world.nodes.firstIndex(where: { $0.continueEndpoint == known.continueEndpoint }),
+                      world.running(origin), world.connected(node.index, origin) else { continue }
+                let key = "\(node.id) \(id) v\(known.version)"
+                let since = world.heldLagging[key] ?? world.now
+                lagging[key] = since
+                if world.now - since > SimulatedNode.continueTimeout + .seconds(1) {
+                    return failure(world, "held-activity-updated", "\(node.id) holds \(id) at v\(held) and has known v\(known.version) since \(since), its origin reachable, and fetches nothing")
+                }
+            }
+        }
+        world.heldLagging = lagging
+        return nil
     }
 
     /// "continued-once-at-most-once": an origin hands a continue-once activity over at most once.

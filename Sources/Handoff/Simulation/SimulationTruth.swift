@@ -21,6 +21,9 @@ struct SimulationTruth {
     /// Continue requests waiting for their end: by number, who made it and its deadline.
     private(set) var waiting: [Int: (node: Int, deadline: Duration)] = [:]
     private var requests = 0
+    /// Did-updates told, in order: to which node, of which activity, at which version, and the
+    /// version that node held before.
+    private(set) var didUpdates: [(node: Int, id: String, version: UInt64, held: UInt64)] = []
     /// Ids in the order made (dictionary order is not stable across runs).
     private(set) var order: [String] = []
     private var made = 0
@@ -55,6 +58,10 @@ struct SimulationTruth {
         requests += 1
         waiting[requests] = (node, deadline)
         return requests
+    }
+
+    mutating func didUpdate(node: Int, id: String, version: UInt64, held: UInt64) {
+        didUpdates.append((node, id, version, held))
     }
 
     /// A request ended (answered, refused, timed out, dropped).
