@@ -69,6 +69,16 @@ struct HeldActivitiesTests {
         #expect(held.dueRetries(now: start + .seconds(5), knownVersion: known).isEmpty)  // told
     }
 
+    @Test("a fetch is tried again only when the way failed (unreachable, timed out, connection lost), not when the originator answered no")
+    func retriedOnlyOnTheWay() {
+        for code in [HandoffError.Code.connectionUnavailable, .remoteApplicationTimedOut, .peerLost] {
+            #expect(HeldActivities.worthRetrying(code), "\(code)")
+        }
+        for code in [HandoffError.Code.activityNotFound, .activityExpired, .activityInvalidated, .unauthorized, .declined, .userInfoTooLarge] {
+            #expect(!HeldActivities.worthRetrying(code), "\(code)")
+        }
+    }
+
     @Test("continuing again keeps the newest version; an activity that left the bus is let go")
     func holdAndRelease() {
         var held = HeldActivities()

@@ -2,8 +2,9 @@
 /// originator advertises a newer version, the node fetches it once and tells its delegate.
 ///
 /// At most one fetch per activity runs at a time; a version seen while one runs is fetched after it.
-/// A fetch that failed (the originator unreachable, a timeout) is tried again a second later while
-/// a newer version is still known: a did-update is never lost because the originator could not be
+/// A fetch that failed on the way (the originator unreachable, a timeout, the connection lost) is
+/// tried again a second later while a newer version is still known (one the originator refused
+/// waits for a newer version): a did-update is never lost because the originator could not be
 /// reached when its newer version was heard (the simulator found this, "held-activity-updated").
 /// An activity leaves when it leaves the bus.
 struct HeldActivities {
@@ -16,6 +17,12 @@ struct HeldActivities {
 
     /// How long after a failed fetch the next one may start.
     static let retryDelay = Duration.seconds(1)
+
+    /// Whether a fetch that ended with this error is worth trying again: the way failed, not the
+    /// originator's answer (which would say the same again).
+    static func worthRetrying(_ code: HandoffError.Code) -> Bool {
+        [.connectionUnavailable, .remoteApplicationTimedOut, .peerLost].contains(code)
+    }
 
     private var entries: [String: Entry] = [:]
 

@@ -303,8 +303,9 @@ extension Node {
         do {
             updated = try await fetch(activity, refresh: true)
         } catch {
-            own.logger.debug("could not refresh \(activity.id) (tried again in a second): \(error)")
-            continuing.held.endRefresh(activity.id, failed: .now)
+            let retry = HeldActivities.worthRetrying(error.code)
+            own.logger.debug("could not refresh \(activity.id)\(retry ? " (tried again in a second)" : ""): \(error)")
+            continuing.held.endRefresh(activity.id, failed: retry ? .now : nil)
             return
         }
         if continuing.held.accept(activity.id, fetched: updated.version) {

@@ -119,7 +119,8 @@ extension SimulatedWorld {
             }
         } catch {
             log("\(node.id) could not \(refreshed == nil ? "continue" : "refresh") \(activity.id): \(error)")
-            if let refreshed { node.client.held.endRefresh(refreshed, failed: instant) }
+            // (The originator's answer: tried again only for a failure on the way, as Node does.)
+            if let refreshed { node.client.held.endRefresh(refreshed, failed: HeldActivities.worthRetrying(error.code) ? instant : nil) }
             return
         }
         if let refreshed { endRefresh(refreshed, at: index) }

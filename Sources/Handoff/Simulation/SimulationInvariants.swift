@@ -46,7 +46,7 @@ enum SimulationInvariants {
         return nil
     }
 
-    /// "held-activity-updated": a node that continued an activity, holds it, and knows a newer
+    /// "held-activity-updated": a node that continued a live activity, holds it, and knows a newer
     /// version of it on the bus gets that version (did-update) within a continue timeout and a
     /// second of its origin being running and connected to it with no fetch under way: nothing
     /// newer is left untold because an earlier fetch failed.
@@ -54,7 +54,10 @@ enum SimulationInvariants {
         var lagging: [String: Duration] = [:]
         for node in world.nodes where world.running(node.index) {
             for (id, held) in node.client.held.versions {
-                guard let known = node.followerDo({ $0.known[id]?.activity }), known.version > held,
+                // (An activity that ended, or is past its expiration date, is refused by its
+                // origin: nothing newer is owed.)
+                guard let truth = world.truth[id], truth.endedAt == nil, truth.expiresAt.map({ world.now < $0 }) ?? true,
+                      let known = node.followerDo({ $0.known[id]?.activity }), known.version > held,
                       !node.client.held.isRefreshing(id),
                       let origin = world.nodes.firstIndex(where: { $0.continueEndpoint == known.continueEndpoint }),
                       world.running(origin), world.connected(node.index, origin) else { continue }
