@@ -27,11 +27,14 @@ struct SteadyFigures {
     /// The broker's resident memory with no node connected, and at the end of the rest.
     var brokerEmptyRSS: Int
     var brokerRSS: Int
+    /// The pair's second broker, when the nodes are on a pair.
+    var secondBrokerCPU: Double?
+    var secondBrokerRSS: Int?
 }
 
 /// Runs `nodes` simulated nodes with `perNode` activities each for `duration` seconds, keeping them alive by
 /// presence or by re-advertising every activity, every `interval`.
-func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, interval: Double, presence: Bool,
+func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, interval: Double, presence: Bool, pair: Bool = false,
                       nodesPerProcess: Int = 4_000) throws -> SteadyFigures {
     // The simulated nodes live in processes of their own, at most `nodesPerProcess` each: a node
     // costs its process two descriptors (its TCP connection, its socket's mailbox), the broker one,
@@ -41,6 +44,14 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
     let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice)
     defer { kill(broker.processIdentifier, SIGKILL); broker.waitUntilExit() }
+    // A pair: a second, independent broker; every node publishes to both and the real node
+    // subscribes to both (Node.Configuration.Bus.brokers), as a deployment with a pair runs.
+    var second: (process: Process, frontend: String, backend: String)?
+    if pair {
+        let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
+        second = (try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice), frontend, backend)
+    }
+    defer { if let second { kill(second.process.processIdentifier, SIGKILL); second.process.waitUntilExit() } }
     let leaseMs = UInt32(interval * 3000)
     Thread.sleep(forTimeInterval: 0.5)
     let brokerEmptyRSS = residentBytes(broker.processIdentifier)
@@ -49,7 +60,8 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     let groups = try stride(from: 0, to: count, by: nodesPerProcess).map { first in
         try Child(["fleet-nodes", "--frontend", frontend, "--first", "\(first)", "--nodes", "\(min(nodesPerProcess, count - first))",
                    "--per-node", "\(perNode)", "--lease-ms", "\(leaseMs)", "--interval-ms", "\(Int(interval * 1000))",
-                   "--seconds", "\(duration)", "--keep-alive", presence ? "presence" : "readvertise"])
+                   "--seconds", "\(duration)", "--keep-alive", presence ? "presence" : "readvertise"]
+                  + (second.map { ["--second-frontend", $0.frontend] } ?? []))
     }
     defer { for group in groups { if group.process.isRunning { group.process.terminate() }; group.wait() } }
     // Every node connected (the broker's subscribe-all reached it).
@@ -64,7 +76,8 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
         return socket
     }
     // A real node as well, in a process of its own, following every activity of the fleet.
-    let watcher = try Child(["fleet-watcher", "--frontend", frontend, "--backend", backend, "--expect", "\(count * perNode)"])
+    let watcher = try Child(["fleet-watcher", "--frontend", frontend, "--backend", backend, "--expect", "\(count * perNode)"]
+                            + (second.map { ["--second-frontend", $0.frontend, "--second-backend", $0.backend] } ?? []))
     defer { if watcher.process.isRunning { watcher.process.terminate() }; watcher.wait() }
     _ = try watcher.line(startingWith: "READY")
     Thread.sleep(forTimeInterval: 0.3)
@@ -81,6 +94,7 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     _ = try drain()
 
     let cpuBefore = cpuSeconds(broker.processIdentifier)
+    let secondCPUBefore = second.map { cpuSeconds($0.process.processIdentifier) }
     let watcherBefore = cpuSeconds(watcher.process.processIdentifier)
     let started = ContinuousClock.now
     var sent = 0, delivered = 0
@@ -96,6 +110,8 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     let elapsed = seconds(ContinuousClock.now - started)
     let cpu = cpuSeconds(broker.processIdentifier) - cpuBefore
     let brokerRSS = residentBytes(broker.processIdentifier)
+    let secondCPU = second.map { cpuSeconds($0.process.processIdentifier) - (secondCPUBefore ?? 0) }
+    let secondRSS = second.map { residentBytes($0.process.processIdentifier) }
     let watcherCPU = cpuSeconds(watcher.process.processIdentifier) - watcherBefore
     watcher.closeInput()
     let watcherKnown = Int(try watcher.line(startingWith: "COUNT")[1]) ?? -1
@@ -113,7 +129,8 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     return SteadyFigures(messagesInPerSecond: Double(sent) / elapsed, deliveredPerSecond: Double(delivered) / elapsed,
                          brokerCPU: cpu / elapsed, activitiesAlive: alive,
                          watcherCPU: watcherCPU / elapsed, watcherKnown: watcherKnown,
-                         connectSeconds: connectSeconds, knownSeconds: knownSeconds, brokerEmptyRSS: brokerEmptyRSS, brokerRSS: brokerRSS)
+                         connectSeconds: connectSeconds, knownSeconds: knownSeconds, brokerEmptyRSS: brokerEmptyRSS, brokerRSS: brokerRSS,
+                         secondBrokerCPU: secondCPU.map { $0 / elapsed }, secondBrokerRSS: secondRSS)
 }
 
 /// Raises this process's descriptor limit (its children inherit it) to at least `needed`: the soft
@@ -132,12 +149,13 @@ func raiseDescriptorLimit(to needed: Int) throws {
 }
 
 
-func benchFleetSteady(nodes count: Int, perNode: Int, steadySeconds: Double) throws {
+func benchFleetSteady(nodes count: Int, perNode: Int, steadySeconds: Double, pair: Bool = false) throws {
     let interval = 2.0
-    let withPresence = try fleetSteadyState(nodes: count, perNode: perNode, for: steadySeconds, interval: interval, presence: true)
-    let readvertising = try fleetSteadyState(nodes: count, perNode: perNode, for: steadySeconds, interval: interval, presence: false)
+    let withPresence = try fleetSteadyState(nodes: count, perNode: perNode, for: steadySeconds, interval: interval, presence: true, pair: pair)
+    let readvertising = try fleetSteadyState(nodes: count, perNode: perNode, for: steadySeconds, interval: interval, presence: false, pair: pair)
     print("")
-    print("Fleet at rest: \(count) simulated nodes (an XPUB each) with \(perNode) activities each, kept alive every \(Int(interval)) s for \(Int(steadySeconds)) s; 10 watchers subscribe to everything")
+    print("Fleet at rest: \(count) simulated nodes (an XPUB each) with \(perNode) activities each\(pair ? ", on a broker pair (each node publishes to both; the figures are the first broker's unless said)" : ""), "
+        + "kept alive every \(Int(interval)) s for \(Int(steadySeconds)) s; 10 watchers subscribe to everything")
     row("", "presence", "each activity re-advertised (before)")
     row("messages into the broker per second", String(format: "%.0f", withPresence.messagesInPerSecond), String(format: "%.0f", readvertising.messagesInPerSecond))
     row("delivered to the 10 watchers per second", String(format: "%.0f", withPresence.deliveredPerSecond), String(format: "%.0f", readvertising.deliveredPerSecond))
@@ -151,6 +169,12 @@ func benchFleetSteady(nodes count: Int, perNode: Int, steadySeconds: Double) thr
         "\(Int(Double(readvertising.brokerEmptyRSS) / 1_048_576)) / \(Int(Double(readvertising.brokerRSS) / 1_048_576)) MiB")
     row("broker memory per node at rest, KiB", String(format: "%.1f", Double(withPresence.brokerRSS - withPresence.brokerEmptyRSS) / 1024 / Double(count)),
         String(format: "%.1f", Double(readvertising.brokerRSS - readvertising.brokerEmptyRSS) / 1024 / Double(count)))
+    if let first = withPresence.secondBrokerCPU, let second = readvertising.secondBrokerCPU {
+        row("the second broker's CPU", String(format: "%.1f %%", first * 100), String(format: "%.1f %%", second * 100))
+    }
+    if let first = withPresence.secondBrokerRSS, let second = readvertising.secondBrokerRSS {
+        row("the second broker's RSS at rest", "\(Int(Double(first) / 1_048_576)) MiB", "\(Int(Double(second) / 1_048_576)) MiB")
+    }
     compare("fleet at rest: bus messages/s (\(count) nodes × \(perNode))", handoff: String(format: "%.0f", withPresence.messagesInPerSecond),
             baseline: "per-activity re-advertisement", String(format: "%.0f", readvertising.messagesInPerSecond),
             ratio: String(format: "%.2f x", withPresence.messagesInPerSecond / readvertising.messagesInPerSecond),

@@ -164,9 +164,10 @@ struct FleetBenchmark: Benchmark {
     @Option(help: "Nodes of the fleet at rest.") var nodes = 2_000
     @Option(name: .customLong("per-node"), help: "Activities per node at rest.") var perNode = 5
     @Option(name: .customLong("steady-seconds"), help: "How long the fleet rests.") var steadySeconds = 10
+    @Flag(help: "The fleet at rest on a broker pair: every node publishes to both brokers, the real node follows both.") var pair = false
 
     func measure() async throws {
         try benchFleet(joiners: joiners, activities: activities, flood: flood)
-        try benchFleetSteady(nodes: nodes, perNode: perNode, steadySeconds: Double(steadySeconds))
+        try benchFleetSteady(nodes: nodes, perNode: perNode, steadySeconds: Double(steadySeconds), pair: pair)
     }
 }

@@ -6,7 +6,7 @@ import ZeroMQ
 
 /// `fleet-nodes`: simulated nodes of `handoff-bench fleet` in a process of their own (a process
 /// may hold 20,000 descriptors here, two a node). Each is an XPUB socket connected to the broker's
-/// `--frontend`, with `--per-node` activities. Steps, each on the parent's word (standard input):
+/// `--frontend` (and to `--second-frontend` too, a broker pair), with `--per-node` activities. Steps, each on the parent's word (standard input):
 /// CONNECTED once the broker's subscription reached every node; on ADVERTISE each advertises its
 /// activities once (ADVERTISED); on REST they keep them alive every `--interval-ms`, spread over
 /// it, by presence or by re-advertising every activity (`--keep-alive`), for `--seconds`, then say
@@ -21,14 +21,17 @@ func runFleetNodes(_ arguments: [String]) throws {
     let interval = Double(intOption("--interval-ms", 2_000, in: arguments)) / 1000
     let duration = Double(stringOption("--seconds", in: arguments) ?? "10") ?? 10
     let presence = stringOption("--keep-alive", in: arguments) != "readvertise"
-    try raiseDescriptorLimit(to: 2 * count + 1_024)
+    let frontends = [frontend] + (stringOption("--second-frontend", in: arguments).map { [$0] } ?? [])
+    try raiseDescriptorLimit(to: (1 + frontends.count) * count + 1_024)
     let context = try Context(maxSockets: count + 64)
     var nodes: [SimulatedNode] = []
     for index in first..<first + count {
         let socket = try context.socket(.xpub)
         try socket.set(.sendHighWaterMark, 0)
         try socket.set(.receiveTimeout, 10_000)
-        try socket.connect(frontend)
+        // Each broker's subscribe-all, the second one too (an XPUB passes a duplicate up only so).
+        try socket.set(.xpubVerbose, true)
+        for frontend in frontends { try socket.connect(frontend) }
         var origin = WireNodeRef()
         origin.nodeID = UUID().uuidString
         origin.name = "simulated \(index)"
@@ -47,7 +50,9 @@ func runFleetNodes(_ arguments: [String]) throws {
         nodes.append(SimulatedNode(socket: socket, origin: origin, advertisements: advertisements))
     }
     defer { for node in nodes { node.socket.close() } }
-    for node in nodes { while try node.socket.receive().bytes != [1] {} }
+    for node in nodes {
+        for _ in frontends { while try node.socket.receive().bytes != [1] {} }
+    }
     tell("CONNECTED")
 
     guard readLine() == "ADVERTISE" else { return }

@@ -1,7 +1,8 @@
 import Foundation
 import Handoff
 
-/// `fleet-watcher`: a node on the broker at `--frontend`/`--backend` that follows every `org.fleet.`
+/// `fleet-watcher`: a node on the broker at `--frontend`/`--backend` (and the pair's second at
+/// `--second-frontend`/`--second-backend`) that follows every `org.fleet.`
 /// activity; says READY when running, KNOWN once it knows `--expect` of them, and COUNT with how
 /// many it knows when its standard input closes.
 func runFleetWatcher(_ arguments: [String]) async throws {
@@ -9,7 +10,11 @@ func runFleetWatcher(_ arguments: [String]) async throws {
         throw HandoffError(.invalidConfiguration, "fleet-watcher needs --frontend and --backend")
     }
     let expect = intOption("--expect", 0, in: arguments)
-    var configuration = Node.Configuration(name: "fleet-watcher", bus: .broker(frontend: frontend, backend: backend))
+    var brokers = [Node.Configuration.BrokerEndpoints(frontend: frontend, backend: backend)]
+    if let second = stringOption("--second-frontend", in: arguments), let secondBackend = stringOption("--second-backend", in: arguments) {
+        brokers.append(.init(frontend: second, backend: secondBackend))
+    }
+    var configuration = Node.Configuration(name: "fleet-watcher", bus: brokers.count == 1 ? .broker(frontend: frontend, backend: backend) : .brokers(brokers))
     configuration.subscriptions = ["org.fleet."]
     configuration.maxKnownActivities = max(configuration.maxKnownActivities, expect)
     try await Node.withRunning(configuration) { node in
