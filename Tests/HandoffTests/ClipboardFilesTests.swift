@@ -45,10 +45,7 @@ struct ClipboardFilesTests {
 
         let copied = try await clipboard(deployment, on: "laptop", "copy", "--files", project.path, photo.path)
         #expect(copied.status == 0 && copied.output.contains("copied 2 files: project, photo é.bin") && copied.output.contains("offered"), "\(copied.output) \(copied.error)")
-        #expect(await eventually(within: .seconds(5)) {
-            let listed = try? await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
-            return listed?.output.contains("Clipboard: 2 files: project, photo é.bin") ?? false
-        }, "the laptop never offered its files")
+        #expect(await deployment.offersClipboard(titled: "Clipboard: 2 files: project, photo é.bin", within: .seconds(5)), "the laptop never offered its files")
 
         // A paste without --out: the files' paths on the desktop, one a line.
         let started = ContinuousClock.now

@@ -137,12 +137,7 @@ struct X11ClipboardTests {
             agents: ["laptop", "desktop"], environments: ["laptop": ["HANDOFF_CLIPBOARD_DISPLAY": a.name], "desktop": ["HANDOFF_CLIPBOARD_DISPLAY": b.name]])
         defer { deployment.stop() }
         #expect(await deployment.untilHealthy())
-        func offered(_ title: String) async -> Bool {
-            await eventually(within: .seconds(10)) {
-                let listed = try? await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
-                return listed?.output.contains(title) ?? false
-            }
-        }
+        func offered(_ title: String) async -> Bool { await deployment.offersClipboard(titled: title) }
 
         // Text copied by an X client on A, pasted by one on B.
         let text = deployment.folder.appendingPathComponent("text.txt")
@@ -263,5 +258,15 @@ struct ClipboardAccountTests {
         #expect(await eventually(within: .seconds(10)) { (try? await clipboard("desktop", "paste").output) == "for the account only\n" })
         let stranger = try await clipboard("stranger", "paste")
         #expect(stranger.status != 0 && stranger.error.contains("the clipboard is empty"), "\(stranger.output) \(stranger.error)")
+    }
+}
+
+extension ServedDeployment {
+    /// Whether a clipboard offer with this title is on the bus (`handoff activities`) within `timeout`.
+    func offersClipboard(titled title: String, within timeout: Duration = .seconds(10)) async -> Bool {
+        await eventually(within: timeout) {
+            let listed = try? await runHandoff(["activities", "--broker", frontend, backend, "--type", "org.handoff.clipboard"])
+            return listed?.output.contains(title) ?? false
+        }
     }
 }

@@ -25,12 +25,7 @@ struct WaylandClipboardTests {
                 ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("watching the Wayland clipboard of \(compositor.display)")
             }, "\(node) never watched its compositor")
         }
-        func offered(_ title: String) async -> Bool {
-            await eventually(within: .seconds(10)) {
-                let listed = try? await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
-                return listed?.output.contains(title) ?? false
-            }
-        }
+        func offered(_ title: String) async -> Bool { await deployment.offersClipboard(titled: title) }
 
         // Text copied by a Wayland client on A: offered, pulled by the desktop as the offer
         // appears (under the prefetch size), so an application on B pastes it at once.

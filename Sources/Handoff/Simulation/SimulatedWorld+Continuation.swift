@@ -37,12 +37,21 @@ extension SimulatedWorld {
             log("\(node.id) cannot continue \(activity.id): no connection to \(nodes[origin].id)")
             return
         }
-        let number = truth.requested(by: index, deadline: now + SimulatedNode.continueTimeout)
-        let (correlationID, request) = node.client.request(activity, refresh: false, endpoint: activity.continueEndpoint, waiter: number, now: instant)
-        node.asked[correlationID] = activity
+        let number = sendRequest(for: activity, refresh: false, from: index, to: origin)
         log("\(node.id) continues \(activity.id) of \(nodes[origin].id) (request \(number))")
+    }
+
+    /// Sends node `index`'s continue request (a refresh: did-update's fetch) for `activity` to its
+    /// origin, through the node's ``ContinuationClient``; returns the truth's request number.
+    private func sendRequest(for activity: DiscoveredActivity, refresh: Bool, from index: Int, to origin: Int) -> Int {
+        let node = nodes[index]
+        let number = truth.requested(by: index, deadline: now + SimulatedNode.continueTimeout)
+        let (correlationID, request) = node.client.request(activity, refresh: refresh, endpoint: activity.continueEndpoint, waiter: number, now: instant)
+        node.asked[correlationID] = activity
+        if refresh { node.refreshes[number] = activity.id }
         let (at, epoch) = route(from: index, to: origin)
         schedule(.continueRequest(from: index, to: origin, epoch: epoch, correlationID: correlationID, request: request), at: at)
+        return number
     }
 
     /// The originator decides on a request, as ``Node`` does with ``ContinuationServer``.
@@ -126,14 +135,13 @@ extension SimulatedWorld {
         if let refreshed { endRefresh(refreshed, at: index) }
     }
 
-    /// Requests that ended without a reply (timed out, dropped).
-    func endRequests(_ outcomes: [ContinuationClient<Int, String>.Outcome]) {
+    /// Node `index`'s requests that ended without a reply (timed out, dropped).
+    func endRequests(_ outcomes: [ContinuationClient<Int, String>.Outcome], of index: Int) {
+        let node = nodes[index]
         for outcome in outcomes {
             truth.requestEnded(outcome.waiter)
             if case .failure(let error) = outcome.result { log("request \(outcome.waiter) ended: \(error)") }
-            for index in nodes.indices {
-                if let id = nodes[index].refreshes.removeValue(forKey: outcome.waiter) { nodes[index].client.held.endRefresh(id, failed: instant) }
-            }
+            if let id = node.refreshes.removeValue(forKey: outcome.waiter) { node.client.held.endRefresh(id, failed: instant) }
         }
     }
 
@@ -147,13 +155,8 @@ extension SimulatedWorld {
             node.client.held.endRefresh(activity.id, failed: instant)
             return
         }
-        let number = truth.requested(by: index, deadline: now + SimulatedNode.continueTimeout)
-        let (correlationID, request) = node.client.request(activity, refresh: true, endpoint: activity.continueEndpoint, waiter: number, now: instant)
-        node.asked[correlationID] = activity
-        node.refreshes[number] = activity.id
+        let number = sendRequest(for: activity, refresh: true, from: index, to: origin)
         log("\(node.id) refreshes \(activity.id) at v\(activity.version) (request \(number))")
-        let (at, epoch) = route(from: index, to: origin)
-        schedule(.continueRequest(from: index, to: origin, epoch: epoch, correlationID: correlationID, request: request), at: at)
     }
 
     /// Fetches again the held activities of node `index` whose did-update fetch failed, as

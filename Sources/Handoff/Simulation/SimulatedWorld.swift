@@ -149,7 +149,7 @@ final class SimulatedWorld {
             guard node.alive else { return nil }
             if let until = node.stoppedUntil, now < until { return nil }  // `resume` ticks it
             perform(index, node.followerDo { $0.tick(now: instant, date: date) })
-            endRequests(node.client.expire(now: instant))
+            endRequests(node.client.expire(now: instant), of: index)
             retryRefreshes(at: index)
             let tick = node.advertiserDo { $0.tick(now: instant, date: date) }
             for activity in tick.expired { truth.ended(activity.id, at: now) }
@@ -362,8 +362,8 @@ final class SimulatedWorld {
         nodes[b].subscriptionsOfPeer[a] = nil
         upSince[pair(a, b)] = nil
         // Each side's DEALER to the other dropped: its requests fail now (Client's monitor).
-        endRequests(nodes[a].client.disconnected(from: nodes[b].continueEndpoint))
-        endRequests(nodes[b].client.disconnected(from: nodes[a].continueEndpoint))
+        endRequests(nodes[a].client.disconnected(from: nodes[b].continueEndpoint), of: a)
+        endRequests(nodes[b].client.disconnected(from: nodes[a].continueEndpoint), of: b)
     }
 
     /// A connection between `a` and `b` comes back: each side's subscriber subscribes again, and
