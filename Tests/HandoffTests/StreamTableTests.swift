@@ -5,6 +5,7 @@ import Testing
 
 @Suite("The node's stream table, without sockets")
 struct StreamTableTests {
+    static let start = ContinuousClock.now
     final class Pair: StreamTableEntry {
         let key: StreamKey
         var route: StreamRoute
@@ -12,6 +13,8 @@ struct StreamTableTests {
         let isContinuer: Bool
         var resumeToken: Data
         var isLive = true
+        var waitsOnPeer = true
+        var lastProgress = StreamTableTests.start
 
         init(_ key: StreamKey, _ route: StreamRoute, owner: String, isContinuer: Bool = false, token: Data = Data()) {
             self.key = key
@@ -118,5 +121,28 @@ struct StreamTableTests {
         #expect(table.live(toDealer: "tcp://b:1").isEmpty)
         #expect(table.dealerEndpoints.contains("tcp://b:1"))  // its connection stays until it is forgotten
         #expect(table.live.map(\.key) == [a.key, table.live.last!.key])
+    }
+
+    @Test("eviction ends a stalled pair a peer opened here: from the peer holding most, the one stalled longest; never one making progress or this node's own")
+    func eviction() {
+        var table = StreamTable<Pair>()
+        let now = Self.start + .seconds(100)
+        let grace = Duration.seconds(10)
+        let alice1 = accepted(&table, from: [1], id: 1, owner: "alice")
+        let alice2 = accepted(&table, from: [1], id: 2, owner: "alice")
+        let bob = accepted(&table, from: [2], id: 3, owner: "bob")
+        let own = Pair(table.newKey(), StreamRoute(peer: .dealer("tcp://o:1"), id: 1), owner: "carol", isContinuer: true)
+        table.insert(own)
+        own.lastProgress = Self.start  // stalled longest of all, but this node opened it
+        bob.lastProgress = Self.start + .seconds(1)  // stalled longer than alice's, but bob holds one pair
+        alice1.lastProgress = Self.start + .seconds(50)
+        alice2.lastProgress = Self.start + .seconds(20)
+        #expect(table.stalledVictim(now: now, grace: grace) === alice2)
+        alice2.waitsOnPeer = false  // its own reader is behind: not the peer's fault
+        #expect(table.stalledVictim(now: now, grace: grace) === alice1)
+        alice1.lastProgress = now - .seconds(5)  // within the grace
+        #expect(table.stalledVictim(now: now, grace: grace) === bob)
+        bob.isLive = false
+        #expect(table.stalledVictim(now: now, grace: grace) == nil)
     }
 }

@@ -14,14 +14,14 @@ extension Node {
             // The peer is told at once (its pair fails with peerLost) rather than left to wait out
             // its resume window for a node that is not coming back.
             if session.failure == nil {
-                sendStreamMessage(session, .error(HandoffError(.peerLost, "\(own.info.name) shut down", activityType: session.activityType).wire))
+                let notice = HandoffError(.peerLost, "\(own.info.name) shut down", activityType: session.activityType).wire
+                perform(session.pair.fail(HandoffError(.notRunning, "the node shut down"), telling: .error(notice), now: .now), on: session)
                 // Sockets close with linger 0: give the notice half a second to leave.
                 switch session.route.peer {
                 case .router: try? sockets.server.set(.linger, 500)
                 case .dealer(let endpoint): try? sockets.clients[endpoint]?.socket.set(.linger, 500)
                 }
             }
-            session.fail(HandoffError(.notRunning, "the node shut down"))
         }
         streams.removeAll()
     }

@@ -35,10 +35,6 @@ extension Node {
         public init() {}
     }
 
-    /// Writers never have more chunks unacknowledged than this, whatever credit a peer grants, so
-    /// what a writer keeps for a resume is bounded too.
-    static let maxUnacknowledgedChunks = 64
-
     // MARK: Opening (continuing side)
 
     /// Opens a pair of continuation streams with a continued activity's originator — Apple's
@@ -104,22 +100,11 @@ extension Node {
         }
         let answer: Result<WireStreamOpen, HandoffError> = await withCheckedContinuation { continuation in
             session.openWaiter = continuation
-            sendStreamMessage(session, .open(request))
+            perform(session.pair.open(request, now: .now), on: session)
         }
         timer.cancel()
         switch answer {
-        case .success(let accepted):
-            guard accepted.direction == request.direction else {
-                let error = HandoffError(.streamProtocolViolation, "the originator answered an open of \(direction) with direction \(accepted.direction)", activityType: activityType)
-                violate(session, error)
-                throw error
-            }
-            session.sendCredit = Int(accepted.window)
-            session.peerChunkSize = Self.chunkSize(announced: accepted.chunkSize)
-            session.output.setChunkSize(min(own.configuration.streamChunkSize, session.peerChunkSize))
-            session.resumeToken = accepted.resumeToken
-            if accepted.expectedLength > 0 { session.input.counter.setTotal(accepted.expectedLength) }
-            session.lastHeard = .now
+        case .success:
             own.logger.debug("streams \(session.route.id) open with \(endpoint) (\(direction))")
             publishStreamEvent(.streamOpened, session)
             return session.streams
@@ -130,23 +115,19 @@ extension Node {
     }
 
     func failUnansweredOpen(_ key: StreamKey, _ error: HandoffError) {
-        guard let session = streams[key], session.openWaiter != nil else { return }
-        session.fail(error)
-    }
-
-    /// A chunk size announced in a StreamOpen; 0 means the contract's default.
-    static func chunkSize(announced: UInt32) -> Int {
-        announced == 0 ? 256 * 1024 : Int(announced)
+        guard let session = streams[key] else { return }
+        perform(session.pair.openUnanswered(error, now: .now), on: session)
     }
 
     func makeSession(
         route: StreamRoute, isContinuer: Bool, activityID: String, activityType: String,
         direction: WireStreamDirection, owner: String, peerChunkSize: Int
     ) -> StreamSession {
-        let session = StreamSession(
-            node: self, key: streams.newKey(), route: route, isContinuer: isContinuer,
-            activityID: activityID, activityType: activityType, direction: direction, owner: owner,
-            window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize, peerChunkSize: peerChunkSize)
+        let pair = StreamPair(
+            isContinuer: isContinuer, direction: direction, peerName: isContinuer ? "the originator" : "the continuing node \(owner)",
+            activityType: activityType, window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize,
+            peerChunkSize: peerChunkSize, now: .now)
+        let session = StreamSession(node: self, key: streams.newKey(), route: route, activityID: activityID, owner: owner, pair: pair)
         streams.insert(session)
         return session
     }
@@ -171,87 +152,8 @@ extension Node {
         default:
             break
         }
-        guard let session = streams.live(on: route) else { return }
-        session.lastHeard = .now
-        switch frame.kind {
-        case .open(let open):
-            guard let waiter = session.openWaiter else { return }
-            session.openWaiter = nil
-            waiter.resume(returning: .success(open))
-        case .data(let data):
-            receive(data, payload: payload, on: session)
-        case .credit(let credit):
-            session.sendCredit += Int(credit.chunks)
-            session.acknowledge(upTo: credit.acknowledgedOffset, endReceived: credit.endReceived)
-            pump(session)
-            removeIfDone(session)
-        case .end(let end):
-            receive(end, on: session)
-        case .resume(let resume):
-            // The originator's answer to this node's resume.
-            guard session.isContinuer else { return }
-            if session.interruptedSince != nil {
-                own.logger.info("streams \(session.route.id) resumed with the originator: it had \(resume.receivedOffset) bytes, this node \(session.receivedOffset)")
-            }
-            session.interruptedSince = nil
-            session.lastResumeSent = nil
-            applyResume(resume, to: session)
-        case .cancel(let cancel):
-            session.fail(HandoffError(.streamCancelled, "the other side cancelled the stream: \(cancel.reason)", activityType: session.activityType))
-        case .error(let error):
-            session.fail(HandoffError(wire: error, activityType: session.activityType))
-        case nil:
-            break
-        }
-    }
-
-    func receive(_ data: WireStreamData, payload: Frame?, on session: StreamSession) {
-        let chunk = payload?.dataWithoutCopying ?? data.payload
-        switch session.arrival(offset: data.offset, count: chunk.count) {
-        case .duplicate:
-            observability.streamCounters.duplicateBytesDropped += UInt64(chunk.count)
-            return
-        case .violation(let reason):
-            violate(session, HandoffError(.streamProtocolViolation, reason, activityType: session.activityType))
-        case .deliver(let start):
-            observability.streamCounters.duplicateBytesDropped += UInt64(start)
-            let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
-            observability.metrics.streamed(in: fresh.count)
-            session.creditOutstanding -= 1
-            session.unconsumed += 1
-            session.receivedOffset += UInt64(fresh.count)
-            session.bytesArrived += UInt64(fresh.count)
-            session.lastProgress = .now
-            if data.totalLength > 0 { session.input.counter.setTotal(data.totalLength) }
-            EventLoops.handingOff { _ = session.incoming.yield(.data(fresh)) }
-        }
-    }
-
-    func receive(_ end: WireStreamEnd, on session: StreamSession) {
-        guard session.reads else {
-            violate(session, HandoffError(.streamProtocolViolation, "an end arrived on a direction the open excluded", activityType: session.activityType))
-            return
-        }
-        if !session.endReceived {
-            var checksum: UInt32?
-            if end.checksumAlgorithm == .crc32C, end.checksum.count == 4 {
-                checksum = end.checksum.reduce(0) { $0 << 8 | UInt32($1) }
-            }
-            session.endReceived = true
-            session.incoming.yield(.end(total: end.totalLength, checksum: checksum))
-            session.incoming.finish()
-        }
-        // Acknowledged (again, for an end sent again after a resume): the writer may forget it.
-        sendStreamMessage(session, .credit(acknowledgement(of: session)))
-        removeIfDone(session)
-    }
-
-    func acknowledgement(of session: StreamSession, chunks: Int = 0) -> WireStreamCredit {
-        var credit = WireStreamCredit()
-        credit.chunks = UInt32(chunks)
-        credit.acknowledgedOffset = session.receivedOffset
-        credit.endReceived = session.reads && session.endReceived
-        return credit
+        guard let session = streams.live(on: route), let kind = frame.kind else { return }
+        perform(session.pair.received(kind, chunk: payload?.dataWithoutCopying, now: .now), on: session)
     }
 
     /// The originator's side of an open: checks the activity and the limits, answers, and hands
@@ -324,19 +226,16 @@ extension Node {
         }
         let session = makeSession(
             route: route, isContinuer: false, activityID: activity.id, activityType: activity.activityType,
-            direction: open.direction, owner: owner, peerChunkSize: Self.chunkSize(announced: open.chunkSize))
-        session.sendCredit = Int(open.window)
-        session.resumeToken = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
-        if open.expectedLength > 0 { session.input.counter.setTotal(open.expectedLength) }
+            direction: open.direction, owner: owner, peerChunkSize: StreamPair.chunkSize(announced: open.chunkSize))
         var answer = WireStreamOpen()
         answer.activityID = activity.id
         answer.direction = open.direction
         answer.window = UInt32(own.configuration.streamWindow)
         answer.chunkSize = UInt32(own.configuration.streamChunkSize)
-        answer.resumeToken = session.resumeToken
+        answer.resumeToken = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         answer.document = open.document
         if let document { answer.expectedLength = document.size }
-        sendStreamMessage(session, .open(answer))
+        perform(session.pair.accept(open, answer: answer, now: .now), on: session)
         publishStreamEvent(.streamOpened, session)
         let pair = session.streams
         if let document {
@@ -345,13 +244,5 @@ extension Node {
         } else if let delegate {
             spawn { await delegate.userActivity(activity, didReceive: pair) }
         }
-    }
-
-    /// The peer broke the stream's rules: it is told, and the pair is over here.
-    func violate(_ session: StreamSession, _ error: HandoffError) {
-        observability.streamCounters.protocolViolations += 1
-        own.logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
-        sendStreamMessage(session, .error(error.wire))
-        session.fail(error)
     }
 }

@@ -15,7 +15,7 @@ extension Node {
     /// window: the originator may be alive behind it.
     func reconnectFailed(to endpoint: String, client identity: ObjectIdentifier) {
         guard let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !client.probing else { return }
-        guard streams.live(toDealer: endpoint).contains(where: \.awaitsResume) else {
+        guard streams.live(toDealer: endpoint).contains(where: \.pair.awaitsResume) else {
             client.refusals = 0
             return
         }
@@ -35,11 +35,11 @@ extension Node {
         }
         client.refusals += 1
         guard client.refusals >= Self.refusalsMeaningGone else { return }
-        for session in streams.live(toDealer: endpoint) where session.awaitsResume {
-            observability.streamCounters.lost += 1
-            let silence = (ContinuousClock.now - session.lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
+        for session in streams.live(toDealer: endpoint) where session.pair.awaitsResume {
+            let silence = (ContinuousClock.now - session.pair.lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
             own.logger.info("streams \(session.route.id): the originator at \(endpoint) refuses connections (\(reason)); its process is gone")
-            session.fail(HandoffError(.peerLost, "the originator at \(endpoint) refuses connections (\(reason), \(client.refusals) times in a row): its process is gone; nothing heard from it for \(silence) s, \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
+            let error = HandoffError(.peerLost, "the originator at \(endpoint) refuses connections (\(reason), \(client.refusals) times in a row): its process is gone; nothing heard from it for \(silence) s, \(session.pair.receivedOffset) bytes had arrived", activityType: session.activityType)
+            perform(session.pair.peerGone(error, now: .now), on: session)
         }
     }
 
@@ -58,16 +58,16 @@ extension Node {
             case .router: "the continuing node \(session.owner)"
             }
             let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals ?? 0 } else { 0 }
-            if session.openWaiter != nil {
-                return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.lastSent,
+            if session.pair.isOpening {
+                return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.pair.lastSent,
                                   resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
             }
-            if let since = session.interruptedSince {
+            if let since = session.pair.interruptedSince {
                 return StreamWait(streamID: session.route.id, state: .interrupted, peer: peer, since: now - since,
                                   resumeWindow: own.configuration.streamResumeWindow, refusals: refusals)
             }
-            let quiet = now - session.lastProgress
-            guard session.reads, !session.endReceived, session.unconsumed == 0, quiet >= .seconds(1) else { return nil }
+            let quiet = now - session.pair.lastProgress
+            guard session.pair.reads, !session.pair.endReceived, session.pair.unconsumed == 0, quiet >= .seconds(1) else { return nil }
             return StreamWait(streamID: session.route.id, state: .awaitingBytes, peer: peer, since: quiet,
                               resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
         }

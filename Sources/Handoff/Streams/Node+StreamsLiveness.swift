@@ -14,7 +14,7 @@ extension Node {
     func superviseStreams(now: ContinuousClock.Instant) {
         relieveStreamPressure()
         for session in streams.all {
-            if let failedAt = session.failedAt {
+            if let failedAt = session.pair.failedAt {
                 if !session.failureReported {
                     session.failureReported = true
                     publishStreamEvent(.streamFailed, session, detail: session.failure.map { "\($0)" } ?? "")
@@ -23,36 +23,13 @@ extension Node {
                 if now - failedAt > .seconds(60) { forgetSession(session) }
                 continue
             }
-            guard session.openWaiter == nil else { continue }
-            if (session.bytesSent, session.bytesArrived) != session.reported {
+            guard !session.pair.isOpening else { continue }
+            if (session.pair.bytesSent, session.pair.bytesArrived) != session.reported {
                 publishStreamEvent(.streamProgress, session)
             }
-            let decision = StreamLiveness.decide(
-                session.liveness, now: now, idleTimeout: own.configuration.streamIdleTimeout, resumeWindow: own.configuration.streamResumeWindow)
-            if decision.interruptsNow {
-                own.logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(own.configuration.streamIdleTimeout); waiting up to \(own.configuration.streamResumeWindow) for it to resume")
-                session.interruptedSince = now
-            }
-            switch decision.action {
-            case .nothing: break
-            case .keepAlive: sendStreamMessage(session, .credit(acknowledgement(of: session)))
-            case .resume: sendResume(session, now: now)
-            case .expire: expireInterrupted(session)
-            }
+            let actions = session.pair.tick(now: now, idleTimeout: own.configuration.streamIdleTimeout, resumeWindow: own.configuration.streamResumeWindow)
+            perform(actions, on: session)
         }
-    }
-
-    func expireInterrupted(_ session: StreamSession) {
-        // Everything was delivered both ways and only the last acknowledgement is missing: done.
-        if session.endReceived, session.end != nil, session.resend.isEmpty, session.retained.isEmpty {
-            session.endAcknowledged = true
-            removeIfDone(session)
-            return
-        }
-        observability.streamCounters.lost += 1
-        let silence = ContinuousClock.now - session.lastHeard
-        let peer = session.isContinuer ? "the originator" : "the continuing node \(session.owner)"
-        session.fail(HandoffError(.peerLost, "nothing heard from \(peer) for \(silence.seconds.formatted(.number.precision(.fractionLength(1)))) s, and it did not resume within the resume window (\(own.configuration.streamResumeWindow)): its process died or the network is down; \(session.receivedOffset) bytes had arrived", activityType: session.activityType))
     }
 }
 
@@ -98,24 +75,16 @@ extension Node {
     @discardableResult
     func evictStalledStream(because reason: String) -> Bool {
         let now = ContinuousClock.now
-        let live = streams.live.filter { !$0.isContinuer }
-        var held: [String: Int] = [:]
-        for session in live { held[session.owner, default: 0] += 1 }
-        let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= own.configuration.streamStallGrace }
-        guard let victim = stalled.min(by: { a, b in
-            let (heldA, heldB) = (held[a.owner]!, held[b.owner]!)
-            return heldA != heldB ? heldA > heldB : a.lastProgress < b.lastProgress
-        }) else { return false }
+        guard let victim = streams.stalledVictim(now: now, grace: own.configuration.streamStallGrace) else { return false }
         observability.streamCounters.evicted += 1
-        let idle = (now - victim.lastProgress).seconds.formatted(.number.precision(.fractionLength(1)))
+        let idle = (now - victim.pair.lastProgress).seconds.formatted(.number.precision(.fractionLength(1)))
         if observability.streamCounters.evicted.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
             own.logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(observability.streamCounters.evicted) ended so far)")
         }
         let error = HandoffError(.tooManyStreams, "\(reason); this pair made no progress for \(idle) s and was ended to make room", activityType: victim.activityType)
         var wire = error.wire
         wire.details["scope"] = "evicted"
-        sendStreamMessage(victim, .error(wire))
-        victim.fail(error)
+        perform(victim.pair.fail(error, telling: .error(wire), now: now), on: victim)
         return true
     }
 

@@ -14,7 +14,7 @@ enum StreamLiveness {
         var lastResumeSent: ContinuousClock.Instant?
         /// This side opened the pair (and so is the one that resumes it).
         var isContinuer: Bool
-        /// A direction this side takes part in is still open for it (``StreamSession/sendsKeepAlives``).
+        /// A direction this side takes part in is still open for it (``StreamPair/sendsKeepAlives``).
         var sendsKeepAlives: Bool
     }
 

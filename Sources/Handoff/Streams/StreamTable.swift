@@ -14,6 +14,10 @@ protocol StreamTableEntry: AnyObject {
     var resumeToken: Data { get }
     /// Whether the pair still works: not failed, not ended by either side.
     var isLive: Bool { get }
+    /// Whether it waits on its peer rather than on this side (``StreamPair/waitsOnPeer(writerWaiting:)``).
+    var waitsOnPeer: Bool { get }
+    /// When it last made progress.
+    var lastProgress: ContinuousClock.Instant { get }
 }
 
 /// A node's stream pairs: by their key for their whole life, by their route for the frames that
@@ -121,5 +125,19 @@ struct StreamTable<Session: StreamTableEntry> {
         var endpoints: Set<String> = []
         for case .dealer(let endpoint) in sessions.values.map(\.route.peer) { endpoints.insert(endpoint) }
         return endpoints
+    }
+
+    /// The pair to end when the node must make room (eviction): of the pairs peers opened here
+    /// (this node the originator) that wait on their peer and made no progress for `grace`, the
+    /// one from the peer holding the most pairs, and of its pairs the one stalled longest.
+    func stalledVictim(now: ContinuousClock.Instant, grace: Duration) -> Session? {
+        let live = sessions.values.filter { $0.isLive && !$0.isContinuer }
+        var held: [String: Int] = [:]
+        for session in live { held[session.owner, default: 0] += 1 }
+        let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= grace }
+        return stalled.min { a, b in
+            let (heldA, heldB) = (held[a.owner]!, held[b.owner]!)
+            return heldA != heldB ? heldA > heldB : (a.lastProgress, a.key.local) < (b.lastProgress, b.key.local)
+        }
     }
 }

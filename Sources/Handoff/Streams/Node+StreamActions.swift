@@ -1,0 +1,102 @@
+import Foundation
+import HandoffExecutor
+import HandoffWire
+import Logging
+import ZeroMQ
+
+// Continuation streams: carrying out what a pair's machine (``StreamPair``) decided.
+extension Node {
+    /// Carries out a pair's actions: frames onto its socket, bytes to its reader, its waiters woken.
+    func perform(_ actions: [StreamPair.Action], on session: StreamSession) {
+        for action in actions {
+            switch action {
+            case .send(let kind, let payload):
+                var frame = WireStreamFrame()
+                frame.streamID = session.route.id
+                frame.kind = kind
+                if case .resume = kind, case .dealer(let endpoint) = session.route.peer, sockets.clients[endpoint] == nil {
+                    // The client was closed (pruned, or dropped): connect again.
+                    do { _ = try client(for: endpoint, serverKey: session.originKey) } catch {
+                        own.logger.debug("streams \(session.route.id): cannot reconnect to \(endpoint): \(error)")
+                        continue
+                    }
+                }
+                if !sendFrame(frame, to: session.route.peer, payload: payload) {
+                    session.pair.transportRefused(now: .now)
+                }
+            case .deliver(let bytes):
+                observability.metrics.streamed(in: bytes.count)
+                EventLoops.handingOff { _ = session.incoming.yield(.data(bytes)) }
+            case .deliverEnd(let total, let checksum):
+                session.incoming.yield(.end(total: total, checksum: checksum))
+                session.incoming.finish()
+            case .expectLength(let total):
+                session.input.counter.setTotal(total)
+            case .opened(let answer):
+                session.output.setChunkSize(session.pair.writeChunkSize)
+                session.openWaiter?.resume(returning: .success(answer))
+                session.openWaiter = nil
+            case .wakeWriter:
+                session.wakeWriter()
+            case .failed(let error):
+                session.failed(error)
+            case .completed:
+                guard streams[session.key] != nil else { continue }
+                forgetSession(session)
+                publishStreamEvent(.streamFinished, session)
+            case .record(let record):
+                self.record(record, on: session)
+            }
+        }
+    }
+
+    private func record(_ record: StreamPair.Record, on session: StreamSession) {
+        switch record {
+        case .duplicateBytesDropped(let count):
+            observability.streamCounters.duplicateBytesDropped += UInt64(count)
+        case .bytesResent(let count):
+            observability.streamCounters.bytesResent += UInt64(count)
+        case .resumed(let peerHad, let wasInterrupted):
+            observability.streamCounters.resumed += 1
+            if wasInterrupted {
+                let by = session.isContinuer ? "with the originator" : "by the continuing node"
+                own.logger.info("streams \(session.route.id) resumed \(by): it had \(peerHad) bytes, this node \(session.pair.receivedOffset)")
+            }
+        case .violation(let error):
+            observability.streamCounters.protocolViolations += 1
+            own.logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
+        case .interruptedBySilence:
+            own.logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(own.configuration.streamIdleTimeout); waiting up to \(own.configuration.streamResumeWindow) for it to resume")
+        case .lost:
+            observability.streamCounters.lost += 1
+        }
+    }
+
+    /// Puts a stream frame on the wire. Returns false when the transport refused it (a DEALER with
+    /// no connection, ZMQ_IMMEDIATE): the pair is interrupted. ROUTER drops frames for a peer that
+    /// is gone without telling; a resume sends them again.
+    @discardableResult
+    func sendFrame(_ frame: WireStreamFrame, to peer: StreamRoute.Peer, payload: Frame?) -> Bool {
+        let bytes = envelopes.bytes(.streamFrame(frame))
+        var sent = true
+        do {
+            switch peer {
+            case .router(let identity):
+                _ = try sockets.server.trySend(identity, more: true)
+                _ = try sockets.server.trySend(bytes, more: payload != nil)
+                if let payload { _ = try sockets.server.trySend(payload) }
+                observability.metrics.sent(on: .continuationServer, bytes: identity.count + bytes.count + (payload?.count ?? 0))
+            case .dealer(let endpoint):
+                guard let client = sockets.clients[endpoint] else { return true }
+                sent = try client.socket.trySend(bytes, more: payload != nil)
+                if sent, let payload { _ = try client.socket.trySend(payload) }
+                if sent { observability.metrics.sent(on: .continuationClient, bytes: bytes.count + (payload?.count ?? 0)) }
+            }
+        } catch {
+            own.logger.debug("could not send on stream \(frame.streamID): \(error)")
+            sent = false
+        }
+        if sent, let payload { observability.metrics.streamed(out: payload.count) }
+        return sent
+    }
+}

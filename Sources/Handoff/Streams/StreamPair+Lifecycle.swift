@@ -1,0 +1,173 @@
+import Foundation
+import HandoffWire
+
+// A stream pair's life: the open and its answer, frames from the peer, interruption, resume,
+// keep-alives and loss (stream.proto, steps 1, 4 and 5).
+extension StreamPair {
+    // MARK: Opening
+
+    /// The continuing side sends its open and waits for the answer.
+    mutating func open(_ request: WireStreamOpen, now: ContinuousClock.Instant) -> [Action] {
+        isOpening = true
+        return [send(.open(request), now: now)]
+    }
+
+    /// The originator accepted `open` and answers with `answer` (its window, chunk size, and the
+    /// resume token it drew).
+    mutating func accept(_ open: WireStreamOpen, answer: WireStreamOpen, now: ContinuousClock.Instant) -> [Action] {
+        sendCredit = Int(open.window)
+        resumeToken = answer.resumeToken
+        var actions: [Action] = []
+        if open.expectedLength > 0 { actions.append(.expectLength(open.expectedLength)) }
+        actions.append(send(.open(answer), now: now))
+        return actions
+    }
+
+    /// The open was not answered in time (or could not be sent).
+    mutating func openUnanswered(_ error: HandoffError, now: ContinuousClock.Instant) -> [Action] {
+        guard isOpening else { return [] }
+        return fail(error, now: now)
+    }
+
+    /// A chunk size announced in a StreamOpen; 0 means the contract's default.
+    static func chunkSize(announced: UInt32) -> Int {
+        announced == 0 ? 256 * 1024 : Int(announced)
+    }
+
+    private mutating func openAnswered(_ answer: WireStreamOpen, now: ContinuousClock.Instant) -> [Action] {
+        guard isOpening else { return [] }
+        isOpening = false
+        guard answer.direction == direction else {
+            return violate("the originator answered an open of direction \(direction) with direction \(answer.direction)", now: now)
+        }
+        sendCredit = Int(answer.window)
+        peerChunkSize = Self.chunkSize(announced: answer.chunkSize)
+        resumeToken = answer.resumeToken
+        var actions: [Action] = []
+        if answer.expectedLength > 0 { actions.append(.expectLength(answer.expectedLength)) }
+        actions.append(.opened(answer))
+        return actions
+    }
+
+    // MARK: Frames in
+
+    /// A frame from the peer on the pair's route (an open or a resume that starts a pair, or moves
+    /// it, is the node's to route first: ``accept(_:answer:now:)``, ``resumeRequested(_:now:)``).
+    /// `chunk`: a data frame's bytes.
+    mutating func received(_ kind: WireStreamFrame.OneOf_Kind, chunk: Data? = nil, now: ContinuousClock.Instant) -> [Action] {
+        guard failure == nil else { return [] }
+        lastHeard = now
+        switch kind {
+        case .open(let answer):
+            return openAnswered(answer, now: now)
+        case .data(let data):
+            return dataArrived(data, chunk: chunk ?? data.payload, now: now)
+        case .credit(let credit):
+            return creditArrived(credit, now: now)
+        case .end(let end):
+            return endArrived(end, now: now)
+        case .resume(let resume):
+            // The originator's answer to this side's resume.
+            guard isContinuer else { return [] }
+            let wasInterrupted = interruptedSince != nil
+            interruptedSince = nil
+            lastResumeSent = nil
+            return applyResume(resume, wasInterrupted: wasInterrupted, now: now)
+        case .cancel(let cancel):
+            return fail(HandoffError(.streamCancelled, "the other side cancelled the stream: \(cancel.reason)", activityType: activityType), now: now)
+        case .error(let error):
+            return fail(HandoffError(wire: error, activityType: activityType), now: now)
+        }
+    }
+
+    // MARK: Resuming
+
+    /// The originator's side of a resume (arrived on the pair's new route): it answers with what it
+    /// has and sends again what the peer lacks.
+    mutating func resumeRequested(_ resume: WireStreamResume, now: ContinuousClock.Instant) -> [Action] {
+        guard failure == nil else { return [] }
+        let wasInterrupted = interruptedSince != nil
+        interruptedSince = nil
+        lastHeard = now
+        let answer = resumeMessage()
+        return [send(.resume(answer), now: now)] + applyResume(resume, wasInterrupted: wasInterrupted, now: now)
+    }
+
+    /// What this side has, for a resume or its answer; grants the window less what the reader holds.
+    private mutating func resumeMessage() -> WireStreamResume {
+        var message = WireStreamResume()
+        message.resumeToken = resumeToken
+        message.receivedOffset = receivedOffset
+        message.window = UInt32(resumeGrant())
+        message.endReceived = reads && endReceived
+        return message
+    }
+
+    /// Sends again, from what the peer says it has, what this side had written beyond it.
+    private mutating func applyResume(_ resume: WireStreamResume, wasInterrupted: Bool, now: ContinuousClock.Instant) -> [Action] {
+        resumes += 1
+        rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived, now: now)
+        return [.record(.resumed(peerHad: resume.receivedOffset, wasInterrupted: wasInterrupted))] + pump(now: now) + completion()
+    }
+
+    // MARK: Interruption and loss
+
+    /// The transport could not take a frame for the peer (no connection): the pair is interrupted
+    /// and waits for a resume, unless its open is still unanswered.
+    mutating func transportRefused(now: ContinuousClock.Instant) {
+        if interruptedSince == nil, !isOpening, failure == nil { interruptedSince = now }
+    }
+
+    /// The connection to the originator dropped (continuing side): an open still unanswered fails
+    /// with `unanswered`, an open pair waits for the connection to come back and resumes.
+    /// Returns whether the pair became interrupted now.
+    mutating func connectionDropped(failingOpenWith unanswered: HandoffError, now: ContinuousClock.Instant) -> (actions: [Action], interruptedNow: Bool) {
+        guard failure == nil else { return ([], false) }
+        if isOpening { return (fail(unanswered, now: now), false) }
+        guard interruptedSince == nil else { return ([], false) }
+        interruptedSince = now
+        return ([], true)
+    }
+
+    /// The peer is known to be gone (its endpoint refuses connections): the pair fails with `error`.
+    mutating func peerGone(_ error: HandoffError, now: ContinuousClock.Instant) -> [Action] {
+        guard failure == nil else { return [] }
+        return [.record(.lost)] + fail(error, now: now)
+    }
+
+    /// On every tick: a keep-alive for a quiet pair, a resume for an interrupted one (continuing
+    /// side), loss for a peer silent past the resume window (``StreamLiveness``).
+    mutating func tick(now: ContinuousClock.Instant, idleTimeout: Duration, resumeWindow: Duration) -> [Action] {
+        guard failure == nil, !isOpening else { return [] }
+        let decision = StreamLiveness.decide(liveness, now: now, idleTimeout: idleTimeout, resumeWindow: resumeWindow)
+        var actions: [Action] = []
+        if decision.interruptsNow {
+            interruptedSince = now
+            actions.append(.record(.interruptedBySilence))
+        }
+        switch decision.action {
+        case .nothing:
+            break
+        case .keepAlive:
+            actions.append(send(.credit(acknowledgement()), now: now))
+        case .resume:
+            lastResumeSent = now
+            let request = resumeMessage()
+            actions.append(send(.resume(request), now: now))
+        case .expire:
+            actions += expire(now: now, resumeWindow: resumeWindow)
+        }
+        return actions
+    }
+
+    private mutating func expire(now: ContinuousClock.Instant, resumeWindow: Duration) -> [Action] {
+        // Everything was delivered both ways and only the last acknowledgement is missing: done.
+        if endReceived, end != nil, resend.isEmpty, retained.isEmpty {
+            endAcknowledged = true
+            return completion()
+        }
+        let silence = (now - lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
+        let error = HandoffError(.peerLost, "nothing heard from \(peerName) for \(silence) s, and it did not resume within the resume window (\(resumeWindow)): its process died or the network is down; \(receivedOffset) bytes had arrived", activityType: activityType)
+        return [.record(.lost)] + fail(error, now: now)
+    }
+}

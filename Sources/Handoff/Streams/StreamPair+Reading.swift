@@ -1,0 +1,84 @@
+import Foundation
+import HandoffWire
+
+// A stream pair's reading half: offsets in order, the window granted, the end acknowledged.
+extension StreamPair {
+    /// What a chunk at `offset` of `count` bytes means for the reading half.
+    enum Arrival: Equatable {
+        /// New bytes: deliver the chunk from this index on (after a partial overlap, not 0).
+        case deliver(from: Int)
+        /// Bytes the reader already has (sent again after a resume): drop.
+        case duplicate
+        case violation(String)
+    }
+
+    func arrival(offset: UInt64, count: Int) -> Arrival {
+        guard reads else { return .violation("data arrived on a direction the open excluded") }
+        guard count <= ownChunkSize else {
+            return .violation("a chunk of \(count) bytes is larger than the \(ownChunkSize) bytes agreed")
+        }
+        let end = offset + UInt64(count)
+        if end <= receivedOffset || endReceived { return .duplicate }
+        guard offset <= receivedOffset else {
+            return .violation("a chunk at offset \(offset) leaves a gap after the \(receivedOffset) bytes received")
+        }
+        guard creditOutstanding > 0 else {
+            return .violation("the writer sent more chunks than the \(window)-chunk window it was granted")
+        }
+        return .deliver(from: Int(receivedOffset - offset))
+    }
+
+    /// A chunk arrived (its bytes: `chunk`).
+    mutating func dataArrived(_ data: WireStreamData, chunk: Data, now: ContinuousClock.Instant) -> [Action] {
+        switch arrival(offset: data.offset, count: chunk.count) {
+        case .duplicate:
+            return [.record(.duplicateBytesDropped(chunk.count))]
+        case .violation(let reason):
+            return violate(reason, now: now)
+        case .deliver(let start):
+            let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
+            creditOutstanding -= 1
+            unconsumed += 1
+            receivedOffset += UInt64(fresh.count)
+            bytesArrived += UInt64(fresh.count)
+            lastProgress = now
+            var actions: [Action] = []
+            if start > 0 { actions.append(.record(.duplicateBytesDropped(start))) }
+            if data.totalLength > 0 { actions.append(.expectLength(data.totalLength)) }
+            actions.append(.deliver(fresh))
+            return actions
+        }
+    }
+
+    /// The peer's end arrived (again, after a resume: acknowledged again, delivered once).
+    mutating func endArrived(_ end: WireStreamEnd, now: ContinuousClock.Instant) -> [Action] {
+        guard reads else { return violate("an end arrived on a direction the open excluded", now: now) }
+        var actions: [Action] = []
+        if !endReceived {
+            var checksum: UInt32?
+            if end.checksumAlgorithm == .crc32C, end.checksum.count == 4 {
+                checksum = end.checksum.reduce(0) { $0 << 8 | UInt32($1) }
+            }
+            endReceived = true
+            actions.append(.deliverEnd(total: end.totalLength, checksum: checksum))
+        }
+        // Acknowledged, so that the writer may forget it.
+        actions.append(send(.credit(acknowledgement()), now: now))
+        return actions + completion()
+    }
+
+    /// The reader consumed `chunks`: they are granted back to the writer as credit.
+    mutating func consumed(chunks: Int, now: ContinuousClock.Instant) -> [Action] {
+        guard failure == nil else { return [] }
+        unconsumed = max(0, unconsumed - chunks)
+        guard !endReceived else { return [] }
+        creditOutstanding += chunks
+        return [send(.credit(acknowledgement(chunks: chunks)), now: now)]
+    }
+
+    /// The credit granted on a resume: the window, less what the reader still holds.
+    mutating func resumeGrant() -> Int {
+        creditOutstanding = max(0, window - unconsumed)
+        return creditOutstanding
+    }
+}

@@ -1,0 +1,244 @@
+import DequeModule
+import Foundation
+import HandoffWire
+import ZeroMQ
+
+/// One stream pair's protocol (stream.proto), either side, as a value with no I/O: events in (a
+/// frame from the peer, the application's write, end or read, the transport refusing a frame, a
+/// tick), actions out (a frame to send, bytes or the end to hand the reader, the writer to wake, a
+/// failure, completion). Time is passed in with every event; the only randomness, the resume
+/// token, is passed in by whoever accepts the open.
+///
+/// The node carries the actions out for its pairs (``StreamSession`` is the shell: the waiters and
+/// the reader's queue); the simulator runs the same machine over its simulated network. The rules
+/// are tested on the machine alone (StreamPairTests), as quinn-proto tests QUIC's connection.
+struct StreamPair {
+    /// Writers never have more chunks unacknowledged than this, whatever credit a peer grants, so
+    /// what a writer keeps for a resume is bounded too.
+    static let maxUnacknowledgedChunks = 64
+
+    /// Whether this side is the continuing one (it opened the pair, and resumes it).
+    let isContinuer: Bool
+    let direction: WireStreamDirection
+    /// Who the peer is, in words, and the activity's type, for the errors the pair ends with.
+    let peerName: String
+    let activityType: String
+    /// The originator's token for resuming the pair (empty until the open is answered).
+    var resumeToken = Data()
+    /// Waiting for the originator's answer to this side's open.
+    var isOpening = false
+
+    // MARK: Writing half
+
+    /// Whether this side writes (the open did not exclude its direction).
+    let writes: Bool
+    /// Chunks this side may still send before the peer grants more.
+    var sendCredit = 0
+    /// The largest chunk the peer accepts.
+    var peerChunkSize: Int
+    /// Chunks sent and not yet acknowledged, kept to send again after a resume; at most the credit
+    /// granted, so bounded by the peer's window. Frames are reference-counted: keeping one costs no copy.
+    var retained = Deque<SentChunk>()
+    /// Chunks to send again after a resume, before anything new.
+    var resend = Deque<SentChunk>()
+    /// The end this side wrote, kept until the peer acknowledges it.
+    var end: WireStreamEnd?
+    var endNeedsSending = false
+    /// The peer acknowledged this side's end (or this side does not write).
+    var endAcknowledged: Bool
+
+    struct SentChunk {
+        let offset: UInt64
+        let frame: Frame
+        let total: UInt64
+    }
+
+    // MARK: Reading half
+
+    /// Whether this side reads.
+    let reads: Bool
+    /// The largest chunk this side accepts.
+    let ownChunkSize: Int
+    /// The window this side grants.
+    let window: Int
+    /// Bytes received in order.
+    var receivedOffset: UInt64 = 0
+    /// Chunks the peer may still send under the credit granted.
+    var creditOutstanding: Int
+    /// Chunks handed to the reader and not yet consumed (granted back as credit).
+    var unconsumed = 0
+    /// The peer's end arrived (or this side does not read).
+    var endReceived: Bool
+
+    // MARK: Liveness and outcome
+
+    /// Bytes this side put on the wire, and took off it, resends included.
+    var bytesSent: UInt64 = 0
+    var bytesArrived: UInt64 = 0
+    /// Bytes sent again after resumes.
+    var bytesResent: UInt64 = 0
+    var resumes = 0
+    var lastHeard: ContinuousClock.Instant
+    /// When the pair last made progress: bytes read from the peer, or written bytes acknowledged.
+    var lastProgress: ContinuousClock.Instant
+    var lastSent: ContinuousClock.Instant
+    /// Since when the pair is interrupted (connection dropped, or silence), waiting for a resume.
+    var interruptedSince: ContinuousClock.Instant?
+    var lastResumeSent: ContinuousClock.Instant?
+    private(set) var failure: HandoffError?
+    private(set) var failedAt: ContinuousClock.Instant?
+    /// `.completed` was announced (it is, once).
+    private var completionAnnounced = false
+
+    /// What the node (or the simulator) does for the pair.
+    enum Action {
+        /// Put this frame on the wire to the peer (a chunk's bytes travel as `payload`).
+        case send(WireStreamFrame.OneOf_Kind, payload: Frame?)
+        /// Hand these bytes to the reader, in order.
+        case deliver(Data)
+        /// The peer's end: the reader's iteration ends once it verified length and checksum.
+        case deliverEnd(total: UInt64, checksum: UInt32?)
+        /// The peer said how many bytes it will send (for the reader's progress).
+        case expectLength(UInt64)
+        /// The originator accepted this side's open: the opener goes on.
+        case opened(WireStreamOpen)
+        /// A writer waiting for credit (or the resume) may go on.
+        case wakeWriter
+        /// The pair failed: the reader's iteration throws, a waiting writer and opener wake to it.
+        case failed(HandoffError)
+        /// Both halves are complete: the pair can be forgotten.
+        case completed
+        /// Something to count or log.
+        case record(Record)
+    }
+
+    /// What the pair did that the node counts (``Node/StreamCounters``) or logs.
+    enum Record: Equatable {
+        /// Bytes that arrived again after a resume and were dropped.
+        case duplicateBytesDropped(Int)
+        /// Bytes sent again after a resume.
+        case bytesResent(Int)
+        /// The pair was picked up again; the peer had `peerHad` bytes. `wasInterrupted`: this side
+        /// had noticed the interruption (the resume is news worth a log line).
+        case resumed(peerHad: UInt64, wasInterrupted: Bool)
+        /// The peer broke the stream's rules (the pair failed with this error, and the peer was told).
+        case violation(HandoffError)
+        /// Nothing was heard from the peer for the idle timeout: the pair waits for a resume.
+        case interruptedBySilence
+        /// The pair failed because its peer is gone (silent past the resume window, or refusing).
+        case lost
+    }
+
+    init(isContinuer: Bool, direction: WireStreamDirection, peerName: String, activityType: String, window: Int, chunkSize: Int, peerChunkSize: Int, now: ContinuousClock.Instant) {
+        self.isContinuer = isContinuer
+        self.direction = direction
+        self.peerName = peerName
+        self.activityType = activityType
+        writes = Self.writes(direction, isContinuer: isContinuer)
+        reads = Self.writes(direction, isContinuer: !isContinuer)
+        endAcknowledged = !writes
+        endReceived = !reads
+        self.window = window
+        creditOutstanding = window
+        ownChunkSize = chunkSize
+        self.peerChunkSize = peerChunkSize
+        lastHeard = now
+        lastProgress = now
+        lastSent = now
+    }
+
+    /// Whether the side (`isContinuer`) writes under `direction`.
+    static func writes(_ direction: WireStreamDirection, isContinuer: Bool) -> Bool {
+        switch direction {
+        case .originToContinuer: !isContinuer
+        case .continuerToOrigin: isContinuer
+        default: true
+        }
+    }
+
+    /// The largest chunk this side's writer sends: at most what the peer accepts.
+    var writeChunkSize: Int { min(ownChunkSize, peerChunkSize) }
+
+    /// Both halves are complete: what this side wrote was acknowledged as ended, what it reads ended.
+    var isComplete: Bool { endAcknowledged && endReceived && failure == nil }
+
+    var isLive: Bool { failure == nil }
+
+    /// Whether the pair waits on its peer, not on this side: what it wrote awaits credit or an
+    /// acknowledgement, or it reads and nothing is waiting to be read. `writerWaiting`: this side's
+    /// writer is blocked on credit (a pair whose own writer has not started, its plugin call
+    /// waiting for a worker, is not waiting on its peer).
+    func waitsOnPeer(writerWaiting: Bool) -> Bool {
+        let writerWaits = writes && !endAcknowledged && (sendCredit == 0 || end != nil || !retained.isEmpty && writerWaiting)
+        let readerWaits = reads && !endReceived && unconsumed == 0
+        return writerWaits || readerWaits || interruptedSince != nil
+    }
+
+    /// Whether this side still sends keep-alives: only while a direction it takes part in is open
+    /// for it (it reads one that has not ended, or writes one whose end it has not sent). Once a
+    /// one-way pair's writer has sent its end, nothing more comes from it but that end again after a
+    /// resume: a keep-alive then would be traffic on the direction the open excluded.
+    var sendsKeepAlives: Bool {
+        (reads && !endReceived) || (writes && end == nil)
+    }
+
+    /// Open, and interrupted: waiting for its peer to come back within the resume window.
+    var awaitsResume: Bool { interruptedSince != nil && !isOpening }
+
+    /// What the liveness rules read of the pair (``StreamLiveness``).
+    var liveness: StreamLiveness.State {
+        StreamLiveness.State(
+            lastHeard: lastHeard, lastSent: lastSent, interruptedSince: interruptedSince,
+            lastResumeSent: lastResumeSent, isContinuer: isContinuer, sendsKeepAlives: sendsKeepAlives)
+    }
+
+    /// Whether the writer may put a new chunk on the wire now (or learn that the pair failed).
+    var writerMayProceed: Bool {
+        failure != nil || (sendCredit > 0 && resend.isEmpty && interruptedSince == nil && retained.count < Self.maxUnacknowledgedChunks)
+    }
+
+    /// The acknowledgement this side sends (with `chunks` of new credit; 0 is a keep-alive).
+    func acknowledgement(chunks: Int = 0) -> WireStreamCredit {
+        var credit = WireStreamCredit()
+        credit.chunks = UInt32(chunks)
+        credit.acknowledgedOffset = receivedOffset
+        credit.endReceived = reads && endReceived
+        return credit
+    }
+
+    /// `.completed`, the first time the pair is complete.
+    mutating func completion() -> [Action] {
+        guard isComplete, !completionAnnounced else { return [] }
+        completionAnnounced = true
+        return [.completed]
+    }
+
+    // MARK: Failing
+
+    /// Ends the pair with `error`, telling the peer with `notice` (an error or a cancel) if given.
+    /// A failure is final: the first error stays, later ones change nothing.
+    mutating func fail(_ error: HandoffError, telling notice: WireStreamFrame.OneOf_Kind? = nil, now: ContinuousClock.Instant) -> [Action] {
+        guard failure == nil else { return [] }
+        var actions: [Action] = []
+        if let notice { actions.append(send(notice, now: now)) }
+        failure = error
+        failedAt = now
+        isOpening = false
+        retained.removeAll()
+        resend.removeAll()
+        actions.append(.failed(error))
+        return actions
+    }
+
+    /// The peer broke the stream's rules: it is told, and the pair is over.
+    mutating func violate(_ reason: String, now: ContinuousClock.Instant) -> [Action] {
+        let error = HandoffError(.streamProtocolViolation, reason, activityType: activityType)
+        return [.record(.violation(error))] + fail(error, telling: .error(error.wire), now: now)
+    }
+
+    /// A frame to the peer: what was last sent is now.
+    mutating func send(_ kind: WireStreamFrame.OneOf_Kind, payload: Frame? = nil, now: ContinuousClock.Instant) -> Action {
+        lastSent = now
+        return .send(kind, payload: payload)
+    }
+}
