@@ -38,6 +38,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "The bus through a broker (which also crashes, restarts empty, and is cut off from nodes) instead of node to node.")
     var broker = false
 
+    @Flag(help: "No continuation streams (they are drawn apart: a seed's other events are the same either way).")
+    var noStreams = false
+
     mutating func run() throws {
         HandoffSim.requireDeterministicHashing()
         var options = SimulationOptions()
@@ -45,6 +48,7 @@ struct HandoffSim: ParsableCommand {
         options.duration = .seconds(seconds)
         options.faults = !noFaults
         options.broker = broker
+        options.streams = !noStreams
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -53,9 +57,9 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")")
         var failed: [SimulationReport] = []
-        var steps = 0, deliveries = 0, refused = 0, continuations = 0
+        var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0
         let clock = ContinuousClock.now
         for seed in start..<(start + UInt64(seeds)) {
             let report = Simulation.run(seed: seed, options: options)
@@ -63,25 +67,27 @@ struct HandoffSim: ParsableCommand {
             deliveries += report.deliveries
             refused += report.refused
             continuations += report.continuations
+            streams += report.streams
+            whole += report.streamsWhole
             if let failure = report.failure {
                 print("seed \(seed) FAILED: \(failure)")
                 failed.append(report)
             }
         }
         let elapsed = ContinuousClock.now - clock
-        print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(continuations) continuations, \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
+        print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(continuations) continuations, \(streams) streams (\(whole) read whole), \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
         if let first = failed.first {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(broker ? " --broker" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")")
             throw ExitCode(1)
         }
     }
 
     func summary(_ report: SimulationReport) -> String {
         let outcome = report.failure.map { "FAILED: \($0)" } ?? "passed"
-        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.continuations) continuations, \(report.refused) refused)"
+        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.continuations) continuations, \(report.streams) streams (\(report.streamsWhole) read whole), \(report.refused) refused)"
     }
 
     /// Dictionaries iterate in an order seeded per process unless SWIFT_DETERMINISTIC_HASHING is

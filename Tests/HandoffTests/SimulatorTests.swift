@@ -111,6 +111,42 @@ struct SimulatorTests {
         #expect(Simulation.run(seed: 42, options: quiet).refused == 0, "refusals without liars or duplicates")
     }
 
+    @Test("streams in the simulated world: read whole across a cut link and a resume, a flood past the credit refused, the rest ended by typed errors; the rest of the seed runs as without streams")
+    func streams() async throws {
+        let run = try await runSimulator(["--seed", "13", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        let lines = run.output.split(separator: "\n")
+        #expect(lines.contains { $0.contains("complete (continuing side)") }, "no stream was read whole")
+        #expect(lines.contains { $0.contains("resumed, the peer had") }, "no stream resumed")
+        #expect(lines.contains { $0.contains("the writer sent more chunks than the 4-chunk window it was granted") }, "the flood was not refused")
+        let report = Simulation.run(seed: 13)
+        #expect(report.streams > 5 && report.streamsWhole > 2, "\(report)")
+        // Streams draw from their own randomness: the bus does exactly what it did without them.
+        var without = SimulationOptions()
+        without.streams = false
+        let alone = Simulation.run(seed: 13, options: without)
+        #expect(alone.deliveries == report.deliveries && alone.continuations == report.continuations && alone.streams == 0)
+    }
+
+    @Test("stream invariants: bytes a writer did not write, or a reader holding more than its window, fail the run")
+    func streamInvariantsBite() throws {
+        var options = SimulationOptions()
+        options.nodes = 2
+        let world = SimulatedWorld(options: options, seed: 1, hostile: [], follows: [[], ["org.sim."]], trace: nil)
+        let pair = StreamPair(isContinuer: true, direction: .originToContinuer, peerName: "the originator", activityType: "org.sim.edit",
+                              window: 4, chunkSize: 1_024, peerChunkSize: 1_024, now: world.instant)
+        let stream = SimulatedStream(number: 0, activityID: "a", direction: .originToContinuer, bytes: 10, reader: .prompt, floods: false,
+                                     openedAt: .zero, continuer: .init(node: 1, incarnation: 0, pair: pair))
+        world.streams.append(stream)
+        world.streamOrigins.append(0)
+        #expect(SimulationInvariants.streams(world) == nil)
+        stream[.continuer]!.held = 5
+        #expect(SimulationInvariants.streams(world)?.invariant == "stream-memory-bounded")
+        stream[.continuer]!.held = 0
+        world.readerReceived(stream, .continuer, Data([1, 2, 3]))
+        #expect(SimulationInvariants.streams(world)?.invariant == "stream-bytes-exact")
+    }
+
     @Test("believed-only-from-origin fails a follower that knows an activity under another origin than its maker")
     func beliefInvariantBites() throws {
         let world = SimulatedWorld(options: .init(), seed: 1, hostile: [], trace: nil)

@@ -86,6 +86,9 @@ extension SimulatedWorld {
         case .healBroker(let index):
             log("partition between \(nodes[index].id) and the broker heals")
             healBroker(index)
+        case .openStream(let index, let pick, let bytes, let direction, let reader, let floods):
+            guard running(index) else { return nil }
+            openStream(at: index, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: floods)
         }
         return nil
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import ZeroMQ
 
 /// A fleet of simulated nodes on one virtual clock, in one thread: every event (a tick, a
 /// message arriving, a planned operation) runs in order of time, and ties in the order they were
@@ -28,6 +29,12 @@ final class SimulatedWorld {
         case brokerAsks(to: Int, epoch: Int, topic: String, subscribe: Bool)
         /// With a broker: its cache's next expiry (`incarnation`: the broker process it was set in).
         case brokerTick(incarnation: Int)
+        /// A continuation stream frame on the connection between the stream's two nodes.
+        case streamFrame(stream: Int, to: SimulatedStream.Side, epoch: Int, kind: WireStreamFrame.OneOf_Kind, payload: Frame?)
+        /// A slow or pausing reader reads again.
+        case streamRead(stream: Int, side: SimulatedStream.Side)
+        /// A stream open's wait for its answer ends.
+        case streamOpenTimeout(stream: Int)
     }
 
     struct Queued {
@@ -51,7 +58,7 @@ final class SimulatedWorld {
     var date: Date { epochDate.addingTimeInterval(now.seconds) }
 
     var nodes: [SimulatedNode] = []
-    private var links: [[Link]]
+    var links: [[Link]]
     /// With a broker: it, each node's connection to it (up: node → broker, down: broker → node),
     /// the partitions in force between it and each node (counted), and since when each node's
     /// connection to it has been up.
@@ -64,7 +71,7 @@ final class SimulatedWorld {
     /// How many answer a snapshot request: the broker, or every other node.
     var snapshotAnswerers: Int { broker == nil ? options.nodes - 1 : 1 }
     /// Partitions in force between two nodes (lower index first), counted.
-    private var partitions: [Int: Int] = [:]
+    var partitions: [Int: Int] = [:]
     /// Since when each pair's connection has been up (key as ``partitions``).
     var upSince: [Int: Duration] = [:]
     private var queue = EventQueue()
@@ -77,6 +84,13 @@ final class SimulatedWorld {
     let trace: ((String) -> Void)?
     /// The delegate of activities whose will-save runs (activities hold their delegate weakly).
     let saver = SimulatedSaver()
+    /// The continuation streams opened so far, by number, and the node each was opened with.
+    var streams: [SimulatedStream] = []
+    var streamOrigins: [Int] = []
+    /// Streams draw their delays and tokens apart, so that a seed's other events run as they did
+    /// before streams were simulated; their frames keep order per connection.
+    var streamNetwork: SimulationRandom
+    var streamArrivals: [Int: Duration] = [:]
     private(set) var steps = 0
     private(set) var deliveries = 0
 
@@ -85,6 +99,7 @@ final class SimulatedWorld {
         self.options = options
         self.trace = trace
         network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
+        streamNetwork = SimulationRandom(seed: seed ^ 0x57E4_A3F0_0D15_EA5E)
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
         broker = options.broker ? SimulatedBroker() : nil
         brokerLinks = Array(repeating: (Link(), Link()), count: options.nodes)
@@ -155,6 +170,7 @@ final class SimulatedWorld {
             for activity in tick.expired { truth.ended(activity.id, at: now) }
             if let note = tick.note { log("\(node.id): \(note)") }
             publish(from: index, tick.messages)
+            tickStreams(at: index)
             if tick.presence { node.followerDo { $0.pruneSequences(now: instant) } }
             let next = min(now + .milliseconds(250), node.advertiserDo { $0.nextPresence } - origin)
             schedule(.tick(node: index), at: max(next, now + .milliseconds(1)))
@@ -217,6 +233,9 @@ final class SimulatedWorld {
             _ = broker.coreDo { $0.expire(now: instant) }
             let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
             schedule(.brokerTick(incarnation: incarnation), at: max(next, now + .milliseconds(1)))
+            return nil
+        case .streamFrame, .streamRead, .streamOpenTimeout:
+            handleStream(event)
             return nil
         }
     }
@@ -350,45 +369,4 @@ final class SimulatedWorld {
     func sendSubscription(from: Int, to: Int, _ topic: String, subscribe: Bool) {
         schedule(.subscription(from: from, to: to, epoch: links[from][to].epoch, topic: topic, subscribe: subscribe), at: arrive(from: from, to: to))
     }
-
-    /// A connection between `a` and `b` breaks: what was on its way is lost, and each side's
-    /// publisher forgets the other's subscriptions.
-    func disconnect(_ a: Int, _ b: Int) {
-        links[a][b].epoch += 1
-        links[b][a].epoch += 1
-        links[a][b].lastArrival = now
-        links[b][a].lastArrival = now
-        nodes[a].subscriptionsOfPeer[b] = nil
-        nodes[b].subscriptionsOfPeer[a] = nil
-        upSince[pair(a, b)] = nil
-        // Each side's DEALER to the other dropped: its requests fail now (Client's monitor).
-        endRequests(nodes[a].client.disconnected(from: nodes[b].continueEndpoint), of: a)
-        endRequests(nodes[b].client.disconnected(from: nodes[a].continueEndpoint), of: b)
-    }
-
-    /// A connection between `a` and `b` comes back: each side's subscriber subscribes again, and
-    /// its follower hears that it reconnected.
-    func reconnect(_ a: Int, _ b: Int, notify: Bool) {
-        guard connected(a, b) else { return }
-        upSince[pair(a, b)] = now
-        // With a broker, nodes connect to each other only to continue.
-        guard broker == nil else { return }
-        for (subscriber, publisher) in [(a, b), (b, a)] {
-            for topic in nodes[subscriber].subscriptions.sorted() { sendSubscription(from: subscriber, to: publisher, topic, subscribe: true) }
-            if notify { perform(subscriber, nodes[subscriber].followerDo { $0.busReconnected(to: "tcp://\(nodes[publisher].id)", now: instant) }) }
-        }
-    }
-
-    func partition(_ a: Int, _ b: Int) {
-        if partitions[pair(a, b), default: 0] == 0, nodes[a].alive, nodes[b].alive { disconnect(a, b) }
-        partitions[pair(a, b), default: 0] += 1
-    }
-
-    func heal(_ a: Int, _ b: Int) {
-        guard let count = partitions[pair(a, b)], count > 0 else { return }
-        partitions[pair(a, b)] = count == 1 ? nil : count - 1
-        if count == 1 { reconnect(a, b, notify: true) }
-    }
-
-    func linkFlag(from: Int, to: Int) { links[from][to].duplicateNext = true }
 }

@@ -16,6 +16,9 @@ public struct SimulationOptions: Sendable, Hashable {
     /// restart with an empty cache and be cut off from single nodes) instead of node to node.
     /// Continue requests go node to node either way.
     public var broker = false
+    /// Whether nodes open continuation streams (drawn apart from the rest of the schedule: a
+    /// seed's other entries are the same either way).
+    public var streams = true
 
     public init() {}
 }
@@ -47,6 +50,9 @@ public struct SimulationReport: Sendable {
     public let continuations: Int
     /// Did-updates told: a held activity fetched again at a newer version.
     public let didUpdates: Int
+    /// Continuation streams opened, and those whose readers got every byte, verified.
+    public let streams: Int
+    public let streamsWhole: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -67,7 +73,11 @@ public enum Simulation {
         var random = SimulationRandom(seed: seed)
         var hostile: Set<Int> = []
         while hostile.count < min(options.hostileNodes, options.nodes - 2) { hostile.insert(Int.random(in: 0..<options.nodes, using: &random)) }
-        let schedule = SimulationSchedule(options: options, hostile: hostile, random: &random)
+        var schedule = SimulationSchedule(options: options, hostile: hostile, random: &random)
+        if options.streams {
+            var streamRandom = SimulationRandom(seed: seed ^ 0x0057_4EA3_5EED_0001)
+            schedule.addStreams(options: options, hostile: hostile, random: &streamRandom)
+        }
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
         if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.broker ? " through a broker" : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
         let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
@@ -76,6 +86,7 @@ public enum Simulation {
             seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
             activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + (world.broker?.refused ?? 0),
             continuations: world.truth.handedOver.values.reduce(0, +), didUpdates: world.truth.didUpdates.count,
+            streams: world.streams.count, streamsWhole: world.streams.count { $0.ends.contains { $0?.readWhole == true } },
             entries: schedule.entries, skipped: skipping, trace: lines)
     }
 

@@ -30,7 +30,7 @@ enum SimulationInvariants {
     static func check(_ world: SimulatedWorld, touched: Int?) -> SimulationFailure? {
         if let touched, let failure = believedOnlyFromOrigin(world, node: touched) { return failure }
         return knownWithinBounds(world) ?? continuedAtMostOnce(world) ?? requestsEnd(world) ?? memoryBounded(world)
-            ?? didUpdateGenuine(world) ?? heldActivityUpdated(world)
+            ?? didUpdateGenuine(world) ?? heldActivityUpdated(world) ?? streams(world)
     }
 
     /// "did-update-genuine": a did-update tells a node a version newer than the one it held, and
@@ -170,7 +170,7 @@ enum SimulationInvariants {
         return nil
     }
 
-    private static func failure(_ world: SimulatedWorld, _ invariant: String, _ detail: String) -> SimulationFailure {
+    static func failure(_ world: SimulatedWorld, _ invariant: String, _ detail: String) -> SimulationFailure {
         SimulationFailure(invariant: invariant, detail: detail, at: world.now, step: world.steps)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffWire
 
 /// What happens in a simulated run besides the protocol's own work, drawn from the seed before the
 /// run starts: the workload (activities made current, changed, resigned, invalidated, expiring)
@@ -29,6 +30,9 @@ struct SimulationSchedule {
         /// With a broker: the connection between it and one node breaks, and comes back.
         case partitionBroker(node: Int)
         case healBroker(node: Int)
+        /// The node opens a continuation stream pair with the origin of the `pick`-th activity it
+        /// knows; each writing end writes `bytes`. A flooding (hostile) node ignores its credit.
+        case openStream(node: Int, pick: Int, bytes: Int, direction: WireStreamDirection, reader: SimulatedStream.Reader, floods: Bool)
     }
 
     struct Planned {
@@ -91,6 +95,35 @@ struct SimulationSchedule {
                     add(at, .lie(node: liar, pick: pick))
                 }
             }
+        }
+        planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
+    }
+
+    /// Adds continuation streams, drawn from their own randomness (`random`), so that a seed's
+    /// other entries stay as they were: every 1 to 8 seconds a node opens a stream of up to 48 KiB,
+    /// one way or both, read promptly, slowly, with a pause past the idle timeout, or cancelled
+    /// part way; a hostile node now and then floods past its credit.
+    mutating func addStreams(options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom) {
+        var at = Duration.zero
+        while true {
+            at += random.duration(.seconds(1)...(.seconds(8)))
+            guard at < options.duration else { break }
+            let pick = Int.random(in: 0..<1_000, using: &random)
+            if let liar = hostile.sorted().first, random.chance(0.1) {
+                // Its originator's reader pauses: the flood must be refused, not buffered.
+                add(at, .openStream(node: liar, pick: pick, bytes: 0, direction: .continuerToOrigin, reader: .pauses(atByte: 0, for: .seconds(5)), floods: true))
+                continue
+            }
+            let node = Int.random(in: 0..<options.nodes, using: &random)
+            let bytes = random.chance(0.1) ? 0 : Int.random(in: 1...48 * 1_024, using: &random)
+            let direction: WireStreamDirection = [.originToContinuer, .originToContinuer, .continuerToOrigin, .unspecified].randomElement(using: &random)!
+            let reader: SimulatedStream.Reader = switch Double.random(in: 0..<1, using: &random) {
+            case ..<0.55: .prompt
+            case ..<0.75: .slow(random.duration(.milliseconds(5)...(.milliseconds(150))))
+            case ..<0.9: .pauses(atByte: Int.random(in: 0...max(0, bytes), using: &random), for: random.duration(.seconds(3)...(.seconds(12))))
+            default: .cancels(atByte: Int.random(in: 0...max(0, bytes), using: &random))
+            }
+            add(at, .openStream(node: node, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: false))
         }
         planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
     }

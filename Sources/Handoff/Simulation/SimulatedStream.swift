@@ -1,0 +1,121 @@
+import CHandoffChecksum
+import Foundation
+import HandoffWire
+
+/// One continuation stream pair in the simulated world: the production machine (``StreamPair``)
+/// at each end, and the applications around them — a writer that writes a known content as fast
+/// as its credit allows, a reader that reads it promptly, slowly, with a long pause, or gives up,
+/// and, for a hostile continuing node, a writer that ignores the credit it was granted.
+final class SimulatedStream {
+    /// How the reading application behaves.
+    enum Reader: Equatable, CustomStringConvertible {
+        case prompt
+        /// Reads one chunk per `delay`.
+        case slow(Duration)
+        /// Stops reading at `atByte` for `pause` (longer than the idle timeout: keep-alives must
+        /// keep the pair), then reads on.
+        case pauses(atByte: Int, for: Duration)
+        /// Cancels the stream once `atByte` bytes arrived.
+        case cancels(atByte: Int)
+
+        var description: String {
+            switch self {
+            case .prompt: "a prompt reader"
+            case .slow(let delay): "a slow reader (a chunk per \(delay))"
+            case .pauses(let at, let pause): "a reader pausing at byte \(at) for \(pause)"
+            case .cancels(let at): "a reader cancelling at byte \(at)"
+            }
+        }
+    }
+
+    enum Side: Int, CaseIterable, CustomStringConvertible {
+        case continuer = 0, origin = 1
+        var other: Side { self == .continuer ? .origin : .continuer }
+        var description: String { self == .continuer ? "continuing" : "originating" }
+    }
+
+    /// One end: its node's process, the machine, and its applications' progress.
+    struct End {
+        let node: Int
+        /// The node's process the end lives in: a restarted node has none of its old pairs.
+        let incarnation: Int
+        var pair: StreamPair
+        /// Bytes the writer wrote, and their CRC-32C; whether it wrote the end.
+        var written = 0
+        var writtenChecksum: UInt32 = 0
+        var endWritten = false
+        /// Bytes the reader received in order, and their CRC-32C.
+        var received = 0
+        var receivedChecksum: UInt32 = 0
+        /// Chunks delivered and not yet read; chunks read and not yet granted back.
+        var held = 0
+        var ungranted = 0
+        var readScheduled = false
+        /// Until when the reader pauses (``Reader/pauses(atByte:for:)``), once it reached the byte.
+        var pausedUntil: Duration?
+        /// The reader saw the end, verified.
+        var readWhole = false
+        /// The pair completed (both halves), or failed with this.
+        var completed = false
+        var failure: HandoffError?
+
+        var finished: Bool { completed || failure != nil }
+    }
+
+    let number: Int
+    let activityID: String
+    let direction: WireStreamDirection
+    /// Bytes each writing end writes.
+    let bytes: Int
+    let reader: Reader
+    /// The continuing node floods: it sends three windows of chunks at once, ignoring the credit.
+    let floods: Bool
+    let openedAt: Duration
+    var ends: [End?]
+
+    /// What was wrong with the bytes a reader got (the invariant "stream-bytes-exact" reports it).
+    var corrupted: String?
+
+    /// The sim's stream settings: small chunks and windows so that a run sees many of them, and a
+    /// short idle timeout and resume window so that a 60-second run sees pairs interrupted,
+    /// resumed and lost.
+    static let settings = (chunkSize: 1_024, idleTimeout: Duration.seconds(2), resumeWindow: Duration.seconds(8))
+
+    init(number: Int, activityID: String, direction: WireStreamDirection, bytes: Int, reader: Reader, floods: Bool, openedAt: Duration, continuer: End) {
+        self.number = number
+        self.activityID = activityID
+        self.direction = direction
+        self.bytes = bytes
+        self.reader = reader
+        self.floods = floods
+        self.openedAt = openedAt
+        ends = [continuer, nil]
+    }
+
+    subscript(side: Side) -> End? {
+        get { ends[side.rawValue] }
+        set { ends[side.rawValue] = newValue }
+    }
+
+    /// Runs `body` on an end's machine (there must be one).
+    func pairDo<T>(_ side: Side, _ body: (inout StreamPair) -> T) -> T {
+        body(&ends[side.rawValue]!.pair)
+    }
+
+    /// The content every writer of this stream writes: byte `offset` of it.
+    func byte(at offset: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: (offset &* 131) ^ (offset >> 7) &+ number &* 17)
+    }
+
+    func content(_ range: Range<Int>) -> [UInt8] { range.map(byte(at:)) }
+
+    /// The CRC-32C of the whole content, as the writer's end carries it.
+    lazy var checksum: UInt32 = {
+        let all = content(0..<bytes)
+        return all.withUnsafeBytes { handoff_crc32c(0, $0.baseAddress, $0.count) }
+    }()
+
+    static func crc(_ previous: UInt32, _ bytes: some ContiguousBytes) -> UInt32 {
+        bytes.withUnsafeBytes { handoff_crc32c(previous, $0.baseAddress, $0.count) }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import HandoffWire
+
+// Continuation streams in the simulated world: the reading applications, the ticks and the
+// broken connections that drive each end's liveness.
+extension SimulatedWorld {
+    /// A reading application got bytes: they must be the writer's, in order.
+    func readerReceived(_ stream: SimulatedStream, _ side: Side, _ bytes: Data) {
+        let offset = stream[side]!.received
+        if stream.corrupted == nil, !bytes.elementsEqual(stream.content(offset..<offset + bytes.count)) {
+            stream.corrupted = "the \(side) side's reader got \(bytes.count) bytes at offset \(offset) that the writer did not write there"
+        }
+        stream[side]!.received += bytes.count
+        stream[side]!.receivedChecksum = SimulatedStream.crc(stream[side]!.receivedChecksum, bytes)
+        stream[side]!.held += 1
+        read(stream, side)
+    }
+
+    /// The writer's end arrived: what the reader got must be whole (the reader verifies the
+    /// length and CRC-32C the end carries, as ``ContinuationInputStream`` does).
+    func readerEnded(_ stream: SimulatedStream, _ side: Side, total: UInt64, checksum: UInt32?) {
+        let end = stream[side]!
+        let expected = stream.floods ? 0 : stream.bytes
+        guard total == UInt64(end.received), checksum == end.receivedChecksum, end.received == expected, checksum == stream.checksum else {
+            stream.corrupted = stream.corrupted ?? "the \(side) side's reader got an end of \(total) bytes, CRC \(checksum.map { String($0, radix: 16) } ?? "none"), after \(end.received) bytes (CRC \(String(end.receivedChecksum, radix: 16))); the writer wrote \(expected) bytes, CRC \(String(stream.checksum, radix: 16))"
+            return
+        }
+        stream[side]!.readWhole = true
+    }
+
+    /// The reading application reads what it holds, as its kind reads: the chunks it read are
+    /// granted back to the writer in batches of a quarter window, as ``ContinuationInputStream`` does.
+    func read(_ stream: SimulatedStream, _ side: Side) {
+        guard endAlive(stream, side), stream[side]!.pair.isLive, stream[side]!.held > 0 else { return }
+        switch stream.reader {
+        case .prompt:
+            consume(stream, side, chunks: stream[side]!.held)
+        case .slow(let delay):
+            guard !stream[side]!.readScheduled else { return }
+            stream[side]!.readScheduled = true
+            schedule(.streamRead(stream: stream.number, side: side), at: now + delay)
+        case .pauses(let atByte, let pause):
+            if stream[side]!.pausedUntil == nil, stream[side]!.received >= atByte {
+                stream[side]!.pausedUntil = now + pause
+                log("\(nodes[stream[side]!.node].id): stream \(stream.number)'s reader pauses for \(pause)")
+                schedule(.streamRead(stream: stream.number, side: side), at: now + pause)
+            }
+            if let until = stream[side]!.pausedUntil, now < until { return }
+            consume(stream, side, chunks: stream[side]!.held)
+        case .cancels(let atByte):
+            guard stream[side]!.received >= atByte else {
+                consume(stream, side, chunks: stream[side]!.held)
+                return
+            }
+            var cancel = WireStreamCancel()
+            cancel.reason = "the reader had enough"
+            let error = HandoffError(.streamCancelled, "the stream was cancelled here: \(cancel.reason)")
+            perform(stream, side, stream.pairDo(side) { $0.fail(error, telling: .cancel(cancel), now: instant) })
+        }
+    }
+
+    /// A slow or pausing reader's next read.
+    func readLater(_ stream: SimulatedStream, _ side: Side) {
+        guard endAlive(stream, side) else { return }
+        stream[side]!.readScheduled = false
+        if case .slow = stream.reader, stream[side]!.held > 0 {
+            consume(stream, side, chunks: 1)
+            read(stream, side)
+        } else {
+            read(stream, side)
+        }
+        drive(stream)
+    }
+
+    private func consume(_ stream: SimulatedStream, _ side: Side, chunks: Int) {
+        guard chunks > 0 else { return }
+        stream[side]!.held -= chunks
+        stream[side]!.ungranted += chunks
+        let batch = max(1, stream[side]!.pair.window / 4)
+        guard stream[side]!.ungranted >= batch else { return }
+        let granted = stream[side]!.ungranted
+        stream[side]!.ungranted = 0
+        perform(stream, side, stream.pairDo(side) { $0.consumed(chunks: granted, now: instant) })
+    }
+
+    // MARK: Events
+
+    /// A stream event comes due: a frame arrives, a reader reads again, an open's wait ends.
+    func handleStream(_ event: Event) {
+        switch event {
+        case .streamFrame(let number, let side, let epoch, let kind, let payload):
+            let stream = streams[number]
+            let (from, to) = (streamNode(stream, side.other), streamNode(stream, side))
+            guard epoch == self.epoch(from: from, to: to), nodes[to].alive, readsNow(event, at: to) else { return }
+            streamFrameArrives(stream, at: side, kind: kind, payload: payload)
+        case .streamRead(let number, let side):
+            guard let end = streams[number][side], nodes[end.node].alive, readsNow(event, at: end.node) else { return }
+            readLater(streams[number], side)
+        case .streamOpenTimeout(let number):
+            guard let end = streams[number][.continuer], nodes[end.node].alive, readsNow(event, at: end.node) else { return }
+            streamOpenTimedOut(streams[number])
+        default:
+            break
+        }
+    }
+
+    // MARK: Liveness
+
+    /// Node `index`'s tick: keep-alives, resumes and losses for its ends (``StreamPair/tick(now:idleTimeout:resumeWindow:)``).
+    func tickStreams(at index: Int) {
+        for stream in streams {
+            for side in Side.allCases where stream[side]?.node == index && endHeld(stream, side) {
+                let settings = SimulatedStream.settings
+                perform(stream, side, stream.pairDo(side) { $0.tick(now: instant, idleTimeout: settings.idleTimeout, resumeWindow: settings.resumeWindow) })
+            }
+            drive(stream)
+        }
+    }
+
+    /// The connection between nodes `a` and `b` broke: a continuing side's DEALER tells its pairs
+    /// (they wait to resume; an open still unanswered fails).
+    func streamsDisconnected(_ a: Int, _ b: Int) {
+        for stream in streams where endHeld(stream, .continuer) {
+            let continuer = stream[.continuer]!.node, origin = streamOrigins[stream.number]
+            guard (continuer, origin) == (a, b) || (continuer, origin) == (b, a) else { continue }
+            let unanswered = HandoffError(.connectionUnavailable, "the originator disconnected before answering the open")
+            let (actions, _) = stream.pairDo(.continuer) { $0.connectionDropped(failingOpenWith: unanswered, now: instant) }
+            perform(stream, .continuer, actions)
+        }
+    }
+
+    /// The open waited its time for an answer.
+    func streamOpenTimedOut(_ stream: SimulatedStream) {
+        guard endAlive(stream, .continuer) else { return }
+        let error = HandoffError(.remoteApplicationTimedOut, "the originator did not answer the request to open streams within \(SimulatedNode.continueTimeout)")
+        perform(stream, .continuer, stream.pairDo(.continuer) { $0.openUnanswered(error, now: instant) })
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+// The invariants of continuation streams (issue 37: "every stream ends whole with the right length
+// and CRC-32C, or with a typed error, never short and silent"; memory per peer within its bounds).
+extension SimulationInvariants {
+    /// How long an end may go without progress and without ending while nothing it waits for is
+    /// its own application: the idle timeout and the resume window, and slack for a tick and a
+    /// stop of the peer.
+    static var streamSilenceBound: Duration {
+        SimulatedStream.settings.idleTimeout + SimulatedStream.settings.resumeWindow + .seconds(10)
+    }
+
+    static func streams(_ world: SimulatedWorld) -> SimulationFailure? {
+        for stream in world.streams {
+            if let corrupted = stream.corrupted {
+                return failure(world, "stream-bytes-exact", "stream \(stream.number): \(corrupted)")
+            }
+            // "stream-honest-peers-agree": two honest ends never find each other breaking the rules,
+            // however the network drops, delays and cuts their frames.
+            if !stream.floods, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.code == .streamProtocolViolation }) {
+                return failure(world, "stream-honest-peers-agree", "stream \(stream.number), \(side) side: \(stream[side]!.failure!.message)")
+            }
+            for side in SimulatedStream.Side.allCases where world.endAlive(stream, side) {
+                let end = stream[side]!
+                if let failure = streamBounded(world, stream, side, end) ?? streamEnds(world, stream, side, end) { return failure }
+            }
+        }
+        return nil
+    }
+
+    /// "stream-memory-bounded": what an end keeps for its peer stays within the window it granted
+    /// or was granted: chunks kept for a resume, chunks handed to its reader and not read.
+    private static func streamBounded(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side, _ end: SimulatedStream.End) -> SimulationFailure? {
+        let pair = end.pair
+        let kept = pair.retained.count + pair.resend.count
+        guard kept <= StreamPair.maxUnacknowledgedChunks, pair.unconsumed <= pair.window, pair.creditOutstanding <= pair.window, end.held <= pair.window else {
+            return failure(world, "stream-memory-bounded", "stream \(stream.number), \(side) side: \(kept) chunks kept for a resume, \(pair.unconsumed) unread of a \(pair.window)-chunk window, \(pair.creditOutstanding) granted")
+        }
+        return nil
+    }
+
+    /// "stream-ends": an end that waits on nothing of its own (its reader is not pausing) makes
+    /// progress, or ends (whole, or with a typed error) within the idle timeout and the resume
+    /// window; and a flooding writer's reader never takes the flood as a whole stream.
+    private static func streamEnds(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side, _ end: SimulatedStream.End) -> SimulationFailure? {
+        if stream.floods, side == .origin, end.readWhole {
+            return failure(world, "stream-ends", "stream \(stream.number): the originator took a flood past the credit as a whole stream")
+        }
+        guard !end.finished, end.pair.isLive else { return nil }
+        if end.pair.isOpening { return nil }  // the open's own deadline ends it (streamOpenTimeout)
+        var anchor = max(stream.openedAt, end.pair.lastProgress - world.origin)
+        for other in SimulatedStream.Side.allCases {
+            if let until = stream[other]?.pausedUntil { anchor = max(anchor, until) }
+            if let node = stream[other]?.node { anchor = max(anchor, world.nodes[node].resumedAt) }
+        }
+        if let resumed = world.nodes[world.streamNode(stream, side.other)].stoppedUntil { anchor = max(anchor, resumed) }
+        guard world.now - anchor > streamSilenceBound else { return nil }
+        return failure(world, "stream-ends", "stream \(stream.number), \(side) side (on \(world.nodes[end.node].id)): no progress and no end for \(world.now - anchor) (\(end.received) bytes read, \(end.written) written), past \(streamSilenceBound)")
+    }
+}
