@@ -41,6 +41,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "No continuation streams (they are drawn apart: a seed's other events are the same either way).")
     var noStreams = false
 
+    @Flag(help: "No graceful departures (a node shutting down, withdrawing its activities, and coming back).")
+    var noDepartures = false
+
     mutating func run() throws {
         HandoffSim.requireDeterministicHashing()
         var options = SimulationOptions()
@@ -49,6 +52,7 @@ struct HandoffSim: ParsableCommand {
         options.faults = !noFaults
         options.broker = broker
         options.streams = !noStreams
+        options.departures = !noDepartures
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -57,7 +61,7 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0
         let clock = ContinuousClock.now
@@ -80,7 +84,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")")
             throw ExitCode(1)
         }
     }

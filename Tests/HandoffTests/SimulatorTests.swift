@@ -53,10 +53,11 @@ struct SimulatorTests {
     /// live activity stayed unknown until its origin's next refresh (25 s).
     @Test("regression, seed 6 through a broker: an activity let go during a partition is known again from the broker's snapshot")
     func brokerSnapshotAfterPartition() async throws {
-        let run = try await runSimulator(["--seed", "6", "--broker"])
+        let run = try await runSimulator(["--seed", "6", "--broker", "--no-departures"])
         #expect(run.status == 0, "\(run.output)")
         var options = SimulationOptions()
         options.broker = true
+        options.departures = false  // the schedule the seed failed with (departures are drawn since)
         let report = Simulation.run(seed: 6, options: options)
         #expect(report.failure == nil, "\(String(describing: report.failure))")
     }
@@ -68,9 +69,11 @@ struct SimulatorTests {
     /// presence after more than half a lease of silence now asks again.
     @Test("regression, seed 816017148: an update missed in a partition is learnt once its stopped origin goes on")
     func updateMissedWhileOriginStopped() async throws {
-        let run = try await runSimulator(["--seed", "816017148"])
+        let run = try await runSimulator(["--seed", "816017148", "--no-departures"])
         #expect(run.status == 0, "\(run.output)")
-        let report = Simulation.run(seed: 816_017_148, options: SimulationOptions())
+        var options = SimulationOptions()
+        options.departures = false  // the schedule the seed failed with (departures are drawn since)
+        let report = Simulation.run(seed: 816_017_148, options: options)
         #expect(report.failure == nil, "\(String(describing: report.failure))")
     }
 
@@ -81,10 +84,11 @@ struct SimulatorTests {
     /// later while the newer version is known (HeldActivities.dueRetries).
     @Test("regression, seed 877978307 through a broker: a did-update whose fetch failed in a partition is told once the origin is reachable")
     func didUpdateAfterFailedFetch() async throws {
-        let run = try await runSimulator(["--seed", "877978307", "--broker"])
+        let run = try await runSimulator(["--seed", "877978307", "--broker", "--no-departures"])
         #expect(run.status == 0, "\(run.output)")
         var options = SimulationOptions()
         options.broker = true
+        options.departures = false  // the schedule the seed failed with (departures are drawn since)
         let report = Simulation.run(seed: 877_978_307, options: options)
         #expect(report.failure == nil, "\(String(describing: report.failure))")
         #expect(report.didUpdates > 0, "the seed told no did-update")
@@ -113,19 +117,33 @@ struct SimulatorTests {
 
     @Test("streams in the simulated world: read whole across a cut link and a resume, a flood past the credit refused, the rest ended by typed errors; the rest of the seed runs as without streams")
     func streams() async throws {
-        let run = try await runSimulator(["--seed", "13", "--trace"])
+        let run = try await runSimulator(["--seed", "24", "--trace"])
         #expect(run.status == 0, "\(run.output.suffix(3_000))")
         let lines = run.output.split(separator: "\n")
         #expect(lines.contains { $0.contains("complete (continuing side)") }, "no stream was read whole")
         #expect(lines.contains { $0.contains("resumed, the peer had") }, "no stream resumed")
         #expect(lines.contains { $0.contains("the writer sent more chunks than the 4-chunk window it was granted") }, "the flood was not refused")
-        let report = Simulation.run(seed: 13)
-        #expect(report.streams > 5 && report.streamsWhole > 2, "\(report)")
+        let report = Simulation.run(seed: 24)
+        #expect(report.streams >= 4 && report.streamsWhole >= 1, "\(report)")
         // Streams draw from their own randomness: the bus does exactly what it did without them.
         var without = SimulationOptions()
         without.streams = false
-        let alone = Simulation.run(seed: 13, options: without)
+        let alone = Simulation.run(seed: 24, options: without)
         #expect(alone.deliveries == report.deliveries && alone.continuations == report.continuations && alone.streams == 0)
+    }
+
+    @Test("a node that shuts down withdraws its activities, which its followers forget at once, and comes back later")
+    func departures() async throws {
+        let run = try await runSimulator(["--seed", "3", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        let lines = run.output.split(separator: "\n")
+        guard let leave = lines.firstIndex(where: { $0.contains("node-5 shuts down") }) else {
+            Issue.record("seed 3 has no departure of node-5 any more")
+            return
+        }
+        #expect(lines[leave...].prefix(6).contains { $0.contains("removed (nodeShutdown)") }, "\(lines[leave...].prefix(6))")
+        #expect(lines[leave...].contains { $0.contains("node-5 exits") })
+        #expect(lines[leave...].contains { $0.contains("node-5 starts again") })
     }
 
     @Test("stream invariants: bytes a writer did not write, or a reader holding more than its window, fail the run")

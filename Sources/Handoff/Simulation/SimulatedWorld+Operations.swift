@@ -38,12 +38,10 @@ extension SimulatedWorld {
         case .crash(let index):
             guard nodes[index].alive else { return nil }
             log("\(nodes[index].id) is killed (-9)")
-            truth.forgetRequests(of: index)
-            for peer in nodes.indices where connected(index, peer) { disconnect(index, peer) }
-            if connectedToBroker(index) { disconnectBroker(index) }
-            nodes[index].alive = false
-            nodes[index].stoppedUntil = nil
-            for activity in nodes[index].advertiserDo({ $0.current.activities }) { truth.ended(activity.id, at: now) }
+            processEnds(index)
+        case .leave(let index):
+            guard running(index) else { return nil }
+            leave(index)
         case .restart(let index):
             guard !nodes[index].alive else { return nil }
             log("\(nodes[index].id) starts again")
@@ -94,6 +92,17 @@ extension SimulatedWorld {
     }
 
     func running(_ index: Int) -> Bool { nodes[index].isRunning(at: now) }
+
+    /// Node `index`'s process ends (killed, or exiting after a shutdown): its connections break,
+    /// what it waited for is forgotten, and its activities end with it.
+    func processEnds(_ index: Int) {
+        truth.forgetRequests(of: index)
+        for peer in nodes.indices where connected(index, peer) { disconnect(index, peer) }
+        if connectedToBroker(index) { disconnectBroker(index) }
+        nodes[index].alive = false
+        nodes[index].stoppedUntil = nil
+        for activity in nodes[index].advertiserDo({ $0.current.activities }) { truth.ended(activity.id, at: now) }
+    }
 
     /// The `pick`-th current activity of a node, in the order of their ids.
     func current(of index: Int, _ pick: Int) -> UserActivity? {

@@ -129,6 +129,16 @@ extension SimulatedWorld {
         }
     }
 
+    /// Node `index` shuts down: each of its pairs fails, its peer told (`Node.failOutstanding`).
+    func streamsShutDown(at index: Int) {
+        for stream in streams {
+            for side in Side.allCases where stream[side]?.node == index && endHeld(stream, side) {
+                let notice = HandoffError(.peerLost, "\(nodes[index].id) shut down").wire
+                perform(stream, side, stream.pairDo(side) { $0.fail(HandoffError(.notRunning, "the node shut down"), telling: .error(notice), now: instant) })
+            }
+        }
+    }
+
     /// The open waited its time for an answer.
     func streamOpenTimedOut(_ stream: SimulatedStream) {
         guard endAlive(stream, .continuer) else { return }

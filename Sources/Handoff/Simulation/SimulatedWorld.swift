@@ -15,6 +15,8 @@ final class SimulatedWorld {
         case subscription(from: Int, to: Int, epoch: Int, topic: String, subscribe: Bool)
         case planned(SimulationSchedule.Planned)
         case resume(node: Int)
+        /// A node that shut down exits (`incarnation`: the process that shut down).
+        case exit(node: Int, incarnation: Int)
         case continueRequest(from: Int, to: Int, epoch: Int, correlationID: UInt64, request: WireContinueRequest)
         case continueReply(from: Int, to: Int, epoch: Int, correlationID: UInt64, envelope: WireEnvelope)
         /// Will-save of an answer ended (`incarnation`: the originator's process it ran in).
@@ -91,6 +93,8 @@ final class SimulatedWorld {
     /// before streams were simulated; their frames keep order per connection.
     var streamNetwork: SimulationRandom
     var streamArrivals: [Int: Duration] = [:]
+    /// Nodes that shut down, for the invariant that their withdrawals reach their followers.
+    var departures: [Departure] = []
     private(set) var steps = 0
     private(set) var deliveries = 0
 
@@ -182,6 +186,9 @@ final class SimulatedWorld {
             node.resumedAt = now
             log("\(node.id) goes on")
             schedule(.tick(node: index), at: now)
+            return nil
+        case .exit(let index, let incarnation):
+            exit(index, incarnation: incarnation)
             return nil
         case .bus(let from, let to, let epoch, let topic, let envelope):
             guard arrives(event, from: from, to: to, epoch: epoch) else { return nil }

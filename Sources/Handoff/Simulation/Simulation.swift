@@ -19,6 +19,9 @@ public struct SimulationOptions: Sendable, Hashable {
     /// Whether nodes open continuation streams (drawn apart from the rest of the schedule: a
     /// seed's other entries are the same either way).
     public var streams = true
+    /// Whether nodes leave gracefully (shut down, withdrawing what they advertised) and come back
+    /// (drawn apart too; a seed with departures differs from one without from the first).
+    public var departures = true
 
     public init() {}
 }
@@ -77,6 +80,10 @@ public enum Simulation {
         if options.streams {
             var streamRandom = SimulationRandom(seed: seed ^ 0x0057_4EA3_5EED_0001)
             schedule.addStreams(options: options, hostile: hostile, random: &streamRandom)
+        }
+        if options.departures {
+            var departureRandom = SimulationRandom(seed: seed ^ 0x00DE_9A27_0BE5_0002)
+            schedule.addDepartures(options: options, random: &departureRandom)
         }
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
         if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.broker ? " through a broker" : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }

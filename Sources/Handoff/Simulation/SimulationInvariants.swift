@@ -31,6 +31,7 @@ enum SimulationInvariants {
         if let touched, let failure = believedOnlyFromOrigin(world, node: touched) { return failure }
         return knownWithinBounds(world) ?? continuedAtMostOnce(world) ?? requestsEnd(world) ?? memoryBounded(world)
             ?? didUpdateGenuine(world) ?? heldActivityUpdated(world) ?? streams(world)
+            ?? withdrawnOnDeparture(world)
     }
 
     /// "did-update-genuine": a did-update tells a node a version newer than the one it held, and

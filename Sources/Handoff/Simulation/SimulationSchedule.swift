@@ -16,6 +16,8 @@ struct SimulationSchedule {
         case resign(node: Int, pick: Int)
         case invalidate(node: Int, pick: Int)
         case crash(node: Int)
+        /// The node shuts down (its activities withdrawn, its stream peers told) and exits.
+        case leave(node: Int)
         case restart(node: Int)
         case stop(node: Int, duration: Duration)
         case partition(Int, Int)
@@ -124,6 +126,19 @@ struct SimulationSchedule {
             default: .cancels(atByte: Int.random(in: 0...max(0, bytes), using: &random))
             }
             add(at, .openStream(node: node, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: false))
+        }
+        planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
+    }
+
+    /// Adds graceful departures, each with the node's return 1–15 s later (a new process,
+    /// knowing nothing), drawn from their own randomness like the streams: every 10–40 s.
+    mutating func addDepartures(options: SimulationOptions, random: inout SimulationRandom) {
+        var at = Duration.zero
+        while true {
+            at += random.duration(.seconds(10)...(.seconds(40)))
+            guard at < options.duration else { break }
+            let node = Int.random(in: 0..<options.nodes, using: &random)
+            add(at, .leave(node: node), then: at + random.duration(.seconds(1)...(.seconds(15))), .restart(node: node))
         }
         planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
     }
