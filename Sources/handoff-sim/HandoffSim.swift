@@ -38,6 +38,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "The bus through a broker (which also crashes, restarts empty, and is cut off from nodes) instead of node to node.")
     var broker = false
 
+    @Flag(help: "With --broker: a pair of brokers, both active (every node publishes to both and subscribes at both), each crashing and cut off from nodes on its own.")
+    var brokerPair = false
+
     @Flag(help: "No continuation streams (they are drawn apart: a seed's other events are the same either way).")
     var noStreams = false
 
@@ -50,7 +53,8 @@ struct HandoffSim: ParsableCommand {
         options.nodes = nodes
         options.duration = .seconds(seconds)
         options.faults = !noFaults
-        options.broker = broker
+        options.broker = broker || brokerPair
+        options.brokerPair = brokerPair
         options.streams = !noStreams
         options.departures = !noDepartures
         if let seed {
@@ -61,7 +65,7 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0
         let clock = ContinuousClock.now
@@ -84,7 +88,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")")
             throw ExitCode(1)
         }
     }

@@ -29,22 +29,28 @@ func runSimulator(_ arguments: [String], timeout: Duration = .seconds(240)) asyn
 
 @Suite("The deterministic simulator (handoff-sim): seeded fleets of the production machines, invariants after every step", .exclusive)
 struct SimulatorTests {
+    /// Runs `count` fresh seeds in `mode` (printed, to replay any that fails) and expects none to fail.
+    func passesFreshSeeds(_ count: Int, _ mode: String...) async throws {
+        let first = UInt64.random(in: 0..<1_000_000_000)
+        let run = try await runSimulator(["--seeds", "\(count)", "--first", "\(first)"] + mode)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("\(count) seeds, 0 failed"), "\(run.output)")
+        print("handoff-sim \(mode.map { $0 + " " }.joined())seeds \(first)..<\(first + UInt64(count)): \(run.output.split(separator: "\n").last ?? "")")
+    }
+
     @Test("a budget of fresh seeds passes every invariant (the seeds are printed, to replay any that fails)")
     func freshSeeds() async throws {
-        let first = UInt64.random(in: 0..<1_000_000_000)
-        let run = try await runSimulator(["--seeds", "30", "--first", "\(first)"])
-        #expect(run.status == 0, "\(run.output)")
-        #expect(run.output.contains("30 seeds, 0 failed"), "\(run.output)")
-        print("handoff-sim seeds \(first)..<\(first + 30): \(run.output.split(separator: "\n").last ?? "")")
+        try await passesFreshSeeds(30)
     }
 
     @Test("through a broker (the production BrokerCore, crashing and cut off from nodes), fresh seeds pass too")
     func freshSeedsThroughABroker() async throws {
-        let first = UInt64.random(in: 0..<1_000_000_000)
-        let run = try await runSimulator(["--seeds", "30", "--first", "\(first)", "--broker"])
-        #expect(run.status == 0, "\(run.output)")
-        #expect(run.output.contains("30 seeds, 0 failed"), "\(run.output)")
-        print("handoff-sim --broker seeds \(first)..<\(first + 30): \(run.output.split(separator: "\n").last ?? "")")
+        try await passesFreshSeeds(30, "--broker")
+    }
+
+    @Test("through a broker pair (both active; each crashing and cut off from nodes on its own), fresh seeds pass: no activity is lost while one broker runs")
+    func freshSeedsThroughABrokerPair() async throws {
+        try await passesFreshSeeds(15, "--broker-pair")
     }
 
     /// Regression (2026-11-26, found by the first broker runs): a follower cut off from the broker

@@ -25,7 +25,7 @@ extension SimulatedWorld {
         guard connected(a, b) else { return }
         upSince[pair(a, b)] = now
         // With a broker, nodes connect to each other only to continue.
-        guard broker == nil else { return }
+        guard brokers.isEmpty else { return }
         for (subscriber, publisher) in [(a, b), (b, a)] {
             for topic in nodes[subscriber].subscriptions.sorted() { sendSubscription(from: subscriber, to: publisher, topic, subscribe: true) }
             if notify { perform(subscriber, nodes[subscriber].followerDo { $0.busReconnected(to: "tcp://\(nodes[publisher].id)", now: instant) }) }

@@ -13,6 +13,9 @@ extension SimulatedWorld {
         let ids: [String]
         /// Followers that must forget them once the withdrawal reached them, by incarnation.
         var followers: [Int: Int]
+        /// With brokers: those the node stayed connected to until it exited (the withdrawals
+        /// went through them).
+        var viaBrokers: [Int] = []
         var checked = false
     }
 
@@ -46,6 +49,7 @@ extension SimulatedWorld {
             departures[last].followers = departures[last].followers.filter { follower, _ in
                 reachableSince(follower, index).map { $0 <= at - settledConnection } ?? false
             }
+            departures[last].viaBrokers = brokers.indices.filter { brokerUpSince[$0][index].map { $0 <= at - settledConnection } ?? false }
         }
         processEnds(index)
     }

@@ -54,7 +54,7 @@ extension SimulatedWorld {
                 // Every peer's subscriber connects to it again (its own subscribes as it starts, below).
                 reconnect(index, peer, notify: true)
             }
-            connectBroker(index, notify: false)
+            connectBrokers(index, notify: false)
             start(index)
             schedule(.tick(node: index), at: now)
             return index
@@ -74,16 +74,16 @@ extension SimulatedWorld {
         case .lie(let index, let pick):
             guard running(index) else { return nil }
             lie(index, pick: pick)
-        case .crashBroker:
-            crashBroker()
-        case .restartBroker:
-            restartBroker()
-        case .partitionBroker(let index):
-            log("partition between \(nodes[index].id) and the broker")
-            partitionBroker(index)
-        case .healBroker(let index):
-            log("partition between \(nodes[index].id) and the broker heals")
-            healBroker(index)
+        case .crashBroker(let b):
+            crashBroker(b)
+        case .restartBroker(let b):
+            restartBroker(b)
+        case .partitionBroker(let b, let index):
+            log("partition between \(nodes[index].id) and \(brokerName(b))")
+            partitionBroker(b, index)
+        case .healBroker(let b, let index):
+            log("partition between \(nodes[index].id) and \(brokerName(b)) heals")
+            healBroker(b, index)
         case .openStream(let index, let pick, let bytes, let direction, let reader, let floods):
             guard running(index) else { return nil }
             openStream(at: index, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: floods)
@@ -98,7 +98,7 @@ extension SimulatedWorld {
     func processEnds(_ index: Int) {
         truth.forgetRequests(of: index)
         for peer in nodes.indices where connected(index, peer) { disconnect(index, peer) }
-        if connectedToBroker(index) { disconnectBroker(index) }
+        disconnectBrokers(index)
         nodes[index].alive = false
         nodes[index].stoppedUntil = nil
         for activity in nodes[index].advertiserDo({ $0.current.activities }) { truth.ended(activity.id, at: now) }

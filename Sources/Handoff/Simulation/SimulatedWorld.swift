@@ -21,16 +21,16 @@ final class SimulatedWorld {
         case continueReply(from: Int, to: Int, epoch: Int, correlationID: UInt64, envelope: WireEnvelope)
         /// Will-save of an answer ended (`incarnation`: the originator's process it ran in).
         case saved(node: Int, incarnation: Int, answer: PendingAnswer)
-        /// With a broker: a node's publisher → the broker's XSUB.
-        case toBroker(from: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
-        /// With a broker: a node's subscriber (un)subscribes at the broker's XPUB.
-        case brokerSubscription(from: Int, epoch: Int, topic: String, subscribe: Bool)
-        /// With a broker: the broker's XPUB → a node's subscriber.
-        case fromBroker(to: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
-        /// With a broker: its XSUB (un)subscribes at a node's publisher (everything, or "R:").
-        case brokerAsks(to: Int, epoch: Int, topic: String, subscribe: Bool)
-        /// With a broker: its cache's next expiry (`incarnation`: the broker process it was set in).
-        case brokerTick(incarnation: Int)
+        /// With brokers: a node's publisher → a broker's XSUB.
+        case toBroker(broker: Int, from: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
+        /// With brokers: a node's subscriber (un)subscribes at a broker's XPUB.
+        case brokerSubscription(broker: Int, from: Int, epoch: Int, topic: String, subscribe: Bool)
+        /// With brokers: a broker's XPUB → a node's subscriber.
+        case fromBroker(broker: Int, to: Int, epoch: Int, topic: [UInt8], envelope: WireEnvelope)
+        /// With brokers: a broker's XSUB (un)subscribes at a node's publisher (everything, or "R:").
+        case brokerAsks(broker: Int, to: Int, epoch: Int, topic: String, subscribe: Bool)
+        /// With brokers: a cache's next expiry (`incarnation`: the broker process it was set in).
+        case brokerTick(broker: Int, incarnation: Int)
         /// A continuation stream frame on the connection between the stream's two nodes.
         case streamFrame(stream: Int, to: SimulatedStream.Side, epoch: Int, kind: WireStreamFrame.OneOf_Kind, payload: Frame?)
         /// A slow or pausing reader reads again.
@@ -61,17 +61,17 @@ final class SimulatedWorld {
 
     var nodes: [SimulatedNode] = []
     var links: [[Link]]
-    /// With a broker: it, each node's connection to it (up: node → broker, down: broker → node),
-    /// the partitions in force between it and each node (counted), and since when each node's
-    /// connection to it has been up.
-    let broker: SimulatedBroker?
-    var brokerLinks: [(up: Link, down: Link)]
-    var brokerPartitions: [Int: Int] = [:]
-    var brokerUpSince: [Int: Duration] = [:]
-    /// The broker's place in a node's ``SimulatedNode/subscriptionsOfPeer``.
-    var brokerPeer: Int { options.nodes }
-    /// How many answer a snapshot request: the broker, or every other node.
-    var snapshotAnswerers: Int { broker == nil ? options.nodes - 1 : 1 }
+    /// With brokers (one, or a pair): each, each node's connection to it (up: node → broker, down:
+    /// broker → node), the partitions in force between it and each node (counted), and since when
+    /// each node's connection to it has been up; all by broker, then node.
+    let brokers: [SimulatedBroker]
+    var brokerLinks: [[(up: Link, down: Link)]]
+    var brokerPartitions: [[Int: Int]]
+    var brokerUpSince: [[Int: Duration]]
+    /// A broker's place in a node's ``SimulatedNode/subscriptionsOfPeer``.
+    func brokerPeer(_ b: Int) -> Int { options.nodes + b }
+    /// How many answer a snapshot request: the brokers, or every other node.
+    var snapshotAnswerers: Int { brokers.isEmpty ? options.nodes - 1 : brokers.count }
     /// Partitions in force between two nodes (lower index first), counted.
     var partitions: [Int: Int] = [:]
     /// Since when each pair's connection has been up (key as ``partitions``).
@@ -105,13 +105,15 @@ final class SimulatedWorld {
         network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
         streamNetwork = SimulationRandom(seed: seed ^ 0x57E4_A3F0_0D15_EA5E)
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
-        broker = options.broker ? SimulatedBroker() : nil
-        brokerLinks = Array(repeating: (Link(), Link()), count: options.nodes)
+        brokers = (0..<options.brokerCount).map { _ in SimulatedBroker() }
+        brokerLinks = Array(repeating: Array(repeating: (Link(), Link()), count: options.nodes), count: options.brokerCount)
+        brokerPartitions = Array(repeating: [:], count: options.brokerCount)
+        brokerUpSince = Array(repeating: [:], count: options.brokerCount)
         var keys = SimulationRandom(seed: seed ^ 0xA5A5_A5A5_A5A5_A5A5)
         for index in 0..<options.nodes {
             let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
             let follows = follows?[index] ?? drawn
-            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.broker ? 1 : options.nodes - 1,
+            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.brokerCount > 0 ? options.brokerCount : options.nodes - 1,
                                        now: instant, date: date, random: &keys))
         }
         for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
@@ -142,9 +144,9 @@ final class SimulatedWorld {
     /// Starts every node, then runs events until the duration is over or `check` finds a failure.
     func run(_ schedule: SimulationSchedule, skipping: Set<Int>, check: (SimulatedWorld, Int?) -> SimulationFailure?) -> SimulationFailure? {
         for a in nodes.indices { for b in nodes.indices where a < b { upSince[pair(a, b)] = .zero } }
-        if broker != nil {
-            for node in nodes { connectBroker(node.index, notify: false) }
-            self.schedule(.brokerTick(incarnation: 0), at: .zero)
+        for b in brokers.indices {
+            for node in nodes { connectBroker(b, node.index, notify: false) }
+            self.schedule(.brokerTick(broker: b, incarnation: 0), at: .zero)
         }
         for node in nodes {
             start(node.index)
@@ -220,26 +222,27 @@ final class SimulatedWorld {
             answer.activity.didSave()
             handOver(answer, at: index)
             return nil
-        case .toBroker(let from, let epoch, let topic, let envelope):
-            guard let broker, broker.alive, brokerLinks[from].up.epoch == epoch else { return nil }
-            brokerReceives(envelope, topic: topic, from: from)
+        case .toBroker(let b, let from, let epoch, let topic, let envelope):
+            guard brokers[b].alive, brokerLinks[b][from].up.epoch == epoch else { return nil }
+            brokerReceives(b, envelope, topic: topic, from: from)
             return nil
-        case .brokerSubscription(let from, let epoch, let topic, let subscribe):
-            guard let broker, broker.alive, brokerLinks[from].up.epoch == epoch else { return nil }
-            brokerSubscription(topic, subscribe: subscribe, from: from)
+        case .brokerSubscription(let b, let from, let epoch, let topic, let subscribe):
+            guard brokers[b].alive, brokerLinks[b][from].up.epoch == epoch else { return nil }
+            brokerSubscription(b, topic, subscribe: subscribe, from: from)
             return nil
-        case .fromBroker(let to, let epoch, let topic, let envelope):
-            guard brokerLinks[to].down.epoch == epoch, nodes[to].alive, readsNow(event, at: to) else { return nil }
+        case .fromBroker(let b, let to, let epoch, let topic, let envelope):
+            guard brokerLinks[b][to].down.epoch == epoch, nodes[to].alive, readsNow(event, at: to) else { return nil }
             return deliver(envelope, topic: topic, to: to, connectionKey: nil)
-        case .brokerAsks(let to, let epoch, let topic, let subscribe):
-            guard brokerLinks[to].down.epoch == epoch, nodes[to].alive, readsNow(event, at: to) else { return nil }
-            brokerAsks(to, topic: topic, subscribe: subscribe)
+        case .brokerAsks(let b, let to, let epoch, let topic, let subscribe):
+            guard brokerLinks[b][to].down.epoch == epoch, nodes[to].alive, readsNow(event, at: to) else { return nil }
+            brokerAsks(b, to, topic: topic, subscribe: subscribe)
             return nil
-        case .brokerTick(let incarnation):
-            guard let broker, broker.alive, broker.incarnation == incarnation else { return nil }
+        case .brokerTick(let b, let incarnation):
+            let broker = brokers[b]
+            guard broker.alive, broker.incarnation == incarnation else { return nil }
             _ = broker.coreDo { $0.expire(now: instant) }
             let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
-            schedule(.brokerTick(incarnation: incarnation), at: max(next, now + .milliseconds(1)))
+            schedule(.brokerTick(broker: b, incarnation: incarnation), at: max(next, now + .milliseconds(1)))
             return nil
         case .streamFrame, .streamRead, .streamOpenTimeout:
             handleStream(event)
@@ -300,10 +303,11 @@ final class SimulatedWorld {
     /// with a broker, to the broker once its subscription has reached this node's publisher.
     func send(from index: Int, topic: [UInt8], _ envelope: WireEnvelope) {
         let topicString = String(decoding: topic, as: UTF8.self)
-        if broker != nil {
-            guard connectedToBroker(index),
-                  nodes[index].subscriptionsOfPeer[brokerPeer]?.contains(where: { topicString.hasPrefix($0) }) == true else { return }
-            schedule(.toBroker(from: index, epoch: brokerLinks[index].up.epoch, topic: topic, envelope: envelope), at: arriveAtBroker(from: index))
+        if !brokers.isEmpty {
+            for b in brokers.indices where connectedToBroker(b, index) {
+                guard nodes[index].subscriptionsOfPeer[brokerPeer(b)]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
+                schedule(.toBroker(broker: b, from: index, epoch: brokerLinks[b][index].up.epoch, topic: topic, envelope: envelope), at: arriveAtBroker(b, from: index))
+            }
             return
         }
         for peer in nodes.indices where connected(index, peer) {
@@ -338,15 +342,15 @@ final class SimulatedWorld {
             switch action {
             case .subscribe(let topic):
                 node.subscribed(topic)
-                if broker != nil {
-                    subscribeAtBroker(from: index, topic, subscribe: true)
+                if !brokers.isEmpty {
+                    for b in brokers.indices { subscribeAtBroker(b, from: index, topic, subscribe: true) }
                     continue
                 }
                 for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: true) }
             case .unsubscribe(let topic):
                 node.unsubscribed(topic)
-                if broker != nil {
-                    subscribeAtBroker(from: index, topic, subscribe: false)
+                if !brokers.isEmpty {
+                    for b in brokers.indices { subscribeAtBroker(b, from: index, topic, subscribe: false) }
                     continue
                 }
                 for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: false) }

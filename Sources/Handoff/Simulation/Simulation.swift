@@ -16,6 +16,11 @@ public struct SimulationOptions: Sendable, Hashable {
     /// restart with an empty cache and be cut off from single nodes) instead of node to node.
     /// Continue requests go node to node either way.
     public var broker = false
+    /// With `broker`: a pair of brokers, both active (every node publishes to both and subscribes
+    /// at both, as `Configuration.Bus.brokers`), each crashing and cut off from nodes on its own.
+    public var brokerPair = false
+    /// How many brokers the bus goes through (0: node to node).
+    var brokerCount: Int { broker ? (brokerPair ? 2 : 1) : 0 }
     /// Whether nodes open continuation streams (drawn apart from the rest of the schedule: a
     /// seed's other entries are the same either way).
     public var streams = true
@@ -86,12 +91,12 @@ public enum Simulation {
             schedule.addDepartures(options: options, random: &departureRandom)
         }
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
-        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.broker ? " through a broker" : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
+        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
         let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
         if let failure, trace { world.log("FAILED: \(failure)") }
         return SimulationReport(
             seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
-            activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + (world.broker?.refused ?? 0),
+            activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + world.brokers.reduce(0) { $0 + $1.refused },
             continuations: world.truth.handedOver.values.reduce(0, +), didUpdates: world.truth.didUpdates.count,
             streams: world.streams.count, streamsWhole: world.streams.count { $0.ends.contains { $0?.readWhole == true } },
             entries: schedule.entries, skipped: skipping, trace: lines)

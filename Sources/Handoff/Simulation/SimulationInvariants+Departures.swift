@@ -13,7 +13,10 @@ extension SimulationInvariants {
             for (follower, incarnation) in departure.followers.sorted(by: { $0.key < $1.key }) {
                 let node = world.nodes[follower]
                 guard node.alive, node.incarnation == incarnation, world.running(follower), node.resumedAt <= departure.at else { continue }
-                if world.broker != nil, !(world.brokerUpSince[follower].map { $0 <= departure.at } ?? false) { continue }
+                // Through brokers: still connected, since before the departure, to one the withdrawal went through.
+                if !world.brokers.isEmpty, !departure.viaBrokers.contains(where: { b in
+                    world.brokerUpSince[b][follower].map { $0 <= departure.at - world.settledConnection } ?? false
+                }) { continue }
                 let known = node.followerDo { follower in departure.ids.filter { follower.known[$0] != nil } }
                 if let id = known.first {
                     return failure(world, "withdrawn-on-departure", "\(node.id) still knows \(id) \(world.now - departure.at) after \(world.nodes[departure.node].id) shut down and withdrew it")

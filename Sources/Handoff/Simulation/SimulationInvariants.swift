@@ -156,7 +156,7 @@ enum SimulationInvariants {
     /// "memory-bounded": what a node holds for others, and what the broker caches, stays within
     /// the configured bounds.
     static func memoryBounded(_ world: SimulatedWorld) -> SimulationFailure? {
-        if let broker = world.broker {
+        for broker in world.brokers {
             let cache = broker.core.cache
             if cache.count > SimulatedBroker.capacity || cache.perOrigin.values.contains(where: { $0 > SimulatedBroker.perOriginQuota }) {
                 return failure(world, "memory-bounded", "the broker caches \(cache.count) activities, over its bounds")

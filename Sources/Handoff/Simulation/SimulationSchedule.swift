@@ -26,12 +26,12 @@ struct SimulationSchedule {
         case duplicate(from: Int, to: Int)
         /// A hostile node forges a withdrawal of another node's activity and replays what it heard.
         case lie(node: Int, pick: Int)
-        /// With a broker: it is killed, and starts again with an empty cache.
-        case crashBroker
-        case restartBroker
-        /// With a broker: the connection between it and one node breaks, and comes back.
-        case partitionBroker(node: Int)
-        case healBroker(node: Int)
+        /// With brokers: one is killed, and starts again with an empty cache.
+        case crashBroker(Int)
+        case restartBroker(Int)
+        /// With brokers: the connection between one and a node breaks, and comes back.
+        case partitionBroker(Int, node: Int)
+        case healBroker(Int, node: Int)
         /// The node opens a continuation stream pair with the origin of the `pick`-th activity it
         /// knows; each writing end writes `bytes`. A flooding (hostile) node ignores its credit.
         case openStream(node: Int, pick: Int, bytes: Int, direction: WireStreamDirection, reader: SimulatedStream.Reader, floods: Bool)
@@ -79,15 +79,17 @@ struct SimulationSchedule {
                 switch roll {
                 case ..<0.75:
                     // (Only with a broker is a draw spent on choosing it: direct runs stay as they were, seed for seed.)
-                    if options.broker, random.chance(0.2) {
-                        add(at, .crashBroker, then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restartBroker)
+                    if options.brokerCount > 0, random.chance(0.2) {
+                        let broker = Self.pickBroker(options, &random)
+                        add(at, .crashBroker(broker), then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restartBroker(broker))
                     } else {
                         add(at, .crash(node: node), then: at + random.duration(.milliseconds(200)...(.seconds(10))), .restart(node: node))
                     }
                 case ..<0.80: add(at, .stop(node: node, duration: random.duration(.milliseconds(100)...(.seconds(9)))))
                 case ..<0.88:
-                    if options.broker, random.chance(0.5) {
-                        add(at, .partitionBroker(node: node), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .healBroker(node: node))
+                    if options.brokerCount > 0, random.chance(0.5) {
+                        let broker = Self.pickBroker(options, &random)
+                        add(at, .partitionBroker(broker, node: node), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .healBroker(broker, node: node))
                     } else {
                         add(at, .partition(node, other), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .heal(node, other))
                     }
@@ -99,6 +101,12 @@ struct SimulationSchedule {
             }
         }
         planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
+    }
+
+    /// Which broker a broker fault strikes: of a pair, one drawn (a draw spent only then, so that
+    /// one-broker runs stay as they were, seed for seed).
+    private static func pickBroker(_ options: SimulationOptions, _ random: inout SimulationRandom) -> Int {
+        options.brokerCount > 1 ? Int.random(in: 0..<options.brokerCount, using: &random) : 0
     }
 
     /// Adds continuation streams, drawn from their own randomness (`random`), so that a seed's
