@@ -12,9 +12,8 @@ final class Client {
     /// Set when the originator refused this node's key at the handshake.
     var refusedAtHandshake = false
     /// Reconnects in a row that found nothing listening at the endpoint (``EndpointProbe``), and
-    /// whether a probe is under way.
-    var refusals = 0
-    var probing = false
+    /// whether a probe is under way: whether the originator is gone (``OriginRefusals``).
+    var refusals = OriginRefusals()
 
     init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?, limits: Node.ContinuationLimits) throws(ZMQError) {
         self.endpoint = endpoint

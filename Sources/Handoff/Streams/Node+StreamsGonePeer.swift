@@ -4,22 +4,15 @@ import Logging
 // Continuation streams: telling an originator whose process is gone from a link that is cut, and
 // what an interrupted pair waits for.
 extension Node {
-    /// How many refusals in a row mean the originator's process is gone. One could be a port being
-    /// rebound in a restart; two, a retry apart, are not.
-    static let refusalsMeaningGone = 2
-
     /// libzmq failed to reconnect to `endpoint` (ZMQ_EVENT_CONNECT_RETRIED). While pairs with it wait
     /// for a resume, the kernel is asked whether anything listens there: a port or socket file that
-    /// refuses means the originator's process is gone, and its pairs fail with `peerLost` now instead
-    /// of after the resume window. A link that is merely cut (nothing answers, no route) keeps the
-    /// window: the originator may be alive behind it.
+    /// refuses (twice in a row, ``OriginRefusals``) means the originator's process is gone, and its
+    /// pairs fail with `peerLost` now instead of after the resume window. A link that is merely cut
+    /// (nothing answers, no route) keeps the window: the originator may be alive behind it.
     func reconnectFailed(to endpoint: String, client identity: ObjectIdentifier) {
-        guard let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !client.probing else { return }
-        guard streams.live(toDealer: endpoint).contains(where: \.pair.awaitsResume) else {
-            client.refusals = 0
-            return
-        }
-        client.probing = true
+        guard let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity else { return }
+        let waiting = streams.live(toDealer: endpoint).contains(where: \.pair.awaitsResume)
+        guard client.refusals.reconnectFailed(pairsAwaitResume: waiting) else { return }
         spawn {
             let outcome = await Self.probeWorkers.run { EndpointProbe.probe(endpoint, timeout: .seconds(1)) }
             await self.probed(endpoint, client: identity, outcome)
@@ -28,17 +21,12 @@ extension Node {
 
     func probed(_ endpoint: String, client identity: ObjectIdentifier, _ outcome: EndpointProbe.Outcome) {
         guard let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity else { return }
-        client.probing = false
-        guard case .refused(let reason) = outcome else {
-            client.refusals = 0
-            return
-        }
-        client.refusals += 1
-        guard client.refusals >= Self.refusalsMeaningGone else { return }
+        let reason: String? = if case .refused(let reason) = outcome { reason } else { nil }
+        guard client.refusals.probed(refused: reason != nil), let reason else { return }
         for session in streams.live(toDealer: endpoint) where session.pair.awaitsResume {
             let silence = (ContinuousClock.now - session.pair.lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
             own.logger.info("streams \(session.route.id): the originator at \(endpoint) refuses connections (\(reason)); its process is gone")
-            let error = HandoffError(.peerLost, "the originator at \(endpoint) refuses connections (\(reason), \(client.refusals) times in a row): its process is gone; nothing heard from it for \(silence) s, \(session.pair.receivedOffset) bytes had arrived", activityType: session.activityType)
+            let error = HandoffError(.peerLost, "the originator at \(endpoint) refuses connections (\(reason), \(client.refusals.inARow) times in a row): its process is gone; nothing heard from it for \(silence) s, \(session.pair.receivedOffset) bytes had arrived", activityType: session.activityType)
             perform(session.pair.peerGone(error, now: .now), on: session)
         }
     }
@@ -57,7 +45,7 @@ extension Node {
             case .dealer(let endpoint): "the originator at \(endpoint)"
             case .router: "the continuing node \(session.owner)"
             }
-            let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals ?? 0 } else { 0 }
+            let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals.inARow ?? 0 } else { 0 }
             if session.pair.isOpening {
                 return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.pair.lastSent,
                                   resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
