@@ -1,4 +1,3 @@
-import CHandoffChecksum
 import Foundation
 import HandoffWire
 
@@ -40,13 +39,12 @@ final class SimulatedStream {
         /// The node's process the end lives in: a restarted node has none of its old pairs.
         let incarnation: Int
         var pair: StreamPair
-        /// Bytes the writer wrote, and their CRC-32C; whether it wrote the end.
+        /// Bytes the writer wrote (the stream's content from its start); whether it wrote the end.
         var written = 0
-        var writtenChecksum: UInt32 = 0
         var endWritten = false
-        /// Bytes the reader received in order, and their CRC-32C.
-        var received = 0
-        var receivedChecksum: UInt32 = 0
+        /// What the reader received in order.
+        var read = ReceivedBytes()
+        var received: Int { Int(read.count) }
         /// Chunks delivered and not yet read; chunks read and not yet granted back.
         var held = 0
         var ungranted = 0
@@ -111,11 +109,8 @@ final class SimulatedStream {
 
     /// The CRC-32C of the whole content, as the writer's end carries it.
     lazy var checksum: UInt32 = {
-        let all = content(0..<bytes)
-        return all.withUnsafeBytes { handoff_crc32c(0, $0.baseAddress, $0.count) }
+        var all = ReceivedBytes()
+        all.absorb(Data(content(0..<bytes)))
+        return all.checksum
     }()
-
-    static func crc(_ previous: UInt32, _ bytes: some ContiguousBytes) -> UInt32 {
-        bytes.withUnsafeBytes { handoff_crc32c(previous, $0.baseAddress, $0.count) }
-    }
 }

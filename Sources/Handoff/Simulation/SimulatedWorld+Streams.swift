@@ -176,13 +176,12 @@ extension SimulatedWorld {
                 let offset = stream[side]!.written
                 let bytes = stream.content(offset..<min(stream.bytes, offset + stream[side]!.pair.writeChunkSize))
                 stream[side]!.written += bytes.count
-                stream[side]!.writtenChecksum = SimulatedStream.crc(stream[side]!.writtenChecksum, bytes)
                 let chunk = StreamPair.SentChunk(offset: UInt64(offset), frame: Frame(bytes), total: UInt64(stream.bytes))
                 perform(stream, side, stream.pairDo(side) { $0.write(chunk, now: instant) })
             }
             if stream[side]!.written == stream.bytes, stream[side]!.pair.isLive {
                 stream[side]!.endWritten = true
-                let checksum = stream[side]!.writtenChecksum
+                let checksum = stream.checksum
                 perform(stream, side, stream.pairDo(side) { $0.writeEnd(total: UInt64(stream.bytes), checksum: checksum, now: instant) })
             }
         }

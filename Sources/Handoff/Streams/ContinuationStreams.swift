@@ -131,8 +131,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let stream: ContinuationInputStream
         var events: AsyncStream<StreamEvent>.Iterator
-        var received: UInt64 = 0
-        var checksum: UInt32 = 0
+        var received = ReceivedBytes()
         var unacknowledged = 0
         var finished = false
 
@@ -144,13 +143,12 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
             guard !finished else { return nil }
             guard let event = await events.next(isolation: actor) else {
                 finished = true
-                throw HandoffError(.streamTruncated, "the stream stopped after \(received) bytes without an end")
+                throw HandoffError(.streamTruncated, "the stream stopped after \(received.count) bytes without an end")
             }
             switch event {
             case .data(let chunk):
-                received += UInt64(chunk.count)
-                checksum = chunk.withUnsafeBytes { handoff_crc32c(checksum, $0.baseAddress, $0.count) }
-                stream.counter.bytes.store(received, ordering: .relaxed)
+                received.absorb(chunk)
+                stream.counter.bytes.store(received.count, ordering: .relaxed)
                 unacknowledged += 1
                 if unacknowledged >= stream.creditBatch {
                     let granted = unacknowledged
@@ -160,12 +158,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
                 return chunk
             case .end(let total, let expected):
                 finished = true
-                guard total == received else {
-                    throw HandoffError(.streamTruncated, "the writer sent \(total) bytes but \(received) arrived")
-                }
-                if let expected, expected != checksum {
-                    throw HandoffError(.streamChecksumMismatch, String(format: "CRC-32C of the %llu bytes received is %08x, the writer's is %08x", received, checksum, expected))
-                }
+                try received.verifyEnd(total: total, checksum: expected)
                 stream.counter.setTotal(total)
                 return nil
             case .failed(let error):
