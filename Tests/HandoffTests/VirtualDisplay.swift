@@ -22,7 +22,8 @@ struct VirtualDisplay {
 
     static func start() async throws -> VirtualDisplay {
         guard let xvfb else { throw ProcessFailure("Xvfb is not installed (apt-get install xvfb)") }
-        for number in (90...199).shuffled() where !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") && !FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
+        for number in (90...199).shuffled() where !inUse(number) {
+            removeLeftovers(number)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: xvfb)
             process.arguments = [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"]
@@ -40,6 +41,24 @@ struct VirtualDisplay {
     func stop() {
         owners.reapAll()
         reap(process)
+        // Killed, the server could not remove its lock and socket: left, they would use up the
+        // display numbers run after run.
+        if let number = Int(name.dropFirst()) { Self.removeLeftovers(number) }
+    }
+
+    /// Whether display `number` belongs to a running X server: its lock file names a live process.
+    /// (A server killed -9 leaves its lock and socket behind.)
+    static func inUse(_ number: Int) -> Bool {
+        guard let lock = try? String(contentsOfFile: "/tmp/.X\(number)-lock", encoding: .ascii) else { return false }
+        guard let pid = pid_t(lock.trimmingCharacters(in: .whitespacesAndNewlines)) else { return true }
+        return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    /// A dead server's lock and socket, removed so that a new server takes the number and its
+    /// socket is not mistaken for the new one's.
+    static func removeLeftovers(_ number: Int) {
+        try? FileManager.default.removeItem(atPath: "/tmp/.X\(number)-lock")
+        try? FileManager.default.removeItem(atPath: "/tmp/.X11-unix/X\(number)")
     }
 
     /// `xclip -i` in the foreground (`-quiet`), owning the selection until another client copies:
