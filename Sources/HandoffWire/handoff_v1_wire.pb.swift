@@ -615,6 +615,28 @@ public nonisolated struct WireTraceHop: Sendable {
   fileprivate var _at: WireTimestamp? = nil
 }
 
+/// The third frame of a bus message between brokers of different sites (see
+/// "Sites" above).
+public nonisolated struct WireSiteHop: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// How many broker-to-broker links the message has crossed, this one
+  /// included (1 when it leaves the site it was published at).
+  public var hops: UInt32 = 0
+
+  /// The name of the site whose publishers sent it.
+  public var origin: String = String()
+
+  /// The name of the site whose broker sent it over this link.
+  public var via: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// Ends one answerer's snapshot (see "Snapshots" above): published under the
 /// snapshot's own topic after the advertisements that answer it.
 public nonisolated struct WireSnapshotReply: Sendable {
@@ -1447,6 +1469,46 @@ nonisolated extension WireTraceHop: SwiftProtobuf.Message, SwiftProtobuf._Messag
 
 nonisolated extension WireTraceHop.Kind: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_SENT\0\u{1}KIND_BROKER_RECEIVED\0\u{1}KIND_BROKER_CACHED\0\u{1}KIND_BROKER_FORWARDED\0\u{1}KIND_RECEIVED\0\u{1}KIND_DELIVERED\0\u{1}KIND_NOT_DELIVERED\0")
+}
+
+nonisolated extension WireSiteHop: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SiteHop"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}hops\0\u{1}origin\0\u{1}via\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.hops) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.origin) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.via) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.hops != 0 {
+      try visitor.visitSingularUInt32Field(value: self.hops, fieldNumber: 1)
+    }
+    if !self.origin.isEmpty {
+      try visitor.visitSingularStringField(value: self.origin, fieldNumber: 2)
+    }
+    if !self.via.isEmpty {
+      try visitor.visitSingularStringField(value: self.via, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: WireSiteHop, rhs: WireSiteHop) -> Bool {
+    if lhs.hops != rhs.hops {return false}
+    if lhs.origin != rhs.origin {return false}
+    if lhs.via != rhs.via {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
 }
 
 nonisolated extension WireSnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -35,41 +35,10 @@ struct BrokerCoreTests {
             sender: NodeInfo(id: "broker@test", name: "broker", host: "test", publicKey: nil).wire))
     }
 
-    private func node(_ id: String, key: [UInt8] = []) -> WireNodeRef {
-        var node = WireNodeRef()
-        node.nodeID = id
-        node.name = id
-        node.host = "test"
-        node.publicKey = Data(key)
-        return node
-    }
-
-    private func advertisement(_ id: String, from origin: String, key: [UInt8] = [], version: UInt64 = 1, sender: String? = nil) -> [Frame] {
-        var advertisement = WireAdvertisement()
-        advertisement.activityID = id
-        advertisement.activityType = "org.test.type"
-        advertisement.origin = node(origin, key: key)
-        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
-        advertisement.version = version
-        advertisement.leaseMs = 60_000
-        let envelope: [UInt8] = try! WireEnvelope(
-            body: .advertisement(advertisement), sender: node(sender ?? origin, key: key), sequence: version).serializedBytes()
-        return [Frame(Array("A:org.test.type".utf8)), Frame(envelope)]
-    }
-
-    private func presence(of origin: String, listing ids: [String]) -> [Frame] {
-        var presence = WireNodePresence()
-        presence.node = node(origin)
-        presence.leaseMs = 6_000
-        presence.activityIds = ids
-        let envelope: [UInt8] = try! WireEnvelope(body: .nodePresence(presence), sender: node(origin), sequence: 9).serializedBytes()
-        return [Frame(Array("P:".utf8)), Frame(envelope)]
-    }
-
     @Test("a valid advertisement is cached and forwarded, counted before it is passed on")
     func forwardsAndCaches() {
         let core = core()
-        let frames = advertisement("a1", from: "n1")
+        let frames = Self.advertisement("a1", from: "n1")
         #expect(core.publisherMessage(frames, connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil))
         let counters = core.counters
         #expect(counters.messagesIn == 1 && counters.messagesOut == 1 && counters.cachedActivities == 1)
@@ -93,7 +62,7 @@ struct BrokerCoreTests {
     @Test("only the broker publishes on snapshot topics")
     func snapshotTopicIsTheBrokers() {
         let core = core()
-        let verdict = core.publisherMessage([Frame(Array("S:0123/org.".utf8)), advertisement("a1", from: "n1")[1]], connectionKey: nil, now: Self.start)
+        let verdict = core.publisherMessage([Frame(Array("S:0123/org.".utf8)), Self.advertisement("a1", from: "n1")[1]], connectionKey: nil, now: Self.start)
         guard case .forged = verdict else { Issue.record("\(verdict)"); return }
         #expect(core.counters.forged == 1 && core.counters.messagesOut == 0 && core.counters.cachedActivities == 0)
     }
@@ -102,13 +71,13 @@ struct BrokerCoreTests {
     func senderCheck() {
         let core = core()
         let alice: [UInt8] = Array(repeating: 1, count: 32), mallory: [UInt8] = Array(repeating: 2, count: 32)
-        #expect(core.publisherMessage(advertisement("a1", from: "alice", key: alice), connectionKey: alice, now: Self.start) == .forward(askToReadvertise: nil))
+        #expect(core.publisherMessage(Self.advertisement("a1", from: "alice", key: alice), connectionKey: alice, now: Self.start) == .forward(askToReadvertise: nil))
         // Mallory's connection, an envelope naming Alice's key.
-        guard case .forged = core.publisherMessage(advertisement("a2", from: "alice", key: alice), connectionKey: mallory, now: Self.start) else {
+        guard case .forged = core.publisherMessage(Self.advertisement("a2", from: "alice", key: alice), connectionKey: mallory, now: Self.start) else {
             Issue.record("a message naming another key was forwarded"); return
         }
         // Mallory under her own key, about Alice's activity.
-        guard case .forged = core.publisherMessage(advertisement("a1", from: "mallory", key: mallory, version: 2), connectionKey: mallory, now: Self.start) else {
+        guard case .forged = core.publisherMessage(Self.advertisement("a1", from: "mallory", key: mallory, version: 2), connectionKey: mallory, now: Self.start) else {
             Issue.record("a message about another key's activity was forwarded"); return
         }
         #expect(core.counters.forged == 2 && core.counters.cachedActivities == 1)
@@ -117,22 +86,22 @@ struct BrokerCoreTests {
     @Test("an origin over its quota is refused its new activities, not its updates")
     func quota() {
         let core = core(quota: 2)
-        for id in ["a1", "a2"] { #expect(core.publisherMessage(advertisement(id, from: "n1"), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil)) }
-        #expect(core.publisherMessage(advertisement("a3", from: "n1"), connectionKey: nil, now: Self.start) == .overQuota(activityID: "a3", origin: "n1"))
-        #expect(core.publisherMessage(advertisement("a1", from: "n1", version: 2), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil))
+        for id in ["a1", "a2"] { #expect(core.publisherMessage(Self.advertisement(id, from: "n1"), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil)) }
+        #expect(core.publisherMessage(Self.advertisement("a3", from: "n1"), connectionKey: nil, now: Self.start) == .overQuota(activityID: "a3", origin: "n1"))
+        #expect(core.publisherMessage(Self.advertisement("a1", from: "n1", version: 2), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil))
         #expect(core.counters.overQuota == 1 && core.counters.cachedActivities == 2)
     }
 
     @Test("a presence listing what the cache lacks asks its origin to advertise again, at most once a second")
     func readvertise() {
         let core = core()
-        _ = core.publisherMessage(advertisement("a1", from: "n1"), connectionKey: nil, now: Self.start)
-        #expect(core.publisherMessage(presence(of: "n1", listing: ["a1"]), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil))
-        #expect(core.publisherMessage(presence(of: "n1", listing: ["a1", "a2"]), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: "n1"))
-        #expect(core.publisherMessage(presence(of: "n1", listing: ["a1", "a2"]), connectionKey: nil, now: Self.start + .milliseconds(500)) == .forward(askToReadvertise: nil))
-        #expect(core.publisherMessage(presence(of: "n1", listing: ["a1", "a2"]), connectionKey: nil, now: Self.start + .milliseconds(1_001)) == .forward(askToReadvertise: "n1"))
+        _ = core.publisherMessage(Self.advertisement("a1", from: "n1"), connectionKey: nil, now: Self.start)
+        #expect(core.publisherMessage(Self.presence(of: "n1", listing: ["a1"]), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil))
+        #expect(core.publisherMessage(Self.presence(of: "n1", listing: ["a1", "a2"]), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: "n1"))
+        #expect(core.publisherMessage(Self.presence(of: "n1", listing: ["a1", "a2"]), connectionKey: nil, now: Self.start + .milliseconds(500)) == .forward(askToReadvertise: nil))
+        #expect(core.publisherMessage(Self.presence(of: "n1", listing: ["a1", "a2"]), connectionKey: nil, now: Self.start + .milliseconds(1_001)) == .forward(askToReadvertise: "n1"))
         // A full presence that no longer lists a1: the withdrawal was lost, the cache forgets it.
-        _ = core.publisherMessage(presence(of: "n1", listing: []), connectionKey: nil, now: Self.start + .seconds(2))
+        _ = core.publisherMessage(Self.presence(of: "n1", listing: []), connectionKey: nil, now: Self.start + .seconds(2))
         #expect(core.counters.cachedActivities == 0)
     }
 
@@ -152,7 +121,7 @@ struct BrokerCoreTests {
     @Test("a snapshot reply says how many advertisements reached the subscriber, and is counted with them")
     func snapshotReply() throws {
         let core = core()
-        for id in ["a1", "a2"] { _ = core.publisherMessage(advertisement(id, from: "n1"), connectionKey: nil, now: Self.start) }
+        for id in ["a1", "a2"] { _ = core.publisherMessage(Self.advertisement(id, from: "n1"), connectionKey: nil, now: Self.start) }
         let before = core.counters
         let reply = core.snapshotReply(typePrefix: "org.test.", topicSize: 40, sent: 1, sentBytes: 300)
         let envelope = try WireEnvelope.decode(Data(reply))

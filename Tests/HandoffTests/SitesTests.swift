@@ -8,13 +8,14 @@ import HandoffTestSupport
 /// nodes on loopback. A hub and three sites; each site's nodes on their own broker.
 @Suite("Sites: brokers joined to an upstream", .exclusive, .serialized)
 struct SitesTests {
-    private static func site(upstream hub: Broker, context: Context) throws -> Broker {
+    static func site(upstream hubs: Broker..., context: Context, name: String? = nil) throws -> Broker {
         var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
-        configuration.upstreams = [.init(frontend: hub.frontendEndpoint, backend: hub.backendEndpoint)]
+        configuration.upstreams = hubs.map { .init(frontend: $0.frontendEndpoint, backend: $0.backendEndpoint) }
+        configuration.site = name.flatMap(SiteName.init)
         return try Broker.start(configuration, context: context)
     }
 
-    private static func node(_ name: String, at broker: Broker, following: [String]) -> Node.Configuration {
+    static func node(_ name: String, at broker: Broker, following: [String]) -> Node.Configuration {
         var configuration = nodeOnBroker(name, broker: broker, security: nil)
         configuration.subscriptions = following
         return configuration
@@ -40,8 +41,9 @@ struct SitesTests {
             // Site B follows the type: it comes down there, and its node knows it.
             #expect(await eventually(within: .seconds(5)) { await reader.activities().map(\.id) == [activity.id] })
             #expect(await eventually(within: .seconds(5)) { await neighbour.activities().map(\.id) == [activity.id] })
-            // The hub sent site A its own advertisement back (A follows the type): dropped there.
-            #expect(await eventually(within: .seconds(5)) { a.counters.upstreamReturned > 0 })
+            // The hub sends each site what it follows except what came from there: site A follows
+            // the type too, and nothing of its own came back down to it.
+            #expect(await eventually(within: .seconds(5)) { hub.counters.sitesIn > 0 && hub.counters.sitesOut > 0 })
             // Site C follows something else: nothing of it came down, nothing is cached there.
             try await Task.sleep(for: .milliseconds(500))
             #expect(await elsewhere.activities().isEmpty)
@@ -69,6 +71,7 @@ struct SitesTests {
             // Resigned at A: gone at B.
             await activity.resignCurrent()
             #expect(await eventually(within: .seconds(5)) { await reader.activities().isEmpty })
+            for site in [a, b, c] { #expect(site.counters.upstreamReturned == 0 && site.counters.siteLoops == 0) }
         }
         for broker in [a, b, c, hub] { await broker.stop() }
     }

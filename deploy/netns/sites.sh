@@ -16,7 +16,8 @@
 # (a monitor) sees it, and a late joiner at B lists it from B's own broker; site C, whose node
 # follows another type, receives none of it (its broker caches nothing). Then site B's link to the
 # hub is cut for 8 s (longer than the 6 s lease: what B knew of A lapses), site A advertises a
-# second activity, and B does not see it; the link comes back and B lists both within 2 s. Each broker's counters (messages up, down, returned) are printed.
+# second activity, and B does not see it; the link comes back and B lists both within 2 s. Each broker's counters (messages up, down, returned) are printed, and
+# no site's own messages came back down its link (each crosses each link at most once).
 # Everything is removed on exit, on error and on Ctrl-C.
 #
 # Exit status: 0 it worked; 1 it did not (the logs are printed); 2 bad usage; 77 skipped: network
@@ -144,7 +145,7 @@ fail() { for log in "$work"/*.log; do printf -- '--- %s:\n' "$log" >&2; tail -n 
 # The ids of the activities of TYPE a fresh node at site $1 lists (from its site's broker).
 listed() { { ip netns exec "$1" "$handoff" activities --type org.sites. --broker "${LOCAL[@]}" --wait 1 --json --insecure 2>/dev/null |
     grep -o '"id" *: *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/' | sort | tr '\n' ' '; } || true; }
-counters() { { grep -h "broker counters" "$1" | tail -n 1 | grep -o 'cached=[0-9]*\|upstream-[a-z]*=[0-9]*\|messages-in=[0-9]*' | tr '\n' ' '; } || true; }
+counters() { { grep -h "broker counters" "$1" | tail -n 1 | grep -o 'cached=[0-9]*\|upstream-[a-z]*=[0-9]*\|sites-[a-z]*=[0-9]*\|site-loops=[0-9]*\|messages-in=[0-9]*' | tr '\n' ' '; } || true; }
 
 say "hub broker in $NS_HUB ($HUB_FRONTEND, $HUB_BACKEND)"
 start_in "$NS_HUB" "$work/hub.log" "$handoff" broker --frontend "tcp://$HUB_IP:5555" --backend "tcp://$HUB_IP:5556" --insecure --stats-interval 1
@@ -197,4 +198,13 @@ say "the link back: site B lists both within ${elapsed} s (each check a fresh no
 
 sleep 1.2
 for name in hub site-a site-b site-c; do say "$name: $(counters "$work/$name.log")"; done
+# The hub sends a site what it follows except what came from there, so each message crosses each
+# link between sites at most once: nothing of a site's own comes back to it, nothing goes round.
+for name in site-a site-b site-c; do
+    line=$(counters "$work/$name.log")
+    [[ $line == *"upstream-returned=0"* && $line == *"site-loops=0"* ]] || fail "$name's own messages came back down its link, or went round: $line"
+done
+hub_line=$(counters "$work/hub.log")
+[[ $hub_line == *"sites-in="* && $hub_line != *"sites-out=0 "* ]] || fail "the hub sent nothing down to the sites: $hub_line"
+say "no message came back to the site it came from"
 say "sites: passed"

@@ -63,6 +63,11 @@ public final class Broker: Sendable {
         /// let in as if in the account.
         public var relayKeys: Set<CurveKey> = []
 
+        /// This broker's site on the links between sites (wire.proto, "Sites"): what its
+        /// upstreams send it is addressed to this name, and what it sends names it. `nil`: a
+        /// random one for each start. Names must differ between the brokers of one bus.
+        public var site: SiteName?
+
         /// An upstream broker's endpoints, as its own nodes use them.
         public typealias Upstream = Node.Configuration.BrokerEndpoints
         /// Whether to cache advertisements and replay them to new subscriptions.
@@ -162,6 +167,18 @@ public final class Broker: Sendable {
         public var upstreamOut = 0
         public var upstreamIn = 0
         public var upstreamReturned = 0
+        /// With a broker pair upstream: the second copy of an advertisement, come down from the
+        /// other broker of the pair (dropped here, so this site's nodes hear it once).
+        public var upstreamDuplicates = 0
+        /// With sites joined below (their brokers name this one upstream): messages they sent up,
+        /// and the copies sent down to them (each to one site that follows its topic).
+        public var sitesIn = 0
+        public var sitesOut = 0
+        /// Site messages dropped for having come round a loop of links (their origin is this
+        /// site) or crossed ``SiteName/maxHops`` links, and site subscriptions not taken (past
+        /// the bounds of what sites may follow).
+        public var siteLoops = 0
+        public var siteInterestsRefused = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0
         /// Handshakes refused (secure brokers), by reason: keys not in the account (ZAP), and those

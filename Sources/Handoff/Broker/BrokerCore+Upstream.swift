@@ -33,6 +33,12 @@ extension BrokerCore {
             counted.upstreamReturned += 1
             return .drop
         }
+        // A pair upstream sends everything down twice: the second copy is no news.
+        if upstreams > 1, case .advertisement(let advertisement, _) = content,
+           let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version {
+            counted.upstreamDuplicates += 1
+            return .drop
+        }
         switch take(content, frames: frames, now: now) {
         case .overQuota:
             counted.overQuota += 1
@@ -61,16 +67,28 @@ extension BrokerCore {
         return topic
     }
 
-    /// Whether a subscriber's (un)subscription goes upstream (what this site's nodes follow, and
-    /// their presence), and the type prefix to ask upstream's snapshot of when it is a first
-    /// subscription to activities. Snapshot requests are answered here and stay here.
-    func interestUpstream(_ frame: Frame) -> (forward: Bool, snapshotOf: String?) {
-        frame.withUnsafeBytes { bytes in
-            let topic = bytes.dropFirst()
-            guard bytes.first == 1 || bytes.first == 0, !topic.starts(with: Topic.snapshotPrefixBytes),
-                  !topic.starts(with: Topic.readvertisePrefixBytes) else { return (false, nil) }
-            guard bytes.first == 1, topic.starts(with: Array(Topic.activityPrefix.utf8)) else { return (true, nil) }
-            return (true, String(decoding: topic.dropFirst(Topic.activityPrefix.utf8.count), as: UTF8.self))
-        }
+    /// Whether an upstream's subscription (its subscribe-all when the link comes up, a request
+    /// to re-advertise) is passed to this site's publishers: not the same one again within a
+    /// second, so that links misconfigured into a loop (each broker the other's upstream) do not
+    /// pass it round for ever, each pass making every node advertise again. (libzmq keeps a
+    /// connecting socket's pipe across reconnections, so nothing tells a link that came back from
+    /// a repeat: an upstream restarted within a second of the link coming up has this site's
+    /// activities from the re-advertising its presence asks for, about a second later.)
+    mutating func passUpstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant) -> Bool {
+        let name = String(decoding: frame.bytes, as: UTF8.self)
+        guard !upstreamSubscriptionsPassed.contains(name, now: now) else { return false }
+        upstreamSubscriptionsPassed.heard(name, now: now)
+        return true
+    }
+
+    /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``): a
+    /// frame to send up, if any, and the type prefix to ask upstream's snapshot of when it is a
+    /// first subscription to activities (a node's, or a lower site's).
+    mutating func interestUpstream(_ frame: Frame) -> (send: [UInt8]?, snapshotOf: String?) {
+        let bytes = frame.bytes
+        let send = upstreamInterest.upstream(for: bytes)
+        guard let send, send.first == 1, let (_, prefix) = Topic.splitSite(send.dropFirst()),
+              prefix.starts(with: Topic.activityPrefix.utf8) else { return (send, nil) }
+        return (send, String(decoding: prefix.dropFirst(Topic.activityPrefix.utf8.count), as: UTF8.self))
     }
 }

@@ -42,20 +42,32 @@ struct BrokerCore {
 
     let cacheEnabled: Bool
     /// Whether this broker joins an upstream broker (its site's bus joins a wider one).
-    let upstream: Bool
+    var upstream: Bool { upstreams > 0 }
+    /// How many upstream brokers it joins (two: a pair, each sending every message down).
+    let upstreams: Int
+    /// This broker's site on the links between sites (wire.proto, "Sites").
+    let site: SiteName
+    /// What the sites joined below this broker follow (internal for BrokerCore+Sites.swift).
+    var siteInterests = SiteInterests()
+    /// What this site asks of its upstreams.
+    var upstreamInterest: UpstreamInterest
     private(set) var cache: LastValueCache
     /// With an upstream: the nodes heard on this broker's own frontend lately, whose messages
     /// coming back from upstream are this site's own, returned.
     var localOrigins = RecentNames(memory: .seconds(120), capacity: 100_000)
+    /// With an upstream: its subscriptions passed to this site's publishers in the last second.
+    var upstreamSubscriptionsPassed = RecentNames(memory: .seconds(1), capacity: 10_000)
     private var readvertiseRequests = ReadvertiseRequests()
     /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
     var counted = Broker.Counters()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
     private var envelopes: EnvelopeBuilder
 
-    init(cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef, upstream: Bool = false) {
+    init(cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef, upstreams: Int = 0, site: SiteName = .random()) {
         self.cacheEnabled = cacheEnabled
-        self.upstream = upstream
+        self.upstreams = upstreams
+        self.site = site
+        upstreamInterest = UpstreamInterest(site: site)
         self.cache = cache
         envelopes = EnvelopeBuilder(sender: sender)
     }
@@ -141,6 +153,8 @@ struct BrokerCore {
     private func forgery(_ frames: [Frame], _ content: BrokerBusContent, connectionKey: [UInt8]?) -> String? {
         let onSnapshotTopic = frames.first?.withUnsafeBytes { $0.starts(with: Topic.snapshotPrefixBytes) } ?? false
         if onSnapshotTopic { return "publishes on a snapshot topic, which only the broker answers on" }
+        let onSiteTopic = frames.first?.withUnsafeBytes { $0.starts(with: Topic.sitePrefixBytes) } ?? false
+        if onSiteTopic { return "publishes on a site topic, which only brokers send on" }
         guard let connectionKey, let claim = content.claim else { return nil }
         return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID.flatMap(cache.originKey(of:)))
     }

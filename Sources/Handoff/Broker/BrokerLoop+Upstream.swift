@@ -43,29 +43,44 @@ struct UpstreamSnapshots {
 extension BrokerLoop {
     /// An upstream broker's subscription: its XSUB's subscribe-all when the link comes up, or a
     /// request that a node of this site advertise again. Passed to this site's publishers as it
-    /// is (a node re-advertises what it has current on either).
+    /// is (a node re-advertises what it has current on either). A link that came up also asks
+    /// upstream again for the snapshot of every type this site follows: what the other sites
+    /// changed while it was cut off comes down at once.
     func fromUpstreamSubscriber(_ frames: [Frame]) throws(ZMQError) {
-        guard frames.count == 1 else { return }
+        guard frames.count == 1, core.passUpstreamSubscription(frames[0], now: .now) else { return }
         try send(frames, to: frontend)
+        guard frames[0].count == 1, frames[0].bytes == [1] else { return }
+        for typePrefix in core.upstreamInterest.activityTypePrefixes {
+            guard let topic = upstreamSnapshots.ask(typePrefix, now: .now) else { continue }
+            for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }
+        }
     }
 
-    /// A bus message from upstream: an answer to a snapshot this broker asked for, or a live one.
+    /// A bus message from upstream: an answer to a snapshot this broker asked for, or a live one,
+    /// addressed to this site (topic `L:` + site + `|` + its bus topic, envelope, hop).
     func fromUpstream(_ frames: [Frame]) throws(ZMQError) {
-        guard frames.count == 2 else {
+        if frames.count == 2, !upstreamSnapshots.isEmpty, case let topic = frames[0].bytes, upstreamSnapshots.typePrefix(of: topic) != nil {
+            try fromUpstreamSnapshot(frames, topic: topic)
+            return
+        }
+        guard frames.count == 3, let (site, topic) = Topic.splitSite(frames[0].bytes), site.elementsEqual(core.site.bytes),
+              let hop = WireSiteHop(frame: frames[2]) else {
             core.droppedOverlong(fromPublisher: false)
             publishCounters()
             return
         }
-        if !upstreamSnapshots.isEmpty, case let topic = frames[0].bytes, upstreamSnapshots.typePrefix(of: topic) != nil {
-            try fromUpstreamSnapshot(frames, topic: topic)
+        guard let onward = core.hopFromUpstream(hop) else {
+            publishCounters()
             return
         }
-        let verdict = core.upstreamMessage(frames, now: .now)
+        let message = [Frame(topic), frames[1]]
+        let verdict = core.upstreamMessage(message, now: .now)
         publishCounters()
         guard case .forward(let askToReadvertise) = verdict else { return }
         if let origin = askToReadvertise { try askUpstreamToReadvertise(origin) }
-        try send(frames, to: backend)
-        if let capture { try send(frames, to: capture) }
+        try send(message, to: backend)
+        if let capture { try send(message, to: capture) }
+        try sendToSites(message, hop: onward.frame, excluding: hop.origin)
     }
 
     /// An advertisement of an upstream snapshot goes on its live topic to this site's subscribers
@@ -76,6 +91,7 @@ extension BrokerLoop {
             let message = [Frame(live), frames[1]]
             try send(message, to: backend)
             if let capture { try send(message, to: capture) }
+            try sendToSites(message, hop: localHop, excluding: nil)
             return
         }
         // A SnapshotReply is far smaller than an advertisement: decode only small envelopes.
@@ -85,12 +101,13 @@ extension BrokerLoop {
         for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
     }
 
-    /// A subscriber's (un)subscription at this site goes upstream too (snapshot requests stay
-    /// here); a subscription to activities also asks upstream for its snapshot.
+    /// A subscriber's (un)subscription at this site (a node's, or a lower site's) goes upstream
+    /// as this site's interest (snapshot requests stay here); a first subscription to activities
+    /// also asks upstream for its snapshot.
     func passInterestUpstream(_ frame: Frame) throws(ZMQError) {
         let interest = core.interestUpstream(frame)
-        guard interest.forward else { return }
-        for link in upstreamLinks { _ = try link.down.trySend(frame) }
+        guard let send = interest.send else { return }
+        for link in upstreamLinks { _ = try link.down.trySend(send) }
         guard let typePrefix = interest.snapshotOf, let topic = upstreamSnapshots.ask(typePrefix, now: .now) else { return }
         logger.debug("asking upstream for its snapshot of \(typePrefix)")
         for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }

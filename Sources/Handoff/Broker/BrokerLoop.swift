@@ -31,10 +31,12 @@ final class BrokerLoop: @unchecked Sendable {
     let upstreamLinks: [UpstreamLink]
     var upstreamSnapshots = UpstreamSnapshots()
     private let shared: SharedState
-    private let secure: Bool
+    let secure: Bool
     /// With CURVE: the keys of site brokers whose connections relay their nodes' messages.
-    private let relayKeys: Set<[UInt8]>
+    let relayKeys: Set<[UInt8]>
     var core: BrokerCore
+    /// The third frame of what this site's own publishers send, on the links to other sites.
+    let localHop: Frame
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
     private var metrics = BrokerMetrics()
     private let zap: ZAPHandler?
@@ -45,7 +47,7 @@ final class BrokerLoop: @unchecked Sendable {
     /// Messages taken from one socket before the other gets its turn.
     private static let burst = 256
     let logger: Logger
-    private var refusals = BrokerRefusalLog()
+    var refusals = BrokerRefusalLog()
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
     /// read by tasks of their own while the loop runs.
     private let handshakeMonitors: [SocketMonitor]
@@ -76,7 +78,8 @@ final class BrokerLoop: @unchecked Sendable {
                 capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
                 defaultLease: configuration.defaultLease),
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
-            upstream: !configuration.upstreams.isEmpty)
+            upstreams: configuration.upstreams.count, site: configuration.site ?? .random())
+        localHop = WireSiteHop(hops: 1, origin: core.site.name, via: core.site).frame
         var logger = Logger(label: "handoff.broker")
         logger[metadataKey: "broker"] = "\(configuration.frontend)"
         self.logger = logger
@@ -222,14 +225,31 @@ final class BrokerLoop: @unchecked Sendable {
         return true
     }
 
-    /// Publisher → subscribers: one message.
+    /// Publisher → subscribers: one message (three frames: a site's, sent up by its broker).
     private func fromPublisher(_ frames: [Frame]) throws(ZMQError) {
+        if frames.count == 3 {
+            try fromSite(frames)
+            return
+        }
         // Every message is bound to the key that authenticated its connection (when secure).
-        var connectionKey = secure && frames.count == 2 ? frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? [] : nil
+        var connectionKey = secure && frames.count == 2 ? connectionKey(of: frames[1]) : nil
         // A site's broker relays its nodes' messages, each held to its node's key there.
         if let key = connectionKey, !relayKeys.isEmpty, relayKeys.contains(key) { connectionKey = nil }
         let verdict = core.publisherMessage(frames, connectionKey: connectionKey, now: .now)
         publishCounters()
+        try carryOut(verdict, frames, hop: localHop, fromSite: nil, connectionKey: connectionKey)
+    }
+
+    /// The CURVE key a frame's connection was authenticated with.
+    func connectionKey(of frame: Frame) -> [UInt8] {
+        frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
+    }
+
+    /// Forwards a publisher's message (to the subscribers, the capture, the sites below that
+    /// follow it but the one it came from, and upstream), or logs why not.
+    func carryOut(
+        _ verdict: BrokerCore.PublisherVerdict, _ frames: [Frame], hop: Frame, fromSite: String?, connectionKey: [UInt8]?
+    ) throws(ZMQError) {
         switch verdict {
         case .forward(let askToReadvertise, let trace):
             let received = trace == nil ? nil : Date()
@@ -237,7 +257,8 @@ final class BrokerLoop: @unchecked Sendable {
             // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
             try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }
-            for link in upstreamLinks { try send(frames, to: link.up) }
+            try sendToSites(frames, hop: hop, excluding: fromSite)
+            for link in upstreamLinks { try send(frames + [hop], to: link.up) }
             if let trace, let received { try reportHops(trace, received: received) }
         case .forged(let reason):
             if let line = refusals.forged(reason, key: connectionKey) { logger.warning("\(line)") }
@@ -259,6 +280,10 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.
     private func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
+        if frames.count == 1, core.siteSubscription(frames[0]) {
+            try fromSiteSubscriber(frames[0])
+            return
+        }
         let verdict = core.subscriberMessage(frames)
         publishCounters()
         if let capture { try send(frames, to: capture) }

@@ -22,6 +22,8 @@ struct BrokerCommand: AsyncParsableCommand {
             help: ArgumentHelp("Join an upstream broker: its frontend and backend (repeat for a pair). This broker's nodes form a site of a wider bus: their messages go up, and what they follow comes down.",
                                valueName: "frontend backend"))
     var upstream: [String] = []
+    @Option(help: ArgumentHelp("This broker's site name on the links between sites (letters, digits, '.', '_', '-'; at most 64): unique on the bus. Default: a random one each start.", valueName: "name"))
+    var site: String?
     @Option(help: ArgumentHelp("With CURVE, a site broker's public key (a .pub file or Z85 text; repeatable): it joins this broker with --upstream and relays its nodes' messages, which its connection may then carry in their own names.", valueName: "key"))
     var relay: [String] = []
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
@@ -43,6 +45,12 @@ struct BrokerCommand: AsyncParsableCommand {
             Broker.Configuration.Upstream(frontend: upstream[$0], backend: upstream[$0 + 1])
         }
         configuration.lastValueCache = !noCache
+        if let site {
+            guard let name = SiteName(site) else {
+                throw ValidationError("--site takes 1 to 64 letters, digits, '.', '_' or '-' (got '\(site)')")
+            }
+            configuration.site = name
+        }
         // A site's broker joined to a hub over CURVE talks to it as a node talks to its broker.
         configuration.security = try security.resolve(needsBrokerKey: !upstream.isEmpty)
         configuration.relayKeys = Set(try relay.map { try KeyFile.readPublicKey($0) })
@@ -87,6 +95,8 @@ struct BrokerCommand: AsyncParsableCommand {
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
                 "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "upstream-out": "\(counters.upstreamOut)", "upstream-in": "\(counters.upstreamIn)", "upstream-returned": "\(counters.upstreamReturned)",
+                "upstream-duplicates": "\(counters.upstreamDuplicates)", "sites-in": "\(counters.sitesIn)", "sites-out": "\(counters.sitesOut)",
+                "site-loops": "\(counters.siteLoops)",
                 "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.handshakeRefusals.total)",
                 "handshake-refusals": "\(HandshakeRefusals.Reason.allCases.map { "\($0.rawValue)=\(counters.handshakeRefusals[$0])" }.joined(separator: " "))",
             ])

@@ -1,0 +1,81 @@
+import HandoffWire
+import ZeroMQ
+
+/// Sites joined below this broker (their brokers name it upstream; wire.proto, "Sites"): what they
+/// follow, what they send up, and which of them each message goes down to. A message goes down to
+/// each site that follows its topic except the one it came from, so it crosses each link between
+/// sites at most once; one that came round a loop of links, or crossed too many, is dropped.
+extension BrokerCore {
+    /// What to do with a message a site's broker sent up.
+    enum SiteVerdict: Equatable {
+        /// Pass it on as a publisher's message would be (``PublisherVerdict``), with `hop` on the
+        /// links it goes on from here.
+        case forward(PublisherVerdict, hop: WireSiteHop)
+        /// It came round a loop, or crossed too many links: dropped.
+        case loop
+    }
+
+    /// A bus message (topic, envelope) a site below sent up with `hop`. The site's broker held it
+    /// to its node's key; the connection it came on is a relay's.
+    mutating func siteMessage(_ frames: [Frame], hop: WireSiteHop, now: ContinuousClock.Instant) -> SiteVerdict {
+        guard hop.origin != site.name, hop.hops < SiteName.maxHops else {
+            counted.messagesIn += 1
+            counted.siteLoops += 1
+            return .loop
+        }
+        let verdict = publisherMessage(frames, connectionKey: nil, now: now)
+        if case .forward = verdict { counted.sitesIn += 1 }
+        return .forward(verdict, hop: hop.onward(by: site))
+    }
+
+    /// A message from upstream, addressed to this site: `nil` when it came round a loop or crossed
+    /// too many links (counted), else the hop to send it on to this broker's own sites with.
+    mutating func hopFromUpstream(_ hop: WireSiteHop) -> WireSiteHop? {
+        guard hop.origin != site.name, hop.hops < SiteName.maxHops else {
+            counted.upstreamIn += 1
+            counted.siteLoops += 1
+            return nil
+        }
+        return hop.onward(by: site)
+    }
+
+    /// The site topics (`L:` + site + `|` + topic) to send a message of `topic` down on: one for
+    /// each site that follows it, other than `excluded` (the one it came from); counted.
+    mutating func siteTopics(for topic: Frame, excluding excluded: String?) -> [[UInt8]] {
+        guard !siteInterests.isEmpty else { return [] }
+        let excludedBytes = excluded.map { Array($0.utf8) }
+        return topic.withUnsafeBytes { topic in
+            let sites = siteInterests.sites(following: topic, excluding: excludedBytes)
+            counted.sitesOut += sites.count
+            return sites.map { Topic.site($0, topic) }
+        }
+    }
+
+    /// A subscriber's (un)subscription to a site topic (`L:` + site + `|` + prefix), the interest
+    /// of a site joined below: true when it was one (taken, or refused past the bounds).
+    mutating func siteSubscription(_ frame: Frame) -> Bool {
+        frame.withUnsafeBytes { bytes in
+            guard let action = bytes.first, action == 0 || action == 1,
+                  let (site, prefix) = Topic.splitSite(bytes.dropFirst()) else { return false }
+            if action == 1 {
+                counted.subscriptions += 1
+                if SiteName(String(decoding: site, as: UTF8.self)) == nil
+                    || !siteInterests.subscribe(site: Array(site), prefix: Array(prefix)) {
+                    counted.siteInterestsRefused += 1
+                }
+            } else {
+                counted.unsubscriptions += 1
+                siteInterests.unsubscribe(site: Array(site), prefix: Array(prefix))
+            }
+            return true
+        }
+    }
+}
+
+extension BrokerCore {
+    /// A site's message on a connection that is no relay's (secure brokers): dropped as forged.
+    mutating func siteMessageRefused() {
+        counted.messagesIn += 1
+        counted.forged += 1
+    }
+}

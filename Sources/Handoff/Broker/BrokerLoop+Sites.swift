@@ -1,0 +1,53 @@
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// Carries out what ``BrokerCore`` decides for the sites joined below this broker (wire.proto,
+/// "Sites"): their messages sent up, their interest, and the copies sent down to them.
+extension BrokerLoop {
+    /// A message a site's broker sent up: topic, envelope, ``HandoffWire/WireSiteHop``.
+    func fromSite(_ frames: [Frame]) throws(ZMQError) {
+        if secure {
+            // Only a relay's connection (`--relay`) carries other nodes' messages.
+            let key = connectionKey(of: frames[2])
+            guard relayKeys.contains(key) else {
+                core.siteMessageRefused()
+                publishCounters()
+                if let line = refusals.forged("sends a site's messages, but its key is no relay's (--relay)", key: key) {
+                    logger.warning("\(line)")
+                }
+                return
+            }
+        }
+        guard let hop = WireSiteHop(frame: frames[2]) else {
+            core.droppedOverlong(fromPublisher: true)
+            publishCounters()
+            return
+        }
+        let message = [frames[0], frames[1]]
+        let verdict = core.siteMessage(message, hop: hop, now: .now)
+        publishCounters()
+        guard case .forward(let publisherVerdict, let onward) = verdict else { return }
+        try carryOut(publisherVerdict, message, hop: onward.frame, fromSite: hop.via, connectionKey: nil)
+    }
+
+    /// A bus message (topic, envelope) to each site below that follows its topic, but `excluded`.
+    func sendToSites(_ frames: [Frame], hop: Frame, excluding excluded: String?) throws(ZMQError) {
+        for topic in core.siteTopics(for: frames[0], excluding: excluded) {
+            try send([Frame(topic), frames[1], hop], to: backend)
+        }
+    }
+
+    /// A site's (un)subscription, counted and kept by the core: copied to the capture, passed on
+    /// upstream as this site's own interest, and, without the cache (whose frontend hears
+    /// everything), to the publishers, so that they send what the site follows.
+    func fromSiteSubscriber(_ frame: Frame) throws(ZMQError) {
+        publishCounters()
+        if let capture { try send([frame], to: capture) }
+        if !core.cacheEnabled {
+            let bytes = frame.bytes
+            if let (_, prefix) = Topic.splitSite(bytes.dropFirst()) { _ = try frontend.trySend([bytes[0]] + prefix) }
+        }
+        if !upstreamLinks.isEmpty { try passInterestUpstream(frame) }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+import ZeroMQ
+
+/// What crosses a link between the brokers of two sites (wire.proto, "Sites"): a bus message as
+/// three frames (topic, envelope, ``HandoffWire/WireSiteHop``), sent down to one site under
+/// `L:` + its name + `|` + the topic, which that site's broker subscribed to for its own
+/// subscribers' interest.
+extension Topic {
+    /// A message for one site: `L:` + site name + `|` + the bus topic.
+    static let sitePrefix = "L:"
+    static let sitePrefixBytes = Array(sitePrefix.utf8)
+    static let siteSeparator = UInt8(ascii: "|")
+
+    /// `L:` + `site` + `|` + `topic`.
+    static func site(_ site: [UInt8], _ topic: UnsafeRawBufferPointer) -> [UInt8] {
+        var bytes = sitePrefixBytes
+        bytes.reserveCapacity(sitePrefixBytes.count + site.count + 1 + topic.count)
+        bytes += site
+        bytes.append(siteSeparator)
+        bytes += topic
+        return bytes
+    }
+
+    /// The site and the bus topic of a site topic, or `nil` when `bytes` is none.
+    static func splitSite(_ bytes: some Collection<UInt8>) -> (site: ArraySlice<UInt8>, topic: ArraySlice<UInt8>)? {
+        let bytes = Array(bytes)[...]
+        guard bytes.starts(with: sitePrefixBytes) else { return nil }
+        let rest = bytes.dropFirst(sitePrefixBytes.count)
+        guard let bar = rest.firstIndex(of: siteSeparator) else { return nil }
+        return (rest[..<bar], rest[(bar + 1)...])
+    }
+}
+
+/// A site's name on the links between brokers: 1 to 64 bytes of letters, digits, `.`, `_`, `-`.
+public struct SiteName: Hashable, Sendable, CustomStringConvertible {
+    public let name: String
+    let bytes: [UInt8]
+
+    /// Hops after which a message is dropped: far more than any tree of sites needs, few enough
+    /// that a loop of misconfigured links ends at once.
+    static let maxHops: UInt32 = 8
+
+    /// A site name, or `nil` when `name` is empty, longer than 64 bytes, or has other characters.
+    public init?(_ name: String) {
+        let bytes = Array(name.utf8)
+        guard (1...64).contains(bytes.count), bytes.allSatisfy(Self.allowed) else { return nil }
+        self.name = name
+        self.bytes = bytes
+    }
+
+    /// A fresh name for a broker that was given none: `site-` and 12 random hexadecimal digits.
+    static func random() -> SiteName {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef")
+        return SiteName("site-" + String((0..<12).map { _ in digits[Int(generator.next() % 16)] }))!
+    }
+
+    public var description: String { name }
+
+    private static func allowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            true
+        default:
+            false
+        }
+    }
+}
+
+/// A ``HandoffWire/WireSiteHop`` as a frame, and back.
+extension WireSiteHop {
+    init(hops: UInt32, origin: String, via: SiteName) {
+        self.init()
+        self.hops = hops
+        self.origin = origin
+        self.via = via.name
+    }
+
+    var frame: Frame { Frame((try? serializedBytes() as [UInt8]) ?? []) }
+
+    /// The hop a frame carries, or `nil` when it is not one (or names no origin or sender).
+    init?(frame: Frame) {
+        guard frame.count <= 512, let hop = frame.withUnsafeBytes({ try? WireSiteHop(serializedBytes: Array($0)) }),
+              !hop.origin.isEmpty, !hop.via.isEmpty else { return nil }
+        self = hop
+    }
+
+    /// The same message, one link further: sent on by `site`.
+    func onward(by site: SiteName) -> WireSiteHop {
+        WireSiteHop(hops: hops + 1, origin: origin, via: site)
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+import ZeroMQ
+@testable import Handoff
+
+/// Bus messages as a publisher sends them (topic, envelope), for the broker's machines' tests.
+extension BrokerCoreTests {
+    static func node(_ id: String, key: [UInt8] = []) -> WireNodeRef {
+        var node = WireNodeRef()
+        node.nodeID = id
+        node.name = id
+        node.host = "test"
+        node.publicKey = Data(key)
+        return node
+    }
+
+    static func advertisement(_ id: String, from origin: String, key: [UInt8] = [], version: UInt64 = 1, sender: String? = nil) -> [Frame] {
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = id
+        advertisement.activityType = "org.test.type"
+        advertisement.origin = node(origin, key: key)
+        advertisement.continueEndpoint = "tcp://127.0.0.1:1"
+        advertisement.version = version
+        advertisement.leaseMs = 60_000
+        let envelope: [UInt8] = try! WireEnvelope(
+            body: .advertisement(advertisement), sender: node(sender ?? origin, key: key), sequence: version).serializedBytes()
+        return [Frame(Array("A:org.test.type".utf8)), Frame(envelope)]
+    }
+
+    static func presence(of origin: String, listing ids: [String]) -> [Frame] {
+        var presence = WireNodePresence()
+        presence.node = node(origin)
+        presence.leaseMs = 6_000
+        presence.activityIds = ids
+        let envelope: [UInt8] = try! WireEnvelope(body: .nodePresence(presence), sender: node(origin), sequence: 9).serializedBytes()
+        return [Frame(Array("P:".utf8)), Frame(envelope)]
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import HandoffWire
+import Testing
+import ZeroMQ
+@testable import Handoff
+
+/// The rules of sites (wire.proto, "Sites") on the broker's machine, with no socket and no clock:
+/// what a site follows, where each message goes down, what is dropped as a loop, what goes up.
+/// (SitesTests run them through real brokers.)
+@Suite("Sites: routing between brokers (state, no sockets)")
+struct SiteRoutingTests {
+    private static let now = ContinuousClock.now
+
+    private static func core(site: String, upstreams: Int = 0) -> BrokerCore {
+        BrokerCore(
+            cacheEnabled: true,
+            cache: LastValueCache(capacity: 100, perOriginQuota: 100, defaultLease: .seconds(30)),
+            sender: NodeInfo(id: "broker@\(site)", name: "broker", host: site, publicKey: nil).wire,
+            upstreams: upstreams, site: SiteName(site)!)
+    }
+
+    private static func subscription(_ action: UInt8, _ topic: String) -> Frame { Frame([action] + Array(topic.utf8)) }
+
+    @Test("a message goes down to each site that follows its topic, except the one it came from")
+    func downToFollowersButNotBack() {
+        var hub = Self.core(site: "hub")
+        for (site, prefix) in [("a", "A:org."), ("b", "A:org.test."), ("c", "A:com."), ("a", "P:")] {
+            let taken = hub.siteSubscription(Self.subscription(1, "L:\(site)|\(prefix)"))
+            #expect(taken)
+        }
+        let frames = BrokerCoreTests.advertisement("x1", from: "n1")
+        let fromA = WireSiteHop(hops: 1, origin: "a", via: SiteName("a")!)
+        let fromSite = hub.siteMessage(frames, hop: fromA, now: Self.now)
+        guard case .forward(let verdict, let onward) = fromSite else {
+            Issue.record("a site's message was not forwarded")
+            return
+        }
+        #expect(verdict == .forward(askToReadvertise: nil))
+        #expect(onward.hops == 2 && onward.origin == "a" && onward.via == "hub")
+        // Site a follows the type too, but the message came from there; c follows something else.
+        let toOthers = hub.siteTopics(for: frames[0], excluding: "a")
+        #expect(toOthers == [Array("L:b|A:org.test.type".utf8)])
+        // A message of the hub's own publishers goes to both.
+        let toAll = hub.siteTopics(for: frames[0], excluding: nil)
+        #expect(Set(toAll) == [Array("L:a|A:org.test.type".utf8), Array("L:b|A:org.test.type".utf8)])
+        #expect(hub.counters.sitesIn == 1 && hub.counters.sitesOut == 3 && hub.counters.cachedActivities == 1)
+        // The last subscription of b gone (libzmq reports it once): b hears nothing more.
+        let gone = hub.siteSubscription(Self.subscription(0, "L:b|A:org.test."))
+        let afterwards = hub.siteTopics(for: frames[0], excluding: "a")
+        #expect(gone && afterwards.isEmpty)
+        // Not a site topic: left to the other rules.
+        let plain = hub.siteSubscription(Self.subscription(1, "A:org."))
+        #expect(!plain)
+    }
+
+    @Test("a message whose origin is this site, or that crossed 8 links, is dropped as a loop")
+    func loopsAndHopLimitDropped() {
+        var broker = Self.core(site: "x")
+        let frames = BrokerCoreTests.advertisement("x1", from: "n1")
+        let cameRound = broker.siteMessage(frames, hop: WireSiteHop(hops: 2, origin: "x", via: SiteName("y")!), now: Self.now)
+        let tooFar = broker.siteMessage(frames, hop: WireSiteHop(hops: 8, origin: "w", via: SiteName("y")!), now: Self.now)
+        let downRound = broker.hopFromUpstream(WireSiteHop(hops: 1, origin: "x", via: SiteName("y")!))
+        let downLast = broker.hopFromUpstream(WireSiteHop(hops: 7, origin: "w", via: SiteName("y")!))
+        #expect(cameRound == .loop && tooFar == .loop && downRound == nil)
+        #expect(downLast?.hops == 8 && downLast?.via == "x")
+        #expect(broker.counters.siteLoops == 3 && broker.counters.cachedActivities == 0)
+    }
+
+    @Test("nodes may not publish on a site topic: only brokers send on it")
+    func siteTopicForgedFromPublisher() {
+        var broker = Self.core(site: "x")
+        let frames = BrokerCoreTests.advertisement("x1", from: "n1")
+        let onSiteTopic = [Frame(Array("L:x|A:org.test.type".utf8)), frames[1]]
+        let verdict = broker.publisherMessage(onSiteTopic, connectionKey: nil, now: Self.now)
+        guard case .forged = verdict else {
+            Issue.record("a publisher's message on a site topic was not refused")
+            return
+        }
+        #expect(broker.counters.forged == 1 && broker.counters.cachedActivities == 0)
+    }
+
+    @Test("interest goes upstream once per prefix, a lower site's as this site's own, and is withdrawn with its last follower")
+    func interestUpstreamOncePerPrefix() {
+        var broker = Self.core(site: "m", upstreams: 1)
+        func up(_ action: UInt8, _ topic: String) -> String? {
+            broker.interestUpstream(Self.subscription(action, topic)).send.map { String(decoding: $0.dropFirst(), as: UTF8.self) }
+        }
+        #expect(up(1, "A:org.") == "L:m|A:org.")
+        // A second follower of the prefix (a lower site's): nothing more goes up.
+        #expect(up(1, "L:a|A:org.") == nil)
+        let firstOfCom = broker.interestUpstream(Self.subscription(1, "A:com."))
+        #expect(firstOfCom.snapshotOf == "com.")
+        #expect(up(0, "A:org.") == nil)
+        #expect(up(0, "L:a|A:org.") == "L:m|A:org.")
+        // Snapshot requests stay here; re-advertising and trace requests go up as they are.
+        #expect(up(1, "S:0123/org.") == nil)
+        #expect(up(1, "R:node-1") == "R:node-1")
+        #expect(up(0, "A:never-followed.") == nil)
+    }
+
+    @Test("with a pair upstream, the second copy of an advertisement is dropped; a newer version passes")
+    func pairSecondCopyDropped() {
+        var site = Self.core(site: "c", upstreams: 2)
+        let first = BrokerCoreTests.advertisement("x1", from: "n1", version: 1)
+        let once = site.upstreamMessage(first, now: Self.now)
+        let twice = site.upstreamMessage(first, now: Self.now)
+        let newer = site.upstreamMessage(BrokerCoreTests.advertisement("x1", from: "n1", version: 2), now: Self.now)
+        #expect(once == .forward(askToReadvertise: nil) && twice == .drop && newer == .forward(askToReadvertise: nil))
+        #expect(site.counters.upstreamDuplicates == 1 && site.counters.upstreamIn == 3)
+    }
+
+    @Test("site names: 1 to 64 letters, digits, '.', '_', '-'; a site topic splits at its first bar")
+    func siteNamesAndTopics() {
+        #expect(SiteName("lab-1.east_2") != nil)
+        #expect(SiteName("") == nil && SiteName("a|b") == nil && SiteName(String(repeating: "a", count: 65)) == nil && SiteName("ü") == nil)
+        #expect(SiteName.random().name.hasPrefix("site-"))
+        let split = Topic.splitSite(Array("L:lab|A:x|y".utf8))
+        #expect(split.map { Array($0.site) } == Array("lab".utf8) && split.map { Array($0.topic) } == Array("A:x|y".utf8))
+        #expect(Topic.splitSite(Array("A:x".utf8)) == nil && Topic.splitSite(Array("L:nobar".utf8)) == nil)
+        let hop = WireSiteHop(hops: 3, origin: "a", via: SiteName("b")!)
+        #expect(WireSiteHop(frame: hop.frame) == hop)
+        #expect(WireSiteHop(frame: Frame([0xff, 0xff])) == nil)
+    }
+}
