@@ -100,6 +100,17 @@ struct SimulatorTests {
         #expect(report.didUpdates > 0, "the seed told no did-update")
     }
 
+    /// Regression (2026-11-26, found by scripts/test's fresh seeds): a node shut down and was
+    /// killed (-9) 17 ms later, before it exited; one follower's withdrawal was still on its way
+    /// and died with the process, and withdrawn-on-departure held the follower to it. A departure
+    /// cut short by a kill now promises nothing (the follower forgets at the lease, as after any
+    /// crash); one that exits is still checked.
+    @Test("regression, seed 285139823: a node killed while it shuts down promises nothing of its departure")
+    func killedWhileLeaving() async throws {
+        let run = try await runSimulator(["--seed", "285139823"])
+        #expect(run.status == 0, "\(run.output)")
+    }
+
     @Test("a seed replays exactly: the same trace, step by step, twice")
     func replays() async throws {
         let seed = String(UInt64.random(in: 0..<1_000_000_000))

@@ -39,6 +39,15 @@ extension SimulatedWorld {
         schedule(.exit(node: index, incarnation: nodes[index].incarnation), at: now + options.maxLatency + .milliseconds(1))
     }
 
+    /// A node killed while it shut down, before it exited: what it sent last may not have left
+    /// (ZeroMQ's queue dies with the process), so its departure promises nothing; followers forget
+    /// its activities at their lease, as after any crash.
+    func killedWhileLeaving(_ index: Int) {
+        guard let last = departures.lastIndex(where: { $0.node == index && $0.incarnation == nodes[index].incarnation }),
+              !departures[last].checked else { return }
+        departures[last].checked = true
+    }
+
     /// The node that shut down exits. A follower whose connection to it broke in the meantime may
     /// have lost the withdrawal (it forgets the activity at its lease instead).
     func exit(_ index: Int, incarnation: Int) {

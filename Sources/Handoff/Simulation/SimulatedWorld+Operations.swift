@@ -38,6 +38,7 @@ extension SimulatedWorld {
         case .crash(let index):
             guard nodes[index].alive else { return nil }
             log("\(nodes[index].id) is killed (-9)")
+            killedWhileLeaving(index)
             processEnds(index)
         case .leave(let index):
             guard running(index) else { return nil }
