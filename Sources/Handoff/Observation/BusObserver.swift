@@ -166,6 +166,8 @@ public actor BusObserver {
                 let next = try await socket.receive()
                 if frames.count < 3 { frames.append(next) }
             }
+            // A hub's copies for the sites below repeat what its subscribers hear anyway.
+            if frames[0].withUnsafeBytes({ $0.starts(with: Topic.sitePrefixBytes) }) { continue }
             let now = ContinuousClock.now
             watch.view.withLock { view in
                 if frames.count == 2 {

@@ -33,7 +33,7 @@ final class SimulatedBroker {
         return BrokerCore(
             cacheEnabled: true,
             cache: LastValueCache(capacity: capacity, perOriginQuota: perOriginQuota, defaultLease: SimulatedNode.settings.lease),
-            sender: sender)
+            sender: sender, site: SiteName("sim")!)
     }
 
     /// The process died and a new one starts, its cache empty.

@@ -77,6 +77,9 @@ struct MonitorCommand: AsyncParsableCommand {
             let wait = stats ? min(remaining, ContinuousClock.now.duration(to: nextStats)) : remaining
             guard let frames = try await subscriber.receiveMultipart(maxFrames: 4, timeout: max(min(wait, .milliseconds(250)), .milliseconds(1))) else { continue }
             let message = MonitoredMessage(frames)
+            // A hub's copies for the sites below ("L:" + site + "|" + topic, wire.proto "Sites")
+            // repeat what its subscribers hear anyway.
+            if message.topic.hasPrefix("L:") { continue }
             guard message.matches(type: type, node: node) else { continue }
             shown += 1
             if stats { rates.count(message) } else { printer.show(message) }
