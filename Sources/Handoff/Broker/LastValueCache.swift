@@ -85,6 +85,15 @@ struct LastValueCache {
         self.capacity = capacity
         self.perOriginQuota = perOriginQuota
         self.defaultLease = defaultLease
+        // Room for the whole capacity at once: a broker taking a burst of new activities would
+        // otherwise rehash its index and copy its slots each time they double (a third of its
+        // thread's time in `broker-capacity`). Only address space until entries fill it: the
+        // kernel maps a page when it is first written. (Up to 262,144: a larger capacity grows
+        // past it as it fills, rather than taking its address space at start.)
+        let room = min(capacity, 1 << 18)
+        slotOf.reserveCapacity(room)
+        slots.reserveCapacity(room)
+        deadlines.reserveCapacity(room)
     }
 
     /// Activities cached (some may have expired since the last ``removeExpired(now:)``).
