@@ -106,18 +106,42 @@ struct ResynchronizationTests {
         let r19 = cache.renew(origin: "a", listed: ["1", "2"], partial: false, lease: .seconds(6), now: now)
         #expect(r19 == 2)
         var requests = ReadvertiseRequests(interval: .seconds(1), capacity: 2)
-        let r20 = requests.shouldAsk("a", now: now)
-        #expect(r20)
-        let r21 = requests.shouldAsk("a", now: now + .milliseconds(999))
-        #expect(!r21)
-        let r22 = requests.shouldAsk("b", now: now)
-        #expect(r22)
-        let r23 = requests.shouldAsk("a", now: now + .seconds(1))
-        #expect(r23)
+        let r20 = requests.decide("a", now: now, everyoneAllowed: true)
+        #expect(r20 == .origin)
+        let r21 = requests.decide("a", now: now + .milliseconds(999), everyoneAllowed: true)
+        #expect(r21 == .none)
+        let r22 = requests.decide("b", now: now, everyoneAllowed: true)
+        #expect(r22 == .origin)
+        let r23 = requests.decide("a", now: now + .seconds(1), everyoneAllowed: true)
+        #expect(r23 == .origin)
         // Past its capacity the memory starts over: bounded whatever the number of origins.
-        let r24 = requests.shouldAsk("c", now: now + .seconds(1))
-        #expect(r24)
+        let r24 = requests.decide("c", now: now + .seconds(1), everyoneAllowed: true)
+        #expect(r24 == .origin)
         let r25 = cache.renew(origin: "a", listed: ["1", "2", "3", "4", "5"], partial: false, lease: .seconds(6), now: now)
         #expect(r25 == 3)
     }
+
+    @Test("a broker asks at most 8 origins a second to advertise again; when more lack at once, every publisher at once, at most every 10 s, and never for another site's nodes")
+    func readvertiseRequestsBudgeted() {
+        let now = ContinuousClock.now
+        var requests = ReadvertiseRequests()
+        let first = (0..<8).map { requests.decide("o\($0)", now: now, everyoneAllowed: true) }
+        #expect(first.allSatisfy { $0 == .origin })
+        // The ninth in the same second: too many to ask one by one (each reaches every publisher).
+        let ninth = requests.decide("o8", now: now + .milliseconds(10), everyoneAllowed: true)
+        let tenth = requests.decide("o9", now: now + .milliseconds(20), everyoneAllowed: true)
+        #expect(ninth == .everyone && tenth == .none)
+        // A new second: one by one again, but no second subscribe-all within 10 s.
+        let later = (10..<19).map { requests.decide("o\($0)", now: now + .seconds(2), everyoneAllowed: true) }
+        #expect(later.filter { $0 == .origin }.count == 8 && later.last == Decision.none)
+        let past = (20..<29).map { requests.decide("o\($0)", now: now + .seconds(11), everyoneAllowed: true) }
+        #expect(past.last == .everyone)
+        // Nodes of other sites (their presences came down from upstream): a subscribe-all here
+        // does not reach them.
+        var upstream = ReadvertiseRequests()
+        let asked = (0..<9).map { upstream.decide("u\($0)", now: now, everyoneAllowed: false) }
+        #expect(asked.last == Decision.none && upstream.decide("u0", now: now + .seconds(1), everyoneAllowed: false) == .origin)
+    }
+
+    private typealias Decision = ReadvertiseRequests.Decision
 }

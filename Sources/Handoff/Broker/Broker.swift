@@ -179,6 +179,10 @@ public final class Broker: Sendable {
         /// the bounds of what sites may follow).
         public var siteLoops = 0
         public var siteInterestsRefused = 0
+        /// Origins asked to advertise again what the cache lacks (`R:` requests), and the times
+        /// every publisher was asked at once (a subscribe-all) because too many lacked at once.
+        public var readvertiseRequests = 0
+        public var readvertiseEveryone = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0
         /// Handshakes refused (secure brokers), by reason: keys not in the account (ZAP), and those

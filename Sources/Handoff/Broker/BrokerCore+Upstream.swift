@@ -39,7 +39,7 @@ extension BrokerCore {
             counted.upstreamDuplicates += 1
             return .drop
         }
-        switch take(content, frames: frames, now: now) {
+        switch take(content, frames: frames, now: now, fromUpstream: true) {
         case .overQuota:
             counted.overQuota += 1
             return .drop
@@ -60,7 +60,7 @@ extension BrokerCore {
         let content = BrokerBusContent(frames, readingSender: false)
         guard case .advertisement(let advertisement, _) = content, !localOrigins.contains(advertisement.origin, now: now) else { return nil }
         if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version { return nil }
-        guard case .taken = take(content, frames: frames, now: now) else { return nil }
+        guard case .taken = take(content, frames: frames, now: now, fromUpstream: true) else { return nil }
         counted.upstreamIn += 1
         counted.messagesOut += 1
         counted.bytesOut += topic.count + envelope.count

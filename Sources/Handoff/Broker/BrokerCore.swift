@@ -58,6 +58,9 @@ struct BrokerCore {
     /// With an upstream: its subscriptions passed to this site's publishers in the last second.
     var upstreamSubscriptionsPassed = RecentNames(memory: .seconds(1), capacity: 10_000)
     private var readvertiseRequests = ReadvertiseRequests()
+    /// Set when so many origins lack at once that every publisher is asked (a subscribe-all); the
+    /// loop sends it (``takeReadvertiseEveryone()``).
+    private var readvertiseEveryoneDue = false
     /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
     var counted = Broker.Counters()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
@@ -127,7 +130,10 @@ struct BrokerCore {
     /// quota), a withdrawal removed, a presence renewing its origin's activities (and, when it
     /// lists some the cache lacks, at most once a second, a request that the origin advertise them
     /// again).
-    mutating func take(_ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant) -> Taken {
+    ///
+    /// - Parameter fromUpstream: It came down from an upstream broker: a node of another site,
+    ///   which this broker's subscribe-all does not reach.
+    mutating func take(_ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant, fromUpstream: Bool = false) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
         switch content {
         case .advertisement(let advertisement, _):
@@ -138,14 +144,28 @@ struct BrokerCore {
             cache.remove(activityID)
         case .presence(let origin, let listed, let partial, let leaseMs, _):
             let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
-            if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0,
-               readvertiseRequests.shouldAsk(origin, now: now) {
-                return .taken(askToReadvertise: origin)
+            if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0 {
+                switch readvertiseRequests.decide(origin, now: now, everyoneAllowed: !fromUpstream) {
+                case .origin:
+                    counted.readvertiseRequests += 1
+                    return .taken(askToReadvertise: origin)
+                case .everyone:
+                    counted.readvertiseEveryone += 1
+                    readvertiseEveryoneDue = true
+                case .none:
+                    break
+                }
             }
         case .other, .malformed:
             break
         }
         return .taken(askToReadvertise: nil)
+    }
+
+    /// Whether every publisher is to be asked to advertise again now (once).
+    mutating func takeReadvertiseEveryone() -> Bool {
+        defer { readvertiseEveryoneDue = false }
+        return readvertiseEveryoneDue
     }
 
     /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,

@@ -254,6 +254,11 @@ final class BrokerLoop: @unchecked Sendable {
         case .forward(let askToReadvertise, let trace):
             let received = trace == nil ? nil : Date()
             if let origin = askToReadvertise { try askToAdvertiseAgain(origin) }
+            // Too many origins lacking at once to ask one by one: every publisher at once.
+            if core.takeReadvertiseEveryone() {
+                logger.info("the presences of more than \(ReadvertiseRequests().perSecond) nodes in a second list activities the cache lacks; asking every node to advertise again")
+                _ = try frontend.trySend([UInt8(1)])
+            }
             // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
             try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }

@@ -82,6 +82,13 @@ extension SimulatedWorld {
                 schedule(.brokerAsks(broker: b, to: asked, epoch: epoch, topic: topic, subscribe: true), at: arriveFromBroker(b, to: asked))
                 schedule(.brokerAsks(broker: b, to: asked, epoch: epoch, topic: topic, subscribe: false), at: arriveFromBroker(b, to: asked))
             }
+            if broker.coreDo({ $0.takeReadvertiseEveryone() }) {
+                log("\(brokerName(b)) asks every node to advertise again: too many lack at once")
+                for asked in nodes.indices where connectedToBroker(b, asked) {
+                    let epoch = brokerLinks[b][asked].down.epoch
+                    schedule(.brokerAsks(broker: b, to: asked, epoch: epoch, topic: "", subscribe: true), at: arriveFromBroker(b, to: asked))
+                }
+            }
             let topicString = String(decoding: topic, as: UTF8.self)
             for peer in nodes.indices where connectedToBroker(b, peer) {
                 guard broker.subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }

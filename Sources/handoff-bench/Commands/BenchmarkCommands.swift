@@ -165,8 +165,16 @@ struct FleetBenchmark: Benchmark {
     @Option(name: .customLong("per-node"), help: "Activities per node at rest.") var perNode = 5
     @Option(name: .customLong("steady-seconds"), help: "How long the fleet rests.") var steadySeconds = 10
     @Flag(help: "The fleet at rest on a broker pair: every node publishes to both brokers, the real node follows both.") var pair = false
+    @Option(help: "Only the fleet across this many sites (a broker each, joined to a hub), the nodes spread over them; 0: one broker (or a pair).")
+    var sites = 0
+    @Flag(help: "Across sites: the nodes advertise, then stay silent past their lease before keeping them alive, so that every broker forgets them and asks them to advertise again.")
+    var lapse = false
 
     func measure() async throws {
+        if sites > 0 {
+            try benchFleetSites(nodes: nodes, perNode: perNode, sites: sites, steadySeconds: Double(steadySeconds), lapse: lapse)
+            return
+        }
         try benchFleet(joiners: joiners, activities: activities, flood: flood)
         try benchFleetSteady(nodes: nodes, perNode: perNode, steadySeconds: Double(steadySeconds), pair: pair)
     }

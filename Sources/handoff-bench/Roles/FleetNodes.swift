@@ -67,6 +67,13 @@ func runFleetNodes(_ arguments: [String]) throws {
         // One interval: every node keeps its activities alive once, spread over the interval.
         let slice = interval / Double(nodes.count)
         for index in nodes.indices {
+            // As a node does: a broker's subscribe-all (it restarted, or asks everyone) or its
+            // "R:" + this node's id (its cache lacks what the presence lists) is answered by
+            // advertising every activity again.
+            if try nodes[index].askedToAdvertiseAgain() {
+                try nodes[index].advertiseAll()
+                sent += perNode
+            }
             if presence {
                 try nodes[index].sendPresence(leaseMs: leaseMs)
                 sent += 1
@@ -95,6 +102,17 @@ struct SimulatedNode {
         let envelope: [UInt8] = try WireEnvelope(body: body, sender: origin, sequence: sequence).serializedBytes()
         try socket.send(Array(topic.utf8), more: true)
         try socket.send(envelope)
+    }
+
+    /// Whether a subscription that asks this node to advertise again came since it last looked.
+    func askedToAdvertiseAgain() throws -> Bool {
+        var asked = false
+        let readvertise = [UInt8(1)] + Array(("R:" + origin.nodeID).utf8)
+        while let frame = try socket.tryReceive() {
+            let bytes = frame.bytes
+            if bytes == [1] || bytes == readvertise { asked = true }
+        }
+        return asked
     }
 
     mutating func advertiseAll() throws {
