@@ -1,4 +1,5 @@
 import Foundation
+import HandoffWire
 import Testing
 import ZeroMQ
 @testable import Handoff
@@ -74,6 +75,38 @@ extension SitesTests {
             first = second
         }
         for broker in [a, b, second] { await broker.stop() }
+    }
+
+    @Test("a tracer at one site hears the hops of the brokers of the other site and of the hub")
+    func traceAcrossSites() async throws {
+        let context = try Context()
+        let hub = try Broker.start(.init(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*"), context: context)
+        let (a, b) = (try Self.site(upstream: hub, context: context, name: "a"), try Self.site(upstream: hub, context: context, name: "b"))
+        try await withNodes([Self.node("author", at: a, following: [])]) { nodes in
+            let activity = try UserActivity(activityType: "org.sites.edit")
+            try await activity.becomeCurrent(on: nodes[0])
+            // The tracer at B: the hops' topic, then the request (wire.proto, "Tracing").
+            let request = TraceRequest(origin: nodes[0].id, traceID: TraceRequest.newTraceID(), activityID: activity.id)
+            let tracer = try context.socket(.sub)
+            defer { tracer.close() }
+            try tracer.subscribe(request.hopsTopic)
+            try tracer.connect(b.backendEndpoint)
+            try await Task.sleep(for: .milliseconds(300))
+            try tracer.subscribe(request.topic)
+            var brokerHops = 0
+            let deadline = ContinuousClock.now + .seconds(5)
+            while ContinuousClock.now < deadline, brokerHops < 6 {
+                guard let topic = try tracer.tryReceive() else {
+                    try await Task.sleep(for: .milliseconds(20))
+                    continue
+                }
+                guard topic.hasMore, let body = try tracer.tryReceive(), case .traceHop(let hop)? = try? WireEnvelope.decode(body.data).body else { continue }
+                if [.brokerReceived, .brokerCached, .brokerForwarded].contains(hop.kind) { brokerHops += 1 }
+            }
+            // Received, cached and forwarded at A's broker and at the hub.
+            #expect(brokerHops >= 6, "the tracer at B heard \(brokerHops) broker hops")
+        }
+        for broker in [a, b, hub] { await broker.stop() }
     }
 
     @Test("links misconfigured into a loop (each broker the other's upstream): every message crosses and the loop ends at once")
