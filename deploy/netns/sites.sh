@@ -5,7 +5,8 @@
 #   sudo deploy/netns/sites.sh --cleanup          # remove namespaces left by a killed run
 #
 # Four namespaces on one bridge (inside the hub's namespace), each site 20 ms from the hub each
-# way (tc netem on both ends of its link, so 40 ms between two sites), when the kernel has netem:
+# way (tc netem on both ends of its link, so 40 ms between two sites; where the kernel has no
+# netem, deploy/netns/link-emulator.py on each site's link, as stream-link.sh does):
 #
 #   hsites-hub  10.78.0.1   handoff broker (the upstream)       :5555 / :5556
 #   hsites-a    10.78.0.2   handoff broker --upstream the hub   127.0.0.1:5555 / :5556, and its nodes
@@ -104,19 +105,56 @@ done
 link ip -n "$NS_HUB" link add "$BRIDGE" type bridge
 link ip -n "$NS_HUB" addr add "$HUB_IP/$PREFIX_LEN" dev "$BRIDGE"
 link ip -n "$NS_HUB" link set "$BRIDGE" up
-delayed_by="no delay (this kernel has no netem)"
+delayed_by="no delay (this kernel has no netem, and python3 or ethtool is missing for link-emulator.py)"
+emulate=0
+if ! { command -v tc >/dev/null 2>&1 && tc -n "$NS_HUB" qdisc add dev lo root netem delay 0ms 2>/dev/null; }; then
+    command -v python3 >/dev/null 2>&1 && command -v ethtool >/dev/null 2>&1 && emulate=1
+fi
+tc -n "$NS_HUB" qdisc del dev lo root 2>/dev/null || true
+declare -A emulators=()
+# The emulated wire of a site's link (its veth in the hub's namespace), 20 ms each way.
+start_emulator() {
+    ip netns exec "$NS_HUB" python3 "$(dirname "$0")/link-emulator.py" "$1" "emu-${1#veth-}" --delay-ms 20 --loss 0 \
+        >/dev/null 2>&1 </dev/null &
+    emulators[$1]=$!
+    started_pids+=("$!")
+}
+offloads_off() { ip netns exec "$1" ethtool -K "$2" tx off tso off gso off gro off >/dev/null 2>&1 || true; }
 for spec in "$NS_A:10.78.0.2:veth-a" "$NS_B:10.78.0.3:veth-b" "$NS_C:10.78.0.4:veth-c"; do
     IFS=: read -r ns addr port <<<"$spec"
     link ip -n "$NS_HUB" link add "$port" type veth peer name eth0 netns "$ns"
-    link ip -n "$NS_HUB" link set "$port" master "$BRIDGE" up
     link ip -n "$ns" addr add "$addr/$PREFIX_LEN" dev eth0
     link ip -n "$ns" link set eth0 up
-    if command -v tc >/dev/null 2>&1 && tc -n "$ns" qdisc add dev eth0 root netem delay 20ms 2>/dev/null; then
-        tc -n "$NS_HUB" qdisc add dev "$port" root netem delay 20ms
-        delayed_by="tc netem: 20 ms each way between a site and the hub, 40 ms between two sites"
+    if ((emulate)); then
+        # No netem: link-emulator.py carries every frame between the site's veth and a second
+        # pair whose other end is on the hub's bridge, 20 ms later each way.
+        link ip -n "$NS_HUB" link add "emu-${port#veth-}" type veth peer name "br-${port#veth-}"
+        link ip -n "$NS_HUB" link set "br-${port#veth-}" master "$BRIDGE" up
+        link ip -n "$NS_HUB" link set "emu-${port#veth-}" up
+        link ip -n "$NS_HUB" link set "$port" up
+        for dev in "$port" "emu-${port#veth-}" "br-${port#veth-}" "$BRIDGE"; do offloads_off "$NS_HUB" "$dev"; done
+        offloads_off "$ns" eth0
+        start_emulator "$port"
+        delayed_by="link-emulator.py (this kernel has no netem): 20 ms each way between a site and the hub, 40 ms between two sites"
+    else
+        link ip -n "$NS_HUB" link set "$port" master "$BRIDGE" up
+        if tc -n "$ns" qdisc add dev eth0 root netem delay 20ms 2>/dev/null; then
+            tc -n "$NS_HUB" qdisc add dev "$port" root netem delay 20ms
+            delayed_by="tc netem: 20 ms each way between a site and the hub, 40 ms between two sites"
+        fi
     fi
 done
 say "namespaces ${ALL_NS[*]}; $delayed_by"
+# A site's link cut (frames dropped both ways, connections left to find out) and back.
+cut_link() {
+    if ((emulate)); then kill "${emulators[$1]}" 2>/dev/null; wait "${emulators[$1]}" 2>/dev/null || true
+    else ip -n "$NS_HUB" link set "$1" down; fi
+}
+heal_link() { if ((emulate)); then start_emulator "$1"; else ip -n "$NS_HUB" link set "$1" up; fi; }
+sleep 0.5
+ip netns exec "$NS_A" ping -c 1 -W 2 -q 10.78.0.3 >/dev/null 2>&1 || true
+rtt=$(ip netns exec "$NS_A" ping -c 3 -i 0.2 -q 10.78.0.3 2>/dev/null | sed -n 's|.*= [0-9.]*/\([0-9.]*\)/.*|\1|p')
+say "round trip between site A and site B: ${rtt:-unknown} ms"
 
 if [ -n "$handoff_arg" ]; then handoff=$handoff_arg
 elif command -v handoff >/dev/null 2>&1; then handoff=$(command -v handoff)
@@ -178,14 +216,14 @@ if grep -q "$TYPE" "$work/monitor-c.log"; then fail "site C's monitor saw $TYPE"
 say "site C (follows com.other.) received none of it: $c_counters"
 
 say "cutting site B's link to the hub"
-ip -n "$NS_HUB" link set veth-b down
+cut_link veth-b
 start_in "$NS_A" "$work/second.log" "$handoff" advertise --type "$TYPE" --title "second, during the cut" --broker "${LOCAL[@]}" --json --insecure
 # Longer than a node's presence lease (6 s at the default 2 s interval): what B knew of A lapses.
 sleep 8
 during=$(listed "$NS_B")
 (($(wc -w <<<"$during") < 2)) || fail "during the cut site B lists '$during': it heard of the second activity through a cut link"
 say "during the cut site B lists '${during:-nothing}' (what it knew of site A lapses with its lease; the second is not there)"
-ip -n "$NS_HUB" link set veth-b up
+heal_link veth-b
 healed=$SECONDS
 both=""
 while (($(wc -w <<<"$both") < 2)); do
