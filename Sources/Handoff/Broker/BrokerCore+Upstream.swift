@@ -70,15 +70,27 @@ extension BrokerCore {
     /// Whether an upstream's subscription (its subscribe-all when the link comes up, a request
     /// to re-advertise) is passed to this site's publishers: not the same one again within a
     /// second, so that links misconfigured into a loop (each broker the other's upstream) do not
-    /// pass it round for ever, each pass making every node advertise again. (libzmq keeps a
-    /// connecting socket's pipe across reconnections, so nothing tells a link that came back from
-    /// a repeat: an upstream restarted within a second of the link coming up has this site's
-    /// activities from the re-advertising its presence asks for, about a second later.)
+    /// pass it round for ever, each pass making every node advertise again. A repeat held back
+    /// so is passed after all when an upstream link (re)connects within that second
+    /// (``upstreamLinkConnected(now:)``): it was the new connection's, not a loop's.
     mutating func passUpstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant) -> Bool {
         let name = String(decoding: frame.bytes, as: UTF8.self)
-        guard !upstreamSubscriptionsPassed.contains(name, now: now) else { return false }
+        guard !upstreamSubscriptionsPassed.contains(name, now: now) else {
+            if heldUpstreamSubscriptions.count < 64 { heldUpstreamSubscriptions.append((frame.bytes, now)) }
+            return false
+        }
         upstreamSubscriptionsPassed.heard(name, now: now)
         return true
+    }
+
+    /// An upstream link's connection came up (libzmq's `connected`, before its handshake): the
+    /// subscriptions to pass to this site's publishers now, those held back in the last second;
+    /// from now on, the next one of each passes.
+    mutating func upstreamLinkConnected(now: ContinuousClock.Instant) -> [[UInt8]] {
+        upstreamSubscriptionsPassed = RecentNames(memory: upstreamSubscriptionsPassed.memory, capacity: upstreamSubscriptionsPassed.capacity)
+        defer { heldUpstreamSubscriptions = [] }
+        var seen = Set<[UInt8]>()
+        return heldUpstreamSubscriptions.filter { now - $0.at < .seconds(1) && seen.insert($0.frame).inserted }.map(\.frame)
     }
 
     /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``): a

@@ -57,6 +57,8 @@ struct BrokerCore {
     var localOrigins = RecentNames(memory: .seconds(120), capacity: 100_000)
     /// With an upstream: its subscriptions passed to this site's publishers in the last second.
     var upstreamSubscriptionsPassed = RecentNames(memory: .seconds(1), capacity: 10_000)
+    /// Repeats of those held back, until a link's connection says whether they were its own.
+    var heldUpstreamSubscriptions: [(frame: [UInt8], at: ContinuousClock.Instant)] = []
     private var readvertiseRequests = ReadvertiseRequests()
     /// Set when so many origins lack at once that every publisher is asked (a subscribe-all); the
     /// loop sends it (``takeReadvertiseEveryone()``).

@@ -48,8 +48,18 @@ extension BrokerLoop {
     /// changed while it was cut off comes down at once.
     func fromUpstreamSubscriber(_ frames: [Frame]) throws(ZMQError) {
         guard frames.count == 1, core.passUpstreamSubscription(frames[0], now: .now) else { return }
-        try send(frames, to: frontend)
-        guard frames[0].count == 1, frames[0].bytes == [1] else { return }
+        try passToPublishers(frames[0].bytes)
+    }
+
+    /// An upstream link's connection came up: the subscriptions held back as repeats in the
+    /// second before were its own, and pass now.
+    func upstreamLinkConnected() throws(ZMQError) {
+        for subscription in core.upstreamLinkConnected(now: .now) { try passToPublishers(subscription) }
+    }
+
+    private func passToPublishers(_ subscription: [UInt8]) throws(ZMQError) {
+        _ = try frontend.trySend(subscription)
+        guard subscription == [1] else { return }
         for typePrefix in core.upstreamInterest.activityTypePrefixes {
             guard let topic = upstreamSnapshots.ask(typePrefix, now: .now) else { continue }
             for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }

@@ -51,11 +51,15 @@ final class BrokerLoop: @unchecked Sendable {
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
     /// read by tasks of their own while the loop runs.
     private let handshakeMonitors: [SocketMonitor]
+    /// The links' up sockets' monitors: a connection that came up.
+    private let linkMonitors: [SocketMonitor]
 
     /// What other threads hand the loop: a request to stop, failed handshakes.
     private struct Mailbox {
         var stop = false
         var failedHandshakes: [MonitorEvent] = []
+        /// An upstream link's connection came up.
+        var linkConnected = false
     }
     private let mailbox = Mutex(Mailbox())
     /// Wakes the loop's poll when something is put in the mailbox.
@@ -67,6 +71,7 @@ final class BrokerLoop: @unchecked Sendable {
         let sockets = try BrokerSockets.open(configuration, context: context)
         (frontend, backend, capture) = (sockets.frontend, sockets.backend, sockets.capture)
         (upstreamLinks, handshakeMonitors, endpoints) = (sockets.upstreamLinks, sockets.handshakeMonitors, sockets.endpoints)
+        linkMonitors = sockets.linkMonitors
         self.shared = shared
         self.zap = zap
         secure = configuration.security != nil
@@ -147,12 +152,13 @@ final class BrokerLoop: @unchecked Sendable {
             let ready = try poller.poll(timeout: pollTimeout())
             if ready[wakeIndex].contains(.readable) {
                 wake.drain()
-                let (stop, failed) = mailbox.withLock { mailbox in
-                    defer { mailbox.failedHandshakes = [] }
-                    return (mailbox.stop, mailbox.failedHandshakes)
+                let (stop, failed, linkConnected) = mailbox.withLock { mailbox in
+                    defer { (mailbox.failedHandshakes, mailbox.linkConnected) = ([], false) }
+                    return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected)
                 }
                 if stop { return }
                 for event in failed { noteFailedHandshake(event) }
+                if linkConnected { try upstreamLinkConnected() }
             }
             // Both directions until each is drained, a burst at a time.
             var more = true
@@ -373,7 +379,12 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// Reads each handshake monitor in a task of its own, handing its events to the loop.
     private func watchHandshakes() -> HandshakeMonitorWatch {
-        HandshakeMonitorWatch(handshakeMonitors) { [self] event in
+        HandshakeMonitorWatch(handshakeMonitors + linkMonitors) { [self] event in
+            if event.kind == .connected {
+                mailbox.withLock { $0.linkConnected = true }
+                wake.signal()
+                return
+            }
             // Bounded: a flood of failures beyond what the loop takes in a round is only counted
             // by ZAP's and the kernel's own means.
             mailbox.withLock { if $0.failedHandshakes.count < 10_000 { $0.failedHandshakes.append(event) } }

@@ -10,6 +10,8 @@ struct BrokerSockets {
     let upstreamLinks: [UpstreamLink]
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP.
     let handshakeMonitors: [SocketMonitor]
+    /// Monitors of the links' up sockets for their connections coming up (``BrokerCore/upstreamLinkConnected(now:)``).
+    let linkMonitors: [SocketMonitor]
     let endpoints: BoundEndpoints
 
     /// Opens every socket the configuration asks for; when one fails, closes those it opened and
@@ -85,6 +87,7 @@ struct BrokerSockets {
             let handshakeMonitors = security == nil ? [] : try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
                 (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
             }
+            let linkMonitors = try upstreamLinks.map { (link) throws(ZMQError) -> SocketMonitor in try link.up.monitor([.connected]) }
             let endpoints = BoundEndpoints(
                 frontend: try frontend.lastEndpoint,
                 backend: backendEndpoint,
@@ -96,7 +99,7 @@ struct BrokerSockets {
             }
             return BrokerSockets(
                 frontend: frontend, backend: backend, capture: capture, upstreamLinks: upstreamLinks,
-                handshakeMonitors: handshakeMonitors, endpoints: endpoints)
+                handshakeMonitors: handshakeMonitors, linkMonitors: linkMonitors, endpoints: endpoints)
         } catch {
             for socket in opened { socket.close() }
             throw error
