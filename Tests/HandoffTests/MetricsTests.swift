@@ -134,6 +134,10 @@ struct MetricsTests {
         #expect(metricValue(b, #"handoff_broker_subscriptions_total{kind="subscribe"}"#) ?? 0 >= 2)
         #expect(metricValue(b, "handoff_broker_cached_activities") ?? 0 >= 1)
         #expect(metricValue(b, "handoff_broker_snapshots_total") ?? 0 >= 2)
+        // A broker of no site still serves the sites' families, at 0, for dashboards to find.
+        #expect(metricValue(b, #"handoff_broker_site_messages_total{link="upstream",direction="out"}"#) == 0, "\(b)")
+        #expect(metricValue(b, #"handoff_broker_site_dropped_total{reason="returned"}"#) == 0)
+        #expect(metricValue(b, #"handoff_broker_readvertise_requests_total{kind="everyone"}"#) == 0)
 
         // Cut off: the broker dies. The agents say so, and recover when it is back.
         kill(broker.processIdentifier, SIGKILL)

@@ -32,6 +32,16 @@ struct BrokerMetrics {
     private let snapshots = Counter(label: "handoff_broker_snapshots_total")
     private let snapshotAdvertisements = Counter(label: "handoff_broker_snapshot_advertisements_total")
     private let malformed = Counter(label: "handoff_broker_malformed_total")
+    /// Sites (wire.proto "Sites"): the links to upstream brokers, and to the sites joined below.
+    private let upstreamOut = Counter(label: "handoff_broker_site_messages_total", dimensions: [("link", "upstream"), ("direction", "out")])
+    private let upstreamIn = Counter(label: "handoff_broker_site_messages_total", dimensions: [("link", "upstream"), ("direction", "in")])
+    private let sitesIn = Counter(label: "handoff_broker_site_messages_total", dimensions: [("link", "sites"), ("direction", "in")])
+    private let sitesOut = Counter(label: "handoff_broker_site_messages_total", dimensions: [("link", "sites"), ("direction", "out")])
+    private let upstreamReturned = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "returned")])
+    private let upstreamDuplicates = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "duplicate")])
+    private let siteLoops = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "loop")])
+    private let readvertiseOrigin = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "origin")])
+    private let readvertiseEveryone = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "everyone")])
     private var reported = Broker.Counters()
 
     init() { cached.record(0) }
@@ -54,6 +64,15 @@ struct BrokerMetrics {
         add(snapshots, counters.snapshots, old.snapshots)
         add(snapshotAdvertisements, counters.snapshotAdvertisements, old.snapshotAdvertisements)
         add(malformed, counters.malformed, old.malformed)
+        add(upstreamOut, counters.upstreamOut, old.upstreamOut)
+        add(upstreamIn, counters.upstreamIn, old.upstreamIn)
+        add(sitesIn, counters.sitesIn, old.sitesIn)
+        add(sitesOut, counters.sitesOut, old.sitesOut)
+        add(upstreamReturned, counters.upstreamReturned, old.upstreamReturned)
+        add(upstreamDuplicates, counters.upstreamDuplicates, old.upstreamDuplicates)
+        add(siteLoops, counters.siteLoops, old.siteLoops)
+        add(readvertiseOrigin, counters.readvertiseRequests, old.readvertiseRequests)
+        add(readvertiseEveryone, counters.readvertiseEveryone, old.readvertiseEveryone)
         if counters.cachedActivities != old.cachedActivities { cached.record(counters.cachedActivities) }
         reported = counters
     }
