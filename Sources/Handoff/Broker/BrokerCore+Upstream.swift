@@ -13,8 +13,9 @@ extension BrokerCore {
     /// What to do with a bus message from upstream.
     enum UpstreamVerdict: Equatable {
         /// Pass it to this site's subscribers (not upstream again); first ask upstream that
-        /// `askToReadvertise`, a node of another site, advertise again what the cache lacks.
-        case forward(askToReadvertise: String?)
+        /// `askToReadvertise`, a node of another site, advertise again what the cache lacks;
+        /// report this broker's hops of a traced message.
+        case forward(askToReadvertise: String?, trace: Trace? = nil)
         /// This site's own message come back, or one that cannot be cached: dropped.
         case drop
     }
@@ -46,7 +47,10 @@ extension BrokerCore {
         case .taken(let askToReadvertise):
             counted.messagesOut += 1
             counted.bytesOut += size
-            return .forward(askToReadvertise: askToReadvertise)
+            guard let traceID = content.claim?.traceID else { return .forward(askToReadvertise: askToReadvertise) }
+            var cached = false
+            if case .advertisement = content { cached = cacheEnabled }
+            return .forward(askToReadvertise: askToReadvertise, trace: Trace(traceID: traceID, activityID: content.claim?.activityID ?? "", cached: cached))
         }
     }
 

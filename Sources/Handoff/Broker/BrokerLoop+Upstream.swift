@@ -86,11 +86,13 @@ extension BrokerLoop {
         let message = [Frame(topic), frames[1]]
         let verdict = core.upstreamMessage(message, now: .now)
         publishCounters()
-        guard case .forward(let askToReadvertise) = verdict else { return }
+        guard case .forward(let askToReadvertise, let trace) = verdict else { return }
+        let received = trace == nil ? nil : Date()
         if let origin = askToReadvertise { try askUpstreamToReadvertise(origin) }
         try send(message, to: backend)
         if let capture { try send(message, to: capture) }
         try sendToSites(message, hop: onward.frame, excluding: hop.origin)
+        if let trace, let received { try reportHops(trace, received: received) }
     }
 
     /// An advertisement of an upstream snapshot goes on its live topic to this site's subscribers

@@ -284,7 +284,7 @@ final class BrokerLoop: @unchecked Sendable {
     /// under the trace's topic, to the subscribers (the tracer).
     /// With sites, the hops go to the sites below and upstream too, so that a tracer at another
     /// site hears them (as it hears any bus message it follows).
-    private func reportHops(_ trace: BrokerCore.Trace, received: Date) throws(ZMQError) {
+    func reportHops(_ trace: BrokerCore.Trace, received: Date) throws(ZMQError) {
         let topic = Frame(Topic.trace(trace.traceID))
         var hops = [Frame(core.traceHop(.brokerReceived, trace, at: received))]
         if trace.cached { hops.append(Frame(core.traceHop(.brokerCached, trace, at: received))) }
