@@ -118,7 +118,7 @@ struct SiteRoutingTests {
         #expect(!loop && late.isEmpty)
     }
 
-    @Test("with a pair upstream, the second copy of an advertisement is dropped; a newer version passes")
+    @Test("with a pair upstream, the second copy of an advertisement is dropped (a newer version passes), and of a presence")
     func pairSecondCopyDropped() {
         var site = Self.core(site: "c", upstreams: 2)
         let first = BrokerCoreTests.advertisement("x1", from: "n1", version: 1)
@@ -127,6 +127,16 @@ struct SiteRoutingTests {
         let newer = site.upstreamMessage(BrokerCoreTests.advertisement("x1", from: "n1", version: 2), now: Self.now)
         #expect(once == .forward(askToReadvertise: nil) && twice == .drop && newer == .forward(askToReadvertise: nil))
         #expect(site.counters.upstreamDuplicates == 1 && site.counters.upstreamIn == 3)
+        // A presence: the same bytes twice are one; the node's next presence is news.
+        let presence = BrokerCoreTests.presence(of: "n1", listing: ["x1"])
+        let presenceOnce = site.upstreamMessage(presence, now: Self.now)
+        let presenceTwice = site.upstreamMessage(presence, now: Self.now + .milliseconds(1))
+        #expect(presenceOnce != .drop && presenceTwice == .drop && site.counters.upstreamDuplicates == 2)
+        // Only under a pair: one upstream's repeats are its own to send.
+        var single = Self.core(site: "d", upstreams: 1)
+        let singleFirst = single.upstreamMessage(presence, now: Self.now)
+        let singleSecond = single.upstreamMessage(presence, now: Self.now)
+        #expect(singleFirst != .drop && singleSecond != .drop)
     }
 
     @Test("site names: 1 to 64 letters, digits, '.', '_', '-'; a site topic splits at its first bar")

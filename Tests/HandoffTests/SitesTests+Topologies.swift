@@ -45,6 +45,7 @@ extension SitesTests {
         let listener = try context.socket(.sub)
         defer { listener.close() }
         try listener.subscribe("A:org.sites.")
+        try listener.subscribe("P:")
         try listener.connect(b.backendEndpoint)
         try await withNodes([
             Self.node("at-a", at: a, following: []),
@@ -59,12 +60,19 @@ extension SitesTests {
             #expect(await eventually(within: .seconds(5)) { await atB.activities().first?.title == "two" })
             try await Task.sleep(for: .milliseconds(300))
             var heard = 0
+            var presences: [[UInt8]] = []
             while let topic = try listener.tryReceive() {
-                if topic.hasMore { _ = try listener.tryReceive() }
-                heard += 1
+                let envelope = topic.hasMore ? try listener.tryReceive() : nil
+                if topic.bytes.starts(with: Array("P:".utf8)) {
+                    if let envelope { presences.append(envelope.bytes) }
+                } else {
+                    heard += 1
+                }
             }
-            // Two versions, each down from both hubs: B's subscribers heard each once.
+            // Two versions, each down from both hubs: B's subscribers heard each once, and every
+            // presence (A's node's, down from both) once.
             #expect(heard == 2)
+            #expect(!presences.isEmpty && Set(presences).count == presences.count, "\(presences.count) presences, \(Set(presences).count) different")
             // (Same versions advertised again, when a link came up, are dropped as well.)
             #expect(b.counters.upstreamDuplicates >= 2)
 

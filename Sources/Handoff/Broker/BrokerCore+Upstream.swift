@@ -34,11 +34,23 @@ extension BrokerCore {
             counted.upstreamReturned += 1
             return .drop
         }
-        // A pair upstream sends everything down twice: the second copy is no news.
-        if upstreams > 1, case .advertisement(let advertisement, _) = content,
-           let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version {
-            counted.upstreamDuplicates += 1
-            return .drop
+        // A pair upstream sends everything down twice: the second copy is no news (an
+        // advertisement by its version, a presence or a withdrawal by its very bytes).
+        if upstreams > 1 {
+            switch content {
+            case .advertisement(let advertisement, _):
+                if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version {
+                    counted.upstreamDuplicates += 1
+                    return .drop
+                }
+            case .presence, .withdrawal:
+                if recentCopies.isCopy(frames[1], now: now) {
+                    counted.upstreamDuplicates += 1
+                    return .drop
+                }
+            case .other, .malformed:
+                break
+            }
         }
         switch take(content, frames: frames, now: now, fromUpstream: true) {
         case .overQuota:

@@ -57,6 +57,8 @@ struct BrokerCore {
     var localOrigins = RecentNames(memory: .seconds(120), capacity: 100_000)
     /// With an upstream: its subscriptions passed to this site's publishers in the last second.
     var upstreamSubscriptionsPassed = RecentNames(memory: .seconds(1), capacity: 10_000)
+    /// With a pair upstream: presences and withdrawals taken from it lately (the other's copy).
+    var recentCopies = RecentCopies()
     /// Repeats of those held back, until a link's connection says whether they were its own.
     var heldUpstreamSubscriptions: [(frame: [UInt8], at: ContinuousClock.Instant)] = []
     private var readvertiseRequests = ReadvertiseRequests()
