@@ -18,7 +18,7 @@ extension BrokerCore {
     /// A bus message (topic, envelope) a site below sent up with `hop`. The site's broker held it
     /// to its node's key; the connection it came on is a relay's.
     mutating func siteMessage(_ frames: [Frame], hop: WireSiteHop, now: ContinuousClock.Instant) -> SiteVerdict {
-        guard hop.origin != site.name, hop.hops < SiteName.maxHops else {
+        guard !cameRound(hop) else {
             counted.messagesIn += 1
             counted.siteLoops += 1
             return .loop
@@ -31,12 +31,18 @@ extension BrokerCore {
     /// A message from upstream, addressed to this site: `nil` when it came round a loop or crossed
     /// too many links (counted), else the hop to send it on to this broker's own sites with.
     mutating func hopFromUpstream(_ hop: WireSiteHop) -> WireSiteHop? {
-        guard hop.origin != site.name, hop.hops < SiteName.maxHops else {
+        guard !cameRound(hop) else {
             counted.upstreamIn += 1
             counted.siteLoops += 1
             return nil
         }
         return hop.onward(by: site)
+    }
+
+    /// Whether a message came round a loop of links (its origin is this site) or crossed
+    /// ``SiteName/maxHops`` of them.
+    private func cameRound(_ hop: WireSiteHop) -> Bool {
+        hop.origin == site.name || hop.hops >= SiteName.maxHops
     }
 
     /// The site topics (`L:` + site + `|` + topic) to send a message of `topic` down on: one for

@@ -59,10 +59,7 @@ extension BrokerCore {
         case .taken(let askToReadvertise):
             counted.messagesOut += 1
             counted.bytesOut += size
-            guard let traceID = content.claim?.traceID else { return .forward(askToReadvertise: askToReadvertise) }
-            var cached = false
-            if case .advertisement = content { cached = cacheEnabled }
-            return .forward(askToReadvertise: askToReadvertise, trace: Trace(traceID: traceID, activityID: content.claim?.activityID ?? "", cached: cached))
+            return .forward(askToReadvertise: askToReadvertise, trace: trace(of: content))
         }
     }
 
@@ -90,12 +87,12 @@ extension BrokerCore {
     /// so is passed after all when an upstream link (re)connects within that second
     /// (``upstreamLinkConnected(now:)``): it was the new connection's, not a loop's.
     mutating func passUpstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant) -> Bool {
-        let name = String(decoding: frame.bytes, as: UTF8.self)
-        guard !upstreamSubscriptionsPassed.contains(name, now: now) else {
-            if heldUpstreamSubscriptions.count < 64 { heldUpstreamSubscriptions.append((frame.bytes, now)) }
+        let subscription = frame.bytes
+        guard !upstreamSubscriptionsPassed.contains(subscription, now: now) else {
+            if heldUpstreamSubscriptions.count < 64 { heldUpstreamSubscriptions.append((subscription, now)) }
             return false
         }
-        upstreamSubscriptionsPassed.heard(name, now: now)
+        upstreamSubscriptionsPassed.heard(subscription, now: now)
         return true
     }
 
@@ -103,7 +100,7 @@ extension BrokerCore {
     /// subscriptions to pass to this site's publishers now, those held back in the last second;
     /// from now on, the next one of each passes.
     mutating func upstreamLinkConnected(now: ContinuousClock.Instant) -> [[UInt8]] {
-        upstreamSubscriptionsPassed = RecentNames(memory: upstreamSubscriptionsPassed.memory, capacity: upstreamSubscriptionsPassed.capacity)
+        upstreamSubscriptionsPassed.forgetAll()
         defer { heldUpstreamSubscriptions = [] }
         var seen = Set<[UInt8]>()
         return heldUpstreamSubscriptions.filter { now - $0.at < .seconds(1) && seen.insert($0.frame).inserted }.map(\.frame)

@@ -54,11 +54,11 @@ struct BrokerCore {
     private(set) var cache: LastValueCache
     /// With an upstream: the nodes heard on this broker's own frontend lately, whose messages
     /// coming back from upstream are this site's own, returned.
-    var localOrigins = RecentNames(memory: .seconds(120), capacity: 100_000)
+    var localOrigins = RecentNames<String>(memory: .seconds(120), capacity: 100_000)
     /// With an upstream: its subscriptions passed to this site's publishers in the last second.
-    var upstreamSubscriptionsPassed = RecentNames(memory: .seconds(1), capacity: 10_000)
+    var upstreamSubscriptionsPassed = RecentNames<[UInt8]>(memory: .seconds(1), capacity: 10_000)
     /// With a pair upstream: presences and withdrawals taken from it lately (the other's copy).
-    var recentCopies = RecentCopies()
+    var recentCopies = RecentNames<Int>(memory: .seconds(10), capacity: 100_000)
     /// Repeats of those held back, until a link's connection says whether they were its own.
     var heldUpstreamSubscriptions: [(frame: [UInt8], at: ContinuousClock.Instant)] = []
     private var readvertiseRequests = ReadvertiseRequests()
@@ -117,12 +117,7 @@ struct BrokerCore {
         counted.messagesOut += 1
         counted.bytesOut += size
         if upstream { counted.upstreamOut += 1 }
-        if let traceID = content.claim?.traceID {
-            var cached = false
-            if case .advertisement = content { cached = cacheEnabled }
-            return .forward(askToReadvertise: ask, trace: Trace(traceID: traceID, activityID: content.claim?.activityID ?? "", cached: cached))
-        }
-        return .forward(askToReadvertise: ask)
+        return .forward(askToReadvertise: ask, trace: trace(of: content))
     }
 
     enum Taken {
@@ -164,6 +159,14 @@ struct BrokerCore {
             break
         }
         return .taken(askToReadvertise: nil)
+    }
+
+    /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops.
+    func trace(of content: BrokerBusContent) -> Trace? {
+        guard let traceID = content.claim?.traceID else { return nil }
+        var cached = false
+        if case .advertisement = content { cached = cacheEnabled }
+        return Trace(traceID: traceID, activityID: content.claim?.activityID ?? "", cached: cached)
     }
 
     /// Whether every publisher is to be asked to advertise again now (once).

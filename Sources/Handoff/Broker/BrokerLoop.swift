@@ -262,7 +262,7 @@ final class BrokerLoop: @unchecked Sendable {
             if let origin = askToReadvertise { try askToAdvertiseAgain(origin) }
             // Too many origins lacking at once to ask one by one: every publisher at once.
             if core.takeReadvertiseEveryone() {
-                logger.info("the presences of more than \(ReadvertiseRequests().perSecond) nodes in a second list activities the cache lacks; asking every node to advertise again")
+                logger.info("the presences of more than \(ReadvertiseRequests.defaultPerSecond) nodes in a second list activities the cache lacks; asking every node to advertise again")
                 _ = try frontend.trySend([UInt8(1)])
             }
             // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.

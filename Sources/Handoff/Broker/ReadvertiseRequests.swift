@@ -28,7 +28,10 @@ struct ReadvertiseRequests {
     private var window: (start: ContinuousClock.Instant, asked: Int)?
     private var lastEveryone: ContinuousClock.Instant?
 
-    init(interval: Duration = .seconds(1), capacity: Int = 10_000, perSecond: Int = 8, everyoneInterval: Duration = .seconds(10)) {
+    /// Origins asked one by one a second, unless told otherwise.
+    static let defaultPerSecond = 8
+
+    init(interval: Duration = .seconds(1), capacity: Int = 10_000, perSecond: Int = defaultPerSecond, everyoneInterval: Duration = .seconds(10)) {
         self.interval = interval
         self.capacity = capacity
         self.perSecond = perSecond

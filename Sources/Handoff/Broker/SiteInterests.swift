@@ -84,9 +84,3 @@ struct UpstreamInterest {
         return followers.keys.filter { $0.starts(with: activity) }.map { String(decoding: $0.dropFirst(activity.count), as: UTF8.self) }
     }
 }
-
-extension Topic {
-    static func site(_ site: [UInt8], _ topic: [UInt8]) -> [UInt8] {
-        topic.withUnsafeBytes { Topic.site(site, $0) }
-    }
-}

@@ -23,13 +23,18 @@ extension Topic {
         return bytes
     }
 
-    /// The site and the bus topic of a site topic, or `nil` when `bytes` is none.
-    static func splitSite(_ bytes: some Collection<UInt8>) -> (site: ArraySlice<UInt8>, topic: ArraySlice<UInt8>)? {
-        let bytes = Array(bytes)[...]
+    /// `L:` + `site` + `|` + `topic`.
+    static func site(_ site: [UInt8], _ topic: [UInt8]) -> [UInt8] {
+        topic.withUnsafeBytes { Topic.site(site, $0) }
+    }
+
+    /// The site and the bus topic of a site topic, or `nil` when `bytes` is none (slices of
+    /// `bytes`, no copy).
+    static func splitSite<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> (site: Bytes.SubSequence, topic: Bytes.SubSequence)? {
         guard bytes.starts(with: sitePrefixBytes) else { return nil }
         let rest = bytes.dropFirst(sitePrefixBytes.count)
         guard let bar = rest.firstIndex(of: siteSeparator) else { return nil }
-        return (rest[..<bar], rest[(bar + 1)...])
+        return (rest[..<bar], rest[rest.index(after: bar)...])
     }
 }
 
@@ -52,9 +57,7 @@ public struct SiteName: Hashable, Sendable, CustomStringConvertible {
 
     /// A fresh name for a broker that was given none: `site-` and 12 random hexadecimal digits.
     static func random() -> SiteName {
-        var generator = SystemRandomNumberGenerator()
-        let digits = Array("0123456789abcdef")
-        return SiteName("site-" + String((0..<12).map { _ in digits[Int(generator.next() % 16)] }))!
+        SiteName("site-" + Topic.newSnapshotToken().prefix(12))!
     }
 
     public var description: String { name }
