@@ -23,9 +23,13 @@ struct CachedAdvertisement {
 /// room), and at most ``perOriginQuota`` of any one origin (a new activity beyond it is refused, so
 /// that one node cannot fill the cache, nor, through it, every joiner's snapshot).
 ///
-/// Entries live in slots of an array, found by id through one dictionary; what refers to an entry
-/// (an origin's set, an expiry item) holds its slot number, so that keeping them in order moves
-/// plain numbers, no reference counts (a broker stores one advertisement per message it forwards).
+/// A broker stores one advertisement per message it forwards, so storing is its hot path (it was
+/// half its thread's time in `broker-capacity`): one hash of the id to find it, one of the origin,
+/// one allocation for the frames. Entries live in slots of an array, found by id through one
+/// dictionary; what refers to an entry (its origin's list, an expiry item) holds its slot number,
+/// so that keeping them in order moves plain numbers, no reference counts. An origin's entries are
+/// a list linked through their slots, so that adding or removing one hashes nothing more. Times are
+/// ``Ticks``, nanoseconds since the cache was made, compared as integers.
 /// An entry keeps its own copy of the topic and envelope: a frame as received holds a share of
 /// libzmq's 8 KiB receive buffer, which one long-lived advertisement would keep whole.
 ///
@@ -35,19 +39,36 @@ struct CachedAdvertisement {
 /// An entry removed, or looked at earlier than first planned, leaves its old item behind, recognised
 /// as stale (generation and time) and dropped when it surfaces.
 struct LastValueCache {
+    /// Nanoseconds since the cache's ``epoch``.
+    typealias Ticks = Int64
+
     struct Entry {
         var id: String
-        var topic: [UInt8]
-        var envelope: [UInt8]
-        /// Its origin's node id (one string shared by the origin's entries).
-        var origin: String
+        /// The topic's bytes, then the envelope's: one allocation.
+        var frames: [UInt8]
+        var topicCount: Int
+        /// Its origin's slot in ``origins``.
+        var origin: Int32
+        /// Its neighbours in its origin's list (-1: none).
+        var previousOfOrigin: Int32 = -1
+        var nextOfOrigin: Int32 = -1
         var originKey: [UInt8]
         var version: UInt64
-        var expiry: ContinuousClock.Instant
+        var expiry: Ticks
         /// Which arrival of an id in this slot the entry is (a removed id that comes back is a new one).
         var generation: UInt64
         /// When the entry's one live heap item is due.
-        var check: ContinuousClock.Instant
+        var check: Ticks
+
+        var topic: ArraySlice<UInt8> { frames[..<topicCount] }
+        var envelope: [UInt8] { Array(frames[topicCount...]) }
+    }
+
+    /// An origin with cached activities: its node id, how many, and the first of its list.
+    struct Origin {
+        var id: String
+        var count: Int
+        var first: Int32
     }
 
     /// What ``store(_:frames:now:)`` did.
@@ -63,7 +84,7 @@ struct LastValueCache {
     }
 
     private struct Deadline: Comparable {
-        var expiry: ContinuousClock.Instant
+        var expiry: Ticks
         var slot: Int32
         var generation: UInt64
         static func < (a: Deadline, b: Deadline) -> Bool { a.expiry < b.expiry }
@@ -72,12 +93,15 @@ struct LastValueCache {
     let capacity: Int
     let perOriginQuota: Int
     let defaultLease: Duration
-    private var slots: [Entry?] = []
-    private var freeSlots: [Int32] = []
+    private let defaultLeaseTicks: Ticks
+    /// What ``Ticks`` count from.
+    private let epoch: ContinuousClock.Instant
+    private var slots = Slots<Entry>()
     /// The slot of each cached activity.
     private var slotOf: [String: Int32] = [:]
-    /// The slots of the cached activities of each origin.
-    private var byOrigin: [String: Set<Int32>] = [:]
+    private var origins = Slots<Origin>()
+    /// The slot in ``origins`` of each origin with cached activities.
+    private var originSlot: [String: Int32] = [:]
     private var deadlines = Heap<Deadline>()
     private var nextGeneration: UInt64 = 0
 
@@ -85,6 +109,8 @@ struct LastValueCache {
         self.capacity = capacity
         self.perOriginQuota = perOriginQuota
         self.defaultLease = defaultLease
+        defaultLeaseTicks = Self.ticks(defaultLease)
+        epoch = .now
         // Room for the whole capacity at once: a broker taking a burst of new activities would
         // otherwise rehash its index and copy its slots each time they double (a third of its
         // thread's time in `broker-capacity`). Only address space until entries fill it: the
@@ -106,66 +132,68 @@ struct LastValueCache {
     func contains(_ id: String) -> Bool { slotOf[id] != nil }
 
     /// Cached activities per origin.
-    var perOrigin: [String: Int] { byOrigin.mapValues(\.count) }
+    var perOrigin: [String: Int] {
+        Dictionary(uniqueKeysWithValues: origins.live.map { ($0.value.id, $0.value.count) })
+    }
 
     /// When the earliest entry (or stale heap item) expires; `nil` when there is nothing to expire.
-    var nextExpiry: ContinuousClock.Instant? { deadlines.min?.expiry }
+    var nextExpiry: ContinuousClock.Instant? { deadlines.min.map { epoch + .nanoseconds($0.expiry) } }
 
     /// Caches an advertisement unless a newer version is cached; an equal version renews it.
     @discardableResult
     mutating func store(_ advertisement: CachedAdvertisement, frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
         let id = advertisement.activityID
-        var existing = slotOf[id]
-        if let slot = existing, let entry = slots[Int(slot)], entry.expiry > now, entry.version > advertisement.version {
+        let existing = slotOf[id]
+        let now = ticks(now)
+        if let slot = existing, slots[slot]!.expiry > now, slots[slot]!.version > advertisement.version {
             return .stale
         }
-        var lease = advertisement.leaseMs > 0 ? Duration.milliseconds(advertisement.leaseMs) : defaultLease
+        var lease = advertisement.leaseMs > 0 ? Ticks(advertisement.leaseMs) * 1_000_000 : defaultLeaseTicks
         if let expiresAt = advertisement.expiresAt {
-            lease = min(lease, .seconds(expiresAt.timeIntervalSinceNow))
+            lease = min(lease, Self.ticks(seconds: expiresAt.timeIntervalSinceNow))
         }
-        guard lease > .zero else {
+        guard lease > 0 else {
             // A current advertisement that has already expired: nothing to answer with any more.
             remove(id)
             return .expired
         }
         let expiry = now + lease
-        if let slot = existing, slots[Int(slot)]?.origin == advertisement.origin {
+        if let slot = existing, origins[slots[slot]!.origin]!.id == advertisement.origin {
             // A newer (or the same) version from the same origin: in place.
-            slots[Int(slot)]!.envelope = frames[1].bytes
-            slots[Int(slot)]!.originKey = advertisement.originKey
-            slots[Int(slot)]!.version = advertisement.version
-            slots[Int(slot)]!.expiry = expiry
-            if expiry < slots[Int(slot)]!.check {
+            slots[slot]!.topicCount = frames[0].count
+            slots[slot]!.frames = Self.joined(frames)
+            slots[slot]!.originKey = advertisement.originKey
+            slots[slot]!.version = advertisement.version
+            slots[slot]!.expiry = expiry
+            if expiry < slots[slot]!.check {
                 // Due sooner than its item: a fresh item (the earlier one goes stale).
-                slots[Int(slot)]!.check = expiry
-                deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: slots[Int(slot)]!.generation))
+                slots[slot]!.check = expiry
+                deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: slots[slot]!.generation))
             }
             compactIfNeeded()
             return .stored
         }
-        guard byOrigin[advertisement.origin]?.count ?? 0 < perOriginQuota else { return .overQuota }
+        var origin = originSlot[advertisement.origin]
+        if let origin, origins[origin]!.count >= perOriginQuota { return .overQuota }
         if existing != nil {
             remove(id)  // the same id from another origin: counted against the new one
-            existing = nil
         } else {
             while slotOf.count >= capacity, evictSoonest() {}
         }
+        // Removing may have emptied the origin's record (no record is made meanwhile to reuse it).
+        if let slot = origin, origins[slot] == nil { origin = nil }
+        let originIndex = origin ?? newOrigin(advertisement.origin)
         nextGeneration += 1
-        // The origin's string as its other entries hold it, when it has some.
-        let origin = byOrigin.index(forKey: advertisement.origin).map { byOrigin.keys[$0] } ?? advertisement.origin
+        let first = origins[originIndex]!.first
         let entry = Entry(
-            id: id, topic: frames[0].bytes, envelope: frames[1].bytes, origin: origin, originKey: advertisement.originKey,
-            version: advertisement.version, expiry: expiry, generation: nextGeneration, check: expiry)
-        let slot: Int32
-        if let free = freeSlots.popLast() {
-            slot = free
-            slots[Int(slot)] = entry
-        } else {
-            slot = Int32(slots.count)
-            slots.append(entry)
-        }
+            id: id, frames: Self.joined(frames), topicCount: frames[0].count, origin: originIndex, nextOfOrigin: first,
+            originKey: advertisement.originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration,
+            check: expiry)
+        let slot = slots.insert(entry)
+        if first >= 0 { slots[first]!.previousOfOrigin = slot }
+        origins[originIndex]!.first = slot
+        origins[originIndex]!.count += 1
         slotOf[id] = slot
-        byOrigin[origin, default: []].insert(slot)
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: nextGeneration))
         compactIfNeeded()
         return .stored
@@ -173,21 +201,29 @@ struct LastValueCache {
 
     /// The version of a cached activity.
     func version(of id: String) -> UInt64? {
-        slotOf[id].flatMap { slots[Int($0)]?.version }
+        slotOf[id].flatMap { slots[$0]?.version }
     }
 
     /// The key of a cached activity's origin.
     func originKey(of id: String) -> [UInt8]? {
-        slotOf[id].flatMap { slots[Int($0)]?.originKey }
+        slotOf[id].flatMap { slots[$0]?.originKey }
     }
 
     /// Forgets an activity.
     mutating func remove(_ id: String) {
-        guard let slot = slotOf.removeValue(forKey: id), let entry = slots[Int(slot)] else { return }
-        slots[Int(slot)] = nil
-        freeSlots.append(slot)
-        byOrigin[entry.origin]?.remove(slot)
-        if byOrigin[entry.origin]?.isEmpty == true { byOrigin[entry.origin] = nil }
+        guard let slot = slotOf.removeValue(forKey: id), let entry = slots.remove(slot) else { return }
+        let origin = entry.origin
+        if entry.previousOfOrigin >= 0 {
+            slots[entry.previousOfOrigin]!.nextOfOrigin = entry.nextOfOrigin
+        } else {
+            origins[origin]!.first = entry.nextOfOrigin
+        }
+        if entry.nextOfOrigin >= 0 { slots[entry.nextOfOrigin]!.previousOfOrigin = entry.previousOfOrigin }
+        origins[origin]!.count -= 1
+        if origins[origin]!.count == 0 {
+            originSlot[origins[origin]!.id] = nil
+            origins.remove(origin)
+        }
     }
 
     /// Takes an origin's presence: renews each of its cached activities it lists for `lease` from
@@ -198,29 +234,33 @@ struct LastValueCache {
     /// leases ran out while the origin stalled). The broker asks the origin to advertise them again.
     @discardableResult
     mutating func renew(origin: String, listed: Set<String>, partial: Bool, lease: Duration, now: ContinuousClock.Instant) -> Int {
-        let cached = byOrigin[origin] ?? []
-        let expiry = now + lease
+        guard let record = originSlot[origin] else { return min(listed.count, max(0, perOriginQuota)) }
+        let expiry = ticks(now) + Self.ticks(lease)
         var listedCached = 0
-        for slot in cached {
-            guard let id = slots[Int(slot)]?.id else { continue }
-            guard listed.contains(id) else {
-                if !partial { remove(id) }
-                continue
+        var slot = origins[record]!.first
+        while slot >= 0 {
+            let next = slots[slot]!.nextOfOrigin
+            if listed.contains(slots[slot]!.id) {
+                listedCached += 1
+                // Later than before: its heap item stays, and puts it back when it comes due.
+                if slots[slot]!.expiry < expiry { slots[slot]!.expiry = expiry }
+            } else if !partial {
+                remove(slots[slot]!.id)
             }
-            listedCached += 1
-            // Later than before: its heap item stays, and puts it back when it comes due.
-            if slots[Int(slot)]!.expiry < expiry { slots[Int(slot)]!.expiry = expiry }
+            slot = next
         }
-        let room = max(0, perOriginQuota - (byOrigin[origin]?.count ?? 0))
+        let room = max(0, perOriginQuota - (origins[record]?.count ?? 0))
         return min(listed.count - listedCached, room)
     }
 
     /// Drops every entry whose lease has ended; true when anything changed.
     mutating func removeExpired(now: ContinuousClock.Instant) -> Bool {
+        let now = ticks(now)
         var removed = false
         while let first = deadlines.min, first.expiry <= now {
             deadlines.removeMin()
-            guard let entry = liveEntry(of: first) else { continue }
+            guard isLive(first) else { continue }
+            let entry = slots[first.slot]!
             if entry.expiry <= now {
                 remove(entry.id)
                 removed = true
@@ -231,22 +271,23 @@ struct LastValueCache {
         return removed
     }
 
-    /// The entry a heap item is the live item of, if it still is.
-    private func liveEntry(of item: Deadline) -> Entry? {
-        guard let entry = slots[Int(item.slot)], entry.generation == item.generation, entry.check == item.expiry else { return nil }
-        return entry
+    /// Whether a heap item is still its entry's live item.
+    private func isLive(_ item: Deadline) -> Bool {
+        guard let entry = slots[item.slot] else { return false }
+        return entry.generation == item.generation && entry.check == item.expiry
     }
 
     /// Puts a renewed entry's item back at its expiry.
-    private mutating func reschedule(_ slot: Int32, at expiry: ContinuousClock.Instant, generation: UInt64) {
-        slots[Int(slot)]!.check = expiry
+    private mutating func reschedule(_ slot: Int32, at expiry: Ticks, generation: UInt64) {
+        slots[slot]!.check = expiry
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: generation))
     }
 
     /// The envelope of every unexpired entry whose topic starts with `prefix`.
     func live(matching prefix: [UInt8], now: ContinuousClock.Instant) -> [[UInt8]] {
-        slots.compactMap { entry in
-            guard let entry, entry.expiry > now, entry.topic.starts(with: prefix) else { return nil }
+        let now = ticks(now)
+        return slots.live.compactMap { _, entry in
+            guard entry.expiry > now, entry.topic.starts(with: prefix) else { return nil }
             return entry.envelope
         }
     }
@@ -254,7 +295,8 @@ struct LastValueCache {
     /// Removes the entry that expires soonest; false when there is none.
     private mutating func evictSoonest() -> Bool {
         while let first = deadlines.popMin() {
-            guard let entry = liveEntry(of: first) else { continue }
+            guard isLive(first) else { continue }
+            let entry = slots[first.slot]!
             if entry.expiry > first.expiry {
                 // Renewed since: not the soonest after all.
                 reschedule(first.slot, at: entry.expiry, generation: entry.generation)
@@ -272,8 +314,39 @@ struct LastValueCache {
     /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
         guard deadlines.count > 4 * slotOf.count + 1_024 else { return }
-        deadlines = Heap(slots.indices.compactMap { index in
-            slots[index].map { Deadline(expiry: $0.check, slot: Int32(index), generation: $0.generation) }
-        })
+        deadlines = Heap(slots.live.map { slot, entry in Deadline(expiry: entry.check, slot: slot, generation: entry.generation) })
+    }
+
+    /// A record for an origin that has none.
+    private mutating func newOrigin(_ id: String) -> Int32 {
+        let slot = origins.insert(Origin(id: id, count: 0, first: -1))
+        originSlot[id] = slot
+        return slot
+    }
+
+    /// A message's topic and envelope in one buffer.
+    private static func joined(_ frames: [Frame]) -> [UInt8] {
+        let topicCount = frames[0].count, count = topicCount + frames[1].count
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            frames[0].withUnsafeBytes { UnsafeMutableRawBufferPointer(buffer).copyMemory(from: $0) }
+            frames[1].withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[topicCount...]).copyMemory(from: $0) }
+            initialized = count
+        }
+    }
+
+    private func ticks(_ instant: ContinuousClock.Instant) -> Ticks { Self.ticks(epoch.duration(to: instant)) }
+
+    /// A duration in nanoseconds, held within ±2⁶² (146 years).
+    private static func ticks(_ duration: Duration) -> Ticks {
+        let (seconds, attoseconds) = duration.components
+        let limit: Int64 = 1 << 62
+        let (nanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow, abs(nanoseconds) < limit else { return seconds < 0 ? -limit : limit }
+        return nanoseconds + attoseconds / 1_000_000_000
+    }
+
+    private static func ticks(seconds: Double) -> Ticks {
+        guard seconds > 0 else { return 0 }
+        return seconds < 4e9 ? Ticks(seconds * 1e9) : 1 << 62
     }
 }
