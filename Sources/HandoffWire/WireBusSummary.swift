@@ -75,8 +75,8 @@ public struct WireBusSummary: Equatable, Sendable {
             throw .malformed(error)
         }
         guard version != 0, version <= WireProtocol.version else { throw .unsupportedProtocolVersion(version) }
-        guard let body else { throw .missingBody }
-        return WireBusSummary(sender: sender, body: body.summary, traceID: traceID)
+        guard let fields = body.take() else { throw .missingBody }
+        return WireBusSummary(sender: sender, body: fields.summary(), traceID: traceID)
     }
 
     /// The activity type of an advertisement envelope (`nil` for another body), read in place: for
@@ -142,7 +142,8 @@ private struct BodyFields {
         self.number = number
     }
 
-    var summary: WireBusSummary.Body {
+    /// The body.
+    consuming func summary() -> WireBusSummary.Body {
         switch number {
         case 10:
             .advertisement(activityID: activityID, origin: node, version: version, leaseMs: leaseMs,

@@ -14,7 +14,7 @@ import Foundation
 public final class Frame: @unchecked Sendable {
     // Invariant for @unchecked Sendable: `storage` is initialized in init, never written after
     // init returns (sending sends a zmq_msg_copy), and closed only in deinit.
-    let storage: UnsafeMutablePointer<zmq_msg_t>
+    @usableFromInline let storage: UnsafeMutablePointer<zmq_msg_t>
 
     /// Whether more frames of the same multipart message follow this one (set on received frames).
     public let hasMore: Bool
@@ -104,10 +104,14 @@ public final class Frame: @unchecked Sendable {
     }
 
     /// The frame's size in bytes.
-    public var count: Int { zmq_msg_size(storage) }
+    @inlinable public var count: Int { zmq_msg_size(storage) }
 
     /// Calls `body` with the frame's bytes in place. The pointer is valid only inside `body`.
-    public func withUnsafeBytes<R, E: Error>(
+    ///
+    /// Inlinable so that a caller's closure and result are specialised where it is called: a broker
+    /// reads every message through it, and the generic call copied each result through its value
+    /// witnesses (a retain and a release per field).
+    @inlinable public func withUnsafeBytes<R, E: Error>(
         _ body: (UnsafeRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {
         try body(UnsafeRawBufferPointer(start: zmq_msg_data(storage), count: count))

@@ -26,20 +26,20 @@ extension BrokerCore {
         for frame in frames { size += frame.count }
         counted.upstreamIn += 1
         let content = BrokerBusContent(frames, readingSender: false)
-        if case .malformed = content {
+        if content.isMalformed {
             counted.malformed += 1
             return .drop
         }
-        if let origin = content.claim?.originID, localOrigins.contains(origin, now: now) {
+        if let origin = content.originID, localOrigins.contains(origin, now: now) {
             counted.upstreamReturned += 1
             return .drop
         }
         // A pair upstream sends everything down twice: the second copy is no news (an
         // advertisement by its version, a presence or a withdrawal by its very bytes).
         if upstreams > 1 {
-            switch content {
-            case .advertisement(let advertisement, _):
-                if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version {
+            switch content.summary?.body {
+            case .advertisement(let activityID, _, let version, _, _):
+                if let cached = cache.version(of: activityID), cached >= version {
                     counted.upstreamDuplicates += 1
                     return .drop
                 }
@@ -48,7 +48,7 @@ extension BrokerCore {
                     counted.upstreamDuplicates += 1
                     return .drop
                 }
-            case .other, .malformed:
+            case .other, nil:
                 break
             }
         }
@@ -71,7 +71,7 @@ extension BrokerCore {
         let topic = Topic.activity(type)
         let frames = [Frame(topic), envelope]
         let content = BrokerBusContent(frames, readingSender: false)
-        guard case .advertisement(let advertisement, _) = content, !localOrigins.contains(advertisement.origin, now: now) else { return nil }
+        guard let advertisement = content.advertisement, !localOrigins.contains(advertisement.origin, now: now) else { return nil }
         if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version { return nil }
         guard case .taken = take(content, frames: frames, now: now, fromUpstream: true) else { return nil }
         counted.upstreamIn += 1

@@ -104,7 +104,7 @@ struct BrokerCore {
             return .forged(reason: forgery)
         }
         // (Upstream only: `claim` copies the sender's fields, which no other broker needs here.)
-        if upstream, let origin = content.claim?.originID { localOrigins.heard(origin, now: now) }
+        if upstream, let origin = content.originID { localOrigins.heard(origin, now: now) }
         let ask: String?
         switch take(content, frames: frames, now: now) {
         case .overQuota(let activityID, let origin):
@@ -113,7 +113,7 @@ struct BrokerCore {
         case .taken(let askToReadvertise):
             ask = askToReadvertise
         }
-        if case .malformed = content { counted.malformed += 1 }
+        if content.isMalformed { counted.malformed += 1 }
         counted.messagesOut += 1
         counted.bytesOut += size
         if upstream { counted.upstreamOut += 1 }
@@ -134,16 +134,18 @@ struct BrokerCore {
     ///   which this broker's subscribe-all does not reach.
     mutating func take(_ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant, fromUpstream: Bool = false) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
-        switch content {
-        case .advertisement(let advertisement, _):
+        switch content.summary?.body {
+        case .advertisement:
+            guard let advertisement = content.advertisement else { break }
             if cache.store(advertisement, frames: frames, now: now) == .overQuota {
                 return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
             }
         case .withdrawal(let activityID, _):
             cache.remove(activityID)
-        case .presence(let origin, let listed, let partial, let leaseMs, _):
+        case .presence(let node, let leaseMs, let activityIDs, let partial):
+            let origin = node.id
             let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
-            if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0 {
+            if cache.renew(origin: origin, listed: Set(activityIDs), partial: partial, lease: lease, now: now) > 0 {
                 switch readvertiseRequests.decide(origin, now: now, everyoneAllowed: !fromUpstream) {
                 case .origin:
                     counted.readvertiseRequests += 1
@@ -155,7 +157,7 @@ struct BrokerCore {
                     break
                 }
             }
-        case .other, .malformed:
+        case .other, nil:
             break
         }
         return .taken(askToReadvertise: nil)
@@ -163,10 +165,8 @@ struct BrokerCore {
 
     /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops.
     func trace(of content: BrokerBusContent) -> Trace? {
-        guard let traceID = content.claim?.traceID else { return nil }
-        var cached = false
-        if case .advertisement = content { cached = cacheEnabled }
-        return Trace(traceID: traceID, activityID: content.claim?.activityID ?? "", cached: cached)
+        guard let traceID = content.traceID else { return nil }
+        return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: content.isAdvertisement && cacheEnabled)
     }
 
     /// Whether every publisher is to be asked to advertise again now (once).
