@@ -26,7 +26,7 @@ struct SiteRoutingTests {
         var hub = Self.core(site: "hub")
         for (site, prefix) in [("a", "A:org."), ("b", "A:org.test."), ("c", "A:com."), ("a", "P:")] {
             let taken = hub.siteSubscription(Self.subscription(1, "L:\(site)|\(prefix)"))
-            #expect(taken)
+            #expect(taken == .taken)
         }
         let frames = BrokerCoreTests.advertisement("x1", from: "n1")
         let fromA = WireSiteHop(hops: 1, origin: "a", via: SiteName("a")!)
@@ -47,10 +47,39 @@ struct SiteRoutingTests {
         // The last subscription of b gone (libzmq reports it once): b hears nothing more.
         let gone = hub.siteSubscription(Self.subscription(0, "L:b|A:org.test."))
         let afterwards = hub.siteTopics(for: frames[0], excluding: "a")
-        #expect(gone && afterwards.isEmpty)
+        #expect(gone == .taken && afterwards.isEmpty)
         // Not a site topic: left to the other rules.
         let plain = hub.siteSubscription(Self.subscription(1, "A:org."))
-        #expect(!plain)
+        #expect(plain == .notSite)
+    }
+
+    @Test("a site's interest past the bounds (1,000 sites, 10,000 prefixes each) or under no valid name is refused, counted, and logged once per site")
+    func siteInterestsBounded() {
+        var hub = Self.core(site: "hub")
+        var log = BrokerRefusalLog()
+        for index in 0..<SiteInterests.maxPrefixesPerSite {
+            let taken = hub.siteSubscription(Self.subscription(1, "L:a|A:org.t\(index)."))
+            #expect(taken == .taken)
+        }
+        // The same prefix again is no new one; another is one too many.
+        let again = hub.siteSubscription(Self.subscription(1, "L:a|A:org.t0."))
+        let oneTooMany = hub.siteSubscription(Self.subscription(1, "L:a|A:org.more."))
+        #expect(again == .taken)
+        #expect(oneTooMany == .refused(site: "a", .tooManyPrefixes))
+        for index in 1..<SiteInterests.maxSites {
+            let taken = hub.siteSubscription(Self.subscription(1, "L:s\(index)|A:org."))
+            #expect(taken == .taken)
+        }
+        let siteTooMany = hub.siteSubscription(Self.subscription(1, "L:late|A:org."))
+        #expect(siteTooMany == .refused(site: "late", .tooManySites))
+        let badName = hub.siteSubscription(Self.subscription(1, "L:no site|A:org."))
+        #expect(badName == .refused(site: "no site", .invalidName))
+        #expect(hub.counters.siteInterestsRefused == 3)
+        // Logged once per site, however often it asks.
+        let first = log.siteInterest(site: "late", .tooManySites)
+        let second = log.siteInterest(site: "late", .tooManySites)
+        #expect(first?.contains("1000 sites follow topics here already") == true, "\(first ?? "")")
+        #expect(second == nil)
     }
 
     @Test("a message whose origin is this site, or that crossed 8 links, is dropped as a loop")

@@ -57,23 +57,33 @@ extension BrokerCore {
         }
     }
 
+    /// What became of a subscriber's subscription to a site topic.
+    enum SiteSubscription: Equatable {
+        /// Not a site topic: the other rules take it.
+        case notSite
+        /// Taken (or withdrawn).
+        case taken
+        /// Not taken, past a bound or malformed: the site named, and why.
+        case refused(site: String, SiteInterests.Refusal)
+    }
+
     /// A subscriber's (un)subscription to a site topic (`L:` + site + `|` + prefix), the interest
-    /// of a site joined below: true when it was one (taken, or refused past the bounds).
-    mutating func siteSubscription(_ frame: Frame) -> Bool {
+    /// of a site joined below.
+    mutating func siteSubscription(_ frame: Frame) -> SiteSubscription {
         frame.withUnsafeBytes { bytes in
             guard let action = bytes.first, action == 0 || action == 1,
-                  let (site, prefix) = Topic.splitSite(bytes.dropFirst()) else { return false }
-            if action == 1 {
-                counted.subscriptions += 1
-                if SiteName(String(decoding: site, as: UTF8.self)) == nil
-                    || !siteInterests.subscribe(site: Array(site), prefix: Array(prefix)) {
-                    counted.siteInterestsRefused += 1
-                }
-            } else {
+                  let (site, prefix) = Topic.splitSite(bytes.dropFirst()) else { return .notSite }
+            guard action == 1 else {
                 counted.unsubscriptions += 1
                 siteInterests.unsubscribe(site: Array(site), prefix: Array(prefix))
+                return .taken
             }
-            return true
+            counted.subscriptions += 1
+            let name = String(decoding: site, as: UTF8.self)
+            let refusal = SiteName(name) == nil ? .invalidName : siteInterests.subscribe(site: Array(site), prefix: Array(prefix))
+            guard let refusal else { return .taken }
+            counted.siteInterestsRefused += 1
+            return .refused(site: name, refusal)
         }
     }
 }

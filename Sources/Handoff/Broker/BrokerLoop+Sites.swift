@@ -38,10 +38,26 @@ extension BrokerLoop {
         }
     }
 
+    /// A subscription to a site topic (a site below following a prefix) taken, or refused and
+    /// logged; false when it is no site's.
+    func tookSiteSubscription(_ frame: Frame) throws(ZMQError) -> Bool {
+        switch core.siteSubscription(frame) {
+        case .notSite:
+            return false
+        case .taken:
+            try fromSiteSubscriber(frame)
+        case .refused(let site, let refusal):
+            publishCounters()
+            if let capture { try send([frame], to: capture) }
+            if let line = refusals.siteInterest(site: site, refusal) { logger.warning("\(line)") }
+        }
+        return true
+    }
+
     /// A site's (un)subscription, counted and kept by the core: copied to the capture, passed on
     /// upstream as this site's own interest, and, without the cache (whose frontend hears
     /// everything), to the publishers, so that they send what the site follows.
-    func fromSiteSubscriber(_ frame: Frame) throws(ZMQError) {
+    private func fromSiteSubscriber(_ frame: Frame) throws(ZMQError) {
         publishCounters()
         if let capture { try send([frame], to: capture) }
         if !core.cacheEnabled {

@@ -298,10 +298,7 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.
     private func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
-        if frames.count == 1, core.siteSubscription(frames[0]) {
-            try fromSiteSubscriber(frames[0])
-            return
-        }
+        if frames.count == 1, try tookSiteSubscription(frames[0]) { return }
         let verdict = core.subscriberMessage(frames)
         publishCounters()
         if let capture { try send(frames, to: capture) }

@@ -8,6 +8,7 @@ struct BrokerRefusalLog {
     static let capacity = 10_000
     private var loggedForgers: Set<String> = []
     private var loggedOverQuota: Set<String> = []
+    private var loggedSites: Set<String> = []
     private var handshakes = RefusalLog()
 
     /// The line for a message dropped because its sender is not who it says, or it publishes
@@ -23,6 +24,13 @@ struct BrokerRefusalLog {
     mutating func overQuota(origin: String, activityID: String, quota: Int) -> String? {
         guard loggedOverQuota.count < Self.capacity, loggedOverQuota.insert(origin).inserted else { return nil }
         return "node \(origin) advertises more than \(quota) activities: dropping its new ones (activity \(activityID) first), counted in overQuota"
+    }
+
+    /// The line for a site's subscription not taken; `nil` when the site was logged already.
+    mutating func siteInterest(site: String, _ refusal: SiteInterests.Refusal) -> String? {
+        let name = site.count <= 64 ? site : String(site.prefix(64)) + "…"
+        guard loggedSites.count < Self.capacity, loggedSites.insert(name).inserted else { return nil }
+        return "not following topics for site \"\(name)\" below: \(refusal.reason) (counted in siteInterestsRefused; logged once per site)"
     }
 
     /// The line for a handshake that failed before the account was asked, if one is due.

@@ -16,12 +16,30 @@ struct SiteInterests {
     var isEmpty: Bool { prefixes.isEmpty }
     var siteCount: Int { prefixes.count }
 
-    /// A site's subscription to `prefix`; false when it was not taken (past a bound).
-    mutating func subscribe(site: [UInt8], prefix: [UInt8]) -> Bool {
-        if prefixes[site] == nil, prefixes.count >= Self.maxSites { return false }
-        if let known = prefixes[site], known.count >= Self.maxPrefixesPerSite, !known.contains(prefix) { return false }
+    /// Why a site's subscription was not taken.
+    enum Refusal: Equatable {
+        /// ``maxSites`` sites follow something already, and this is another.
+        case tooManySites
+        /// The site follows ``maxPrefixesPerSite`` prefixes already.
+        case tooManyPrefixes
+        /// Not a site name (``SiteName``).
+        case invalidName
+
+        var reason: String {
+            switch self {
+            case .tooManySites: "\(SiteInterests.maxSites) sites follow topics here already"
+            case .tooManyPrefixes: "it follows \(SiteInterests.maxPrefixesPerSite) topic prefixes here already"
+            case .invalidName: "its name is not a site name (1–64 of A–Z a–z 0–9 . _ -)"
+            }
+        }
+    }
+
+    /// A site's subscription to `prefix`; the refusal when it was not taken (past a bound).
+    mutating func subscribe(site: [UInt8], prefix: [UInt8]) -> Refusal? {
+        if prefixes[site] == nil, prefixes.count >= Self.maxSites { return .tooManySites }
+        if let known = prefixes[site], known.count >= Self.maxPrefixesPerSite, !known.contains(prefix) { return .tooManyPrefixes }
         prefixes[site, default: []].insert(prefix)
-        return true
+        return nil
     }
 
     /// The last of a site's subscriptions to `prefix` is gone.

@@ -40,6 +40,7 @@ struct BrokerMetrics {
     private let upstreamReturned = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "returned")])
     private let upstreamDuplicates = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "duplicate")])
     private let siteLoops = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "loop")])
+    private let siteInterestsRefused = Counter(label: "handoff_broker_site_interests_refused_total")
     private let readvertiseOrigin = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "origin")])
     private let readvertiseEveryone = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "everyone")])
     private var reported = Broker.Counters()
@@ -71,6 +72,7 @@ struct BrokerMetrics {
         add(upstreamReturned, counters.upstreamReturned, old.upstreamReturned)
         add(upstreamDuplicates, counters.upstreamDuplicates, old.upstreamDuplicates)
         add(siteLoops, counters.siteLoops, old.siteLoops)
+        add(siteInterestsRefused, counters.siteInterestsRefused, old.siteInterestsRefused)
         add(readvertiseOrigin, counters.readvertiseRequests, old.readvertiseRequests)
         add(readvertiseEveryone, counters.readvertiseEveryone, old.readvertiseEveryone)
         if counters.cachedActivities != old.cachedActivities { cached.record(counters.cachedActivities) }
