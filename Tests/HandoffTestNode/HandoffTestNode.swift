@@ -29,11 +29,18 @@ import ZeroMQ
 ///           continue <type>           continues the newest known activity of <type>
 ///           wait <type>               waits (up to 5 s) until an activity of <type> is known
 ///
-/// All but stream-sink and agent run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
+///     HandoffTestNode watch -- <program> <arguments...>
+///         Runs a program that ends with the test process, whatever ends that (WatchedChild).
+///
+/// All but stream-sink, agent and watch run until SIGTERM or SIGINT (graceful: activities are withdrawn) or until killed.
 @main
 struct HandoffTestNode {
     /// Runs as the `handoff` command does: its tasks on the event loops (task executor preference).
     static func main() async throws {
+        // Before anything else, on the main thread (the program's parent-death signal is tied to it).
+        if CommandLine.arguments.count > 2, CommandLine.arguments[1] == "watch", CommandLine.arguments[2] == "--" {
+            WatchedChild.run(Array(CommandLine.arguments.dropFirst(3)))
+        }
         ParentWatch.exitWithParentIfAsked()
         try await withTaskExecutorPreference(EventLoops.shared) { try await run() }
     }

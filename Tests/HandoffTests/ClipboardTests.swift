@@ -192,9 +192,7 @@ struct X11ClipboardTests {
         try gcc.run()
         gcc.waitUntilExit()
         try #require(gcc.terminationStatus == 0, "gcc failed for the password manager")
-        let secret = Process()
-        secret.executableURL = manager
-        secret.arguments = ["hunter2 is my password"]
+        let secret = Process.watched(manager, ["hunter2 is my password"])
         secret.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": a.name]) { $1 }
         let said = Pipe()
         secret.standardOutput = said

@@ -23,8 +23,7 @@ struct HeadlessCompositor {
         try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let config = runtime.appendingPathComponent("config")
         try Data("xwayland disable\n".utf8).write(to: config)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        // The signal again after the change to nobody, which clears it (prctl(2)).
         var arguments = ["--pdeathsig", "KILL"]
         if getuid() == 0 {
             guard chown(runtime.path, 65534, 65534) == 0, chown(config.path, 65534, 65534) == 0 else {
@@ -32,7 +31,8 @@ struct HeadlessCompositor {
             }
             arguments += ["--reuid=65534", "--regid=65534", "--clear-groups"]
         }
-        process.arguments = arguments + ["--", sway, "--config", config.path]
+        // setpriv (as nobody under root), itself watched: it ends with the test process.
+        let process = Process.watched(URL(fileURLWithPath: "/usr/bin/setpriv"), arguments + ["--", sway, "--config", config.path])
         process.environment = [
             "PATH": "/usr/bin:/bin", "HOME": runtime.path, "XDG_RUNTIME_DIR": runtime.path,
             "WLR_BACKENDS": "headless", "WLR_LIBINPUT_NO_DEVICES": "1", "WLR_RENDERER": "pixman",
@@ -66,9 +66,7 @@ struct HeadlessCompositor {
     /// `wl-copy --foreground`: this content in this type holds the selection until another client
     /// copies; returns once it has taken it.
     func copy(_ content: Data, type: String? = nil) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.wlCopy!)
-        process.arguments = ["--foreground"] + (type.map { ["--type", $0] } ?? [])
+        let process = Process.watched(URL(fileURLWithPath: Self.wlCopy!), ["--foreground"] + (type.map { ["--type", $0] } ?? []))
         process.environment = environment
         let input = Pipe()
         process.standardInput = input
@@ -83,9 +81,7 @@ struct HeadlessCompositor {
 
     /// `wl-paste --no-newline [--type T]`: what a Wayland application pasting here would get.
     func paste(type: String? = nil, timeout: Duration = .seconds(10)) async throws -> (status: Int32, output: Data) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.wlPaste!)
-        process.arguments = ["--no-newline"] + (type.map { ["--type", $0] } ?? [])
+        let process = Process.watched(URL(fileURLWithPath: Self.wlPaste!), ["--no-newline"] + (type.map { ["--type", $0] } ?? []))
         process.environment = environment
         return try await runCapturing(process, timeout: timeout, what: "wl-paste on \(display)")
     }

@@ -24,9 +24,7 @@ struct VirtualDisplay {
         guard let xvfb else { throw ProcessFailure("Xvfb is not installed (apt-get install xvfb)") }
         for number in (90...199).shuffled() where !inUse(number) {
             removeLeftovers(number)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: xvfb)
-            process.arguments = [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"]
+            let process = Process.watched(URL(fileURLWithPath: xvfb), [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"])
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
@@ -64,9 +62,7 @@ struct VirtualDisplay {
     /// `xclip -i` in the foreground (`-quiet`), owning the selection until another client copies:
     /// returns once it has taken it.
     func copy(_ arguments: [String]) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.xclip!)
-        process.arguments = ["-quiet"] + arguments
+        let process = Process.watched(URL(fileURLWithPath: Self.xclip!), ["-quiet"] + arguments)
         process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -77,9 +73,7 @@ struct VirtualDisplay {
 
     /// Runs xclip on this display: its exit status and standard output.
     func xclip(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> (status: Int32, output: Data) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.xclip!)
-        process.arguments = arguments
+        let process = Process.watched(URL(fileURLWithPath: Self.xclip!), arguments)
         process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
         return try await runCapturing(process, timeout: timeout, what: "xclip \(arguments.joined(separator: " ")) on \(name)")
     }
