@@ -252,6 +252,39 @@ struct ContinuationTests {
         }
     }
 
+    @Test("did-update over real sockets: a refresh that times out (the originator's will-save outlasts the continuer's timeout) is tried again a second later and brings the saved state")
+    func didUpdateRetriedAfterTimeout() async throws {
+        let slowSaves = Mutex(1)
+        let originator = Recorder(willSave: { activity in
+            // The first will-save outlasts the continuer's 500 ms timeout; later ones are quick.
+            let slow = slowSaves.withLock { count in
+                defer { count = max(0, count - 1) }
+                return count > 0
+            }
+            if slow { try? await Task.sleep(for: .milliseconds(1_000)) }
+            activity.userInfo = ["draft": "saved draft"]
+        })
+        let continuer = Recorder()
+        try await withTwoNodes(configureB: { $0.continueTimeout = .milliseconds(500) }) { a, b in
+            await b.setDelegate(continuer)
+            await b.setContinuationHandler(forType: editContact) { _ in }
+            let activity = try UserActivity(activityType: editContact)
+            activity.userInfo = ["draft": "v1"]
+            activity.delegate = originator
+            try await activity.becomeCurrent(on: a)
+            _ = try await b.continueActivity(try await discovered(activity.id, on: b))
+            let changed = ContinuousClock.now
+            activity.userInfo = ["draft": "typed, not saved"]
+            activity.needsSave = true
+            #expect(await eventually(within: .seconds(8)) { continuer.log.contains { $0.hasPrefix("didUpdate") && $0.hasSuffix("saved draft") } },
+                    "\(continuer.log) \(originator.log)")
+            // Not before the timed-out fetch (500 ms) and the retry's delay (1 s).
+            #expect(ContinuousClock.now - changed >= .milliseconds(1_400))
+            #expect(originator.log.filter { $0 == "willSave" }.count >= 1)
+            #expect(!continuer.log.contains { $0.hasPrefix("didUpdate") && $0.hasSuffix("typed, not saved") })
+        }
+    }
+
     @Test("discovery filters by type prefix and by node, and reports resignation")
     func discoveryFilters() async throws {
         try await withTwoNodes { a, b in
