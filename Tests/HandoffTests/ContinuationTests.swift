@@ -232,19 +232,25 @@ struct ContinuationTests {
         }
     }
 
+    /// An edit-contact draft ("v1") made current on `a` and continued once by `b`, each node's
+    /// delegate recording.
+    private func continuedDraft(from a: Node, by b: Node, originator: Recorder, continuer: Recorder) async throws -> UserActivity {
+        await b.setDelegate(continuer)
+        await b.setContinuationHandler(forType: editContact) { _ in }
+        let activity = try UserActivity(activityType: editContact)
+        activity.userInfo = ["draft": "v1"]
+        activity.delegate = originator
+        try await activity.becomeCurrent(on: a)
+        _ = try await b.continueActivity(try await discovered(activity.id, on: b))
+        return activity
+    }
+
     @Test("did-update: the continuing node hears of the originator's changes, with the new state")
     func didUpdate() async throws {
         try await withTwoNodes { a, b in
             let originator = Recorder()
             let continuer = Recorder()
-            await b.setDelegate(continuer)
-            await b.setContinuationHandler(forType: editContact) { _ in }
-            let activity = try UserActivity(activityType: editContact)
-            activity.userInfo = ["draft": "v1"]
-            activity.delegate = originator
-            try await activity.becomeCurrent(on: a)
-            let found = try await discovered(activity.id, on: b)
-            _ = try await b.continueActivity(found)
+            let activity = try await continuedDraft(from: a, by: b, originator: originator, continuer: continuer)
             activity.userInfo = ["draft": "second draft"]
             #expect(await eventually { continuer.log.contains { $0.hasPrefix("didUpdate") && $0.hasSuffix("second draft") } })
             // A refresh is not a new continuation.
@@ -266,13 +272,7 @@ struct ContinuationTests {
         })
         let continuer = Recorder()
         try await withTwoNodes(configureB: { $0.continueTimeout = .milliseconds(500) }) { a, b in
-            await b.setDelegate(continuer)
-            await b.setContinuationHandler(forType: editContact) { _ in }
-            let activity = try UserActivity(activityType: editContact)
-            activity.userInfo = ["draft": "v1"]
-            activity.delegate = originator
-            try await activity.becomeCurrent(on: a)
-            _ = try await b.continueActivity(try await discovered(activity.id, on: b))
+            let activity = try await continuedDraft(from: a, by: b, originator: originator, continuer: continuer)
             let changed = ContinuousClock.now
             activity.userInfo = ["draft": "typed, not saved"]
             activity.needsSave = true
