@@ -150,7 +150,23 @@ struct SimulatorTests {
             output.split(separator: "\n").last?.split(separator: "(").dropFirst().first.map { $0.split(separator: ",").dropFirst().prefix(3).joined(separator: ",") }
         }
         #expect(bus(with.output) != nil && bus(with.output) == bus(alone.output), "\(with.output)\n\(alone.output)")
-        #expect(with.output.contains("5 streams (1 read whole)") && alone.output.contains("0 streams"), "\(with.output)\n\(alone.output)")
+        #expect(with.output.contains("5 streams (1 read whole, 0 lies caught)") && alone.output.contains("0 streams"), "\(with.output)\n\(alone.output)")
+    }
+
+    @Test("a hostile originator lies about its stream four ways (a changed chunk, a wrong CRC-32C, a byte fewer, a byte more at the end): each reader catches it with a typed error, never a whole stream")
+    func streamLiesCaught() async throws {
+        let expected = [
+            "22": "(it changes a byte of a chunk): stream checksum mismatch",
+            "13": "(it sends a wrong CRC-32C at the end): stream checksum mismatch",
+            "1": "(it claims a byte fewer at the end): stream truncated",
+            "15": "(it claims a byte more at the end): stream truncated",
+        ]
+        for (seed, caught) in expected {
+            let run = try await runSimulator(["--seed", seed, "--trace"])
+            #expect(run.status == 0, "seed \(seed): \(run.output.suffix(3_000))")
+            #expect(run.output.contains("caught the originator's lie \(caught)"), "seed \(seed)")
+            #expect(run.output.contains("1 lies caught"), "seed \(seed)")
+        }
     }
 
     @Test("a node that shuts down withdraws its activities, which its followers forget at once, and comes back later")
@@ -175,7 +191,7 @@ struct SimulatorTests {
         let pair = StreamPair(isContinuer: true, direction: .originToContinuer, peerName: "the originator", activityType: "org.sim.edit",
                               window: 4, chunkSize: 1_024, peerChunkSize: 1_024, now: world.instant)
         let stream = SimulatedStream(number: 0, activityID: "a", direction: .originToContinuer, bytes: 10, reader: .prompt, floods: false,
-                                     openedAt: .zero, continuer: .init(node: 1, incarnation: 0, pair: pair))
+                                     lie: nil, openedAt: .zero, continuer: .init(node: 1, incarnation: 0, pair: pair))
         world.streams.append(stream)
         world.streamOrigins.append(0)
         #expect(SimulationInvariants.streams(world) == nil)
@@ -184,6 +200,41 @@ struct SimulatorTests {
         stream[.continuer]!.held = 0
         world.readerReceived(stream, .continuer, Data([1, 2, 3]))
         #expect(SimulationInvariants.streams(world)?.invariant == "stream-bytes-exact")
+    }
+
+    @Test("a lying originator's stream: its reader catching the lie at the end passes (a typed error); taking the lie as whole fails the run")
+    func streamLiesMustBeCaught() throws {
+        func lyingStream() -> (SimulatedWorld, SimulatedStream) {
+            var options = SimulationOptions()
+            options.nodes = 2
+            let world = SimulatedWorld(options: options, seed: 1, hostile: [], follows: [[], ["org.sim."]], trace: nil)
+            let pair = StreamPair(isContinuer: true, direction: .originToContinuer, peerName: "the originator", activityType: "org.sim.edit",
+                                  window: 4, chunkSize: 1_024, peerChunkSize: 1_024, now: world.instant)
+            // A reader that pauses: it holds what arrived (no credit granted back for chunks the
+            // machine never saw).
+            let stream = SimulatedStream(number: 0, activityID: "a", direction: .originToContinuer, bytes: 4,
+                                         reader: .pauses(atByte: 0, for: .seconds(60)), floods: false, lie: .corruptsAChunk, openedAt: .zero, continuer: .init(node: 1, incarnation: 0, pair: pair))
+            world.streams.append(stream)
+            world.streamOrigins.append(0)
+            // Bytes the writer did not write: read as they come, to be caught at the end.
+            var changed = stream.content(0..<4)
+            changed[2] ^= 0x5A
+            world.readerReceived(stream, .continuer, Data(changed))
+            return (world, stream)
+        }
+        // The end carries the CRC-32C of what was written: the reader's check refuses it.
+        let (caughtWorld, caught) = lyingStream()
+        #expect(SimulationInvariants.streams(caughtWorld) == nil)
+        caughtWorld.readerEnded(caught, .continuer, total: 4, checksum: caught.checksum)
+        #expect(caught.lieCaught && caught[.continuer]?.failure?.code == .streamChecksumMismatch)
+        #expect(SimulationInvariants.streams(caughtWorld) == nil)
+        // An end that matched the changed bytes (a reader checking nothing would take them): the run fails.
+        let (fooledWorld, fooled) = lyingStream()
+        var read = ReceivedBytes()
+        read.absorb(Data(fooled.content(0..<4).enumerated().map { $0.offset == 2 ? $0.element ^ 0x5A : $0.element }))
+        fooledWorld.readerEnded(fooled, .continuer, total: 4, checksum: read.checksum)
+        #expect(!fooled.lieCaught && fooled[.continuer]?.readWhole == false)
+        #expect(SimulationInvariants.streams(fooledWorld)?.invariant == "stream-bytes-exact")
     }
 
     @Test("believed-only-from-origin fails a follower that knows an activity under another origin than its maker")

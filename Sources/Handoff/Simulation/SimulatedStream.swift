@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import ZeroMQ
 
 /// One continuation stream pair in the simulated world: the production machine (``StreamPair``)
 /// at each end, and the applications around them — a writer that writes a known content as fast
@@ -23,6 +24,26 @@ final class SimulatedStream {
             case .slow(let delay): "a slow reader (a chunk per \(delay))"
             case .pauses(let at, let pause): "a reader pausing at byte \(at) for \(pause)"
             case .cancels(let at): "a reader cancelling at byte \(at)"
+            }
+        }
+    }
+
+    /// How a hostile originating node lies about what it writes.
+    enum Lie: CaseIterable, CustomStringConvertible {
+        /// One byte of one chunk is not what it wrote (the end's CRC-32C is of what it wrote).
+        case corruptsAChunk
+        /// The end's CRC-32C is not the content's.
+        case wrongChecksum
+        /// The end claims a byte fewer than it wrote, or a byte more.
+        case shortLength
+        case longLength
+
+        var description: String {
+            switch self {
+            case .corruptsAChunk: "changes a byte of a chunk"
+            case .wrongChecksum: "sends a wrong CRC-32C at the end"
+            case .shortLength: "claims a byte fewer at the end"
+            case .longLength: "claims a byte more at the end"
             }
         }
     }
@@ -68,6 +89,14 @@ final class SimulatedStream {
     let reader: Reader
     /// The continuing node floods: it sends three windows of chunks at once, ignoring the credit.
     let floods: Bool
+    /// The originating node lies about what it writes (a hostile originator); `nil`: honest.
+    let lie: Lie?
+    /// A chunk was changed on its way (``Lie/corruptsAChunk``: the first only).
+    private(set) var chunkChanged = false
+    /// A reader got bytes the writer did not write there (a lie's, to be caught at the end).
+    var liedBytesRead = false
+    /// The continuing side's reader caught the lie (a typed error at the end).
+    var lieCaught = false
     let openedAt: Duration
     var ends: [End?]
 
@@ -79,13 +108,17 @@ final class SimulatedStream {
     /// resumed and lost.
     static let settings = (chunkSize: 1_024, idleTimeout: Duration.seconds(2), resumeWindow: Duration.seconds(8))
 
-    init(number: Int, activityID: String, direction: WireStreamDirection, bytes: Int, reader: Reader, floods: Bool, openedAt: Duration, continuer: End) {
+    init(
+        number: Int, activityID: String, direction: WireStreamDirection, bytes: Int, reader: Reader, floods: Bool, lie: Lie?,
+        openedAt: Duration, continuer: End
+    ) {
         self.number = number
         self.activityID = activityID
         self.direction = direction
         self.bytes = bytes
         self.reader = reader
         self.floods = floods
+        self.lie = lie
         self.openedAt = openedAt
         ends = [continuer, nil]
     }
@@ -98,6 +131,29 @@ final class SimulatedStream {
     /// Runs `body` on an end's machine (there must be one).
     func pairDo<T>(_ side: Side, _ body: (inout StreamPair) -> T) -> T {
         body(&ends[side.rawValue]!.pair)
+    }
+
+    /// A frame of the originating end as its lie makes it (the frame as it is when it tells none).
+    func lying(_ kind: WireStreamFrame.OneOf_Kind, payload: Frame?) -> (WireStreamFrame.OneOf_Kind, Frame?) {
+        switch (lie, kind) {
+        case (.corruptsAChunk, .data):
+            guard !chunkChanged, let payload, payload.count > 0 else { return (kind, payload) }
+            chunkChanged = true
+            var bytes = payload.bytes
+            bytes[bytes.count / 2] ^= 0x5A
+            return (kind, Frame(bytes))
+        case (.wrongChecksum, .end(var end)) where !end.checksum.isEmpty:
+            end.checksum[end.checksum.count - 1] ^= 0x01
+            return (.end(end), payload)
+        case (.shortLength, .end(var end)) where end.totalLength > 0:
+            end.totalLength -= 1
+            return (.end(end), payload)
+        case (.longLength, .end(var end)):
+            end.totalLength += 1
+            return (.end(end), payload)
+        default:
+            return (kind, payload)
+        }
     }
 
     /// The content every writer of this stream writes: byte `offset` of it.

@@ -8,7 +8,12 @@ extension SimulatedWorld {
     func readerReceived(_ stream: SimulatedStream, _ side: Side, _ bytes: Data) {
         let offset = stream[side]!.received
         if stream.corrupted == nil, !bytes.elementsEqual(stream.content(offset..<offset + bytes.count)) {
-            stream.corrupted = "the \(side) side's reader got \(bytes.count) bytes at offset \(offset) that the writer did not write there"
+            // A lying originator's bytes are read as they come; the end must catch them.
+            if stream.lie != nil, side == .continuer {
+                stream.liedBytesRead = true
+            } else {
+                stream.corrupted = "the \(side) side's reader got \(bytes.count) bytes at offset \(offset) that the writer did not write there"
+            }
         }
         stream[side]!.read.absorb(bytes)
         stream[side]!.held += 1
@@ -21,8 +26,17 @@ extension SimulatedWorld {
     func readerEnded(_ stream: SimulatedStream, _ side: Side, total: UInt64, checksum: UInt32?) {
         let read = stream[side]!.read
         var refused: String?
-        do throws(HandoffError) { try read.verifyEnd(total: total, checksum: checksum) } catch { refused = error.message }
-        guard refused == nil, read.count == UInt64(stream.bytes), checksum == stream.checksum else {
+        do throws(HandoffError) { try read.verifyEnd(total: total, checksum: checksum) } catch {
+            refused = error.message
+            // A lie caught: the reading application gets this typed error, as ContinuationInputStream throws it.
+            if let lie = stream.lie, side == .continuer {
+                stream[side]!.failure = error
+                stream.lieCaught = true
+                log("\(nodes[stream[side]!.node].id): stream \(stream.number)'s reader caught the originator's lie (it \(lie)): \(error.code): \(error.message)")
+                return
+            }
+        }
+        guard refused == nil, !stream.liedBytesRead || side != .continuer, read.count == UInt64(stream.bytes), checksum == stream.checksum else {
             stream.corrupted = stream.corrupted ?? "the \(side) side's reader got an end of \(total) bytes, CRC \(checksum.map { String($0, radix: 16) } ?? "none"), after \(read.count) bytes (CRC \(String(read.checksum, radix: 16))\(refused.map { "; \($0)" } ?? "")); the writer wrote \(stream.bytes) bytes, CRC \(String(stream.checksum, radix: 16))"
             return
         }

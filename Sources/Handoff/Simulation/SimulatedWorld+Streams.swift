@@ -19,12 +19,17 @@ extension SimulatedWorld {
             isContinuer: true, direction: direction, peerName: "the originator", activityType: activity.activityType,
             window: floods ? 4 : 2 + bytes % 15, chunkSize: SimulatedStream.settings.chunkSize,
             peerChunkSize: SimulatedStream.settings.chunkSize, now: instant)
+        // A hostile originator lies about every other stream it writes (which, and how, from the
+        // stream's number: the seed's other draws stay as they were).
+        let number = streams.count
+        let lie = nodes[origin].hostile && direction != .continuerToOrigin && bytes > 0 && number % 2 == 0
+            ? SimulatedStream.Lie.allCases[number / 2 % SimulatedStream.Lie.allCases.count] : nil
         let stream = SimulatedStream(
-            number: streams.count, activityID: activity.id, direction: direction, bytes: bytes, reader: reader, floods: floods,
+            number: number, activityID: activity.id, direction: direction, bytes: bytes, reader: reader, floods: floods, lie: lie,
             openedAt: now, continuer: .init(node: index, incarnation: node.incarnation, pair: pair))
         streams.append(stream)
         streamOrigins.append(origin)
-        log("\(node.id) opens stream \(stream.number) with \(nodes[origin].id) for \(activity.id): \(bytes) bytes \(Self.describe(direction)), \(floods ? "flooding, ignoring its credit" : "\(reader)")")
+        log("\(node.id) opens stream \(stream.number) with \(nodes[origin].id) for \(activity.id): \(bytes) bytes \(Self.describe(direction)), \(floods ? "flooding, ignoring its credit" : "\(reader)")\(lie.map { "; the originator \($0)" } ?? "")")
         var request = WireStreamOpen()
         request.activityID = activity.id
         request.direction = direction
@@ -124,6 +129,7 @@ extension SimulatedWorld {
             if side == .continuer, endAlive(stream, .continuer) { stream.pairDo(.continuer) { $0.transportRefused(now: instant) } }
             return
         }
+        let (kind, payload) = side == .origin ? stream.lying(kind, payload: payload) : (kind, payload)
         let key = from * options.nodes + to
         let arrival = max(now + streamNetwork.duration(.microseconds(100)...options.maxLatency), streamArrivals[key] ?? .zero)
         streamArrivals[key] = arrival

@@ -61,6 +61,9 @@ public struct SimulationReport: Sendable {
     /// Continuation streams opened, and those whose readers got every byte, verified.
     public let streams: Int
     public let streamsWhole: Int
+    /// Streams a hostile originator lied about (a changed chunk, a wrong length or CRC-32C at the
+    /// end) whose reader caught the lie.
+    public let streamLiesCaught: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -99,6 +102,7 @@ public enum Simulation {
             activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + world.brokers.reduce(0) { $0 + $1.refused },
             continuations: world.truth.handedOver.values.reduce(0, +), didUpdates: world.truth.didUpdates.count,
             streams: world.streams.count, streamsWhole: world.streams.count { $0.ends.contains { $0?.readWhole == true } },
+            streamLiesCaught: world.streams.count(where: \.lieCaught),
             entries: schedule.entries, skipped: skipping, trace: lines)
     }
 

@@ -17,7 +17,7 @@ extension SimulationInvariants {
             }
             // "stream-honest-peers-agree": two honest ends never find each other breaking the rules,
             // however the network drops, delays and cuts their frames.
-            if !stream.floods, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.code == .streamProtocolViolation }) {
+            if !stream.floods, stream.lie == nil, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.code == .streamProtocolViolation }) {
                 return failure(world, "stream-honest-peers-agree", "stream \(stream.number), \(side) side: \(stream[side]!.failure!.message)")
             }
             for side in SimulatedStream.Side.allCases where world.endAlive(stream, side) {
