@@ -82,6 +82,32 @@ struct SiteRoutingTests {
         #expect(second == nil)
     }
 
+    @Test("a site's broker asks upstream with a token that names its site, and gets the other sites' activities without its own; a node's snapshot has them all")
+    func siteSnapshotWithoutItsOwn() {
+        var hub = Self.core(site: "hub")
+        for site in ["a", "b"] { _ = hub.siteSubscription(Self.subscription(1, "L:\(site)|A:org.")) }
+        _ = hub.siteMessage(BrokerCoreTests.advertisement("from-a", from: "na"), hop: WireSiteHop(hops: 1, origin: "a", via: SiteName("a")!), now: Self.now)
+        _ = hub.siteMessage(BrokerCoreTests.advertisement("from-b", from: "nb"), hop: WireSiteHop(hops: 1, origin: "b", via: SiteName("b")!), now: Self.now)
+        #expect(hub.publisherMessage(BrokerCoreTests.advertisement("at-hub", from: "nh"), connectionKey: nil, now: Self.now) == .forward(askToReadvertise: nil))
+        // The mark is FNV-1a: the same in every process and build (16 of the token's 32 digits).
+        #expect(SiteName("a")!.snapshotTokenMark == "af63dc4c8601ec8c")
+        let tokenOfA = SiteName("a")!.snapshotToken()
+        #expect(tokenOfA.count == Topic.snapshotTokenLength && tokenOfA.hasPrefix("af63dc4c8601ec8c"))
+        let askedByA = Array(Topic.snapshot(token: tokenOfA, typePrefix: "org.").utf8)
+        #expect(Topic.snapshotTypePrefix(askedByA) == "org.")
+        #expect(hub.siteAsking(askedByA) == "a")
+        func ids(_ envelopes: [[UInt8]]) -> Set<String> {
+            Set(envelopes.compactMap { bytes in
+                guard case .advertisement(let advertisement)? = try? WireEnvelope.decode(Data(bytes)).body else { return nil }
+                return advertisement.activityID
+            })
+        }
+        #expect(ids(hub.snapshot(typePrefix: "org.", topic: askedByA, now: Self.now)) == ["from-b", "at-hub"])
+        let askedByNode = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.").utf8)
+        #expect(hub.siteAsking(askedByNode) == nil)
+        #expect(ids(hub.snapshot(typePrefix: "org.", topic: askedByNode, now: Self.now)) == ["from-a", "from-b", "at-hub"])
+    }
+
     @Test("a message whose origin is this site, or that crossed 8 links, is dropped as a loop")
     func loopsAndHopLimitDropped() {
         var broker = Self.core(site: "x")

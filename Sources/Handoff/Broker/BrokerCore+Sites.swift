@@ -23,7 +23,7 @@ extension BrokerCore {
             counted.siteLoops += 1
             return .loop
         }
-        let verdict = publisherMessage(frames, connectionKey: nil, now: now)
+        let verdict = publisherMessage(frames, connectionKey: nil, fromSite: hop.origin, now: now)
         if case .forward = verdict { counted.sitesIn += 1 }
         return .forward(verdict, hop: hop.onward(by: site))
     }
@@ -89,6 +89,14 @@ extension BrokerCore {
 }
 
 extension BrokerCore {
+    /// The site below whose broker asked on a snapshot topic (its token begins with the site's
+    /// mark), or `nil`: a node's, or no site that follows anything here.
+    func siteAsking(_ topic: [UInt8]) -> String? {
+        guard !siteInterests.isEmpty, topic.count >= Topic.snapshotPrefixBytes.count + 16 else { return nil }
+        let mark = String(decoding: topic.dropFirst(Topic.snapshotPrefixBytes.count).prefix(16), as: UTF8.self)
+        return siteInterests.sites.lazy.compactMap { SiteName(String(decoding: $0, as: UTF8.self)) }.first { $0.snapshotTokenMark == mark }?.name
+    }
+
     /// A site's message on a connection that is no relay's (secure brokers): dropped as forged.
     mutating func siteMessageRefused() {
         counted.messagesIn += 1

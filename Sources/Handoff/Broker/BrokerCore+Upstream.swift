@@ -21,7 +21,9 @@ extension BrokerCore {
     }
 
     /// A bus message from upstream (the upstream checked its sender).
-    mutating func upstreamMessage(_ frames: [Frame], now: ContinuousClock.Instant) -> UpstreamVerdict {
+    ///
+    /// - Parameter fromSite: The site it came from (the hop's origin).
+    mutating func upstreamMessage(_ frames: [Frame], fromSite: String? = nil, now: ContinuousClock.Instant) -> UpstreamVerdict {
         var size = 0
         for frame in frames { size += frame.count }
         counted.upstreamIn += 1
@@ -52,7 +54,7 @@ extension BrokerCore {
                 break
             }
         }
-        switch take(content, frames: frames, now: now, fromUpstream: true) {
+        switch take(content, frames: frames, now: now, fromUpstream: true, site: fromSite) {
         case .overQuota:
             counted.overQuota += 1
             return .drop
@@ -71,7 +73,12 @@ extension BrokerCore {
         let topic = Topic.activity(type)
         let frames = [Frame(topic), envelope]
         let content = BrokerBusContent(frames, readingSender: false)
-        guard let advertisement = content.advertisement, !localOrigins.contains(advertisement.origin, now: now) else { return nil }
+        guard let advertisement = content.advertisement else { return nil }
+        // This site's own, come back (an upstream that cannot tell which site asked: an older one).
+        guard !localOrigins.contains(advertisement.origin, now: now) else {
+            counted.upstreamReturned += 1
+            return nil
+        }
         if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version { return nil }
         guard case .taken = take(content, frames: frames, now: now, fromUpstream: true) else { return nil }
         counted.upstreamIn += 1

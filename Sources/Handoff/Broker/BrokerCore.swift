@@ -93,7 +93,9 @@ struct BrokerCore {
     ///
     /// - Parameter connectionKey: The CURVE key of the connection it came on; `nil` without CURVE
     ///   (nothing can be checked), empty when the message has no single envelope to check.
-    mutating func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, now: ContinuousClock.Instant) -> PublisherVerdict {
+    ///
+    /// - Parameter fromSite: The site it came from, when a site's broker sent it up.
+    mutating func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, fromSite: String? = nil, now: ContinuousClock.Instant) -> PublisherVerdict {
         var size = 0
         for frame in frames { size += frame.count }
         counted.messagesIn += 1
@@ -106,7 +108,7 @@ struct BrokerCore {
         // (Upstream only: `claim` copies the sender's fields, which no other broker needs here.)
         if upstream, let origin = content.originID { localOrigins.heard(origin, now: now) }
         let ask: String?
-        switch take(content, frames: frames, now: now) {
+        switch take(content, frames: frames, now: now, site: fromSite) {
         case .overQuota(let activityID, let origin):
             counted.overQuota += 1
             return .overQuota(activityID: activityID, origin: origin)
@@ -132,12 +134,15 @@ struct BrokerCore {
     ///
     /// - Parameter fromUpstream: It came down from an upstream broker: a node of another site,
     ///   which this broker's subscribe-all does not reach.
-    mutating func take(_ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant, fromUpstream: Bool = false) -> Taken {
+    /// - Parameter site: The site it came from (kept with an advertisement, for snapshots).
+    mutating func take(
+        _ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil
+    ) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
         switch content.summary?.body {
         case .advertisement:
             guard let advertisement = content.advertisement else { break }
-            if cache.store(advertisement, frames: frames, now: now) == .overQuota {
+            if cache.store(advertisement, frames: frames, site: site, now: now) == .overQuota {
                 return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
             }
         case .withdrawal(let activityID, _):
@@ -222,9 +227,12 @@ struct BrokerCore {
 
     /// The envelope of every live cached advertisement of `typePrefix` (each its origin's own):
     /// the body of a snapshot answer.
-    func snapshot(typePrefix: String, now: ContinuousClock.Instant) -> [[UInt8]] {
+    ///
+    /// - Parameter topic: The snapshot topic it was asked on: a site's broker's (its token names
+    ///   the site, ``SiteName/snapshotToken()``) is answered without that site's own activities.
+    func snapshot(typePrefix: String, topic: [UInt8] = [], now: ContinuousClock.Instant) -> [[UInt8]] {
         guard cacheEnabled else { return [] }
-        return cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: now)
+        return cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: now, excludingSite: siteAsking(topic))
     }
 
     /// The `SnapshotReply` that ends a snapshot of which `sent` advertisements (`sentBytes` with

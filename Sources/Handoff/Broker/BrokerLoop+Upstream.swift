@@ -16,6 +16,8 @@ struct UpstreamLink {
 /// what the other sites have of it. One that never ends is given up after ``timeout``.
 struct UpstreamSnapshots {
     static let timeout = Duration.seconds(10)
+    /// This broker's site, named in each token (``SiteName/snapshotToken()``).
+    let site: SiteName
     private(set) var byTopic: [[UInt8]: (typePrefix: String, asked: ContinuousClock.Instant)] = [:]
 
     var isEmpty: Bool { byTopic.isEmpty }
@@ -25,7 +27,7 @@ struct UpstreamSnapshots {
     /// A new request's topic, or `nil` when one for the prefix is on its way.
     mutating func ask(_ typePrefix: String, now: ContinuousClock.Instant) -> [UInt8]? {
         guard !byTopic.values.contains(where: { $0.typePrefix == typePrefix }) else { return nil }
-        let topic = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: typePrefix).utf8)
+        let topic = Array(Topic.snapshot(token: site.snapshotToken(), typePrefix: typePrefix).utf8)
         byTopic[topic] = (typePrefix, now)
         return topic
     }
@@ -84,7 +86,7 @@ extension BrokerLoop {
             return
         }
         let message = [Frame(topic), frames[1]]
-        let verdict = core.upstreamMessage(message, now: .now)
+        let verdict = core.upstreamMessage(message, fromSite: hop.origin, now: .now)
         publishCounters()
         guard case .forward(let askToReadvertise, let trace) = verdict else { return }
         let received = trace == nil ? nil : Date()

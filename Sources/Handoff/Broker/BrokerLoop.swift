@@ -29,7 +29,7 @@ final class BrokerLoop: @unchecked Sendable {
     let capture: Socket?
     /// The links to upstream brokers (sites), with what this loop asked of them.
     let upstreamLinks: [UpstreamLink]
-    var upstreamSnapshots = UpstreamSnapshots()
+    var upstreamSnapshots: UpstreamSnapshots
     private let shared: SharedState
     let secure: Bool
     /// With CURVE: the keys of site brokers whose connections relay their nodes' messages.
@@ -85,6 +85,7 @@ final class BrokerLoop: @unchecked Sendable {
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
             upstreams: configuration.upstreams.count, site: configuration.site ?? .random())
         localHop = WireSiteHop(hops: 1, origin: core.site.name, via: core.site).frame
+        upstreamSnapshots = UpstreamSnapshots(site: core.site)
         var logger = Logger(label: "handoff.broker")
         logger[metadataKey: "broker"] = "\(configuration.frontend)"
         self.logger = logger
@@ -318,7 +319,7 @@ final class BrokerLoop: @unchecked Sendable {
     private func answerSnapshot(topic: [UInt8], typePrefix: String) throws(ZMQError) {
         let topicFrame = Frame(topic)
         var sent = 0, sentBytes = 0
-        for envelope in core.snapshot(typePrefix: typePrefix, now: .now) {
+        for envelope in core.snapshot(typePrefix: typePrefix, topic: topic, now: .now) {
             guard try send([topicFrame, Frame(envelope)], to: backend) else { continue }
             sent += 1
             sentBytes += topic.count + envelope.count

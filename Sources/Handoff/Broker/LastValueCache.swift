@@ -49,6 +49,8 @@ struct LastValueCache {
         var topicCount: Int
         /// Its origin's slot in ``origins``.
         var origin: Int32
+        /// The site it came from (its index in ``siteNames``; -1: this broker's own, or unknown).
+        var site: Int32 = -1
         /// Its neighbours in its origin's list (-1: none).
         var previousOfOrigin: Int32 = -1
         var nextOfOrigin: Int32 = -1
@@ -104,6 +106,10 @@ struct LastValueCache {
     private var originSlot: [String: Int32] = [:]
     private var deadlines = Heap<Deadline>()
     private var nextGeneration: UInt64 = 0
+    /// The sites entries came from, by index (bounded: past ``maxSites`` an entry's site is unknown).
+    private var siteNames: [String] = []
+    private var siteIndex: [String: Int32] = [:]
+    static let maxSites = 4_096
 
     init(capacity: Int, perOriginQuota: Int = .max, defaultLease: Duration) {
         self.capacity = capacity
@@ -141,7 +147,10 @@ struct LastValueCache {
 
     /// Caches an advertisement unless a newer version is cached; an equal version renews it.
     @discardableResult
-    mutating func store(_ advertisement: CachedAdvertisement, frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
+    ///
+    /// - Parameter site: The site it came from, for a snapshot that one of them asks for without
+    ///   its own (``live(matching:now:excludingSite:)``); `nil` for this broker's own publishers.
+    mutating func store(_ advertisement: CachedAdvertisement, frames: [Frame], site: String? = nil, now: ContinuousClock.Instant) -> Outcome {
         let id = advertisement.activityID
         let existing = slotOf[id]
         let now = ticks(now)
@@ -164,6 +173,7 @@ struct LastValueCache {
             slots[slot]!.frames = Self.joined(frames)
             slots[slot]!.originKey = advertisement.originKey
             slots[slot]!.version = advertisement.version
+            slots[slot]!.site = index(ofSite: site)
             slots[slot]!.expiry = expiry
             if expiry < slots[slot]!.check {
                 // Due sooner than its item: a fresh item (the earlier one goes stale).
@@ -186,7 +196,7 @@ struct LastValueCache {
         nextGeneration += 1
         let first = origins[originIndex]!.first
         let entry = Entry(
-            id: id, frames: Self.joined(frames), topicCount: frames[0].count, origin: originIndex, nextOfOrigin: first,
+            id: id, frames: Self.joined(frames), topicCount: frames[0].count, origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
             originKey: advertisement.originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration,
             check: expiry)
         let slot = slots.insert(entry)
@@ -283,11 +293,13 @@ struct LastValueCache {
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: generation))
     }
 
-    /// The envelope of every unexpired entry whose topic starts with `prefix`.
-    func live(matching prefix: [UInt8], now: ContinuousClock.Instant) -> [[UInt8]] {
+    /// The envelope of every unexpired entry whose topic starts with `prefix`, but those that came
+    /// from `excludingSite` (a site's broker asking for what the others have).
+    func live(matching prefix: [UInt8], now: ContinuousClock.Instant, excludingSite: String? = nil) -> [[UInt8]] {
         let now = ticks(now)
+        let excluded = excludingSite.flatMap { siteIndex[$0] } ?? -2
         return slots.live.compactMap { _, entry in
-            guard entry.expiry > now, entry.topic.starts(with: prefix) else { return nil }
+            guard entry.expiry > now, entry.site != excluded, entry.topic.starts(with: prefix) else { return nil }
             return entry.envelope
         }
     }
@@ -315,6 +327,16 @@ struct LastValueCache {
     private mutating func compactIfNeeded() {
         guard deadlines.count > 4 * slotOf.count + 1_024 else { return }
         deadlines = Heap(slots.live.map { slot, entry in Deadline(expiry: entry.check, slot: slot, generation: entry.generation) })
+    }
+
+    /// A site's index in ``siteNames``, made on first sight; -1 for none, or past ``maxSites``.
+    private mutating func index(ofSite site: String?) -> Int32 {
+        guard let site else { return -1 }
+        if let index = siteIndex[site] { return index }
+        guard siteNames.count < Self.maxSites else { return -1 }
+        siteNames.append(site)
+        siteIndex[site] = Int32(siteNames.count - 1)
+        return Int32(siteNames.count - 1)
     }
 
     /// A record for an origin that has none.

@@ -14,6 +14,8 @@ struct SiteInterests {
     private var prefixes: [[UInt8]: Set<[UInt8]>] = [:]
 
     var isEmpty: Bool { prefixes.isEmpty }
+    /// The sites that follow something.
+    var sites: Dictionary<[UInt8], Set<[UInt8]>>.Keys { prefixes.keys }
     var siteCount: Int { prefixes.count }
 
     /// Why a site's subscription was not taken.
