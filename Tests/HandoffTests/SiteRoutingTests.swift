@@ -106,6 +106,9 @@ struct SiteRoutingTests {
         let askedByNode = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.").utf8)
         #expect(hub.siteAsking(askedByNode) == nil)
         #expect(ids(hub.snapshot(typePrefix: "org.", topic: askedByNode, now: Self.now)) == ["from-a", "from-b", "at-hub"])
+        // Two levels: what site c (below a) sent up came through a: a's snapshot leaves it out too.
+        _ = hub.siteMessage(BrokerCoreTests.advertisement("from-c", from: "nc"), hop: WireSiteHop(hops: 2, origin: "c", via: SiteName("a")!), now: Self.now)
+        #expect(ids(hub.snapshot(typePrefix: "org.", topic: askedByA, now: Self.now)) == ["from-b", "at-hub"])
     }
 
     @Test("a message whose origin is this site, or that crossed 8 links, is dropped as a loop")

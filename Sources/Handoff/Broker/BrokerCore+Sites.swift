@@ -23,7 +23,7 @@ extension BrokerCore {
             counted.siteLoops += 1
             return .loop
         }
-        let verdict = publisherMessage(frames, connectionKey: nil, fromSite: hop.origin, now: now)
+        let verdict = publisherMessage(frames, connectionKey: nil, fromSite: hop.via, now: now)
         if case .forward = verdict { counted.sitesIn += 1 }
         return .forward(verdict, hop: hop.onward(by: site))
     }

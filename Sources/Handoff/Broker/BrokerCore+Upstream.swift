@@ -22,7 +22,7 @@ extension BrokerCore {
 
     /// A bus message from upstream (the upstream checked its sender).
     ///
-    /// - Parameter fromSite: The site it came from (the hop's origin).
+    /// - Parameter fromSite: The site whose link it came over (the hop's `via`: the upstream's).
     mutating func upstreamMessage(_ frames: [Frame], fromSite: String? = nil, now: ContinuousClock.Instant) -> UpstreamVerdict {
         var size = 0
         for frame in frames { size += frame.count }

@@ -94,7 +94,8 @@ struct BrokerCore {
     /// - Parameter connectionKey: The CURVE key of the connection it came on; `nil` without CURVE
     ///   (nothing can be checked), empty when the message has no single envelope to check.
     ///
-    /// - Parameter fromSite: The site it came from, when a site's broker sent it up.
+    /// - Parameter fromSite: The site whose broker sent it up (the hop's `via`, which for a site
+    ///   two levels down is the middle one: the one that asks this broker for snapshots).
     mutating func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, fromSite: String? = nil, now: ContinuousClock.Instant) -> PublisherVerdict {
         var size = 0
         for frame in frames { size += frame.count }

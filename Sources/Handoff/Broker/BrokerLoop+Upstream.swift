@@ -86,7 +86,7 @@ extension BrokerLoop {
             return
         }
         let message = [Frame(topic), frames[1]]
-        let verdict = core.upstreamMessage(message, fromSite: hop.origin, now: .now)
+        let verdict = core.upstreamMessage(message, fromSite: hop.via, now: .now)
         publishCounters()
         guard case .forward(let askToReadvertise, let trace) = verdict else { return }
         let received = trace == nil ? nil : Date()
