@@ -153,6 +153,25 @@ public final class Frame: @unchecked Sendable {
     }
 }
 
+extension Array where Element == Frame {
+    /// The frames' bytes one after another, in one allocation: what a broker keeps of a message
+    /// (a frame as received holds a share of libzmq's 8 KiB receive buffer, which a kept frame
+    /// would keep whole).
+    public func joinedBytes() -> [UInt8] {
+        let count = reduce(0) { $0 + $1.count }
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var offset = 0
+            for frame in self {
+                frame.withUnsafeBytes { bytes in
+                    UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[offset...]).copyMemory(from: bytes)
+                }
+                offset += frame.count
+            }
+            initialized = count
+        }
+    }
+}
+
 extension Frame: CustomStringConvertible {
     public var description: String {
         let n = count

@@ -27,34 +27,38 @@ struct WatchedProcessTests {
         return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
     }
 
+    /// Starts `starter`, which starts the sleeper (saying its pid in `file`) through a watcher,
+    /// kills `starter` with -9, and expects the sleeper to end.
+    private static func sleeperEnds(killing starter: Process, file: URL, _ comment: Comment) async throws {
+        defer { try? FileManager.default.removeItem(at: file) }
+        try starter.run()
+        let pid = try #require(await pid(in: file))
+        #expect(!ended(pid))
+        reap(starter)
+        // (A watcher whose parent is gone sees it within 200 ms.)
+        #expect(await eventually(within: .seconds(5)) { ended(pid) }, comment)
+    }
+
+    private static func pidFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("watched-\(UUID().uuidString)")
+    }
+
     @Test("the watcher killed with -9 (a test's reap): the program is killed with it")
     func reapedWatcherEndsTheProgram() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("watched-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: file) }
+        let file = Self.pidFile()
         let command = Self.sleeper(saying: file)
         let watcher = Process.watched(URL(fileURLWithPath: command[0]), Array(command.dropFirst()))
-        try watcher.run()
-        let pid = try #require(await Self.pid(in: file))
-        #expect(!Self.ended(pid))
-        reap(watcher)
-        #expect(await eventually(within: .seconds(5)) { Self.ended(pid) }, "the program outlived its watcher")
+        try await Self.sleeperEnds(killing: watcher, file: file, "the program outlived its watcher")
     }
 
     @Test("the process that started the watcher killed with -9: the watcher and the program end")
     func parentGoneEndsTheProgram() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("watched-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: file) }
+        let file = Self.pidFile()
         // A shell stands for the test process: it starts the watcher and is then killed.
         let shell = Process()
         shell.executableURL = URL(fileURLWithPath: "/bin/sh")
-        shell.arguments = ["-c", "\"$0\" watch -- /bin/sh -c 'echo $$ > \"$0\"; exec sleep 60' \"$1\" & wait",
-                           ChildProcess.testNodeURL.path, file.path]
-        try shell.run()
-        let pid = try #require(await Self.pid(in: file))
-        #expect(!Self.ended(pid))
-        reap(shell)
-        // The watcher reads its parent every 200 ms.
-        #expect(await eventually(within: .seconds(5)) { Self.ended(pid) }, "the program outlived the process that started it")
+        shell.arguments = ["-c", "\"$0\" watch -- \"$@\" & wait", ChildProcess.testNodeURL.path] + Self.sleeper(saying: file)
+        try await Self.sleeperEnds(killing: shell, file: file, "the program outlived the process that started it")
     }
 
     @Test("the program's exit status is the watcher's")

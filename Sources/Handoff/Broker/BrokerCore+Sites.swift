@@ -92,9 +92,10 @@ extension BrokerCore {
     /// The site below whose broker asked on a snapshot topic (its token begins with the site's
     /// mark), or `nil`: a node's, or no site that follows anything here.
     func siteAsking(_ topic: [UInt8]) -> String? {
-        guard !siteInterests.isEmpty, topic.count >= Topic.snapshotPrefixBytes.count + 16 else { return nil }
-        let mark = String(decoding: topic.dropFirst(Topic.snapshotPrefixBytes.count).prefix(16), as: UTF8.self)
-        return siteInterests.sites.lazy.compactMap { SiteName(String(decoding: $0, as: UTF8.self)) }.first { $0.snapshotTokenMark == mark }?.name
+        let length = SiteName.snapshotTokenMarkLength
+        guard !siteInterests.isEmpty, topic.count >= Topic.snapshotPrefixBytes.count + length else { return nil }
+        let mark = String(decoding: topic.dropFirst(Topic.snapshotPrefixBytes.count).prefix(length), as: UTF8.self)
+        return siteInterests.sites.first { SiteName.snapshotTokenMark(of: $0) == mark }.map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// A site's message on a connection that is no relay's (secure brokers): dropped as forged.

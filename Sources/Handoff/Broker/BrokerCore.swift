@@ -93,7 +93,6 @@ struct BrokerCore {
     ///
     /// - Parameter connectionKey: The CURVE key of the connection it came on; `nil` without CURVE
     ///   (nothing can be checked), empty when the message has no single envelope to check.
-    ///
     /// - Parameter fromSite: The site whose broker sent it up (the hop's `via`, which for a site
     ///   two levels down is the middle one: the one that asks this broker for snapshots).
     mutating func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, fromSite: String? = nil, now: ContinuousClock.Instant) -> PublisherVerdict {
@@ -106,7 +105,7 @@ struct BrokerCore {
             counted.forged += 1
             return .forged(reason: forgery)
         }
-        // (Upstream only: `claim` copies the sender's fields, which no other broker needs here.)
+        // (Upstream only: no other broker needs to know which origins are its own.)
         if upstream, let origin = content.originID { localOrigins.heard(origin, now: now) }
         let ask: String?
         switch take(content, frames: frames, now: now, site: fromSite) {

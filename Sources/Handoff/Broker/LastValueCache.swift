@@ -170,7 +170,7 @@ struct LastValueCache {
         if let slot = existing, origins[slots[slot]!.origin]!.id == advertisement.origin {
             // A newer (or the same) version from the same origin: in place.
             slots[slot]!.topicCount = frames[0].count
-            slots[slot]!.frames = Self.joined(frames)
+            slots[slot]!.frames = frames.joinedBytes()
             slots[slot]!.originKey = advertisement.originKey
             slots[slot]!.version = advertisement.version
             slots[slot]!.site = index(ofSite: site)
@@ -196,7 +196,7 @@ struct LastValueCache {
         nextGeneration += 1
         let first = origins[originIndex]!.first
         let entry = Entry(
-            id: id, frames: Self.joined(frames), topicCount: frames[0].count, origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
+            id: id, frames: frames.joinedBytes(), topicCount: frames[0].count, origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
             originKey: advertisement.originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration,
             check: expiry)
         let slot = slots.insert(entry)
@@ -344,16 +344,6 @@ struct LastValueCache {
         let slot = origins.insert(Origin(id: id, count: 0, first: -1))
         originSlot[id] = slot
         return slot
-    }
-
-    /// A message's topic and envelope in one buffer.
-    private static func joined(_ frames: [Frame]) -> [UInt8] {
-        let topicCount = frames[0].count, count = topicCount + frames[1].count
-        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            frames[0].withUnsafeBytes { UnsafeMutableRawBufferPointer(buffer).copyMemory(from: $0) }
-            frames[1].withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[topicCount...]).copyMemory(from: $0) }
-            initialized = count
-        }
     }
 
     private func ticks(_ instant: ContinuousClock.Instant) -> Ticks { Self.ticks(epoch.duration(to: instant)) }

@@ -62,22 +62,28 @@ public struct SiteName: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { name }
 
+    /// Digits of a snapshot token that name the site (``snapshotTokenMark``).
+    static let snapshotTokenMarkLength = 16
+
     /// A snapshot token for this site's broker to ask upstream with: still 32 hexadecimal digits
     /// (wire.proto's snapshot topic), the first 16 the site's ``snapshotTokenMark``, the rest random.
     /// The upstream answers it without the site's own activities, which it has already: an
     /// upstream's subscriptions do not say who sent them, the token does.
     func snapshotToken() -> String {
-        snapshotTokenMark + Topic.newSnapshotToken().prefix(Topic.snapshotTokenLength - 16)
+        snapshotTokenMark + Topic.newSnapshotToken().prefix(Topic.snapshotTokenLength - Self.snapshotTokenMarkLength)
     }
 
     /// 16 hexadecimal digits of the name's FNV-1a hash (the same in every process and build, as a
     /// mark on the wire must be). A node whose random token began so by chance (1 in 2⁶⁴) would
     /// only miss that site's activities in its snapshot.
-    var snapshotTokenMark: String {
+    var snapshotTokenMark: String { Self.snapshotTokenMark(of: bytes) }
+
+    /// The mark of a site's name as bytes (a hub reads its sites' names so).
+    static func snapshotTokenMark(of name: some Sequence<UInt8>) -> String {
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        for byte in name { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         let digits = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+        return String(repeating: "0", count: snapshotTokenMarkLength - digits.count) + digits
     }
 
     private static func allowed(_ byte: UInt8) -> Bool {

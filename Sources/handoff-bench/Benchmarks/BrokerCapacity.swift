@@ -186,23 +186,12 @@ func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
             let summary = frames[1].withUnsafeBytes { try? WireBusSummary.read($0) }
             counted += frames[0].count + frames[1].count
             // Kept as a copy, as the broker must: a frame as received pins libzmq's 8 KiB buffer.
-            if case .advertisement(let activityID, _, _, _, _) = summary?.body { cache[activityID] = kept(frames) }
+            if case .advertisement(let activityID, _, _, _, _) = summary?.body { cache[activityID] = frames.joinedBytes() }
         }
         runs.append(seconds(ContinuousClock.now - started) * 1e6 / Double(messages.count))
         precondition(cache.count == messages.count && counted > 0)
     }
     return runs.sorted()[runs.count / 2]
-}
-
-/// A message's topic and envelope copied into one buffer, as the broker's cache keeps them.
-private func kept(_ frames: [Frame]) -> [UInt8] {
-    let topicCount = frames[0].count, count = topicCount + frames[1].count
-    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-        let raw = UnsafeMutableRawBufferPointer(buffer)
-        frames[0].withUnsafeBytes { raw.copyMemory(from: $0) }
-        frames[1].withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[topicCount...]).copyMemory(from: $0) }
-        initialized = count
-    }
 }
 
 /// Resident memory of a process now, in bytes (VmRSS).
