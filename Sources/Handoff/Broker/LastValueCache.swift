@@ -1,5 +1,4 @@
 import Foundation
-import HeapModule
 import ZeroMQ
 
 /// What the cache needs to know about an advertisement.
@@ -104,7 +103,7 @@ struct LastValueCache {
     private var origins = Slots<Origin>()
     /// The slot in ``origins`` of each origin with cached activities.
     private var originSlot: [String: Int32] = [:]
-    private var deadlines = Heap<Deadline>()
+    private var deadlines = MinHeap<Deadline>()
     private var nextGeneration: UInt64 = 0
     /// The sites entries came from, by index (bounded: past ``maxSites`` an entry's site is unknown).
     private var siteNames: [String] = []
@@ -326,7 +325,7 @@ struct LastValueCache {
     /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
         guard deadlines.count > 4 * slotOf.count + 1_024 else { return }
-        deadlines = Heap(slots.live.map { slot, entry in Deadline(expiry: entry.check, slot: slot, generation: entry.generation) })
+        deadlines = MinHeap(slots.live.map { slot, entry in Deadline(expiry: entry.check, slot: slot, generation: entry.generation) })
     }
 
     /// A site's index in ``siteNames``, made on first sight; -1 for none, or past ``maxSites``.

@@ -1,5 +1,4 @@
 import Foundation
-import HeapModule
 
 /// Discovery's table: the activities other nodes advertise, as this node knows them — each with
 /// the lease that keeps it, its origin for the presence that renews it, and the quotas that bound
@@ -78,9 +77,9 @@ struct KnownActivities {
     /// than its deadline. A renewal (the common case: presence every interval) leaves it alone;
     /// when it comes due early, the entry is put back at its deadline. So a sweep costs the entries
     /// due, not the table.
-    private var leaseChecks = Heap<Check<ContinuousClock.Instant>>()
+    private var leaseChecks = MinHeap<Check<ContinuousClock.Instant>>()
     /// The same for expiration dates, for the entries that have one.
-    private var expiryChecks = Heap<Check<Date>>()
+    private var expiryChecks = MinHeap<Check<Date>>()
     private var nextGeneration: UInt64 = 0
 
     init(maxPerOrigin: Int, maxTotal: Int) {
@@ -204,10 +203,10 @@ struct KnownActivities {
     /// they come due; rebuilds a schedule when those far outnumber the entries.
     private mutating func compactIfNeeded() {
         if leaseChecks.count > 2 * entries.count + 1_024 {
-            leaseChecks = Heap(entries.map { Check(at: $0.value.leaseCheck, id: $0.key, generation: $0.value.generation) })
+            leaseChecks = MinHeap(entries.map { Check(at: $0.value.leaseCheck, id: $0.key, generation: $0.value.generation) })
         }
         if expiryChecks.count > 2 * entries.count + 1_024 {
-            expiryChecks = Heap(entries.compactMap { id, entry in
+            expiryChecks = MinHeap(entries.compactMap { id, entry in
                 entry.expiryCheck.map { Check(at: $0, id: id, generation: entry.generation) }
             })
         }
