@@ -41,6 +41,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "With --broker: a pair of brokers, both active (every node publishes to both and subscribes at both), each crashing and cut off from nodes on its own.")
     var brokerPair = false
 
+    @Option(help: "Sites, each with a broker of its own (2 or more), the first the others' upstream; nodes spread over them. Site links are cut and heal; any site's broker crashes. Implies --broker.")
+    var sites = 0
+
     @Flag(help: "No continuation streams (they are drawn apart: a seed's other events are the same either way).")
     var noStreams = false
 
@@ -53,8 +56,12 @@ struct HandoffSim: ParsableCommand {
         options.nodes = nodes
         options.duration = .seconds(seconds)
         options.faults = !noFaults
-        options.broker = broker || brokerPair
+        guard sites == 0 || (sites >= 2 && !brokerPair) else {
+            throw ValidationError("--sites takes 2 or more, and not with --broker-pair")
+        }
+        options.broker = broker || brokerPair || sites > 1
         options.brokerPair = brokerPair
+        options.sites = sites
         options.streams = !noStreams
         options.departures = !noDepartures
         if let seed {
@@ -65,7 +72,7 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0, liesCaught = 0
         let clock = ContinuousClock.now
@@ -89,7 +96,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")")
             throw ExitCode(1)
         }
     }

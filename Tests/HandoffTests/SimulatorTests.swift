@@ -1,6 +1,7 @@
 import Foundation
 import HandoffWire
 import Testing
+import ZeroMQ
 @testable import Handoff
 import HandoffTestSupport
 
@@ -51,6 +52,11 @@ struct SimulatorTests {
     @Test("through a broker pair (both active; each crashing and cut off from nodes on its own), fresh seeds pass: no activity is lost while one broker runs")
     func freshSeedsThroughABrokerPair() async throws {
         try await passesFreshSeeds(15, "--broker-pair")
+    }
+
+    @Test("at three sites (a broker each, the first the others' upstream; site links cut and healed, any broker crashing), fresh seeds pass: every follower learns every site's activities, and nothing returns to its site")
+    func freshSeedsAtSites() async throws {
+        try await passesFreshSeeds(12, "--sites", "3")
     }
 
     /// Regression (2026-11-26, found by the first broker runs): a follower cut off from the broker
@@ -278,5 +284,72 @@ struct SimulatorTests {
         let failure = world.run(.empty, skipping: []) { world, _ in SimulationInvariants.knownWithinBounds(world) }
         #expect(failure?.invariant == "ended-activity-forgotten", "\(String(describing: failure))")
         #expect(failure.map { $0.at > SimulationInvariants.forgetBound(options) } == true, "not before its bound")
+    }
+
+    /// A world at three sites, a node at each (node i at site i): node 2 follows what node 1 makes.
+    private func threeSites(duration: Duration) -> (SimulatedWorld, SimulationOptions) {
+        var options = SimulationOptions()
+        options.nodes = 3
+        options.broker = true
+        options.sites = 3
+        options.duration = duration
+        return (SimulatedWorld(options: options, seed: 5, hostile: [], follows: [[], [], ["org.sim."]], trace: nil), options)
+    }
+
+    private func plan(_ world: SimulatedWorld, _ at: Duration, _ operation: SimulationSchedule.Operation) {
+        world.schedule(.planned(SimulationSchedule.Planned(at: at, entry: 0, operation: operation)), at: at)
+    }
+
+    @Test("at sites: an activity made at one site reaches a follower at another through the upstream; one made while its site's link is cut reaches it once the link heals, within the bound; neither comes back to its own site")
+    func sitesCarryAcrossACut() throws {
+        let (world, options) = threeSites(duration: .seconds(30))
+        plan(world, .seconds(2), .create(node: 1, type: "org.sim.edit", expiresIn: nil, once: false, saves: false))
+        plan(world, .seconds(6), .cutSite(1))
+        plan(world, .seconds(7), .create(node: 1, type: "org.sim.view", expiresIn: nil, once: false, saves: false))
+        plan(world, .seconds(12), .healSite(1))
+        var knownBeforeHeal: Set<String> = []
+        let failure = world.run(.empty, skipping: []) { world, touched in
+            if world.now < .seconds(12) { knownBeforeHeal.formUnion(world.nodes[2].followerDo { $0.known.values.map(\.activity.id) }) }
+            return SimulationInvariants.check(world, touched: touched)
+        }
+        #expect(failure == nil, "\(String(describing: failure))")
+        let ids = world.truth.order
+        #expect(ids.count == 2)
+        #expect(knownBeforeHeal == [ids[0]], "before the heal node-2 had known \(knownBeforeHeal): only the first, made before the cut, could cross")
+        #expect(Set(world.nodes[2].followerDo { $0.known.values.map(\.activity.id) }) == Set(ids), "after the heal node-2 knows both")
+        #expect(world.brokers[0].core.counters.sitesIn > 0 && world.brokers[2].core.counters.upstreamIn > 0)
+        #expect(SimulationInvariants.discoveryBound(options) < .seconds(30) - .seconds(12))
+    }
+
+    @Test("at sites: a site cut off gets what the others made meanwhile from the upstream's snapshot as soon as its link heals, not at the next presence")
+    func siteSnapshotAfterAHeal() throws {
+        let (world, _) = threeSites(duration: .seconds(16))
+        plan(world, .seconds(2), .cutSite(2))
+        plan(world, .seconds(3), .create(node: 1, type: "org.sim.edit", expiresIn: nil, once: false, saves: false))
+        plan(world, .seconds(10), .healSite(2))
+        var learnt: Duration?
+        let failure = world.run(.empty, skipping: []) { world, touched in
+            if learnt == nil, world.nodes[2].followerDo({ !$0.known.values.isEmpty }) { learnt = world.now }
+            return SimulationInvariants.check(world, touched: touched)
+        }
+        #expect(failure == nil, "\(String(describing: failure))")
+        // The heal, the upstream's subscribe-all down, the snapshot asked up and answered, the
+        // advertisement passed on: five ways of at most 20 ms. A presence is due every 2 s.
+        let heal = Duration.seconds(10)
+        #expect(learnt.map { $0 > heal && $0 < heal + .milliseconds(150) } == true, "node-2 learnt it at \(String(describing: learnt)), the link healed at \(heal)")
+    }
+
+    @Test("nothing-returns-to-its-site fails a site's broker that gets its own node's advertisement back from upstream")
+    func nothingReturnsInvariantBites() throws {
+        let (world, _) = threeSites(duration: .seconds(3))
+        plan(world, .seconds(1), .create(node: 1, type: "org.sim.edit", expiresIn: nil, once: false, saves: false))
+        #expect(world.run(.empty, skipping: []) { world, touched in SimulationInvariants.check(world, touched: touched) } == nil)
+        // The upstream sends node-1's advertisement back down to site-1, as if from another site.
+        let envelope = try #require(world.brokers[0].core.cache.live(matching: Array("A:".utf8), now: world.instant).first)
+        let topic = Topic.site(Array("site-1".utf8), Array("A:org.sim.edit".utf8))
+        let hop = WireSiteHop(hops: 1, origin: "site-2", via: SiteName("site-2")!)
+        world.siteReceivesFromUpstream(1, [topic, envelope, hop.frame.bytes])
+        let failure = SimulationInvariants.nothingReturnsToItsSite(world)
+        #expect(failure?.invariant == "nothing-returns-to-its-site", "\(String(describing: failure))")
     }
 }

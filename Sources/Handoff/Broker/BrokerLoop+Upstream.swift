@@ -25,9 +25,9 @@ struct UpstreamSnapshots {
     func typePrefix(of topic: [UInt8]) -> String? { byTopic[topic]?.typePrefix }
 
     /// A new request's topic, or `nil` when one for the prefix is on its way.
-    mutating func ask(_ typePrefix: String, now: ContinuousClock.Instant) -> [UInt8]? {
+    mutating func ask(_ typePrefix: String, now: ContinuousClock.Instant, randomToken: @autoclosure () -> String = Topic.newSnapshotToken()) -> [UInt8]? {
         guard !byTopic.values.contains(where: { $0.typePrefix == typePrefix }) else { return nil }
-        let topic = Array(Topic.snapshot(token: site.snapshotToken(), typePrefix: typePrefix).utf8)
+        let topic = Array(Topic.snapshot(token: site.snapshotToken(random: randomToken()), typePrefix: typePrefix).utf8)
         byTopic[topic] = (typePrefix, now)
         return topic
     }

@@ -69,8 +69,11 @@ public struct SiteName: Hashable, Sendable, CustomStringConvertible {
     /// (wire.proto's snapshot topic), the first 16 the site's ``snapshotTokenMark``, the rest random.
     /// The upstream answers it without the site's own activities, which it has already: an
     /// upstream's subscriptions do not say who sent them, the token does.
-    func snapshotToken() -> String {
-        snapshotTokenMark + Topic.newSnapshotToken().prefix(Topic.snapshotTokenLength - Self.snapshotTokenMarkLength)
+    ///
+    /// - Parameter random: Where the random part comes from (a random token; the simulator's are
+    ///   drawn from its seed).
+    func snapshotToken(random: String = Topic.newSnapshotToken()) -> String {
+        snapshotTokenMark + random.prefix(Topic.snapshotTokenLength - Self.snapshotTokenMarkLength)
     }
 
     /// 16 hexadecimal digits of the name's FNV-1a hash (the same in every process and build, as a

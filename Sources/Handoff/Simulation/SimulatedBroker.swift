@@ -1,13 +1,16 @@
 import Foundation
 import HandoffWire
+import ZeroMQ
 
 /// The broker of a simulated fleet: the production ``BrokerCore`` (cache, sender check, quotas,
 /// snapshot answers, requests to re-advertise) in a shell that, instead of sockets, hands what it
 /// decides to the simulated network, as ``BrokerLoop`` hands it to ZeroMQ: its XSUB subscribes to
 /// everything at each node's publisher, its XPUB forwards to each node what that node's
 /// subscriber subscribed to.
+///
+/// At sites, each site's broker has its site's name, and all but the first join the first as
+/// their upstream (SimulatedWorld+Sites.swift carries out the links).
 final class SimulatedBroker {
-    static let id = "broker@sim"
     /// The cache's bounds, as `handoff broker` has them by default.
     static let capacity = 100_000
     static let perOriginQuota = 1_000
@@ -21,25 +24,44 @@ final class SimulatedBroker {
     /// Messages it refused as forged or over quota (for the report).
     var refused = 0
 
-    init() {
-        core = Self.newCore()
+    let id: String
+    let site: SiteName
+    /// Whether it joins an upstream broker (a site's, below the first).
+    let joinsUpstream: Bool
+    /// At sites: the frontend's (XSUB's) subscriptions at its publishers, counted as libzmq counts
+    /// them: a subscription always goes out, an unsubscription only when the last one goes.
+    /// (Its own subscribe-all, which the cache needs, always among them.)
+    var frontendSubscriptions = XSUBSubscriptions([""])
+    /// The hop its own publishers' messages go to other sites with.
+    var localHop: Frame { WireSiteHop(hops: 1, origin: site.name, via: site).frame }
+    /// At sites: what it, joining upstream, asks of it (snapshots of what its site follows).
+    var upstreamSnapshots: UpstreamSnapshots
+
+    init(site: String = "sim", joinsUpstream: Bool = false) {
+        self.site = SiteName(site)!
+        self.joinsUpstream = joinsUpstream
+        id = "broker@\(site)"
+        upstreamSnapshots = UpstreamSnapshots(site: self.site)
+        core = Self.newCore(id: id, site: self.site, joinsUpstream: joinsUpstream)
     }
 
-    private static func newCore() -> BrokerCore {
+    private static func newCore(id: String, site: SiteName, joinsUpstream: Bool) -> BrokerCore {
         var sender = WireNodeRef()
         sender.nodeID = id
         sender.name = "broker"
-        sender.host = "sim"
+        sender.host = site.name
         return BrokerCore(
             cacheEnabled: true,
             cache: LastValueCache(capacity: capacity, perOriginQuota: perOriginQuota, defaultLease: SimulatedNode.settings.lease),
-            sender: sender, site: SiteName("sim")!)
+            sender: sender, upstreams: joinsUpstream ? 1 : 0, site: site)
     }
 
     /// The process died and a new one starts, its cache empty.
     func restart() {
-        core = Self.newCore()
+        core = Self.newCore(id: id, site: site, joinsUpstream: joinsUpstream)
         subscriptionsOf = [:]
+        frontendSubscriptions = XSUBSubscriptions([""])
+        upstreamSnapshots = UpstreamSnapshots(site: site)
         incarnation += 1
         alive = true
     }

@@ -9,13 +9,20 @@ import ZeroMQ
 /// that loses a cache, a node cut off from one). `b` is a broker's index.
 extension SimulatedWorld {
     func connectedToBroker(_ b: Int, _ index: Int) -> Bool {
-        brokers[b].alive && nodes[index].alive && brokerPartitions[b][index, default: 0] == 0
+        brokers[b].alive && nodes[index].alive && brokerPartitions[b][index, default: 0] == 0 && (!options.hasSites || b == site(of: index))
     }
+
+    /// At sites, the site a node is at (its broker's index).
+    func site(of index: Int) -> Int { index % options.sites }
 
     /// Since when two nodes have reached each other over the bus: directly, or each through a
     /// broker (the later of their connections to it; of a pair, the broker that joined them first).
     func reachableSince(_ a: Int, _ b: Int) -> Duration? {
         guard !brokers.isEmpty else { return upSince[pair(a, b)] }
+        if options.hasSites {
+            guard let up = brokerUpSince[site(of: a)][a] else { return nil }
+            return pathUpSince(fromSite: site(of: a), to: b).map { max($0, up) }
+        }
         return brokers.indices.compactMap { broker -> Duration? in
             guard let up = brokerUpSince[broker][a], let other = brokerUpSince[broker][b] else { return nil }
             return max(up, other)
@@ -44,7 +51,7 @@ extension SimulatedWorld {
     }
 
     /// "the broker", or of a pair "broker 0" and "broker 1", for the trace.
-    func brokerName(_ b: Int) -> String { brokers.count == 1 ? "the broker" : "broker \(b)" }
+    func brokerName(_ b: Int) -> String { options.hasSites ? "site-\(b)'s broker" : brokers.count == 1 ? "the broker" : "broker \(b)" }
 
     /// A node's connection to the broker breaks: what was on its way is lost, and each side
     /// forgets the other's subscriptions.
@@ -70,9 +77,18 @@ extension SimulatedWorld {
     func brokerReceives(_ b: Int, _ envelope: WireEnvelope, topic: [UInt8], from index: Int) {
         let broker = brokers[b]
         guard let bytes: [UInt8] = try? envelope.serializedBytes() else { return }
-        let verdict = broker.coreDo {
-            $0.publisherMessage([Frame(topic), Frame(bytes)], connectionKey: [UInt8](nodes[index].key), now: instant)
-        }
+        let frames = [Frame(topic), Frame(bytes)]
+        let verdict = broker.coreDo { $0.publisherMessage(frames, connectionKey: [UInt8](nodes[index].key), now: instant) }
+        carryOut(b, verdict, frames, envelope: envelope, hop: broker.localHop, fromSite: nil, from: nodes[index].id)
+    }
+
+    /// Carries out what a broker's core decided of a publisher's message (a node's, or at the
+    /// upstream, one a site sent up), as ``BrokerLoop`` does: asks to advertise again, and the
+    /// message to the subscribers that follow its topic, to the sites below that follow it (but
+    /// the one it came from) and upstream.
+    func carryOut(_ b: Int, _ verdict: BrokerCore.PublisherVerdict, _ frames: [Frame], envelope: WireEnvelope, hop: Frame, fromSite: String?, from sender: String) {
+        let broker = brokers[b]
+        let topic = frames[0].bytes
         switch verdict {
         case .forward(let askToReadvertise, _):
             if let origin = askToReadvertise, let asked = nodes.firstIndex(where: { $0.id == origin }), connectedToBroker(b, asked) {
@@ -82,21 +98,27 @@ extension SimulatedWorld {
                 schedule(.brokerAsks(broker: b, to: asked, epoch: epoch, topic: topic, subscribe: true), at: arriveFromBroker(b, to: asked))
                 schedule(.brokerAsks(broker: b, to: asked, epoch: epoch, topic: topic, subscribe: false), at: arriveFromBroker(b, to: asked))
             }
+            if options.hasSites, let origin = askToReadvertise { askSitesBelowToReadvertise(b, origin) }
             if broker.coreDo({ $0.takeReadvertiseEveryone() }) {
                 log("\(brokerName(b)) asks every node to advertise again: too many lack at once")
                 for asked in nodes.indices where connectedToBroker(b, asked) {
                     let epoch = brokerLinks[b][asked].down.epoch
                     schedule(.brokerAsks(broker: b, to: asked, epoch: epoch, topic: "", subscribe: true), at: arriveFromBroker(b, to: asked))
                 }
+                if options.hasSites { passToSitesBelow(b, [1]) }
             }
             let topicString = String(decoding: topic, as: UTF8.self)
             for peer in nodes.indices where connectedToBroker(b, peer) {
                 guard broker.subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
                 schedule(.fromBroker(broker: b, to: peer, epoch: brokerLinks[b][peer].down.epoch, topic: topic, envelope: envelope), at: arriveFromBroker(b, to: peer))
             }
+            if options.hasSites {
+                sendToSitesBelow(b, frames, hop: hop, excluding: fromSite)
+                if broker.joinsUpstream { sendUp(b, frames + [hop]) }
+            }
         case .forged(let reason):
             broker.refused += 1
-            log("\(brokerName(b)) drops a message from \(nodes[index].id): it \(reason)")
+            log("\(brokerName(b)) drops a message from \(sender): it \(reason)")
         case .overQuota(let activityID, let origin):
             broker.refused += 1
             log("\(brokerName(b)) drops \(activityID): \(origin) is over its quota")
@@ -108,7 +130,9 @@ extension SimulatedWorld {
     func brokerSubscription(_ b: Int, _ topic: String, subscribe: Bool, from index: Int) {
         let broker = brokers[b]
         if subscribe { broker.subscriptionsOf[index, default: []].insert(topic) } else { broker.subscriptionsOf[index]?.remove(topic) }
-        let verdict = broker.coreDo { $0.subscriberMessage([Frame([subscribe ? 1 : 0] + Array(topic.utf8))]) }
+        let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
+        let verdict = broker.coreDo { $0.subscriberMessage([frame]) }
+        if broker.joinsUpstream { passInterestUpstream(b, frame) }
         guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
         var sent = 0, sentBytes = 0
         let epoch = brokerLinks[b][index].down.epoch
@@ -147,6 +171,7 @@ extension SimulatedWorld {
         guard brokers[b].alive else { return }
         log("\(brokerName(b)) is killed (-9)")
         for index in nodes.indices where connectedToBroker(b, index) { disconnectBroker(b, index) }
+        if options.hasSites { for site in sitesJoined(to: b) { disconnectSite(site) } }
         brokers[b].alive = false
     }
 
@@ -154,6 +179,7 @@ extension SimulatedWorld {
         guard !brokers[b].alive else { return }
         log("\(brokerName(b)) starts again, its cache empty")
         brokers[b].restart()
+        if options.hasSites { for site in sitesJoined(to: b) { connectSite(site) } }
         for index in nodes.indices { connectBroker(b, index, notify: true) }
         schedule(.brokerTick(broker: b, incarnation: brokers[b].incarnation), at: now)
     }

@@ -85,6 +85,12 @@ extension SimulatedWorld {
         case .healBroker(let b, let index):
             log("partition between \(nodes[index].id) and \(brokerName(b)) heals")
             healBroker(b, index)
+        case .cutSite(let site):
+            log("site-\(site)'s link to the upstream is cut")
+            cutSite(site)
+        case .healSite(let site):
+            log("site-\(site)'s link to the upstream heals")
+            healSite(site)
         case .openStream(let index, let pick, let bytes, let direction, let reader, let floods):
             guard running(index) else { return nil }
             openStream(at: index, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: floods)

@@ -31,6 +31,16 @@ final class SimulatedWorld {
         case brokerAsks(broker: Int, to: Int, epoch: Int, topic: String, subscribe: Bool)
         /// With brokers: a cache's next expiry (`incarnation`: the broker process it was set in).
         case brokerTick(broker: Int, incarnation: Int)
+        /// At sites: a site's broker → the upstream's frontend (a bus message sent up, with its hop).
+        case siteUp(site: Int, epoch: Int, frames: [[UInt8]])
+        /// At sites: the upstream's backend → a site's broker (a bus message sent down, with its
+        /// hop; or a snapshot's message).
+        case siteDown(site: Int, epoch: Int, frames: [[UInt8]])
+        /// At sites: a site's broker (un)subscribes at the upstream's backend (its interest, a
+        /// snapshot, a request to advertise again).
+        case leafSubscribes(site: Int, epoch: Int, frame: [UInt8])
+        /// At sites: the upstream's frontend (un)subscribes at a site's broker (everything, or "R:").
+        case upstreamSubscribes(site: Int, epoch: Int, frame: [UInt8])
         /// A continuation stream frame on the connection between the stream's two nodes.
         case streamFrame(stream: Int, to: SimulatedStream.Side, epoch: Int, kind: WireStreamFrame.OneOf_Kind, payload: Frame?)
         /// A slow or pausing reader reads again.
@@ -68,10 +78,12 @@ final class SimulatedWorld {
     var brokerLinks: [[(up: Link, down: Link)]]
     var brokerPartitions: [[Int: Int]]
     var brokerUpSince: [[Int: Duration]]
+    /// At sites: each site's link to the upstream (site 0's broker), by site (site 0's unused).
+    var sites: [SiteLinkState]
     /// A broker's place in a node's ``SimulatedNode/subscriptionsOfPeer``.
     func brokerPeer(_ b: Int) -> Int { options.nodes + b }
     /// How many answer a snapshot request: the brokers, or every other node.
-    var snapshotAnswerers: Int { brokers.isEmpty ? options.nodes - 1 : brokers.count }
+    var snapshotAnswerers: Int { brokers.isEmpty ? options.nodes - 1 : options.hasSites ? 1 : brokers.count }
     /// Partitions in force between two nodes (lower index first), counted.
     var partitions: [Int: Int] = [:]
     /// Since when each pair's connection has been up (key as ``partitions``).
@@ -105,7 +117,10 @@ final class SimulatedWorld {
         network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
         streamNetwork = SimulationRandom(seed: seed ^ 0x57E4_A3F0_0D15_EA5E)
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
-        brokers = (0..<options.brokerCount).map { _ in SimulatedBroker() }
+        brokers = options.hasSites
+            ? (0..<options.sites).map { SimulatedBroker(site: "site-\($0)", joinsUpstream: $0 > 0) }
+            : (0..<options.brokerCount).map { _ in SimulatedBroker() }
+        sites = options.hasSites ? (0..<options.sites).map { _ in SiteLinkState() } : []
         brokerLinks = Array(repeating: Array(repeating: (Link(), Link()), count: options.nodes), count: options.brokerCount)
         brokerPartitions = Array(repeating: [:], count: options.brokerCount)
         brokerUpSince = Array(repeating: [:], count: options.brokerCount)
@@ -113,7 +128,7 @@ final class SimulatedWorld {
         for index in 0..<options.nodes {
             let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
             let follows = follows?[index] ?? drawn
-            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.brokerCount > 0 ? options.brokerCount : options.nodes - 1,
+            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.hasSites ? 1 : options.brokerCount > 0 ? options.brokerCount : options.nodes - 1,
                                        now: instant, date: date, random: &keys))
         }
         for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
@@ -148,6 +163,7 @@ final class SimulatedWorld {
             for node in nodes { connectBroker(b, node.index, notify: false) }
             self.schedule(.brokerTick(broker: b, incarnation: 0), at: .zero)
         }
+        for site in sites.indices.dropFirst() { connectSite(site) }
         for node in nodes {
             start(node.index)
             self.schedule(.tick(node: node.index), at: network.duration(.zero...(.milliseconds(250))))
@@ -241,8 +257,12 @@ final class SimulatedWorld {
             let broker = brokers[b]
             guard broker.alive, broker.incarnation == incarnation else { return nil }
             _ = broker.coreDo { $0.expire(now: instant) }
+            if broker.joinsUpstream { expireUpstreamSnapshots(b) }
             let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
             schedule(.brokerTick(broker: b, incarnation: incarnation), at: max(next, now + .milliseconds(1)))
+            return nil
+        case .siteUp, .siteDown, .leafSubscribes, .upstreamSubscribes:
+            handleSite(event)
             return nil
         case .streamFrame, .streamRead, .streamOpenTimeout:
             handleStream(event)
@@ -333,42 +353,6 @@ final class SimulatedWorld {
         let arrival = max(now + network.duration(.microseconds(100)...options.maxLatency), link.lastArrival)
         link.lastArrival = arrival
         return arrival
-    }
-
-    /// Carries out what a node's follower decided: subscriptions go to every connected peer.
-    func perform(_ index: Int, _ actions: [Follower.Action]) {
-        let node = nodes[index]
-        for action in actions {
-            switch action {
-            case .subscribe(let topic):
-                node.subscribed(topic)
-                if !brokers.isEmpty {
-                    for b in brokers.indices { subscribeAtBroker(b, from: index, topic, subscribe: true) }
-                    continue
-                }
-                for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: true) }
-            case .unsubscribe(let topic):
-                node.unsubscribed(topic)
-                if !brokers.isEmpty {
-                    for b in brokers.indices { subscribeAtBroker(b, from: index, topic, subscribe: false) }
-                    continue
-                }
-                for peer in nodes.indices where connected(index, peer) { sendSubscription(from: index, to: peer, topic, subscribe: false) }
-            case .emit(let event):
-                log("\(node.id): \(event)")
-            case .ignored(let why):
-                node.refused += 1
-                log("\(node.id) ignored: \(why)")
-            case .log(_, let message):
-                log("\(node.id): \(message)")
-            case .changed(let activity):
-                refreshIfHeld(activity, at: index)
-            case .forgotten(let id):
-                node.client.held.release(id)
-            case .ownPresenceHeard:
-                break
-            }
-        }
     }
 
     /// When a message sent now from `from` to `to` arrives (in order after the last one), and the

@@ -19,8 +19,15 @@ public struct SimulationOptions: Sendable, Hashable {
     /// With `broker`: a pair of brokers, both active (every node publishes to both and subscribes
     /// at both, as `Configuration.Bus.brokers`), each crashing and cut off from nodes on its own.
     public var brokerPair = false
+    /// With `broker`: this many sites (2 or more; 0: one site), each with a broker of its own,
+    /// site 0's the others' upstream (`handoff broker --upstream`), and the nodes spread over them
+    /// (node i at site i mod sites). A site's link to the upstream is cut and heals, and either
+    /// broker may crash, as any broker may. Not with `brokerPair`.
+    public var sites = 0
     /// How many brokers the bus goes through (0: node to node).
-    var brokerCount: Int { broker ? (brokerPair ? 2 : 1) : 0 }
+    var brokerCount: Int { broker ? (sites > 1 ? sites : brokerPair ? 2 : 1) : 0 }
+    /// Whether the brokers are sites' (each node at one) rather than one, or a pair every node uses.
+    var hasSites: Bool { broker && sites > 1 }
     /// Whether nodes open continuation streams (drawn apart from the rest of the schedule: a
     /// seed's other entries are the same either way).
     public var streams = true
@@ -94,7 +101,7 @@ public enum Simulation {
             schedule.addDepartures(options: options, random: &departureRandom)
         }
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
-        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
+        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.hasSites ? " at \(options.sites) sites" : options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
         let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
         if let failure, trace { world.log("FAILED: \(failure)") }
         return SimulationReport(

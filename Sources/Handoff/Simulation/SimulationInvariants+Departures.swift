@@ -8,13 +8,21 @@ extension SimulationInvariants {
     static func withdrawnOnDeparture(_ world: SimulatedWorld) -> SimulationFailure? {
         for index in world.departures.indices where !world.departures[index].checked {
             let departure = world.departures[index]
-            guard world.now >= departure.at + world.options.maxLatency * 2 + .milliseconds(2) else { continue }
+            let way = world.options.maxLatency * (world.options.hasSites ? 4 : 2)
+            guard world.now >= departure.at + way + .milliseconds(2) else { continue }
             world.departures[index].checked = true
             for (follower, incarnation) in departure.followers.sorted(by: { $0.key < $1.key }) {
                 let node = world.nodes[follower]
                 guard node.alive, node.incarnation == incarnation, world.running(follower), node.resumedAt <= departure.at else { continue }
+                // At sites: the departing node's broker took the withdrawal, and the way from there
+                // to the follower has been up since before the departure.
+                if world.options.hasSites {
+                    let origin = world.site(of: departure.node)
+                    guard departure.viaBrokers.contains(origin),
+                          let since = world.pathUpSince(fromSite: origin, to: follower), since <= departure.at - world.settledConnection else { continue }
+                }
                 // Through brokers: still connected, since before the departure, to one the withdrawal went through.
-                if !world.brokers.isEmpty, !departure.viaBrokers.contains(where: { b in
+                else if !world.brokers.isEmpty, !departure.viaBrokers.contains(where: { b in
                     world.brokerUpSince[b][follower].map { $0 <= departure.at - world.settledConnection } ?? false
                 }) { continue }
                 let known = node.followerDo { follower in departure.ids.filter { follower.known[$0] != nil } }

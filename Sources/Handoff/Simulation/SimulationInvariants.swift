@@ -8,8 +8,9 @@ enum SimulationInvariants {
     /// live activity: two presences (a presence naming an id it lacks asks for the snapshots), a
     /// resynchronization round (at most one a second), a snapshot's grace for silent answerers,
     /// and the messages' way there and back, with room to spare.
+    /// At sites, the way is twice as long (a site's broker, the upstream, another site's broker).
     static func discoveryBound(_ options: SimulationOptions) -> Duration {
-        SimulatedNode.settings.advertiseInterval * 2 + .seconds(2) + options.maxLatency * 4 + .milliseconds(500)
+        SimulatedNode.settings.advertiseInterval * 2 + .seconds(2) + options.maxLatency * (options.hasSites ? 8 : 4) + .milliseconds(500)
     }
 
     /// How long after an activity ended (or, for a follower, after it went on) a follower may
@@ -17,9 +18,12 @@ enum SimulationInvariants {
     /// keeps a dead origin's activity until its lease at the broker ends, and a follower that
     /// learns it from a snapshot in that time gives it a whole lease of its own (a snapshot does
     /// not say how much of the lease is left).
+    /// At sites, one lease more: a site's broker that asks the upstream for its snapshot just
+    /// before the upstream's lease ends caches what it gets for a whole lease too.
     static func forgetBound(_ options: SimulationOptions) -> Duration {
         let follower = SimulatedNode.settings.lease + .milliseconds(250) + options.maxLatency * 2 + .milliseconds(250)
-        return options.broker ? follower + SimulatedNode.settings.lease + options.maxLatency * 2 + .milliseconds(50) : follower
+        let broker = SimulatedNode.settings.lease + options.maxLatency * 2 + .milliseconds(50)
+        return options.hasSites ? follower + broker * 2 : options.broker ? follower + broker : follower
     }
 
     /// How often a node sweeps its leases and expiries (its scheduler's longest sleep).
@@ -31,7 +35,21 @@ enum SimulationInvariants {
         if let touched, let failure = believedOnlyFromOrigin(world, node: touched) { return failure }
         return knownWithinBounds(world) ?? continuedAtMostOnce(world) ?? requestsEnd(world) ?? memoryBounded(world)
             ?? didUpdateGenuine(world) ?? heldActivityUpdated(world) ?? streams(world)
-            ?? withdrawnOnDeparture(world)
+            ?? withdrawnOnDeparture(world) ?? nothingReturnsToItsSite(world)
+    }
+
+    /// "nothing-returns-to-its-site": at sites, no message comes back down to the site it went up
+    /// from (each site's broker counts any that does, by its origin, as upstream-returned), and
+    /// none comes round a loop.
+    static func nothingReturnsToItsSite(_ world: SimulatedWorld) -> SimulationFailure? {
+        guard world.options.hasSites else { return nil }
+        for (b, broker) in world.brokers.enumerated() {
+            let counters = broker.core.counters
+            if counters.upstreamReturned > 0 || counters.siteLoops > 0 {
+                return failure(world, "nothing-returns-to-its-site", "\(world.brokerName(b)) got \(counters.upstreamReturned) of its site's own messages back from upstream, and \(counters.siteLoops) round a loop")
+            }
+        }
+        return nil
     }
 
     /// "did-update-genuine": a did-update tells a node a version newer than the one it held, and

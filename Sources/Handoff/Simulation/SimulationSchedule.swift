@@ -32,6 +32,9 @@ struct SimulationSchedule {
         /// With brokers: the connection between one and a node breaks, and comes back.
         case partitionBroker(Int, node: Int)
         case healBroker(Int, node: Int)
+        /// At sites: a site's link to the upstream is cut, and heals.
+        case cutSite(Int)
+        case healSite(Int)
         /// The node opens a continuation stream pair with the origin of the `pick`-th activity it
         /// knows; each writing end writes `bytes`. A flooding (hostile) node ignores its credit.
         case openStream(node: Int, pick: Int, bytes: Int, direction: WireStreamDirection, reader: SimulatedStream.Reader, floods: Bool)
@@ -87,7 +90,14 @@ struct SimulationSchedule {
                     }
                 case ..<0.80: add(at, .stop(node: node, duration: random.duration(.milliseconds(100)...(.seconds(9)))))
                 case ..<0.88:
-                    if options.brokerCount > 0, random.chance(0.5) {
+                    if options.hasSites, random.chance(0.4) {
+                        let site = Int.random(in: 1..<options.sites, using: &random)
+                        add(at, .cutSite(site), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .healSite(site))
+                    } else if options.hasSites, random.chance(0.5) {
+                        // A node's own site broker: the only one it connects to.
+                        let broker = node % options.sites
+                        add(at, .partitionBroker(broker, node: node), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .healBroker(broker, node: node))
+                    } else if !options.hasSites, options.brokerCount > 0, random.chance(0.5) {
                         let broker = Self.pickBroker(options, &random)
                         add(at, .partitionBroker(broker, node: node), then: at + random.duration(.milliseconds(100)...(.seconds(12))), .healBroker(broker, node: node))
                     } else {

@@ -1,0 +1,304 @@
+import Foundation
+import HandoffWire
+import ZeroMQ
+
+/// A site's link to the upstream, as its broker's two sockets see it: `up` carries what the site
+/// sends up (its messages, and its down socket's subscriptions), `down` what comes down (the
+/// upstream's messages, and its frontend's subscriptions).
+struct SiteLinkState {
+    var up = SimulatedWorld.Link()
+    var down = SimulatedWorld.Link()
+    /// Cuts in force, counted.
+    var cuts = 0
+    var upSince: Duration?
+    /// The site's down socket's (XSUB's) subscriptions at the upstream's backend, which libzmq
+    /// sends again on every new connection.
+    var subscriptions = XSUBSubscriptions()
+    /// What the upstream's backend (XPUB) holds of them: it sends the site what matches.
+    var upstreamHolds: Set<String> = []
+    /// What the site's up socket (XPUB) holds of the upstream frontend's subscriptions.
+    var siteHolds: Set<String> = []
+}
+
+/// Sites (`SimulationOptions.sites`): a broker per site, the first the others' upstream, joined by
+/// links that are cut and heal. What each broker decides is the production ``BrokerCore``'s (its
+/// upstream and site rules); this carries it out as ``BrokerLoop`` (BrokerLoop+Upstream.swift,
+/// BrokerLoop+Sites.swift) does over the link's sockets, as libzmq's XSUB and XPUB pass
+/// subscriptions: on a new connection each side's subscriptions again; on a broken one, the
+/// upstream's backend and the site's up socket each drop the other's (XPUB tells its owner).
+extension SimulatedWorld {
+    func handleSite(_ event: Event) {
+        switch event {
+        case .siteUp(let site, let epoch, let frames):
+            guard sites[site].up.epoch == epoch, brokers[0].alive else { return }
+            upstreamReceives(frames, from: site)
+        case .siteDown(let site, let epoch, let frames):
+            guard sites[site].down.epoch == epoch, brokers[site].alive else { return }
+            siteReceivesFromUpstream(site, frames)
+        case .leafSubscribes(let site, let epoch, let frame):
+            guard sites[site].up.epoch == epoch, brokers[0].alive else { return }
+            upstreamBackendSubscription(frame, from: site)
+        case .upstreamSubscribes(let site, let epoch, let frame):
+            guard sites[site].down.epoch == epoch, brokers[site].alive else { return }
+            siteUpSubscription(site, frame)
+        default:
+            break
+        }
+    }
+
+    /// The sites whose link a broker's crash or restart breaks or brings back: all of them for the
+    /// upstream, its own for a site's.
+    func sitesJoined(to b: Int) -> [Int] { b == 0 ? Array(sites.indices.dropFirst()) : [b] }
+
+    /// Since when a message from a node at `origin`'s site has had its way to node `index` (its
+    /// own broker, and the links between the two sites), or `nil`.
+    func pathUpSince(fromSite origin: Int, to index: Int) -> Duration? {
+        let own = site(of: index)
+        guard var since = brokerUpSince[own][index] else { return nil }
+        guard origin != own else { return since }
+        for site in [origin, own] where site != 0 {
+            guard let up = sites[site].upSince else { return nil }
+            since = max(since, up)
+        }
+        return since
+    }
+
+    // MARK: The link
+
+    func connectSite(_ site: Int) {
+        guard brokers[0].alive, brokers[site].alive, sites[site].cuts == 0, sites[site].upSince == nil else { return }
+        log("site-\(site)'s link to the upstream comes up")
+        sites[site].upSince = now
+        // The site's broker hears its link connect (libzmq's monitor) before any subscription.
+        for subscription in brokers[site].coreDo({ $0.upstreamLinkConnected(now: instant) }) { passToPublishers(site, subscription) }
+        for topic in sites[site].subscriptions.topics {
+            schedule(.leafSubscribes(site: site, epoch: sites[site].up.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].up))
+        }
+        for topic in brokers[0].frontendSubscriptions.topics {
+            schedule(.upstreamSubscribes(site: site, epoch: sites[site].down.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].down))
+        }
+    }
+
+    /// The link breaks: what was on its way is lost, and each end that lives drops the other's
+    /// subscriptions (the upstream the site's interest, the site the upstream's subscribe-all).
+    func disconnectSite(_ site: Int) {
+        guard sites[site].upSince != nil else { return }
+        log("site-\(site)'s link to the upstream breaks")
+        sites[site].upSince = nil
+        for direction in [\SiteLinkState.up, \SiteLinkState.down] {
+            sites[site][keyPath: direction].epoch += 1
+            sites[site][keyPath: direction].lastArrival = now
+        }
+        let upstreamHeld = sites[site].upstreamHolds.sorted(), siteHeld = sites[site].siteHolds.sorted()
+        if brokers[0].alive { for topic in upstreamHeld { upstreamBackendSubscription([0] + Array(topic.utf8), from: site) } }
+        if brokers[site].alive { for topic in siteHeld { siteUpSubscription(site, [0] + Array(topic.utf8)) } }
+        sites[site].upstreamHolds = []
+        sites[site].siteHolds = []
+    }
+
+    func cutSite(_ site: Int) {
+        sites[site].cuts += 1
+        disconnectSite(site)
+    }
+
+    func healSite(_ site: Int) {
+        guard sites[site].cuts > 0 else { return }
+        sites[site].cuts -= 1
+        connectSite(site)
+    }
+
+    // MARK: A site's broker
+
+    /// A message up to the upstream, when its frontend's subscription lets it through.
+    func sendUp(_ site: Int, _ frames: [Frame]) {
+        guard sites[site].upSince != nil else { return }
+        let topic = String(decoding: frames[0].bytes, as: UTF8.self)
+        guard sites[site].siteHolds.contains(where: { topic.hasPrefix($0) }) else { return }
+        schedule(.siteUp(site: site, epoch: sites[site].up.epoch, frames: frames.map(\.bytes)), at: arrival(on: &sites[site].up))
+    }
+
+    /// The site's down socket (un)subscribes at the upstream, counted as XSUB counts: a
+    /// subscription always goes, an unsubscription when its count ends.
+    func subscribeUpstream(_ site: Int, _ frame: [UInt8]) {
+        guard sites[site].subscriptions.passes(frame), sites[site].upSince != nil else { return }
+        schedule(.leafSubscribes(site: site, epoch: sites[site].up.epoch, frame: frame), at: arrival(on: &sites[site].up))
+    }
+
+    /// A subscriber's (un)subscription at a site's broker, passed up as its site's interest
+    /// (``BrokerLoop/passInterestUpstream(_:)``).
+    func passInterestUpstream(_ b: Int, _ frame: Frame) {
+        let interest = brokers[b].coreDo { $0.interestUpstream(frame) }
+        guard let send = interest.send else { return }
+        subscribeUpstream(b, send)
+        guard let typePrefix = interest.snapshotOf,
+              let topic = brokers[b].upstreamSnapshots.ask(typePrefix, now: instant, randomToken: nextToken()) else { return }
+        log("\(brokerName(b)) asks upstream for its snapshot of \(typePrefix)")
+        subscribeUpstream(b, [1] + topic)
+    }
+
+    /// The upstream frontend's (un)subscription at a site's up socket (``BrokerLoop/fromUpstreamSubscriber(_:)``).
+    func siteUpSubscription(_ site: Int, _ frame: [UInt8]) {
+        let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
+        if frame.first == 1 { sites[site].siteHolds.insert(topic) } else { sites[site].siteHolds.remove(topic) }
+        guard brokers[site].coreDo({ $0.passUpstreamSubscription(Frame(frame), now: instant) }) else { return }
+        passToPublishers(site, frame)
+    }
+
+    /// An upstream's subscription passed to the site's publishers; with its subscribe-all, a
+    /// snapshot of each type the site follows asked upstream.
+    private func passToPublishers(_ site: Int, _ frame: [UInt8]) {
+        frontendSends(site, frame)
+        guard frame == [1] else { return }
+        for typePrefix in brokers[site].core.upstreamInterest.activityTypePrefixes.sorted() {
+            guard let topic = brokers[site].upstreamSnapshots.ask(typePrefix, now: instant, randomToken: nextToken()) else { continue }
+            subscribeUpstream(site, [1] + topic)
+        }
+    }
+
+    /// A message from upstream at a site's broker (``BrokerLoop/fromUpstream(_:)``).
+    func siteReceivesFromUpstream(_ site: Int, _ frames: [[UInt8]]) {
+        let broker = brokers[site]
+        if frames.count == 2, broker.upstreamSnapshots.typePrefix(of: frames[0]) != nil {
+            siteReceivesSnapshot(site, topic: frames[0], frames[1])
+            return
+        }
+        guard frames.count == 3, let (name, topic) = Topic.splitSite(frames[0]), name.elementsEqual(broker.site.bytes),
+              let hop = WireSiteHop(frame: Frame(frames[2])), let envelope = try? WireEnvelope.decode(Data(frames[1])) else { return }
+        guard let onward = broker.coreDo({ $0.hopFromUpstream(hop) }) else { return }
+        let message = [Frame(Array(topic)), Frame(frames[1])]
+        guard case .forward(let askToReadvertise, _) = broker.coreDo({ $0.upstreamMessage(message, fromSite: hop.via, now: instant) }) else {
+            return
+        }
+        if let origin = askToReadvertise {
+            log("\(brokerName(site)) asks upstream that \(origin) advertise again what its cache lacks")
+            let ask = Array((Topic.readvertisePrefix + origin).utf8)
+            subscribeUpstream(site, [1] + ask)
+            subscribeUpstream(site, [0] + ask)
+        }
+        sendToSubscribers(site, message, envelope: envelope)
+        sendToSitesBelow(site, message, hop: onward.frame, excluding: hop.origin)
+    }
+
+    /// A snapshot's message from upstream: an advertisement, cached and passed on when it is news
+    /// here; the reply that ends it.
+    private func siteReceivesSnapshot(_ site: Int, topic: [UInt8], _ bytes: [UInt8]) {
+        let broker = brokers[site]
+        guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return }
+        if let live = broker.coreDo({ $0.upstreamSnapshotAdvertisement(Frame(bytes), now: instant) }) {
+            let message = [Frame(live), Frame(bytes)]
+            sendToSubscribers(site, message, envelope: envelope)
+            sendToSitesBelow(site, message, hop: broker.localHop, excluding: nil)
+            return
+        }
+        guard case .snapshotReply = envelope.body else { return }
+        broker.upstreamSnapshots.end(topic)
+        subscribeUpstream(site, [0] + topic)
+    }
+
+    /// Snapshots asked upstream whose answer is overdue: asked no more (the next subscribe-all
+    /// asks again).
+    func expireUpstreamSnapshots(_ site: Int) {
+        for topic in brokers[site].upstreamSnapshots.expired(now: instant).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            subscribeUpstream(site, [0] + topic)
+        }
+    }
+
+    // MARK: The upstream
+
+    /// A message a site sent up, at the upstream's frontend (``BrokerLoop/fromSite(_:)``).
+    private func upstreamReceives(_ frames: [[UInt8]], from site: Int) {
+        guard frames.count == 3, let hop = WireSiteHop(frame: Frame(frames[2])),
+              let envelope = try? WireEnvelope.decode(Data(frames[1])) else { return }
+        let message = [Frame(frames[0]), Frame(frames[1])]
+        guard case .forward(let verdict, let onward) = brokers[0].coreDo({ $0.siteMessage(message, hop: hop, now: instant) }) else {
+            log("the upstream drops a message from site-\(site): it came round a loop")
+            return
+        }
+        carryOut(0, verdict, message, envelope: envelope, hop: onward.frame, fromSite: hop.via, from: "site-\(site)")
+    }
+
+    /// A site's (un)subscription at the upstream's backend (``BrokerLoop/fromSubscriber(_:)``).
+    private func upstreamBackendSubscription(_ frame: [UInt8], from site: Int) {
+        let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
+        if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
+        let upstream = brokers[0]
+        if upstream.coreDo({ $0.siteSubscription(Frame(frame)) }) != .notSite { return }
+        switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)]) }) {
+        case .forwardToPublishers:
+            frontendSends(0, frame)
+        case .answerSnapshot(let snapshotTopic, let typePrefix):
+            let envelopes = upstream.core.snapshot(typePrefix: typePrefix, topic: snapshotTopic, now: instant)
+            var sentBytes = 0
+            for envelope in envelopes {
+                sendDown(site, [snapshotTopic, envelope])
+                sentBytes += snapshotTopic.count + envelope.count
+            }
+            let reply = upstream.coreDo {
+                $0.snapshotReply(typePrefix: typePrefix, topicSize: snapshotTopic.count, sent: envelopes.count, sentBytes: sentBytes)
+            }
+            log("the upstream answers site-\(site)'s snapshot of \(typePrefix): \(envelopes.count) advertisements")
+            sendDown(site, [snapshotTopic, reply])
+        case .keep:
+            break
+        }
+    }
+
+    /// A message down to a site, when what the site subscribed lets it through.
+    private func sendDown(_ site: Int, _ frames: [[UInt8]]) {
+        guard sites[site].upSince != nil else { return }
+        let topic = String(decoding: frames[0], as: UTF8.self)
+        guard sites[site].upstreamHolds.contains(where: { topic.hasPrefix($0) }) else { return }
+        schedule(.siteDown(site: site, epoch: sites[site].down.epoch, frames: frames), at: arrival(on: &sites[site].down))
+    }
+
+    /// A message to each site below `b` that follows its topic, but the one it came from
+    /// (``BrokerLoop/sendToSites(_:hop:excluding:)``).
+    func sendToSitesBelow(_ b: Int, _ frames: [Frame], hop: Frame, excluding: String?) {
+        guard b == 0 else { return }
+        for topic in brokers[0].coreDo({ $0.siteTopics(for: frames[0], excluding: excluding) }) {
+            guard let (name, _) = Topic.splitSite(topic), let site = sites.indices.dropFirst().first(where: { brokers[$0].site.bytes.elementsEqual(name) }) else { continue }
+            sendDown(site, [topic, frames[1].bytes, hop.bytes])
+        }
+    }
+
+    /// The upstream asks the sites below to have `origin` advertise again ("R:" and its id, at
+    /// every publisher of its frontend: the sites' up sockets among them).
+    func askSitesBelowToReadvertise(_ b: Int, _ origin: String) {
+        guard b == 0 else { return }
+        let topic = Array((Topic.readvertisePrefix + origin).utf8)
+        passToSitesBelow(0, [1] + topic)
+        passToSitesBelow(0, [0] + topic)
+    }
+
+    /// One of the upstream frontend's subscriptions, to each site's up socket connected.
+    func passToSitesBelow(_ b: Int, _ frame: [UInt8]) {
+        guard b == 0 else { return }
+        for site in sites.indices.dropFirst() where sites[site].upSince != nil {
+            schedule(.upstreamSubscribes(site: site, epoch: sites[site].down.epoch, frame: frame), at: arrival(on: &sites[site].down))
+        }
+    }
+
+    // MARK: Both
+
+    /// A broker's frontend (XSUB) (un)subscribes at its publishers: its nodes, and at the
+    /// upstream, the sites' up sockets.
+    func frontendSends(_ b: Int, _ frame: [UInt8]) {
+        guard brokers[b].frontendSubscriptions.passes(frame) else { return }
+        let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
+        for index in nodes.indices where connectedToBroker(b, index) {
+            schedule(.brokerAsks(broker: b, to: index, epoch: brokerLinks[b][index].down.epoch, topic: topic, subscribe: frame.first == 1),
+                     at: arriveFromBroker(b, to: index))
+        }
+        passToSitesBelow(b, frame)
+    }
+
+    /// A message to a broker's own subscribers that follow its topic.
+    private func sendToSubscribers(_ b: Int, _ frames: [Frame], envelope: WireEnvelope) {
+        let topic = frames[0].bytes
+        let topicString = String(decoding: topic, as: UTF8.self)
+        for peer in nodes.indices where connectedToBroker(b, peer) {
+            guard brokers[b].subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
+            schedule(.fromBroker(broker: b, to: peer, epoch: brokerLinks[b][peer].down.epoch, topic: topic, envelope: envelope), at: arriveFromBroker(b, to: peer))
+        }
+    }
+}
