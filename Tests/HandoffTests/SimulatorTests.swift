@@ -54,9 +54,9 @@ struct SimulatorTests {
         try await passesFreshSeeds(15, "--broker-pair")
     }
 
-    @Test("at three sites (a broker each, the first the others' upstream; site links cut and healed, any broker crashing), fresh seeds pass: every follower learns every site's activities, and nothing returns to its site")
+    @Test("at four sites (a broker each, in a tree two levels deep; site links cut and healed, any broker crashing), fresh seeds pass: every follower learns every site's activities, and nothing returns to its site")
     func freshSeedsAtSites() async throws {
-        try await passesFreshSeeds(12, "--sites", "3")
+        try await passesFreshSeeds(12, "--sites", "4")
     }
 
     /// Regression (2026-11-26, found by the first broker runs): a follower cut off from the broker

@@ -86,10 +86,10 @@ extension SimulatedWorld {
             log("partition between \(nodes[index].id) and \(brokerName(b)) heals")
             healBroker(b, index)
         case .cutSite(let site):
-            log("site-\(site)'s link to the upstream is cut")
+            log("site-\(site)'s link to its upstream is cut")
             cutSite(site)
         case .healSite(let site):
-            log("site-\(site)'s link to the upstream heals")
+            log("site-\(site)'s link to its upstream heals")
             healSite(site)
         case .openStream(let index, let pick, let bytes, let direction, let reader, let floods):
             guard running(index) else { return nil }

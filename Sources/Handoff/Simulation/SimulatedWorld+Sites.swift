@@ -2,7 +2,7 @@ import Foundation
 import HandoffWire
 import ZeroMQ
 
-/// A site's link to the upstream, as its broker's two sockets see it: `up` carries what the site
+/// A site's link to its upstream, as its broker's two sockets see it: `up` carries what the site
 /// sends up (its messages, and its down socket's subscriptions), `down` what comes down (the
 /// upstream's messages, and its frontend's subscriptions).
 struct SiteLinkState {
@@ -20,8 +20,8 @@ struct SiteLinkState {
     var siteHolds: Set<String> = []
 }
 
-/// Sites (`SimulationOptions.sites`): a broker per site, the first the others' upstream, joined by
-/// links that are cut and heal. What each broker decides is the production ``BrokerCore``'s (its
+/// Sites (`SimulationOptions.sites`): a broker per site, joined in a tree (site s below site
+/// (s − 1) / 2) by links that are cut and heal. What each broker decides is the production ``BrokerCore``'s (its
 /// upstream and site rules); this carries it out as ``BrokerLoop`` (BrokerLoop+Upstream.swift,
 /// BrokerLoop+Sites.swift) does over the link's sockets, as libzmq's XSUB and XPUB pass
 /// subscriptions: on a new connection each side's subscriptions again; on a broken one, the
@@ -30,13 +30,13 @@ extension SimulatedWorld {
     func handleSite(_ event: Event) {
         switch event {
         case .siteUp(let site, let epoch, let frames):
-            guard sites[site].up.epoch == epoch, brokers[0].alive else { return }
+            guard sites[site].up.epoch == epoch, brokers[upstream(of: site)].alive else { return }
             upstreamReceives(frames, from: site)
         case .siteDown(let site, let epoch, let frames):
             guard sites[site].down.epoch == epoch, brokers[site].alive else { return }
             siteReceivesFromUpstream(site, frames)
         case .leafSubscribes(let site, let epoch, let frame):
-            guard sites[site].up.epoch == epoch, brokers[0].alive else { return }
+            guard sites[site].up.epoch == epoch, brokers[upstream(of: site)].alive else { return }
             upstreamBackendSubscription(frame, from: site)
         case .upstreamSubscribes(let site, let epoch, let frame):
             guard sites[site].down.epoch == epoch, brokers[site].alive else { return }
@@ -46,19 +46,28 @@ extension SimulatedWorld {
         }
     }
 
-    /// The sites whose link a broker's crash or restart breaks or brings back: all of them for the
-    /// upstream, its own for a site's.
-    func sitesJoined(to b: Int) -> [Int] { b == 0 ? Array(sites.indices.dropFirst()) : [b] }
+    /// The site whose broker is `site`'s upstream.
+    func upstream(of site: Int) -> Int { options.upstreamSite(of: site) }
+
+    /// The sites joined below a broker.
+    func sitesBelow(_ b: Int) -> [Int] { sites.indices.dropFirst().filter { upstream(of: $0) == b } }
+
+    /// The sites whose link a broker's crash or restart breaks or brings back: its own to its
+    /// upstream, and those of the sites below it.
+    func sitesJoined(to b: Int) -> [Int] { (b > 0 ? [b] : []) + sitesBelow(b) }
 
     /// Since when a message from a node at `origin`'s site has had its way to node `index` (its
-    /// own broker, and the links between the two sites), or `nil`.
+    /// own broker, and each link between the two sites, up to where their ways meet), or `nil`.
     func pathUpSince(fromSite origin: Int, to index: Int) -> Duration? {
         let own = site(of: index)
         guard var since = brokerUpSince[own][index] else { return nil }
-        guard origin != own else { return since }
-        for site in [origin, own] where site != 0 {
-            guard let up = sites[site].upSince else { return nil }
+        var (a, b) = (origin, own)
+        while a != b {
+            // The deeper of the two climbs its link (the higher index is never shallower).
+            let below = max(a, b)
+            guard let up = sites[below].upSince else { return nil }
             since = max(since, up)
+            if a == below { a = upstream(of: a) } else { b = upstream(of: b) }
         }
         return since
     }
@@ -66,15 +75,15 @@ extension SimulatedWorld {
     // MARK: The link
 
     func connectSite(_ site: Int) {
-        guard brokers[0].alive, brokers[site].alive, sites[site].cuts == 0, sites[site].upSince == nil else { return }
-        log("site-\(site)'s link to the upstream comes up")
+        guard brokers[upstream(of: site)].alive, brokers[site].alive, sites[site].cuts == 0, sites[site].upSince == nil else { return }
+        log("site-\(site)'s link to its upstream comes up")
         sites[site].upSince = now
         // The site's broker hears its link connect (libzmq's monitor) before any subscription.
         for subscription in brokers[site].coreDo({ $0.upstreamLinkConnected(now: instant) }) { passToPublishers(site, subscription) }
         for topic in sites[site].subscriptions.topics {
             schedule(.leafSubscribes(site: site, epoch: sites[site].up.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].up))
         }
-        for topic in brokers[0].frontendSubscriptions.topics {
+        for topic in brokers[upstream(of: site)].frontendSubscriptions.topics {
             schedule(.upstreamSubscribes(site: site, epoch: sites[site].down.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].down))
         }
     }
@@ -83,14 +92,14 @@ extension SimulatedWorld {
     /// subscriptions (the upstream the site's interest, the site the upstream's subscribe-all).
     func disconnectSite(_ site: Int) {
         guard sites[site].upSince != nil else { return }
-        log("site-\(site)'s link to the upstream breaks")
+        log("site-\(site)'s link to its upstream breaks")
         sites[site].upSince = nil
         for direction in [\SiteLinkState.up, \SiteLinkState.down] {
             sites[site][keyPath: direction].epoch += 1
             sites[site][keyPath: direction].lastArrival = now
         }
         let upstreamHeld = sites[site].upstreamHolds.sorted(), siteHeld = sites[site].siteHolds.sorted()
-        if brokers[0].alive { for topic in upstreamHeld { upstreamBackendSubscription([0] + Array(topic.utf8), from: site) } }
+        if brokers[upstream(of: site)].alive { for topic in upstreamHeld { upstreamBackendSubscription([0] + Array(topic.utf8), from: site) } }
         if brokers[site].alive { for topic in siteHeld { siteUpSubscription(site, [0] + Array(topic.utf8)) } }
         sites[site].upstreamHolds = []
         sites[site].siteHolds = []
@@ -205,27 +214,38 @@ extension SimulatedWorld {
 
     // MARK: The upstream
 
-    /// A message a site sent up, at the upstream's frontend (``BrokerLoop/fromSite(_:)``).
+    /// A message a site sent up, at its upstream's frontend (``BrokerLoop/fromSite(_:)``).
     private func upstreamReceives(_ frames: [[UInt8]], from site: Int) {
         guard frames.count == 3, let hop = WireSiteHop(frame: Frame(frames[2])),
               let envelope = try? WireEnvelope.decode(Data(frames[1])) else { return }
         let message = [Frame(frames[0]), Frame(frames[1])]
-        guard case .forward(let verdict, let onward) = brokers[0].coreDo({ $0.siteMessage(message, hop: hop, now: instant) }) else {
-            log("the upstream drops a message from site-\(site): it came round a loop")
+        let b = upstream(of: site)
+        guard case .forward(let verdict, let onward) = brokers[b].coreDo({ $0.siteMessage(message, hop: hop, now: instant) }) else {
+            log("\(brokerName(b)) drops a message from site-\(site): it came round a loop")
             return
         }
-        carryOut(0, verdict, message, envelope: envelope, hop: onward.frame, fromSite: hop.via, from: "site-\(site)")
+        carryOut(b, verdict, message, envelope: envelope, hop: onward.frame, fromSite: hop.via, from: "site-\(site)")
     }
 
-    /// A site's (un)subscription at the upstream's backend (``BrokerLoop/fromSubscriber(_:)``).
+    /// A site's (un)subscription at its upstream's backend (``BrokerLoop/fromSubscriber(_:)``);
+    /// an upstream that joins one of its own passes it on as its site's interest.
     private func upstreamBackendSubscription(_ frame: [UInt8], from site: Int) {
         let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
         if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
-        let upstream = brokers[0]
-        if upstream.coreDo({ $0.siteSubscription(Frame(frame)) }) != .notSite { return }
+        let b = upstream(of: site), upstream = brokers[b]
+        switch upstream.coreDo({ $0.siteSubscription(Frame(frame)) }) {
+        case .notSite:
+            break
+        case .taken:
+            if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame)) }
+            return
+        case .refused:
+            return
+        }
+        defer { if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame)) } }
         switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)]) }) {
         case .forwardToPublishers:
-            frontendSends(0, frame)
+            frontendSends(b, frame)
         case .answerSnapshot(let snapshotTopic, let typePrefix):
             let envelopes = upstream.core.snapshot(typePrefix: typePrefix, topic: snapshotTopic, now: instant)
             var sentBytes = 0
@@ -236,7 +256,7 @@ extension SimulatedWorld {
             let reply = upstream.coreDo {
                 $0.snapshotReply(typePrefix: typePrefix, topicSize: snapshotTopic.count, sent: envelopes.count, sentBytes: sentBytes)
             }
-            log("the upstream answers site-\(site)'s snapshot of \(typePrefix): \(envelopes.count) advertisements")
+            log("\(brokerName(b)) answers site-\(site)'s snapshot of \(typePrefix): \(envelopes.count) advertisements")
             sendDown(site, [snapshotTopic, reply])
         case .keep:
             break
@@ -254,34 +274,31 @@ extension SimulatedWorld {
     /// A message to each site below `b` that follows its topic, but the one it came from
     /// (``BrokerLoop/sendToSites(_:hop:excluding:)``).
     func sendToSitesBelow(_ b: Int, _ frames: [Frame], hop: Frame, excluding: String?) {
-        guard b == 0 else { return }
-        for topic in brokers[0].coreDo({ $0.siteTopics(for: frames[0], excluding: excluding) }) {
-            guard let (name, _) = Topic.splitSite(topic), let site = sites.indices.dropFirst().first(where: { brokers[$0].site.bytes.elementsEqual(name) }) else { continue }
+        for topic in brokers[b].coreDo({ $0.siteTopics(for: frames[0], excluding: excluding) }) {
+            guard let (name, _) = Topic.splitSite(topic), let site = sitesBelow(b).first(where: { brokers[$0].site.bytes.elementsEqual(name) }) else { continue }
             sendDown(site, [topic, frames[1].bytes, hop.bytes])
         }
     }
 
-    /// The upstream asks the sites below to have `origin` advertise again ("R:" and its id, at
+    /// A broker asks the sites below it to have `origin` advertise again ("R:" and its id, at
     /// every publisher of its frontend: the sites' up sockets among them).
     func askSitesBelowToReadvertise(_ b: Int, _ origin: String) {
-        guard b == 0 else { return }
         let topic = Array((Topic.readvertisePrefix + origin).utf8)
-        passToSitesBelow(0, [1] + topic)
-        passToSitesBelow(0, [0] + topic)
+        passToSitesBelow(b, [1] + topic)
+        passToSitesBelow(b, [0] + topic)
     }
 
-    /// One of the upstream frontend's subscriptions, to each site's up socket connected.
+    /// One of a broker frontend's subscriptions, to the up socket of each site below it connected.
     func passToSitesBelow(_ b: Int, _ frame: [UInt8]) {
-        guard b == 0 else { return }
-        for site in sites.indices.dropFirst() where sites[site].upSince != nil {
+        for site in sitesBelow(b) where sites[site].upSince != nil {
             schedule(.upstreamSubscribes(site: site, epoch: sites[site].down.epoch, frame: frame), at: arrival(on: &sites[site].down))
         }
     }
 
     // MARK: Both
 
-    /// A broker's frontend (XSUB) (un)subscribes at its publishers: its nodes, and at the
-    /// upstream, the sites' up sockets.
+    /// A broker's frontend (XSUB) (un)subscribes at its publishers: its nodes, and the up sockets
+    /// of the sites below it.
     func frontendSends(_ b: Int, _ frame: [UInt8]) {
         guard brokers[b].frontendSubscriptions.passes(frame) else { return }
         let topic = String(decoding: frame.dropFirst(), as: UTF8.self)

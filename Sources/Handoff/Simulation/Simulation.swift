@@ -20,10 +20,20 @@ public struct SimulationOptions: Sendable, Hashable {
     /// at both, as `Configuration.Bus.brokers`), each crashing and cut off from nodes on its own.
     public var brokerPair = false
     /// With `broker`: this many sites (2 or more; 0: one site), each with a broker of its own,
-    /// site 0's the others' upstream (`handoff broker --upstream`), and the nodes spread over them
-    /// (node i at site i mod sites). A site's link to the upstream is cut and heals, and either
-    /// broker may crash, as any broker may. Not with `brokerPair`.
+    /// joined in a tree: site s's upstream (`handoff broker --upstream`) is site (s − 1) / 2's, so
+    /// that three sites are a hub and two below it, and a fourth is two levels down. The nodes are
+    /// spread over them (node i at site i mod sites). A site's link to its upstream is cut and
+    /// heals, and any site's broker may crash. Not with `brokerPair`.
     public var sites = 0
+    /// At sites, the upstream of site `site` (above 0).
+    func upstreamSite(of site: Int) -> Int { (site - 1) / 2 }
+    /// At sites, how many links a site is below site 0; the tree's depth.
+    func depth(ofSite site: Int) -> Int {
+        var (site, depth) = (site, 0)
+        while site > 0 { (site, depth) = (upstreamSite(of: site), depth + 1) }
+        return depth
+    }
+    var siteDepth: Int { hasSites ? depth(ofSite: sites - 1) : 0 }
     /// How many brokers the bus goes through (0: node to node).
     var brokerCount: Int { broker ? (sites > 1 ? sites : brokerPair ? 2 : 1) : 0 }
     /// Whether the brokers are sites' (each node at one) rather than one, or a pair every node uses.

@@ -8,7 +8,7 @@ extension SimulationInvariants {
     static func withdrawnOnDeparture(_ world: SimulatedWorld) -> SimulationFailure? {
         for index in world.departures.indices where !world.departures[index].checked {
             let departure = world.departures[index]
-            let way = world.options.maxLatency * (world.options.hasSites ? 4 : 2)
+            let way = world.options.maxLatency * (2 + 2 * world.options.siteDepth)
             guard world.now >= departure.at + way + .milliseconds(2) else { continue }
             world.departures[index].checked = true
             for (follower, incarnation) in departure.followers.sorted(by: { $0.key < $1.key }) {

@@ -8,9 +8,10 @@ enum SimulationInvariants {
     /// live activity: two presences (a presence naming an id it lacks asks for the snapshots), a
     /// resynchronization round (at most one a second), a snapshot's grace for silent answerers,
     /// and the messages' way there and back, with room to spare.
-    /// At sites, the way is twice as long (a site's broker, the upstream, another site's broker).
+    /// At sites, the way is longer: up and down each link between the two sites (at most twice
+    /// the tree's depth).
     static func discoveryBound(_ options: SimulationOptions) -> Duration {
-        SimulatedNode.settings.advertiseInterval * 2 + .seconds(2) + options.maxLatency * (options.hasSites ? 8 : 4) + .milliseconds(500)
+        SimulatedNode.settings.advertiseInterval * 2 + .seconds(2) + options.maxLatency * (4 + 4 * options.siteDepth) + .milliseconds(500)
     }
 
     /// How long after an activity ended (or, for a follower, after it went on) a follower may
@@ -18,12 +19,13 @@ enum SimulationInvariants {
     /// keeps a dead origin's activity until its lease at the broker ends, and a follower that
     /// learns it from a snapshot in that time gives it a whole lease of its own (a snapshot does
     /// not say how much of the lease is left).
-    /// At sites, one lease more: a site's broker that asks the upstream for its snapshot just
-    /// before the upstream's lease ends caches what it gets for a whole lease too.
+    /// At sites, a lease more per level: a site's broker that asks its upstream for its snapshot
+    /// just before the upstream's lease ends caches what it gets for a whole lease too, and so on
+    /// down the tree.
     static func forgetBound(_ options: SimulationOptions) -> Duration {
         let follower = SimulatedNode.settings.lease + .milliseconds(250) + options.maxLatency * 2 + .milliseconds(250)
         let broker = SimulatedNode.settings.lease + options.maxLatency * 2 + .milliseconds(50)
-        return options.hasSites ? follower + broker * 2 : options.broker ? follower + broker : follower
+        return options.broker ? follower + broker * (1 + options.siteDepth) : follower
     }
 
     /// How often a node sweeps its leases and expiries (its scheduler's longest sleep).
