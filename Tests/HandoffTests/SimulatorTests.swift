@@ -59,6 +59,18 @@ struct SimulatorTests {
         try await passesFreshSeeds(12, "--sites", "4")
     }
 
+    /// Regression (2026-11-27, found by a soak of 300 seeds at seven sites): the simulated link sent
+    /// a site's snapshot request (its broker asks once it hears the link connect) before the
+    /// interest its down socket sends again on the new connection, so the upstream could not tell
+    /// which site asked and answered with the site's own activities. libzmq's XSUB sends its
+    /// subscriptions as it attaches the connection, before anything sent after: the simulator now
+    /// does too.
+    @Test("regression, seed 300004 at seven sites: after a heal a site's snapshot request follows its interest, so the answer leaves its own activities out")
+    func siteInterestBeforeItsSnapshot() async throws {
+        let run = try await runSimulator(["--seed", "300004", "--sites", "7", "--nodes", "14"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+    }
+
     /// Regression (2026-11-26, found by the first broker runs): a follower cut off from the broker
     /// longer than a lease let an activity go; back, it asked for the snapshot, and the broker's
     /// cached envelope was the very one it had heard live, so it refused it as a replay, and the

@@ -78,11 +78,14 @@ extension SimulatedWorld {
         guard brokers[upstream(of: site)].alive, brokers[site].alive, sites[site].cuts == 0, sites[site].upSince == nil else { return }
         log("site-\(site)'s link to its upstream comes up")
         sites[site].upSince = now
-        // The site's broker hears its link connect (libzmq's monitor) before any subscription.
-        for subscription in brokers[site].coreDo({ $0.upstreamLinkConnected(now: instant) }) { passToPublishers(site, subscription) }
+        // The site's down socket (XSUB) sends its subscriptions on the new connection as it attaches
+        // it, in its trie's order: before anything its broker sends once it hears of the connection
+        // (a snapshot request then follows the interest it is answered by, `L:` before `S:`).
         for topic in sites[site].subscriptions.topics {
             schedule(.leafSubscribes(site: site, epoch: sites[site].up.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].up))
         }
+        // The site's broker hears its link connect (libzmq's monitor) before any subscription.
+        for subscription in brokers[site].coreDo({ $0.upstreamLinkConnected(now: instant) }) { passToPublishers(site, subscription) }
         for topic in brokers[upstream(of: site)].frontendSubscriptions.topics {
             schedule(.upstreamSubscribes(site: site, epoch: sites[site].down.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].down))
         }
