@@ -8,8 +8,8 @@ import ZeroMQ
 /// everything at each node's publisher, its XPUB forwards to each node what that node's
 /// subscriber subscribed to.
 ///
-/// At sites, each site's broker has its site's name, and all but the first join the first as
-/// their upstream (SimulatedWorld+Sites.swift carries out the links).
+/// At sites, each site's broker has its site's name, and all but the first join an upstream, the
+/// broker of the site above theirs (SimulatedWorld+Sites.swift carries out the links).
 final class SimulatedBroker {
     /// The cache's bounds, as `handoff broker` has them by default.
     static let capacity = 100_000
@@ -28,9 +28,8 @@ final class SimulatedBroker {
     let site: SiteName
     /// Whether it joins an upstream broker (a site's, below the first).
     let joinsUpstream: Bool
-    /// At sites: the frontend's (XSUB's) subscriptions at its publishers, counted as libzmq counts
-    /// them: a subscription always goes out, an unsubscription only when the last one goes.
-    /// (Its own subscribe-all, which the cache needs, always among them.)
+    /// At sites: the frontend's (XSUB's) subscriptions at its publishers, its own subscribe-all
+    /// (which the cache needs) always among them.
     var frontendSubscriptions = XSUBSubscriptions([""])
     /// The hop its own publishers' messages go to other sites with.
     var localHop: Frame { WireSiteHop(hops: 1, origin: site.name, via: site).frame }

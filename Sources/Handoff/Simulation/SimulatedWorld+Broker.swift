@@ -107,11 +107,7 @@ extension SimulatedWorld {
                 }
                 if options.hasSites { passToSitesBelow(b, [1]) }
             }
-            let topicString = String(decoding: topic, as: UTF8.self)
-            for peer in nodes.indices where connectedToBroker(b, peer) {
-                guard broker.subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
-                schedule(.fromBroker(broker: b, to: peer, epoch: brokerLinks[b][peer].down.epoch, topic: topic, envelope: envelope), at: arriveFromBroker(b, to: peer))
-            }
+            sendToSubscribers(b, topic: topic, envelope: envelope)
             if options.hasSites {
                 sendToSitesBelow(b, frames, hop: hop, excluding: fromSite)
                 if broker.joinsUpstream { sendUp(b, frames + [hop]) }
@@ -134,18 +130,35 @@ extension SimulatedWorld {
         let verdict = broker.coreDo { $0.subscriberMessage([frame]) }
         if broker.joinsUpstream { passInterestUpstream(b, frame) }
         guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
-        var sent = 0, sentBytes = 0
         let epoch = brokerLinks[b][index].down.epoch
-        for bytes in broker.core.snapshot(typePrefix: typePrefix, now: instant) {
-            guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { continue }
+        answerSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: nodes[index].id) { bytes in
+            guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return false }
             schedule(.fromBroker(broker: b, to: index, epoch: epoch, topic: snapshotTopic, envelope: envelope), at: arriveFromBroker(b, to: index))
-            sent += 1
-            sentBytes += snapshotTopic.count + bytes.count
+            return true
         }
-        let reply = broker.coreDo { $0.snapshotReply(typePrefix: typePrefix, topicSize: snapshotTopic.count, sent: sent, sentBytes: sentBytes) }
-        guard let envelope = try? WireEnvelope.decode(Data(reply)) else { return }
-        log("\(brokerName(b)) answers \(nodes[index].id)'s snapshot of \(typePrefix): \(sent) advertisements")
-        schedule(.fromBroker(broker: b, to: index, epoch: epoch, topic: snapshotTopic, envelope: envelope), at: arriveFromBroker(b, to: index))
+    }
+
+    /// Answers a snapshot request from a broker's cache, as ``BrokerLoop`` does: each live
+    /// advertisement of `typePrefix` on the request's topic (without the asking site's own), then
+    /// the reply that ends it, counting what `send` took (false: it could not).
+    func answerSnapshot(_ b: Int, topic: [UInt8], typePrefix: String, asker: String, send: ([UInt8]) -> Bool) {
+        var sent = 0, sentBytes = 0
+        for bytes in brokers[b].core.snapshot(typePrefix: typePrefix, topic: topic, now: instant) where send(bytes) {
+            sent += 1
+            sentBytes += topic.count + bytes.count
+        }
+        let reply = brokers[b].coreDo { $0.snapshotReply(typePrefix: typePrefix, topicSize: topic.count, sent: sent, sentBytes: sentBytes) }
+        log("\(brokerName(b)) answers \(asker)'s snapshot of \(typePrefix): \(sent) advertisements")
+        _ = send(reply)
+    }
+
+    /// A message to a broker's own subscribers that follow its topic.
+    func sendToSubscribers(_ b: Int, topic: [UInt8], envelope: WireEnvelope) {
+        let topicString = String(decoding: topic, as: UTF8.self)
+        for peer in nodes.indices where connectedToBroker(b, peer) {
+            guard brokers[b].subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
+            schedule(.fromBroker(broker: b, to: peer, epoch: brokerLinks[b][peer].down.epoch, topic: topic, envelope: envelope), at: arriveFromBroker(b, to: peer))
+        }
     }
 
     /// The broker's XSUB (un)subscribes at a node's publisher: everything (it connected), or "R:"

@@ -30,20 +30,27 @@ extension SimulatedWorld {
     func handleSite(_ event: Event) {
         switch event {
         case .siteUp(let site, let epoch, let frames):
-            guard sites[site].up.epoch == epoch, brokers[upstream(of: site)].alive else { return }
-            upstreamReceives(frames, from: site)
+            if arrivesUp(site, epoch) { upstreamReceives(frames, from: site) }
         case .siteDown(let site, let epoch, let frames):
-            guard sites[site].down.epoch == epoch, brokers[site].alive else { return }
-            siteReceivesFromUpstream(site, frames)
+            if arrivesDown(site, epoch) { siteReceivesFromUpstream(site, frames) }
         case .leafSubscribes(let site, let epoch, let frame):
-            guard sites[site].up.epoch == epoch, brokers[upstream(of: site)].alive else { return }
-            upstreamBackendSubscription(frame, from: site)
+            if arrivesUp(site, epoch) { upstreamBackendSubscription(frame, from: site) }
         case .upstreamSubscribes(let site, let epoch, let frame):
-            guard sites[site].down.epoch == epoch, brokers[site].alive else { return }
-            siteUpSubscription(site, frame)
+            if arrivesDown(site, epoch) { siteUpSubscription(site, frame) }
         default:
             break
         }
+    }
+
+    /// Whether what a site sent up on its link's connection `epoch` reaches its upstream: the
+    /// connection has not broken since, and the upstream lives.
+    private func arrivesUp(_ site: Int, _ epoch: Int) -> Bool {
+        sites[site].up.epoch == epoch && brokers[upstream(of: site)].alive
+    }
+
+    /// Whether what came down a site's link on connection `epoch` reaches the site's broker.
+    private func arrivesDown(_ site: Int, _ epoch: Int) -> Bool {
+        sites[site].down.epoch == epoch && brokers[site].alive
     }
 
     /// The site whose broker is `site`'s upstream.
@@ -187,7 +194,7 @@ extension SimulatedWorld {
             subscribeUpstream(site, [1] + ask)
             subscribeUpstream(site, [0] + ask)
         }
-        sendToSubscribers(site, message, envelope: envelope)
+        sendToSubscribers(site, topic: Array(topic), envelope: envelope)
         sendToSitesBelow(site, message, hop: onward.frame, excluding: hop.origin)
     }
 
@@ -198,7 +205,7 @@ extension SimulatedWorld {
         guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return }
         if let live = broker.coreDo({ $0.upstreamSnapshotAdvertisement(Frame(bytes), now: instant) }) {
             let message = [Frame(live), Frame(bytes)]
-            sendToSubscribers(site, message, envelope: envelope)
+            sendToSubscribers(site, topic: live, envelope: envelope)
             sendToSitesBelow(site, message, hop: broker.localHop, excluding: nil)
             return
         }
@@ -237,33 +244,24 @@ extension SimulatedWorld {
         if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
         let b = upstream(of: site), upstream = brokers[b]
         switch upstream.coreDo({ $0.siteSubscription(Frame(frame)) }) {
-        case .notSite:
-            break
-        case .taken:
-            if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame)) }
-            return
         case .refused:
             return
-        }
-        defer { if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame)) } }
-        switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)]) }) {
-        case .forwardToPublishers:
-            frontendSends(b, frame)
-        case .answerSnapshot(let snapshotTopic, let typePrefix):
-            let envelopes = upstream.core.snapshot(typePrefix: typePrefix, topic: snapshotTopic, now: instant)
-            var sentBytes = 0
-            for envelope in envelopes {
-                sendDown(site, [snapshotTopic, envelope])
-                sentBytes += snapshotTopic.count + envelope.count
-            }
-            let reply = upstream.coreDo {
-                $0.snapshotReply(typePrefix: typePrefix, topicSize: snapshotTopic.count, sent: envelopes.count, sentBytes: sentBytes)
-            }
-            log("\(brokerName(b)) answers site-\(site)'s snapshot of \(typePrefix): \(envelopes.count) advertisements")
-            sendDown(site, [snapshotTopic, reply])
-        case .keep:
+        case .taken:
             break
+        case .notSite:
+            switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)]) }) {
+            case .forwardToPublishers:
+                frontendSends(b, frame)
+            case .answerSnapshot(let snapshotTopic, let typePrefix):
+                answerSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: "site-\(site)") { bytes in
+                    sendDown(site, [snapshotTopic, bytes])
+                    return true
+                }
+            case .keep:
+                break
+            }
         }
+        if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame)) }
     }
 
     /// A message down to a site, when what the site subscribed lets it through.
@@ -310,15 +308,5 @@ extension SimulatedWorld {
                      at: arriveFromBroker(b, to: index))
         }
         passToSitesBelow(b, frame)
-    }
-
-    /// A message to a broker's own subscribers that follow its topic.
-    private func sendToSubscribers(_ b: Int, _ frames: [Frame], envelope: WireEnvelope) {
-        let topic = frames[0].bytes
-        let topicString = String(decoding: topic, as: UTF8.self)
-        for peer in nodes.indices where connectedToBroker(b, peer) {
-            guard brokers[b].subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
-            schedule(.fromBroker(broker: b, to: peer, epoch: brokerLinks[b][peer].down.epoch, topic: topic, envelope: envelope), at: arriveFromBroker(b, to: peer))
-        }
     }
 }

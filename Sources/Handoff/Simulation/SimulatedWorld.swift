@@ -78,7 +78,7 @@ final class SimulatedWorld {
     var brokerLinks: [[(up: Link, down: Link)]]
     var brokerPartitions: [[Int: Int]]
     var brokerUpSince: [[Int: Duration]]
-    /// At sites: each site's link to the upstream (site 0's broker), by site (site 0's unused).
+    /// At sites: each site's link to its upstream, by site (site 0, the tree's root, has none).
     var sites: [SiteLinkState]
     /// A broker's place in a node's ``SimulatedNode/subscriptionsOfPeer``.
     func brokerPeer(_ b: Int) -> Int { options.nodes + b }
@@ -128,7 +128,7 @@ final class SimulatedWorld {
         for index in 0..<options.nodes {
             let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
             let follows = follows?[index] ?? drawn
-            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: options.hasSites ? 1 : options.brokerCount > 0 ? options.brokerCount : options.nodes - 1,
+            nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: snapshotAnswerers,
                                        now: instant, date: date, random: &keys))
         }
         for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
