@@ -98,6 +98,14 @@ public final class Frame: @unchecked Sendable {
         hasMore = zmq_msg_more(storage) == 1
     }
 
+    /// A frame sharing the bytes of `source` (`zmq_msg_copy`), which stays as it is.
+    init(sharing source: UnsafeMutablePointer<zmq_msg_t>) {
+        storage = .allocate(capacity: 1)
+        zmq_msg_init(storage)
+        zmq_msg_copy(storage, source)
+        hasMore = zmq_msg_more(storage) == 1
+    }
+
     deinit {
         zmq_msg_close(storage)
         storage.deallocate()
@@ -158,17 +166,23 @@ extension Array where Element == Frame {
     /// (a frame as received holds a share of libzmq's 8 KiB receive buffer, which a kept frame
     /// would keep whole).
     public func joinedBytes() -> [UInt8] {
-        let count = reduce(0) { $0 + $1.count }
-        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var offset = 0
-            for frame in self {
-                frame.withUnsafeBytes { bytes in
-                    UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[offset...]).copyMemory(from: bytes)
-                }
-                offset += frame.count
+        joinedFrames(count) { index, body in self[index].withUnsafeBytes(body) }
+    }
+}
+
+/// `frames` frames' bytes one after another in one array; `withFrame` gives each in place.
+func joinedFrames(_ frames: Int, _ withFrame: (Int, (UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
+    var count = 0
+    for index in 0..<frames { withFrame(index) { count += $0.count } }
+    return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        var offset = 0
+        for index in 0..<frames {
+            withFrame(index) { bytes in
+                UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[offset...]).copyMemory(from: bytes)
+                offset += bytes.count
             }
-            initialized = count
         }
+        initialized = count
     }
 }
 

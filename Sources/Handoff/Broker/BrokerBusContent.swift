@@ -15,12 +15,12 @@ struct BrokerBusContent {
     /// Reads the few fields the cache and the sender check need from a bus message's envelope, in
     /// place (``WireBusSummary``: no copy of the frame, no decoding of the rest). Without
     /// `readingSender` (no key to check it against), the sender is left empty.
-    init(_ frames: [Frame], readingSender: Bool = true) {
-        guard frames.count == 2 else {
+    init(_ frames: some MessageFrames, readingSender: Bool = true) {
+        guard frames.frameCount == 2 else {
             summary = nil
             return
         }
-        summary = frames[1].withUnsafeBytes { try? WireBusSummary.read($0, readingSender: readingSender) }
+        summary = frames.withBytes(ofFrame: 1) { try? WireBusSummary.read($0, readingSender: readingSender) }
     }
 
     var isMalformed: Bool {

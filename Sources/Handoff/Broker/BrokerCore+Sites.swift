@@ -47,15 +47,20 @@ extension BrokerCore {
 
     /// The site topics (`L:` + site + `|` + topic) to send a message of `topic` down on: one for
     /// each site that follows it, other than `excluded` (the one it came from); counted.
-    mutating func siteTopics(for topic: Frame, excluding excluded: String?) -> [[UInt8]] {
+    mutating func siteTopics(for topic: UnsafeRawBufferPointer, excluding excluded: String?) -> [[UInt8]] {
         guard !siteInterests.isEmpty else { return [] }
-        let excludedBytes = excluded.map { Array($0.utf8) }
-        return topic.withUnsafeBytes { topic in
-            let sites = siteInterests.sites(following: topic, excluding: excludedBytes)
-            counted.sitesOut += sites.count
-            return sites.map { Topic.site($0, topic) }
-        }
+        let sites = siteInterests.sites(following: topic, excluding: excluded.map { Array($0.utf8) })
+        counted.sitesOut += sites.count
+        return sites.map { Topic.site($0, topic) }
     }
+
+    /// The same, for a topic in a frame of its own.
+    mutating func siteTopics(for topic: Frame, excluding excluded: String?) -> [[UInt8]] {
+        topic.withUnsafeBytes { siteTopics(for: $0, excluding: excluded) }
+    }
+
+    /// Whether any site below follows anything here.
+    var hasSitesBelow: Bool { !siteInterests.isEmpty }
 
     /// What became of a subscriber's subscription to a site topic.
     enum SiteSubscription: Equatable {

@@ -95,9 +95,10 @@ struct BrokerCore {
     ///   (nothing can be checked), empty when the message has no single envelope to check.
     /// - Parameter fromSite: The site whose broker sent it up (the hop's `via`, which for a site
     ///   two levels down is the middle one: the one that asks this broker for snapshots).
-    mutating func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, fromSite: String? = nil, now: ContinuousClock.Instant) -> PublisherVerdict {
-        var size = 0
-        for frame in frames { size += frame.count }
+    mutating func publisherMessage(
+        _ frames: some MessageFrames, connectionKey: [UInt8]?, fromSite: String? = nil, now: ContinuousClock.Instant
+    ) -> PublisherVerdict {
+        let size = frames.totalSize
         counted.messagesIn += 1
         counted.bytesIn += size
         let content = BrokerBusContent(frames, readingSender: connectionKey != nil)
@@ -136,7 +137,7 @@ struct BrokerCore {
     ///   which this broker's subscribe-all does not reach.
     /// - Parameter site: The site it came from (kept with an advertisement, for snapshots).
     mutating func take(
-        _ content: BrokerBusContent, frames: [Frame], now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil
+        _ content: BrokerBusContent, frames: some MessageFrames, now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil
     ) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
         switch content.summary?.body {
@@ -182,11 +183,9 @@ struct BrokerCore {
 
     /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,
     /// and (with CURVE) every message is bound to the key of the connection it came on.
-    private func forgery(_ frames: [Frame], _ content: BrokerBusContent, connectionKey: [UInt8]?) -> String? {
-        let onSnapshotTopic = frames.first?.withUnsafeBytes { $0.starts(with: Topic.snapshotPrefixBytes) } ?? false
-        if onSnapshotTopic { return "publishes on a snapshot topic, which only the broker answers on" }
-        let onSiteTopic = frames.first?.withUnsafeBytes { $0.starts(with: Topic.sitePrefixBytes) } ?? false
-        if onSiteTopic { return "publishes on a site topic, which only brokers send on" }
+    private func forgery(_ frames: some MessageFrames, _ content: BrokerBusContent, connectionKey: [UInt8]?) -> String? {
+        if frames.frame(0, startsWith: Topic.snapshotPrefixBytes) { return "publishes on a snapshot topic, which only the broker answers on" }
+        if frames.frame(0, startsWith: Topic.sitePrefixBytes) { return "publishes on a site topic, which only brokers send on" }
         guard let connectionKey, let claim = content.claim else { return nil }
         return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID.flatMap(cache.originKey(of:)))
     }

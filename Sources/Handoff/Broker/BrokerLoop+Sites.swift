@@ -32,10 +32,12 @@ extension BrokerLoop {
     }
 
     /// A bus message (topic, envelope) to each site below that follows its topic, but `excluded`.
-    func sendToSites(_ frames: [Frame], hop: Frame, excluding excluded: String?) throws(ZMQError) {
-        for topic in core.siteTopics(for: frames[0], excluding: excluded) {
-            try send([Frame(topic), frames[1], hop], to: backend)
-        }
+    func sendToSites(_ frames: some MessageFrames, hop: Frame, excluding excluded: String?) throws(ZMQError) {
+        guard core.hasSitesBelow else { return }
+        let topics = frames.withBytes(ofFrame: 0) { core.siteTopics(for: $0, excluding: excluded) }
+        guard !topics.isEmpty else { return }
+        let envelope = frames.frame(1)
+        for topic in topics { try send([Frame(topic), envelope, hop], to: backend) }
     }
 
     /// A subscription to a site topic (a site below following a prefix) taken, or refused and

@@ -46,6 +46,9 @@ final class BrokerLoop: @unchecked Sendable {
     private static let maxFrames = 4
     /// Messages taken from one socket before the other gets its turn.
     private static let burst = 256
+    /// Each message as received, in place: the loop reads and passes it on before it takes the
+    /// next, so receiving allocates nothing (`Frame`s, an array of them, per message).
+    private let received = ReceivedMessage(capacity: maxFrames)
     let logger: Logger
     var refusals = BrokerRefusalLog()
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
@@ -202,60 +205,53 @@ final class BrokerLoop: @unchecked Sendable {
     /// (more may be waiting).
     private func drain(_ socket: Socket, from source: Source) throws(ZMQError) -> Bool {
         for _ in 0..<Self.burst {
-            guard let first = try socket.tryReceive() else { return false }
-            var frames: [Frame] = []
-            frames.reserveCapacity(2)
-            frames.append(first)
-            var overlong = false
-            // A multipart message arrives whole: its other frames are there already.
-            while frames.last!.hasMore {
-                let next = try socket.receive()
-                if overlong || frames.count >= Self.maxFrames {
-                    overlong = true
-                    if !next.hasMore { break }
-                    continue
-                }
-                frames.append(next)
-            }
-            if overlong {
+            guard try socket.tryReceive(into: received) else { return false }
+            // Its share of libzmq's receive buffer let go at once (see ReceivedMessage.release).
+            defer { received.release() }
+            if received.isOverlong {
                 core.droppedOverlong(fromPublisher: source == .publishers)
                 publishCounters()
                 continue
             }
             switch source {
-            case .publishers: try fromPublisher(frames)
-            case .subscribers: try fromSubscriber(frames)
-            case .upstreamSubscriber: try fromUpstreamSubscriber(frames)
-            case .upstream: try fromUpstream(frames)
+            case .publishers: try fromPublisher(received)
+            case .subscribers: try fromSubscriber(received.frames())
+            case .upstreamSubscriber: try fromUpstreamSubscriber(received.frames())
+            case .upstream: try fromUpstream(received.frames())
             }
         }
         return true
     }
 
     /// Publisher → subscribers: one message (three frames: a site's, sent up by its broker).
-    private func fromPublisher(_ frames: [Frame]) throws(ZMQError) {
-        if frames.count == 3 {
-            try fromSite(frames)
+    private func fromPublisher(_ message: ReceivedMessage) throws(ZMQError) {
+        if message.count == 3 {
+            try fromSite(message.frames())
             return
         }
         // Every message is bound to the key that authenticated its connection (when secure).
-        var connectionKey = secure && frames.count == 2 ? connectionKey(of: frames[1]) : nil
+        var connectionKey = secure && message.count == 2 ? connectionKey(userID: message.property("User-Id", ofFrame: 1)) : nil
         // A site's broker relays its nodes' messages, each held to its node's key there.
         if let key = connectionKey, !relayKeys.isEmpty, relayKeys.contains(key) { connectionKey = nil }
-        let verdict = core.publisherMessage(frames, connectionKey: connectionKey, now: .now)
+        let verdict = core.publisherMessage(message, connectionKey: connectionKey, now: .now)
         publishCounters()
-        try carryOut(verdict, frames, hop: localHop, fromSite: nil, connectionKey: connectionKey)
+        try carryOut(verdict, message, hop: localHop, fromSite: nil, connectionKey: connectionKey)
     }
 
     /// The CURVE key a frame's connection was authenticated with.
     func connectionKey(of frame: Frame) -> [UInt8] {
-        frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
+        connectionKey(userID: frame.property("User-Id"))
+    }
+
+    /// The CURVE key of a frame's "User-Id" property (set by ZAP); empty without one.
+    private func connectionKey(userID: String?) -> [UInt8] {
+        userID.flatMap { try? CurveKey(z85: $0).bytes } ?? []
     }
 
     /// Forwards a publisher's message (to the subscribers, the capture, the sites below that
     /// follow it but the one it came from, and upstream), or logs why not.
     func carryOut(
-        _ verdict: BrokerCore.PublisherVerdict, _ frames: [Frame], hop: Frame, fromSite: String?, connectionKey: [UInt8]?
+        _ verdict: BrokerCore.PublisherVerdict, _ frames: some MessageFrames, hop: Frame, fromSite: String?, connectionKey: [UInt8]?
     ) throws(ZMQError) {
         switch verdict {
         case .forward(let askToReadvertise, let trace):
@@ -270,7 +266,7 @@ final class BrokerLoop: @unchecked Sendable {
             try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }
             try sendToSites(frames, hop: hop, excluding: fromSite)
-            for link in upstreamLinks { try send(frames + [hop], to: link.up) }
+            for link in upstreamLinks { try send(frames, to: link.up, then: hop) }
             if let trace, let received { try reportHops(trace, received: received) }
         case .forged(let reason):
             if let line = refusals.forged(reason, key: connectionKey) { logger.warning("\(line)") }
@@ -339,12 +335,15 @@ final class BrokerLoop: @unchecked Sendable {
         _ = try frontend.trySend([0] + topic)
     }
 
-    /// Sends frames as they are (libzmq shares their bytes); false when the socket refused them.
+    /// Sends frames as they are (libzmq shares their bytes), then `trailing` when given; false
+    /// when the socket refused them.
     @discardableResult
-    func send(_ frames: [Frame], to socket: Socket) throws(ZMQError) -> Bool {
-        for (index, frame) in frames.enumerated() {
-            guard try socket.trySend(frame, more: index < frames.count - 1) else { return false }
+    func send(_ frames: some MessageFrames, to socket: Socket, then trailing: Frame? = nil) throws(ZMQError) -> Bool {
+        let last = frames.frameCount - 1
+        for index in 0...last {
+            guard try frames.trySend(frame: index, on: socket, more: index < last || trailing != nil) else { return false }
         }
+        if let trailing { return try socket.trySend(trailing) }
         return true
     }
 

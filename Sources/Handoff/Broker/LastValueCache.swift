@@ -24,8 +24,8 @@ struct CachedAdvertisement {
 ///
 /// A broker stores one advertisement per message it forwards, so storing is its hot path (it was
 /// half its thread's time in `broker-capacity`): one hash of the id to find it, one of the origin,
-/// one allocation for the frames. Entries live in slots of an array, found by id through one
-/// dictionary; what refers to an entry (its origin's list, an expiry item) holds its slot number,
+/// one allocation for the frames. Entries live in slots of an array, found by id through a
+/// ``SlotIndex`` (8 bytes a bucket, the ids kept only in the entries); what refers to an entry (its origin's list, an expiry item) holds its slot number,
 /// so that keeping them in order moves plain numbers, no reference counts. An origin's entries are
 /// a list linked through their slots, so that adding or removing one hashes nothing more. Times are
 /// ``Ticks``, nanoseconds since the cache was made, compared as integers.
@@ -43,6 +43,8 @@ struct LastValueCache {
 
     struct Entry {
         var id: String
+        /// The id's hash in ``index``.
+        var hash: UInt32
         /// The topic's bytes, then the envelope's: one allocation.
         var frames: [UInt8]
         var topicCount: Int
@@ -98,8 +100,8 @@ struct LastValueCache {
     /// What ``Ticks`` count from.
     private let epoch: ContinuousClock.Instant
     private var slots = Slots<Entry>()
-    /// The slot of each cached activity.
-    private var slotOf: [String: Int32] = [:]
+    /// The slot of each cached activity, by its id's hash.
+    private var index = SlotIndex()
     private var origins = Slots<Origin>()
     /// The slot in ``origins`` of each origin with cached activities.
     private var originSlot: [String: Int32] = [:]
@@ -117,24 +119,29 @@ struct LastValueCache {
         defaultLeaseTicks = Self.ticks(defaultLease)
         epoch = .now
         // Room for the whole capacity at once: a broker taking a burst of new activities would
-        // otherwise rehash its index and copy its slots each time they double (a third of its
-        // thread's time in `broker-capacity`). Only address space until entries fill it: the
-        // kernel maps a page when it is first written. (Up to 262,144: a larger capacity grows
-        // past it as it fills, rather than taking its address space at start.)
+        // otherwise copy its slots each time they double. Only address space until entries fill
+        // it: the kernel maps a page when it is first written, and both fill from the front.
+        // (Up to 262,144: a larger capacity grows past it as it fills, rather than taking its
+        // address space at start.) The index grows as it fills: it is written all over, so room
+        // reserved there would be written whole, and doubling it hashes nothing again.
         let room = min(capacity, 1 << 18)
-        slotOf.reserveCapacity(room)
         slots.reserveCapacity(room)
         deadlines.reserveCapacity(room)
     }
 
     /// Activities cached (some may have expired since the last ``removeExpired(now:)``).
-    var count: Int { slotOf.count }
+    var count: Int { index.count }
 
     /// The ids of the cached activities.
-    var ids: Set<String> { Set(slotOf.keys) }
+    var ids: Set<String> { Set(slots.live.map(\.value.id)) }
 
     /// Whether an activity is cached.
-    func contains(_ id: String) -> Bool { slotOf[id] != nil }
+    func contains(_ id: String) -> Bool { slot(of: id) != nil }
+
+    /// The slot of a cached activity.
+    private func slot(of id: String, hash: UInt32? = nil) -> Int32? {
+        index.slot(hash: hash ?? SlotIndex.hash(id)) { slots[$0]!.id == id }
+    }
 
     /// Cached activities per origin.
     var perOrigin: [String: Int] {
@@ -149,9 +156,12 @@ struct LastValueCache {
     ///
     /// - Parameter site: The site it came from, for a snapshot that one of them asks for without
     ///   its own (``live(matching:now:excludingSite:)``); `nil` for this broker's own publishers.
-    mutating func store(_ advertisement: CachedAdvertisement, frames: [Frame], site: String? = nil, now: ContinuousClock.Instant) -> Outcome {
+    mutating func store(
+        _ advertisement: CachedAdvertisement, frames: some MessageFrames, site: String? = nil, now: ContinuousClock.Instant
+    ) -> Outcome {
         let id = advertisement.activityID
-        let existing = slotOf[id]
+        let hash = SlotIndex.hash(id)
+        let existing = slot(of: id, hash: hash)
         let now = ticks(now)
         if let slot = existing, slots[slot]!.expiry > now, slots[slot]!.version > advertisement.version {
             return .stale
@@ -162,13 +172,13 @@ struct LastValueCache {
         }
         guard lease > 0 else {
             // A current advertisement that has already expired: nothing to answer with any more.
-            remove(id)
+            if let existing { remove(at: existing) }
             return .expired
         }
         let expiry = now + lease
         if let slot = existing, origins[slots[slot]!.origin]!.id == advertisement.origin {
             // A newer (or the same) version from the same origin: in place.
-            slots[slot]!.topicCount = frames[0].count
+            slots[slot]!.topicCount = frames.size(ofFrame: 0)
             slots[slot]!.frames = frames.joinedBytes()
             slots[slot]!.originKey = advertisement.originKey
             slots[slot]!.version = advertisement.version
@@ -184,10 +194,10 @@ struct LastValueCache {
         }
         var origin = originSlot[advertisement.origin]
         if let origin, origins[origin]!.count >= perOriginQuota { return .overQuota }
-        if existing != nil {
-            remove(id)  // the same id from another origin: counted against the new one
+        if let existing {
+            remove(at: existing)  // the same id from another origin: counted against the new one
         } else {
-            while slotOf.count >= capacity, evictSoonest() {}
+            while index.count >= capacity, evictSoonest() {}
         }
         // Removing may have emptied the origin's record (no record is made meanwhile to reuse it).
         if let slot = origin, origins[slot] == nil { origin = nil }
@@ -195,14 +205,14 @@ struct LastValueCache {
         nextGeneration += 1
         let first = origins[originIndex]!.first
         let entry = Entry(
-            id: id, frames: frames.joinedBytes(), topicCount: frames[0].count, origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
+            id: id, hash: hash, frames: frames.joinedBytes(), topicCount: frames.size(ofFrame: 0), origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
             originKey: advertisement.originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration,
             check: expiry)
         let slot = slots.insert(entry)
         if first >= 0 { slots[first]!.previousOfOrigin = slot }
         origins[originIndex]!.first = slot
         origins[originIndex]!.count += 1
-        slotOf[id] = slot
+        index.insert(slot, hash: hash)
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: nextGeneration))
         compactIfNeeded()
         return .stored
@@ -210,17 +220,23 @@ struct LastValueCache {
 
     /// The version of a cached activity.
     func version(of id: String) -> UInt64? {
-        slotOf[id].flatMap { slots[$0]?.version }
+        slot(of: id).flatMap { slots[$0]?.version }
     }
 
     /// The key of a cached activity's origin.
     func originKey(of id: String) -> [UInt8]? {
-        slotOf[id].flatMap { slots[$0]?.originKey }
+        slot(of: id).flatMap { slots[$0]?.originKey }
     }
 
     /// Forgets an activity.
     mutating func remove(_ id: String) {
-        guard let slot = slotOf.removeValue(forKey: id), let entry = slots.remove(slot) else { return }
+        if let slot = slot(of: id) { remove(at: slot) }
+    }
+
+    /// Forgets the activity in a live slot.
+    private mutating func remove(at slot: Int32) {
+        guard let entry = slots.remove(slot) else { return }
+        index.remove(slot, hash: entry.hash)
         let origin = entry.origin
         if entry.previousOfOrigin >= 0 {
             slots[entry.previousOfOrigin]!.nextOfOrigin = entry.nextOfOrigin
@@ -254,7 +270,7 @@ struct LastValueCache {
                 // Later than before: its heap item stays, and puts it back when it comes due.
                 if slots[slot]!.expiry < expiry { slots[slot]!.expiry = expiry }
             } else if !partial {
-                remove(slots[slot]!.id)
+                remove(at: slot)
             }
             slot = next
         }
@@ -271,7 +287,7 @@ struct LastValueCache {
             guard isLive(first) else { continue }
             let entry = slots[first.slot]!
             if entry.expiry <= now {
-                remove(entry.id)
+                remove(at: first.slot)
                 removed = true
             } else {
                 reschedule(first.slot, at: entry.expiry, generation: entry.generation)
@@ -313,7 +329,7 @@ struct LastValueCache {
                 reschedule(first.slot, at: entry.expiry, generation: entry.generation)
                 continue
             }
-            remove(entry.id)
+            remove(at: first.slot)
             return true
         }
         return false
@@ -324,7 +340,7 @@ struct LastValueCache {
 
     /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
-        guard deadlines.count > 4 * slotOf.count + 1_024 else { return }
+        guard deadlines.count > 4 * index.count + 1_024 else { return }
         deadlines = MinHeap(slots.live.map { slot, entry in Deadline(expiry: entry.check, slot: slot, generation: entry.generation) })
     }
 

@@ -27,7 +27,9 @@ struct Slots<Element> {
 
     /// The value in a live slot (`nil` for a free one); set through it in place.
     subscript(slot: Int32) -> Element? {
-        get { storage[Int(slot)] }
+        // Read in place: `slots[i]!.field` borrows the entry rather than copying it whole (each
+        // copy a reference count per reference it holds).
+        _read { yield storage[Int(slot)] }
         _modify { yield &storage[Int(slot)] }
     }
 

@@ -1,0 +1,146 @@
+import CZeroMQ
+
+/// One whole multipart message received into `zmq_msg_t`s that this value keeps and reuses for the
+/// next message: receiving and forwarding through it allocates nothing.
+///
+/// For a loop that receives, reads each message in place and passes it on before it takes the
+/// next (a broker): ``Frame`` costs an object and a `zmq_msg_t` per frame and an array per
+/// message, which at a broker's rate is a third of what it does with a message. Sending a frame of
+/// it shares the bytes with libzmq (`zmq_msg_copy`), as sending a ``Frame`` does; ``frame(_:)``
+/// makes a ``Frame`` of one for code that keeps it.
+///
+/// Not `Sendable`: it belongs to the socket's owner, and the next receive replaces what it holds.
+public final class ReceivedMessage {
+    /// The most frames it keeps; a longer message is read whole and marked ``isOverlong``.
+    public let capacity: Int
+    @usableFromInline let messages: UnsafeMutablePointer<zmq_msg_t>
+    /// Where frames past ``capacity`` are read and dropped.
+    private let overflow: UnsafeMutablePointer<zmq_msg_t>
+    /// The frames received (at most ``capacity``).
+    public private(set) var count = 0
+    /// The message had more frames than ``capacity``: the rest were read and dropped.
+    public private(set) var isOverlong = false
+
+    public init(capacity: Int) {
+        precondition(capacity > 0, "a message has at least one frame")
+        self.capacity = capacity
+        messages = .allocate(capacity: capacity)
+        for index in 0..<capacity { zmq_msg_init(messages + index) }
+        overflow = .allocate(capacity: 1)
+        zmq_msg_init(overflow)
+    }
+
+    deinit {
+        for index in 0..<capacity { zmq_msg_close(messages + index) }
+        messages.deallocate()
+        zmq_msg_close(overflow)
+        overflow.deallocate()
+    }
+
+    /// The size of frame `index` in bytes.
+    @inlinable public func size(ofFrame index: Int) -> Int {
+        precondition(index < count, "frame \(index) of a message of \(count)")
+        return zmq_msg_size(messages + index)
+    }
+
+    /// Calls `body` with the bytes of frame `index` in place; valid only inside `body`.
+    @inlinable public func withUnsafeBytes<R, E: Error>(
+        ofFrame index: Int, _ body: (UnsafeRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R {
+        precondition(index < count, "frame \(index) of a message of \(count)")
+        return try body(UnsafeRawBufferPointer(start: zmq_msg_data(messages + index), count: zmq_msg_size(messages + index)))
+    }
+
+    /// A metadata property of frame `index` (see ``Frame/property(_:)``).
+    public func property(_ name: String, ofFrame index: Int) -> String? {
+        precondition(index < count, "frame \(index) of a message of \(count)")
+        guard let value = zmq_msg_gets(messages + index, name) else { return nil }
+        return String(cString: value)
+    }
+
+    /// Frame `index` as a ``Frame`` of its own, sharing the bytes: for code that keeps it.
+    public func frame(_ index: Int) -> Frame {
+        precondition(index < count, "frame \(index) of a message of \(count)")
+        return Frame(sharing: messages + index)
+    }
+
+    /// The frames' bytes one after another, in one allocation (see ``Swift/Array/joinedBytes()``).
+    public func joinedBytes() -> [UInt8] {
+        joinedFrames(count) { index, body in withUnsafeBytes(ofFrame: index, body) }
+    }
+
+    /// Every frame as a ``Frame`` of its own.
+    public func frames() -> [Frame] { (0..<count).map(frame) }
+
+    /// Lets go of the frames' bytes, and so of libzmq's receive buffer they share: libzmq reuses
+    /// a buffer for the next batch it reads only when no message holds a share of it, and makes a
+    /// new one otherwise (a backlog of those grew a broker's memory by a third).
+    public func release() {
+        for index in 0..<count {
+            zmq_msg_close(messages + index)
+            zmq_msg_init(messages + index)
+        }
+        if isOverlong {
+            zmq_msg_close(overflow)
+            zmq_msg_init(overflow)
+        }
+        (count, isOverlong) = (0, false)
+    }
+
+    /// Receives the next message from `handle` into the kept messages; false when none waits.
+    func receive(from handle: UnsafeMutableRawPointer, type: SocketType) throws(ZMQError) -> Bool {
+        count = 0
+        isOverlong = false
+        var flags = ZMQ_DONTWAIT
+        while true {
+            let target = count < capacity ? messages + count : overflow
+            if zmq_msg_recv(target, handle, flags) < 0 {
+                let error = zmq_errno()
+                if error == EINTR { continue }
+                if error == EAGAIN && flags == ZMQ_DONTWAIT && count == 0 { return false }
+                throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
+            }
+            if count < capacity { count += 1 } else { isOverlong = true }
+            guard zmq_msg_more(target) == 1 else { return true }
+            // A multipart message arrives whole: its other frames are there already.
+            flags = 0
+        }
+    }
+
+    /// Sends frame `index` on `handle`, sharing its bytes; false when the socket would block.
+    func send(frame index: Int, on handle: UnsafeMutableRawPointer, type: SocketType, flags: Int32) throws(ZMQError) -> Bool {
+        precondition(index < count, "frame \(index) of a message of \(count)")
+        var outgoing = zmq_msg_t()
+        zmq_msg_init(&outgoing)
+        zmq_msg_copy(&outgoing, messages + index)
+        defer { zmq_msg_close(&outgoing) }
+        while true {
+            if zmq_msg_send(&outgoing, handle, flags) >= 0 { return true }
+            let error = zmq_errno()
+            if error == EINTR { continue }
+            if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return false }
+            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_send(\(type), \(zmq_msg_size(messages + index)) bytes)")
+        }
+    }
+}
+
+extension Socket {
+    /// Receives the next whole message into `message`, replacing what it held, if one is waiting;
+    /// false otherwise. Frames past its capacity are read and dropped (``ReceivedMessage/isOverlong``).
+    public func tryReceive(into message: ReceivedMessage) throws(ZMQError) -> Bool {
+        let handle = try open("zmq_msg_recv(\(type))")
+        defer { wakeOtherWaiters() }
+        return try message.receive(from: handle, type: type)
+    }
+
+    /// Sends frame `index` of `message` (its bytes shared, not copied) if libzmq can queue it now;
+    /// false otherwise.
+    public func trySend(frame index: Int, of message: ReceivedMessage, more: Bool = false) throws(ZMQError) -> Bool {
+        let handle = try open("zmq_msg_send(\(type))")
+        let flags = ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)
+        var sent = false
+        defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
+        sent = try message.send(frame: index, on: handle, type: type, flags: flags)
+        return sent
+    }
+}
