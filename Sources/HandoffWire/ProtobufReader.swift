@@ -37,8 +37,15 @@ struct ProtobufReader {
     ///
     /// A tag is a varint of at most 5 bytes below 2³², with a field number above 0 and a wire type
     /// of 0–5; an end-group tag here (not inside a skipped group) is malformed.
+    @inline(__always)
     mutating func nextField() throws(BinaryDecodingError) -> (number: Int, type: WireType)? {
         guard index < bytes.count else { return nil }
+        // Fields 1–15 (every field a broker reads) have one-byte tags.
+        let first = bytes[index]
+        if first < 0x80, first >> 3 != 0, let type = WireType(rawValue: first & 7), type != .endGroup {
+            index += 1
+            return (Int(first >> 3), type)
+        }
         var tag: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -56,8 +63,15 @@ struct ProtobufReader {
     }
 
     /// A varint of at most 10 bytes.
+    @inline(__always)
     mutating func varint() throws(BinaryDecodingError) -> UInt64 {
         guard index < bytes.count else { throw .truncated }
+        // Most are one byte: lengths under 128, small numbers.
+        let first = bytes[index]
+        if first < 0x80 {
+            index += 1
+            return UInt64(first)
+        }
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -71,6 +85,7 @@ struct ProtobufReader {
     }
 
     /// A length-delimited field's body (a string, bytes or a nested message), borrowed.
+    @inline(__always)
     mutating func lengthDelimited() throws(BinaryDecodingError) -> UnsafeRawBufferPointer {
         let length = try varint()
         guard length < 0x7FFF_FFFF else { throw .malformedProtobuf }

@@ -107,6 +107,7 @@ struct LastValueCache {
     private var originSlot: [String: Int32] = [:]
     private var deadlines = MinHeap<Deadline>()
     private var nextGeneration: UInt64 = 0
+    private var lastConverted: (instant: ContinuousClock.Instant, ticks: Ticks)?
     /// The sites entries came from, by index (bounded: past ``maxSites`` an entry's site is unknown).
     private var siteNames: [String] = []
     private var siteIndex: [String: Int32] = [:]
@@ -162,7 +163,7 @@ struct LastValueCache {
         let id = advertisement.activityID
         let hash = SlotIndex.hash(id)
         let existing = slot(of: id, hash: hash)
-        let now = ticks(now)
+        let now = convertOnce(now)
         if let slot = existing, slots[slot]!.expiry > now, slots[slot]!.version > advertisement.version {
             return .stale
         }
@@ -362,6 +363,15 @@ struct LastValueCache {
     }
 
     private func ticks(_ instant: ContinuousClock.Instant) -> Ticks { Self.ticks(epoch.duration(to: instant)) }
+
+    /// ``ticks(_:)``, remembered for the next call with the same instant: a broker passes one
+    /// time for each burst of messages it stores.
+    private mutating func convertOnce(_ instant: ContinuousClock.Instant) -> Ticks {
+        if let last = lastConverted, last.instant == instant { return last.ticks }
+        let converted = ticks(instant)
+        lastConverted = (instant, converted)
+        return converted
+    }
 
     /// A duration in nanoseconds, held within ±2⁶² (146 years).
     private static func ticks(_ duration: Duration) -> Ticks {

@@ -30,14 +30,19 @@ func capacityRecords(count: Int, origins: Int) throws -> [UInt8] {
 
 /// CPU seconds the threads of a process now alive have run, to the nanosecond (the first field of
 /// each /proc/PID/task/TID/schedstat), where /proc/PID/stat counts 10 ms ticks: a flood of 50,000
-/// messages at 1 µs each is 5 of them.
-func preciseCPUSeconds(_ pid: Int32) -> Double {
+/// messages at 1 µs each is 5 of them. And of it, libzmq's I/O threads' (named `ZMQbg/IO/n`):
+/// what a broker's own thread spends is the rest.
+func preciseThreadCPUSeconds(_ pid: Int32) -> (all: Double, libzmqIO: Double) {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-    let nanoseconds = tasks.reduce(0) { total, task in
+    var all = 0, io = 0
+    for task in tasks {
         let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
-        return total + (Int(stat.split(separator: " ").first ?? "") ?? 0)
+        let nanoseconds = Int(stat.split(separator: " ").first ?? "") ?? 0
+        all += nanoseconds
+        let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
+        if name.hasPrefix("ZMQbg/IO") { io += nanoseconds }
     }
-    return Double(nanoseconds) / 1e9
+    return (Double(all) / 1e9, Double(io) / 1e9)
 }
 
 /// One flood through one broker: what each subscriber received and when, and the broker's CPU.
@@ -47,6 +52,8 @@ struct CapacityTrial {
     var perSecond: Double
     /// Broker CPU microseconds per message published.
     var cpuPerMessage: Double
+    /// Of it, libzmq's I/O thread's.
+    var ioCPUPerMessage: Double = 0
     /// Messages some subscriber did not get.
     var lost: Int
 }
@@ -92,7 +99,7 @@ func capacityTrial(
     Thread.sleep(forTimeInterval: 0.5)
     try beforeFlood()
     let pid = broker.child.process.processIdentifier
-    let cpuBefore = preciseCPUSeconds(pid)
+    let cpuBefore = preciseThreadCPUSeconds(pid)
     let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path], cpu: clientCPU(0))
     let sent = try publisher.line(startingWith: "SENT")
     guard Int(sent[1]) == count else { throw HandoffError(.handoffFailed, "the publisher said \(sent.joined(separator: " "))") }
@@ -106,8 +113,10 @@ func capacityTrial(
     }
     publisher.wait()
     // The subscribers end at the last message (or 2 s after it, when some were lost).
-    let cpu = preciseCPUSeconds(pid) - cpuBefore
-    return CapacityTrial(messages: count, perSecond: slowest, cpuPerMessage: cpu / Double(count) * 1e6, lost: lost)
+    let cpuAfter = preciseThreadCPUSeconds(pid)
+    let (cpu, io) = (cpuAfter.all - cpuBefore.all, cpuAfter.libzmqIO - cpuBefore.libzmqIO)
+    return CapacityTrial(
+        messages: count, perSecond: slowest, cpuPerMessage: cpu / Double(count) * 1e6, ioCPUPerMessage: io / Double(count) * 1e6, lost: lost)
 }
 
 func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], memoryCount: Int, memoryOrigins: Int) throws {
@@ -125,9 +134,10 @@ func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], 
             let median = runs.sorted { $0.perSecond < $1.perSecond }[runs.count / 2]
             medians[raw] = median
             let range = runs.map(\.perSecond).sorted()
-            print(String(format: "  %@, %d subscriber%@: %8.0f msg/s (%.0f–%.0f), broker CPU %5.2f µs/msg%@",
+            print(String(format: "  %@, %d subscriber%@: %8.0f msg/s (%.0f–%.0f), broker CPU %5.2f µs/msg (libzmq's I/O thread %.2f, the rest %.2f)%@",
                          raw ? "raw zmq_proxy " : "Handoff broker", subscribers, subscribers == 1 ? " " : "s",
                          median.perSecond, range.first ?? 0, range.last ?? 0, median.cpuPerMessage,
+                         median.ioCPUPerMessage, median.cpuPerMessage - median.ioCPUPerMessage,
                          median.lost > 0 ? ", \(median.lost) lost" : ""))
         }
         if subscribers == fanouts.first, let raw = medians[true] {
