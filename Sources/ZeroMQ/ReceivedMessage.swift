@@ -16,10 +16,15 @@ public final class ReceivedMessage {
     @usableFromInline let messages: UnsafeMutablePointer<zmq_msg_t>
     /// Where frames past ``capacity`` are read and dropped.
     private let overflow: UnsafeMutablePointer<zmq_msg_t>
+    /// How many frames it holds and whether the message was longer, kept in memory of its own:
+    /// a class's stored `var` is checked for exclusive access at run time on every read and write,
+    /// and a broker reads the count a dozen times a message.
+    @usableFromInline let state: UnsafeMutablePointer<(count: Int, isOverlong: Bool)>
+
     /// The frames received (at most ``capacity``).
-    public private(set) var count = 0
+    @inlinable public var count: Int { state.pointee.count }
     /// The message had more frames than ``capacity``: the rest were read and dropped.
-    public private(set) var isOverlong = false
+    public var isOverlong: Bool { state.pointee.isOverlong }
 
     public init(capacity: Int) {
         precondition(capacity > 0, "a message has at least one frame")
@@ -28,6 +33,8 @@ public final class ReceivedMessage {
         for index in 0..<capacity { zmq_msg_init(messages + index) }
         overflow = .allocate(capacity: 1)
         zmq_msg_init(overflow)
+        state = .allocate(capacity: 1)
+        state.initialize(to: (0, false))
     }
 
     deinit {
@@ -35,6 +42,7 @@ public final class ReceivedMessage {
         messages.deallocate()
         zmq_msg_close(overflow)
         overflow.deallocate()
+        state.deallocate()
     }
 
     /// The size of frame `index` in bytes.
@@ -84,13 +92,12 @@ public final class ReceivedMessage {
             zmq_msg_close(overflow)
             zmq_msg_init(overflow)
         }
-        (count, isOverlong) = (0, false)
+        state.pointee = (0, false)
     }
 
     /// Receives the next message from `handle` into the kept messages; false when none waits.
     func receive(from handle: UnsafeMutableRawPointer, type: SocketType) throws(ZMQError) -> Bool {
-        count = 0
-        isOverlong = false
+        state.pointee = (0, false)
         var flags = ZMQ_DONTWAIT
         while true {
             let target = count < capacity ? messages + count : overflow
@@ -100,7 +107,7 @@ public final class ReceivedMessage {
                 if error == EAGAIN && flags == ZMQ_DONTWAIT && count == 0 { return false }
                 throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
             }
-            if count < capacity { count += 1 } else { isOverlong = true }
+            if count < capacity { state.pointee.count += 1 } else { state.pointee.isOverlong = true }
             guard zmq_msg_more(target) == 1 else { return true }
             // A multipart message arrives whole: its other frames are there already.
             flags = 0

@@ -56,9 +56,7 @@ struct BrokerBusContent {
     /// What the cache keeps of an advertisement.
     var advertisement: CachedAdvertisement? {
         guard case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt) = summary?.body else { return nil }
-        return CachedAdvertisement(
-            activityID: activityID, origin: origin.id, originKey: origin.publicKey, version: version, leaseMs: leaseMs,
-            expiresAt: expiresAt)
+        return CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
     }
 
     /// Who it claims to come from and what it speaks for, for the sender check; `nil` when malformed.

@@ -141,8 +141,9 @@ struct BrokerCore {
     ) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
         switch content.summary?.body {
-        case .advertisement:
-            guard let advertisement = content.advertisement else { break }
+        case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
+            // Bound here once (`content.advertisement` would copy the body a second time).
+            let advertisement = CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
             if cache.store(advertisement, frames: frames, site: site, now: now) == .overQuota {
                 return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
             }

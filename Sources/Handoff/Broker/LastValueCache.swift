@@ -1,4 +1,5 @@
 import Foundation
+import HandoffWire
 import ZeroMQ
 
 /// What the cache needs to know about an advertisement.
@@ -13,6 +14,13 @@ struct CachedAdvertisement {
     var leaseMs: UInt32
     /// The activity's expiration date, if it has one.
     var expiresAt: Date?
+}
+
+extension CachedAdvertisement {
+    /// What the cache keeps of an advertisement's summary.
+    init(activityID: String, origin: WireBusSummary.Node, version: UInt64, leaseMs: UInt32, expiresAt: Date?) {
+        self.init(activityID: activityID, origin: origin.id, originKey: origin.publicKey, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
+    }
 }
 
 /// The newest advertisement of each live activity, by activity id, with its frames as received:

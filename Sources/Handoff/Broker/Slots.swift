@@ -7,7 +7,7 @@ struct Slots<Element> {
     mutating func reserveCapacity(_ count: Int) { storage.reserveCapacity(count) }
 
     /// Stores a value in a free slot (or a new one); returns its number.
-    mutating func insert(_ value: Element) -> Int32 {
+    mutating func insert(_ value: consuming Element) -> Int32 {
         if let slot = free.popLast() {
             storage[Int(slot)] = value
             return slot
