@@ -1,6 +1,7 @@
 import CRawBaselines
 import Foundation
 import Handoff
+import Synchronization
 
 // The broker-capacity benchmark's publisher and subscriber (plain C on libzmq), each a process of
 // its own.
@@ -24,4 +25,19 @@ func runCapacitySubscriber(_ arguments: [String]) throws {
     var bytes: UInt64 = 0
     let received = bus_subscriber_count(subscriber, Int32(intOption("--expected", 0, in: arguments)), 2_000, &seconds, &bytes)
     tell("RECEIVED \(received) \(seconds) \(bytes)")
+}
+
+/// `broker-floor --records F`: the broker's floor once, in this fresh process, on a thread that
+/// is not the main one (as the broker's is: its memory new, from a thread arena); says `FLOOR µs`.
+func runBrokerFloor(_ arguments: [String]) throws {
+    let records = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stringOption("--records", in: arguments) ?? "")))
+    let result = Mutex(0.0)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        result.withLock { $0 = brokerFloor(records, trials: 1) }
+        done.signal()
+    }
+    thread.start()
+    done.wait()
+    tell("FLOOR \(result.withLock { $0 })")
 }

@@ -26,6 +26,7 @@ extension HandoffBench {
         StreamOriginatorRole.self, StreamContinuerRole.self, FleetWatcherRole.self, FleetNodesRole.self, RawStreamRole.self, RawStreamServerRole.self,
         RawStreamClientRole.self, ContinueOriginatorRole.self, ContinueContinuerRole.self, RawReplyServerRole.self,
         RawRequestClientRole.self, AdvertBrokerRole.self, RawProxyRole.self, CapacityPublisherRole.self, CapacitySubscriberRole.self,
+        BrokerFloorRole.self,
     ]
 }
 
@@ -117,4 +118,10 @@ struct CapacitySubscriberRole: Role {
     static let configuration = role("capacity-subscriber")
     @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
     static func perform(_ arguments: [String]) async throws { try runCapacitySubscriber(arguments) }
+}
+
+struct BrokerFloorRole: Role {
+    static let configuration = role("broker-floor")
+    @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
+    static func perform(_ arguments: [String]) async throws { try runBrokerFloor(arguments) }
 }
