@@ -18,6 +18,15 @@ struct ReplayGuardTests {
         #expect(guarding.count == 3)
     }
 
+    @Test("a sender whose name holds a slash is not taken for another sender about another activity")
+    func senderAndSubjectApart() {
+        var guarding = ReplayGuard(window: .seconds(60))
+        let first = guarding.check(sender: "a/b", subject: "c", sequence: 5, sentAt: now, now: now)
+        let other = guarding.check(sender: "a", subject: "b/c", sequence: 5, sentAt: now, now: now)
+        #expect(first == .fresh && other == .fresh)
+        #expect(guarding.count == 2)
+    }
+
     @Test("a snapshot answer may bring the last message believed again (a broker's cached copy); nothing older, and a live repeat stays a replay")
     func repeatFromSnapshot() {
         var guarding = ReplayGuard(window: .seconds(60))

@@ -149,8 +149,12 @@ struct PubSubTests {
         // libzmq attaches a new subscriber (and writes its welcome) when the XPUB's owner next
         // processes commands, as a broker's loop does. Reading the subscriptions does that.
         // A subscription message is 0x01 followed by the topic. Verbose: duplicates are reported too.
+        // Until all four came (over tcp on a loaded machine the connections can take longer than
+        // any one quiet spell: a CI run saw none within the first 300 ms), at most 10 s.
         var subscriptions: [String] = []
-        while let message = try await xpub.receive(timeout: .milliseconds(300)) {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while subscriptions.count < 4, ContinuousClock.now < deadline {
+            guard let message = try await xpub.receive(timeout: .milliseconds(300)) else { continue }
             let bytes = message.bytes
             #expect(bytes.first == 1)
             subscriptions.append(String(decoding: bytes.dropFirst(), as: UTF8.self))

@@ -97,7 +97,8 @@ struct KnownActivities {
     /// Takes an advertisement believed fresh: `deadline` is now plus its lease.
     mutating func arrive(_ activity: DiscoveredActivity, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Arrival {
         let origin = activity.origin.id
-        guard var entry = entries[activity.id] else {
+        // Found once and written back by position: a known activity's renewal hashes its id once.
+        guard let position = entries.index(forKey: activity.id) else {
             let ofOrigin = byOrigin[origin]?.count ?? 0
             guard ofOrigin < maxPerOrigin, entries.count < maxTotal else {
                 return .overQuota(ofOrigin: ofOrigin, total: entries.count)
@@ -112,6 +113,7 @@ struct KnownActivities {
             compactIfNeeded()
             return .appeared
         }
+        var entry = entries.values[position]
         guard activity.version >= entry.activity.version else { return .stale }
         let isNewer = activity.version > entry.activity.version
         if entry.activity.origin.id != origin {
@@ -127,7 +129,7 @@ struct KnownActivities {
         entry.activity = activity
         scheduleExpiry(of: &entry)
         if isNewer { entry.changed = now }
-        entries[activity.id] = entry
+        entries.values[position] = entry
         compactIfNeeded()
         return isNewer ? .updated : .renewed
     }
@@ -147,7 +149,10 @@ struct KnownActivities {
         var unlisted: [String] = []
         for id in ids {
             if listed.contains(id) {
-                if let current = entries[id]?.deadline, current < deadline { entries[id]?.deadline = deadline }
+                // Each id hashed once: a presence lists every activity of its node, every interval.
+                if let position = entries.index(forKey: id), entries.values[position].deadline < deadline {
+                    entries.values[position].deadline = deadline
+                }
             } else if !partial {
                 unlisted.append(id)
             }

@@ -16,7 +16,14 @@ struct ReplayGuard {
     }
 
     let window: Duration
-    private var lastSequences: [String: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
+    /// A sender and what it spoke about, as a pair: joining them into one string cost an
+    /// allocation per message heard, and a sender whose name holds the separator could be taken
+    /// for another.
+    private struct Key: Hashable {
+        var sender: String
+        var subject: String
+    }
+    private var lastSequences: [Key: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
 
     init(window: Duration) {
         self.window = window
@@ -39,7 +46,7 @@ struct ReplayGuard {
         guard let sentAt else { return .stale(age: .infinity) }
         let age = now.timeIntervalSince(sentAt)
         guard abs(age) <= window.seconds else { return .stale(age: age) }
-        let key = sender + "/" + subject
+        let key = Key(sender: sender, subject: subject)
         if let last = lastSequences[key], sequence < last.sequence || (sequence == last.sequence && !allowingRepeat) { return .replayed }
         lastSequences[key] = (sequence, clock)
         return .fresh
