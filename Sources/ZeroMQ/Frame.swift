@@ -154,11 +154,6 @@ public final class Frame: @unchecked Sendable {
         return String(cString: value)
     }
 
-    /// Fills `target` (an initialized, empty zmq_msg_t) with a reference-counted copy for sending.
-    func copy(into target: UnsafeMutablePointer<zmq_msg_t>) {
-        // zmq_msg_copy fails only for an uninitialized message, which `storage` never is.
-        zmq_msg_copy(target, storage)
-    }
 }
 
 extension Array where Element == Frame {

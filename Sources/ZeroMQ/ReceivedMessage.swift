@@ -113,22 +113,6 @@ public final class ReceivedMessage {
             flags = 0
         }
     }
-
-    /// Sends frame `index` on `handle`, sharing its bytes; false when the socket would block.
-    func send(frame index: Int, on handle: UnsafeMutableRawPointer, type: SocketType, flags: Int32) throws(ZMQError) -> Bool {
-        precondition(index < count, "frame \(index) of a message of \(count)")
-        var outgoing = zmq_msg_t()
-        zmq_msg_init(&outgoing)
-        zmq_msg_copy(&outgoing, messages + index)
-        defer { zmq_msg_close(&outgoing) }
-        while true {
-            if zmq_msg_send(&outgoing, handle, flags) >= 0 { return true }
-            let error = zmq_errno()
-            if error == EINTR { continue }
-            if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return false }
-            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_send(\(type), \(zmq_msg_size(messages + index)) bytes)")
-        }
-    }
 }
 
 extension Socket {
@@ -143,11 +127,7 @@ extension Socket {
     /// Sends frame `index` of `message` (its bytes shared, not copied) if libzmq can queue it now;
     /// false otherwise.
     public func trySend(frame index: Int, of message: ReceivedMessage, more: Bool = false) throws(ZMQError) -> Bool {
-        let handle = try open("zmq_msg_send(\(type))")
-        let flags = ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)
-        var sent = false
-        defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
-        sent = try message.send(frame: index, on: handle, type: type, flags: flags)
-        return sent
+        precondition(index < message.count, "frame \(index) of a message of \(message.count)")
+        return try sendSharing(message.messages + index, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
     }
 }

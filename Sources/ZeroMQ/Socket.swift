@@ -238,12 +238,19 @@ public final class Socket {
     }
 
     private func rawSend(_ message: Frame, flags: Int32) throws(ZMQError) -> Bool {
+        try sendSharing(message.storage, flags: flags)
+    }
+
+    /// Sends a reference-counted copy of `message` (a ``Frame``'s, or one a ``ReceivedMessage``
+    /// keeps), which stays as it is: libzmq shares the bytes. False when it would block.
+    func sendSharing(_ message: UnsafeMutablePointer<zmq_msg_t>, flags: Int32) throws(ZMQError) -> Bool {
         let handle = try open("zmq_msg_send(\(type))")
         var sent = false
         defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
         var outgoing = zmq_msg_t()
         zmq_msg_init(&outgoing)
-        message.copy(into: &outgoing)
+        // zmq_msg_copy fails only for an uninitialized message, which neither ever is.
+        zmq_msg_copy(&outgoing, message)
         defer { zmq_msg_close(&outgoing) }
         while true {
             if zmq_msg_send(&outgoing, handle, flags) >= 0 {
@@ -253,7 +260,7 @@ public final class Socket {
             let error = zmq_errno()
             if error == EINTR { continue }
             if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return false }
-            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_send(\(type), \(message.count) bytes)")
+            throw ZMQError(.init(rawValue: error), operation: "zmq_msg_send(\(type), \(zmq_msg_size(message)) bytes)")
         }
     }
 

@@ -59,9 +59,6 @@ extension BrokerCore {
         topic.withUnsafeBytes { siteTopics(for: $0, excluding: excluded) }
     }
 
-    /// Whether any site below follows anything here.
-    var hasSitesBelow: Bool { !siteInterests.isEmpty }
-
     /// What became of a subscriber's subscription to a site topic.
     enum SiteSubscription: Equatable {
         /// Not a site topic: the other rules take it.

@@ -33,7 +33,6 @@ extension BrokerLoop {
 
     /// A bus message (topic, envelope) to each site below that follows its topic, but `excluded`.
     func sendToSites(_ frames: some MessageFrames, hop: Frame, excluding excluded: String?) throws(ZMQError) {
-        guard core.hasSitesBelow else { return }
         let topics = frames.withBytes(ofFrame: 0) { core.siteTopics(for: $0, excluding: excluded) }
         guard !topics.isEmpty else { return }
         let envelope = frames.frame(1)

@@ -343,7 +343,7 @@ final class BrokerLoop: @unchecked Sendable {
     @discardableResult
     func send(_ frames: some MessageFrames, to socket: Socket, then trailing: Frame? = nil) throws(ZMQError) -> Bool {
         let last = frames.frameCount - 1
-        for index in 0...last {
+        for index in 0..<frames.frameCount {
             guard try frames.trySend(frame: index, on: socket, more: index < last || trailing != nil) else { return false }
         }
         if let trailing { return try socket.trySend(trailing) }

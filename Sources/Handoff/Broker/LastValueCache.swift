@@ -33,8 +33,9 @@ extension CachedAdvertisement {
 /// A broker stores one advertisement per message it forwards, so storing is its hot path (it was
 /// half its thread's time in `broker-capacity`): one hash of the id to find it, one of the origin,
 /// one allocation for the frames. Entries live in slots of an array, found by id through a
-/// ``SlotIndex`` (8 bytes a bucket, the ids kept only in the entries); what refers to an entry (its origin's list, an expiry item) holds its slot number,
-/// so that keeping them in order moves plain numbers, no reference counts. An origin's entries are
+/// ``SlotIndex`` (8 bytes a bucket, the ids kept only in the entries); what refers to an entry
+/// (its origin's list, an expiry item) holds its slot number, so that keeping them in order moves
+/// plain numbers, no reference counts. An origin's entries are
 /// a list linked through their slots, so that adding or removing one hashes nothing more. Times are
 /// ``Ticks``, nanoseconds since the cache was made, compared as integers.
 /// An entry keeps its own copy of the topic and envelope: a frame as received holds a share of

@@ -34,7 +34,8 @@ func runBrokerFloor(_ arguments: [String]) throws {
     let result = Mutex(0.0)
     let done = DispatchSemaphore(value: 0)
     let thread = Thread {
-        result.withLock { $0 = brokerFloor(records, trials: 1) }
+        let floor = brokerFloor(records, trials: 1)
+        result.withLock { $0 = floor }
         done.signal()
     }
     thread.start()
