@@ -86,19 +86,34 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         }
         guard !activityType.isEmpty else { throw fail("it is empty") }
         guard activityType.utf8.count <= WireLimits.maxActivityType else { throw fail("it is longer than \(WireLimits.maxActivityType) bytes") }
-        let labels = activityType.split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 2 else { throw fail("it needs at least two dot-separated labels") }
-        for label in labels {
-            guard !label.isEmpty else { throw fail("it has an empty label") }
-            // Byte by byte: Foundation's CharacterSet is slow on Linux, and this runs for every activity.
-            let allowed = label.utf8.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
-                default: false
-                }
+        // One pass over the bytes, no labels split out: this runs for every activity made. The
+        // error paths, rare, find the offending label again.
+        var labels = 1, labelLength = 0, allowed = true
+        for byte in activityType.utf8 {
+            switch byte {
+            case UInt8(ascii: "."):
+                guard labelLength > 0 else { throw fail("it has an empty label") }
+                labels += 1
+                labelLength = 0
+            case let byte:
+                labelLength += 1
+                allowed = allowed && isLabelByte(byte)
             }
-            guard allowed else { throw fail("label \"\(label)\" may hold only ASCII letters, digits, '-' and '_'") }
+        }
+        guard labels >= 2 else { throw fail("it needs at least two dot-separated labels") }
+        guard labelLength > 0 else { throw fail("it has an empty label") }
+        guard allowed else {
+            let label = activityType.split(separator: ".").first { !$0.utf8.allSatisfy(isLabelByte) } ?? ""
+            throw fail("label \"\(label)\" may hold only ASCII letters, digits, '-' and '_'")
+        }
+    }
+
+    /// A letter, digit, `-` or `_`: what a label of an activity type may hold.
+    private static func isLabelByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
+        default: false
         }
     }
 

@@ -139,11 +139,3 @@ func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [Strin
     for (key, value) in wire { result[key] = try UserInfoValue(wire: value) }
     return result
 }
-
-/// The encoded size of a userInfo dictionary in bytes: what the size limit is measured against.
-func encodedSize(ofUserInfo userInfo: [String: UserInfoValue]) -> Int {
-    guard !userInfo.isEmpty else { return 0 }  // an empty map encodes to nothing
-    var activity = WireActivity()
-    activity.userInfo = wireUserInfo(userInfo)
-    return (try? activity.serializedBytes() as [UInt8])?.count ?? .max
-}
