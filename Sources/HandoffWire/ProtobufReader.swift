@@ -84,6 +84,13 @@ struct ProtobufReader {
         }
     }
 
+    /// A fixed64 field's value (a double's bits), little-endian.
+    mutating func fixed64() throws(BinaryDecodingError) -> UInt64 {
+        guard bytes.count - index >= 8 else { throw .truncated }
+        defer { index += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+    }
+
     /// A length-delimited field's body (a string, bytes or a nested message), borrowed.
     @inline(__always)
     mutating func lengthDelimited() throws(BinaryDecodingError) -> UnsafeRawBufferPointer {

@@ -119,7 +119,8 @@ extension WireEnvelope {
     ) throws(WireDecodingError) -> WireEnvelope {
         let envelope: WireEnvelope
         do {
-            envelope = try WireEnvelope(serializedBytes: bytes)
+            // The hot bodies read by hand; anything else, and every error, from SwiftProtobuf.
+            envelope = try bytes.withUnsafeBytes(FastEnvelopeDecoder.decode) ?? WireEnvelope(serializedBytes: bytes)
         } catch let error as BinaryDecodingError {
             throw .malformed(error)
         } catch {

@@ -146,14 +146,7 @@ import Testing
             if random.next() % 2 == 0 { bytes += Self.unknownField(&random) }
             #expect(Self.expectAgreement(bytes))
             for _ in 0..<40 {
-                var damaged = bytes
-                switch random.next() % 5 {
-                case 0: damaged[Int(random.next() % UInt64(damaged.count))] ^= UInt8(1 << (random.next() % 8))
-                case 1: damaged[Int(random.next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: random.next())
-                case 2: damaged.insert(UInt8(truncatingIfNeeded: random.next()), at: Int(random.next() % UInt64(damaged.count)))
-                case 3: damaged.remove(at: Int(random.next() % UInt64(damaged.count)))
-                default: damaged = Array(damaged.prefix(Int(random.next() % UInt64(damaged.count))))
-                }
+                let damaged = SplitMix.damage(bytes, &random)
                 if case .failure = Self.decode(damaged) { rejected += 1 }
                 checked += 1
                 guard Self.expectAgreement(damaged) else { return }
@@ -164,18 +157,8 @@ import Testing
     }
 
     static func randomEnvelope(_ random: inout SplitMix) -> WireEnvelope {
-        func string() -> String {
-            let alphabet = Array("abcXYZ019.-_ éü✓😀")
-            return String((0..<Int(random.next() % 40)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
-        }
-        func node() -> WireNodeRef {
-            WireNodeRef.with {
-                $0.nodeID = string()
-                $0.name = string()
-                $0.host = string()
-                if random.next() % 2 == 0 { $0.publicKey = Data((0..<32).map { _ in UInt8(truncatingIfNeeded: random.next()) }) }
-            }
-        }
+        func string() -> String { random.string(maxLength: 39) }
+        func node() -> WireNodeRef { random.node(maxLength: 39) }
         let body: WireEnvelope.OneOf_Body = switch random.next() % 3 {
         case 0:
             .advertisement(WireAdvertisement.with {
@@ -235,6 +218,36 @@ import Testing
 
 /// A small deterministic random generator (SplitMix64), so that a failure can be replayed.
 struct SplitMix: RandomNumberGenerator {
+    /// `bytes` with one random kind of damage: a bit flipped, a byte replaced, inserted or
+    /// removed, or the end cut off.
+    /// Up to `maxLength` characters, ASCII and not.
+    mutating func string(maxLength: Int) -> String {
+        let alphabet = Array("abcXYZ019.-_ éü✓😀")
+        return String((0..<Int(next() % UInt64(maxLength + 1))).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] })
+    }
+
+    /// A node, with a key or without.
+    mutating func node(maxLength: Int) -> WireNodeRef {
+        var node = WireNodeRef()
+        node.nodeID = string(maxLength: maxLength)
+        node.name = string(maxLength: maxLength)
+        node.host = string(maxLength: maxLength)
+        if next() % 2 == 0 { node.publicKey = Data((0..<32).map { _ in UInt8(truncatingIfNeeded: next()) }) }
+        return node
+    }
+
+    static func damage(_ bytes: [UInt8], _ random: inout SplitMix) -> [UInt8] {
+        var damaged = bytes
+        switch random.next() % 5 {
+        case 0: damaged[Int(random.next() % UInt64(damaged.count))] ^= UInt8(1 << (random.next() % 8))
+        case 1: damaged[Int(random.next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: random.next())
+        case 2: damaged.insert(UInt8(truncatingIfNeeded: random.next()), at: Int(random.next() % UInt64(damaged.count)))
+        case 3: damaged.remove(at: Int(random.next() % UInt64(damaged.count)))
+        default: damaged = Array(damaged.prefix(Int(random.next() % UInt64(damaged.count))))
+        }
+        return damaged
+    }
+
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

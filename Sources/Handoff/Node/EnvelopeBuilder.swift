@@ -20,8 +20,7 @@ struct EnvelopeBuilder {
     mutating func bytes(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0, traceID: String? = nil) -> [UInt8] {
         var envelope = envelope(body, correlationID: correlationID)
         if let traceID { envelope.traceID = traceID }
-        // Encoding a proto3 message cannot fail: there are no required fields.
-        return try! envelope.serializedBytes()
+        return envelope.encoded()
     }
 
     /// The envelope of `body`, with the next sequence, sent at `sentAt` (the simulator's clock).

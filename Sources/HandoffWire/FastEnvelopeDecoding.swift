@@ -1,0 +1,262 @@
+// Hand-written: the hot envelopes (an advertisement, a continue request, a continue reply holding
+// an activity) decoded without SwiftProtobuf's generic decoder, which was most of the CPU a node
+// spent reading them (a continue reply's map of userInfo values above all).
+//
+// It takes only what it can read exactly as SwiftProtobuf would, and hands everything else to
+// SwiftProtobuf: another body, a field it does not know (SwiftProtobuf keeps those), a message
+// field or oneof member given twice (SwiftProtobuf merges those), a wire type that does not match,
+// bad UTF-8, anything malformed. So for any bytes its answer, when it gives one, is the one
+// SwiftProtobuf gives (FastEnvelopeCodingTests holds the two to each other over random and damaged
+// envelopes), and errors are always SwiftProtobuf's.
+
+import Foundation
+import SwiftProtobuf
+
+enum FastEnvelopeDecoder {
+    /// The envelope, or `nil` to leave these bytes to SwiftProtobuf.
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> WireEnvelope? {
+        try? envelope(ProtobufReader(bytes))
+    }
+
+    /// A field this decoder reads, or any failure: SwiftProtobuf decides.
+    private typealias Reader = ProtobufReader
+
+    private static func envelope(_ reader: Reader) throws -> WireEnvelope {
+        var reader = reader
+        var envelope = WireEnvelope()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            try seen.first(number)
+            switch (number, type) {
+            case (1, .varint): envelope.protocolVersion = UInt32(truncatingIfNeeded: try reader.varint())
+            case (2, .varint): envelope.correlationID = try reader.varint()
+            case (3, .lengthDelimited): envelope.sender = try node(reader.nested(reader.lengthDelimited()))
+            case (4, .lengthDelimited): envelope.sentAt = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (5, .varint): envelope.sequence = try reader.varint()
+            case (6, .lengthDelimited): envelope.traceID = try reader.string()
+            case (10, .lengthDelimited):
+                try seen.body()
+                envelope.body = .advertisement(try advertisement(reader.nested(reader.lengthDelimited())))
+            case (14, .lengthDelimited):
+                try seen.body()
+                envelope.body = .continueRequest(try continueRequest(reader.nested(reader.lengthDelimited())))
+            case (15, .lengthDelimited):
+                try seen.body()
+                envelope.body = .continueReply(try continueReply(reader.nested(reader.lengthDelimited())))
+            default: throw NotOnFastPath()
+            }
+        }
+        return envelope
+    }
+
+    private static func node(_ reader: Reader) throws -> WireNodeRef {
+        var reader = reader
+        var node = WireNodeRef()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            try seen.first(number)
+            switch (number, type) {
+            case (1, .lengthDelimited): node.nodeID = try reader.string()
+            case (2, .lengthDelimited): node.name = try reader.string()
+            case (3, .lengthDelimited): node.host = try reader.string()
+            case (4, .lengthDelimited): node.publicKey = Data(try reader.lengthDelimited())
+            default: throw NotOnFastPath()
+            }
+        }
+        return node
+    }
+
+    private static func timestamp(_ reader: Reader) throws -> WireTimestamp {
+        var reader = reader
+        var time = WireTimestamp()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            try seen.first(number)
+            switch (number, type) {
+            case (1, .varint): time.seconds = Int64(bitPattern: try reader.varint())
+            case (2, .varint): time.nanos = Int32(truncatingIfNeeded: try reader.varint())
+            default: throw NotOnFastPath()
+            }
+        }
+        return time
+    }
+
+    private static func advertisement(_ reader: Reader) throws -> WireAdvertisement {
+        var reader = reader
+        var advertisement = WireAdvertisement()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            if number != 12 { try seen.first(number) }
+            switch (number, type) {
+            case (1, .lengthDelimited): advertisement.activityID = try reader.string()
+            case (2, .lengthDelimited): advertisement.activityType = try reader.string()
+            case (3, .lengthDelimited): advertisement.title = try reader.string()
+            case (4, .lengthDelimited): advertisement.origin = try node(reader.nested(reader.lengthDelimited()))
+            case (5, .lengthDelimited): advertisement.continueEndpoint = try reader.string()
+            case (6, .varint): advertisement.version = try reader.varint()
+            case (7, .lengthDelimited): advertisement.expiresAt = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (8, .varint): advertisement.leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
+            case (9, .varint): advertisement.supportsContinuationStreams = try reader.varint() != 0
+            case (10, .lengthDelimited): advertisement.teamID = try reader.string()
+            case (11, .lengthDelimited): advertisement.webpageURL = try reader.string()
+            case (12, .lengthDelimited): advertisement.keywords.append(try reader.string())
+            case (13, .lengthDelimited): advertisement.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))
+            default: throw NotOnFastPath()
+            }
+        }
+        return advertisement
+    }
+
+    private static func continueRequest(_ reader: Reader) throws -> WireContinueRequest {
+        var reader = reader
+        var request = WireContinueRequest()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            try seen.first(number)
+            switch (number, type) {
+            case (1, .lengthDelimited): request.activityID = try reader.string()
+            case (2, .lengthDelimited): request.activityType = try reader.string()
+            case (3, .varint): request.wantStreams = try reader.varint() != 0
+            case (4, .varint): request.refresh = try reader.varint() != 0
+            default: throw NotOnFastPath()
+            }
+        }
+        return request
+    }
+
+    private static func continueReply(_ reader: Reader) throws -> WireContinueReply {
+        var reader = reader
+        var reply = WireContinueReply()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            try seen.first(number)
+            switch (number, type) {
+            case (1, .lengthDelimited): reply.result = .activity(try activity(reader.nested(reader.lengthDelimited())))
+            default: throw NotOnFastPath()  // an error, or anything else
+            }
+        }
+        return reply
+    }
+
+    private static func activity(_ reader: Reader) throws -> WireActivity {
+        var reader = reader
+        var activity = WireActivity()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            if number != 4, number != 5, number != 7 { try seen.first(number) }
+            switch (number, type) {
+            case (1, .lengthDelimited): activity.activityID = try reader.string()
+            case (2, .lengthDelimited): activity.activityType = try reader.string()
+            case (3, .lengthDelimited): activity.title = try reader.string()
+            case (4, .lengthDelimited):
+                let (key, value) = try mapEntry(reader.nested(reader.lengthDelimited()))
+                activity.userInfo[key] = value
+            case (5, .lengthDelimited): activity.requiredUserInfoKeys.append(try reader.string())
+            case (6, .lengthDelimited): activity.webpageURL = try reader.string()
+            case (7, .lengthDelimited): activity.keywords.append(try reader.string())
+            case (8, .lengthDelimited): activity.expiration = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (9, .varint): activity.eligibleForHandoff = try reader.varint() != 0
+            case (10, .varint): activity.supportsContinuationStreams = try reader.varint() != 0
+            case (11, .lengthDelimited): activity.teamID = try reader.string()
+            case (16, .lengthDelimited): activity.origin = try node(reader.nested(reader.lengthDelimited()))
+            case (17, .varint): activity.version = try reader.varint()
+            case (18, .lengthDelimited): activity.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (19, .lengthDelimited): activity.document = try document(reader.nested(reader.lengthDelimited()))
+            default: throw NotOnFastPath()
+            }
+        }
+        return activity
+    }
+
+    private static func document(_ reader: Reader) throws -> WireDocumentRef {
+        var reader = reader
+        var document = WireDocumentRef()
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            try seen.first(number)
+            switch (number, type) {
+            case (1, .lengthDelimited): document.url = try reader.string()
+            case (2, .varint): document.version = try reader.varint()
+            case (3, .lengthDelimited): document.sha256 = Data(try reader.lengthDelimited())
+            case (4, .varint): document.size = try reader.varint()
+            default: throw NotOnFastPath()
+            }
+        }
+        return document
+    }
+
+    /// A `map<string, Value>` entry holding both its key and its value, once each.
+    private static func mapEntry(_ reader: Reader) throws -> (String, WireValue) {
+        var reader = reader
+        var key: String?
+        var value: WireValue?
+        while let (number, type) = try reader.nextField() {
+            switch (number, type) {
+            case (1, .lengthDelimited) where key == nil: key = try reader.string()
+            case (2, .lengthDelimited) where value == nil: value = try self.value(reader.nested(reader.lengthDelimited()))
+            default: throw NotOnFastPath()
+            }
+        }
+        guard let key, let value else { throw NotOnFastPath() }
+        return (key, value)
+    }
+
+    /// A Value holding exactly one member of its oneof.
+    private static func value(_ reader: Reader) throws -> WireValue {
+        var reader = reader
+        var value = WireValue()
+        while let (number, type) = try reader.nextField() {
+            guard value.kind == nil else { throw NotOnFastPath() }
+            switch (number, type) {
+            case (1, .lengthDelimited): value.kind = .stringValue(try reader.string())
+            case (2, .varint):
+                let zigzag = try reader.varint()
+                value.kind = .intValue(Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1))
+            case (3, .fixed64): value.kind = .doubleValue(Double(bitPattern: try reader.fixed64()))
+            case (4, .varint): value.kind = .boolValue(try reader.varint() != 0)
+            case (5, .lengthDelimited): value.kind = .bytesValue(Data(try reader.lengthDelimited()))
+            case (6, .lengthDelimited): value.kind = .urlValue(try reader.string())
+            case (7, .lengthDelimited): value.kind = .dateValue(try timestamp(reader.nested(reader.lengthDelimited())))
+            case (8, .lengthDelimited):
+                var list = WireValueList()
+                var elements = try reader.nested(reader.lengthDelimited())
+                while let (element, elementType) = try elements.nextField() {
+                    guard element == 1, elementType == .lengthDelimited else { throw NotOnFastPath() }
+                    list.values.append(try self.value(elements.nested(elements.lengthDelimited())))
+                }
+                value.kind = .listValue(list)
+            case (9, .lengthDelimited):
+                var map = WireValueMap()
+                var entries = try reader.nested(reader.lengthDelimited())
+                while let (entry, entryType) = try entries.nextField() {
+                    guard entry == 1, entryType == .lengthDelimited else { throw NotOnFastPath() }
+                    let (key, element) = try mapEntry(entries.nested(entries.lengthDelimited()))
+                    map.entries[key] = element
+                }
+                value.kind = .mapValue(map)
+            default: throw NotOnFastPath()
+            }
+        }
+        return value
+    }
+}
+
+/// Which fields of a message were read, so that one given twice goes to SwiftProtobuf (which
+/// merges a message field given twice, and takes the last of a scalar: simpler to leave both).
+private struct SeenFields {
+    private var fields: UInt32 = 0
+    private var hasBody = false
+
+    mutating func first(_ number: Int) throws(NotOnFastPath) {
+        guard number < 32 else { throw NotOnFastPath() }
+        let bit: UInt32 = 1 << UInt32(number)
+        guard fields & bit == 0 else { throw NotOnFastPath() }
+        fields |= bit
+    }
+
+    /// The envelope's body, a oneof: one member only.
+    mutating func body() throws(NotOnFastPath) {
+        guard !hasBody else { throw NotOnFastPath() }
+        hasBody = true
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+import SwiftProtobuf
+import Testing
+
+@testable import HandoffWire
+
+/// The hand-written codec of the hot envelopes against SwiftProtobuf: the same bytes out, the same
+/// envelope in, and SwiftProtobuf's answer wherever the fast decoder declines.
+@Suite("The fast envelope codec, held to SwiftProtobuf")
+struct FastEnvelopeCodingTests {
+    static func swiftProtobuf(_ bytes: [UInt8]) -> WireEnvelope? {
+        try? WireEnvelope(serializedBytes: bytes)
+    }
+
+    static func fast(_ bytes: [UInt8]) -> WireEnvelope? {
+        bytes.withUnsafeBytes(FastEnvelopeDecoder.decode)
+    }
+
+    /// For any bytes: when the fast decoder answers, SwiftProtobuf accepts them and reads the same.
+    static func expectAgreement(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        guard let fast = fast(bytes) else { return true }
+        let expected = swiftProtobuf(bytes)
+        #expect(expected == fast, "bytes \(bytes)", sourceLocation: sourceLocation)
+        return expected == fast
+    }
+
+    @Test("every body of the fixtures encodes byte for byte as SwiftProtobuf encodes it")
+    func fixturesEncodeAlike() throws {
+        for body in Fixtures.bodies {
+            let envelope = Fixtures.envelope(body, correlationID: 99)
+            #expect(envelope.encoded() == (try envelope.serializedBytes() as [UInt8]), "\(Fixtures.caseName(body))")
+        }
+        var activity = Fixtures.activity
+        activity.userInfo["not a number"] = WireValue.with { $0.doubleValue = .nan }
+        let envelope = Fixtures.envelope(.continueReply(.with { $0.activity = activity }))
+        #expect(envelope.encoded() == (try envelope.serializedBytes() as [UInt8]))
+    }
+
+    @Test("the hot bodies of the fixtures decode by hand to what SwiftProtobuf decodes")
+    func fixturesDecodeAlike() throws {
+        let hot: [WireEnvelope.OneOf_Body] = [
+            .advertisement(Fixtures.advertisement),
+            .continueRequest(.with { $0.activityID = "a"; $0.activityType = "org.x.y"; $0.wantStreams = true; $0.refresh = true }),
+            .continueReply(.with { $0.activity = Fixtures.activity }),
+        ]
+        for body in hot {
+            let bytes: [UInt8] = try Fixtures.envelope(body, correlationID: 7).serializedBytes()
+            let fast = try #require(Self.fast(bytes), "\(Fixtures.caseName(body)) took the slow path")
+            #expect(fast == Self.swiftProtobuf(bytes))
+        }
+    }
+
+    @Test("random envelopes of the hot bodies: the same bytes out, the same envelope in, by hand")
+    func randomEnvelopes() throws {
+        var random = SplitMix(seed: 0xFA57_C0DE)
+        for round in 0..<400 {
+            let envelope = Self.randomEnvelope(&random)
+            let bytes: [UInt8] = try envelope.serializedBytes()
+            #expect(envelope.encoded() == bytes, "round \(round)")
+            let fast = try #require(Self.fast(bytes), "round \(round) took the slow path")
+            #expect(fast == envelope, "round \(round)")
+        }
+    }
+
+    @Test("node events, unknown kinds among them, encode byte for byte as SwiftProtobuf encodes them")
+    func nodeEventsEncodeAlike() throws {
+        var random = SplitMix(seed: 19)
+        let kinds: [WireNodeEvent.Kind] = [.unspecified, .continued, .streamOpened, .streamProgress, .streamFinished, .streamFailed, .UNRECOGNIZED(77), .UNRECOGNIZED(-3)]
+        for round in 0..<200 {
+            let event = WireNodeEvent.with {
+                $0.kind = kinds[Int(random.next() % UInt64(kinds.count))]
+                $0.activityID = random.next() % 2 == 0 ? "activity \(random.next())" : ""
+                $0.activityType = random.next() % 2 == 0 ? "org.example.type" : ""
+                if random.next() % 2 == 0 { $0.peer = .with { $0.nodeID = "peer"; $0.name = "a peer \(round)" } }
+                $0.streamID = random.next() >> (random.next() % 64)
+                $0.bytesSent = random.next() >> (random.next() % 64)
+                $0.bytesReceived = random.next() >> (random.next() % 64)
+                $0.expectedLength = random.next() >> (random.next() % 64)
+                $0.detail = random.next() % 3 == 0 ? "why, at length: \(String(repeating: "x", count: Int(random.next() % 300)))" : ""
+            }
+            let envelope = Fixtures.envelope(.nodeEvent(event), correlationID: random.next() % 3)
+            #expect(envelope.encoded() == (try envelope.serializedBytes() as [UInt8]), "round \(round)")
+        }
+    }
+
+    /// Every kind of damage, unknown fields, and envelopes run together (protobuf merges them):
+    /// the fast decoder answers as SwiftProtobuf does or leaves the bytes to it.
+    @Test("damaged, extended and concatenated envelopes: the fast decoder agrees or declines")
+    func damagedEnvelopes() throws {
+        var random = SplitMix(seed: 0xDA3A_6ED)
+        var checked = 0, taken = 0
+        for _ in 0..<250 {
+            let bytes: [UInt8] = try Self.randomEnvelope(&random).serializedBytes()
+            let second: [UInt8] = try Self.randomEnvelope(&random).serializedBytes()
+            #expect(Self.fast(bytes + second) == nil || Self.expectAgreement(bytes + second))
+            // A message field given again merges into the first (a scalar's last value wins).
+            for again: WireEnvelope in [.with { $0.sender = .with { $0.nodeID = "again" } }, .with { $0.sentAt = .with { $0.nanos = 5 } },
+                                        .with { $0.sequence = 3 }, .with { $0.traceID = "again" }] {
+                let merged = bytes + (try again.serializedBytes() as [UInt8])
+                #expect(Self.swiftProtobuf(merged) != nil)
+                #expect(Self.expectAgreement(merged))
+            }
+            #expect(Self.fast(bytes + BusSummaryTests.unknownField(&random)) == nil, "an unknown field is SwiftProtobuf's to keep")
+            for _ in 0..<40 {
+                let damaged = SplitMix.damage(bytes, &random)
+                checked += 1
+                if Self.fast(damaged) != nil { taken += 1 }
+                guard Self.expectAgreement(damaged) else { return }
+            }
+        }
+        // Damage must leave the fast decoder some bytes to answer and some to decline, or this proves little.
+        #expect(taken > checked / 10 && taken < checked * 9 / 10, "\(taken) of \(checked) read by hand")
+    }
+
+    @Test("unknown fields kept by a decode are written back as SwiftProtobuf writes them")
+    func unknownFieldsSurviveEncoding() throws {
+        var random = SplitMix(seed: 5)
+        let bytes: [UInt8] = try Self.randomEnvelope(&random).serializedBytes() + [0x38, 0x96, 0x01]  // field 7
+        let envelope = try WireEnvelope.decode(bytes)
+        #expect(!envelope.unknownFields.data.isEmpty)
+        #expect(envelope.encoded() == (try envelope.serializedBytes() as [UInt8]))
+    }
+
+    static func randomEnvelope(_ random: inout SplitMix) -> WireEnvelope {
+        func string() -> String { random.string(maxLength: random.next() % 8 == 0 ? 199 : 23) }
+        func timestamp() -> WireTimestamp {
+            WireTimestamp(Date(timeIntervalSince1970: Double(Int64(bitPattern: random.next()) % 8_000_000_000) / 1.5))
+        }
+        func node() -> WireNodeRef { random.node(maxLength: 23) }
+        func value(depth: Int) -> WireValue {
+            WireValue.with { made in
+                switch random.next() % (depth < 3 ? 9 : 7) {
+                case 0: made.stringValue = string()
+                case 1: made.intValue = Int64(bitPattern: random.next()) >> (random.next() % 64)
+                case 2: made.doubleValue = Double(Int64(bitPattern: random.next()) >> (random.next() % 64)) / 3
+                case 3: made.boolValue = random.next() % 2 == 0
+                case 4: made.bytesValue = Data((0..<random.next() % 150).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+                case 5: made.urlValue = "https://example.org/" + string()
+                case 6: made.dateValue = timestamp()
+                case 7: made.listValue = .with { $0.values = (0..<random.next() % 4).map { _ in value(depth: depth + 1) } }
+                default: made.mapValue = .with { $0.entries = userInfo(depth: depth + 1) }
+                }
+            }
+        }
+        func userInfo(depth: Int) -> [String: WireValue] {
+            var entries: [String: WireValue] = [:]
+            for _ in 0..<random.next() % 6 { entries[string()] = value(depth: depth) }
+            return entries
+        }
+        let body: WireEnvelope.OneOf_Body
+        switch random.next() % 3 {
+        case 0:
+            var advertisement = BusSummaryTests.randomEnvelope(&random).advertisement
+            advertisement.teamID = random.next() % 2 == 0 ? string() : ""
+            body = .advertisement(advertisement)
+        case 1:
+            body = .continueRequest(.with {
+                $0.activityID = string()
+                $0.activityType = string()
+                $0.wantStreams = random.next() % 2 == 0
+                $0.refresh = random.next() % 2 == 0
+            })
+        default:
+            body = .continueReply(.with {
+                $0.activity = WireActivity.with {
+                    $0.activityID = string()
+                    $0.activityType = string()
+                    $0.title = string()
+                    $0.userInfo = userInfo(depth: 0)
+                    $0.requiredUserInfoKeys = (0..<random.next() % 3).map { _ in string() }
+                    $0.webpageURL = random.next() % 2 == 0 ? "https://example.org/" + string() : ""
+                    $0.keywords = (0..<random.next() % 3).map { _ in string() }
+                    if random.next() % 2 == 0 { $0.expiration = timestamp() }
+                    $0.eligibleForHandoff = random.next() % 2 == 0
+                    $0.supportsContinuationStreams = random.next() % 2 == 0
+                    $0.teamID = random.next() % 2 == 0 ? string() : ""
+                    if random.next() % 4 != 0 { $0.origin = node() }
+                    $0.version = random.next() >> (random.next() % 64)
+                    if random.next() % 2 == 0 { $0.updatedAt = timestamp() }
+                    if random.next() % 3 == 0 {
+                        $0.document = .with {
+                            $0.url = "file:///" + string()
+                            $0.version = random.next() % 1000
+                            $0.sha256 = Data((0..<32).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+                            $0.size = random.next() >> 20
+                        }
+                    }
+                }
+            })
+        }
+        var envelope = WireEnvelope(body: body, sender: node(), sequence: random.next(), correlationID: random.next() >> (random.next() % 64),
+                                    sentAt: Date(timeIntervalSince1970: Double(random.next() % 4_000_000_000)))
+        if random.next() % 4 == 0 { envelope.traceID = string() }
+        if random.next() % 8 == 0 { envelope.clearSender() }
+        return envelope
+    }
+}
