@@ -33,7 +33,7 @@ final class ReadinessWatcher: LoopIdler {
 
     private enum WaiterState {
         case pending
-        case waiting(CheckedContinuation<Outcome, Never>, registration: UInt64, deadline: UInt64?, interest: Int16)
+        case waiting(UnsafeContinuation<Outcome, Never>, registration: UInt64, deadline: UInt64?, interest: Int16)
         case cancelled
     }
 
@@ -88,7 +88,7 @@ final class ReadinessWatcher: LoopIdler {
     ///
     /// Call before the socket (and so its `ZMQ_FD`) is closed.
     func unregister(_ id: UInt64) {
-        let resumed: [CheckedContinuation<Outcome, Never>] = state.withLock { state in
+        let resumed: [UnsafeContinuation<Outcome, Never>] = state.withLock { state in
             guard let registration = state.registrations.removeValue(forKey: id) else { return [] }
             var event = epoll_event()
             epoll_ctl(epollFD, EPOLL_CTL_DEL, registration.fd, &event)
@@ -129,7 +129,7 @@ final class ReadinessWatcher: LoopIdler {
         }
         return await withTaskCancellationHandler(operation: {
             isolation?.assertIsolated("the waiter registers on its caller's isolation")  // (and captures it)
-            return await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Outcome, Never>) in
+            return await withUnsafeContinuation(isolation: isolation) { (continuation: UnsafeContinuation<Outcome, Never>) in
                 let immediate: Outcome? = state.withLock { state in
                     guard case .pending = state.waiters[waiterID] else {
                         state.waiters[waiterID] = nil
@@ -159,7 +159,7 @@ final class ReadinessWatcher: LoopIdler {
                 }
             }
         }, onCancel: {
-            let continuation: CheckedContinuation<Outcome, Never>? = state.withLock { state in
+            let continuation: UnsafeContinuation<Outcome, Never>? = state.withLock { state in
                 switch state.waiters[waiterID] {
                 case .pending:
                     state.waiters[waiterID] = .cancelled
@@ -185,9 +185,9 @@ final class ReadinessWatcher: LoopIdler {
     /// whenever another task of the owner was suspended on the socket: its own failed receive woke
     /// the other task, bumped the generation it had just read, and sent it round again.)
     func wake(_ id: UInt64, satisfying events: Int16) {
-        let resumed: [CheckedContinuation<Outcome, Never>] = state.withLock { state in
+        let resumed: [UnsafeContinuation<Outcome, Never>] = state.withLock { state in
             guard var registration = state.registrations[id] else { return [] }
-            var taken: [CheckedContinuation<Outcome, Never>] = []
+            var taken: [UnsafeContinuation<Outcome, Never>] = []
             registration.waiters.removeAll { waiterID in
                 guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID], interest & events != 0,
                       let continuation = Self.take(waiter: waiterID, from: &state) else { return false }
@@ -201,7 +201,7 @@ final class ReadinessWatcher: LoopIdler {
     }
 
     /// Removes a waiting waiter and returns its continuation for resumption outside the lock.
-    private static func take(waiter id: UInt64, from state: inout State) -> CheckedContinuation<Outcome, Never>? {
+    private static func take(waiter id: UInt64, from state: inout State) -> UnsafeContinuation<Outcome, Never>? {
         guard case .waiting(let continuation, _, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
         return continuation
     }
@@ -221,16 +221,16 @@ final class ReadinessWatcher: LoopIdler {
         let capacity = 64
         return withUnsafeTemporaryAllocation(of: epoll_event.self, capacity: capacity) { buffer in
             let events = buffer.baseAddress!
-            let timeout = state.withLock { state -> Int32 in
+            let (timeout, nearest) = state.withLock { state -> (Int32, UInt64?) in
                 var nearest: UInt64?
                 for case .waiting(_, _, let deadline?, _) in state.waiters.values {
                     nearest = min(nearest ?? deadline, deadline)
                 }
-                guard let nearest else { return -1 }
+                guard let nearest else { return (-1, nil) }
                 let now = monotonicNanoseconds()
-                if nearest <= now { return 0 }
+                if nearest <= now { return (0, nearest) }
                 // Round up so that the deadline has passed when epoll_wait returns.
-                return Int32(clamping: (nearest - now + 999_999) / 1_000_000)
+                return (Int32(clamping: (nearest - now + 999_999) / 1_000_000), nearest)
             }
             let count = epoll_wait(epollFD, events, Int32(capacity), timeout)
             afterWaking()
@@ -238,7 +238,7 @@ final class ReadinessWatcher: LoopIdler {
                 if errno == EINTR { return }
                 fatalError("epoll_wait failed: errno \(errno)")
             }
-            var resumed: [(CheckedContinuation<Outcome, Never>, Outcome)] = []
+            var resumed: [(UnsafeContinuation<Outcome, Never>, Outcome)] = []
             state.withLock { state in
                 for index in 0..<Int(count) {
                     let tag = events[index].data.u64
@@ -258,7 +258,11 @@ final class ReadinessWatcher: LoopIdler {
                         }
                     }
                 }
+                // Deadlines only when the nearest one seen before waiting has passed (a waiter that
+                // registers a nearer one meanwhile wakes the loop, which looks again at once).
+                guard let nearest else { return }
                 let now = monotonicNanoseconds()
+                guard nearest <= now else { return }
                 var expired: [UInt64] = []
                 for (waiterID, waiter) in state.waiters {
                     if case .waiting(_, let registration, let deadline?, _) = waiter, deadline <= now {
