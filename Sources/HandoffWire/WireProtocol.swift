@@ -117,10 +117,17 @@ extension WireEnvelope {
     public static func decode(
         _ bytes: some SwiftProtobufContiguousBytes
     ) throws(WireDecodingError) -> WireEnvelope {
+        let result = bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try decode(raw) } }
+        return try result.get()
+    }
+
+    /// Decodes and validates an envelope from bytes in place (a received frame's), as
+    /// ``decode(_:)`` does.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireEnvelope {
         let envelope: WireEnvelope
         do {
             // The hot bodies read by hand; anything else, and every error, from SwiftProtobuf.
-            envelope = try bytes.withUnsafeBytes(FastEnvelopeDecoder.decode) ?? WireEnvelope(serializedBytes: bytes)
+            envelope = try FastEnvelopeDecoder.decode(bytes) ?? WireEnvelope(serializedBytes: Array(bytes))
         } catch let error as BinaryDecodingError {
             throw .malformed(error)
         } catch {

@@ -103,6 +103,20 @@ extension Socket {
         }
     }
 
+    /// Receives the next whole message into `message`, replacing what it held, suspending the task
+    /// (not the thread) until one arrives: the loop of a receiver that reads each message in place
+    /// and lets it go (``ReceivedMessage/release()``) before the next, with nothing allocated.
+    nonisolated(nonsending)
+    public func receive(into message: ReceivedMessage) async throws {
+        while true {
+            let registration = try readinessRegistration()
+            let generation = ReadinessWatcher.shared.generation(of: registration)
+            if try tryReceive(into: message) { return }
+            // As in receiveOrWait: the failed try processed every pending command.
+            _ = try await suspend(registration, after: generation, deadline: nil, interest: .readable)
+        }
+    }
+
     /// Receives one frame, or `nil` when none arrives within `timeout`.
     nonisolated(nonsending)
     public func receive(timeout: Duration) async throws -> Frame? {

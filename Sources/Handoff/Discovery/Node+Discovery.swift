@@ -112,34 +112,44 @@ extension Node {
         let subscriber = subscribers[index]
         let connectionKey = subscriberKeys[index]
         var burst = ReceiveBurst()
+        // Each message is received into the same `zmq_msg_t`s and read in place (no frame objects,
+        // no copy of the envelope), then let go of before the next, so that libzmq reuses its
+        // receive buffer.
+        let message = ReceivedMessage(capacity: 2)
         while !Task.isCancelled {
             await burst.next()
-            let received: [Frame]?
             do {
-                received = try await subscriber.receiveMultipart(maxFrames: 2)
+                try await subscriber.receive(into: message)
             } catch {
                 return  // cancelled, or the socket closed
             }
-            if let frames = received { observability.metrics.received(on: .bus, bytes: frames.reduce(0) { $0 + $1.count }) }
-            guard let frames = received, frames.count == 2 else {
-                noteMalformed(bus: true, "a bus message of \(received.map { "\($0.count)" } ?? "more than 2") frames (expected topic and envelope)")
-                continue
+            handleBus(message, connectionKey: connectionKey)
+            message.release()
+        }
+    }
+
+    /// One message from a bus subscriber: topic and envelope.
+    private func handleBus(_ message: ReceivedMessage, connectionKey: Data?) {
+        guard !message.isOverlong, message.count == 2 else {
+            noteMalformed(bus: true, "a bus message of \(message.isOverlong ? "more than 2" : "\(message.count)") frames (expected topic and envelope)")
+            return
+        }
+        observability.metrics.received(on: .bus, bytes: message.size(ofFrame: 0) + message.size(ofFrame: 1))
+        // Our own advertisements and withdrawals, come back through the broker: dropped before any
+        // decoding (the follower would drop them after it).
+        if !own.configuration.includeOwnActivities, message.withUnsafeBytes(ofFrame: 1, { WireOwnEcho.matches($0, nodeID: idUTF8) }) {
+            return
+        }
+        do {
+            let envelope = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
+            let topic = message.withUnsafeBytes(ofFrame: 0) { [UInt8]($0) }
+            if envelope.traceID.isEmpty {
+                perform(follower.received(envelope, topic: topic, connectionKey: connectionKey, now: .now, date: Date()))
+            } else {
+                receiveTraced(envelope, topic: topic, connectionKey: connectionKey, received: Date())
             }
-            // Our own advertisements and withdrawals, come back through the broker: dropped
-            // before any decoding (handleBus would drop them after it).
-            if !own.configuration.includeOwnActivities, frames[1].withUnsafeBytes({ WireOwnEcho.matches($0, nodeID: idUTF8) }) {
-                continue
-            }
-            do {
-                let envelope = try WireEnvelope.decode(frames[1].data)
-                if envelope.traceID.isEmpty {
-                    perform(follower.received(envelope, topic: frames[0].bytes, connectionKey: connectionKey, now: .now, date: Date()))
-                } else {
-                    receiveTraced(envelope, topic: frames[0].bytes, connectionKey: connectionKey, received: Date())
-                }
-            } catch {
-                noteMalformed(bus: true, "a bus message that is not an envelope: \(error)")
-            }
+        } catch {
+            noteMalformed(bus: true, "a bus message that is not an envelope: \(error)")
         }
     }
 
