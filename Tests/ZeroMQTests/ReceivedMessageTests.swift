@@ -33,6 +33,29 @@ struct ReceivedMessageTests {
         #expect(try !receiver.tryReceive(into: message))
     }
 
+    @Test("an awaited receive suspends until a whole message arrives, each into the same storage in turn")
+    func awaitedReceive() async throws {
+        let context = try Context()
+        let receiver = try context.socket(.pair)
+        try receiver.bind("inproc://received-awaited")
+        let message = ReceivedMessage(capacity: 2)
+        // The sender, a socket of its own task, sends once the receiver waits.
+        let sending = Task {
+            let sender = try context.socket(.pair)
+            try sender.connect("inproc://received-awaited")
+            try await Task.sleep(for: .milliseconds(50))
+            for index in 0..<100 { try await sender.send(multipart: [Array("topic".utf8), Array("message \(index)".utf8)]) }
+            try await Task.sleep(for: .milliseconds(50))  // (closing it at once could drop what is queued)
+        }
+        for index in 0..<100 {
+            try await receiver.receive(into: message)
+            #expect(Self.strings(message) == ["topic", "message \(index)"])
+            message.release()
+        }
+        try await sending.value
+        #expect(try !receiver.tryReceive(into: message))
+    }
+
     @Test("a message longer than its capacity is read whole and marked overlong; the next is read as usual")
     func overlong() throws {
         let (sender, receiver, _) = try Self.pair("overlong")
