@@ -18,7 +18,8 @@ enum FastEnvelopeDecoder {
         try? envelope(ProtobufReader(bytes))
     }
 
-    /// A field this decoder reads, or any failure: SwiftProtobuf decides.
+    // Below, every throw (the reader's errors and NotOnFastPath alike) means the same: `decode`
+    // answers nil and SwiftProtobuf decides.
     private typealias Reader = ProtobufReader
 
     private static func envelope(_ reader: Reader) throws -> WireEnvelope {

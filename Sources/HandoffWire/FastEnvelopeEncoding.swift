@@ -24,151 +24,178 @@ struct NotOnFastPath: Error {}
 enum FastEnvelopeEncoder {
     static func encode(_ envelope: WireEnvelope) throws(NotOnFastPath) -> [UInt8] {
         guard envelope.unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        // Whether the body is one of the hot ones, before anything is written.
         switch envelope.body {
-        case .advertisement?, .continueRequest?, .continueReply?, .nodeEvent?, nil: break
-        default: throw NotOnFastPath()  // before anything is written
+        case .advertisement?, .continueRequest?, .nodeEvent?, nil: break
+        case .continueReply(let reply)?:
+            guard reply.unknownFields.data.isEmpty, case .activity? = reply.result else { throw NotOnFastPath() }
+        default: throw NotOnFastPath()
         }
         var writer = ProtobufWriter(capacity: 384)
         writer.uint(1, UInt64(envelope.protocolVersion))
         writer.uint(2, envelope.correlationID)
-        if envelope.hasSender { try writer.messageField(3) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(envelope.sender, to: &writer) } }
-        if envelope.hasSentAt { try writer.messageField(4) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(envelope.sentAt, to: &writer) } }
+        if envelope.hasSender { try writer.message(3, envelope.sender) }
+        if envelope.hasSentAt { try writer.message(4, envelope.sentAt) }
         writer.uint(5, envelope.sequence)
         writer.string(6, envelope.traceID)
         switch envelope.body {
-        case .advertisement(let advertisement):
-            try writer.messageField(10) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(advertisement, to: &writer) }
-        case .continueRequest(let request):
-            try writer.messageField(14) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(request, to: &writer) }
-        case .continueReply(let reply):
-            guard reply.unknownFields.data.isEmpty, case .activity(let activity)? = reply.result else { throw NotOnFastPath() }
-            try writer.messageField(15) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in
-                try writer.messageField(1) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(activity, to: &writer) }
-            }
-        case .nodeEvent(let event):
-            try writer.messageField(19) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(event, to: &writer) }
-        case nil:
-            break
-        default:
-            throw NotOnFastPath()
+        case .advertisement(let advertisement)?: try writer.message(10, advertisement)
+        case .continueRequest(let request)?: try writer.message(14, request)
+        case .continueReply(let reply)?:
+            guard case .activity(let activity)? = reply.result else { break }  // checked above
+            try writer.messageField(15) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try writer.message(1, activity) }
+        case .nodeEvent(let event)?: try writer.message(19, event)
+        default: break
         }
         return writer.bytes
     }
+}
 
-    private static func write(_ node: WireNodeRef, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard node.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.string(1, node.nodeID)
-        writer.string(2, node.name)
-        writer.string(3, node.host)
-        writer.bytes(4, node.publicKey)
-    }
+/// A message the fast encoder writes whole: its fields, in field-number order.
+protocol FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath)
+}
 
-    private static func write(_ time: WireTimestamp, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard time.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.uint(1, UInt64(bitPattern: time.seconds))
-        writer.uint(2, UInt64(bitPattern: Int64(time.nanos)))  // an int32 is sign-extended
-    }
-
-    private static func write(_ advertisement: WireAdvertisement, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard advertisement.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.string(1, advertisement.activityID)
-        writer.string(2, advertisement.activityType)
-        writer.string(3, advertisement.title)
-        if advertisement.hasOrigin { try writer.messageField(4) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(advertisement.origin, to: &writer) } }
-        writer.string(5, advertisement.continueEndpoint)
-        writer.uint(6, advertisement.version)
-        if advertisement.hasExpiresAt { try writer.messageField(7) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(advertisement.expiresAt, to: &writer) } }
-        writer.uint(8, UInt64(advertisement.leaseMs))
-        writer.bool(9, advertisement.supportsContinuationStreams)
-        writer.string(10, advertisement.teamID)
-        writer.string(11, advertisement.webpageURL)
-        writer.strings(12, advertisement.keywords)
-        if advertisement.hasUpdatedAt { try writer.messageField(13) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(advertisement.updatedAt, to: &writer) } }
-    }
-
-    private static func write(_ request: WireContinueRequest, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard request.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.string(1, request.activityID)
-        writer.string(2, request.activityType)
-        writer.bool(3, request.wantStreams)
-        writer.bool(4, request.refresh)
-    }
-
-    /// A node's event, told on the bus for each continue and stream (a monitor's view).
-    private static func write(_ event: WireNodeEvent, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard event.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.uint(1, UInt64(bitPattern: Int64(event.kind.rawValue)))  // an enum is an int32
-        writer.string(2, event.activityID)
-        writer.string(3, event.activityType)
-        if event.hasPeer { try writer.messageField(4) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(event.peer, to: &writer) } }
-        writer.uint(5, event.streamID)
-        writer.uint(6, event.bytesSent)
-        writer.uint(7, event.bytesReceived)
-        writer.uint(8, event.expectedLength)
-        writer.string(9, event.detail)
-    }
-
-    private static func write(_ activity: WireActivity, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard activity.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.string(1, activity.activityID)
-        writer.string(2, activity.activityType)
-        writer.string(3, activity.title)
-        try write(map: activity.userInfo, number: 4, to: &writer)
-        writer.strings(5, activity.requiredUserInfoKeys)
-        writer.string(6, activity.webpageURL)
-        writer.strings(7, activity.keywords)
-        if activity.hasExpiration { try writer.messageField(8) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(activity.expiration, to: &writer) } }
-        writer.bool(9, activity.eligibleForHandoff)
-        writer.bool(10, activity.supportsContinuationStreams)
-        writer.string(11, activity.teamID)
-        if activity.hasOrigin { try writer.messageField(16) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(activity.origin, to: &writer) } }
-        writer.uint(17, activity.version)
-        if activity.hasUpdatedAt { try writer.messageField(18) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(activity.updatedAt, to: &writer) } }
-        if activity.hasDocument {
-            let document = activity.document
-            guard document.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-            writer.messageField(19) { writer in
-                writer.string(1, document.url)
-                writer.uint(2, document.version)
-                writer.bytes(3, document.sha256)
-                writer.uint(4, document.size)
-            }
-        }
+extension ProtobufWriter {
+    /// A nested message field holding `value`.
+    mutating func message(_ number: Int, _ value: some FastEncodable) throws(NotOnFastPath) {
+        try messageField(number) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try value.write(to: &writer) }
     }
 
     /// A `map<string, Value>`: an entry message per pair, its key and value both written.
-    private static func write(map: [String: WireValue], number: Int, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+    mutating func map(_ number: Int, _ map: [String: WireValue]) throws(NotOnFastPath) {
         for (key, value) in map {
-            try writer.messageField(number) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in
+            try messageField(number) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in
                 writer.stringField(1, key)
-                try writer.messageField(2) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(value, to: &writer) }
+                try writer.message(2, value)
             }
         }
     }
+}
 
-    private static func write(_ value: WireValue, to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard value.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        switch value.kind {
+extension WireNodeRef: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.string(1, nodeID)
+        writer.string(2, name)
+        writer.string(3, host)
+        writer.bytes(4, publicKey)
+    }
+}
+
+extension WireTimestamp: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.uint(1, UInt64(bitPattern: seconds))
+        writer.uint(2, UInt64(bitPattern: Int64(nanos)))  // an int32 is sign-extended
+    }
+}
+
+extension WireAdvertisement: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.string(1, activityID)
+        writer.string(2, activityType)
+        writer.string(3, title)
+        if hasOrigin { try writer.message(4, origin) }
+        writer.string(5, continueEndpoint)
+        writer.uint(6, version)
+        if hasExpiresAt { try writer.message(7, expiresAt) }
+        writer.uint(8, UInt64(leaseMs))
+        writer.bool(9, supportsContinuationStreams)
+        writer.string(10, teamID)
+        writer.string(11, webpageURL)
+        writer.strings(12, keywords)
+        if hasUpdatedAt { try writer.message(13, updatedAt) }
+    }
+}
+
+extension WireContinueRequest: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.string(1, activityID)
+        writer.string(2, activityType)
+        writer.bool(3, wantStreams)
+        writer.bool(4, refresh)
+    }
+}
+
+/// A node's event, told on the bus for each continue and stream (a monitor's view).
+extension WireNodeEvent: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.uint(1, UInt64(bitPattern: Int64(kind.rawValue)))  // an enum is an int32
+        writer.string(2, activityID)
+        writer.string(3, activityType)
+        if hasPeer { try writer.message(4, peer) }
+        writer.uint(5, streamID)
+        writer.uint(6, bytesSent)
+        writer.uint(7, bytesReceived)
+        writer.uint(8, expectedLength)
+        writer.string(9, detail)
+    }
+}
+
+extension WireActivity: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.string(1, activityID)
+        writer.string(2, activityType)
+        writer.string(3, title)
+        try writer.map(4, userInfo)
+        writer.strings(5, requiredUserInfoKeys)
+        writer.string(6, webpageURL)
+        writer.strings(7, keywords)
+        if hasExpiration { try writer.message(8, expiration) }
+        writer.bool(9, eligibleForHandoff)
+        writer.bool(10, supportsContinuationStreams)
+        writer.string(11, teamID)
+        if hasOrigin { try writer.message(16, origin) }
+        writer.uint(17, version)
+        if hasUpdatedAt { try writer.message(18, updatedAt) }
+        if hasDocument { try writer.message(19, document) }
+    }
+}
+
+extension WireDocumentRef: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.string(1, url)
+        writer.uint(2, version)
+        writer.bytes(3, sha256)
+        writer.uint(4, size)
+    }
+}
+
+extension WireValue: FastEncodable {
+    /// Its one member of the oneof, written even when it holds a default.
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        switch kind {
         case .stringValue(let string): writer.stringField(1, string)
         case .intValue(let int): writer.varintField(2, UInt64(bitPattern: (int << 1) ^ (int >> 63)))  // zigzag
         case .doubleValue(let double): writer.doubleField(3, double)
         case .boolValue(let bool): writer.varintField(4, bool ? 1 : 0)
         case .bytesValue(let bytes): writer.bytesField(5, bytes)
         case .urlValue(let url): writer.stringField(6, url)
-        case .dateValue(let date):
-            try writer.messageField(7) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(date, to: &writer) }
-        case .listValue(let list):
-            guard list.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-            try writer.messageField(8) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in
-                for element in list.values {
-                    try writer.messageField(1) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(element, to: &writer) }
-                }
-            }
-        case .mapValue(let map):
-            guard map.unknownFields.data.isEmpty else { throw NotOnFastPath() }
-            try writer.messageField(9) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try write(map: map.entries, number: 1, to: &writer) }
-        case nil:
-            break
+        case .dateValue(let date): try writer.message(7, date)
+        case .listValue(let list): try writer.message(8, list)
+        case .mapValue(let map): try writer.message(9, map)
+        case nil: break
         }
+    }
+}
+
+extension WireValueList: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        for value in values { try writer.message(1, value) }
+    }
+}
+
+extension WireValueMap: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        try writer.map(1, entries)
     }
 }

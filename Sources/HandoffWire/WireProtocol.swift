@@ -117,17 +117,24 @@ extension WireEnvelope {
     public static func decode(
         _ bytes: some SwiftProtobufContiguousBytes
     ) throws(WireDecodingError) -> WireEnvelope {
-        let result = bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try decode(raw) } }
-        return try result.get()
+        // The hot bodies read by hand; anything else, and every error, from SwiftProtobuf, which
+        // reads the caller's own bytes (a stream frame's envelope is not copied first).
+        let fast = bytes.withUnsafeBytes(FastEnvelopeDecoder.decode)
+        return try validated { try fast ?? WireEnvelope(serializedBytes: bytes) }
     }
 
     /// Decodes and validates an envelope from bytes in place (a received frame's), as
     /// ``decode(_:)`` does.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireEnvelope {
+        try validated { try FastEnvelopeDecoder.decode(bytes) ?? WireEnvelope(serializedBytes: Array(bytes)) }
+    }
+
+    /// The envelope `decode` gives, its decoding errors and the envelope's own checks as
+    /// ``WireDecodingError``s.
+    private static func validated(_ decode: () throws -> WireEnvelope) throws(WireDecodingError) -> WireEnvelope {
         let envelope: WireEnvelope
         do {
-            // The hot bodies read by hand; anything else, and every error, from SwiftProtobuf.
-            envelope = try FastEnvelopeDecoder.decode(bytes) ?? WireEnvelope(serializedBytes: Array(bytes))
+            envelope = try decode()
         } catch let error as BinaryDecodingError {
             throw .malformed(error)
         } catch {

@@ -66,7 +66,7 @@ extension Socket {
     /// One wait for `events`: at once when `ZMQ_EVENTS` shows one, else after the next signal,
     /// without reading `ZMQ_EVENTS` again: ``waitUntilReady(for:timeout:)`` reads it on its next
     /// round, so no edge is ever slept through. (Receives do not come here: see
-    /// ``receiveOrWait(deadline:)``.)
+    /// ``receiveOrWait(deadline:_:)``.)
     nonisolated(nonsending)
     private func waitOnce(for events: PollEvents, deadline limit: UInt64?) async throws -> WaitOutcome {
         let watcher = ReadinessWatcher.shared
@@ -99,7 +99,7 @@ extension Socket {
     nonisolated(nonsending)
     public func receive() async throws -> Frame {
         while true {
-            if let message = try await receiveOrWait(deadline: nil) { return message }
+            if let message = try await receiveOrWait(deadline: nil, tryReceive) { return message }
         }
     }
 
@@ -108,12 +108,9 @@ extension Socket {
     /// and lets it go (``ReceivedMessage/release()``) before the next, with nothing allocated.
     nonisolated(nonsending)
     public func receive(into message: ReceivedMessage) async throws {
+        func attempt() throws(ZMQError) -> Void? { try tryReceive(into: message) ? () : nil }
         while true {
-            let registration = try readinessRegistration()
-            let generation = ReadinessWatcher.shared.generation(of: registration)
-            if try tryReceive(into: message) { return }
-            // As in receiveOrWait: the failed try processed every pending command.
-            _ = try await suspend(registration, after: generation, deadline: nil, interest: .readable)
+            if try await receiveOrWait(deadline: nil, attempt) != nil { return }
         }
     }
 
@@ -122,7 +119,7 @@ extension Socket {
     public func receive(timeout: Duration) async throws -> Frame? {
         let limit = deadline(after: timeout)
         while true {
-            if let message = try await receiveOrWait(deadline: limit) { return message }
+            if let message = try await receiveOrWait(deadline: limit, tryReceive) { return message }
             if limit <= monotonicNanoseconds() { return nil }
         }
     }
@@ -135,10 +132,12 @@ extension Socket {
     /// `poll` and a `getpid`) of its own. A command that arrives after the try signals `ZMQ_FD`,
     /// which bumps the generation, so none is slept through.
     nonisolated(nonsending)
-    private func receiveOrWait(deadline limit: UInt64?) async throws -> Frame? {
+    private func receiveOrWait<Received>(
+        deadline limit: UInt64?, _ attempt: () throws(ZMQError) -> Received?
+    ) async throws -> Received? {
         let registration = try readinessRegistration()
         let generation = ReadinessWatcher.shared.generation(of: registration)
-        if let message = try tryReceive() { return message }
+        if let received = try attempt() { return received }
         _ = try await suspend(registration, after: generation, deadline: limit, interest: .readable)
         return nil
     }

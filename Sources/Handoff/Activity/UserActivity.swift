@@ -95,7 +95,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
                 guard labelLength > 0 else { throw fail("it has an empty label") }
                 labels += 1
                 labelLength = 0
-            case let byte:
+            default:
                 labelLength += 1
                 allowed = allowed && isLabelByte(byte)
             }

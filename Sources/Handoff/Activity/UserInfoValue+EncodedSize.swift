@@ -8,18 +8,15 @@ import HandoffWire
 /// checks the limit before it encodes its reply, and building and encoding the map twice was a
 /// tenth of the answering node's loop (`UserInfoSizeTests` holds it to the encoder's figure).
 func encodedSize(ofUserInfo userInfo: [String: UserInfoValue]) -> Int {
-    var size = 0
-    for (key, value) in userInfo {
-        // Field 4 of Activity (one tag byte), a length, and the entry.
-        size += lengthDelimited(mapEntrySize(key: key, value: value))
-    }
-    return size
+    mapFieldSize(userInfo)  // field 4 of Activity
 }
 
-/// A map entry: its key (field 1) and value (field 2), each with its one tag byte; SwiftProtobuf
-/// writes both even when empty.
-private func mapEntrySize(key: String, value: UserInfoValue) -> Int {
-    lengthDelimited(key.utf8.count) + lengthDelimited(value.encodedSize)
+/// A `map<string, Value>` field of a one-byte tag: per pair, the tag, a length, and the entry —
+/// its key (field 1) and value (field 2), each with its one tag byte, written even when empty.
+private func mapFieldSize(_ entries: [String: UserInfoValue]) -> Int {
+    entries.reduce(0) { size, entry in
+        size + lengthDelimited(lengthDelimited(entry.key.utf8.count) + lengthDelimited(entry.value.encodedSize))
+    }
 }
 
 /// A length-delimited field of a one-byte tag: the tag, the length as a varint, the bytes.
@@ -52,8 +49,8 @@ extension UserInfoValue {
             // A ValueList: each value a field 1.
             return lengthDelimited(values.reduce(0) { $0 + lengthDelimited($1.encodedSize) })
         case .map(let entries):
-            // A ValueMap: each entry a field 1.
-            return lengthDelimited(entries.reduce(0) { $0 + lengthDelimited(mapEntrySize(key: $1.key, value: $1.value)) })
+            // A ValueMap: its entries as field 1.
+            return lengthDelimited(mapFieldSize(entries))
         }
     }
 }
