@@ -21,24 +21,44 @@ extension WireEnvelope {
 /// (unknown fields kept from a decode).
 struct NotOnFastPath: Error {}
 
+/// An envelope's fields other than its body: what a sender stamps on every message.
+struct EnvelopeHeader {
+    var protocolVersion: UInt32
+    var correlationID: UInt64
+    var sender: WireNodeRef?
+    var sentAt: WireTimestamp?
+    var sequence: UInt64
+    var traceID: String
+}
+
 enum FastEnvelopeEncoder {
     static func encode(_ envelope: WireEnvelope) throws(NotOnFastPath) -> [UInt8] {
         guard envelope.unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        let header = EnvelopeHeader(
+            protocolVersion: envelope.protocolVersion, correlationID: envelope.correlationID,
+            sender: envelope.hasSender ? envelope.sender : nil, sentAt: envelope.hasSentAt ? envelope.sentAt : nil,
+            sequence: envelope.sequence, traceID: envelope.traceID)
+        return try encode(header, body: envelope.body)
+    }
+
+    /// The envelope `header` and `body` make, written without the envelope being built: a sender's
+    /// hot path (building one allocated its storage and copied the sender's strings into it).
+    static func encode(_ header: EnvelopeHeader, body: WireEnvelope.OneOf_Body?) throws(NotOnFastPath) -> [UInt8] {
         // Whether the body is one of the hot ones, before anything is written.
-        switch envelope.body {
+        switch body {
         case .advertisement?, .continueRequest?, .nodeEvent?, nil: break
         case .continueReply(let reply)?:
             guard reply.unknownFields.data.isEmpty, case .activity? = reply.result else { throw NotOnFastPath() }
         default: throw NotOnFastPath()
         }
         var writer = ProtobufWriter(capacity: 384)
-        writer.uint(1, UInt64(envelope.protocolVersion))
-        writer.uint(2, envelope.correlationID)
-        if envelope.hasSender { try writer.message(3, envelope.sender) }
-        if envelope.hasSentAt { try writer.message(4, envelope.sentAt) }
-        writer.uint(5, envelope.sequence)
-        writer.string(6, envelope.traceID)
-        switch envelope.body {
+        writer.uint(1, UInt64(header.protocolVersion))
+        writer.uint(2, header.correlationID)
+        if let sender = header.sender { try writer.message(3, sender) }
+        if let sentAt = header.sentAt { try writer.message(4, sentAt) }
+        writer.uint(5, header.sequence)
+        writer.string(6, header.traceID)
+        switch body {
         case .advertisement(let advertisement)?: try writer.message(10, advertisement)
         case .continueRequest(let request)?: try writer.message(14, request)
         case .continueReply(let reply)?:
@@ -48,6 +68,23 @@ enum FastEnvelopeEncoder {
         default: break
         }
         return writer.bytes
+    }
+}
+
+extension WireEnvelope {
+    /// The bytes of the envelope ``init(body:sender:sequence:correlationID:sentAt:)`` makes (with
+    /// `traceID`), exactly as ``encoded()`` would write it, without building it when the body is
+    /// one of the hot ones.
+    public static func encoded(
+        body: OneOf_Body, sender: WireNodeRef, sequence: UInt64, correlationID: UInt64 = 0, sentAt: Date = Date(), traceID: String? = nil
+    ) -> [UInt8] {
+        let header = EnvelopeHeader(
+            protocolVersion: WireProtocol.version, correlationID: correlationID, sender: sender,
+            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "")
+        if let bytes = try? FastEnvelopeEncoder.encode(header, body: body) { return bytes }
+        var envelope = WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID, sentAt: sentAt)
+        if let traceID { envelope.traceID = traceID }
+        return envelope.encoded()
     }
 }
 

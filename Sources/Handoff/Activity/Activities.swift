@@ -38,57 +38,6 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(name) (\(id.prefix(8)) on \(host))" }
 }
 
-/// An activity another node advertises on the bus: enough to show it and to continue it.
-///
-/// It carries no ``UserActivity/userInfo``: that comes with continuation (``ContinuedActivity``).
-public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
-    /// The activity's id.
-    public let id: String
-    /// The activity's reverse-DNS type.
-    public let activityType: String
-    /// The activity's title.
-    public let title: String
-    /// The node that advertises it.
-    public let origin: NodeInfo
-    /// Where the originator answers continue requests.
-    public let continueEndpoint: String
-    /// The activity's version when last advertised.
-    public let version: UInt64
-    /// When the activity stops being offered, if ever.
-    public let expirationDate: Date?
-    /// How long the activity stays known without a fresh advertisement.
-    public let lease: Duration
-    /// Whether continuation streams may be opened to the originator.
-    public let supportsContinuationStreams: Bool
-    /// The originator's team id, if any.
-    public let teamID: String?
-    /// Where to continue in a browser, if anywhere.
-    public let webpageURL: URL?
-    /// Search keywords.
-    public let keywords: [String]
-    /// When the originator last made it current or changed it, by the originator's clock (nil
-    /// from nodes older than this field).
-    public let updatedAt: Date?
-
-    init(wire: WireAdvertisement) {
-        id = wire.activityID
-        activityType = wire.activityType
-        title = wire.title
-        origin = NodeInfo(wire: wire.origin)
-        continueEndpoint = wire.continueEndpoint
-        version = wire.version
-        expirationDate = wire.hasExpiresAt ? wire.expiresAt.date : nil
-        lease = .milliseconds(Int64(wire.leaseMs))
-        supportsContinuationStreams = wire.supportsContinuationStreams
-        teamID = wire.teamID.isEmpty ? nil : wire.teamID
-        webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
-        keywords = wire.keywords
-        updatedAt = wire.hasUpdatedAt ? wire.updatedAt.date : nil
-    }
-
-    public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name)" }
-}
-
 /// An activity continued from another node, with its full state.
 public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
     /// The activity's id (the same on every node).

@@ -154,8 +154,10 @@ struct Follower {
         switch envelope.body {
         case .advertisement(let advertisement):
             // Our own, come back through the broker: nothing to do (and nothing to remember).
-            guard settings.includeOwnActivities || advertisement.origin.nodeID != own else { return [] }
-            if let refusal = believe(envelope, origin: advertisement.origin, subject: advertisement.activityID, date: date, now: now,
+            // (Each read of a message field of a protobuf message copies it: read once.)
+            let origin = advertisement.origin
+            guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
+            if let refusal = believe(envelope, origin: origin, subject: advertisement.activityID, date: date, now: now,
                                      allowingRepeat: fromSnapshot) { return [refusal] }
             let activity = DiscoveredActivity(wire: advertisement)
             if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
@@ -172,24 +174,26 @@ struct Follower {
                 return actions
             }
         case .withdrawal(let withdrawal):
-            guard settings.includeOwnActivities || withdrawal.origin.nodeID != own else { return [] }
-            if let refusal = believe(envelope, origin: withdrawal.origin, subject: withdrawal.activityID, date: date, now: now) { return [refusal] }
+            let origin = withdrawal.origin
+            guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
+            if let refusal = believe(envelope, origin: origin, subject: withdrawal.activityID, date: date, now: now) { return [refusal] }
             return forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         case .nodePresence(let presence):
-            var actions: [Action] = presence.node.nodeID == own ? [.ownPresenceHeard] : []
-            guard settings.includeOwnActivities || presence.node.nodeID != own else { return actions }
+            let node = presence.node
+            var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
+            guard settings.includeOwnActivities || node.nodeID != own else { return actions }
             // Replay protection as for an activity, under a name no activity id can have.
-            if let refusal = believe(envelope, origin: presence.node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
+            if let refusal = believe(envelope, origin: node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
             let silence = directory.heard(presence, lease: lease, now: now, wallClock: date)
             let listed = Set(presence.activityIds)
-            for id in known.renew(origin: presence.node.nodeID, listed: listed, partial: presence.partial, deadline: now + lease) {
+            for id in known.renew(origin: node.nodeID, listed: listed, partial: presence.partial, deadline: now + lease) {
                 actions += forget(id, reason: .lost)
             }
             // More than half a lease since the last one (a lease is three presences by default):
             // one or more went past this node, and so may what its origin changed meanwhile.
             let late = silence.map { $0 > lease / 2 } ?? false
-            return actions + resynchronize(afterPresenceOf: presence.node.nodeID, listing: listed, late: late, now: now)
+            return actions + resynchronize(afterPresenceOf: node.nodeID, listing: listed, late: late, now: now)
         default:
             return []
         }
@@ -199,8 +203,9 @@ struct Follower {
     private mutating func believe(
         _ envelope: WireEnvelope, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant, allowingRepeat: Bool = false
     ) -> Action? {
+        let sender = envelope.sender
         let claim = BusBelief.Claim(
-            senderNodeID: envelope.sender.nodeID, senderKey: envelope.sender.publicKey, originNodeID: origin.nodeID,
+            senderNodeID: sender.nodeID, senderKey: sender.publicKey, originNodeID: origin.nodeID,
             originKey: origin.publicKey, subject: subject, sequence: envelope.sequence,
             sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil

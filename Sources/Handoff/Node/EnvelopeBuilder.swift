@@ -18,9 +18,8 @@ struct EnvelopeBuilder {
     /// The encoded envelope of `body`, with the next sequence (traced as `traceID`, when a tracer
     /// asked: wire.proto, "Tracing").
     mutating func bytes(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0, traceID: String? = nil) -> [UInt8] {
-        var envelope = envelope(body, correlationID: correlationID)
-        if let traceID { envelope.traceID = traceID }
-        return envelope.encoded()
+        sequence += 1
+        return WireEnvelope.encoded(body: body, sender: sender, sequence: sequence, correlationID: correlationID, traceID: traceID)
     }
 
     /// The envelope of `body`, with the next sequence, sent at `sentAt` (the simulator's clock).

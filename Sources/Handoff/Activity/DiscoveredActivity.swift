@@ -1,0 +1,114 @@
+import Foundation
+import HandoffWire
+
+/// An activity another node advertises on the bus: enough to show it and to continue it.
+///
+/// It carries no ``UserActivity/userInfo``: that comes with continuation (``ContinuedActivity``).
+///
+/// Its fields live in one immutable object, so that a copy (into an ``ActivityEvent``, for each
+/// discover stream, for the continuation client) is one reference count, not one per string: an
+/// advertisement heard was copied a dozen times on its way, a dozen strings each time.
+public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
+    private let fields: Fields
+
+    /// The activity's id.
+    public var id: String { fields.id }
+    /// The activity's reverse-DNS type.
+    public var activityType: String { fields.activityType }
+    /// The activity's title.
+    public var title: String { fields.title }
+    /// The node that advertises it.
+    public var origin: NodeInfo { fields.origin }
+    /// Where the originator answers continue requests.
+    public var continueEndpoint: String { fields.continueEndpoint }
+    /// The activity's version when last advertised.
+    public var version: UInt64 { fields.version }
+    /// When the activity stops being offered, if ever.
+    public var expirationDate: Date? { fields.expirationDate }
+    /// How long the activity stays known without a fresh advertisement.
+    public var lease: Duration { fields.lease }
+    /// Whether continuation streams may be opened to the originator.
+    public var supportsContinuationStreams: Bool { fields.supportsContinuationStreams }
+    /// The originator's team id, if any.
+    public var teamID: String? { fields.teamID }
+    /// Where to continue in a browser, if anywhere.
+    public var webpageURL: URL? { fields.webpageURL }
+    /// Search keywords.
+    public var keywords: [String] { fields.keywords }
+    /// When the originator last made it current or changed it, by the originator's clock (nil
+    /// from nodes older than this field).
+    public var updatedAt: Date? { fields.updatedAt }
+
+    init(wire: WireAdvertisement) {
+        fields = Fields(wire: wire)
+    }
+
+    public static func == (lhs: DiscoveredActivity, rhs: DiscoveredActivity) -> Bool {
+        lhs.fields === rhs.fields || lhs.fields.isEqual(to: rhs.fields)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        fields.hash(into: &hasher)
+    }
+
+    public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name)" }
+
+    /// The fields, never changed once made (hence `Sendable` as they are).
+    private final class Fields: Sendable {
+        let id: String
+        let activityType: String
+        let title: String
+        let origin: NodeInfo
+        let continueEndpoint: String
+        let version: UInt64
+        let expirationDate: Date?
+        let lease: Duration
+        let supportsContinuationStreams: Bool
+        let teamID: String?
+        let webpageURL: URL?
+        let keywords: [String]
+        let updatedAt: Date?
+
+        init(wire: WireAdvertisement) {
+            id = wire.activityID
+            activityType = wire.activityType
+            title = wire.title
+            origin = NodeInfo(wire: wire.origin)
+            continueEndpoint = wire.continueEndpoint
+            version = wire.version
+            expirationDate = wire.hasExpiresAt ? wire.expiresAt.date : nil
+            lease = .milliseconds(Int64(wire.leaseMs))
+            supportsContinuationStreams = wire.supportsContinuationStreams
+            teamID = wire.teamID.isEmpty ? nil : wire.teamID
+            webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
+            keywords = wire.keywords
+            updatedAt = wire.hasUpdatedAt ? wire.updatedAt.date : nil
+        }
+
+        /// Every field equal: what the struct's synthesized `==` compared.
+        func isEqual(to other: Fields) -> Bool {
+            id == other.id && activityType == other.activityType && title == other.title && origin == other.origin
+                && continueEndpoint == other.continueEndpoint && version == other.version
+                && expirationDate == other.expirationDate && lease == other.lease
+                && supportsContinuationStreams == other.supportsContinuationStreams && teamID == other.teamID
+                && webpageURL == other.webpageURL && keywords == other.keywords && updatedAt == other.updatedAt
+        }
+
+        /// Every field, in the order the synthesized `hash(into:)` took them.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(id)
+            hasher.combine(activityType)
+            hasher.combine(title)
+            hasher.combine(origin)
+            hasher.combine(continueEndpoint)
+            hasher.combine(version)
+            hasher.combine(expirationDate)
+            hasher.combine(lease)
+            hasher.combine(supportsContinuationStreams)
+            hasher.combine(teamID)
+            hasher.combine(webpageURL)
+            hasher.combine(keywords)
+            hasher.combine(updatedAt)
+        }
+    }
+}
