@@ -85,6 +85,7 @@ enum FastEnvelopeDecoder {
     private static func advertisement(_ reader: Reader) throws -> WireAdvertisement {
         var reader = reader
         var advertisement = WireAdvertisement()
+        var keywords: [String] = []
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             if number != 12 { try seen.first(number) }
@@ -100,11 +101,12 @@ enum FastEnvelopeDecoder {
             case (9, .varint): advertisement.supportsContinuationStreams = try reader.varint() != 0
             case (10, .lengthDelimited): advertisement.teamID = try reader.string()
             case (11, .lengthDelimited): advertisement.webpageURL = try reader.string()
-            case (12, .lengthDelimited): advertisement.keywords.append(try reader.string())
+            case (12, .lengthDelimited): keywords.append(try reader.string())  // (set once: see activity(_:))
             case (13, .lengthDelimited): advertisement.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))
             default: throw NotOnFastPath()
             }
         }
+        if !keywords.isEmpty { advertisement.keywords = keywords }
         return advertisement
     }
 
@@ -142,6 +144,11 @@ enum FastEnvelopeDecoder {
     private static func activity(_ reader: Reader) throws -> WireActivity {
         var reader = reader
         var activity = WireActivity()
+        // The map and the lists grow here and are set once: a generated message has no in-place
+        // accessor, so `activity.userInfo[key] = value` copied the whole map at every entry.
+        var userInfo: [String: WireValue] = [:]
+        var requiredUserInfoKeys: [String] = []
+        var keywords: [String] = []
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             if number != 4, number != 5, number != 7 { try seen.first(number) }
@@ -151,10 +158,10 @@ enum FastEnvelopeDecoder {
             case (3, .lengthDelimited): activity.title = try reader.string()
             case (4, .lengthDelimited):
                 let (key, value) = try mapEntry(reader.nested(reader.lengthDelimited()))
-                activity.userInfo[key] = value
-            case (5, .lengthDelimited): activity.requiredUserInfoKeys.append(try reader.string())
+                userInfo[key] = value
+            case (5, .lengthDelimited): requiredUserInfoKeys.append(try reader.string())
             case (6, .lengthDelimited): activity.webpageURL = try reader.string()
-            case (7, .lengthDelimited): activity.keywords.append(try reader.string())
+            case (7, .lengthDelimited): keywords.append(try reader.string())
             case (8, .lengthDelimited): activity.expiration = try timestamp(reader.nested(reader.lengthDelimited()))
             case (9, .varint): activity.eligibleForHandoff = try reader.varint() != 0
             case (10, .varint): activity.supportsContinuationStreams = try reader.varint() != 0
@@ -166,6 +173,9 @@ enum FastEnvelopeDecoder {
             default: throw NotOnFastPath()
             }
         }
+        if !userInfo.isEmpty { activity.userInfo = userInfo }
+        if !requiredUserInfoKeys.isEmpty { activity.requiredUserInfoKeys = requiredUserInfoKeys }
+        if !keywords.isEmpty { activity.keywords = keywords }
         return activity
     }
 

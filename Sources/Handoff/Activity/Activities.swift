@@ -38,67 +38,6 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(name) (\(id.prefix(8)) on \(host))" }
 }
 
-/// An activity continued from another node, with its full state.
-public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
-    /// The activity's id (the same on every node).
-    public let id: String
-    /// The activity's reverse-DNS type.
-    public let activityType: String
-    /// The activity's title.
-    public let title: String
-    /// The state to pick up from.
-    public let userInfo: [String: UserInfoValue]
-    /// Keys the originator requires in ``userInfo`` (all present: checked on both sides).
-    public let requiredUserInfoKeys: Set<String>
-    /// Where to continue in a browser, if anywhere.
-    public let webpageURL: URL?
-    /// When the activity stops being offered, if ever.
-    public let expirationDate: Date?
-    /// Search keywords.
-    public let keywords: Set<String>
-    /// Whether continuation streams may be opened to the originator.
-    public let supportsContinuationStreams: Bool
-    /// The originator's team id, if any.
-    public let teamID: String?
-    /// The node the activity was continued from.
-    public let origin: NodeInfo
-    /// The activity's version when it was sent.
-    public let version: UInt64
-    /// When the originator last changed it.
-    public let updatedAt: Date
-    /// Where the originator answers continue requests (and, later, stream requests).
-    public let continueEndpoint: String
-    /// The document the activity is about, if any: open it with ``Node/openDocument(of:into:)``.
-    public let document: DocumentReference?
-    /// The activity as it arrived, for handing on as bytes (to a plugin).
-    let wire: WireActivity
-
-    init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
-        self.wire = wire
-        id = wire.activityID
-        activityType = wire.activityType
-        title = wire.title
-        userInfo = try Handoff.userInfo(fromWire: wire.userInfo)
-        requiredUserInfoKeys = Set(wire.requiredUserInfoKeys)
-        webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
-        expirationDate = wire.hasExpiration ? wire.expiration.date : nil
-        keywords = Set(wire.keywords)
-        supportsContinuationStreams = wire.supportsContinuationStreams
-        teamID = wire.teamID.isEmpty ? nil : wire.teamID
-        origin = NodeInfo(wire: wire.origin)
-        version = wire.version
-        updatedAt = wire.updatedAt.date
-        self.continueEndpoint = continueEndpoint
-        document = wire.hasDocument ? try DocumentReference(wire: wire.document, activityType: wire.activityType) : nil
-        let missing = requiredUserInfoKeys.subtracting(userInfo.keys)
-        if !missing.isEmpty {
-            throw HandoffError(.missingRequiredUserInfoKey, "the originator sent no value for required key(s) \(missing.sorted().joined(separator: ", "))", activityType: activityType)
-        }
-    }
-
-    public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name), \(userInfo.count) userInfo entries" }
-}
-
 /// What became of a continuation.
 public enum ContinuationResult: Hashable, Sendable {
     /// The handler for the activity's type restored it.

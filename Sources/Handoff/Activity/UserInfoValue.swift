@@ -120,6 +120,7 @@ extension UserInfoValue {
             self = .list(values)
         case .mapValue(let map):
             var entries: [String: UserInfoValue] = [:]
+            entries.reserveCapacity(map.entries.count)
             for (key, element) in map.entries { entries[key] = try UserInfoValue(wire: element) }
             self = .map(entries)
         case nil:
@@ -136,6 +137,7 @@ func wireUserInfo(_ userInfo: [String: UserInfoValue]) -> [String: WireValue] {
 /// Decodes a whole userInfo dictionary from the wire.
 func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [String: UserInfoValue] {
     var result: [String: UserInfoValue] = [:]
+    result.reserveCapacity(wire.count)
     for (key, value) in wire { result[key] = try UserInfoValue(wire: value) }
     return result
 }

@@ -7,7 +7,7 @@ import ZeroMQ
 
 extension Node {
     /// What waits for an originator's reply: the suspended `fetch`.
-    typealias ReplyWaiter = CheckedContinuation<Result<WireEnvelope, HandoffError>, Never>
+    typealias ReplyWaiter = UnsafeContinuation<Result<WireEnvelope, HandoffError>, Never>
 
     // MARK: Continuing side
 
@@ -133,7 +133,7 @@ extension Node {
     func fetch(_ activity: DiscoveredActivity, refresh: Bool) async throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
         let client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
-        let outcome: Result<WireEnvelope, HandoffError> = await withCheckedContinuation { waiter in
+        let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
             let (correlationID, request) = continuing.request(activity, refresh: refresh, endpoint: client.endpoint, waiter: waiter, now: .now)
             let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
             do {
@@ -256,7 +256,7 @@ extension Node {
                 continue
             }
             do {
-                let envelope = try WireEnvelope.decode(frames[0].data)
+                let envelope = try frames[0].envelope()
                 if case .streamFrame(let frame) = envelope.body {
                     handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
                 } else {

@@ -23,7 +23,7 @@ extension Node {
             }
             let identity = frames[0].bytes
             do {
-                let envelope = try WireEnvelope.decode(frames[1].data)
+                let envelope = try frames[1].envelope()
                 switch envelope.body {
                 case .continueRequest(let request):
                     // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
@@ -106,7 +106,7 @@ extension Node {
             refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
         case .success(let activity):
             var reply = WireContinueReply()
-            reply.activity = activity.wire(origin: own.info.wire, defaultTeamID: own.configuration.teamID)
+            reply.activity = activity.wire(origin: envelopes.sender, defaultTeamID: own.configuration.teamID)
             self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
             observability.metrics.answeredContinue(restored: true)
             guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }

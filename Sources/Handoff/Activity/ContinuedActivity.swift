@@ -1,0 +1,131 @@
+import Foundation
+import HandoffWire
+
+/// An activity continued from another node, with its full state.
+///
+/// Its fields live in one immutable object, as ``DiscoveredActivity``'s do: a continued activity is
+/// handed from the reply to the restore handler, the delegate and the caller's result, and each copy
+/// was a reference count for every string, set and map it holds.
+public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
+    private let fields: Fields
+
+    /// The activity's id (the same on every node).
+    public var id: String { fields.id }
+    /// The activity's reverse-DNS type.
+    public var activityType: String { fields.activityType }
+    /// The activity's title.
+    public var title: String { fields.title }
+    /// The state to pick up from.
+    public var userInfo: [String: UserInfoValue] { fields.userInfo }
+    /// Keys the originator requires in ``userInfo`` (all present: checked on both sides).
+    public var requiredUserInfoKeys: Set<String> { fields.requiredUserInfoKeys }
+    /// Where to continue in a browser, if anywhere.
+    public var webpageURL: URL? { fields.webpageURL }
+    /// When the activity stops being offered, if ever.
+    public var expirationDate: Date? { fields.expirationDate }
+    /// Search keywords.
+    public var keywords: Set<String> { fields.keywords }
+    /// Whether continuation streams may be opened to the originator.
+    public var supportsContinuationStreams: Bool { fields.supportsContinuationStreams }
+    /// The originator's team id, if any.
+    public var teamID: String? { fields.teamID }
+    /// The node the activity was continued from.
+    public var origin: NodeInfo { fields.origin }
+    /// The activity's version when it was sent.
+    public var version: UInt64 { fields.version }
+    /// When the originator last changed it.
+    public var updatedAt: Date { fields.updatedAt }
+    /// Where the originator answers continue requests (and, later, stream requests).
+    public var continueEndpoint: String { fields.continueEndpoint }
+    /// The document the activity is about, if any: open it with ``Node/openDocument(of:into:)``.
+    public var document: DocumentReference? { fields.document }
+    /// The activity as it arrived, for handing on as bytes (to a plugin).
+    var wire: WireActivity { fields.wire }
+
+    init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
+        fields = try Fields(wire: wire, continueEndpoint: continueEndpoint)
+    }
+
+    public static func == (lhs: ContinuedActivity, rhs: ContinuedActivity) -> Bool {
+        lhs.fields === rhs.fields || lhs.fields.isEqual(to: rhs.fields)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        fields.hash(into: &hasher)
+    }
+
+    public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name), \(userInfo.count) userInfo entries" }
+
+    /// The fields, never changed once made (hence `Sendable` as they are).
+    private final class Fields: Sendable {
+        let id: String
+        let activityType: String
+        let title: String
+        let userInfo: [String: UserInfoValue]
+        let requiredUserInfoKeys: Set<String>
+        let webpageURL: URL?
+        let expirationDate: Date?
+        let keywords: Set<String>
+        let supportsContinuationStreams: Bool
+        let teamID: String?
+        let origin: NodeInfo
+        let version: UInt64
+        let updatedAt: Date
+        let continueEndpoint: String
+        let document: DocumentReference?
+        let wire: WireActivity
+
+        init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
+            self.wire = wire
+            id = wire.activityID
+            activityType = wire.activityType
+            title = wire.title
+            userInfo = try Handoff.userInfo(fromWire: wire.userInfo)
+            requiredUserInfoKeys = Set(wire.requiredUserInfoKeys)
+            webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
+            expirationDate = wire.hasExpiration ? wire.expiration.date : nil
+            keywords = Set(wire.keywords)
+            supportsContinuationStreams = wire.supportsContinuationStreams
+            teamID = wire.teamID.isEmpty ? nil : wire.teamID
+            origin = NodeInfo(wire: wire.origin)
+            version = wire.version
+            updatedAt = wire.updatedAt.date
+            self.continueEndpoint = continueEndpoint
+            document = wire.hasDocument ? try DocumentReference(wire: wire.document, activityType: wire.activityType) : nil
+            let missing = requiredUserInfoKeys.subtracting(userInfo.keys)
+            if !missing.isEmpty {
+                throw HandoffError(.missingRequiredUserInfoKey, "the originator sent no value for required key(s) \(missing.sorted().joined(separator: ", "))", activityType: activityType)
+            }
+        }
+
+        /// Every field equal: what the struct's synthesized `==` compared.
+        func isEqual(to other: Fields) -> Bool {
+            id == other.id && activityType == other.activityType && title == other.title && userInfo == other.userInfo
+                && requiredUserInfoKeys == other.requiredUserInfoKeys && webpageURL == other.webpageURL
+                && expirationDate == other.expirationDate && keywords == other.keywords
+                && supportsContinuationStreams == other.supportsContinuationStreams && teamID == other.teamID
+                && origin == other.origin && version == other.version && updatedAt == other.updatedAt
+                && continueEndpoint == other.continueEndpoint && document == other.document && wire == other.wire
+        }
+
+        /// Every field, in the order the synthesized `hash(into:)` took them.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(id)
+            hasher.combine(activityType)
+            hasher.combine(title)
+            hasher.combine(userInfo)
+            hasher.combine(requiredUserInfoKeys)
+            hasher.combine(webpageURL)
+            hasher.combine(expirationDate)
+            hasher.combine(keywords)
+            hasher.combine(supportsContinuationStreams)
+            hasher.combine(teamID)
+            hasher.combine(origin)
+            hasher.combine(version)
+            hasher.combine(updatedAt)
+            hasher.combine(continueEndpoint)
+            hasher.combine(document)
+            hasher.combine(wire)
+        }
+    }
+}
