@@ -324,26 +324,9 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     }
 
     func validate(maxUserInfoSize: Int, now: Date = Date()) throws(HandoffError) {
-        let snapshot = state.withLock { $0 }
-        if let expiration = snapshot.expirationDate, expiration <= now {
-            throw HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
-        }
-        let missing = snapshot.requiredUserInfoKeys.subtracting(snapshot.userInfo.keys).sorted()
-        if !missing.isEmpty {
-            throw HandoffError(.missingRequiredUserInfoKey, "userInfo has no value for required key\(missing.count == 1 ? "" : "s") \(missing.map { "\"\($0)\"" }.joined(separator: ", "))", activityType: activityType)
-        }
-        let size = encodedSize(ofUserInfo: snapshot.userInfo)
-        if size > maxUserInfoSize {
-            throw HandoffError(.userInfoTooLarge, "userInfo encodes to \(size) bytes, over the \(maxUserInfoSize)-byte limit; send bulk data over a continuation stream instead", activityType: activityType)
-        }
-        if let url = snapshot.webpageURL, !["http", "https"].contains(url.scheme?.lowercased() ?? "") {
-            throw HandoffError(.handoffFailed, "webpageURL must be http or https, not \(url.absoluteString)", activityType: activityType)
-        }
-        let advertised = activityType.utf8.count + snapshot.title.utf8.count
-            + snapshot.keywords.reduce(0) { $0 + $1.utf8.count } + (snapshot.webpageURL?.absoluteString.utf8.count ?? 0)
-        if advertised > WireLimits.maxAdvertisedText {
-            throw HandoffError(.messageTooLarge, "the advertisement would carry \(advertised) bytes of type, title, keywords and webpage URL, over the contract's \(WireLimits.maxAdvertisedText); put large content in userInfo or a continuation stream", activityType: activityType)
-        }
+        // Checked under the lock, on the state in place: a copy of it (a reference count for each
+        // string, set and map) was most of what checking cost on every advertisement.
+        if let problem = state.withLock({ problem(in: $0, maxUserInfoSize: maxUserInfoSize, now: now) }) { throw problem }
     }
 
     /// The full activity as sent to a continuing node.

@@ -1,0 +1,28 @@
+import Foundation
+
+// What an activity must be to be advertised or sent (``UserActivity/validate(maxUserInfoSize:now:)``).
+extension UserActivity {
+    /// Why `state` cannot be sent, or `nil`.
+    func problem(in state: State, maxUserInfoSize: Int, now: Date) -> HandoffError? {
+        if let expiration = state.expirationDate, expiration <= now {
+            return HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
+        }
+        if !state.requiredUserInfoKeys.allSatisfy({ state.userInfo[$0] != nil }) {
+            let missing = state.requiredUserInfoKeys.subtracting(state.userInfo.keys).sorted()
+            return HandoffError(.missingRequiredUserInfoKey, "userInfo has no value for required key\(missing.count == 1 ? "" : "s") \(missing.map { "\"\($0)\"" }.joined(separator: ", "))", activityType: activityType)
+        }
+        let size = encodedSize(ofUserInfo: state.userInfo)
+        if size > maxUserInfoSize {
+            return HandoffError(.userInfoTooLarge, "userInfo encodes to \(size) bytes, over the \(maxUserInfoSize)-byte limit; send bulk data over a continuation stream instead", activityType: activityType)
+        }
+        if let url = state.webpageURL, !["http", "https"].contains(url.scheme?.lowercased() ?? "") {
+            return HandoffError(.handoffFailed, "webpageURL must be http or https, not \(url.absoluteString)", activityType: activityType)
+        }
+        let advertised = activityType.utf8.count + state.title.utf8.count
+            + state.keywords.reduce(0) { $0 + $1.utf8.count } + (state.webpageURL?.absoluteString.utf8.count ?? 0)
+        if advertised > WireLimits.maxAdvertisedText {
+            return HandoffError(.messageTooLarge, "the advertisement would carry \(advertised) bytes of type, title, keywords and webpage URL, over the contract's \(WireLimits.maxAdvertisedText); put large content in userInfo or a continuation stream", activityType: activityType)
+        }
+        return nil
+    }
+}
