@@ -1,0 +1,79 @@
+import Foundation
+import HandoffWire
+import Testing
+
+@testable import Handoff
+
+/// DiscoveredActivity and ContinuedActivity keep their fields in one shared object: as values they
+/// must still compare and hash by their fields, whichever object holds them.
+@Suite("Discovered and continued activities are values: equal and hashed by their fields")
+struct ActivityValueTests {
+    static func advertisement(title: String = "Draft", keywords: [String] = ["mail"]) -> WireAdvertisement {
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = "activity-1"
+        advertisement.activityType = "org.handoff.test.value"
+        advertisement.title = title
+        advertisement.origin.nodeID = "node-a"
+        advertisement.origin.name = "A"
+        advertisement.origin.host = "host-a"
+        advertisement.continueEndpoint = "tcp://host-a:5600"
+        advertisement.version = 3
+        advertisement.leaseMs = 6_000
+        advertisement.webpageURL = "https://example.org/draft"
+        advertisement.keywords = keywords
+        advertisement.updatedAt = WireTimestamp(Date(timeIntervalSince1970: 1_790_000_000))
+        return advertisement
+    }
+
+    static func wireActivity(userInfo: [String: UserInfoValue] = ["to": .string("b@example.org")]) -> WireActivity {
+        var activity = WireActivity()
+        activity.activityID = "activity-1"
+        activity.activityType = "org.handoff.test.value"
+        activity.title = "Draft"
+        activity.userInfo = wireUserInfo(userInfo)
+        activity.requiredUserInfoKeys = Array(userInfo.keys)
+        activity.keywords = ["mail", "draft"]
+        activity.origin.nodeID = "node-a"
+        activity.version = 3
+        activity.updatedAt = WireTimestamp(Date(timeIntervalSince1970: 1_790_000_000))
+        return activity
+    }
+
+    @Test("rule: two discovered activities made apart from the same advertisement are equal and hash alike; a field apart makes them differ")
+    func discoveredByFields() {
+        let first = DiscoveredActivity(wire: Self.advertisement())
+        let second = DiscoveredActivity(wire: Self.advertisement())
+        #expect(first == second)
+        #expect(first.hashValue == second.hashValue)
+        #expect(Set([first, second]).count == 1)
+        #expect(first != DiscoveredActivity(wire: Self.advertisement(title: "Other")))
+        #expect(first != DiscoveredActivity(wire: Self.advertisement(keywords: ["mail", "x"])))
+        let copy = first
+        #expect(copy == first && copy.title == "Draft" && copy.origin.host == "host-a" && copy.keywords == ["mail"])
+        #expect(first.webpageURL == URL(string: "https://example.org/draft") && first.lease == .seconds(6))
+    }
+
+    @Test("rule: two continued activities made apart from the same reply are equal and hash alike; another userInfo value makes them differ")
+    func continuedByFields() throws {
+        let first = try ContinuedActivity(wire: Self.wireActivity(), continueEndpoint: "tcp://host-a:5600")
+        let second = try ContinuedActivity(wire: Self.wireActivity(), continueEndpoint: "tcp://host-a:5600")
+        #expect(first == second)
+        #expect(first.hashValue == second.hashValue)
+        let other = try ContinuedActivity(wire: Self.wireActivity(userInfo: ["to": .string("c@example.org")]), continueEndpoint: "tcp://host-a:5600")
+        #expect(first != other)
+        #expect(first != (try ContinuedActivity(wire: Self.wireActivity(), continueEndpoint: "tcp://elsewhere:1")))
+        #expect(first.userInfo == ["to": .string("b@example.org")] && first.keywords == ["mail", "draft"] && first.requiredUserInfoKeys == ["to"])
+    }
+
+    @Test("rule: a continued activity missing a required key is refused with its typed error")
+    func continuedMissingRequiredKey() {
+        var wire = Self.wireActivity()
+        wire.requiredUserInfoKeys.append("subject")
+        #expect(throws: HandoffError.self) { try ContinuedActivity(wire: wire, continueEndpoint: "tcp://host-a:5600") }
+        do {
+            _ = try ContinuedActivity(wire: wire, continueEndpoint: "tcp://host-a:5600")
+        } catch {
+            #expect(error.code == .missingRequiredUserInfoKey)
+        }
+    }
+}
