@@ -38,10 +38,18 @@ struct ProtobufWriter {
     /// A string field, written whatever its value.
     mutating func stringField(_ number: Int, _ value: String) {
         tag(number, .lengthDelimited)
-        var value = value
-        value.withUTF8 { utf8 in
+        // A native string's bytes in place (copying it into a `var` for `withUTF8` was a retain and
+        // a release per string written); a bridged one is made contiguous in a copy.
+        let written: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
             varint(UInt64(utf8.count))
             bytes.append(contentsOf: utf8)
+        }
+        if written == nil {
+            var value = value
+            value.withUTF8 { utf8 in
+                varint(UInt64(utf8.count))
+                bytes.append(contentsOf: utf8)
+            }
         }
     }
 

@@ -76,4 +76,17 @@ struct ActivityValueTests {
             #expect(error.code == .missingRequiredUserInfoKey)
         }
     }
+
+    @Test("rule: an activity's webpage URL is http or https, in any case; another scheme is refused when it is checked")
+    func webpageSchemes() throws {
+        for (url, allowed) in [("https://example.org/a", true), ("HTTP://example.org/a", true), ("ftp://example.org/a", false), ("file:///tmp/a", false)] {
+            let activity = try UserActivity(activityType: "org.handoff.test.value")
+            activity.webpageURL = URL(string: url)
+            if allowed {
+                #expect(throws: Never.self) { try activity.validate(maxUserInfoSize: 1 << 20) }
+            } else {
+                #expect(throws: HandoffError.self, "\(url)") { try activity.validate(maxUserInfoSize: 1 << 20) }
+            }
+        }
+    }
 }

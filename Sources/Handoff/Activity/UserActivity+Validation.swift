@@ -15,7 +15,7 @@ extension UserActivity {
         if size > maxUserInfoSize {
             return HandoffError(.userInfoTooLarge, "userInfo encodes to \(size) bytes, over the \(maxUserInfoSize)-byte limit; send bulk data over a continuation stream instead", activityType: activityType)
         }
-        if let url = state.webpageURL, !["http", "https"].contains(url.scheme?.lowercased() ?? "") {
+        if let url = state.webpageURL, !Self.isWebScheme(url.scheme) {
             return HandoffError(.handoffFailed, "webpageURL must be http or https, not \(url.absoluteString)", activityType: activityType)
         }
         let advertised = activityType.utf8.count + state.title.utf8.count
@@ -24,5 +24,13 @@ extension UserActivity {
             return HandoffError(.messageTooLarge, "the advertisement would carry \(advertised) bytes of type, title, keywords and webpage URL, over the contract's \(WireLimits.maxAdvertisedText); put large content in userInfo or a continuation stream", activityType: activityType)
         }
         return nil
+    }
+
+    /// http or https, in any case (a switch: an array literal of the two was built on every check).
+    static func isWebScheme(_ scheme: String?) -> Bool {
+        switch scheme?.lowercased() {
+        case "http"?, "https"?: true
+        default: false
+        }
     }
 }
