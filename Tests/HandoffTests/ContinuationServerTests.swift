@@ -78,6 +78,24 @@ struct ContinuationServerTests {
         #expect(ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: true) == nil)
     }
 
+    @Test("rule: an activity marked as needing a save after its request was decided must be saved before it is sent; without a delegate nothing can save it")
+    func markedAfterTheDecision() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        let saver = Saver()
+        activity.delegate = saver
+        let all = current(activity)
+        guard case .answer(let answered, _, save: false) = ContinuationServer.decide(request(activity, refresh: true), current: all, node: "n", date: date) else {
+            Issue.record("not answered, or will-save asked for an activity not marked")
+            return
+        }
+        #expect(!ContinuationServer.mustSave(answered))
+        activity.userInfo = ["draft": .string("typed, not saved")]
+        activity.needsSave = true  // the app's second step, after the decision
+        #expect(ContinuationServer.mustSave(answered))
+        activity.delegate = nil
+        #expect(!ContinuationServer.mustSave(answered))
+    }
+
     @Test("an answer that fails its last check (a required key missing) gives the claim back, so another request may have it")
     func failedAnswerReleasesTheClaim() throws {
         let activity = try UserActivity(activityType: "org.test.edit")

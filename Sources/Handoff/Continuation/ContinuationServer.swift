@@ -35,7 +35,15 @@ enum ContinuationServer {
         if claims, !activity.claimContinuation() {
             return .refuse(HandoffError(.alreadyContinued, "the activity may be continued once, and it already was", activityType: activity.activityType))
         }
-        return .answer(activity, claimed: claims, save: activity.needsSave && activity.delegate != nil)
+        return .answer(activity, claimed: claims, save: mustSave(activity))
+    }
+
+    /// Whether will-save must run before `activity` is sent: it is marked as needing a save and
+    /// has a delegate to save it. Asked again once the decision is carried out: an app that changes
+    /// the activity and then marks it (two steps) may have a request decided between them, and its
+    /// unsaved state must not go out as the newest version (the continuing node would not ask again).
+    static func mustSave(_ activity: UserActivity) -> Bool {
+        activity.needsSave && activity.delegate != nil
     }
 
     /// After will-save (when it ran): the activity as it will be sent, or why not (its claim is

@@ -97,9 +97,14 @@ extension Node {
         _ activity: UserActivity, claimed: Bool, save: Bool, _ request: WireContinueRequest, to identity: [UInt8],
         correlationID: UInt64, requester: NodeInfo
     ) async {
-        if save, let delegate = activity.delegate {
+        // Will-save when decided, and when the activity was marked as needing one since (at most
+        // three rounds: an app that marks it again at every save does not hold the reply for ever).
+        var due = save
+        for _ in 0..<3 {
+            guard due || ContinuationServer.mustSave(activity), let delegate = activity.delegate else { break }
             await delegate.userActivityWillSave(activity)
             activity.didSave()
+            due = false
         }
         switch ContinuationServer.finish(activity, claimed: claimed, maxUserInfoSize: own.configuration.maxUserInfoSize, date: Date()) {
         case .failure(let error):

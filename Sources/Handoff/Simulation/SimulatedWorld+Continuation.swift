@@ -77,6 +77,11 @@ extension SimulatedWorld {
     /// The last checks and the reply; a continue-once activity ends here.
     func handOver(_ answer: PendingAnswer, at index: Int) {
         let node = nodes[index]
+        // Marked as needing a save again meanwhile: will-save once more, as Node does.
+        if ContinuationServer.mustSave(answer.activity) {
+            schedule(.saved(node: index, incarnation: node.incarnation, answer: answer), at: now + delay(.microseconds(100)...(.milliseconds(300))))
+            return
+        }
         switch ContinuationServer.finish(answer.activity, claimed: answer.claimed, maxUserInfoSize: 4_096, date: date) {
         case .failure(let error):
             reply(.error(error.wire), from: index, to: answer.requester, correlationID: answer.correlationID)
