@@ -40,16 +40,13 @@ struct ProtobufWriter {
         tag(number, .lengthDelimited)
         // A native string's bytes in place (copying it into a `var` for `withUTF8` was a retain and
         // a release per string written); a bridged one is made contiguous in a copy.
-        let written: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
+        func write(_ utf8: UnsafeBufferPointer<UInt8>) {
             varint(UInt64(utf8.count))
             bytes.append(contentsOf: utf8)
         }
-        if written == nil {
+        if value.utf8.withContiguousStorageIfAvailable(write) == nil {
             var value = value
-            value.withUTF8 { utf8 in
-                varint(UInt64(utf8.count))
-                bytes.append(contentsOf: utf8)
-            }
+            value.withUTF8(write)
         }
     }
 

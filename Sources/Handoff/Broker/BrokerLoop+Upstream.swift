@@ -109,7 +109,7 @@ extension BrokerLoop {
             return
         }
         // A SnapshotReply is far smaller than an advertisement: decode only small envelopes.
-        guard frames[1].count < 512, let envelope = try? WireEnvelope.decode(frames[1].data),
+        guard frames[1].count < 512, let envelope = try? frames[1].envelope(),
               case .snapshotReply = envelope.body else { return }
         upstreamSnapshots.end(topic)
         for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
