@@ -1,0 +1,195 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import Handoff
+import HandoffTestSupport
+
+// The broker suite's helpers (BrokerTests.swift, BrokerTests+Lifecycle.swift).
+
+extension Broker.Configuration {
+    /// Every endpoint on a free loopback port.
+    static func ephemeral(lastValueCache: Bool = true, cacheCapacity: Int = 100_000, perOrigin: Int = 1_000) -> Self {
+        .init(
+            frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*",
+            lastValueCache: lastValueCache, cacheCapacity: cacheCapacity, maxActivitiesPerOrigin: perOrigin)
+    }
+}
+
+let sequenceNumbers = Atomic<UInt64>(0)
+
+/// A flag one thread sets and another reads.
+final class Flag: Sendable {
+    private let value = Atomic(false)
+    func set() { value.store(true, ordering: .sequentiallyConsistent) }
+    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
+}
+
+/// One bus message: the topic frame and the serialized envelope.
+struct BusMessage {
+    var topic: [UInt8]
+    var envelope: [UInt8]
+
+    static let node: WireNodeRef = {
+        var node = WireNodeRef()
+        node.nodeID = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
+        node.name = "broker tests"
+        node.host = "localhost"
+        return node
+    }()
+
+    static func make(topic: String, body: WireEnvelope.OneOf_Body, sender: WireNodeRef = node) throws -> BusMessage {
+        let sequence = sequenceNumbers.add(1, ordering: .relaxed).newValue
+        let envelope = WireEnvelope(body: body, sender: sender, sequence: sequence)
+        return BusMessage(topic: Array(topic.utf8), envelope: try envelope.serializedBytes())
+    }
+
+    static func advertisement(
+        id: String, type: String, version: UInt64 = 1, leaseMs: UInt32 = 60_000, expiresAt: Date? = nil,
+        origin: WireNodeRef = node
+    ) throws -> BusMessage {
+        var advertisement = WireAdvertisement()
+        advertisement.activityID = id
+        advertisement.activityType = type
+        advertisement.title = "Activity \(id)"
+        advertisement.origin = origin
+        advertisement.continueEndpoint = "tcp://127.0.0.1:5571"
+        advertisement.version = version
+        advertisement.leaseMs = leaseMs
+        if let expiresAt { advertisement.expiresAt = WireTimestamp(expiresAt) }
+        return try make(topic: "A:" + type, body: .advertisement(advertisement), sender: origin)
+    }
+
+    static func withdrawal(id: String, type: String) throws -> BusMessage {
+        var withdrawal = WireWithdrawal()
+        withdrawal.activityID = id
+        withdrawal.activityType = type
+        withdrawal.origin = node
+        withdrawal.reason = .resigned
+        return try make(topic: "A:" + type, body: .withdrawal(withdrawal))
+    }
+
+    /// A node presence, on its own topic or (for probes) on another one.
+    static func presence(node nodeID: String, topic: String? = nil) throws -> BusMessage {
+        var presence = WireNodePresence()
+        presence.node = node
+        presence.node.nodeID = nodeID
+        presence.leaseMs = 5_000
+        return try make(topic: topic ?? "P:" + nodeID, body: .nodePresence(presence))
+    }
+}
+
+/// A subscription message as an XPUB reports it: 1, then the prefix.
+func subscription(_ prefix: String) -> [UInt8] { [1] + Array(prefix.utf8) }
+
+/// An unsubscription message: 0, then the prefix.
+func unsubscription(_ prefix: String) -> [UInt8] { [0] + Array(prefix.utf8) }
+
+/// Connects a node-style publisher to the broker's frontend.
+///
+/// It is an XPUB rather than a PUB so that it can see subscriptions arrive: with the cache on, the
+/// broker subscribes to everything, and once that subscription is here nothing published is lost.
+func connectPublisher(to broker: Broker, context: Context) async throws -> Socket {
+    let publisher = try context.socket(.xpub)
+    try publisher.set(.sendHighWaterMark, 0)
+    try publisher.connect(broker.frontendEndpoint)
+    if broker.configuration.lastValueCache {
+        let ready = try await receiveUntil(publisher, within: .seconds(5)) { $0.bytes == subscription("") }
+        try #require(ready, "the broker never subscribed its frontend")
+    }
+    return publisher
+}
+
+func publish(_ message: BusMessage, on publisher: Socket) async throws {
+    try await publisher.send(message.topic, more: true)
+    try await publisher.send(message.envelope)
+}
+
+/// What a joiner received: its snapshot's advertisements (as frames and decoded), and the reply.
+struct Snapshot {
+    let socket: Socket
+    var frames: [[[UInt8]]] = []
+    var advertisements: [WireAdvertisement] = []
+    var reply = WireSnapshotReply()
+}
+
+/// Joins as wire.proto says a joiner does: subscribes to "A:" + `typePrefix`, then to a snapshot
+/// topic, connects, and collects what arrives on the snapshot topic until its SnapshotReply.
+func takeSnapshot(of typePrefix: String, at broker: Broker, context: Context) async throws -> Snapshot {
+    let socket = try context.socket(.sub)
+    try socket.set(.receiveHighWaterMark, 0)
+    let topic = Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: typePrefix)
+    try socket.subscribe("A:" + typePrefix)
+    try socket.subscribe(topic)
+    try socket.connect(broker.backendEndpoint)
+    var snapshot = Snapshot(socket: socket)
+    while let frames = try await receiveMessage(socket, timeout: .seconds(5)) {
+        try #require(frames.count == 2)
+        guard frames[0].string == topic else { continue }  // live traffic on "A:"
+        let envelope = try WireEnvelope.decode(frames[1].bytes)
+        switch envelope.body {
+        case .advertisement(let advertisement):
+            #expect(advertisement.activityType.hasPrefix(typePrefix))
+            snapshot.frames.append(frames.map(\.bytes))
+            snapshot.advertisements.append(advertisement)
+        case .snapshotReply(let reply):
+            snapshot.reply = reply
+            #expect(Int(reply.count) == snapshot.advertisements.count)
+            try socket.unsubscribe(topic)
+            return snapshot
+        default:
+            Issue.record("unexpected \(envelope) on a snapshot topic")
+        }
+    }
+    Issue.record("no SnapshotReply within 5 s")
+    throw CancellationError()
+}
+
+/// Receives one multipart message, or `nil` when none starts within `timeout`.
+func receiveMessage(_ socket: Socket, timeout: Duration) async throws -> [Frame]? {
+    guard let first = try await socket.receive(timeout: timeout) else { return nil }
+    var frames = [first]
+    while frames.last!.hasMore { frames.append(try await socket.receive()) }
+    return frames
+}
+
+/// Receives single frames until one satisfies `match`; false when `within` passes first.
+func receiveUntil(_ socket: Socket, within timeout: Duration, _ match: (Frame) -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        guard remaining > .zero, let frame = try await socket.receive(timeout: remaining) else { return false }
+        if match(frame) { return true }
+    }
+}
+
+/// The slow joiner: a subscriber misses what is published before its subscription arrives.
+/// Publishes `probe` until `subscriber` receives it.
+func awaitDelivery(from publisher: Socket, to subscriber: Socket, probe: BusMessage) async throws {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+        try await publish(probe, on: publisher)
+        if let frames = try await receiveMessage(subscriber, timeout: .milliseconds(20)) {
+            #expect(frames.map(\.bytes) == [probe.topic, probe.envelope])
+            return
+        }
+    }
+    Issue.record("the subscription never propagated")
+    throw CancellationError()
+}
+
+/// Polls `condition` until it holds; records an issue and throws when `within` passes first.
+func waitUntil(
+    within timeout: Duration, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition not met within \(timeout)", sourceLocation: sourceLocation)
+            throw CancellationError()
+        }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}

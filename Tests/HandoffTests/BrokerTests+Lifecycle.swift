@@ -1,0 +1,107 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+import Synchronization
+import Testing
+import ZeroMQ
+@testable import Handoff
+import HandoffTestSupport
+
+/// More of the broker suite: the capture socket, starting on a used address, stopping, run().
+extension BrokerTests {
+    @Test("the capture socket sees forwarded messages and subscriptions")
+    func capture() async throws {
+        let context = try Context()
+        var configuration = Broker.Configuration.ephemeral()
+        configuration.capture = "tcp://127.0.0.1:*"
+        let broker = try Broker.start(configuration, context: context)
+        let captureEndpoint = try #require(broker.captureEndpoint)
+        #expect(captureEndpoint.hasPrefix("tcp://127.0.0.1:") && !captureEndpoint.hasSuffix(":*"))
+        let publisher = try await connectPublisher(to: broker, context: context)
+        let tap = try context.socket(.sub)
+        try tap.subscribe("")
+        try tap.connect(captureEndpoint)
+        try await awaitDelivery(from: publisher, to: tap, probe: .presence(node: "probe"))
+
+        let subscriber = try context.socket(.sub)
+        try subscriber.subscribe("A:org.handoff.")
+        try subscriber.connect(broker.backendEndpoint)
+        #expect(try await receiveUntil(tap, within: .seconds(5)) { $0.bytes == subscription("A:org.handoff.") })
+
+        let advertisement = try BusMessage.advertisement(id: "captured", type: "org.handoff.notes.edit")
+        try await publish(advertisement, on: publisher)
+        var captured: [[UInt8]]?
+        while let frames = try await receiveMessage(tap, timeout: .seconds(5)) {
+            if frames[0].bytes == advertisement.topic {
+                captured = frames.map(\.bytes)
+                break
+            }
+        }
+        #expect(captured == [advertisement.topic, advertisement.envelope])
+        await broker.stop()
+    }
+
+    @Test("start fails on an address in use with every socket closed; stop is idempotent and frees the ports")
+    func startFailureAndStop() async throws {
+        let context = try Context()
+        let occupant = try context.socket(.pub)
+        try occupant.bind("tcp://127.0.0.1:*")
+        let taken = try occupant.lastEndpoint
+
+        let loopEnded = Flag()
+        var configuration = Broker.Configuration.ephemeral()
+        configuration.backend = taken
+        configuration.capture = "tcp://127.0.0.1:*"
+        let error = #expect(throws: HandoffError.self) {
+            try Broker.start(configuration, context: context, onLoopExit: {
+                loopEnded.set()
+            })
+        }
+        #expect(error?.code == .invalidConfiguration)
+        #expect((error?.cause as? ZMQError)?.code == .addressInUse, "\(String(describing: error))")
+        #expect(error?.message.contains(taken) == true, "\(String(describing: error))")
+        #expect(loopEnded.isSet, "start threw before closing what it had opened")
+
+        let badEndpoint = #expect(throws: HandoffError.self) {
+            try Broker.start(.init(frontend: "bogus://x", backend: "tcp://127.0.0.1:*"), context: context)
+        }
+        #expect((badEndpoint?.cause as? ZMQError)?.code == .protocolNotSupported)
+        let badCapacity = #expect(throws: HandoffError.self) {
+            try Broker.start(Broker.Configuration.ephemeral(cacheCapacity: 0), context: context)
+        }
+        #expect(badCapacity?.code == .invalidConfiguration)
+        #expect(badCapacity?.message.contains("cacheCapacity") == true)
+
+        let broker = try Broker.start(.ephemeral(), context: context)
+        #expect(broker.isRunning)
+        await broker.stop()
+        await broker.stop()
+        #expect(!broker.isRunning)
+        // Closed sockets release their ports (libzmq does it on its I/O thread, so allow a moment).
+        let again = Broker.Configuration(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint)
+        var restarted: Broker?
+        let deadline = ContinuousClock.now + .seconds(5)
+        while restarted == nil && ContinuousClock.now < deadline {
+            do {
+                restarted = try Broker.start(again, context: context)
+            } catch {
+                #expect((error.cause as? ZMQError)?.code == .addressInUse, "\(error)")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(restarted?.frontendEndpoint == broker.frontendEndpoint)
+        await restarted?.stop()
+    }
+
+    @Test("run() keeps the broker up until its task is cancelled, then stops it")
+    func serviceRun() async throws {
+        let context = try Context()
+        let broker = try Broker.start(.ephemeral(), context: context)
+        let task = Task { try await broker.run() }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(broker.isRunning)
+        task.cancel()
+        try await task.value
+        #expect(!broker.isRunning)
+    }
+}

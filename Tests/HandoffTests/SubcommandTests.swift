@@ -1,0 +1,171 @@
+import Foundation
+import Handoff
+import Synchronization
+import Testing
+import ZeroMQ
+import HandoffTestSupport
+
+@Suite("handoff plugin", .exclusive)
+struct PluginCommandTests {
+    @Test("`handoff plugin NAME ...` runs any hosted plugin's command through the agent; an unknown plugin is an error")
+    func genericPluginCommand() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("plugin-command-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let control = "ipc://\(folder.path)/control.sock"
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--name", "plugin-host", "--broker", frontend, backend, "--plugins", buildFolder.path,
+                           "--data", folder.path, "--control", control, "--log-level", "error"]
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        defer { agent.terminate(); agent.waitUntilExit() }
+        // Up once its control socket answers.
+        var hosted: (status: Int32, output: String, error: String)?
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let listed = try await runHandoff(["plugins", "list", "--agent", control])
+            if listed.status == 0 { hosted = listed; break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let plugins = try #require(hosted, "the agent never answered").output
+        #expect(plugins.contains("notes") && plugins.contains("contacts"), "\(plugins)")
+
+        let made = try await runHandoff(["plugin", "notes", "new", "Shopping", "milk and bread", "--agent", control])
+        #expect(made.status == 0, "\(made.error)")
+        #expect(UUID(uuidString: made.output.trimmingCharacters(in: .whitespacesAndNewlines)) != nil, "\(made.output)")
+        let added = try await runHandoff(["plugin", "contacts", "add", "Ada", "Lovelace", "+44-20-7946-0000", "ada@example.org", "--agent", control])
+        #expect(added.status == 0, "\(added.error)")
+        let listed = try await runHandoff(["plugin", "contacts", "list", "--agent", control])
+        #expect(listed.output.contains("Ada Lovelace"), "\(listed.output)")
+        // `handoff contacts` is the same command.
+        #expect(try await runHandoff(["contacts", "--agent", control, "list"]).output == listed.output)
+
+        let unknown = try await runHandoff(["plugin", "nosuch", "list", "--agent", control])
+        #expect(unknown.status != 0)
+        #expect(unknown.error.contains("nosuch"), "\(unknown.error)")
+        let bare = try await runHandoff(["plugin", "notes", "--agent", control])
+        #expect(bare.status != 0)
+        #expect(bare.error.contains("name the plugin's command"), "\(bare.error)")
+        _ = broker
+    }
+}
+
+@Suite("handoff advertise", .exclusive)
+struct AdvertiseCommandTests {
+    @Test("`handoff advertise --seconds 30` stopped with SIGTERM exits at once and gracefully (status 0), not after the 30 s")
+    func stopsOnSignal() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let process = Process()
+        process.executableURL = buildFolder.appendingPathComponent("handoff")
+        process.arguments = ["advertise", "--type", "org.handoff.test.signal", "--seconds", "30", "--broker", frontend, backend, "--log-level", "error"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let printed = Mutex("")
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            printed.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        defer {
+            output.fileHandleForReading.readabilityHandler = nil
+            if process.isRunning { process.terminate() }
+        }
+        let ready = ContinuousClock.now + .seconds(10)
+        while !printed.withLock({ $0.contains("advertising") }), process.isRunning, ContinuousClock.now < ready {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try #require(printed.withLock { $0.contains("advertising") }, "it never started advertising")
+        let signalled = ContinuousClock.now
+        kill(process.processIdentifier, SIGTERM)
+        while process.isRunning, ContinuousClock.now - signalled < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let took = ContinuousClock.now - signalled
+        #expect(!process.isRunning)
+        #expect(took < .seconds(3), "it took \(took) to stop")
+        #expect(process.terminationStatus == 0)
+        _ = broker
+    }
+}
+
+@Suite("handoff continue with streams", .exclusive)
+struct ContinueStreamTests {
+    @Test("`handoff continue --save` receives a 64 MiB stream with a progress bar, and the file holds every byte")
+    func continueWithProgress() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let size = 64 << 20
+        let source = try ChildProcess(["stream-source", frontend, backend, String(size)])
+        let id = try #require(try await source.ready().first)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("saved-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let result = try await runHandoff(["continue", "--id", id, "--save", file.path, "--broker", frontend, backend, "--log-level", "error"])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("continued \""))
+        #expect(result.error.contains("of 64.0 MiB"), "no progress shown: \(result.error)")
+        let saved = try Data(contentsOf: file)
+        #expect(saved.count == size)
+        #expect(BulkPattern().matches(saved, at: 0))
+        _ = broker
+    }
+}
+
+/// `ss`, which can kill TCP connections (`ss -K`, root and a kernel with INET_DIAG_DESTROY).
+let socketKiller = ["/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+/// Kills every established TCP connection to or from `port` on this host, as a broken network
+/// would (both ends see the connection reset); returns whether `ss` ran.
+@discardableResult
+func killConnections(port: String) -> Bool {
+    guard let socketKiller else { return false }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: socketKiller)
+    process.arguments = ["-K", "-t", "dport = :\(port) or sport = :\(port)"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}
+
+@Suite("handoff continue across a broken connection", .exclusive)
+struct ContinueResumeTests {
+    @Test(
+        "`handoff continue --save` resumes when its TCP connection is killed mid-stream: the file holds every byte once",
+        .enabled(if: socketKiller != nil && getuid() == 0, "needs `ss -K` (iproute2) and root")
+    )
+    func resumesAfterCut() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let size = 48 << 20
+        // Paced at 16 MiB/s, so the cut lands mid-transfer.
+        let source = try ChildProcess(["stream-source", frontend, backend, String(size), String(16 << 20)])
+        let ready = try await source.ready()
+        try #require(ready.count == 2, "\(ready)")
+        let port = String(try #require(ready[1].split(separator: ":").last))
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("resumed-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+
+        async let run = runHandoff(["continue", "--id", ready[0], "--save", file.path, "--broker", frontend, backend, "--log-level", "info"])
+        var savedBeforeCut = 0
+        let deadline = ContinuousClock.now + .seconds(20)
+        while savedBeforeCut == 0, ContinuousClock.now < deadline {
+            let written = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+            if written >= 12 << 20 {
+                #expect(killConnections(port: port))
+                savedBeforeCut = written
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let result = try await run
+        #expect(savedBeforeCut > 0 && savedBeforeCut < size, "the cut must land mid-transfer (\(savedBeforeCut) bytes saved)")
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.error.contains("resumed with the originator"), "no resume reported: \(result.error)")
+        let saved = try Data(contentsOf: file)
+        #expect(saved.count == size)
+        #expect(BulkPattern().matches(saved, at: 0))
+        _ = broker
+    }
+}
