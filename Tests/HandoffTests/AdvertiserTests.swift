@@ -39,7 +39,7 @@ struct AdvertiserTests {
     func addAndChange() throws {
         var advertiser = Advertiser(settings, now: start)
         let edit = try activity()
-        let added = advertiser.add(edit)
+        let added = [advertiser.add(edit)]
         #expect(advertised(added) == [edit.id])
         #expect(added.first?.topic == Array("A:org.handoff.test.edit".utf8))
         if case .advertisement(let a) = added.first?.body {

@@ -74,10 +74,10 @@ struct Advertiser {
 
     // MARK: Events
 
-    /// Makes `activity` current (again) and advertises it.
-    mutating func add(_ activity: UserActivity) -> [Message] {
+    /// Makes `activity` current (again) and advertises it: one message, always.
+    mutating func add(_ activity: UserActivity) -> Message {
         current.add(activity)
-        return [publication(of: activity)]
+        return publication(of: activity)
     }
 
     /// Takes `activity` out; withdraws it when it was current.

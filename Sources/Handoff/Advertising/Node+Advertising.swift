@@ -90,7 +90,12 @@ extension Node {
 
     /// Publishes what the advertiser decided, in its order.
     func publish(_ messages: [Advertiser.Message]) {
-        for message in messages { sendOnBus(topic: message.topic, message.body) }
+        for message in messages { publish(message) }
+    }
+
+    /// Publishes one message the advertiser decided.
+    func publish(_ message: Advertiser.Message) {
+        sendOnBus(topic: message.topic, message.body)
     }
 
     /// Publishes what the advertiser decided, and logs why (at info) when it says.

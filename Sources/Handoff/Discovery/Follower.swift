@@ -129,7 +129,7 @@ struct Follower {
 
     /// A bus message, decoded: `topic` is its first frame; `connectionKey` the key of the direct
     /// peer it came from, when secure in direct mode (its messages must name that key as sender).
-    mutating func received(_ envelope: WireEnvelope, topic: [UInt8], connectionKey: Data?, now: ContinuousClock.Instant, date: Date) -> [Action] {
+    mutating func received(_ envelope: WireEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date) -> [Action] {
         if let connectionKey, envelope.sender.publicKey != connectionKey {
             return [.ignored(.foreign("a bus message from a direct peer that names another key as its sender"))]
         }

@@ -88,7 +88,7 @@ extension Node {
         // `receiveBus`) suspends, rather than waking another thread for every event; `receiveBus`
         // yields every `ReceiveBurst.limit` messages, so that they run under a sustained flow too.
         EventLoops.handingOff {
-            for sink in listeners.watchers.sinks(for: event.activity) { sink.yield(event) }
+            listeners.watchers.forEachSink(for: event.activity) { $0.yield(event) }
         }
     }
 
@@ -142,11 +142,14 @@ extension Node {
         }
         do {
             let envelope = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
-            let topic = message.withUnsafeBytes(ofFrame: 0) { [UInt8]($0) }
             if envelope.traceID.isEmpty {
-                perform(follower.received(envelope, topic: topic, connectionKey: connectionKey, now: .now, date: Date()))
+                // The topic read where libzmq received it (the follower only looks at its prefix).
+                let actions = message.withUnsafeBytes(ofFrame: 0) { topic in
+                    follower.received(envelope, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
+                }
+                perform(actions)
             } else {
-                receiveTraced(envelope, topic: topic, connectionKey: connectionKey, received: Date())
+                receiveTraced(envelope, topic: message.withUnsafeBytes(ofFrame: 0) { [UInt8]($0) }, connectionKey: connectionKey, received: Date())
             }
         } catch {
             noteMalformed(bus: true, "a bus message that is not an envelope: \(error)")

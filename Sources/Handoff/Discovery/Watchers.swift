@@ -47,7 +47,15 @@ struct Watchers<Sink> {
 
     /// Where an event about `activity` goes: every watcher whose filter matches it.
     func sinks(for activity: DiscoveredActivity) -> [Sink] {
-        watchers.values.compactMap { $0.filter.matches(activity) ? $0.sink : nil }
+        var sinks: [Sink] = []
+        forEachSink(for: activity) { sinks.append($0) }
+        return sinks
+    }
+
+    /// Calls `body` with each watcher's sink whose filter matches `activity`: what the node does
+    /// for every event, with no array made per event.
+    func forEachSink(for activity: DiscoveredActivity, _ body: (Sink) -> Void) {
+        for watcher in watchers.values where watcher.filter.matches(activity) { body(watcher.sink) }
     }
 
     /// Removes every watcher (the node stops) and returns where their events went, to end them.

@@ -19,7 +19,7 @@ extension SimulatedWorld {
             if let expiresIn { activity.expirationDate = date.addingTimeInterval(expiresIn.seconds) }
             truth.made(activity, origin: index, at: now, expires: expiresIn.map { now + $0 })
             log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
-            publish(from: index, nodes[index].advertiserDo { $0.add(activity) })
+            publish(from: index, [nodes[index].advertiserDo { $0.add(activity) }])
         case .update(let index, let pick):
             guard running(index), let activity = current(of: index, pick) else { return nil }
             activity.title = "\(activity.id) changed at \(now)"
