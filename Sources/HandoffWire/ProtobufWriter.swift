@@ -74,9 +74,20 @@ struct ProtobufWriter {
             bytes[lengthAt] = UInt8(length)
             return
         }
-        var prefix = ProtobufWriter(capacity: 10)
-        prefix.varint(UInt64(length))
-        bytes.replaceSubrange(lengthAt..<lengthAt + 1, with: prefix.bytes)
+        // A longer length takes more than the byte kept for it: its varint, made on the stack (no
+        // array per nested message), goes in its place and the body moves up.
+        var varint: (UInt64, UInt64) = (0, 0)
+        let count = withUnsafeMutableBytes(of: &varint) { buffer in
+            var value = UInt64(length), count = 0
+            while value >= 0x80 {
+                buffer[count] = UInt8(truncatingIfNeeded: value) | 0x80
+                value >>= 7
+                count += 1
+            }
+            buffer[count] = UInt8(value)
+            return count + 1
+        }
+        withUnsafeBytes(of: varint) { bytes.replaceSubrange(lengthAt..<lengthAt + 1, with: $0.prefix(count)) }
     }
 
     // MARK: proto3's defaults: a field holding its type's default is not written

@@ -187,6 +187,13 @@ final class ReadinessWatcher: LoopIdler {
     func wake(_ id: UInt64, satisfying events: Int16) {
         let resumed: [UnsafeContinuation<Outcome, Never>] = state.withLock { state in
             guard var registration = state.registrations[id] else { return [] }
+            // Usually no waiter wants these events (a socket always writable, read after every
+            // send): then nothing is changed, and the waiters' list is not copied to be filtered.
+            func wants(_ waiterID: UInt64) -> Bool {
+                guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID] else { return false }
+                return interest & events != 0
+            }
+            guard registration.waiters.contains(where: wants) else { return [] }
             var taken: [UnsafeContinuation<Outcome, Never>] = []
             registration.waiters.removeAll { waiterID in
                 guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID], interest & events != 0,
