@@ -160,6 +160,24 @@ enum Topic {
     static let readvertisePrefix = "R:"
     static let readvertisePrefixBytes = Array(readvertisePrefix.utf8)
 
-    static func activity(_ type: String) -> [UInt8] { Array((activityPrefix + type).utf8) }
-    static func event(_ type: String) -> [UInt8] { Array((eventPrefix + type).utf8) }
+    static func activity(_ type: String) -> [UInt8] { topic(activityPrefix, type) }
+    static func event(_ type: String) -> [UInt8] { topic(eventPrefix, type) }
+
+    /// `prefix` + `name` as bytes, written into one array (a joined string first would be a
+    /// second allocation for every advertisement).
+    private static func topic(_ prefix: String, _ name: String) -> [UInt8] {
+        let prefixCount = prefix.utf8.count, nameCount = name.utf8.count
+        return [UInt8](unsafeUninitializedCapacity: prefixCount + nameCount) { buffer, initialized in
+            // Both strings' bytes copied where they are (no iterator over the views).
+            func copy(_ string: String, to start: Int) {
+                let copied: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
+                    UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[start...])).copyMemory(from: UnsafeRawBufferPointer(bytes))
+                }
+                if copied == nil { _ = UnsafeMutableBufferPointer(rebasing: buffer[start...]).initialize(from: string.utf8) }
+            }
+            copy(prefix, to: 0)
+            copy(name, to: prefixCount)
+            initialized = prefixCount + nameCount
+        }
+    }
 }
