@@ -15,12 +15,18 @@ struct ProtobufWriter {
 
     @inline(__always)
     mutating func varint(_ value: UInt64) {
+        Self.forEachVarintByte(value) { bytes.append($0) }
+    }
+
+    /// Hands `body` the bytes of `value`'s varint, low group first: where they go is the caller's.
+    @inline(__always)
+    static func forEachVarintByte(_ value: UInt64, _ body: (UInt8) -> Void) {
         var value = value
         while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            body(UInt8(truncatingIfNeeded: value) | 0x80)
             value >>= 7
         }
-        bytes.append(UInt8(value))
+        body(UInt8(value))
     }
 
     @inline(__always)
@@ -78,14 +84,12 @@ struct ProtobufWriter {
         // array per nested message), goes in its place and the body moves up.
         var varint: (UInt64, UInt64) = (0, 0)
         let count = withUnsafeMutableBytes(of: &varint) { buffer in
-            var value = UInt64(length), count = 0
-            while value >= 0x80 {
-                buffer[count] = UInt8(truncatingIfNeeded: value) | 0x80
-                value >>= 7
+            var count = 0
+            Self.forEachVarintByte(UInt64(length)) { byte in
+                buffer[count] = byte
                 count += 1
             }
-            buffer[count] = UInt8(value)
-            return count + 1
+            return count
         }
         withUnsafeBytes(of: varint) { bytes.replaceSubrange(lengthAt..<lengthAt + 1, with: $0.prefix(count)) }
     }

@@ -196,8 +196,7 @@ final class ReadinessWatcher: LoopIdler {
             guard registration.waiters.contains(where: wants) else { return [] }
             var taken: [UnsafeContinuation<Outcome, Never>] = []
             registration.waiters.removeAll { waiterID in
-                guard case .waiting(_, _, _, let interest)? = state.waiters[waiterID], interest & events != 0,
-                      let continuation = Self.take(waiter: waiterID, from: &state) else { return false }
+                guard wants(waiterID), let continuation = Self.take(waiter: waiterID, from: &state) else { return false }
                 taken.append(continuation)
                 return true
             }
