@@ -50,12 +50,20 @@ public enum EventLoops {
         }
     }
 
-    /// One loop per CPU but one, at least one: the CPU left over is for libzmq's I/O thread, which
-    /// does every socket's TCP work and is as busy as the loops under load. On 2 CPUs, one loop:
-    /// a stream between two processes ran at 93–116 % of raw libzmq with one loop per process and
-    /// at 68–95 % with two, which woke each other and moved the tasks between CPUs
-    /// (docs/performance.md, "One loop per CPU but one").
-    public static var defaultThreads: Int { max(1, ProcessInfo.processInfo.activeProcessorCount - 1) }
+    /// One loop per CPU but one, at most two, at least one. The CPU left over is for libzmq's I/O
+    /// thread, which does every socket's TCP work and is as busy as the loops under load. On 2 CPUs,
+    /// one loop: a stream between two processes ran at 93–116 % of raw libzmq with one loop per
+    /// process and at 68–95 % with two, which woke each other and moved the tasks between CPUs. At
+    /// most two: a node's work is one actor's, one job at a time, and more loops only spread it over
+    /// more CPUs, each message waking an idle loop on a cold cache. On a 16-core server, fifteen
+    /// loops cost 75–78 µs of CPU per advertisement where one or two cost 46–65, and one at a time
+    /// their p99 was 736–1,909 µs against 242–325; two carried the most advertisements
+    /// (docs/performance.md, "At most two loops"). A process that runs many nodes, or heavy work of
+    /// its own on the loops, sets more (``configure(threads:)``, `HANDOFF_EVENT_LOOP_THREADS`).
+    public static var defaultThreads: Int { defaultThreads(processors: ProcessInfo.processInfo.activeProcessorCount) }
+
+    /// ``defaultThreads`` on a host with `processors` CPUs.
+    static func defaultThreads(processors: Int) -> Int { min(2, max(1, processors - 1)) }
 
     /// `HANDOFF_EVENT_LOOP_THREADS`: how many loops, when set to a number from 1 to 256.
     public static let requestedThreads: Int? = ProcessInfo.processInfo.environment["HANDOFF_EVENT_LOOP_THREADS"]

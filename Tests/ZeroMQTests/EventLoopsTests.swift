@@ -37,6 +37,15 @@ struct EventLoopsTests {
         #expect(onLoops == 0)
     }
 
+    @Test("by default one loop per CPU but one (libzmq's I/O thread keeps a CPU), at most two, at least one")
+    func defaultLoopCount() {
+        #expect(EventLoops.defaultThreads(processors: 1) == 1)
+        #expect(EventLoops.defaultThreads(processors: 2) == 1)
+        #expect(EventLoops.defaultThreads(processors: 3) == 2)
+        #expect(EventLoops.defaultThreads(processors: 16) == 2)
+        #expect(EventLoops.defaultThreads(processors: 192) == 2)
+    }
+
     @Test("as many loops as HANDOFF_EVENT_LOOP_THREADS asks for (scripts/test's second pass: one)")
     func loopCountFollowsTheEnvironment() async throws {
         let expected = EventLoops.requestedThreads ?? EventLoops.defaultThreads
