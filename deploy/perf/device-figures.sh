@@ -10,7 +10,7 @@
 # plus the same two binaries unstripped (symbols for perf; strip keeps the code, so the figures are
 # the stripped builds') and, where perf is installed here, perf with its libraries. There, the loop
 # count is the one thing varied: the default, one loop and fifteen, interleaved, because that server
-# showed fifteen loops costing two thirds more CPU per advertisement (docs/performance.md, "At most
+# showed fifteen loops costing 40–70 % more CPU per advertisement (docs/performance.md, "At most
 # two loops"). `--profile` writes perf reports of the advertisement benchmark to $OUT. The first
 # line says which CPU ran it: two calls can land on different hosts, so compare within a call.
 set -euo pipefail
