@@ -223,7 +223,9 @@ func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
         var leaseEnds: [(end: UInt64, id: String)] = []
         leaseEnds.reserveCapacity(messages.count)
         var counted = 0
-        // An origin's count raised and read in one lookup.
+        // The quota the measured broker keeps (its default), an origin's count raised and read in
+        // one lookup.
+        let quota = Broker.Configuration().maxActivitiesPerOrigin
         func incremented(_ count: inout Int) -> Int {
             count += 1
             return count
@@ -234,7 +236,7 @@ func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
             let summary = frames[1].withUnsafeBytes { try? WireBusSummary.read($0) }
             counted += frames[0].count + frames[1].count
             guard case .advertisement(let activityID, let origin, _, let leaseMs, _) = summary?.body else { continue }
-            guard incremented(&perOrigin[origin.id, default: 0]) <= 1_000 else { continue }
+            guard incremented(&perOrigin[origin.id, default: 0]) <= quota else { continue }
             // Kept as a copy, as the broker must: a frame as received pins libzmq's 8 KiB buffer.
             cache[activityID] = frames.joinedBytes()
             leaseEnds.append((now + UInt64(leaseMs) * 1_000_000, activityID))

@@ -17,7 +17,7 @@ struct BrokerCommand: AsyncParsableCommand {
     @Option(help: "Where a copy of all traffic is published, for monitoring.") var capture: String?
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
     @Option(help: "The most activities of one node the broker caches and forwards; its new ones beyond are dropped and counted.")
-    var maxActivitiesPerNode = 1_000
+    var maxActivitiesPerNode = Broker.Configuration().maxActivitiesPerOrigin
     @Option(parsing: .upToNextOption,
             help: ArgumentHelp("Join an upstream broker: its frontend and backend (repeat for a pair). This broker's nodes form a site of a wider bus: their messages go up, and what they follow comes down.",
                                valueName: "frontend backend"))
