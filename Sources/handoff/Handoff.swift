@@ -25,6 +25,9 @@ struct HandoffCommand: AsyncParsableCommand {
     static func main() async {
         // Before any thread allocates: a stream's chunks reuse their pages (AllocatorTuning).
         AllocatorTuning.keepStreamBuffers()
+        // Still the only thread: a broker's work is one thread, so its allocations one arena's
+        // (AllocatorTuning.oneArena). Parsed again where the command runs, which reports errors.
+        if (try? parseAsRoot()) is BrokerCommand { AllocatorTuning.oneArena() }
         // Asked by whoever supervises this process (a test, a script): end with it.
         ParentWatch.exitWithParentIfAsked()
         // Every task of the command, and the child tasks it starts, on the loops that wait for the

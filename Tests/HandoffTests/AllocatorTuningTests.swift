@@ -9,6 +9,11 @@ import Testing
         #expect(outcome == .leftToEnvironment)
     }
 
+    @Test func operatorsTunablesStandForTheArenasToo() {
+        let outcome = AllocatorTuning.oneArena(environment: ["GLIBC_TUNABLES": "glibc.malloc.arena_max=4"])
+        #expect(outcome == .leftToEnvironment)
+    }
+
     /// A stream's pattern: a window of chunk-sized blocks allocated and written, then freed, over and
     /// over. Under glibc's defaults nearly every page is faulted in afresh each round (measured in C
     /// on this machine kind: 198,483 faults for 204,800 page writes); tuned, the pages are reused.

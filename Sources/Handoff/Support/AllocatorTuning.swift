@@ -45,4 +45,23 @@ public enum AllocatorTuning {
         }
         return .tuned
     }
+
+    /// Every thread's allocations from glibc's main arena, for a process whose work is one thread
+    /// (a broker), unless the environment already sets malloc options through `GLIBC_TUNABLES`.
+    /// Call it before the process starts its second thread: a thread takes its arena with its first
+    /// allocation.
+    ///
+    /// glibc gives each new thread an arena of its own and grows such an arena a page at a time,
+    /// each page an `mprotect` call (it keeps no spare room there, where the main arena grows by 128
+    /// KiB and more at once). A broker taking a flood of new activities copies each envelope into
+    /// its cache, so its thread's arena grew page by page: 6 % of the broker thread's time in
+    /// `handoff-bench broker-capacity` went to `mprotect`, and its CPU per message fell from
+    /// 2.70–3.21 to 2.37–2.55 µs with one arena (docs/performance.md, "One arena for the broker").
+    /// The broker's other threads are libzmq's, which allocate little, so they hardly ever wait on
+    /// the arena's lock.
+    @discardableResult
+    public static func oneArena(environment: [String: String] = ProcessInfo.processInfo.environment) -> Outcome {
+        if let tunables = environment["GLIBC_TUNABLES"], tunables.contains("glibc.malloc.") { return .leftToEnvironment }
+        return mallopt(M_ARENA_MAX, 1) == 1 ? .tuned : .refused
+    }
 }
