@@ -104,34 +104,41 @@ struct NodeMetrics: Sendable {
         }
     }
 
-    private let bus = Traffic(.bus)
-    private let server = Traffic(.continuationServer)
-    private let client = Traffic(.continuationClient)
-    private let answered = Counter(label: "handoff_node_continuations_answered_total", dimensions: [("result", "restored")])
-    private let refused = Counter(label: "handoff_node_continuations_answered_total", dimensions: [("result", "refused")])
-    private let continued = Counter(label: "handoff_node_continue_requests_total", dimensions: [("result", "succeeded")])
-    private let failed = Counter(label: "handoff_node_continue_requests_total", dimensions: [("result", "failed")])
-    private let continueDuration = Timer(label: "handoff_node_continue_duration_seconds", preferredDisplayUnit: .seconds)
-    private let streamsOpen = Meter(label: "handoff_node_streams_open")
-    private let streamBytesIn = Counter(label: "handoff_node_stream_bytes_total", dimensions: [("direction", "in")])
-    private let streamBytesOut = Counter(label: "handoff_node_stream_bytes_total", dimensions: [("direction", "out")])
-    private let currentActivities = Gauge(label: "handoff_node_current_activities")
-    private let knownActivities = Gauge(label: "handoff_node_known_activities")
-    private let onBus = Gauge(label: "handoff_node_on_bus")
+    /// The handles, behind one reference: a method that does not mutate the metrics is called on
+    /// a copy of them, and a copy of 23 handles held inline was 23 retains and 23 releases
+    /// (measured per continue round trip with uprobes on swift_retain, in `continueEnded`).
+    private final class Handles: Sendable {
+        let bus = Traffic(.bus)
+        let server = Traffic(.continuationServer)
+        let client = Traffic(.continuationClient)
+        let answered = Counter(label: "handoff_node_continuations_answered_total", dimensions: [("result", "restored")])
+        let refused = Counter(label: "handoff_node_continuations_answered_total", dimensions: [("result", "refused")])
+        let continued = Counter(label: "handoff_node_continue_requests_total", dimensions: [("result", "succeeded")])
+        let failed = Counter(label: "handoff_node_continue_requests_total", dimensions: [("result", "failed")])
+        let continueDuration = Timer(label: "handoff_node_continue_duration_seconds", preferredDisplayUnit: .seconds)
+        let streamsOpen = Meter(label: "handoff_node_streams_open")
+        let streamBytesIn = Counter(label: "handoff_node_stream_bytes_total", dimensions: [("direction", "in")])
+        let streamBytesOut = Counter(label: "handoff_node_stream_bytes_total", dimensions: [("direction", "out")])
+        let currentActivities = Gauge(label: "handoff_node_current_activities")
+        let knownActivities = Gauge(label: "handoff_node_known_activities")
+        let onBus = Gauge(label: "handoff_node_on_bus")
 
-    init() {
-        streamsOpen.set(0)
-        currentActivities.record(0)
-        knownActivities.record(0)
-        onBus.record(0)
+        func traffic(_ socket: SocketKind) -> Traffic {
+            switch socket {
+            case .bus: bus
+            case .continuationServer: server
+            case .continuationClient: client
+            }
+        }
     }
 
-    private func traffic(_ socket: SocketKind) -> Traffic {
-        switch socket {
-        case .bus: bus
-        case .continuationServer: server
-        case .continuationClient: client
-        }
+    private let handles = Handles()
+
+    init() {
+        handles.streamsOpen.set(0)
+        handles.currentActivities.record(0)
+        handles.knownActivities.record(0)
+        handles.onBus.record(0)
     }
 
     /// What every socket carried, in all: the node's presence reports it (wire.proto,
@@ -140,7 +147,7 @@ struct NodeMetrics: Sendable {
 
     /// A message of `bytes` (all frames) received on `socket`.
     mutating func received(on socket: SocketKind, bytes: Int) {
-        let traffic = traffic(socket)
+        let traffic = handles.traffic(socket)
         traffic.messagesIn.increment()
         traffic.bytesIn.increment(by: bytes)
         totals.messagesIn &+= 1
@@ -149,7 +156,7 @@ struct NodeMetrics: Sendable {
 
     /// A message of `bytes` (all frames) sent on `socket`.
     mutating func sent(on socket: SocketKind, bytes: Int) {
-        let traffic = traffic(socket)
+        let traffic = handles.traffic(socket)
         traffic.messagesOut.increment()
         traffic.bytesOut.increment(by: bytes)
         totals.messagesOut &+= 1
@@ -157,24 +164,24 @@ struct NodeMetrics: Sendable {
     }
 
     /// This node answered a continue request: with the activity, or with an error.
-    func answeredContinue(restored: Bool) { (restored ? answered : refused).increment() }
+    func answeredContinue(restored: Bool) { (restored ? handles.answered : handles.refused).increment() }
 
     /// A continue request of this node ended after `duration`.
     func continueEnded(succeeded: Bool, after duration: Duration) {
-        (succeeded ? continued : failed).increment()
-        continueDuration.recordNanoseconds(duration.nanoseconds)
+        (succeeded ? handles.continued : handles.failed).increment()
+        handles.continueDuration.recordNanoseconds(duration.nanoseconds)
     }
 
     /// Stream payload bytes that arrived or left.
-    func streamed(in bytes: Int) { streamBytesIn.increment(by: bytes) }
-    func streamed(out bytes: Int) { streamBytesOut.increment(by: bytes) }
+    func streamed(in bytes: Int) { handles.streamBytesIn.increment(by: bytes) }
+    func streamed(out bytes: Int) { handles.streamBytesOut.increment(by: bytes) }
 
     /// Gauges of the node's state, set on its tick.
     func state(streams: Int, current: Int, known: Int, onBus isOnBus: Bool) {
-        streamsOpen.set(streams)
-        currentActivities.record(current)
-        knownActivities.record(known)
-        onBus.record(isOnBus ? 1 : 0)
+        handles.streamsOpen.set(streams)
+        handles.currentActivities.record(current)
+        handles.knownActivities.record(known)
+        handles.onBus.record(isOnBus ? 1 : 0)
     }
 }
 
