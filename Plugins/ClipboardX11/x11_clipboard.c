@@ -299,9 +299,12 @@ static int wait_for(hx11 *x, event_filter wanted, Atom atom, XEvent *out, long d
 }
 
 /* Asks the owner for `target` and reads the answer (INCR included, up to max_bytes): 0 with the
- * bytes, 2 refused, -1 error. For format-32 answers (TARGETS), the items are longs. */
-static int convert(hx11 *x, Atom target, size_t max_bytes, long deadline, uint8_t **data, size_t *length, int *format_out,
-                   char *error, size_t error_capacity) {
+ * bytes, 2 refused, -1 error. For format-32 answers (TARGETS), the items are longs. The answer must
+ * begin by `deadline`; an INCR transfer then has `patience_ms` for each chunk, so that a large copy
+ * on a busy machine is read as long as it moves (a 20 MiB image is hundreds of chunks, each a round
+ * trip through the X server), within ten times that in all. */
+static int convert(hx11 *x, Atom target, size_t max_bytes, long deadline, int patience_ms, uint8_t **data, size_t *length,
+                   int *format_out, char *error, size_t error_capacity) {
     XDeleteProperty(x->display, x->window, x->property);
     XConvertSelection(x->display, x->clipboard, target, x->property, x->window, CurrentTime);
     XFlush(x->display);
@@ -339,8 +342,10 @@ static int convert(hx11 *x, Atom target, size_t max_bytes, long deadline, uint8_
     XFree(property);
     size_t capacity = 64 * 1024, size = 0;
     uint8_t *buffer = malloc(capacity);
+    long last_chunk = milliseconds_now() + 10L * patience_ms;
     for (;;) {
-        if (!buffer || !wait_for(x, is_new_value, x->property, &event, deadline)) {
+        long next_chunk = milliseconds_now() + patience_ms;
+        if (!buffer || !wait_for(x, is_new_value, x->property, &event, next_chunk < last_chunk ? next_chunk : last_chunk)) {
             free(buffer);
             set_error(error, error_capacity, buffer ? "the clipboard's owner stopped sending (INCR) in time" : "out of memory");
             return -1;
@@ -393,7 +398,7 @@ int hx11_read(hx11 *x, const char *const *types, size_t type_count, size_t max_b
     uint8_t *list = NULL;
     size_t list_length = 0;
     int format = 0;
-    int status = convert(x, x->targets, 64 * 1024, deadline, &list, &list_length, &format, error, error_capacity);
+    int status = convert(x, x->targets, 64 * 1024, deadline, timeout_ms, &list, &list_length, &format, error, error_capacity);
     if (status != 0) return status;
     const Atom *offered = (const Atom *)list;
     size_t count = format == 32 ? list_length / sizeof(long) : 0;
@@ -417,14 +422,14 @@ int hx11_read(hx11 *x, const char *const *types, size_t type_count, size_t max_b
     if (secret_hint) {
         uint8_t *hint = NULL;
         size_t hint_length = 0;
-        if (convert(x, x->hint, 1024, deadline, &hint, &hint_length, &format, error, error_capacity) == 0) {
+        if (convert(x, x->hint, 1024, deadline, timeout_ms, &hint, &hint_length, &format, error, error_capacity) == 0) {
             int secret = hint_length >= 6 && memcmp(hint, "secret", 6) == 0;
             free(hint);
             if (secret) return 1;
         }
     }
     if (chosen == None) return 2;
-    status = convert(x, chosen, max_bytes, deadline, data, length, &format, error, error_capacity);
+    status = convert(x, chosen, max_bytes, deadline, timeout_ms, data, length, &format, error, error_capacity);
     if (status == 0) snprintf(type_out, type_capacity, "%s", chosen_type);
     return status;
 }

@@ -143,7 +143,7 @@ struct X11ClipboardTests {
         let text = deployment.folder.appendingPathComponent("text.txt")
         try Data("copied on display A".utf8).write(to: text)
         try await a.copy(["-selection", "clipboard", "-i", text.path])
-        #expect(await offered("Clipboard: copied on display A"), "the laptop never offered the display's copy")
+        #expect(await offered("Clipboard: copied on display A"), "the laptop never offered the display's copy; its log:\n\(deployment.logTail("laptop"))")
         let started = ContinuousClock.now
         let pasted = try await b.xclip(["-selection", "clipboard", "-o"])
         let textLatency = ContinuousClock.now - started
@@ -155,13 +155,15 @@ struct X11ClipboardTests {
         let image = deployment.folder.appendingPathComponent("image.png")
         try Data(bytes).write(to: image)
         try await a.copy(["-selection", "clipboard", "-t", "image/png", "-i", image.path])
-        #expect(await offered("Clipboard: \(20 << 20) bytes of image/png"), "the laptop never offered the display's image")
+        let copiedImage = ContinuousClock.now
+        #expect(await offered("Clipboard: \(20 << 20) bytes of image/png"), "the laptop never offered the display's image; its log:\n\(deployment.logTail("laptop"))")
+        let imageOffered = ContinuousClock.now - copiedImage
         let imageStarted = ContinuousClock.now
         let pastedImage = try await b.xclip(["-selection", "clipboard", "-t", "image/png", "-o"])
         let imageLatency = ContinuousClock.now - imageStarted
         let imageChanged = byteDifference(pastedImage.output, Data(bytes))
         #expect(imageChanged == nil, "the image changed on the way: \(imageChanged ?? "")")
-        print("X11 clipboard: text pasted on the other display in \(textLatency), a 20 MiB PNG in \(imageLatency)")
+        print("X11 clipboard: text pasted on the other display in \(textLatency); a 20 MiB PNG offered \(imageOffered) after xclip took it, pasted in \(imageLatency)")
 
         // A file manager's copy on A (text/uri-list of file:// URIs): B's file manager pastes a
         // list of files on B, their content streamed over when it asked.
@@ -170,7 +172,7 @@ struct X11ClipboardTests {
         let list = deployment.folder.appendingPathComponent("copied.uri")
         try Data((report.absoluteString + "\r\n").utf8).write(to: list)
         try await a.copy(["-selection", "clipboard", "-t", "text/uri-list", "-i", list.path])
-        #expect(await offered("Clipboard: 1 file: quarterly report.txt"), "the laptop never offered the copied file")
+        #expect(await offered("Clipboard: 1 file: quarterly report.txt"), "the laptop never offered the copied file; its log:\n\(deployment.logTail("laptop"))")
         let uris = try await b.xclip(["-selection", "clipboard", "-t", "text/uri-list", "-o"])
         let landed = String(decoding: uris.output, as: UTF8.self).split(whereSeparator: \.isNewline).compactMap { URL(string: String($0)) }
         #expect(landed.count == 1 && landed.first?.lastPathComponent == "quarterly report.txt" && landed.first?.path.contains("/desktop/") == true, "\(landed)")

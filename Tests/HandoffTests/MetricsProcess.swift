@@ -89,6 +89,13 @@ struct ServedDeployment {
 
     func agent(_ name: String) -> Agent { agents[name]! }
 
+    /// The last `lines` lines of a process's log (an agent's name, or "broker"): for a failure's
+    /// message, since the folder goes with ``stop()``.
+    func logTail(_ name: String, lines: Int = 40) -> String {
+        let log = (try? String(contentsOf: folder.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+        return log.split(separator: "\n").suffix(lines).joined(separator: "\n")
+    }
+
     /// Ends every process (SIGKILL where still running), reaps it, and removes the folder.
     func stop() {
         for agent in agents.values { reap(agent.process) }

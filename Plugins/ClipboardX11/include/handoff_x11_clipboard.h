@@ -37,7 +37,8 @@ int hx11_fd(const hx11 *x);
 int hx11_process(hx11 *x);
 
 /* Reads CLIPBOARD in the first of `types` (MIME types; text/plain;charset=utf-8 also matches
- * UTF8_STRING) its owner offers, waiting up to timeout_ms. Returns 0 with malloc'd content in
+ * UTF8_STRING) its owner offers, waiting up to timeout_ms for each answer (for each chunk of an INCR
+ * transfer, and ten times that for the whole of one). Returns 0 with malloc'd content in
  * *data (free() it) and its type in type_out; 1 when the owner marked it secret
  * (x-kde-passwordManagerHint: secret), nothing read; 2 when it offers none of `types` (or nobody
  * owns it); -1 on error or over max_bytes (error says). Content this connection owns is not read. */
