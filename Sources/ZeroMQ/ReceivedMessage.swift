@@ -77,6 +77,11 @@ public final class ReceivedMessage {
         joinedFrames(count) { index, body in withUnsafeBytes(ofFrame: index, body) }
     }
 
+    /// The same bytes in a ``JoinedFrames`` (see ``Swift/Array/joined()``).
+    public func joined() -> JoinedFrames {
+        JoinedFrames.make(count) { index, body in withUnsafeBytes(ofFrame: index, body) }
+    }
+
     /// Every frame as a ``Frame`` of its own.
     public func frames() -> [Frame] { (0..<count).map(frame) }
 

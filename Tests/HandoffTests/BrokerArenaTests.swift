@@ -2,26 +2,16 @@ import Foundation
 import HandoffTestSupport
 import Testing
 
-
 @Suite("A broker's allocations in one arena (AllocatorTuning.oneArena)", .exclusive)
 struct BrokerArenaTests {
     @Test("a `handoff broker` process allocates from glibc's main arena alone, where an agent's threads each have an arena of their own")
     func brokerAllocatesFromOneArena() async throws {
-        let ports = try freePorts(2)
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("arena-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (broker, _) = try await startServingMetrics(
-            ["broker", "--frontend", ports[0], "--backend", ports[1]], log: folder.appendingPathComponent("broker.log"))
-        defer { reap(broker) }
-        let (agent, agentPort) = try await startServingMetrics(
-            ["agent", "--name", "arena", "--broker", ports[0], ports[1], "--data", folder.appendingPathComponent("agent").path,
-             "--control", "ipc://\(folder.path)/agent.sock"],
-            log: folder.appendingPathComponent("agent.log"))
-        defer { reap(agent) }
+        let deployment = try await ServedDeployment.start(agents: ["arena"])
+        defer { deployment.stop() }
         // Healthy once the agent's presence has come back through the broker: every thread of
         // both has allocated by then (each takes its arena with its first allocation).
-        #expect(await eventually(within: .seconds(15)) { healthStatus(agentPort) == 200 })
+        #expect(await deployment.untilHealthy())
+        let (agent, broker) = (deployment.agent("arena").process, deployment.broker)
 
         let agentHeaps = try arenaHeaps(of: agent.processIdentifier)
         let brokerHeaps = try arenaHeaps(of: broker.processIdentifier)

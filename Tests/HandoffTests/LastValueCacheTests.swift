@@ -27,12 +27,6 @@ struct LastValueCacheTests {
 
     @Test("a cached copy keeps the topic and envelope apart: the envelope alone for snapshots, the topic matched by prefix")
     func cachedFrames() {
-        let copy = CachedFrames.copy(of: [Frame(Array("A:org.x".utf8)), Frame([1, 2, 3])])
-        #expect(copy.envelope == [1, 2, 3])
-        #expect(copy.topicStarts(with: Array("A:org".utf8)) && copy.topicStarts(with: Array("A:org.x".utf8)) && copy.topicStarts(with: []))
-        #expect(!copy.topicStarts(with: Array("A:org.x1".utf8)) && !copy.topicStarts(with: Array("A:z".utf8)))
-        let bare = CachedFrames.copy(of: [Frame([]), Frame([9])])
-        #expect(bare.envelope == [9] && bare.topicStarts(with: []) && !bare.topicStarts(with: [65]))
         var cache = LastValueCache(capacity: 10, defaultLease: .seconds(30))
         cache.store(advertisement("one"), frames: frames("one"), now: .now)
         #expect(cache.live(matching: Array("A:".utf8), now: .now) == [Array("one".utf8)])

@@ -28,6 +28,9 @@ struct ReceivedMessageTests {
         #expect(message.count == 2 && !message.isOverlong)
         #expect(message.size(ofFrame: 1) == 300 && message.withUnsafeBytes(ofFrame: 1) { $0.allSatisfy { $0 == 7 } })
         #expect(message.joinedBytes().count == 305)
+        let joined = message.joined()
+        #expect(joined.header.count == 305 && joined.afterFirstFrame == Array(repeating: 7, count: 300))
+        #expect(joined.firstFrameStarts(with: Array("top".utf8)) && !joined.firstFrameStarts(with: Array("topic!".utf8)))
         #expect(try receiver.tryReceive(into: message))
         #expect(Self.strings(message) == ["one"])
         #expect(try !receiver.tryReceive(into: message))
@@ -88,5 +91,16 @@ struct ReceivedMessageTests {
         #expect(kept.map(\.count) == [1, 1_000] && kept[1].bytes.allSatisfy { $0 == 1 })
         let forwarded = try sink.receiveMultipart()
         #expect(forwarded.map(\.count) == [1, 1_000] && forwarded[0].string == "t")
+    }
+
+    @Test("frames joined in one allocation keep the first apart: the rest alone, the first matched by prefix, empty frames too")
+    func joinedFrames() {
+        let joined = [Frame(Array("A:org.x".utf8)), Frame([1, 2, 3])].joined()
+        #expect(joined.afterFirstFrame == [1, 2, 3] && joined.header.firstFrameCount == 7)
+        #expect(joined.firstFrameStarts(with: Array("A:org".utf8)) && joined.firstFrameStarts(with: Array("A:org.x".utf8)) && joined.firstFrameStarts(with: []))
+        #expect(!joined.firstFrameStarts(with: Array("A:org.x1".utf8)) && !joined.firstFrameStarts(with: Array("A:z".utf8)))
+        let bare = [Frame([]), Frame([9])].joined()
+        #expect(bare.afterFirstFrame == [9] && bare.firstFrameStarts(with: []) && !bare.firstFrameStarts(with: [65]))
+        #expect([Frame]().joined().header.count == 0)
     }
 }

@@ -38,7 +38,7 @@ extension CachedAdvertisement {
 /// plain numbers, no reference counts. An origin's entries are
 /// a list linked through their slots, so that adding or removing one hashes nothing more. Times are
 /// ``Ticks``, nanoseconds since the cache was made, compared as integers.
-/// An entry keeps its own copy of the topic and envelope (``CachedFrames``).
+/// An entry keeps its own copy of the topic and envelope (``ZeroMQ/JoinedFrames``).
 ///
 /// Expiry is tracked with a min-heap of (time, slot, generation) holding one live item per entry,
 /// due no later than its expiry. A renewal (presence, every interval, for every activity) moves
@@ -54,7 +54,7 @@ struct LastValueCache {
         /// The id's hash in ``index``.
         var hash: UInt32
         /// The topic's bytes, then the envelope's.
-        var frames: CachedFrames
+        var frames: JoinedFrames
         /// Its origin's slot in ``origins``.
         var origin: Int32
         /// The site it came from (its index in ``siteNames``; -1: this broker's own, or unknown).
@@ -184,7 +184,7 @@ struct LastValueCache {
         let expiry = now + lease
         if let slot = existing, origins[slots[slot]!.origin]!.id == advertisement.origin {
             // A newer (or the same) version from the same origin: in place.
-            slots[slot]!.frames = CachedFrames.copy(of: frames)
+            slots[slot]!.frames = frames.joined()
             slots[slot]!.originKey = advertisement.originKey
             slots[slot]!.version = advertisement.version
             slots[slot]!.site = index(ofSite: site)
@@ -210,7 +210,7 @@ struct LastValueCache {
         nextGeneration += 1
         let first = origins[originIndex]!.first
         let entry = Entry(
-            id: id, hash: hash, frames: CachedFrames.copy(of: frames), origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
+            id: id, hash: hash, frames: frames.joined(), origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
             originKey: advertisement.originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration,
             check: expiry)
         let slot = slots.insert(entry)
@@ -319,8 +319,8 @@ struct LastValueCache {
         let now = ticks(now)
         let excluded = excludingSite.flatMap { siteIndex[$0] } ?? -2
         return slots.live.compactMap { _, entry in
-            guard entry.expiry > now, entry.site != excluded, entry.frames.topicStarts(with: prefix) else { return nil }
-            return entry.frames.envelope
+            guard entry.expiry > now, entry.site != excluded, entry.frames.firstFrameStarts(with: prefix) else { return nil }
+            return entry.frames.afterFirstFrame
         }
     }
 

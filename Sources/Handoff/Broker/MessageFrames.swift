@@ -14,7 +14,7 @@ protocol MessageFrames {
     /// Frame `index` as a ``Frame`` of its own (shared bytes), for what keeps or re-sends it.
     func frame(_ index: Int) -> Frame
     /// The frames' bytes one after another, in one allocation: what the cache keeps.
-    func joinedBytes() -> [UInt8]
+    func joined() -> JoinedFrames
 }
 
 extension MessageFrames {

@@ -228,7 +228,7 @@ func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
     for _ in 0..<max(1, trials) {
         // Room for every entry from the start, as the broker's cache grows without hashing an id
         // again (SlotIndex): a dictionary that doubles would rehash every key it holds each time.
-        var cache: [String: FloorCopy] = Dictionary(minimumCapacity: messages.count)
+        var cache: [String: JoinedFrames] = Dictionary(minimumCapacity: messages.count)
         var perOrigin: [String: Int] = Dictionary(minimumCapacity: 1_024)
         // Every lease in a flood ends later than the one before: a list in that order is the least
         // an expiry schedule can be (the broker's heap compares each new one with one parent).
@@ -250,35 +250,13 @@ func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
             guard case .advertisement(let activityID, let origin, _, let leaseMs, _) = summary?.body else { continue }
             guard incremented(&perOrigin[origin.id, default: 0]) <= quota else { continue }
             // Kept as a copy, as the broker must: a frame as received pins libzmq's 8 KiB buffer.
-            cache[activityID] = FloorCopy.copy(of: frames)
+            cache[activityID] = frames.joined()
             leaseEnds.append((now + UInt64(leaseMs) * 1_000_000, activityID))
         }
         runs.append(seconds(ContinuousClock.now - started) * 1e6 / Double(messages.count))
         precondition(cache.count == messages.count && leaseEnds.count == messages.count && counted > 0)
     }
     return runs.sorted()[runs.count / 2]
-}
-
-/// The floor's copy of a message's frames: one allocation of a class of its own, as the broker's
-/// cache keeps them (`CachedFrames`), because an `[UInt8]` allocated outside the standard library
-/// looks its storage class up in the runtime's metadata cache each time, which the broker no
-/// longer pays and so neither may its floor.
-private final class FloorCopy: ManagedBuffer<Int, UInt8> {
-    static func copy(of frames: [Frame]) -> FloorCopy {
-        let count = frames.reduce(0) { $0 + $1.count }
-        let made = unsafeDowncast(create(minimumCapacity: count) { _ in count }, to: FloorCopy.self)
-        made.withUnsafeMutablePointerToElements { base in
-            var offset = 0
-            for frame in frames {
-                frame.withUnsafeBytes { bytes in
-                    guard let source = bytes.baseAddress else { return }
-                    (base + offset).initialize(from: source.assumingMemoryBound(to: UInt8.self), count: bytes.count)
-                    offset += bytes.count
-                }
-            }
-        }
-        return made
-    }
 }
 
 /// Resident memory of a process now, in bytes (VmRSS).
