@@ -91,10 +91,11 @@ extension BrokerLoop {
         guard case .forward(let askToReadvertise, let trace) = verdict else { return }
         let received = trace == nil ? nil : Date()
         if let origin = askToReadvertise { try askUpstreamToReadvertise(origin) }
+        let forwarded = trace == nil ? nil : Date()  // as it is handed on (see carryOut)
         try send(message, to: backend)
         if let capture { try send(message, to: capture) }
         try sendToSites(message, hop: onward.frame, excluding: hop.origin)
-        if let trace, let received { try reportHops(trace, received: received) }
+        if let trace, let received, let forwarded { try reportHops(trace, received: received, forwarded: forwarded) }
     }
 
     /// An advertisement of an upstream snapshot goes on its live topic to this site's subscribers

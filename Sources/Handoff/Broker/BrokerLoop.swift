@@ -265,12 +265,15 @@ final class BrokerLoop: @unchecked Sendable {
                 logger.info("the presences of more than \(ReadvertiseRequests.defaultPerSecond) nodes in a second list activities the cache lacks; asking every node to advertise again")
                 _ = try frontend.trySend([UInt8(1)])
             }
+            // Stamped as it is handed on, not after: the subscriber it wakes may stamp its own
+            // receipt before this thread reads the clock again.
+            let forwarded = trace == nil ? nil : Date()
             // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
             try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }
             try sendToSites(frames, hop: hop, excluding: fromSite)
             for link in upstreamLinks { try send(frames, to: link.up, then: hop) }
-            if let trace, let received { try reportHops(trace, received: received) }
+            if let trace, let received, let forwarded { try reportHops(trace, received: received, forwarded: forwarded) }
         case .forged(let reason):
             if let line = refusals.forged(reason, key: connectionKey) { logger.warning("\(line)") }
         case .overQuota(let activityID, let origin):
@@ -284,11 +287,11 @@ final class BrokerLoop: @unchecked Sendable {
     /// under the trace's topic, to the subscribers (the tracer).
     /// With sites, the hops go to the sites below and upstream too, so that a tracer at another
     /// site hears them (as it hears any bus message it follows).
-    func reportHops(_ trace: BrokerCore.Trace, received: Date) throws(ZMQError) {
+    func reportHops(_ trace: BrokerCore.Trace, received: Date, forwarded: Date) throws(ZMQError) {
         let topic = Frame(Topic.trace(trace.traceID))
         var hops = [Frame(core.traceHop(.brokerReceived, trace, at: received))]
         if trace.cached { hops.append(Frame(core.traceHop(.brokerCached, trace, at: received))) }
-        hops.append(Frame(core.traceHop(.brokerForwarded, trace, at: Date())))
+        hops.append(Frame(core.traceHop(.brokerForwarded, trace, at: forwarded)))
         for hop in hops {
             try send([topic, hop], to: backend)
             try sendToSites([topic, hop], hop: localHop, excluding: nil)
