@@ -93,6 +93,27 @@ extension BrokerTests {
         await restarted?.stop()
     }
 
+    @Test("a publisher's messages beyond publisherQueue wait in the publisher, not the broker; the other queues keep highWaterMark")
+    func publisherQueueBoundsTheFrontend() throws {
+        let context = try Context()
+        for (configuration, expected) in [
+            (Broker.Configuration.ephemeral(), Int32(1_000)),
+            ({ var custom = Broker.Configuration.ephemeral(); custom.publisherQueue = 64; return custom }(), 64),
+        ] {
+            let sockets = try BrokerSockets.open(configuration, context: context)
+            defer { for socket in [sockets.frontend, sockets.backend] { socket.close() } }
+            #expect(try sockets.frontend.get(.receiveHighWaterMark) == expected)
+            #expect(try sockets.frontend.get(.sendHighWaterMark) == configuration.highWaterMark)
+            #expect(try sockets.backend.get(.sendHighWaterMark) == configuration.highWaterMark)
+            #expect(try sockets.backend.get(.receiveHighWaterMark) == configuration.highWaterMark)
+        }
+        var negative = Broker.Configuration.ephemeral()
+        negative.publisherQueue = -1
+        let refused = #expect(throws: HandoffError.self) { try Broker.start(negative, context: context) }
+        #expect(refused?.code == .invalidConfiguration)
+        #expect(refused?.message.contains("publisherQueue") == true)
+    }
+
     @Test("run() keeps the broker up until its task is cancelled, then stops it")
     func serviceRun() async throws {
         let context = try Context()

@@ -32,7 +32,7 @@ struct BrokerSockets {
             }
             let frontend = try open(.xsub)
             try secure(frontend)
-            try frontend.set(.receiveHighWaterMark, hwm)
+            try frontend.set(.receiveHighWaterMark, configuration.publisherQueue)
             try frontend.set(.sendHighWaterMark, hwm)
             // The contract's frame limit: a larger frame (or handshake command) disconnects its sender.
             try frontend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))

@@ -18,6 +18,8 @@ struct BrokerCommand: AsyncParsableCommand {
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
     @Option(help: "The most activities of one node the broker caches and forwards; its new ones beyond are dropped and counted.")
     var maxActivitiesPerNode = Broker.Configuration().maxActivitiesPerOrigin
+    @Option(help: "How many of one publisher's messages the broker holds before TCP pushes back and the rest wait in the publisher (0: unlimited).")
+    var publisherQueue = Broker.Configuration().publisherQueue
     @Option(parsing: .upToNextOption,
             help: ArgumentHelp("Join an upstream broker: its frontend and backend (repeat for a pair). This broker's nodes form a site of a wider bus: their messages go up, and what they follow comes down.",
                                valueName: "frontend backend"))
@@ -38,6 +40,7 @@ struct BrokerCommand: AsyncParsableCommand {
         let logger = Logger(label: "handoff.broker")
         var configuration = Broker.Configuration(frontend: frontend, backend: backend, maxActivitiesPerOrigin: maxActivitiesPerNode)
         configuration.capture = capture
+        configuration.publisherQueue = publisherQueue
         guard upstream.count % 2 == 0 else {
             throw ValidationError("--upstream takes two endpoints, the upstream broker's frontend and backend (got \(upstream.joined(separator: " ")))")
         }
