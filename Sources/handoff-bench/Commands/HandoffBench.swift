@@ -29,6 +29,11 @@ struct HandoffBench: AsyncParsableCommand {
     /// Runs the command with every task on the event loops, as the `handoff` command does (task
     /// executor preference, inherited by the child tasks).
     static func main() async {
+        // The broker's floor allocates as `handoff broker` does, from glibc's main arena alone
+        // (AllocatorTuning.oneArena), set before the process's second thread exists; in an arena of
+        // the floor thread's own, each page the cache grows by costs an `mprotect` and a fault the
+        // broker does not pay.
+        if (try? parseAsRoot()) is BrokerFloorRole { AllocatorTuning.oneArena() }
         // A role started by a benchmark ends with it (HANDOFF_EXIT_WITH_PARENT, set by the benchmark).
         ParentWatch.exitWithParentIfAsked()
         await withTaskExecutorPreference(EventLoops.shared) {

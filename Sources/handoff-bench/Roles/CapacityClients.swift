@@ -28,7 +28,8 @@ func runCapacitySubscriber(_ arguments: [String]) throws {
 }
 
 /// `broker-floor --records F`: the broker's floor once, in this fresh process, on a thread that
-/// is not the main one (as the broker's is: its memory new, from a thread arena); says `FLOOR µs`.
+/// is not the main one, as the broker's is (its memory new, from glibc's main arena alone, as
+/// `handoff broker` allocates: see HandoffBench.main); says `FLOOR µs`.
 func runBrokerFloor(_ arguments: [String]) throws {
     let records = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stringOption("--records", in: arguments) ?? "")))
     let result = Mutex(0.0)
