@@ -135,4 +135,12 @@ extension Socket {
         precondition(index < message.count, "frame \(index) of a message of \(message.count)")
         return try sendSharing(message.messages + index, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
     }
+
+    /// Sends frame `index` of `message` itself, if libzmq can queue it now: the frame's share of
+    /// the bytes is handed over rather than shared (no `zmq_msg_copy` to make and close), and the
+    /// frame reads empty until the next receive. For a frame's last send; false, the frame kept, otherwise.
+    public func trySend(handingOver index: Int, of message: ReceivedMessage, more: Bool = false) throws(ZMQError) -> Bool {
+        precondition(index < message.count, "frame \(index) of a message of \(message.count)")
+        return try sendHandingOver(message.messages + index, flags: ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0))
+    }
 }

@@ -244,16 +244,22 @@ public final class Socket {
     /// Sends a reference-counted copy of `message` (a ``Frame``'s, or one a ``ReceivedMessage``
     /// keeps), which stays as it is: libzmq shares the bytes. False when it would block.
     func sendSharing(_ message: UnsafeMutablePointer<zmq_msg_t>, flags: Int32) throws(ZMQError) -> Bool {
-        let handle = try open("zmq_msg_send(\(type))")
-        var sent = false
-        defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
         var outgoing = zmq_msg_t()
         zmq_msg_init(&outgoing)
         // zmq_msg_copy fails only for an uninitialized message, which neither ever is.
         zmq_msg_copy(&outgoing, message)
         defer { zmq_msg_close(&outgoing) }
+        return try sendHandingOver(&outgoing, flags: flags)
+    }
+
+    /// Sends `message` itself: on success libzmq owns what it held and leaves it empty (as
+    /// `zmq_msg_send` does); false, and `message` as it was, when it would block.
+    func sendHandingOver(_ message: UnsafeMutablePointer<zmq_msg_t>, flags: Int32) throws(ZMQError) -> Bool {
+        let handle = try open("zmq_msg_send(\(type))")
+        var sent = false
+        defer { wakeOtherWaiters(afterSending: sent, flags: flags) }
         while true {
-            if zmq_msg_send(&outgoing, handle, flags) >= 0 {
+            if zmq_msg_send(message, handle, flags) >= 0 {
                 sent = true
                 return true
             }

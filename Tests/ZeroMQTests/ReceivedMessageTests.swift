@@ -93,6 +93,28 @@ struct ReceivedMessageTests {
         #expect(forwarded.map(\.count) == [1, 1_000] && forwarded[0].string == "t")
     }
 
+    @Test("a frame handed over goes itself: the peer gets its bytes, a Frame kept before keeps them, the frame reads empty after; refused, it stays")
+    func handOver() throws {
+        let (sender, receiver, context) = try Self.pair("hand-over")
+        let (forwarder, sink, _) = try Self.pair("hand-over-on")
+        let message = ReceivedMessage(capacity: 4)
+        try sender.send(multipart: [Array("t".utf8), Array(repeating: UInt8(2), count: 1_000)])
+        _ = try receiver.poll(.readable, timeout: .seconds(5))
+        #expect(try receiver.tryReceive(into: message))
+        // A PAIR with no peer cannot queue it: the frame is not taken.
+        let unconnected = try context.socket(.pair)
+        #expect(try !unconnected.trySend(handingOver: 1, of: message))
+        #expect(message.size(ofFrame: 1) == 1_000)
+        let kept = message.frame(1)
+        #expect(try forwarder.trySend(handingOver: 0, of: message, more: true))
+        #expect(try forwarder.trySend(handingOver: 1, of: message))
+        #expect(message.size(ofFrame: 0) == 0 && message.size(ofFrame: 1) == 0)
+        message.release()
+        let forwarded = try sink.receiveMultipart()
+        #expect(forwarded.map(\.count) == [1, 1_000] && forwarded[0].string == "t" && forwarded[1].bytes.allSatisfy { $0 == 2 })
+        #expect(kept.count == 1_000 && kept.bytes.allSatisfy { $0 == 2 })
+    }
+
     @Test("frames joined in one allocation keep the first apart: the rest alone, the first matched by prefix, empty frames too")
     func joinedFrames() {
         let joined = [Frame(Array("A:org.x".utf8)), Frame([1, 2, 3])].joined()

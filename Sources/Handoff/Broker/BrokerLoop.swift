@@ -268,11 +268,12 @@ final class BrokerLoop: @unchecked Sendable {
             // Stamped as it is handed on, not after: the subscriber it wakes may stamp its own
             // receipt before this thread reads the clock again.
             let forwarded = trace == nil ? nil : Date()
-            // XPUB never blocks: at a subscriber's high-water mark it drops for that subscriber only.
-            try send(frames, to: backend)
             if let capture { try send(frames, to: capture) }
             try sendToSites(frames, hop: hop, excluding: fromSite)
             for link in upstreamLinks { try send(frames, to: link.up, then: hop) }
+            // Last, handing the received frames over: XPUB never blocks (at a subscriber's
+            // high-water mark it drops for that subscriber only).
+            try send(frames, to: backend, handingOver: true)
             if let trace, let received, let forwarded { try reportHops(trace, received: received, forwarded: forwarded) }
         case .forged(let reason):
             if let line = refusals.forged(reason, key: connectionKey) { logger.warning("\(line)") }
@@ -342,12 +343,13 @@ final class BrokerLoop: @unchecked Sendable {
     }
 
     /// Sends frames as they are (libzmq shares their bytes), then `trailing` when given; false
-    /// when the socket refused them.
+    /// when the socket refused them. `handingOver` (their last send): a received message's frames
+    /// go themselves, not copies of their references (two atomic counts and a close fewer a frame).
     @discardableResult
-    func send(_ frames: some MessageFrames, to socket: Socket, then trailing: Frame? = nil) throws(ZMQError) -> Bool {
-        let last = frames.frameCount - 1
+    func send(_ frames: some MessageFrames, to socket: Socket, then trailing: Frame? = nil, handingOver: Bool = false) throws(ZMQError) -> Bool {
         for index in 0..<frames.frameCount {
-            guard try frames.trySend(frame: index, on: socket, more: index < last || trailing != nil) else { return false }
+            let more = index < frames.frameCount - 1 || trailing != nil
+            guard try handingOver ? frames.trySendLast(frame: index, on: socket, more: more) : frames.trySend(frame: index, on: socket, more: more) else { return false }
         }
         if let trailing { return try socket.trySend(trailing) }
         return true

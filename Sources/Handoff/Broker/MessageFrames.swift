@@ -11,6 +11,9 @@ protocol MessageFrames {
     func withBytes<R>(ofFrame index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R
     /// Sends frame `index` on `socket`, its bytes shared; false when the socket would block.
     func trySend(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool
+    /// The same, where nothing reads or sends frame `index` again: a received message hands the
+    /// frame itself over (``ZeroMQ/Socket/trySend(handingOver:of:more:)``), an array shares it.
+    func trySendLast(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool
     /// Frame `index` as a ``Frame`` of its own (shared bytes), for what keeps or re-sends it.
     func frame(_ index: Int) -> Frame
     /// The frames' bytes one after another, in one allocation: what the cache keeps.
@@ -38,6 +41,9 @@ extension Array: MessageFrames where Element == Frame {
     func trySend(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
         try socket.trySend(self[index], more: more)
     }
+    func trySendLast(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
+        try socket.trySend(self[index], more: more)
+    }
     func frame(_ index: Int) -> Frame { self[index] }
 }
 
@@ -46,5 +52,8 @@ extension ReceivedMessage: MessageFrames {
     func withBytes<R>(ofFrame index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R { withUnsafeBytes(ofFrame: index, body) }
     func trySend(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
         try socket.trySend(frame: index, of: self, more: more)
+    }
+    func trySendLast(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
+        try socket.trySend(handingOver: index, of: self, more: more)
     }
 }
