@@ -34,7 +34,13 @@ final class BrokerLoop: @unchecked Sendable {
     let secure: Bool
     /// With CURVE: the keys of site brokers whose connections relay their nodes' messages.
     let relayKeys: Set<[UInt8]>
-    var core: BrokerCore
+    /// The rules, in memory of their own (only this loop's thread uses them): a class's stored `var`
+    /// is checked for exclusive access at run time at each use, three a message here; a pointee is not.
+    private let coreStorage: UnsafeMutablePointer<BrokerCore>
+    var core: BrokerCore {
+        _read { yield coreStorage.pointee }
+        _modify { yield &coreStorage.pointee }
+    }
     /// The third frame of what this site's own publishers send, on the links to other sites.
     let localHop: Frame
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
@@ -80,18 +86,25 @@ final class BrokerLoop: @unchecked Sendable {
         secure = configuration.security != nil
         relayKeys = Set(configuration.relayKeys.map(\.bytes))
         let host = ProcessInfo.processInfo.hostName
-        core = BrokerCore(
+        let core = BrokerCore(
             cacheEnabled: configuration.lastValueCache,
             cache: LastValueCache(
                 capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
                 defaultLease: configuration.defaultLease),
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
             upstreams: configuration.upstreams.count, site: configuration.site ?? .random())
+        coreStorage = .allocate(capacity: 1)
+        coreStorage.initialize(to: core)
         localHop = WireSiteHop(hops: 1, origin: core.site.name, via: core.site).frame
         upstreamSnapshots = UpstreamSnapshots(site: core.site)
         var logger = Logger(label: "handoff.broker")
         logger[metadataKey: "broker"] = "\(configuration.frontend)"
         self.logger = logger
+    }
+
+    deinit {
+        coreStorage.deinitialize(count: 1)
+        coreStorage.deallocate()
     }
 
     /// Starts the loop's thread; `onExit` runs on it last, once every socket is closed.
@@ -281,22 +294,6 @@ final class BrokerLoop: @unchecked Sendable {
             if let line = refusals.overQuota(origin: origin, activityID: activityID, quota: core.cache.perOriginQuota) {
                 logger.warning("\(line)")
             }
-        }
-    }
-
-    /// A traced message's hops here (wire.proto, "Tracing"): received, cached, forwarded, each
-    /// under the trace's topic, to the subscribers (the tracer).
-    /// With sites, the hops go to the sites below and upstream too, so that a tracer at another
-    /// site hears them (as it hears any bus message it follows).
-    func reportHops(_ trace: BrokerCore.Trace, received: Date, forwarded: Date) throws(ZMQError) {
-        let topic = Frame(Topic.trace(trace.traceID))
-        var hops = [Frame(core.traceHop(.brokerReceived, trace, at: received))]
-        if trace.cached { hops.append(Frame(core.traceHop(.brokerCached, trace, at: received))) }
-        hops.append(Frame(core.traceHop(.brokerForwarded, trace, at: forwarded)))
-        for hop in hops {
-            try send([topic, hop], to: backend)
-            try sendToSites([topic, hop], hop: localHop, excluding: nil)
-            for link in upstreamLinks { try send([topic, hop, localHop], to: link.up) }
         }
     }
 
