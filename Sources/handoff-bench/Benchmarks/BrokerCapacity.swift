@@ -30,19 +30,29 @@ func capacityRecords(count: Int, origins: Int) throws -> [UInt8] {
 
 /// CPU seconds the threads of a process now alive have run, to the nanosecond (the first field of
 /// each /proc/PID/task/TID/schedstat), where /proc/PID/stat counts 10 ms ticks: a flood of 50,000
-/// messages at 1 µs each is 5 of them. And of it, libzmq's I/O threads' (named `ZMQbg/IO/n`):
-/// what a broker's own thread spends is the rest.
-func preciseThreadCPUSeconds(_ pid: Int32) -> (all: Double, libzmqIO: Double) {
+/// messages at 1 µs each is 5 of them; and the minor page faults they took (memory touched for the
+/// first time: a flood that fills a broker's cache, or receive buffers that are never reused). Of
+/// each, libzmq's I/O threads' (named `ZMQbg/IO/n`): what a broker's own thread spends is the rest.
+func threadUsage(_ pid: Int32) -> (cpu: Double, ioCPU: Double, faults: Int, ioFaults: Int) {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-    var all = 0, io = 0
+    var (all, io, faults, ioFaults) = (0, 0, 0, 0)
     for task in tasks {
-        let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
-        let nanoseconds = Int(stat.split(separator: " ").first ?? "") ?? 0
+        let schedstat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
+        let nanoseconds = Int(schedstat.split(separator: " ").first ?? "") ?? 0
+        // minflt, the tenth field of stat: the seventh after the name, which ends at the last ')'.
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
+        let afterName = stat.lastIndex(of: ")").map { stat[stat.index(after: $0)...] } ?? ""
+        let fields = afterName.split(separator: " ")
+        let minorFaults = fields.count > 7 ? Int(fields[7]) ?? 0 : 0
         all += nanoseconds
+        faults += minorFaults
         let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
-        if name.hasPrefix("ZMQbg/IO") { io += nanoseconds }
+        if name.hasPrefix("ZMQbg/IO") {
+            io += nanoseconds
+            ioFaults += minorFaults
+        }
     }
-    return (Double(all) / 1e9, Double(io) / 1e9)
+    return (Double(all) / 1e9, Double(io) / 1e9, faults, ioFaults)
 }
 
 /// One flood through one broker: what each subscriber received and when, and the broker's CPU.
@@ -54,6 +64,8 @@ struct CapacityTrial {
     var cpuPerMessage: Double
     /// Of it, libzmq's I/O thread's.
     var ioCPUPerMessage: Double = 0
+    /// Minor page faults per message: the broker's own threads', libzmq's I/O thread's.
+    var faultsPerMessage = (own: 0.0, io: 0.0)
     /// Messages some subscriber did not get.
     var lost: Int
 }
@@ -99,7 +111,7 @@ func capacityTrial(
     Thread.sleep(forTimeInterval: 0.5)
     try beforeFlood()
     let pid = broker.child.process.processIdentifier
-    let cpuBefore = preciseThreadCPUSeconds(pid)
+    let before = threadUsage(pid)
     let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path], cpu: clientCPU(0))
     let sent = try publisher.line(startingWith: "SENT")
     guard Int(sent[1]) == count else { throw HandoffError(.handoffFailed, "the publisher said \(sent.joined(separator: " "))") }
@@ -113,10 +125,12 @@ func capacityTrial(
     }
     publisher.wait()
     // The subscribers end at the last message (or 2 s after it, when some were lost).
-    let cpuAfter = preciseThreadCPUSeconds(pid)
-    let (cpu, io) = (cpuAfter.all - cpuBefore.all, cpuAfter.libzmqIO - cpuBefore.libzmqIO)
+    let after = threadUsage(pid)
+    let (cpu, io) = (after.cpu - before.cpu, after.ioCPU - before.ioCPU)
+    let ioFaults = after.ioFaults - before.ioFaults, ownFaults = after.faults - before.faults - ioFaults
     return CapacityTrial(
-        messages: count, perSecond: slowest, cpuPerMessage: cpu / Double(count) * 1e6, ioCPUPerMessage: io / Double(count) * 1e6, lost: lost)
+        messages: count, perSecond: slowest, cpuPerMessage: cpu / Double(count) * 1e6, ioCPUPerMessage: io / Double(count) * 1e6,
+        faultsPerMessage: (Double(ownFaults) / Double(count), Double(ioFaults) / Double(count)), lost: lost)
 }
 
 func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], memoryCount: Int, memoryOrigins: Int) throws {
@@ -157,6 +171,8 @@ func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], 
                 print(String(format: "  by thread: the broker's own %.2f against the raw proxy's %.2f + the floor = %.2f, %@; libzmq's I/O thread %.2f against %.2f, %@",
                              ownThread, rawThread, rawThread + freshFloor, aboveOrBelow(ownThread, rawThread + freshFloor),
                              handoff.ioCPUPerMessage, raw.ioCPUPerMessage, aboveOrBelow(handoff.ioCPUPerMessage, raw.ioCPUPerMessage)))
+                print(String(format: "  page faults a message (memory touched for the first time): the broker's own threads %.3f, its I/O thread %.3f; the raw proxy's %.3f and %.3f",
+                             handoff.faultsPerMessage.own, handoff.faultsPerMessage.io, raw.faultsPerMessage.own, raw.faultsPerMessage.io))
             }
         }
         if let raw = medians[true], let handoff = medians[false] {
