@@ -344,8 +344,9 @@ final class BrokerLoop: @unchecked Sendable {
     /// go themselves, not copies of their references (two atomic counts and a close fewer a frame).
     @discardableResult
     func send(_ frames: some MessageFrames, to socket: Socket, then trailing: Frame? = nil, handingOver: Bool = false) throws(ZMQError) -> Bool {
+        let last = frames.frameCount - 1
         for index in 0..<frames.frameCount {
-            let more = index < frames.frameCount - 1 || trailing != nil
+            let more = index < last || trailing != nil
             guard try handingOver ? frames.trySendLast(frame: index, on: socket, more: more) : frames.trySend(frame: index, on: socket, more: more) else { return false }
         }
         if let trailing { return try socket.trySend(trailing) }

@@ -12,7 +12,7 @@ protocol MessageFrames {
     /// Sends frame `index` on `socket`, its bytes shared; false when the socket would block.
     func trySend(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool
     /// The same, where nothing reads or sends frame `index` again: a received message hands the
-    /// frame itself over (``ZeroMQ/Socket/trySend(handingOver:of:more:)``), an array shares it.
+    /// frame itself over (``ZeroMQ/Socket/trySend(handingOver:of:more:)``); others share it.
     func trySendLast(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool
     /// Frame `index` as a ``Frame`` of its own (shared bytes), for what keeps or re-sends it.
     func frame(_ index: Int) -> Frame
@@ -21,6 +21,11 @@ protocol MessageFrames {
 }
 
 extension MessageFrames {
+    /// Frames that have nothing to hand over share them on their last send too.
+    func trySendLast(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
+        try trySend(frame: index, on: socket, more: more)
+    }
+
     /// The frames' bytes together.
     var totalSize: Int {
         var size = 0
@@ -39,9 +44,6 @@ extension Array: MessageFrames where Element == Frame {
     func size(ofFrame index: Int) -> Int { self[index].count }
     func withBytes<R>(ofFrame index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R { self[index].withUnsafeBytes(body) }
     func trySend(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
-        try socket.trySend(self[index], more: more)
-    }
-    func trySendLast(frame index: Int, on socket: Socket, more: Bool) throws(ZMQError) -> Bool {
         try socket.trySend(self[index], more: more)
     }
     func frame(_ index: Int) -> Frame { self[index] }
