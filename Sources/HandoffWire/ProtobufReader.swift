@@ -1,5 +1,5 @@
 // Hand-written: a reader of the protobuf binary format over borrowed bytes, for the few hot paths
-// that need some fields of a message and not the whole of it (WireBusSummary). It accepts and
+// that need some fields of a message and not the whole of it (WireBusFields). It accepts and
 // rejects what SwiftProtobuf's BinaryDecoder does for the fields it is asked for.
 
 import SwiftProtobuf
@@ -115,9 +115,17 @@ struct ProtobufReader {
     /// A string field read only to check that it is UTF-8, without making a `String` of it (a
     /// broker reads a sender's name and host so, once per message).
     mutating func checkString() throws(BinaryDecodingError) {
+        _ = try checkedString()
+    }
+
+    /// A string field's body, checked to be UTF-8 and borrowed (``WireBusFields`` keeps where it
+    /// lies, not a copy).
+    @inline(__always)
+    mutating func checkedString() throws(BinaryDecodingError) -> UnsafeRawBufferPointer {
         let body = try lengthDelimited()
-        guard !Self.isASCII(body) else { return }
+        guard !Self.isASCII(body) else { return body }
         guard String(validating: body, as: UTF8.self) != nil else { throw .invalidUTF8 }
+        return body
     }
 
     /// Whether every byte is below 0x80, eight at a time: a broker checks every string of every

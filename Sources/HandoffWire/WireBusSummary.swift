@@ -41,42 +41,27 @@ public struct WireBusSummary: Equatable, Sendable {
         self.traceID = traceID
     }
 
-    /// Reads an envelope's summary from its bytes.
+    /// Reads an envelope's summary from its bytes (``WireBusFields``, each field made a value).
     ///
     /// - Parameter readingSender: Whether to read the sender's id and key; without (a broker that
     ///   checks no key), ``sender`` stays empty and its fields are only checked.
     /// - Throws: The ``WireDecodingError`` that ``WireEnvelope/decode(_:)`` throws for the same bytes.
     public static func read(_ bytes: UnsafeRawBufferPointer, readingSender: Bool = true) throws(WireDecodingError) -> WireBusSummary {
-        var version: UInt32 = 0
-        var sender = Node()
-        var sentAt = Timestamp(seconds: 0, nanos: 0)  // checked only: a node reads it
-        var body: BodyFields?
-        var traceID: String?
-        do {
-            var reader = try ProtobufReader(bytes)
-            while let (number, type) = try reader.nextField() {
-                switch (number, type) {
-                case (1, .varint): version = UInt32(truncatingIfNeeded: try reader.varint())
-                case (3, .lengthDelimited): try readNode(into: &sender, reader.nested(reader.lengthDelimited()), keeping: readingSender)
-                case (4, .lengthDelimited): try readTimestamp(into: &sentAt, reader.nested(reader.lengthDelimited()))
-                case (6, .lengthDelimited):
-                    // proto3: an empty string is no trace.
-                    let id = try reader.string()
-                    traceID = id.isEmpty ? nil : id
-                case (10...20, .lengthDelimited) where number != 16:
-                    let content = try reader.lengthDelimited()
-                    // A oneof: another case replaces the body; the same case again merges into it.
-                    if body?.number != number { body = BodyFields(number: number) }
-                    try body?.merge(reader.nested(content))
-                default: try reader.skip(type, number: number)
-                }
-            }
-        } catch {
-            throw .malformed(error)
+        let fields = try WireBusFields.read(bytes)
+        func node(_ node: WireBusFields.Node) -> Node {
+            Node(id: WireBusFields.string(node.id, in: bytes), publicKey: Array(WireBusFields.bytes(node.publicKey, in: bytes)))
         }
-        guard version != 0, version <= WireProtocol.version else { throw .unsupportedProtocolVersion(version) }
-        guard let fields = body.take() else { throw .missingBody }
-        return WireBusSummary(sender: sender, body: fields.summary(), traceID: traceID)
+        let body: Body = switch fields.body {
+        case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
+            .advertisement(activityID: WireBusFields.string(activityID, in: bytes), origin: node(origin), version: version, leaseMs: leaseMs,
+                           expiresAt: expiresAt)
+        case .withdrawal(let activityID, let origin): .withdrawal(activityID: WireBusFields.string(activityID, in: bytes), origin: node(origin))
+        case .presence(let presence, let leaseMs, let partial):
+            .presence(node: node(presence), leaseMs: leaseMs, activityIDs: WireBusFields.presenceActivityIDs(bytes), partial: partial)
+        case .other: .other
+        }
+        return WireBusSummary(sender: readingSender ? node(fields.sender) : Node(), body: body,
+                              traceID: fields.traceID.map { WireBusFields.string($0, in: bytes) })
     }
 
     /// The activity type of an advertisement envelope (`nil` for another body), read in place: for
@@ -95,131 +80,5 @@ public struct WireBusSummary: Equatable, Sendable {
             }
         }
         return type
-    }
-
-    /// A NodeRef's fields merged into `node` (name and host are read only to check their UTF-8; id
-    /// and key too unless `keeping`).
-    static func readNode(into node: inout Node, _ reader: ProtobufReader, keeping: Bool = true) throws(BinaryDecodingError) {
-        var reader = reader
-        while let (number, type) = try reader.nextField() {
-            switch (number, type) {
-            case (1, .lengthDelimited) where keeping: node.id = try reader.string()
-            case (1, .lengthDelimited), (2, .lengthDelimited), (3, .lengthDelimited): try reader.checkString()
-            case (4, .lengthDelimited) where keeping: node.publicKey = Array(try reader.lengthDelimited())
-            default: try reader.skip(type, number: number)
-            }
-        }
-    }
-
-    /// A Timestamp's two fields, as read.
-    typealias Timestamp = (seconds: Int64, nanos: Int32)
-
-    /// A Timestamp's fields merged into `time`.
-    static func readTimestamp(into time: inout Timestamp, _ reader: ProtobufReader) throws(BinaryDecodingError) {
-        var reader = reader
-        while let (number, type) = try reader.nextField() {
-            switch (number, type) {
-            case (1, .varint): time.seconds = Int64(bitPattern: try reader.varint())
-            case (2, .varint): time.nanos = Int32(truncatingIfNeeded: try reader.varint())
-            default: try reader.skip(type, number: number)
-            }
-        }
-    }
-}
-
-/// The body's fields as they are read (merged over repeated occurrences, as protobuf merges).
-private struct BodyFields {
-    let number: Int
-    var activityID = ""
-    var node = WireBusSummary.Node()
-    var version: UInt64 = 0
-    var leaseMs: UInt32 = 0
-    var expiresAt: WireBusSummary.Timestamp?
-    var activityIDs: [String] = []
-    var partial = false
-
-    init(number: Int) {
-        self.number = number
-    }
-
-    /// The body.
-    consuming func summary() -> WireBusSummary.Body {
-        switch number {
-        case 10:
-            .advertisement(activityID: activityID, origin: node, version: version, leaseMs: leaseMs,
-                           expiresAt: expiresAt.map { WireTimestamp.date(seconds: $0.seconds, nanos: $0.nanos) })
-        case 11: .withdrawal(activityID: activityID, origin: node)
-        case 12: .presence(node: node, leaseMs: leaseMs, activityIDs: activityIDs, partial: partial)
-        default: .other
-        }
-    }
-
-    mutating func merge(_ reader: ProtobufReader) throws(BinaryDecodingError) {
-        var reader = reader
-        switch number {
-        case 10: try mergeAdvertisement(&reader)
-        case 11: try mergeWithdrawal(&reader)
-        case 12: try mergePresence(&reader)
-        default: break  // checked by the node that reads it
-        }
-    }
-
-    /// wire.proto's Advertisement.
-    private mutating func mergeAdvertisement(_ reader: inout ProtobufReader) throws(BinaryDecodingError) {
-        while let (number, type) = try reader.nextField() {
-            switch (number, type) {
-            case (1, .lengthDelimited): activityID = try reader.string()
-            case (4, .lengthDelimited): try WireBusSummary.readNode(into: &node, reader.nested(reader.lengthDelimited()))
-            case (6, .varint): version = try reader.varint()
-            case (7, .lengthDelimited):
-                var time = expiresAt ?? (0, 0)  // a second occurrence merges into the first
-                try WireBusSummary.readTimestamp(into: &time, reader.nested(reader.lengthDelimited()))
-                expiresAt = time
-            case (8, .varint): leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
-            case (2, .lengthDelimited), (3, .lengthDelimited), (5, .lengthDelimited), (10, .lengthDelimited),
-                 (11, .lengthDelimited), (12, .lengthDelimited):
-                try reader.checkString()
-            case (13, .lengthDelimited):
-                var updatedAt: WireBusSummary.Timestamp = (0, 0)  // checked only: a node reads it
-                try WireBusSummary.readTimestamp(into: &updatedAt, reader.nested(reader.lengthDelimited()))
-            default: try reader.skip(type, number: number)  // 9 (a bool) and unknown fields
-            }
-        }
-    }
-
-    /// wire.proto's Withdrawal.
-    private mutating func mergeWithdrawal(_ reader: inout ProtobufReader) throws(BinaryDecodingError) {
-        while let (number, type) = try reader.nextField() {
-            switch (number, type) {
-            case (1, .lengthDelimited): activityID = try reader.string()
-            case (2, .lengthDelimited): try reader.checkString()
-            case (3, .lengthDelimited): try WireBusSummary.readNode(into: &node, reader.nested(reader.lengthDelimited()))
-            default: try reader.skip(type, number: number)  // 4 (the reason) and unknown fields
-            }
-        }
-    }
-
-    /// wire.proto's NodePresence.
-    private mutating func mergePresence(_ reader: inout ProtobufReader) throws(BinaryDecodingError) {
-        while let (number, type) = try reader.nextField() {
-            switch (number, type) {
-            case (1, .lengthDelimited): try WireBusSummary.readNode(into: &node, reader.nested(reader.lengthDelimited()))
-            case (2, .lengthDelimited): try reader.checkString()
-            case (3, .varint): leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
-            case (4, .lengthDelimited): activityIDs.append(try reader.string())
-            case (5, .varint): partial = try reader.varint() != 0
-            case (6, .lengthDelimited): try Self.checkTraffic(reader.nested(reader.lengthDelimited()))
-            default: try reader.skip(type, number: number)
-            }
-        }
-    }
-
-    /// wire.proto's NodeTraffic, read only to reject what the full decode rejects (the broker
-    /// needs none of it).
-    private static func checkTraffic(_ reader: ProtobufReader) throws(BinaryDecodingError) {
-        var reader = reader
-        while let (number, type) = try reader.nextField() {
-            try reader.skip(type, number: number)
-        }
     }
 }

@@ -40,3 +40,11 @@ public final class JoinedFrames: ManagedBuffer<JoinedFrames.Header, UInt8> {
         return withUnsafeMutablePointerToElements { Array(UnsafeBufferPointer(start: $0 + first, count: count - first)) }
     }
 }
+
+extension JoinedFrames {
+    /// Every byte held (each frame's, one after another), borrowed for `body`.
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let count = header.count
+        return try withUnsafeMutablePointerToElements { try body(UnsafeRawBufferPointer(start: $0, count: count)) }
+    }
+}

@@ -6,25 +6,28 @@ import ZeroMQ
 
 /// Bus messages as a publisher sends them (topic, envelope), for the broker's machines' tests.
 extension BrokerCoreTests {
-    static func node(_ id: String, key: [UInt8] = []) -> WireNodeRef {
+    static func node(_ id: String, key: [UInt8] = [], host: String = "test") -> WireNodeRef {
         var node = WireNodeRef()
         node.nodeID = id
         node.name = id
-        node.host = "test"
+        node.host = host
         node.publicKey = Data(key)
         return node
     }
 
-    static func advertisement(_ id: String, from origin: String, key: [UInt8] = [], version: UInt64 = 1, sender: String? = nil) -> [Frame] {
+    static func advertisement(
+        _ id: String, from origin: String, key: [UInt8] = [], version: UInt64 = 1, sender: String? = nil, leaseMs: UInt32 = 60_000,
+        host: String = "test"
+    ) -> [Frame] {
         var advertisement = WireAdvertisement()
         advertisement.activityID = id
         advertisement.activityType = "org.test.type"
-        advertisement.origin = node(origin, key: key)
+        advertisement.origin = node(origin, key: key, host: host)
         advertisement.continueEndpoint = "tcp://127.0.0.1:1"
         advertisement.version = version
-        advertisement.leaseMs = 60_000
+        advertisement.leaseMs = leaseMs
         let envelope: [UInt8] = try! WireEnvelope(
-            body: .advertisement(advertisement), sender: node(sender ?? origin, key: key), sequence: version).serializedBytes()
+            body: .advertisement(advertisement), sender: node(sender ?? origin, key: key, host: host), sequence: version).serializedBytes()
         return [Frame(Array("A:org.test.type".utf8)), Frame(envelope)]
     }
 

@@ -5,40 +5,59 @@ import ZeroMQ
 
 @Suite("Last-value cache (state, no sockets)")
 struct LastValueCacheTests {
-    private func advertisement(_ id: String, origin: String = "a", version: UInt64 = 1, leaseMs: UInt32 = 60_000) -> CachedAdvertisement {
-        CachedAdvertisement(activityID: id, origin: origin, version: version, leaseMs: leaseMs, expiresAt: nil)
+    /// An advertisement's message (topic, real envelope) as a publisher sends it.
+    private func advertisement(_ id: String, origin: String = "a", version: UInt64 = 1, leaseMs: UInt32 = 60_000, host: String = "test") -> [Frame] {
+        BrokerCoreTests.advertisement(id, from: origin, version: version, leaseMs: leaseMs, host: host)
     }
-
-    private func frames(_ id: String) -> [Frame] { [Frame(Array("A:t".utf8)), Frame(Array(id.utf8))] }
 
     @Test("an origin gets its quota and no more; updates, withdrawals and other origins are not held up")
     func perOriginQuota() {
         var cache = LastValueCache(capacity: 100, perOriginQuota: 3, defaultLease: .seconds(30))
         let now = ContinuousClock.now
-        for index in 0..<3 { let outcome = cache.store(advertisement("a\(index)"), frames: frames("a\(index)"), now: now); #expect(outcome == .stored) }
-        do { let outcome = cache.store(advertisement("a3"), frames: frames("a3"), now: now); #expect(outcome == .overQuota) }
-        do { let outcome = cache.store(advertisement("a1", version: 2), frames: frames("a1"), now: now); #expect(outcome == .stored) }
-        do { let outcome = cache.store(advertisement("b0", origin: "b"), frames: frames("b0"), now: now); #expect(outcome == .stored) }
+        for index in 0..<3 { let outcome = cache.store(advertisement("a\(index)"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("a3"), now: now); #expect(outcome == .overQuota) }
+        do { let outcome = cache.store(advertisement("a1", version: 2), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("b0", origin: "b"), now: now); #expect(outcome == .stored) }
         #expect(cache.perOrigin == ["a": 3, "b": 1])
         cache.remove("a0")
-        do { let outcome = cache.store(advertisement("a3"), frames: frames("a3"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("a3"), now: now); #expect(outcome == .stored) }
         #expect(cache.count == 4)
     }
 
     @Test("a cached copy keeps the topic and envelope apart: the envelope alone for snapshots, the topic matched by prefix")
     func cachedFrames() {
         var cache = LastValueCache(capacity: 10, defaultLease: .seconds(30))
-        cache.store(advertisement("one"), frames: frames("one"), now: .now)
-        #expect(cache.live(matching: Array("A:".utf8), now: .now) == [Array("one".utf8)])
+        let message = advertisement("one")
+        cache.store(message, now: .now)
+        #expect(cache.live(matching: Array("A:".utf8), now: .now) == [message[1].bytes])
         #expect(cache.live(matching: Array("A:u".utf8), now: .now).isEmpty)
+    }
+
+    @Test("an entry's id is found where it lies in the entry's own copy, also after an update that moved it there")
+    func idsLieInTheCopies() {
+        var cache = LastValueCache(capacity: 10, defaultLease: .seconds(30))
+        let now = ContinuousClock.now
+        let id = "0F6E3D2C-5B4A-4938-8271-605F4E3D2C1B"
+        do { let outcome = cache.store(advertisement(id, version: 1), now: now); #expect(outcome == .stored) }
+        // The same origin with a longer host: every byte after the sender, the id's among them, moves.
+        do { let outcome = cache.store(advertisement(id, version: 2, host: String(repeating: "h", count: 300)), now: now); #expect(outcome == .stored) }
+        #expect(cache.ids == [id])
+        #expect(cache.version(of: id) == 2 && cache.count == 1)
+        do { let outcome = cache.store(advertisement(id, version: 1), now: now); #expect(outcome == .stale) }
+        cache.renew(origin: "a", listed: [id], partial: false, lease: .seconds(60), now: now)
+        #expect(cache.contains(id))
+        let moved = advertisement(id, version: 3, host: "h")
+        cache.store(moved, now: now)
+        cache.remove(id)
+        #expect(cache.count == 0 && cache.perOrigin.isEmpty)
     }
 
     @Test("presence renews an origin's listed activities and forgets the rest, unless the list is partial")
     func presence() {
         var cache = LastValueCache(capacity: 100, defaultLease: .seconds(30))
         let now = ContinuousClock.now
-        for id in ["a1", "a2", "a3"] { _ = cache.store(advertisement(id, leaseMs: 100), frames: frames(id), now: now) }
-        _ = cache.store(advertisement("b1", origin: "b", leaseMs: 100), frames: frames("b1"), now: now)
+        for id in ["a1", "a2", "a3"] { _ = cache.store(advertisement(id, leaseMs: 100), now: now) }
+        _ = cache.store(advertisement("b1", origin: "b", leaseMs: 100), now: now)
         // A partial list renews what it lists and drops nothing.
         cache.renew(origin: "a", listed: ["a1", "a2"], partial: true, lease: .seconds(10), now: now)
         #expect(cache.perOrigin == ["a": 3, "b": 1])
@@ -56,14 +75,14 @@ struct LastValueCacheTests {
     func expiryAndEviction() {
         var cache = LastValueCache(capacity: 2, perOriginQuota: 2, defaultLease: .seconds(30))
         let now = ContinuousClock.now
-        do { let outcome = cache.store(advertisement("short", leaseMs: 100), frames: frames("short"), now: now); #expect(outcome == .stored) }
-        do { let outcome = cache.store(advertisement("long", version: 5), frames: frames("long"), now: now); #expect(outcome == .stored) }
-        do { let outcome = cache.store(advertisement("long", version: 4), frames: frames("long"), now: now); #expect(outcome == .stale) }
+        do { let outcome = cache.store(advertisement("short", leaseMs: 100), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("long", version: 5), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("long", version: 4), now: now); #expect(outcome == .stale) }
         do { let outcome = cache.removeExpired(now: now + .milliseconds(200)); #expect(outcome) }
         #expect(cache.perOrigin == ["a": 1])
-        do { let outcome = cache.store(advertisement("next"), frames: frames("next"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("next"), now: now); #expect(outcome == .stored) }
         // Full (capacity 2): another origin's new activity evicts the one expiring soonest.
-        do { let outcome = cache.store(advertisement("b", origin: "b", leaseMs: 90_000), frames: frames("b"), now: now); #expect(outcome == .stored) }
+        do { let outcome = cache.store(advertisement("b", origin: "b", leaseMs: 90_000), now: now); #expect(outcome == .stored) }
         #expect(cache.count == 2)
         #expect(cache.perOrigin.values.reduce(0, +) == 2)
         #expect(cache.live(matching: Array("A:".utf8), now: now).count == 2)
@@ -74,7 +93,7 @@ struct LastValueCacheTests {
         var cache = LastValueCache(capacity: 1_001, defaultLease: .seconds(6))
         let start = ContinuousClock.now
         let ids = (0..<1_000).map { "a\($0)" }
-        for id in ids { _ = cache.store(advertisement(id, leaseMs: 6_000), frames: frames(id), now: start) }
+        for id in ids { _ = cache.store(advertisement(id, leaseMs: 6_000), now: start) }
         var now = start
         for _ in 0..<30 {  // a minute of presence every 2 s
             now = now + .seconds(2)
@@ -85,12 +104,20 @@ struct LastValueCacheTests {
         #expect(cache.scheduled <= cache.count)  // one item each, where a push per renewal made 30,000
         // The oldest store is renewed: a new origin's activity evicts the one that really expires
         // soonest (short, stored last), not the first one stored.
-        _ = cache.store(advertisement("short", origin: "b", leaseMs: 3_000), frames: frames("short"), now: now)
-        _ = cache.store(advertisement("c", origin: "c"), frames: frames("c"), now: now)
+        _ = cache.store(advertisement("short", origin: "b", leaseMs: 3_000), now: now)
+        _ = cache.store(advertisement("c", origin: "c"), now: now)
         #expect(!cache.contains("short"))
         #expect(cache.contains("a0") && cache.contains("c"))
         // And they lapse once presence stops.
         do { let changed = cache.removeExpired(now: now + .seconds(7)); #expect(changed) }
         #expect(cache.count == 1)  // c, on its 60 s lease
+    }
+}
+
+extension LastValueCache {
+    /// Stores a message's advertisement, its fields read as the broker reads them.
+    @discardableResult
+    fileprivate mutating func store(_ frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
+        store(BrokerBusContent(frames).advertisement!, frames: frames, now: now)
     }
 }

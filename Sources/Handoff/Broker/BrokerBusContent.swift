@@ -3,68 +3,92 @@ import HandoffWire
 import ZeroMQ
 
 /// What a bus message (topic, envelope) carries, as far as the broker's cache and sender check are
-/// concerned: the envelope's ``WireBusSummary`` as read, or nothing when it is malformed.
+/// concerned: where the envelope's fields lie (``WireBusFields``), or nothing when it is malformed.
 ///
-/// The summary is kept whole and read through (the broker reads one per message it forwards, and
-/// each copy of a field made elsewhere is a reference count taken and given back); the claim the
-/// sender check needs is made only where there is a key to check it against.
-struct BrokerBusContent {
+/// The fields are ranges of the message's own bytes: the cache compares and hashes an id where it
+/// lies and keeps it inside its copy of the message, so a message it forwards makes no `String`.
+/// Values are made only where something keeps or reports one (a trace, a forgery's reason, an
+/// upstream's origins, the sender check's claim).
+struct BrokerBusContent<Frames: MessageFrames> {
+    let frames: Frames
     /// `nil`: malformed.
-    let summary: WireBusSummary?
+    let fields: WireBusFields?
 
-    /// Reads the few fields the cache and the sender check need from a bus message's envelope, in
-    /// place (``WireBusSummary``: no copy of the frame, no decoding of the rest). Without
-    /// `readingSender` (no key to check it against), the sender is left empty.
-    init(_ frames: some MessageFrames, readingSender: Bool = true) {
+    /// Finds the few fields the cache and the sender check need in a bus message's envelope, in
+    /// place (``WireBusFields``: no copy of the frame, no decoding of the rest).
+    init(_ frames: Frames) {
+        self.frames = frames
         guard frames.frameCount == 2 else {
-            summary = nil
+            fields = nil
             return
         }
-        summary = frames.withBytes(ofFrame: 1) { try? WireBusSummary.read($0, readingSender: readingSender) }
+        fields = frames.withBytes(ofFrame: 1) { try? WireBusFields.read($0) }
     }
 
-    var isMalformed: Bool {
-        if case .none = summary { return true }  // (not `== nil`: that compares a copy of the summary)
-        return false
+    /// The envelope's bytes, for the ranges in ``fields``.
+    func withEnvelope<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        frames.withBytes(ofFrame: 1, body)
     }
+
+    /// A string field's value.
+    func string(_ range: Range<Int>) -> String {
+        withEnvelope { WireBusFields.string(range, in: $0) }
+    }
+
+    var isMalformed: Bool { fields == nil }
 
     var isAdvertisement: Bool {
-        if case .advertisement = summary?.body { return true }
+        if case .advertisement = fields?.body { return true }
         return false
     }
 
-    var traceID: String? { summary?.traceID }
+    var traceID: String? { fields?.traceID.map(string) }
 
-    /// The activity it is about (an advertisement or a withdrawal).
-    var activityID: String? {
-        switch summary?.body {
+    /// Where the id of the activity it is about lies (an advertisement or a withdrawal).
+    var activityIDRange: Range<Int>? {
+        switch fields?.body {
         case .advertisement(let activityID, _, _, _, _), .withdrawal(let activityID, _): activityID
         case .presence, .other, nil: nil
         }
     }
 
-    /// The node whose activities it is about.
-    var originID: String? { origin?.id }
+    /// The activity it is about (an advertisement or a withdrawal).
+    var activityID: String? { activityIDRange.map(string) }
 
-    private var origin: WireBusSummary.Node? {
-        switch summary?.body {
-        case .advertisement(_, let origin, _, _, _), .withdrawal(_, let origin), .presence(let origin, _, _, _): origin
+    /// The node whose activities it is about.
+    var originID: String? { origin.map { string($0.id) } }
+
+    private var origin: WireBusFields.Node? {
+        switch fields?.body {
+        case .advertisement(_, let origin, _, _, _), .withdrawal(_, let origin), .presence(let origin, _, _): origin
         case .other, nil: nil
         }
     }
 
-    /// What the cache keeps of an advertisement.
+    /// What the cache takes of an advertisement.
     var advertisement: CachedAdvertisement? {
-        guard case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt) = summary?.body else { return nil }
+        guard case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt) = fields?.body else { return nil }
         return CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
     }
 
     /// Who it claims to come from and what it speaks for, for the sender check; `nil` when malformed.
     var claim: BusClaim? {
-        guard let summary else { return nil }
+        guard let fields else { return nil }
         let origin = origin
-        return BusClaim(
-            senderID: summary.sender.id, senderKey: summary.sender.publicKey, activityID: activityID, originID: origin?.id,
-            originKey: origin?.publicKey, traceID: summary.traceID)
+        return withEnvelope { envelope in
+            BusClaim(
+                senderID: WireBusFields.string(fields.sender.id, in: envelope),
+                senderKey: Array(WireBusFields.bytes(fields.sender.publicKey, in: envelope)),
+                activityID: activityIDRange.map { WireBusFields.string($0, in: envelope) },
+                originID: origin.map { WireBusFields.string($0.id, in: envelope) },
+                originKey: origin.map { Array(WireBusFields.bytes($0.publicKey, in: envelope)) },
+                traceID: fields.traceID.map { WireBusFields.string($0, in: envelope) })
+        }
+    }
+
+    /// A presence's listed activity ids (empty for another body).
+    var presenceActivityIDs: [String] {
+        guard case .presence = fields?.body else { return [] }
+        return withEnvelope(WireBusFields.presenceActivityIDs)
     }
 }

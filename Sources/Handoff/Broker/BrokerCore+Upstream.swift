@@ -27,7 +27,7 @@ extension BrokerCore {
         var size = 0
         for frame in frames { size += frame.count }
         counted.upstreamIn += 1
-        let content = BrokerBusContent(frames, readingSender: false)
+        let content = BrokerBusContent(frames)
         if content.isMalformed {
             counted.malformed += 1
             return .drop
@@ -39,9 +39,9 @@ extension BrokerCore {
         // A pair upstream sends everything down twice: the second copy is no news (an
         // advertisement by its version, a presence or a withdrawal by its very bytes).
         if upstreams > 1 {
-            switch content.summary?.body {
+            switch content.fields?.body {
             case .advertisement(let activityID, _, let version, _, _):
-                if let cached = cache.version(of: activityID), cached >= version {
+                if let cached = content.withEnvelope({ cache.version(ofID: WireBusFields.bytes(activityID, in: $0)) }), cached >= version {
                     counted.upstreamDuplicates += 1
                     return .drop
                 }
@@ -54,7 +54,7 @@ extension BrokerCore {
                 break
             }
         }
-        switch take(content, frames: frames, now: now, fromUpstream: true, site: fromSite) {
+        switch take(content, now: now, fromUpstream: true, site: fromSite) {
         case .overQuota:
             counted.overQuota += 1
             return .drop
@@ -72,15 +72,16 @@ extension BrokerCore {
         guard let type = envelope.withUnsafeBytes({ WireBusSummary.advertisedType($0) }) else { return nil }
         let topic = Topic.activity(type)
         let frames = [Frame(topic), envelope]
-        let content = BrokerBusContent(frames, readingSender: false)
+        let content = BrokerBusContent(frames)
         guard let advertisement = content.advertisement else { return nil }
         // This site's own, come back (an upstream that cannot tell which site asked: an older one).
-        guard !localOrigins.contains(advertisement.origin, now: now) else {
+        guard !localOrigins.contains(content.string(advertisement.origin.id), now: now) else {
             counted.upstreamReturned += 1
             return nil
         }
-        if let cached = cache.version(of: advertisement.activityID), cached >= advertisement.version { return nil }
-        guard case .taken = take(content, frames: frames, now: now, fromUpstream: true) else { return nil }
+        let cached = content.withEnvelope { cache.version(ofID: WireBusFields.bytes(advertisement.activityID, in: $0)) }
+        if let cached, cached >= advertisement.version { return nil }
+        guard case .taken = take(content, now: now, fromUpstream: true) else { return nil }
         counted.upstreamIn += 1
         counted.messagesOut += 1
         counted.bytesOut += topic.count + envelope.count

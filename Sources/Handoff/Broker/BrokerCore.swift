@@ -101,15 +101,15 @@ struct BrokerCore {
         let size = frames.totalSize
         counted.messagesIn += 1
         counted.bytesIn += size
-        let content = BrokerBusContent(frames, readingSender: connectionKey != nil)
-        if let forgery = forgery(frames, content, connectionKey: connectionKey) {
+        let content = BrokerBusContent(frames)
+        if let forgery = forgery(content, connectionKey: connectionKey) {
             counted.forged += 1
             return .forged(reason: forgery)
         }
         // (Upstream only: no other broker needs to know which origins are its own.)
         if upstream, let origin = content.originID { localOrigins.heard(origin, now: now) }
         let ask: String?
-        switch take(content, frames: frames, now: now, site: fromSite) {
+        switch take(content, now: now, site: fromSite) {
         case .overQuota(let activityID, let origin):
             counted.overQuota += 1
             return .overQuota(activityID: activityID, origin: origin)
@@ -137,22 +137,21 @@ struct BrokerCore {
     ///   which this broker's subscribe-all does not reach.
     /// - Parameter site: The site it came from (kept with an advertisement, for snapshots).
     mutating func take(
-        _ content: BrokerBusContent, frames: some MessageFrames, now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil
+        _ content: BrokerBusContent<some MessageFrames>, now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil
     ) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
-        switch content.summary?.body {
+        switch content.fields?.body {
         case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
-            // Bound here once (`content.advertisement` would copy the body a second time).
             let advertisement = CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
-            if cache.store(advertisement, frames: frames, site: site, now: now) == .overQuota {
-                return .overQuota(activityID: advertisement.activityID, origin: advertisement.origin)
+            if cache.store(advertisement, frames: content.frames, site: site, now: now) == .overQuota {
+                return .overQuota(activityID: content.string(activityID), origin: content.string(origin.id))
             }
         case .withdrawal(let activityID, _):
-            cache.remove(activityID)
-        case .presence(let node, let leaseMs, let activityIDs, let partial):
-            let origin = node.id
+            content.withEnvelope { cache.remove(id: WireBusFields.bytes(activityID, in: $0)) }
+        case .presence(let node, let leaseMs, let partial):
+            let origin = content.string(node.id)
             let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
-            if cache.renew(origin: origin, listed: Set(activityIDs), partial: partial, lease: lease, now: now) > 0 {
+            if cache.renew(origin: origin, listed: Set(content.presenceActivityIDs), partial: partial, lease: lease, now: now) > 0 {
                 switch readvertiseRequests.decide(origin, now: now, everyoneAllowed: !fromUpstream) {
                 case .origin:
                     counted.readvertiseRequests += 1
@@ -171,7 +170,7 @@ struct BrokerCore {
     }
 
     /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops.
-    func trace(of content: BrokerBusContent) -> Trace? {
+    func trace(of content: BrokerBusContent<some MessageFrames>) -> Trace? {
         guard let traceID = content.traceID else { return nil }
         return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: content.isAdvertisement && cacheEnabled)
     }
@@ -184,7 +183,8 @@ struct BrokerCore {
 
     /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,
     /// and (with CURVE) every message is bound to the key of the connection it came on.
-    private func forgery(_ frames: some MessageFrames, _ content: BrokerBusContent, connectionKey: [UInt8]?) -> String? {
+    private func forgery(_ content: BrokerBusContent<some MessageFrames>, connectionKey: [UInt8]?) -> String? {
+        let frames = content.frames
         if frames.frame(0, startsWith: Topic.snapshotPrefixBytes) { return "publishes on a snapshot topic, which only the broker answers on" }
         if frames.frame(0, startsWith: Topic.sitePrefixBytes) { return "publishes on a site topic, which only brokers send on" }
         guard let connectionKey, let claim = content.claim else { return nil }

@@ -2,27 +2,6 @@ import Foundation
 import HandoffWire
 import ZeroMQ
 
-/// What the cache needs to know about an advertisement.
-struct CachedAdvertisement {
-    var activityID: String
-    /// Who the activity belongs to, for the per-origin quota: its origin's node id.
-    var origin: String
-    /// The origin's CURVE key (empty without CURVE).
-    var originKey: [UInt8] = []
-    var version: UInt64
-    /// The presence lease; 0 when unset.
-    var leaseMs: UInt32
-    /// The activity's expiration date, if it has one.
-    var expiresAt: Date?
-}
-
-extension CachedAdvertisement {
-    /// What the cache keeps of an advertisement's summary.
-    init(activityID: String, origin: WireBusSummary.Node, version: UInt64, leaseMs: UInt32, expiresAt: Date?) {
-        self.init(activityID: activityID, origin: origin.id, originKey: origin.publicKey, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
-    }
-}
-
 /// The newest advertisement of each live activity, by activity id, with its frames as received:
 /// what a broker answers snapshots from.
 ///
@@ -48,36 +27,6 @@ extension CachedAdvertisement {
 struct LastValueCache {
     /// Nanoseconds since the cache's ``epoch``.
     typealias Ticks = Int64
-
-    struct Entry {
-        var id: String
-        /// The id's hash in ``index``.
-        var hash: UInt32
-        /// The topic's bytes, then the envelope's.
-        var frames: JoinedFrames
-        /// Its origin's slot in ``origins``.
-        var origin: Int32
-        /// The site it came from (its index in ``siteNames``; -1: this broker's own, or unknown).
-        var site: Int32 = -1
-        /// Its neighbours in its origin's list (-1: none).
-        var previousOfOrigin: Int32 = -1
-        var nextOfOrigin: Int32 = -1
-        var originKey: [UInt8]
-        var version: UInt64
-        var expiry: Ticks
-        /// Which arrival of an id in this slot the entry is (a removed id that comes back is a new one).
-        var generation: UInt64
-        /// When the entry's one live heap item is due.
-        var check: Ticks
-
-    }
-
-    /// An origin with cached activities: its node id, how many, and the first of its list.
-    struct Origin {
-        var id: String
-        var count: Int
-        var first: Int32
-    }
 
     /// What ``store(_:frames:now:)`` did.
     enum Outcome: Equatable {
@@ -108,8 +57,8 @@ struct LastValueCache {
     /// The slot of each cached activity, by its id's hash.
     private var index = SlotIndex()
     private var origins = Slots<Origin>()
-    /// The slot in ``origins`` of each origin with cached activities.
-    private var originSlot: [String: Int32] = [:]
+    /// The slot in ``origins`` of each origin with cached activities, by its id's hash.
+    private var originIndex = SlotIndex(minimumCapacity: 64)
     private var deadlines = MinHeap<Deadline>()
     private var nextGeneration: UInt64 = 0
     private var lastConverted: (instant: ContinuousClock.Instant, ticks: Ticks)?
@@ -139,14 +88,34 @@ struct LastValueCache {
     var count: Int { index.count }
 
     /// The ids of the cached activities.
-    var ids: Set<String> { Set(slots.live.map(\.value.id)) }
+    var ids: Set<String> { Set(slots.live.map(\.value.idString)) }
 
     /// Whether an activity is cached.
     func contains(_ id: String) -> Bool { slot(of: id) != nil }
 
     /// The slot of a cached activity.
-    private func slot(of id: String, hash: UInt32? = nil) -> Int32? {
-        index.slot(hash: hash ?? SlotIndex.hash(id)) { slots[$0]!.id == id }
+    private func slot(of id: String) -> Int32? {
+        var id = id
+        return id.withUTF8 { slot(ofID: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The slot of the cached activity whose id is `id`'s bytes.
+    private func slot(ofID id: UnsafeRawBufferPointer, hash: UInt32? = nil) -> Int32? {
+        index.slot(hash: hash ?? SlotIndex.hash(id)) { slots[$0]!.hasID(id) }
+    }
+
+    /// The slot in ``origins`` of the origin whose node id is `id`'s bytes.
+    private func originRecord(_ id: UnsafeRawBufferPointer, hash: UInt32) -> Int32? {
+        // The records alone in the closure: one that captured `self`, inlined into the mutating
+        // store, copied the whole cache (a retain of every array it holds) for each message.
+        let origins = origins
+        return originIndex.slot(hash: hash) { utf8(of: origins[$0]!.id, equals: id) }
+    }
+
+    /// The slot in ``origins`` of an origin.
+    private func originRecord(_ id: String) -> Int32? {
+        var id = id
+        return id.withUTF8 { originRecord(UnsafeRawBufferPointer($0), hash: SlotIndex.hash(UnsafeRawBufferPointer($0))) }
     }
 
     /// Cached activities per origin.
@@ -165,10 +134,19 @@ struct LastValueCache {
     mutating func store(
         _ advertisement: CachedAdvertisement, frames: some MessageFrames, site: String? = nil, now: ContinuousClock.Instant
     ) -> Outcome {
-        let id = advertisement.activityID
-        let hash = SlotIndex.hash(id)
-        let existing = slot(of: id, hash: hash)
         let now = convertOnce(now)
+        return frames.withBytes(ofFrame: 1) { envelope in store(advertisement, frames: frames, envelope: envelope, site: site, now: now) }
+    }
+
+    /// ``store(_:frames:site:now:)``, with the envelope's bytes at hand: its id and origin are
+    /// hashed and compared where they lie.
+    private mutating func store(
+        _ advertisement: CachedAdvertisement, frames: some MessageFrames, envelope: UnsafeRawBufferPointer, site: String?, now: Ticks
+    ) -> Outcome {
+        let id = WireBusFields.bytes(advertisement.activityID, in: envelope)
+        let originID = WireBusFields.bytes(advertisement.origin.id, in: envelope)
+        let hash = SlotIndex.hash(id)
+        let existing = slot(ofID: id, hash: hash)
         if let slot = existing, slots[slot]!.expiry > now, slots[slot]!.version > advertisement.version {
             return .stale
         }
@@ -182,10 +160,14 @@ struct LastValueCache {
             return .expired
         }
         let expiry = now + lease
-        if let slot = existing, origins[slots[slot]!.origin]!.id == advertisement.origin {
+        // Where the id lies in the copy kept (after the topic).
+        let idInFrames = advertisement.activityID.lowerBound + frames.size(ofFrame: 0)..<advertisement.activityID.upperBound + frames.size(ofFrame: 0)
+        let originKey = Array(WireBusFields.bytes(advertisement.origin.publicKey, in: envelope))
+        if let slot = existing, utf8(of: origins[slots[slot]!.origin]!.id, equals: originID) {
             // A newer (or the same) version from the same origin: in place.
             slots[slot]!.frames = frames.joined()
-            slots[slot]!.originKey = advertisement.originKey
+            slots[slot]!.id = idInFrames
+            slots[slot]!.originKey = originKey
             slots[slot]!.version = advertisement.version
             slots[slot]!.site = index(ofSite: site)
             slots[slot]!.expiry = expiry
@@ -197,7 +179,8 @@ struct LastValueCache {
             compactIfNeeded()
             return .stored
         }
-        var origin = originSlot[advertisement.origin]
+        let originHash = SlotIndex.hash(originID)
+        var origin = originRecord(originID, hash: originHash)
         if let origin, origins[origin]!.count >= perOriginQuota { return .overQuota }
         if let existing {
             remove(at: existing)  // the same id from another origin: counted against the new one
@@ -206,17 +189,16 @@ struct LastValueCache {
         }
         // Removing may have emptied the origin's record (no record is made meanwhile to reuse it).
         if let slot = origin, origins[slot] == nil { origin = nil }
-        let originIndex = origin ?? newOrigin(advertisement.origin)
+        let originSlot = origin ?? newOrigin(String(decoding: originID, as: UTF8.self), hash: originHash)
         nextGeneration += 1
-        let first = origins[originIndex]!.first
+        let first = origins[originSlot]!.first
         let entry = Entry(
-            id: id, hash: hash, frames: frames.joined(), origin: originIndex, site: index(ofSite: site), nextOfOrigin: first,
-            originKey: advertisement.originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration,
-            check: expiry)
+            id: idInFrames, hash: hash, frames: frames.joined(), origin: originSlot, site: index(ofSite: site), nextOfOrigin: first,
+            originKey: originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration, check: expiry)
         let slot = slots.insert(entry)
         if first >= 0 { slots[first]!.previousOfOrigin = slot }
-        origins[originIndex]!.first = slot
-        origins[originIndex]!.count += 1
+        origins[originSlot]!.first = slot
+        origins[originSlot]!.count += 1
         index.insert(slot, hash: hash)
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: nextGeneration))
         compactIfNeeded()
@@ -233,9 +215,19 @@ struct LastValueCache {
         slot(of: id).flatMap { slots[$0]?.originKey }
     }
 
+    /// The version of the cached activity whose id is `id`'s bytes.
+    func version(ofID id: UnsafeRawBufferPointer) -> UInt64? {
+        slot(ofID: id).flatMap { slots[$0]?.version }
+    }
+
     /// Forgets an activity.
     mutating func remove(_ id: String) {
         if let slot = slot(of: id) { remove(at: slot) }
+    }
+
+    /// Forgets the activity whose id is `id`'s bytes.
+    mutating func remove(id: UnsafeRawBufferPointer) {
+        if let slot = slot(ofID: id) { remove(at: slot) }
     }
 
     /// Forgets the activity in a live slot.
@@ -251,7 +243,7 @@ struct LastValueCache {
         if entry.nextOfOrigin >= 0 { slots[entry.nextOfOrigin]!.previousOfOrigin = entry.previousOfOrigin }
         origins[origin]!.count -= 1
         if origins[origin]!.count == 0 {
-            originSlot[origins[origin]!.id] = nil
+            originIndex.remove(origin, hash: origins[origin]!.hash)
             origins.remove(origin)
         }
     }
@@ -264,23 +256,26 @@ struct LastValueCache {
     /// leases ran out while the origin stalled). The broker asks the origin to advertise them again.
     @discardableResult
     mutating func renew(origin: String, listed: Set<String>, partial: Bool, lease: Duration, now: ContinuousClock.Instant) -> Int {
-        guard let record = originSlot[origin] else { return min(listed.count, max(0, perOriginQuota)) }
+        guard let record = originRecord(origin) else { return min(listed.count, max(0, perOriginQuota)) }
         let expiry = ticks(now) + Self.ticks(lease)
-        var listedCached = 0
-        var slot = origins[record]!.first
-        while slot >= 0 {
-            let next = slots[slot]!.nextOfOrigin
-            if listed.contains(slots[slot]!.id) {
-                listedCached += 1
-                // Later than before: its heap item stays, and puts it back when it comes due.
-                if slots[slot]!.expiry < expiry { slots[slot]!.expiry = expiry }
-            } else if !partial {
-                remove(at: slot)
+        // Each listed id looked up (its entry holds its id in its envelope, not as a value).
+        var renewed = Set<Int32>(minimumCapacity: listed.count)
+        for id in listed {
+            guard let slot = slot(of: id), slots[slot]!.origin == record else { continue }
+            renewed.insert(slot)
+            // Later than before: its heap item stays, and puts it back when it comes due.
+            if slots[slot]!.expiry < expiry { slots[slot]!.expiry = expiry }
+        }
+        if !partial {
+            var slot = origins[record]!.first
+            while slot >= 0 {
+                let next = slots[slot]!.nextOfOrigin
+                if !renewed.contains(slot) { remove(at: slot) }
+                slot = next
             }
-            slot = next
         }
         let room = max(0, perOriginQuota - (origins[record]?.count ?? 0))
-        return min(listed.count - listedCached, room)
+        return min(listed.count - renewed.count, room)
     }
 
     /// Drops every entry whose lease has ended; true when anything changed.
@@ -360,9 +355,9 @@ struct LastValueCache {
     }
 
     /// A record for an origin that has none.
-    private mutating func newOrigin(_ id: String) -> Int32 {
-        let slot = origins.insert(Origin(id: id, count: 0, first: -1))
-        originSlot[id] = slot
+    private mutating func newOrigin(_ id: String, hash: UInt32) -> Int32 {
+        let slot = origins.insert(Origin(id: id, hash: hash, count: 0, first: -1))
+        originIndex.insert(slot, hash: hash)
         return slot
     }
 
