@@ -232,8 +232,8 @@ private func capacityMessages(_ records: [UInt8]) -> [[Frame]] {
 }
 
 /// The broker's floor, as `advert-floor` measures the whole path's: what the contract asks of a
-/// broker per message, on one thread with no socket — read the envelope's summary
-/// (``WireBusSummary``: sender, id, version, lease), count the activity against its origin's
+/// broker per message, on one thread with no socket — read the envelope's fields
+/// (``WireBusFields``: sender, id, version, lease), count the activity against its origin's
 /// quota (no peer may grow a broker's memory without bound), keep a copy of its topic and envelope
 /// under the activity id, note when its lease ends (the cache forgets it then), count it — over
 /// the same messages, each step in the plainest form that does it. Returns microseconds per
@@ -261,10 +261,15 @@ func brokerFloor(_ records: [UInt8], trials: Int) -> Double {
         let started = ContinuousClock.now
         let now = DispatchTime.now().uptimeNanoseconds
         for frames in messages {
-            let summary = frames[1].withUnsafeBytes { try? WireBusSummary.read($0) }
+            // The fields read where they lie (the broker's reader, the least that checks what the
+            // contract checks); the id and origin made values, as a plain dictionary keys them.
+            let advertisement: (activityID: String, origin: String, leaseMs: UInt32)? = frames[1].withUnsafeBytes { envelope in
+                guard case .advertisement(let id, let origin, _, let leaseMs, _) = (try? WireBusFields.read(envelope))?.body else { return nil }
+                return (WireBusFields.string(id, in: envelope), WireBusFields.string(origin.id, in: envelope), leaseMs)
+            }
             counted += frames[0].count + frames[1].count
-            guard case .advertisement(let activityID, let origin, _, let leaseMs, _) = summary?.body else { continue }
-            guard incremented(&perOrigin[origin.id, default: 0]) <= quota else { continue }
+            guard let (activityID, origin, leaseMs) = advertisement else { continue }
+            guard incremented(&perOrigin[origin, default: 0]) <= quota else { continue }
             // Kept as a copy, as the broker must: a frame as received pins libzmq's 8 KiB buffer.
             cache[activityID] = frames.joined()
             leaseEnds.append((now + UInt64(leaseMs) * 1_000_000, activityID))
