@@ -86,6 +86,25 @@ struct BrokerBusContent<Frames: MessageFrames> {
         }
     }
 
+    /// Whether it passes ``SenderCheck`` (with CURVE) as it lies, with no value made: it names
+    /// `connectionKey` as its sender's, speaks for its sender alone, and is about no activity whose
+    /// owner (`ownerKey`, looked up by the id's bytes) has another key. When it does not, the
+    /// claim's values are made (``claim``) for the reason to give.
+    func keepsSenderRule(connectionKey: [UInt8], ownerKey: (UnsafeRawBufferPointer) -> [UInt8]?) -> Bool {
+        guard let fields else { return true }
+        let origin = origin, activityID = activityIDRange
+        return withEnvelope { envelope in
+            let senderKey = WireBusFields.bytes(fields.sender.publicKey, in: envelope)
+            guard connectionKey.withUnsafeBytes({ sameBytes(senderKey, $0) }) else { return false }
+            if let origin {
+                guard sameBytes(WireBusFields.bytes(origin.id, in: envelope), WireBusFields.bytes(fields.sender.id, in: envelope)),
+                      sameBytes(WireBusFields.bytes(origin.publicKey, in: envelope), senderKey) else { return false }
+            }
+            if let activityID, let owner = ownerKey(WireBusFields.bytes(activityID, in: envelope)), owner != connectionKey { return false }
+            return true
+        }
+    }
+
     /// A presence's listed activity ids (empty for another body).
     var presenceActivityIDs: [String] {
         guard case .presence = fields?.body else { return [] }

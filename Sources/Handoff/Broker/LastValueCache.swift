@@ -215,6 +215,11 @@ struct LastValueCache {
         slot(of: id).flatMap { slots[$0]?.originKey }
     }
 
+    /// The key of the origin of the cached activity whose id is `id`'s bytes.
+    func originKey(ofID id: UnsafeRawBufferPointer) -> [UInt8]? {
+        slot(ofID: id).flatMap { slots[$0]?.originKey }
+    }
+
     /// The version of the cached activity whose id is `id`'s bytes.
     func version(ofID id: UnsafeRawBufferPointer) -> UInt64? {
         slot(ofID: id).flatMap { slots[$0]?.version }
