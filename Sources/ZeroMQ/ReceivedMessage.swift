@@ -66,6 +66,14 @@ public final class ReceivedMessage {
         return String(cString: value)
     }
 
+    /// The same, read in place (`nil`: none): no `String` made, for code that looks at it per message.
+    /// (The name a literal: a `String` would be copied into a C string at every call.)
+    public func withProperty<R>(_ name: StaticString, ofFrame index: Int, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+        precondition(index < count, "frame \(index) of a message of \(count)")
+        precondition(name.hasPointerRepresentation, "a property's name is text")
+        return body(zmq_msg_gets(messages + index, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)))
+    }
+
     /// Frame `index` as a ``Frame`` of its own, sharing the bytes: for code that keeps it.
     public func frame(_ index: Int) -> Frame {
         precondition(index < count, "frame \(index) of a message of \(count)")

@@ -54,10 +54,7 @@ extension SenderCheckTests {
                         let claim = try! #require(content.claim)
                         for connectionKey in [alice, mallory] {
                             for owner in [nil, alice, mallory] {
-                                let inPlace = content.keepsSenderRule(connectionKey: connectionKey) { id in
-                                    #expect(Array(id) == Array("x".utf8))
-                                    return owner
-                                }
+                                let inPlace = content.keepsSenderRule(connectionKey: connectionKey, ownerKey: owner)
                                 let reason = SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID == nil ? nil : owner)
                                 #expect(inPlace == (reason == nil), "\(body) sender \(sender) \(senderKey.first ?? 0) origin \(origin) \(originKey.first ?? 0) connection \(connectionKey[0]) owner \(owner?[0] ?? 0): \(reason ?? "passes")")
                                 checked += 1

@@ -88,9 +88,9 @@ struct BrokerBusContent<Frames: MessageFrames> {
 
     /// Whether it passes ``SenderCheck`` (with CURVE) as it lies, with no value made: it names
     /// `connectionKey` as its sender's, speaks for its sender alone, and is about no activity whose
-    /// owner (`ownerKey`, looked up by the id's bytes) has another key. When it does not, the
-    /// claim's values are made (``claim``) for the reason to give.
-    func keepsSenderRule(connectionKey: [UInt8], ownerKey: (UnsafeRawBufferPointer) -> [UInt8]?) -> Bool {
+    /// owner (`ownerKey`: the key the cache holds for its activity, if any) has another key. When it
+    /// does not, the claim's values are made (``claim``) for the reason to give.
+    func keepsSenderRule(connectionKey: [UInt8], ownerKey: [UInt8]?) -> Bool {
         guard let fields else { return true }
         let origin = origin, activityID = activityIDRange
         return withEnvelope { envelope in
@@ -100,7 +100,7 @@ struct BrokerBusContent<Frames: MessageFrames> {
                 guard sameBytes(WireBusFields.bytes(origin.id, in: envelope), WireBusFields.bytes(fields.sender.id, in: envelope)),
                       sameBytes(WireBusFields.bytes(origin.publicKey, in: envelope), senderKey) else { return false }
             }
-            if let activityID, let owner = ownerKey(WireBusFields.bytes(activityID, in: envelope)), owner != connectionKey { return false }
+            if activityID != nil, let ownerKey, ownerKey != connectionKey { return false }
             return true
         }
     }

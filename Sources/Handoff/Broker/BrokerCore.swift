@@ -102,14 +102,21 @@ struct BrokerCore {
         counted.messagesIn += 1
         counted.bytesIn += size
         let content = BrokerBusContent(frames)
-        if let forgery = forgery(content, connectionKey: connectionKey) {
+        // The activity looked up once, for the sender check and the cache.
+        var lookup: LastValueCache.Lookup?
+        if cacheEnabled || connectionKey != nil, let id = content.activityIDRange {
+            lookup = cache.lookUp(id, inEnvelopeOf: content.frames)
+        }
+        var ownerKey: [UInt8]?
+        if let lookup { ownerKey = cache.originKey(of: lookup) }
+        if let forgery = forgery(content, connectionKey: connectionKey, ownerKey: ownerKey) {
             counted.forged += 1
             return .forged(reason: forgery)
         }
         // (Upstream only: no other broker needs to know which origins are its own.)
         if upstream, let origin = content.originID { localOrigins.heard(origin, now: now) }
         let ask: String?
-        switch take(content, now: now, site: fromSite) {
+        switch take(content, now: now, site: fromSite, lookup: lookup) {
         case .overQuota(let activityID, let origin):
             counted.overQuota += 1
             return .overQuota(activityID: activityID, origin: origin)
@@ -137,13 +144,14 @@ struct BrokerCore {
     ///   which this broker's subscribe-all does not reach.
     /// - Parameter site: The site it came from (kept with an advertisement, for snapshots).
     mutating func take(
-        _ content: BrokerBusContent<some MessageFrames>, now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil
+        _ content: BrokerBusContent<some MessageFrames>, now: ContinuousClock.Instant, fromUpstream: Bool = false, site: String? = nil,
+        lookup: LastValueCache.Lookup? = nil
     ) -> Taken {
         guard cacheEnabled else { return .taken(askToReadvertise: nil) }
         switch content.fields?.body {
         case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
             let advertisement = CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
-            if cache.store(advertisement, frames: content.frames, site: site, now: now) == .overQuota {
+            if cache.store(advertisement, frames: content.frames, site: site, now: now, lookup: lookup) == .overQuota {
                 return .overQuota(activityID: content.string(activityID), origin: content.string(origin.id))
             }
         case .withdrawal(let activityID, _):
@@ -183,15 +191,17 @@ struct BrokerCore {
 
     /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,
     /// and (with CURVE) every message is bound to the key of the connection it came on.
-    private func forgery(_ content: BrokerBusContent<some MessageFrames>, connectionKey: [UInt8]?) -> String? {
+    ///
+    /// - Parameter ownerKey: The key the cache holds for the activity it is about, if any.
+    private func forgery(_ content: BrokerBusContent<some MessageFrames>, connectionKey: [UInt8]?, ownerKey: [UInt8]?) -> String? {
         let frames = content.frames
         if frames.frame(0, startsWith: Topic.snapshotPrefixBytes) { return "publishes on a snapshot topic, which only the broker answers on" }
         if frames.frame(0, startsWith: Topic.sitePrefixBytes) { return "publishes on a site topic, which only brokers send on" }
         guard let connectionKey else { return nil }
         // Checked where the fields lie; the claim's values (five allocations) only for a reason.
-        if content.keepsSenderRule(connectionKey: connectionKey, ownerKey: cache.originKey(ofID:)) { return nil }
+        if content.keepsSenderRule(connectionKey: connectionKey, ownerKey: ownerKey) { return nil }
         guard let claim = content.claim else { return nil }
-        return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID.flatMap(cache.originKey(of:)))
+        return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID == nil ? nil : ownerKey)
     }
 
     /// A message dropped as it was read, for having more frames than any the contract knows.

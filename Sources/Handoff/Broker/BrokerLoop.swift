@@ -45,6 +45,7 @@ final class BrokerLoop: @unchecked Sendable {
     let localHop: Frame
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
     private var metrics = BrokerMetrics()
+    private var connectionKeys = ConnectionKeyReader()
     private let zap: ZAPHandler?
     private var nextHandshakeSync = ContinuousClock.now
     /// Whole messages from each side: a bus message is a topic and an envelope, a subscription
@@ -246,7 +247,7 @@ final class BrokerLoop: @unchecked Sendable {
             return
         }
         // Every message is bound to the key that authenticated its connection (when secure).
-        var connectionKey = secure && message.count == 2 ? connectionKey(userID: message.property("User-Id", ofFrame: 1)) : nil
+        var connectionKey = secure && message.count == 2 ? message.withProperty("User-Id", ofFrame: 1) { connectionKeys.key(ofUserID: $0) } : nil
         // A site's broker relays its nodes' messages, each held to its node's key there.
         if let key = connectionKey, !relayKeys.isEmpty, relayKeys.contains(key) { connectionKey = nil }
         let verdict = core.publisherMessage(message, connectionKey: connectionKey, now: now)
@@ -256,12 +257,7 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// The CURVE key a frame's connection was authenticated with.
     func connectionKey(of frame: Frame) -> [UInt8] {
-        connectionKey(userID: frame.property("User-Id"))
-    }
-
-    /// The CURVE key of a frame's "User-Id" property (set by ZAP); empty without one.
-    private func connectionKey(userID: String?) -> [UInt8] {
-        userID.flatMap { try? CurveKey(z85: $0).bytes } ?? []
+        frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
     }
 
     /// Forwards a publisher's message (to the subscribers, the capture, the sites below that

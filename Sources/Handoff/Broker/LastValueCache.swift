@@ -99,12 +99,42 @@ struct LastValueCache {
         return id.withUTF8 { slot(ofID: UnsafeRawBufferPointer($0)) }
     }
 
+    /// An id looked up: its hash and, when it is cached, its entry's slot. Good until the cache
+    /// next changes: a broker looks an advertisement's id up once for the sender check and the store.
+    struct Lookup {
+        let hash: UInt32
+        let slot: Int32?
+    }
+
+    /// Looks up the activity whose id is `id`'s bytes.
+    func lookUp(id: UnsafeRawBufferPointer) -> Lookup {
+        let hash = SlotIndex.hash(id)
+        return Lookup(hash: hash, slot: slot(ofID: id, hash: hash))
+    }
+
+    /// Looks up the activity whose id lies at `id` in the envelope (second frame) of `frames`.
+    @inline(never)  // see slot(ofID:hash:)
+    func lookUp(_ id: Range<Int>, inEnvelopeOf frames: some MessageFrames) -> Lookup {
+        frames.withBytes(ofFrame: 1) { lookUp(id: WireBusFields.bytes(id, in: $0)) }
+    }
+
+    /// The key of the origin of a looked-up activity, if it is cached.
+    func originKey(of lookup: Lookup) -> [UInt8]? {
+        lookup.slot.flatMap { slots[$0]?.originKey }
+    }
+
     /// The slot of the cached activity whose id is `id`'s bytes.
+    ///
+    /// Never inlined: inlined into a mutating method (the store), its closure, which reads
+    /// `self`, made the optimizer copy the entries it compared (a retain and release of each
+    /// reference an entry holds), or the whole cache; called, it reads them in place.
+    @inline(never)
     private func slot(ofID id: UnsafeRawBufferPointer, hash: UInt32? = nil) -> Int32? {
         index.slot(hash: hash ?? SlotIndex.hash(id)) { slots[$0]!.hasID(id) }
     }
 
     /// The slot in ``origins`` of the origin whose node id is `id`'s bytes.
+    @inline(never)  // see slot(ofID:hash:)
     private func originRecord(_ id: UnsafeRawBufferPointer, hash: UInt32) -> Int32? {
         // The records alone in the closure: one that captured `self`, inlined into the mutating
         // store, copied the whole cache (a retain of every array it holds) for each message.
@@ -131,22 +161,27 @@ struct LastValueCache {
     ///
     /// - Parameter site: The site it came from, for a snapshot that one of them asks for without
     ///   its own (``live(matching:now:excludingSite:)``); `nil` for this broker's own publishers.
+    ///
+    /// - Parameter lookup: Its id's ``lookUp(id:)`` since the cache last changed, if there was one.
     mutating func store(
-        _ advertisement: CachedAdvertisement, frames: some MessageFrames, site: String? = nil, now: ContinuousClock.Instant
+        _ advertisement: CachedAdvertisement, frames: some MessageFrames, site: String? = nil, now: ContinuousClock.Instant, lookup: Lookup? = nil
     ) -> Outcome {
         let now = convertOnce(now)
-        return frames.withBytes(ofFrame: 1) { envelope in store(advertisement, frames: frames, envelope: envelope, site: site, now: now) }
+        return frames.withBytes(ofFrame: 1) { envelope in
+            store(advertisement, frames: frames, envelope: envelope, site: site, now: now, lookup: lookup)
+        }
     }
 
     /// ``store(_:frames:site:now:)``, with the envelope's bytes at hand: its id and origin are
     /// hashed and compared where they lie.
     private mutating func store(
-        _ advertisement: CachedAdvertisement, frames: some MessageFrames, envelope: UnsafeRawBufferPointer, site: String?, now: Ticks
+        _ advertisement: CachedAdvertisement, frames: some MessageFrames, envelope: UnsafeRawBufferPointer, site: String?, now: Ticks,
+        lookup: Lookup?
     ) -> Outcome {
         let id = WireBusFields.bytes(advertisement.activityID, in: envelope)
         let originID = WireBusFields.bytes(advertisement.origin.id, in: envelope)
-        let hash = SlotIndex.hash(id)
-        let existing = slot(ofID: id, hash: hash)
+        let found = lookup ?? lookUp(id: id)
+        let (hash, existing) = (found.hash, found.slot)
         if let slot = existing, slots[slot]!.expiry > now, slots[slot]!.version > advertisement.version {
             return .stale
         }
@@ -192,10 +227,10 @@ struct LastValueCache {
         let originSlot = origin ?? newOrigin(String(decoding: originID, as: UTF8.self), hash: originHash)
         nextGeneration += 1
         let first = origins[originSlot]!.first
-        let entry = Entry(
+        // Made in the call: a local handed over was copied (a retain of each reference) first.
+        let slot = slots.insert(Entry(
             id: idInFrames, hash: hash, frames: frames.joined(), origin: originSlot, site: index(ofSite: site), nextOfOrigin: first,
-            originKey: originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration, check: expiry)
-        let slot = slots.insert(entry)
+            originKey: originKey, version: advertisement.version, expiry: expiry, generation: nextGeneration, check: expiry))
         if first >= 0 { slots[first]!.previousOfOrigin = slot }
         origins[originSlot]!.first = slot
         origins[originSlot]!.count += 1
@@ -213,11 +248,6 @@ struct LastValueCache {
     /// The key of a cached activity's origin.
     func originKey(of id: String) -> [UInt8]? {
         slot(of: id).flatMap { slots[$0]?.originKey }
-    }
-
-    /// The key of the origin of the cached activity whose id is `id`'s bytes.
-    func originKey(ofID id: UnsafeRawBufferPointer) -> [UInt8]? {
-        slot(ofID: id).flatMap { slots[$0]?.originKey }
     }
 
     /// The version of the cached activity whose id is `id`'s bytes.
@@ -375,19 +405,5 @@ struct LastValueCache {
         let converted = ticks(instant)
         lastConverted = (instant, converted)
         return converted
-    }
-
-    /// A duration in nanoseconds, held within ±2⁶² (146 years).
-    private static func ticks(_ duration: Duration) -> Ticks {
-        let (seconds, attoseconds) = duration.components
-        let limit: Int64 = 1 << 62
-        let (nanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow, abs(nanoseconds) < limit else { return seconds < 0 ? -limit : limit }
-        return nanoseconds + attoseconds / 1_000_000_000
-    }
-
-    private static func ticks(seconds: Double) -> Ticks {
-        guard seconds > 0 else { return 0 }
-        return seconds < 4e9 ? Ticks(seconds * 1e9) : 1 << 62
     }
 }
