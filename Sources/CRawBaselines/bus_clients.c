@@ -11,17 +11,26 @@ static double monotonic_seconds(void) {
     return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
+/// Makes `socket` a CURVE client of the broker, when `curve` names its key.
+static void apply_curve(void *socket, struct bus_curve curve) {
+    if (curve.server == NULL) return;
+    zmq_setsockopt(socket, ZMQ_CURVE_SERVERKEY, curve.server, strlen(curve.server));
+    zmq_setsockopt(socket, ZMQ_CURVE_PUBLICKEY, curve.public_key, strlen(curve.public_key));
+    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, curve.secret_key, strlen(curve.secret_key));
+}
+
 static uint32_t read_u32(const uint8_t *bytes) {
     return (uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 | (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24;
 }
 
-int bus_publish(const char *frontend, const uint8_t *records, size_t length, int repeat, double *seconds) {
+int bus_publish(const char *frontend, struct bus_curve curve, const uint8_t *records, size_t length, int repeat, double *seconds) {
     void *context = zmq_ctx_new();
     void *socket = zmq_socket(context, ZMQ_XPUB);
     int unlimited = 0, wait_ms = 10000, linger = -1;
     zmq_setsockopt(socket, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
     zmq_setsockopt(socket, ZMQ_RCVTIMEO, &wait_ms, sizeof wait_ms);
     zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof linger);
+    apply_curve(socket, curve);
     int sent = -1;
     if (zmq_connect(socket, frontend) != 0) goto done;
     uint8_t subscription[256];
@@ -56,7 +65,7 @@ struct bus_subscriber {
     void *socket;
 };
 
-struct bus_subscriber *bus_subscriber_open(const char *backend, const char *prefix) {
+struct bus_subscriber *bus_subscriber_open(const char *backend, struct bus_curve curve, const char *prefix) {
     struct bus_subscriber *subscriber = calloc(1, sizeof *subscriber);
     subscriber->context = zmq_ctx_new();
     subscriber->socket = zmq_socket(subscriber->context, ZMQ_SUB);
@@ -64,6 +73,7 @@ struct bus_subscriber *bus_subscriber_open(const char *backend, const char *pref
     zmq_setsockopt(subscriber->socket, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
     zmq_setsockopt(subscriber->socket, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(subscriber->socket, ZMQ_SUBSCRIBE, prefix, strlen(prefix));
+    apply_curve(subscriber->socket, curve);
     if (zmq_connect(subscriber->socket, backend) != 0) {
         zmq_close(subscriber->socket);
         zmq_ctx_term(subscriber->context);

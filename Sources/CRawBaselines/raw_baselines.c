@@ -16,6 +16,8 @@ struct server_args {
     pthread_mutex_t lock;
     pthread_cond_t bound;
     int ready;
+    /// Z85; NULL: no CURVE.
+    const char *curve_secret;
 };
 
 static double now(void) {
@@ -192,6 +194,8 @@ struct rep_args {
     pthread_mutex_t lock;
     pthread_cond_t bound;
     int ready;
+    /// Z85; NULL: no CURVE.
+    const char *curve_secret;
 };
 
 // Answers `rounds` requests on `rep` with the request itself.
@@ -304,6 +308,8 @@ struct proxy_args {
     pthread_mutex_t lock;
     pthread_cond_t bound;
     int ready;
+    /// Z85; NULL: no CURVE.
+    const char *curve_secret;
 };
 
 static void *run_proxy(void *raw) {
@@ -315,6 +321,14 @@ static void *run_proxy(void *raw) {
     zmq_setsockopt(xpub, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(xsub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(xpub, ZMQ_LINGER, &linger, sizeof linger);
+    if (args->curve_secret != NULL) {
+        int server = 1;
+        void *sockets[] = {xsub, xpub};
+        for (int i = 0; i < 2; i++) {
+            zmq_setsockopt(sockets[i], ZMQ_CURVE_SERVER, &server, sizeof server);
+            zmq_setsockopt(sockets[i], ZMQ_CURVE_SECRETKEY, args->curve_secret, strlen(args->curve_secret));
+        }
+    }
     zmq_bind(xsub, "tcp://127.0.0.1:*");
     zmq_bind(xpub, "tcp://127.0.0.1:*");
     size_t size = sizeof args->frontend;
@@ -407,8 +421,13 @@ struct raw_proxy {
 };
 
 struct raw_proxy *raw_proxy_start(char *frontend, char *backend, size_t capacity) {
+    return raw_proxy_start_curve(frontend, backend, capacity, NULL);
+}
+
+struct raw_proxy *raw_proxy_start_curve(char *frontend, char *backend, size_t capacity, const char *curve_secret) {
     struct raw_proxy *proxy = calloc(1, sizeof *proxy);
     proxy->args.context = zmq_ctx_new();
+    proxy->args.curve_secret = curve_secret;
     proxy_start(&proxy->args, &proxy->thread);
     snprintf(frontend, capacity, "%s", proxy->args.frontend);
     snprintf(backend, capacity, "%s", proxy->args.backend);

@@ -60,6 +60,9 @@ struct raw_proxy;
 /// Starts an XSUB/XPUB zmq_proxy thread (in a context of its own) bound on loopback; writes its
 /// endpoints to `frontend` and `backend` (each of `capacity` bytes).
 struct raw_proxy *raw_proxy_start(char *frontend, char *backend, size_t capacity);
+/// The same with both sockets CURVE servers of secret key `curve_secret` (Z85), every client key
+/// accepted (no ZAP handler: a raw proxy checks nobody); NULL is raw_proxy_start.
+struct raw_proxy *raw_proxy_start_curve(char *frontend, char *backend, size_t capacity, const char *curve_secret);
 /// Stops the proxy thread and frees `proxy`.
 void raw_proxy_stop(struct raw_proxy *proxy);
 /// Raw libzmq pub/sub through the same proxy, one message at a time: sends a `size`-byte message

@@ -14,14 +14,17 @@ import ZeroMQ
 // message is the broker process's CPU time (/proc) over the flood divided by the messages.
 
 /// The advertisements a publisher sends: `count` from `origins` nodes, ten types, as records of a
-/// little-endian length and a topic, then a length and an envelope (bus_publish reads them).
-func capacityRecords(count: Int, origins: Int) throws -> [UInt8] {
+/// little-endian length and a topic, then a length and an envelope (bus_publish reads them); with
+/// `publicKey`, each names it as its sender's and its origin's (a CURVE client's).
+func capacityRecords(count: Int, origins: Int, publicKey: [UInt8] = []) throws -> [UInt8] {
     var records: [UInt8] = []
     func append(_ bytes: [UInt8]) {
         withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { records.append(contentsOf: $0) }
         records.append(contentsOf: bytes)
     }
-    try simulatedAdvertisements(count, perOrigin: count / max(1, origins), typePrefix: "org.capacity.", publisher: "capacity publisher") {
+    try simulatedAdvertisements(
+        count, perOrigin: count / max(1, origins), typePrefix: "org.capacity.", publisher: "capacity publisher", publicKey: publicKey
+    ) {
         append($0)
         append($1)
     }
@@ -72,15 +75,15 @@ struct CapacityTrial {
 
 /// A broker under test in a process of its own, held to `cpu`; `arguments` are added to a
 /// `handoff broker`'s.
-func startCapacityBroker(raw: Bool, cpu: Int?, arguments: [String] = []) throws -> (child: Child, frontend: String, backend: String) {
+func startCapacityBroker(raw: Bool, cpu: Int?, arguments: [String] = [], curve: CapacityCurve? = nil) throws -> (child: Child, frontend: String, backend: String) {
     if raw {
-        let child = try Child(["raw-proxy"], cpu: cpu)
+        let child = try Child(["raw-proxy"] + (curve?.rawProxyArguments ?? []), cpu: cpu)
         let ready = try child.line(startingWith: "READY")
         return (child, ready[1], ready[2])
     }
     let context = try Context()
     let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
-    let child = try Child(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"] + arguments, cpu: cpu,
+    let child = try Child(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"] + arguments + (curve?.brokerArguments ?? []), cpu: cpu,
                           executable: benchFolder().appendingPathComponent("handoff"))
     return (child, frontend, backend)
 }
@@ -90,20 +93,22 @@ func startCapacityBroker(raw: Bool, cpu: Int?, arguments: [String] = []) throws 
 ///   - brokerArguments: Added to a `handoff broker`'s arguments.
 ///   - beforeFlood: Runs once the subscribers are ready, before the publisher starts.
 func capacityTrial(
-    raw: Bool, records: URL, count: Int, subscribers: Int, brokerArguments: [String] = [], beforeFlood: () throws -> Void = {}
+    raw: Bool, records: URL, count: Int, subscribers: Int, brokerArguments: [String] = [], curve: CapacityCurve? = nil,
+    beforeFlood: () throws -> Void = {}
 ) throws -> CapacityTrial {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     let pin = Placement.canPin
     // The broker alone on CPU 0; the clients share the others.
     func clientCPU(_ index: Int) -> Int? { pin ? 1 + index % max(1, cores - 1) : nil }
-    let broker = try startCapacityBroker(raw: raw, cpu: pin ? 0 : nil, arguments: brokerArguments)
+    let broker = try startCapacityBroker(raw: raw, cpu: pin ? 0 : nil, arguments: brokerArguments, curve: curve)
+    let clientArguments = curve?.clientArguments ?? []
     defer {
         kill(broker.child.process.processIdentifier, SIGTERM)
         broker.child.closeInput()
         broker.child.wait()
     }
     let readers = try (0..<subscribers).map { index in
-        try Child(["capacity-subscriber", "--backend", broker.backend, "--expected", "\(count)"], cpu: clientCPU(index + 1))
+        try Child(["capacity-subscriber", "--backend", broker.backend, "--expected", "\(count)"] + clientArguments, cpu: clientCPU(index + 1))
     }
     for reader in readers { _ = try reader.line(startingWith: "READY") }
     // A SUB's subscription reaches the broker (and, through a raw proxy, the publisher) shortly
@@ -112,7 +117,7 @@ func capacityTrial(
     try beforeFlood()
     let pid = broker.child.process.processIdentifier
     let before = threadUsage(pid)
-    let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path], cpu: clientCPU(0))
+    let publisher = try Child(["capacity-publisher", "--frontend", broker.frontend, "--records", records.path] + clientArguments, cpu: clientCPU(0))
     let sent = try publisher.line(startingWith: "SENT")
     guard Int(sent[1]) == count else { throw HandoffError(.handoffFailed, "the publisher said \(sent.joined(separator: " "))") }
     var slowest = Double.infinity, lost = 0
@@ -133,19 +138,23 @@ func capacityTrial(
         faultsPerMessage: (Double(ownFaults) / Double(count), Double(ioFaults) / Double(count)), lost: lost)
 }
 
-func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], memoryCount: Int, memoryOrigins: Int) throws {
+func benchBrokerCapacity(count: Int, origins: Int, trials: Int, fanouts: [Int], memoryCount: Int, memoryOrigins: Int, curve useCurve: Bool = false) throws {
+    let curve = useCurve ? try CapacityCurve.make() : nil
+    defer { curve?.remove() }
+    let recordBytes = try capacityRecords(count: count, origins: origins, publicKey: curve?.client.publicKey.bytes ?? [])
     let records = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-capacity-\(getpid()).bin")
-    try Data(try capacityRecords(count: count, origins: origins)).write(to: records)
+    try Data(recordBytes).write(to: records)
     defer { try? FileManager.default.removeItem(at: records) }
-    let floor = brokerFloor(try capacityRecords(count: count, origins: origins), trials: trials)
+    let floor = brokerFloor(recordBytes, trials: trials)
     let freshFloor = try brokerFloorInFreshProcesses(records: records, trials: trials)
-    print("broker capacity: \(count) advertisements from \(origins) origins, \(trials) trials each (median);",
+    let over = curve == nil ? "" : " every connection over CURVE (the raw proxy checks no key; the broker its account and every sender);"
+    print("broker capacity: \(count) advertisements from \(origins) origins, \(trials) trials each (median);\(over)",
           Placement.canPin ? "the broker alone on CPU 0, C clients on the other CPUs" : "unpinned (taskset or a second CPU missing)")
     for subscribers in fanouts {
         var medians: [Bool: CapacityTrial] = [:]
         for raw in [true, false] {
             var runs: [CapacityTrial] = []
-            for _ in 0..<trials { runs.append(try capacityTrial(raw: raw, records: records, count: count, subscribers: subscribers)) }
+            for _ in 0..<trials { runs.append(try capacityTrial(raw: raw, records: records, count: count, subscribers: subscribers, curve: curve)) }
             let median = runs.sorted { $0.perSecond < $1.perSecond }[runs.count / 2]
             medians[raw] = median
             let range = runs.map(\.perSecond).sorted()

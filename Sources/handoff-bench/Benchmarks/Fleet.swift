@@ -52,11 +52,12 @@ func readSnapshot(_ socket: Socket, topic: [UInt8]) throws -> JoinedSnapshot {
 /// simulated node (a fresh id each), each with a title padded by `titleBytes`, and hands each to
 /// `body` as its topic and envelope: what the fleet and broker-capacity benchmarks publish.
 func simulatedAdvertisements(
-    _ count: Int, perOrigin: Int, typePrefix: String, publisher: String, titleBytes: Int = 0,
+    _ count: Int, perOrigin: Int, typePrefix: String, publisher: String, titleBytes: Int = 0, publicKey: [UInt8] = [],
     _ body: (_ topic: [UInt8], _ envelope: [UInt8]) throws -> Void
 ) throws {
     var origin = WireNodeRef()
     origin.name = publisher
+    origin.publicKey = Data(publicKey)
     origin.host = ProcessInfo.processInfo.hostName
     var sequence = UInt64(Date().timeIntervalSince1970 * 1_000_000)
     for index in 0..<count {

@@ -127,6 +127,8 @@ struct BrokerCapacityBenchmark: Benchmark {
     @Option(help: ArgumentHelp("Subscriber counts, comma-separated.", valueName: "n,n")) var subscribers = "1,4"
     @Option(name: .customLong("memory-activities"), help: "Activities cached for the memory figure (0: skip it).") var memoryActivities = 100_000
     @Option(name: .customLong("memory-origins"), help: "Nodes they come from.") var memoryOrigins = 1_000
+    @Flag(help: "Every connection over CURVE: the broker with its key and account, checking every sender; the raw proxy a CURVE server that takes any client.")
+    var curve = false
 
     func validate() throws {
         guard !subscribers.split(separator: ",").isEmpty, subscribers.split(separator: ",").allSatisfy({ Int($0).map { $0 > 0 } ?? false }) else {
@@ -137,7 +139,7 @@ struct BrokerCapacityBenchmark: Benchmark {
     func measure() async throws {
         try benchBrokerCapacity(
             count: count, origins: origins, trials: trials, fanouts: subscribers.split(separator: ",").compactMap { Int($0) },
-            memoryCount: memoryActivities, memoryOrigins: memoryOrigins)
+            memoryCount: memoryActivities, memoryOrigins: memoryOrigins, curve: curve)
     }
 }
 

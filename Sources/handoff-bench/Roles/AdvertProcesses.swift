@@ -69,11 +69,12 @@ func runAdvertBroker() async throws {
     }
 }
 
-/// `raw-proxy`: the raw baseline's XSUB/XPUB zmq_proxy on loopback; says `READY frontend backend`
-/// and forwards until its standard input closes.
-func runRawProxy() async {
+/// `raw-proxy [--curve-secret Z85]`: the raw baseline's XSUB/XPUB zmq_proxy on loopback (with the
+/// secret key, both sockets CURVE servers that take any client); says `READY frontend backend` and
+/// forwards until its standard input closes.
+func runRawProxy(_ arguments: [String] = []) async {
     var frontend = [CChar](repeating: 0, count: 256), backend = [CChar](repeating: 0, count: 256)
-    let proxy = raw_proxy_start(&frontend, &backend, 256)
+    let proxy = raw_proxy_start_curve(&frontend, &backend, 256, stringOption("--curve-secret", in: arguments))
     tell("READY \(cText(frontend)) \(cText(backend))")
     await untilStandardInputCloses()
     raw_proxy_stop(proxy)

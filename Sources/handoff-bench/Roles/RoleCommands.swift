@@ -105,7 +105,7 @@ struct AdvertBrokerRole: Role {
 struct RawProxyRole: Role {
     static let configuration = role("raw-proxy")
     @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
-    static func perform(_ arguments: [String]) async throws { await runRawProxy() }
+    static func perform(_ arguments: [String]) async throws { await runRawProxy(arguments) }
 }
 
 struct CapacityPublisherRole: Role {
