@@ -28,18 +28,6 @@ struct LastValueCache {
     /// Nanoseconds since the cache's ``epoch``.
     typealias Ticks = Int64
 
-    /// What ``store(_:frames:now:)`` did.
-    enum Outcome: Equatable {
-        /// A new activity, or a newer (or equal, renewing) version of a cached one.
-        case stored
-        /// A cached newer version wins; nothing changed.
-        case stale
-        /// Already expired: removed (if it was cached) rather than stored.
-        case expired
-        /// A new activity of an origin that has its quota cached already: refused.
-        case overQuota
-    }
-
     private struct Deadline: Comparable {
         var expiry: Ticks
         var slot: Int32
@@ -97,13 +85,6 @@ struct LastValueCache {
     private func slot(of id: String) -> Int32? {
         var id = id
         return id.withUTF8 { slot(ofID: UnsafeRawBufferPointer($0)) }
-    }
-
-    /// An id looked up: its hash and, when it is cached, its entry's slot. Good until the cache
-    /// next changes: a broker looks an advertisement's id up once for the sender check and the store.
-    struct Lookup {
-        let hash: UInt32
-        let slot: Int32?
     }
 
     /// Looks up the activity whose id is `id`'s bytes.

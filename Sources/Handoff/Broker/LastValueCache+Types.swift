@@ -1,3 +1,5 @@
+// The cache's nested types: its entries and origins, what a store did, an id looked up.
+
 import Foundation
 import HandoffWire
 import ZeroMQ
@@ -43,5 +45,24 @@ extension LastValueCache {
         var hash: UInt32
         var count: Int
         var first: Int32
+    }
+
+    /// What ``store(_:frames:now:)`` did.
+    enum Outcome: Equatable {
+        /// A new activity, or a newer (or equal, renewing) version of a cached one.
+        case stored
+        /// A cached newer version wins; nothing changed.
+        case stale
+        /// Already expired: removed (if it was cached) rather than stored.
+        case expired
+        /// A new activity of an origin that has its quota cached already: refused.
+        case overQuota
+    }
+
+    /// An id looked up: its hash and, when it is cached, its entry's slot. Good until the cache
+    /// next changes: a broker looks an advertisement's id up once for the sender check and the store.
+    struct Lookup {
+        let hash: UInt32
+        let slot: Int32?
     }
 }
