@@ -271,6 +271,12 @@ public final class Broker: Sendable {
         shared.running.load(ordering: .acquiring)
     }
 
+    /// The id of the thread it forwards on (`gettid`), once that runs: for tests that see it end.
+    var threadID: Int32? {
+        let id = shared.threadID.load(ordering: .acquiring)
+        return id == 0 ? nil : id
+    }
+
     /// Stops the broker: cancels its task, and returns once it has closed every socket (so that its
     /// ports can be bound again).
     ///

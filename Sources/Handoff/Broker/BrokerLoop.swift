@@ -112,6 +112,9 @@ final class BrokerLoop: @unchecked Sendable {
     func start(onExit: @escaping @Sendable () -> Void) {
         let thread = Thread { [self] in
             ThreadName.setCurrent("handoff-broker")
+            // (gettid: /proc/thread-self names it, "PID/task/TID"; Glibc's module lacks gettid.)
+            let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")).flatMap { Int32($0.split(separator: "/").last ?? "") }
+            shared.threadID.store(me ?? 0, ordering: .releasing)
             let monitors = watchHandshakes()
             do throws(ZMQError) {
                 try forward()

@@ -16,4 +16,6 @@ final class SharedState: Sendable {
     let failure = Mutex<ZMQError?>(nil)
     /// Whether the loop is forwarding: set before it starts, cleared once it has closed its sockets.
     let running = Atomic<Bool>(true)
+    /// The loop's thread's id (`gettid`), once it runs; 0 before.
+    let threadID = Atomic<Int32>(0)
 }
