@@ -21,14 +21,31 @@ struct BrokerArenaTests {
     }
 
     /// glibc's arenas besides the main one, in a process's mappings: each lives in heaps of its
-    /// own, anonymous mappings aligned to their 64 MiB maximum size (`new_heap`).
+    /// own, 64 MiB reserved at an address aligned to 64 MiB (`new_heap`), the part in use
+    /// read-write and the rest inaccessible, so the anonymous mappings from the aligned start end
+    /// exactly 64 MiB later. (An aligned start alone was once met by some other mapping, by chance,
+    /// in a fresh-clone CI run.)
     private func arenaHeaps(of pid: Int32) throws -> Int {
         let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
-        return maps.split(separator: "\n").count { line in
+        let anonymous: [(start: UInt64, end: UInt64)] = maps.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count == 5, let dash = fields[0].firstIndex(of: "-"),
-                  let start = UInt64(fields[0][..<dash], radix: 16) else { return false }
-            return start % (64 << 20) == 0
+                  let start = UInt64(fields[0][..<dash], radix: 16),
+                  let end = UInt64(fields[0][fields[0].index(after: dash)...], radix: 16) else { return nil }
+            return (start, end)
+        }
+        let heap: UInt64 = 64 << 20
+        return anonymous.indices.count { index in
+            let start = anonymous[index].start
+            guard start % heap == 0 else { return false }
+            // The heap's mappings, one after another from its start.
+            var end = anonymous[index].end
+            var next = index + 1
+            while end < start + heap, next < anonymous.count, anonymous[next].start == end {
+                end = anonymous[next].end
+                next += 1
+            }
+            return end == start + heap
         }
     }
 }
