@@ -36,12 +36,15 @@ extension BrokerCore {
             counted.upstreamReturned += 1
             return .drop
         }
+        // The activity looked up once, for the pair's copy and the cache.
+        var lookup: LastValueCache.Lookup?
+        if let id = content.activityIDRange { lookup = cache.lookUp(id, inEnvelopeOf: frames) }
         // A pair upstream sends everything down twice: the second copy is no news (an
         // advertisement by its version, a presence or a withdrawal by its very bytes).
         if upstreams > 1 {
             switch content.fields?.body {
-            case .advertisement(let activityID, _, let version, _, _):
-                if let cached = content.withEnvelope({ cache.version(ofID: WireBusFields.bytes(activityID, in: $0)) }), cached >= version {
+            case .advertisement(_, _, let version, _, _):
+                if let lookup, let cached = cache.version(of: lookup), cached >= version {
                     counted.upstreamDuplicates += 1
                     return .drop
                 }
@@ -54,7 +57,7 @@ extension BrokerCore {
                 break
             }
         }
-        switch take(content, now: now, fromUpstream: true, site: fromSite) {
+        switch take(content, now: now, fromUpstream: true, site: fromSite, lookup: lookup) {
         case .overQuota:
             counted.overQuota += 1
             return .drop
@@ -79,9 +82,9 @@ extension BrokerCore {
             counted.upstreamReturned += 1
             return nil
         }
-        let cached = content.withEnvelope { cache.version(ofID: WireBusFields.bytes(advertisement.activityID, in: $0)) }
-        if let cached, cached >= advertisement.version { return nil }
-        guard case .taken = take(content, now: now, fromUpstream: true) else { return nil }
+        let lookup = cache.lookUp(advertisement.activityID, inEnvelopeOf: frames)
+        if let cached = cache.version(of: lookup), cached >= advertisement.version { return nil }
+        guard case .taken = take(content, now: now, fromUpstream: true, lookup: lookup) else { return nil }
         counted.upstreamIn += 1
         counted.messagesOut += 1
         counted.bytesOut += topic.count + envelope.count

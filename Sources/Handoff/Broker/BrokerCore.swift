@@ -102,11 +102,11 @@ struct BrokerCore {
         counted.messagesIn += 1
         counted.bytesIn += size
         let content = BrokerBusContent(frames)
-        // The activity looked up once, for the sender check and the cache.
+        // The activity looked up once, for the sender check and the cache (a cache that is off
+        // holds nothing to look up).
+        // (Statements, not closures: a closure reading `cache` here copied the whole cache.)
         var lookup: LastValueCache.Lookup?
-        if cacheEnabled || connectionKey != nil, let id = content.activityIDRange {
-            lookup = cache.lookUp(id, inEnvelopeOf: content.frames)
-        }
+        if cacheEnabled, let id = content.activityIDRange { lookup = cache.lookUp(id, inEnvelopeOf: frames) }
         var ownerKey: [UInt8]?
         if let lookup { ownerKey = cache.originKey(of: lookup) }
         if let forgery = forgery(content, connectionKey: connectionKey, ownerKey: ownerKey) {
@@ -155,7 +155,7 @@ struct BrokerCore {
                 return .overQuota(activityID: content.string(activityID), origin: content.string(origin.id))
             }
         case .withdrawal(let activityID, _):
-            content.withEnvelope { cache.remove(id: WireBusFields.bytes(activityID, in: $0)) }
+            cache.remove(lookup ?? cache.lookUp(activityID, inEnvelopeOf: content.frames))
         case .presence(let node, let leaseMs, let partial):
             let origin = content.string(node.id)
             let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
@@ -192,7 +192,8 @@ struct BrokerCore {
     /// Why a message is refused as forged, or `nil`: only the broker answers on snapshot topics,
     /// and (with CURVE) every message is bound to the key of the connection it came on.
     ///
-    /// - Parameter ownerKey: The key the cache holds for the activity it is about, if any.
+    /// - Parameter ownerKey: The key the cache holds for the activity it is about, if any (`nil`
+    ///   when it is about none).
     private func forgery(_ content: BrokerBusContent<some MessageFrames>, connectionKey: [UInt8]?, ownerKey: [UInt8]?) -> String? {
         let frames = content.frames
         if frames.frame(0, startsWith: Topic.snapshotPrefixBytes) { return "publishes on a snapshot topic, which only the broker answers on" }
@@ -201,7 +202,7 @@ struct BrokerCore {
         // Checked where the fields lie; the claim's values (five allocations) only for a reason.
         if content.keepsSenderRule(connectionKey: connectionKey, ownerKey: ownerKey) { return nil }
         guard let claim = content.claim else { return nil }
-        return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: claim.activityID == nil ? nil : ownerKey)
+        return SenderCheck.forgery(claim, connectionKey: connectionKey, ownerKey: ownerKey)
     }
 
     /// A message dropped as it was read, for having more frames than any the contract knows.

@@ -177,7 +177,8 @@ struct LastValueCache {
         }
         let expiry = now + lease
         // Where the id lies in the copy kept (after the topic).
-        let idInFrames = advertisement.activityID.lowerBound + frames.size(ofFrame: 0)..<advertisement.activityID.upperBound + frames.size(ofFrame: 0)
+        let topic = frames.size(ofFrame: 0)
+        let idInFrames = advertisement.activityID.lowerBound + topic..<advertisement.activityID.upperBound + topic
         let originKey = Array(WireBusFields.bytes(advertisement.origin.publicKey, in: envelope))
         if let slot = existing, utf8(of: origins[slots[slot]!.origin]!.id, equals: originID) {
             // A newer (or the same) version from the same origin: in place.
@@ -231,9 +232,9 @@ struct LastValueCache {
         slot(of: id).flatMap { slots[$0]?.originKey }
     }
 
-    /// The version of the cached activity whose id is `id`'s bytes.
-    func version(ofID id: UnsafeRawBufferPointer) -> UInt64? {
-        slot(ofID: id).flatMap { slots[$0]?.version }
+    /// The version of a looked-up activity, if it is cached.
+    func version(of lookup: Lookup) -> UInt64? {
+        lookup.slot.flatMap { slots[$0]?.version }
     }
 
     /// Forgets an activity.
@@ -241,9 +242,9 @@ struct LastValueCache {
         if let slot = slot(of: id) { remove(at: slot) }
     }
 
-    /// Forgets the activity whose id is `id`'s bytes.
-    mutating func remove(id: UnsafeRawBufferPointer) {
-        if let slot = slot(ofID: id) { remove(at: slot) }
+    /// Forgets a looked-up activity, if it is cached.
+    mutating func remove(_ lookup: Lookup) {
+        if let slot = lookup.slot { remove(at: slot) }
     }
 
     /// Forgets the activity in a live slot.
