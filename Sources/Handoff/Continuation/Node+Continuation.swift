@@ -130,24 +130,40 @@ extension Node {
     }
 
     /// Asks the originator for the full activity.
+    ///
+    /// The request goes out at once when the connection is up: with `ZMQ_IMMEDIATE` the DEALER
+    /// takes a message only over a live connection, which is all that waiting for it to be writable
+    /// first would learn, at the price of a `ZMQ_EVENTS` reading (a `poll` and a `getpid` in libzmq)
+    /// per continue. Only when the DEALER refuses it (no connection yet, or a dropped one) does the
+    /// node wait for the connection, as long as `connectTimeout`, and send it once more.
     func fetch(_ activity: DiscoveredActivity, refresh: Bool) async throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
-        let client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
-        let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
-            let (correlationID, request) = continuing.request(activity, refresh: refresh, endpoint: client.endpoint, waiter: waiter, now: .now)
-            let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
-            do {
-                guard try client.socket.trySend(bytes) else {
-                    resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
+        var client = try originClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
+        var waitedForConnection = false
+        while true {
+            var refusedUnconnected = false
+            let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
+                let (correlationID, request) = continuing.request(activity, refresh: refresh, endpoint: client.endpoint, waiter: waiter, now: .now)
+                let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
+                do {
+                    guard try client.socket.trySend(bytes) else {
+                        refusedUnconnected = !waitedForConnection
+                        resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
+                        return
+                    }
+                    observability.metrics.sent(on: .continuationClient, bytes: bytes.count)
+                } catch {
+                    resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "could not send to the originator at \(client.endpoint): \(error)", activityType: activityType)))
                     return
                 }
-                observability.metrics.sent(on: .continuationClient, bytes: bytes.count)
-            } catch {
-                resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "could not send to the originator at \(client.endpoint): \(error)", activityType: activityType)))
-                return
             }
+            if refusedUnconnected {
+                client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
+                waitedForConnection = true
+                continue
+            }
+            return try ContinuationClient<ReplyWaiter, ContinuationHandler>.interpret(try outcome.get(), for: activity)
         }
-        return try ContinuationClient<ReplyWaiter, ContinuationHandler>.interpret(try outcome.get(), for: activity)
     }
 
     /// Completes a pending request (first outcome wins).
@@ -180,6 +196,21 @@ extension Node {
     /// Secure, it connects only to an originator whose advertised key is in the account, and
     /// authenticates it by that key at the CURVE handshake.
     func connectedClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) async throws(HandoffError) -> Client {
+        let client = try originClient(endpoint, serverKey: serverKey, activityType: activityType)
+        // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
+        let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: own.configuration.connectTimeout)
+        guard let ready, ready.contains(.writable) else {
+            if client.refusedAtHandshake {
+                throw HandoffError(.unauthorized, "the originator at \(endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
+            }
+            throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
+        }
+        return client
+    }
+
+    /// The DEALER for an originator, connected or connecting (``connectedClient(_:serverKey:activityType:)``
+    /// without the wait).
+    func originClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) throws(HandoffError) -> Client {
         if let security {
             guard let serverKey else {
                 throw HandoffError(.unauthorized, "the originator at \(endpoint) advertised no public key; this node continues only from nodes of its account", activityType: activityType)
@@ -199,14 +230,6 @@ extension Node {
             client = try self.client(for: endpoint, serverKey: serverKey)
         } catch {
             throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
-        }
-        // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
-        let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: own.configuration.connectTimeout)
-        guard let ready, ready.contains(.writable) else {
-            if client.refusedAtHandshake {
-                throw HandoffError(.unauthorized, "the originator at \(endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
-            }
-            throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
         }
         return client
     }
