@@ -3,15 +3,16 @@
 # in one call: packs release builds here, and writes the one script to run there.
 #
 #   deploy/perf/device-figures.sh                 # here: builds, packs .device/ (about 50 MB)
-#   bash .device/figures.sh [--profile]           # there (device run, carry [".device"]):
-#                                                 # about 2 minutes, 3 with --profile
+#   bash .device/figures.sh [--profile|--threads] # there (device run, carry [".device"]):
+#                                                 # about 2 minutes, 3 with --profile or --threads
 #
 # The pack is ../shared/device/bundle.sh's (release builds and the libraries a bare machine lacks),
 # plus the same two binaries unstripped (symbols for perf; strip keeps the code, so the figures are
 # the stripped builds') and, where perf is installed here, perf with its libraries. There, the loop
 # count is the one thing varied: the default, one loop and fifteen, interleaved, because that server
 # showed fifteen loops costing 40–70 % more CPU per advertisement (docs/performance.md, "At most
-# two loops"). `--profile` writes perf reports of the advertisement benchmark to $OUT. The first
+# two loops"). `--profile` writes perf reports of the advertisement benchmark to $OUT; `--threads`
+# adds a continue's CPU by thread against raw REQ/REP (continue-threads.sh, beside this). The first
 # line says which CPU ran it: two calls can land on different hosts, so compare within a call.
 set -euo pipefail
 top=$(git rev-parse --show-toplevel); cd "$top"
@@ -30,6 +31,7 @@ if perf=$(command -v perf); then
         while read -r lib; do cp -L "$lib" "$stage/perf/lib/"; done
     tar -cJf .device/perf.tar.xz -C "$stage/perf" .
 fi
+cp deploy/perf/continue-threads.sh .device/
 
 cat > .device/figures.sh <<'FIGURES'
 #!/usr/bin/env bash
@@ -61,6 +63,11 @@ if [ "${1:-}" = --profile ] && [ -f "$here/perf.tar.xz" ] && [ -n "${OUT:-}" ]; 
     perf report -i /tmp/adverts.data --no-children --sort comm --stdio -g none 2>/dev/null | grep -vE '^#|^$' | head -25
     perf report -i /tmp/adverts.data --no-children --sort dso,sym --stdio -g none 2>/dev/null | grep -vE '^#|^$' | head -150 >"$OUT/adverts-flat.txt"
     perf report -i /tmp/adverts.data --children --sort sym --stdio -g none 2>/dev/null | grep -vE '^#|^$' | head -150 >"$OUT/adverts-children.txt"
+fi
+if [ "${1:-}" = --threads ] && [ -f "$here/perf.tar.xz" ]; then
+    mkdir -p /tmp/perf && tar -xJf "$here/perf.tar.xz" -C /tmp/perf
+    section "continue: CPU by thread, against raw REQ/REP"
+    PATH=/tmp/perf:$PATH LD_LIBRARY_PATH=/tmp/hb/lib:/tmp/perf/lib bash "$here/continue-threads.sh" --bench /tmp/hb/bin/handoff-bench --loops "default 1 15"
 fi
 section "done"
 FIGURES
