@@ -34,11 +34,38 @@ trap 'exec 7>&- 2>/dev/null; pkill -P $$ 2>/dev/null; rm -rf "$work"' EXIT
 per_thread() {  # a perf stat -x, --per-thread file: CPU per round trip by thread name
     awk -F, -v total="$total" '$1 ~ /-[0-9]+$/ && $2 + 0 > 0 {
         name = $1; sub(/-[0-9]+$/, "", name); sum[name] += $2
-        if (name ~ /^handoff-loop-/) { loops += $2; looping++ }
+        if (name ~ /^handoff-loop-/) { loops += $2; if (!(name in named)) { named[name] = 1; looping++ } }
     } END {
         for (name in sum) if (sum[name] * 1000 / total >= 0.3) printf "    %-22s %8.2f µs a round trip\n", name, sum[name] * 1000 / total
         if (looping > 1) printf "    %-22s %8.2f µs a round trip\n", "(the loops together)", loops * 1000 / total
     }' "$1" | sort -k2 -rn
+}
+
+# The READY line a serving process of the bench printed into `$1`, once it has (10 s at most).
+ready_line() {
+    for _ in $(seq 100); do grep -q '^READY' "$1" && break; sleep 0.1; done
+    grep '^READY' "$1" || { cat "$1" >&2; return 1; }
+}
+
+# Measures one run: perf stat attached to the serving process `$1` (ready) and, 0.01 s after it
+# starts, to the asking command (the rest of the arguments), which it waits for; then prints its
+# p50/p99 and both ends' CPU by thread, the asking end named `$asking`, the serving one `$serving`.
+measure() {
+    local server=$1; shift
+    perf stat -x, -e task-clock --per-thread -p "$server" -o "$work/serving.stat" &
+    local serving_stat=$!
+    sleep 0.3
+    "$@" >"$work/asking" 2>&1 &
+    local asker=$!
+    sleep 0.01
+    perf stat -x, -e task-clock --per-thread -p "$asker" -o "$work/asking.stat" &
+    local asking_stat=$!
+    wait "$asker"; wait "$asking_stat"
+    # A serving end that runs on (the originator) is counted up to here; one that ends has ended.
+    kill -INT "$serving_stat" 2>/dev/null; wait "$serving_stat"
+    echo "  p50 / p99 $(grep -o 'DONE.*' "$work/asking" | cut -d' ' -f2-3) µs"
+    echo "   $asking:"; per_thread "$work/asking.stat"
+    echo "   $serving:"; per_thread "$work/serving.stat"
 }
 
 handoff() {
@@ -46,50 +73,27 @@ handoff() {
     "$bench" continue-originator <"$work/input" >"$work/originator" 2>&1 &
     local originator=$!
     exec 7>"$work/input"  # the originator runs until its standard input closes
-    for _ in $(seq 100); do grep -q '^READY' "$work/originator" && break; sleep 0.1; done
     local endpoint id
-    read -r _ endpoint id < <(grep '^READY' "$work/originator") || { cat "$work/originator" >&2; return 1; }
-    perf stat -x, -e task-clock --per-thread -p "$originator" -o "$work/originator.stat" &
-    local serving=$!
-    sleep 0.3
-    "$bench" continue-continuer --peer "$endpoint" --id "$id" --rounds "$rounds" >"$work/continuer" 2>&1 &
-    local continuer=$!
-    sleep 0.01
-    perf stat -x, -e task-clock --per-thread -p "$continuer" -o "$work/continuer.stat" &
-    local asking=$!
-    wait "$continuer"; wait "$asking"
-    kill -INT "$serving"; wait "$serving"
+    read -r _ endpoint id < <(ready_line "$work/originator") || return 1
+    asking="the continuer" serving="the originator" \
+        measure "$originator" "$bench" continue-continuer --peer "$endpoint" --id "$id" --rounds "$rounds"
     exec 7>&-; wait "$originator"
-    echo "  Handoff: p50 / p99 $(grep -o 'DONE.*' "$work/continuer" | cut -d' ' -f2-3) µs"
-    echo "   the continuer:"; per_thread "$work/continuer.stat"
-    echo "   the originator:"; per_thread "$work/originator.stat"
 }
 
 raw() {
     rm -rf "$work"/*
     "$bench" raw-rep-server --rounds "$total" >"$work/server" 2>&1 &
     local server=$!
-    for _ in $(seq 100); do grep -q '^READY' "$work/server" && break; sleep 0.1; done
     local endpoint
-    read -r _ endpoint < <(grep '^READY' "$work/server") || { cat "$work/server" >&2; return 1; }
-    perf stat -x, -e task-clock --per-thread -p "$server" -o "$work/server.stat" &
-    local serving=$!
-    sleep 0.3
-    "$bench" raw-req-client --peer "$endpoint" --rounds "$rounds" >"$work/client" 2>&1 &
-    local client=$!
-    sleep 0.01
-    perf stat -x, -e task-clock --per-thread -p "$client" -o "$work/client.stat" &
-    local asking=$!
-    wait "$client"; wait "$asking"; wait "$server"; wait "$serving"
-    echo "  raw REQ/REP: p50 / p99 $(grep -o 'DONE.*' "$work/client" | cut -d' ' -f2-3) µs"
-    echo "   REQ:"; per_thread "$work/client.stat"
-    echo "   REP:"; per_thread "$work/server.stat"
+    read -r _ endpoint < <(ready_line "$work/server") || return 1
+    asking="REQ" serving="REP" measure "$server" "$bench" raw-req-client --peer "$endpoint" --rounds "$rounds"
+    wait "$server"
 }
 
 echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; $rounds round trips a run"
 for loops in $loop_counts; do
-    echo "== event loops per process: $loops"
+    echo "== Handoff, event loops per process: $loops"
     if [ "$loops" = default ]; then handoff; else HANDOFF_EVENT_LOOP_THREADS=$loops handoff; fi
 done
-echo "== raw"
+echo "== raw REQ/REP"
 raw
