@@ -275,8 +275,11 @@ struct ContinuationTests {
         try await withTwoNodes(configureB: { $0.continueTimeout = .milliseconds(500) }) { a, b in
             let activity = try await continuedDraft(from: a, by: b, originator: originator, continuer: continuer)
             let changed = ContinuousClock.now
-            activity.userInfo = ["draft": "typed, not saved"]
+            // Marked first, as an app marks it when its user types: set the other way round, the
+            // change alone was advertised, and a refresh could fetch it before the mark was set
+            // (this thread preempted between the two lines while the nodes' loops ran on).
             activity.needsSave = true
+            activity.userInfo = ["draft": "typed, not saved"]
             #expect(await eventually(within: .seconds(8)) { continuer.log.contains { $0.hasPrefix("didUpdate") && $0.hasSuffix("saved draft") } },
                     "\(continuer.log) \(originator.log)")
             // Not before the timed-out fetch (500 ms) and the retry's delay (1 s).
