@@ -43,23 +43,49 @@ func waitFor(_ id: String, on node: Node) async throws -> DiscoveredActivity {
     }
 }
 
-/// Continue round trips (request → restore handler called with the full state) against raw REQ/REP.
-func benchContinue(rounds: Int) async throws {
-    let handoff: [Double] = try await withPair { originator, continuer in
+/// Continue round trips with both nodes in one process (one context, the process's loops), after
+/// 200 of warm-up.
+func continueInOneProcess(rounds: Int) async throws -> TimedContinues {
+    try await withPair { originator, continuer in
         let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
         activity.userInfo = benchContactInfo
         try await activity.becomeCurrent(on: originator)
         await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
-        let found = try await waitFor(activity.id, on: continuer)
-        for _ in 0..<200 { _ = try await continuer.continueActivity(found) }  // warm-up
-        var latencies: [Double] = []
-        for _ in 0..<rounds {
-            let started = ContinuousClock.now
-            _ = try await continuer.continueActivity(found)
-            latencies.append(seconds(ContinuousClock.now - started) * 1e6)
-        }
-        return latencies
+        return try await timedContinues(of: try await waitFor(activity.id, on: continuer), by: continuer, rounds: rounds)
     }
+}
+
+/// Measured continues: each one's latency, and what this process's threads ran meanwhile.
+struct TimedContinues {
+    /// Microseconds, in the order they ran.
+    var latencies: [Double]
+    /// CPU microseconds per round trip by thread name (this process's), the busiest first.
+    var cpuPerRoundTrip: [(thread: String, microseconds: Double)]
+
+    /// `name µs …` for each thread, as the roles report it.
+    var cpuSummary: String {
+        cpuPerRoundTrip.map { String(format: "%@ %.2f", $0.thread, $0.microseconds) }.joined(separator: " ")
+    }
+}
+
+/// `rounds` continues of `activity` by `node` after 200 of warm-up.
+func timedContinues(of activity: DiscoveredActivity, by node: Node, rounds: Int) async throws -> TimedContinues {
+    for _ in 0..<200 { _ = try await node.continueActivity(activity) }
+    var latencies: [Double] = []
+    latencies.reserveCapacity(rounds)
+    let before = cpuByThreadName()
+    for _ in 0..<rounds {
+        let started = ContinuousClock.now
+        _ = try await node.continueActivity(activity)
+        latencies.append(seconds(ContinuousClock.now - started) * 1e6)
+    }
+    return TimedContinues(latencies: latencies, cpuPerRoundTrip: cpuPerUnit(from: before, to: cpuByThreadName(), count: rounds))
+}
+
+/// Continue round trips (request → restore handler called with the full state) against raw REQ/REP.
+func benchContinue(rounds: Int) async throws {
+    let handoffRun = try await continueInOneProcess(rounds: rounds)
+    let handoff = handoffRun.latencies
     var raw = [Double](repeating: 0, count: rounds)
     guard raw_req_rep(Int32(rounds), 256, &raw) == 0 else { throw HandoffError(.handoffFailed, "raw REQ/REP failed") }
     // Each end in a process of its own (its own context, I/O thread and readiness thread), as

@@ -24,7 +24,7 @@ extension Role {
 extension HandoffBench {
     static let roles: [any ParsableCommand.Type] = [
         StreamOriginatorRole.self, StreamContinuerRole.self, FleetWatcherRole.self, FleetNodesRole.self, RawStreamRole.self, RawStreamServerRole.self,
-        RawStreamClientRole.self, ContinueOriginatorRole.self, ContinueContinuerRole.self, RawReplyServerRole.self,
+        RawStreamClientRole.self, ContinueOriginatorRole.self, ContinueContinuerRole.self, ContinuePairRole.self, RawReplyServerRole.self,
         RawRequestClientRole.self, AdvertBrokerRole.self, RawProxyRole.self, CapacityPublisherRole.self, CapacitySubscriberRole.self,
         BrokerFloorRole.self,
     ]
@@ -82,6 +82,12 @@ struct ContinueContinuerRole: Role {
     static let configuration = role("continue-continuer")
     @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
     static func perform(_ arguments: [String]) async throws { try await runContinueContinuer(arguments) }
+}
+
+struct ContinuePairRole: Role {
+    static let configuration = role("continue-pair")
+    @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
+    static func perform(_ arguments: [String]) async throws { try await runContinuePair(arguments) }
 }
 
 struct RawReplyServerRole: Role {
