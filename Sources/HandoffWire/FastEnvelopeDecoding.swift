@@ -15,39 +15,81 @@ import SwiftProtobuf
 enum FastEnvelopeDecoder {
     /// The envelope, or `nil` to leave these bytes to SwiftProtobuf.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> WireEnvelope? {
-        try? envelope(ProtobufReader(bytes))
+        guard let read = try? envelope(ProtobufReader(bytes)) else { return nil }
+        var envelope = WireEnvelope()
+        envelope.protocolVersion = read.header.protocolVersion
+        envelope.correlationID = read.header.correlationID
+        if let sender = read.header.sender { envelope.sender = sender }
+        if let sentAt = read.header.sentAt { envelope.sentAt = sentAt }
+        envelope.sequence = read.header.sequence
+        envelope.traceID = read.header.traceID
+        if let advertisement = read.advertisement { envelope.body = .advertisement(WireAdvertisement(advertisement)) }
+        switch read.otherBody {
+        case .continueRequest(let request)?: envelope.body = .continueRequest(request)
+        case .continueReply(let reply)?: envelope.body = .continueReply(reply)
+        case nil: break
+        }
+        return envelope
     }
 
-    // Below, every throw (the reader's errors and NotOnFastPath alike) means the same: `decode`
-    // answers nil and SwiftProtobuf decides.
+    /// The envelope of an advertisement in plain values, or `nil` for any other envelope and for
+    /// bytes this reader leaves to SwiftProtobuf. Its values are moved out of what was read, not
+    /// copied (a copy was a reference count for each string).
+    static func decodeAdvertisement(_ bytes: UnsafeRawBufferPointer) -> (protocolVersion: UInt32, envelope: WireAdvertisementEnvelope)? {
+        guard var read = try? envelope(ProtobufReader(bytes)), let advertisement = read.advertisement.take() else { return nil }
+        let envelope = WireAdvertisementEnvelope(
+            sender: read.header.sender.take(), sentAt: read.header.sentAt, sequence: read.header.sequence,
+            traceID: read.header.traceID, advertisement: advertisement)
+        return (read.header.protocolVersion, envelope)
+    }
+
+    // Below, every throw (the reader's errors and NotOnFastPath alike) means the same: the bytes
+    // go to SwiftProtobuf.
     private typealias Reader = ProtobufReader
 
-    private static func envelope(_ reader: Reader) throws -> WireEnvelope {
+    /// An envelope's own fields and its body, as read: an advertisement in plain values (a
+    /// generated `WireAdvertisement` copies its empty default storage object at its first field),
+    /// the other hot bodies as generated.
+    private struct Read {
+        var header = EnvelopeHeader(protocolVersion: 0, correlationID: 0, sender: nil, sentAt: nil, sequence: 0, traceID: "")
+        var advertisement: WirePlainAdvertisement?
+        var otherBody: OtherBody?
+    }
+
+    private enum OtherBody {
+        case continueRequest(WireContinueRequest)
+        case continueReply(WireContinueReply)
+    }
+
+    private static func envelope(_ reader: Reader) throws -> Read {
         var reader = reader
-        var envelope = WireEnvelope()
+        var read = Read()
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             try seen.first(number)
             switch (number, type) {
-            case (1, .varint): envelope.protocolVersion = UInt32(truncatingIfNeeded: try reader.varint())
-            case (2, .varint): envelope.correlationID = try reader.varint()
-            case (3, .lengthDelimited): envelope.sender = try node(reader.nested(reader.lengthDelimited()))
-            case (4, .lengthDelimited): envelope.sentAt = try timestamp(reader.nested(reader.lengthDelimited()))
-            case (5, .varint): envelope.sequence = try reader.varint()
-            case (6, .lengthDelimited): envelope.traceID = try reader.string()
+            case (1, .varint): read.header.protocolVersion = UInt32(truncatingIfNeeded: try reader.varint())
+            case (2, .varint): read.header.correlationID = try reader.varint()
+            case (3, .lengthDelimited): read.header.sender = try node(reader.nested(reader.lengthDelimited()))
+            case (4, .lengthDelimited): read.header.sentAt = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (5, .varint): read.header.sequence = try reader.varint()
+            case (6, .lengthDelimited): read.header.traceID = try reader.string()
             case (10, .lengthDelimited):
                 try seen.body()
-                envelope.body = .advertisement(try advertisement(reader.nested(reader.lengthDelimited())))
+                // Read in place: a struct of a dozen strings returned and stored was a reference
+                // count for each, twice.
+                read.advertisement = WirePlainAdvertisement()
+                try advertisement(reader.nested(reader.lengthDelimited()), into: &read.advertisement!)
             case (14, .lengthDelimited):
                 try seen.body()
-                envelope.body = .continueRequest(try continueRequest(reader.nested(reader.lengthDelimited())))
+                read.otherBody = .continueRequest(try continueRequest(reader.nested(reader.lengthDelimited())))
             case (15, .lengthDelimited):
                 try seen.body()
-                envelope.body = .continueReply(try continueReply(reader.nested(reader.lengthDelimited())))
+                read.otherBody = .continueReply(try continueReply(reader.nested(reader.lengthDelimited())))
             default: throw NotOnFastPath()
             }
         }
-        return envelope
+        return read
     }
 
     private static func node(_ reader: Reader) throws -> WireNodeRef {
@@ -82,10 +124,8 @@ enum FastEnvelopeDecoder {
         return time
     }
 
-    private static func advertisement(_ reader: Reader) throws -> WireAdvertisement {
+    private static func advertisement(_ reader: Reader, into advertisement: inout WirePlainAdvertisement) throws {
         var reader = reader
-        var advertisement = WireAdvertisement()
-        var keywords: [String] = []
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             if number != 12 { try seen.first(number) }
@@ -101,13 +141,11 @@ enum FastEnvelopeDecoder {
             case (9, .varint): advertisement.supportsContinuationStreams = try reader.varint() != 0
             case (10, .lengthDelimited): advertisement.teamID = try reader.string()
             case (11, .lengthDelimited): advertisement.webpageURL = try reader.string()
-            case (12, .lengthDelimited): keywords.append(try reader.string())  // (set once: see activity(_:))
+            case (12, .lengthDelimited): advertisement.keywords.append(try reader.string())
             case (13, .lengthDelimited): advertisement.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))
             default: throw NotOnFastPath()
             }
         }
-        if !keywords.isEmpty { advertisement.keywords = keywords }
-        return advertisement
     }
 
     private static func continueRequest(_ reader: Reader) throws -> WireContinueRequest {

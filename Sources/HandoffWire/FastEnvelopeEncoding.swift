@@ -51,13 +51,7 @@ enum FastEnvelopeEncoder {
             guard reply.unknownFields.data.isEmpty, case .activity? = reply.result else { throw NotOnFastPath() }
         default: throw NotOnFastPath()
         }
-        var writer = ProtobufWriter(capacity: 384)
-        writer.uint(1, UInt64(header.protocolVersion))
-        writer.uint(2, header.correlationID)
-        if let sender = header.sender { try writer.message(3, sender) }
-        if let sentAt = header.sentAt { try writer.message(4, sentAt) }
-        writer.uint(5, header.sequence)
-        writer.string(6, header.traceID)
+        var writer = try writer(header)
         switch body {
         case .advertisement(let advertisement)?: try writer.message(10, advertisement)
         case .continueRequest(let request)?: try writer.message(14, request)
@@ -68,6 +62,25 @@ enum FastEnvelopeEncoder {
         default: break
         }
         return writer.bytes
+    }
+
+    /// The envelope of an advertisement given in plain values (never built as a message).
+    static func encode(_ header: EnvelopeHeader, advertisement: WirePlainAdvertisement) throws(NotOnFastPath) -> [UInt8] {
+        var writer = try writer(header)
+        try writer.message(10, advertisement)
+        return writer.bytes
+    }
+
+    /// A writer holding the envelope's own fields, for its body to follow (field 10 and on).
+    private static func writer(_ header: EnvelopeHeader) throws(NotOnFastPath) -> ProtobufWriter {
+        var writer = ProtobufWriter(capacity: 384)
+        writer.uint(1, UInt64(header.protocolVersion))
+        writer.uint(2, header.correlationID)
+        if let sender = header.sender { try writer.message(3, sender) }
+        if let sentAt = header.sentAt { try writer.message(4, sentAt) }
+        writer.uint(5, header.sequence)
+        writer.string(6, header.traceID)
+        return writer
     }
 }
 
@@ -85,6 +98,23 @@ extension WireEnvelope {
         var envelope = WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID, sentAt: sentAt)
         if let traceID { envelope.traceID = traceID }
         return envelope.encoded()
+    }
+}
+
+extension WireEnvelope {
+    /// The bytes of the envelope ``encoded(body:sender:sequence:correlationID:sentAt:traceID:)``
+    /// writes for `.advertisement(WireAdvertisement(advertisement))`, written from the plain
+    /// values: no generated message built (each copied its empty default storage at its first field
+    /// and went through it for every field after).
+    public static func encoded(
+        advertisement: WirePlainAdvertisement, sender: WireNodeRef, sequence: UInt64, sentAt: Date = Date(), traceID: String? = nil
+    ) -> [UInt8] {
+        let header = EnvelopeHeader(
+            protocolVersion: WireProtocol.version, correlationID: 0, sender: sender,
+            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "")
+        if let bytes = try? FastEnvelopeEncoder.encode(header, advertisement: advertisement) { return bytes }
+        // An origin or a sender with unknown fields: SwiftProtobuf writes those.
+        return encoded(body: .advertisement(WireAdvertisement(advertisement)), sender: sender, sequence: sequence, sentAt: sentAt, traceID: traceID)
     }
 }
 
@@ -131,19 +161,32 @@ extension WireTimestamp: FastEncodable {
 extension WireAdvertisement: FastEncodable {
     func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
         guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.string(1, activityID)
-        writer.string(2, activityType)
-        writer.string(3, title)
-        if hasOrigin { try writer.message(4, origin) }
-        writer.string(5, continueEndpoint)
-        writer.uint(6, version)
-        if hasExpiresAt { try writer.message(7, expiresAt) }
-        writer.uint(8, UInt64(leaseMs))
-        writer.bool(9, supportsContinuationStreams)
-        writer.string(10, teamID)
-        writer.string(11, webpageURL)
-        writer.strings(12, keywords)
-        if hasUpdatedAt { try writer.message(13, updatedAt) }
+        try writer.advertisementFields(self)
+    }
+}
+
+extension WirePlainAdvertisement: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        try writer.advertisementFields(self)
+    }
+}
+
+extension ProtobufWriter {
+    /// An Advertisement's fields, of either form, in field-number order.
+    mutating func advertisementFields(_ advertisement: some WireAdvertisementFields) throws(NotOnFastPath) {
+        string(1, advertisement.activityID)
+        string(2, advertisement.activityType)
+        string(3, advertisement.title)
+        if let origin = advertisement.originIfSet { try message(4, origin) }
+        string(5, advertisement.continueEndpoint)
+        uint(6, advertisement.version)
+        if let expiresAt = advertisement.expiresAtIfSet { try message(7, expiresAt) }
+        uint(8, UInt64(advertisement.leaseMs))
+        bool(9, advertisement.supportsContinuationStreams)
+        string(10, advertisement.teamID)
+        string(11, advertisement.webpageURL)
+        strings(12, advertisement.keywords)
+        if let updatedAt = advertisement.updatedAtIfSet { try message(13, updatedAt) }
     }
 }
 

@@ -59,8 +59,33 @@ struct FollowerTests {
         at seconds: Double = 0, topic: String = "A:org.test.edit", connectionKey: Data? = nil
     ) -> [Follower.Action] {
         let envelope = WireEnvelope(body: body, sender: sender, sequence: sequence, sentAt: date.addingTimeInterval(seconds))
-        return follower.received(envelope, topic: Array(topic.utf8), connectionKey: connectionKey,
-                                 now: start + .milliseconds(Int(seconds * 1000)), date: date.addingTimeInterval(seconds))
+        let now = start + .milliseconds(Int(seconds * 1000)), date = date.addingTimeInterval(seconds)
+        // An advertisement takes a node's plain way too (WireAdvertisementEnvelope): on a copy of
+        // the follower, with the same outcome, so every rule here holds on both ways.
+        var plainWay = follower
+        let actions = follower.received(envelope, topic: Array(topic.utf8), connectionKey: connectionKey, now: now, date: date)
+        if case .advertisement = body {
+            let plain = envelope.encoded().withUnsafeBytes { WireAdvertisementEnvelope.decode($0) }
+            #expect(plain != nil, "an advertisement's envelope read into plain values")
+            if let plain {
+                let plainActions = plainWay.received(plain, topic: Array(topic.utf8), connectionKey: connectionKey, now: now, date: date)
+                #expect(Self.same(plainActions, actions), "the plain way: \(plainActions), the envelope's: \(actions)")
+                #expect(plainWay.known.count == follower.known.count)
+            }
+        }
+        return actions
+    }
+
+    /// The same actions, the activities in them compared field by field.
+    static func same(_ first: [Follower.Action], _ second: [Follower.Action]) -> Bool {
+        guard first.count == second.count else { return false }
+        return zip(first, second).allSatisfy { pair in
+            switch pair {
+            case (.emit(let a), .emit(let b)): a == b
+            case (.changed(let a), .changed(let b)): a == b
+            default: "\(pair.0)" == "\(pair.1)"
+            }
+        }
     }
 
     func events(_ actions: [Follower.Action]) -> [String] {
@@ -192,6 +217,18 @@ struct FollowerTests {
         #expect(subscriptions(hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, topic: second)) == ["-" + second])
         #expect(follower.isSynchronized)
         #expect(hear(&follower, advertisement("late", of: origin), from: origin, sequence: 2, topic: first).isEmpty, "a snapshot that is over")
+    }
+
+    @Test("a snapshot may bring again the very advertisement heard live (the broker's cached envelope): believed there, a replay anywhere else")
+    func snapshotRepeatsWhatWasHeardLive() {
+        var follower = Follower(settings())
+        follower.makeToken = { "00000000000000000000000000000001" }
+        let origin = node("o1")
+        _ = follower.follow(["org.test."])
+        #expect(events(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 5)) == ["appeared a v1"])
+        #expect(ignored(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 5)) == [.replayed])
+        let repeated = hear(&follower, advertisement("a", of: origin), from: origin, sequence: 5, topic: "S:00000000000000000000000000000001/org.test.")
+        #expect(ignored(repeated).isEmpty && events(repeated).isEmpty, "\(repeated)")
     }
 
     @Test("unfollowing unsubscribes and ends the prefix's snapshot under way")

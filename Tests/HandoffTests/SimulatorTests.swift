@@ -261,9 +261,9 @@ struct SimulatorTests {
         let activity = try UserActivity(activityType: "org.sim.edit", id: "a1-n0")
         world.truth.made(activity, origin: 0, at: .zero, expires: nil)
         // Node 2 hears node 1 advertise node 0's activity as its own, and (wrongly) believes it.
-        let envelope = world.nodes[1].envelope(.advertisement(activity.advertisement(
+        let envelope = world.nodes[1].envelope(.advertisement(WireAdvertisement(activity.advertisement(
             origin: world.nodes[1].advertiserDo { $0.settings.origin }, continueEndpoint: "tcp://node-1:7000",
-            lease: .seconds(6), defaultTeamID: nil)), date: world.date)
+            lease: .seconds(6), defaultTeamID: nil))), date: world.date)
         _ = world.nodes[2].followerDo { $0.received(envelope, topic: Array("A:org.sim.edit".utf8), connectionKey: nil, now: world.instant, date: world.date) }
         let failure = SimulationInvariants.believedOnlyFromOrigin(world, node: 2)
         #expect(failure?.invariant == "believed-only-from-origin", "\(String(describing: failure))")

@@ -132,6 +132,75 @@ struct FastEnvelopeCodingTests {
         #expect(taken > checked / 10 && taken < checked * 9 / 10, "\(taken) of \(checked) read by hand")
     }
 
+    /// The plain read of an advertisement's envelope: the envelope `decode` gives, or `nil` (and then
+    /// not an advertisement decode would accept by hand).
+    static func expectPlainAgreement(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        guard let plain = bytes.withUnsafeBytes({ WireAdvertisementEnvelope.decode($0) }) else {
+            if let decoded = try? WireEnvelope.decode(bytes), case .advertisement = decoded.body {
+                // Declined: only what the hand-written reader leaves to SwiftProtobuf.
+                #expect(fast(bytes) == nil, "an advertisement read by hand but declined plain: \(bytes)", sourceLocation: sourceLocation)
+                return fast(bytes) == nil
+            }
+            return true
+        }
+        let decoded = try? WireEnvelope.decode(bytes)
+        let agrees = decoded?.advertisement == WireAdvertisement(plain.advertisement) && decoded?.sequence == plain.sequence
+            && decoded?.traceID == plain.traceID && (decoded?.hasSender == true ? decoded?.sender : nil) == plain.sender
+            && (decoded?.hasSentAt == true ? decoded?.sentAt : nil) == plain.sentAt
+            && (plain.advertisement.origin == nil) == (decoded?.advertisement.hasOrigin == false)
+        #expect(agrees, "bytes \(bytes)", sourceLocation: sourceLocation)
+        return agrees
+    }
+
+    @Test("an advertisement's envelope read into plain values is the envelope decode gives; any other is declined")
+    func plainAdvertisements() throws {
+        var random = SplitMix(seed: 0xAD5_F1E1D)
+        var read = 0, advertisements = 0
+        for round in 0..<400 {
+            let envelope = Self.randomEnvelope(&random)
+            let bytes: [UInt8] = try envelope.serializedBytes()
+            if case .advertisement = envelope.body { advertisements += 1 }
+            if bytes.withUnsafeBytes({ WireAdvertisementEnvelope.decode($0) }) != nil { read += 1 }
+            #expect(Self.expectPlainAgreement(bytes), "round \(round)")
+            for _ in 0..<10 { _ = Self.expectPlainAgreement(SplitMix.damage(bytes, &random)) }
+        }
+        // Every advertisement of these (none unknown, none merged) is read plain.
+        #expect(read == advertisements && advertisements > 50, "\(read) of \(advertisements)")
+        var old = Fixtures.envelope(.advertisement(Fixtures.advertisement))
+        old.protocolVersion = WireProtocol.version + 1
+        let newer: [UInt8] = try old.serializedBytes()
+        #expect(newer.withUnsafeBytes({ WireAdvertisementEnvelope.decode($0) }) == nil, "a version decode rejects")
+    }
+
+    @Test("an advertisement written from plain values is, byte for byte, the envelope SwiftProtobuf writes for it")
+    func plainAdvertisementsEncodeAlike() throws {
+        var random = SplitMix(seed: 0x9_1A1E)
+        var written = 0
+        for round in 0..<300 {
+            var envelope = Self.randomEnvelope(&random)
+            guard case .advertisement = envelope.body else { continue }
+            envelope.correlationID = 0  // (an advertisement is no exchange's)
+            if !envelope.hasSender { envelope.sender = random.node(maxLength: 9) }
+            let expected: [UInt8] = try envelope.serializedBytes()
+            let plain = try #require(expected.withUnsafeBytes { WireAdvertisementEnvelope.decode($0) })
+            let sentAt = try #require(plain.sentAt).date
+            let bytes = WireEnvelope.encoded(advertisement: plain.advertisement, sender: envelope.sender, sequence: envelope.sequence,
+                                             sentAt: sentAt, traceID: envelope.traceID.isEmpty ? nil : envelope.traceID)
+            #expect(bytes == expected, "round \(round)")
+            written += 1
+        }
+        #expect(written > 50)
+        // An origin with fields this build does not know: SwiftProtobuf writes it, kept.
+        var origin = random.node(maxLength: 9)
+        try origin.merge(serializedBytes: [0x38, 0x01] as [UInt8])  // field 7
+        var advertisement = WirePlainAdvertisement()
+        advertisement.activityID = "a"
+        advertisement.origin = origin
+        let sender = random.node(maxLength: 9), sentAt = Date(timeIntervalSince1970: 1_800_000_000)
+        let expected: [UInt8] = try WireEnvelope(body: .advertisement(WireAdvertisement(advertisement)), sender: sender, sequence: 4, sentAt: sentAt).serializedBytes()
+        #expect(WireEnvelope.encoded(advertisement: advertisement, sender: sender, sequence: 4, sentAt: sentAt) == expected)
+    }
+
     @Test("unknown fields kept by a decode are written back as SwiftProtobuf writes them")
     func unknownFieldsSurviveEncoding() throws {
         var random = SplitMix(seed: 5)

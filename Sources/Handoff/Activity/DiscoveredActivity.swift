@@ -39,7 +39,7 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
     /// from nodes older than this field).
     public var updatedAt: Date? { fields.updatedAt }
 
-    init(wire: WireAdvertisement) {
+    init(wire: some WireAdvertisementFields) {
         fields = Fields(wire: wire)
     }
 
@@ -69,20 +69,22 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
         let keywords: [String]
         let updatedAt: Date?
 
-        init(wire: WireAdvertisement) {
+        init(wire: some WireAdvertisementFields) {
             id = wire.activityID
             activityType = wire.activityType
             title = wire.title
-            origin = NodeInfo(wire: wire.origin)
+            origin = NodeInfo(wire: wire.originNode)
             continueEndpoint = wire.continueEndpoint
             version = wire.version
-            expirationDate = wire.hasExpiresAt ? wire.expiresAt.date : nil
+            expirationDate = wire.expirationDate
             lease = .milliseconds(Int64(wire.leaseMs))
             supportsContinuationStreams = wire.supportsContinuationStreams
-            teamID = wire.teamID.isEmpty ? nil : wire.teamID
-            webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
+            let teamID = wire.teamID
+            self.teamID = teamID.isEmpty ? nil : teamID
+            let webpageURL = wire.webpageURL
+            self.webpageURL = webpageURL.isEmpty ? nil : URL(string: webpageURL)
             keywords = wire.keywords
-            updatedAt = wire.hasUpdatedAt ? wire.updatedAt.date : nil
+            updatedAt = wire.updatedAtDate
         }
 
         /// Every field equal: what the struct's synthesized `==` compared.

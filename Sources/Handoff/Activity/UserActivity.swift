@@ -353,9 +353,9 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     }
 
     /// The small advertisement of the activity for the bus.
-    func advertisement(origin: WireNodeRef, continueEndpoint: String, lease: Duration, defaultTeamID: String?) -> WireAdvertisement {
+    func advertisement(origin: WireNodeRef, continueEndpoint: String, lease: Duration, defaultTeamID: String?) -> WirePlainAdvertisement {
         state.withLock { state in
-            var advertisement = WireAdvertisement()
+            var advertisement = WirePlainAdvertisement()
             advertisement.activityID = id
             advertisement.activityType = activityType
             advertisement.title = state.title

@@ -30,7 +30,32 @@ struct Advertiser {
     /// One message for the bus.
     struct Message {
         var topic: [UInt8]
-        var body: WireEnvelope.OneOf_Body
+        var content: Content
+
+        /// An advertisement in plain values (the node writes its envelope without building a
+        /// generated message), or any other body.
+        enum Content {
+            case advertisement(WirePlainAdvertisement)
+            case other(WireEnvelope.OneOf_Body)
+        }
+
+        init(topic: [UInt8], body: WireEnvelope.OneOf_Body) {
+            self.topic = topic
+            content = .other(body)
+        }
+
+        init(topic: [UInt8], advertisement: WirePlainAdvertisement) {
+            self.topic = topic
+            content = .advertisement(advertisement)
+        }
+
+        /// The body as an envelope holds it (the simulator's envelopes, tests).
+        var body: WireEnvelope.OneOf_Body {
+            switch content {
+            case .advertisement(let advertisement): .advertisement(WireAdvertisement(advertisement))
+            case .other(let body): body
+            }
+        }
     }
 
     /// What a presence tick decided.
@@ -161,7 +186,7 @@ struct Advertiser {
     // MARK: Messages
 
     /// What the bus hears of a current activity; `nil` while it is not eligible for Handoff.
-    func advertisement(of activity: UserActivity) -> WireAdvertisement? {
+    func advertisement(of activity: UserActivity) -> WirePlainAdvertisement? {
         guard activity.isEligibleForHandoff else { return nil }
         return activity.advertisement(
             origin: settings.origin, continueEndpoint: settings.continueEndpoint,
@@ -171,7 +196,7 @@ struct Advertiser {
     /// Its advertisement, or its withdrawal while it is not eligible for Handoff.
     private func publication(of activity: UserActivity) -> Message {
         guard let advertisement = advertisement(of: activity) else { return withdrawal(of: activity, reason: .resigned) }
-        return Message(topic: Topic.activity(activity.activityType), body: .advertisement(advertisement))
+        return Message(topic: Topic.activity(activity.activityType), advertisement: advertisement)
     }
 
     private func withdrawal(of activity: UserActivity, reason: RemovalReason) -> Message {
@@ -187,7 +212,7 @@ struct Advertiser {
     /// `SnapshotReply` that says how many there were (a receiver that gets fewer asks again).
     private func snapshot(topic: [UInt8], typePrefix: String) -> [Message] {
         var messages = current.activities.filter { $0.activityType.hasPrefix(typePrefix) }
-            .compactMap(advertisement(of:)).map { Message(topic: topic, body: .advertisement($0)) }
+            .compactMap(advertisement(of:)).map { Message(topic: topic, advertisement: $0) }
         messages.append(Message(topic: topic, body: .snapshotReply(WireSnapshotReply(count: messages.count, typePrefix: typePrefix))))
         return messages
     }

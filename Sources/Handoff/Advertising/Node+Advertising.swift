@@ -70,7 +70,16 @@ extension Node {
     /// Publishes one bus message; `false` when it was not sent (over the frame limit, or dropped).
     @discardableResult
     func sendOnBus(topic: [UInt8], _ body: WireEnvelope.OneOf_Body, traceID: String? = nil) -> Bool {
-        let bytes = envelopes.bytes(body, traceID: traceID)
+        sendOnBus(topic: topic, envelope: envelopes.bytes(body, traceID: traceID))
+    }
+
+    /// Publishes an advertisement (its envelope written from the plain values).
+    @discardableResult
+    func sendOnBus(topic: [UInt8], advertisement: WirePlainAdvertisement, traceID: String? = nil) -> Bool {
+        sendOnBus(topic: topic, envelope: envelopes.bytes(advertisement: advertisement, traceID: traceID))
+    }
+
+    private func sendOnBus(topic: [UInt8], envelope bytes: [UInt8]) -> Bool {
         // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
         // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
         guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
@@ -95,7 +104,10 @@ extension Node {
 
     /// Publishes one message the advertiser decided.
     func publish(_ message: Advertiser.Message) {
-        sendOnBus(topic: message.topic, message.body)
+        switch message.content {
+        case .advertisement(let advertisement): sendOnBus(topic: message.topic, advertisement: advertisement)
+        case .other(let body): sendOnBus(topic: message.topic, body)
+        }
     }
 
     /// Publishes what the advertiser decided, and logs why (at info) when it says.

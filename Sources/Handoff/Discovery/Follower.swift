@@ -130,10 +130,9 @@ struct Follower {
     /// A bus message, decoded: `topic` is its first frame; `connectionKey` the key of the direct
     /// peer it came from, when secure in direct mode (its messages must name that key as sender).
     mutating func received(_ envelope: WireEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date) -> [Action] {
-        if let connectionKey, envelope.sender.publicKey != connectionKey {
-            return [.ignored(.foreign("a bus message from a direct peer that names another key as its sender"))]
-        }
-        guard topic.starts(with: Topic.snapshotPrefixBytes) else { return heard(envelope, now: now, date: date) }
+        let sender = envelope.sender
+        if let refusal = Self.foreignToConnection(sender, connectionKey) { return [refusal] }
+        guard topic.starts(with: Topic.snapshotPrefixBytes) else { return heard(envelope, from: Speaker(envelope, sender: sender), now: now, date: date) }
         let snapshotTopic = String(decoding: topic, as: UTF8.self)
         switch envelope.body {
         case .advertisement:
@@ -141,7 +140,7 @@ struct Follower {
             // A broker answers with the envelope its cache kept: perhaps the very one this node
             // heard live and then let go (its lease ran out while the bus was away). Only the
             // broker publishes on snapshot topics, and directly only the origin answers.
-            return heard(envelope, now: now, date: date, fromSnapshot: true)
+            return heard(envelope, from: Speaker(envelope, sender: sender), now: now, date: date, fromSnapshot: true)
         case .snapshotReply(let reply):
             return finishSnapshot(topic: snapshotTopic, snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now))
         default:
@@ -149,41 +148,60 @@ struct Follower {
         }
     }
 
-    private mutating func heard(_ envelope: WireEnvelope, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool = false) -> [Action] {
+    /// An advertisement's envelope read into plain values (the bus's commonest message): what
+    /// ``received(_:topic:connectionKey:now:date:)`` does with an envelope holding it.
+    mutating func received(
+        _ envelope: WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
+    ) -> [Action] {
+        let speaker = Speaker(sender: envelope.sender ?? WireNodeRef(), sequence: envelope.sequence, sentAt: envelope.sentAt?.date)
+        if let refusal = Self.foreignToConnection(speaker.sender, connectionKey) { return [refusal] }
+        var fromSnapshot = false
+        if topic.starts(with: Topic.snapshotPrefixBytes) {
+            guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self)) else { return [] }
+            fromSnapshot = true  // (as in the envelope's case)
+        }
+        return heard(envelope.advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)
+    }
+
+    /// Who sent a bus message and when: what replay protection and the sender rule judge.
+    private struct Speaker {
+        var sender: WireNodeRef
+        var sequence: UInt64
+        var sentAt: Date?
+
+        init(sender: WireNodeRef, sequence: UInt64, sentAt: Date?) {
+            self.sender = sender
+            self.sequence = sequence
+            self.sentAt = sentAt
+        }
+
+        init(_ envelope: WireEnvelope, sender: WireNodeRef) {
+            self.init(sender: sender, sequence: envelope.sequence, sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
+        }
+    }
+
+    /// A message from a direct peer (secure, direct mode) must name that peer's key as its sender.
+    private static func foreignToConnection(_ sender: WireNodeRef, _ connectionKey: Data?) -> Action? {
+        guard let connectionKey, sender.publicKey != connectionKey else { return nil }
+        return .ignored(.foreign("a bus message from a direct peer that names another key as its sender"))
+    }
+
+    private mutating func heard(_ envelope: WireEnvelope, from speaker: Speaker, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool = false) -> [Action] {
         let own = settings.nodeID
         switch envelope.body {
         case .advertisement(let advertisement):
-            // Our own, come back through the broker: nothing to do (and nothing to remember).
-            // (Each read of a message field of a protobuf message copies it: read once.)
-            let origin = advertisement.origin
-            guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
-            if let refusal = believe(envelope, origin: origin, subject: advertisement.activityID, date: date, now: now,
-                                     allowingRepeat: fromSnapshot) { return [refusal] }
-            let activity = DiscoveredActivity(wire: advertisement)
-            if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
-            switch known.arrive(activity, deadline: now + activity.lease, now: now) {
-            case .appeared: return [.emit(.appeared(activity)), .changed(activity)]
-            case .updated: return [.emit(.updated(activity)), .changed(activity)]
-            case .renewed, .stale: return []
-            case .overQuota(let ofOrigin, let total):
-                var actions: [Action] = [.ignored(.overQuota)]
-                let origin = activity.origin.id
-                if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
-                    actions.append(.log(.warning, "ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \(settings.maxKnownPerNode), maxKnownActivities \(settings.maxKnown))"))
-                }
-                return actions
-            }
+            return heard(advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)
         case .withdrawal(let withdrawal):
             let origin = withdrawal.origin
             guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
-            if let refusal = believe(envelope, origin: origin, subject: withdrawal.activityID, date: date, now: now) { return [refusal] }
+            if let refusal = believe(speaker, origin: origin, subject: withdrawal.activityID, date: date, now: now) { return [refusal] }
             return forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         case .nodePresence(let presence):
             let node = presence.node
             var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
             guard settings.includeOwnActivities || node.nodeID != own else { return actions }
             // Replay protection as for an activity, under a name no activity id can have.
-            if let refusal = believe(envelope, origin: node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
+            if let refusal = believe(speaker, origin: node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
             let silence = directory.heard(presence, lease: lease, now: now, wallClock: date)
             let listed = Set(presence.activityIds)
@@ -199,15 +217,38 @@ struct Follower {
         }
     }
 
-    /// `nil` when the envelope is believed (``BusBelief``); otherwise what to count.
+    /// An advertisement, from either form: believed, then kept (``KnownActivities``).
+    private mutating func heard(
+        _ advertisement: some WireAdvertisementFields, from speaker: Speaker, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool
+    ) -> [Action] {
+        // Our own, come back through the broker: nothing to do (and nothing to remember).
+        let origin = advertisement.originNode
+        guard settings.includeOwnActivities || origin.nodeID != settings.nodeID else { return [] }
+        if let refusal = believe(speaker, origin: origin, subject: advertisement.activityID, date: date, now: now,
+                                 allowingRepeat: fromSnapshot) { return [refusal] }
+        let activity = DiscoveredActivity(wire: advertisement)
+        if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
+        switch known.arrive(activity, deadline: now + activity.lease, now: now) {
+        case .appeared: return [.emit(.appeared(activity)), .changed(activity)]
+        case .updated: return [.emit(.updated(activity)), .changed(activity)]
+        case .renewed, .stale: return []
+        case .overQuota(let ofOrigin, let total):
+            var actions: [Action] = [.ignored(.overQuota)]
+            let origin = activity.origin.id
+            if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
+                actions.append(.log(.warning, "ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \(settings.maxKnownPerNode), maxKnownActivities \(settings.maxKnown))"))
+            }
+            return actions
+        }
+    }
+
+    /// `nil` when the message is believed (``BusBelief``); otherwise what to count.
     private mutating func believe(
-        _ envelope: WireEnvelope, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant, allowingRepeat: Bool = false
+        _ speaker: Speaker, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant, allowingRepeat: Bool = false
     ) -> Action? {
-        let sender = envelope.sender
         let claim = BusBelief.Claim(
-            senderNodeID: sender.nodeID, senderKey: sender.publicKey, originNodeID: origin.nodeID,
-            originKey: origin.publicKey, subject: subject, sequence: envelope.sequence,
-            sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
+            senderNodeID: speaker.sender.nodeID, senderKey: speaker.sender.publicKey, originNodeID: origin.nodeID,
+            originKey: origin.publicKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
         switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {
         case .believed: return nil

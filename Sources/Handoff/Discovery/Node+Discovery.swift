@@ -140,6 +140,15 @@ extension Node {
         if !own.configuration.includeOwnActivities, message.withUnsafeBytes(ofFrame: 1, { WireOwnEcho.matches($0, nodeID: idUTF8) }) {
             return
         }
+        // An advertisement, the commonest message, read into plain values (no storage objects);
+        // anything else, a traced one among them, decoded whole.
+        if let advertisement = message.withUnsafeBytes(ofFrame: 1, { WireAdvertisementEnvelope.decode($0) }), advertisement.traceID.isEmpty {
+            let actions = message.withUnsafeBytes(ofFrame: 0) { topic in
+                follower.received(advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
+            }
+            perform(actions)
+            return
+        }
         do {
             let envelope = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
             if envelope.traceID.isEmpty {

@@ -22,6 +22,12 @@ struct EnvelopeBuilder {
         return WireEnvelope.encoded(body: body, sender: sender, sequence: sequence, correlationID: correlationID, traceID: traceID)
     }
 
+    /// The encoded envelope of an advertisement given in plain values, with the next sequence.
+    mutating func bytes(advertisement: WirePlainAdvertisement, traceID: String? = nil) -> [UInt8] {
+        sequence += 1
+        return WireEnvelope.encoded(advertisement: advertisement, sender: sender, sequence: sequence, traceID: traceID)
+    }
+
     /// The envelope of `body`, with the next sequence, sent at `sentAt` (the simulator's clock).
     mutating func envelope(_ body: WireEnvelope.OneOf_Body, correlationID: UInt64 = 0, sentAt: Date = Date()) -> WireEnvelope {
         sequence += 1

@@ -20,7 +20,7 @@ extension Node {
             return
         }
         let sent = Date()
-        guard sendOnBus(topic: Topic.activity(activity.activityType), .advertisement(advertisement), traceID: request.traceID) else { return }
+        guard sendOnBus(topic: Topic.activity(activity.activityType), advertisement: advertisement, traceID: request.traceID) else { return }
         sendOnBus(topic: Topic.trace(request.traceID), .traceHop(.hop(
             .sent, traceID: request.traceID, activityID: request.activityID,
             detail: "version \(advertisement.version) on A:\(activity.activityType)", at: sent)))
