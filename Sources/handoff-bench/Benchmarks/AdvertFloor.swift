@@ -7,9 +7,10 @@ import HandoffWire
 /// raw proxy's rate) leaves for it on this machine, measured in the same run.
 ///
 /// The steps are the contract's and the API's, not Handoff's implementation, each done by the
-/// cheapest code there is for it (the envelope by the hand-written codec of the hot envelopes,
-/// `encoded()` and `decode(_:)`; SwiftProtobuf's own took 1.62 against 1.42 µs to encode and 2.02
-/// against 1.21 to decode on the project's VM): the application makes an activity; the publisher
+/// cheapest code there is for it (the envelope by the hand-written codec of the hot envelopes, its
+/// advertisement in plain values, `encoded(advertisement:…)` and `WireAdvertisementEnvelope.decode`;
+/// SwiftProtobuf's own took 1.62 against 1.42 µs to encode and 2.02 against 1.21 to decode on the
+/// project's VM, and the generated messages by hand more than the plain values): the application makes an activity; the publisher
 /// encodes its Envelope; the broker reads the fields its cache and sender check need
 /// (``WireBusSummary``) and keeps the envelope under the activity id; the subscriber decodes the
 /// Envelope and keeps what it learnt under the id; the watcher is handed the news through an
@@ -17,72 +18,7 @@ import HandoffWire
 /// leases, the sender check's comparisons, metrics, the event loops) comes on top, and so does the
 /// transport.
 func benchAdvertFloor(count: Int, trials: Int) async throws {
-    let node = floorNode()
-    var steps: [(name: String, micros: [Double])] = [
-        ("app: UserActivity(activityType:), title", []),
-        ("publisher: encode the Envelope (by hand)", []),
-        ("broker: read its summary (by hand)", []),
-        ("broker: keep the envelope under the activity id", []),
-        ("subscriber: decode the Envelope (by hand)", []),
-        ("subscriber: keep the advertisement under the id", []),
-        ("watcher: one AsyncStream element in and out", []),
-    ]
-    var size = 0
-    var checksum = 0
-    for _ in 0..<trials {
-        var step = 0
-        func timed<T>(_ body: () async throws -> T) async rethrows -> T {
-            let started = ContinuousClock.now
-            let result = try await body()
-            steps[step].micros.append(1e6 * seconds(ContinuousClock.now - started) / Double(count))
-            step += 1
-            return result
-        }
-        let activities = try await timed {
-            try (0..<count).map { index in
-                let activity = try UserActivity(activityType: "org.handoff.bench.advert")
-                activity.title = "advert \(index)"
-                return activity
-            }
-        }
-        // What the node reads off each activity is copied out beforehand: the encoding is timed alone.
-        let advertisements = activities.map { floorAdvertisement($0, origin: node) }
-        let encoded = await timed {
-            advertisements.enumerated().map { index, advertisement in
-                WireEnvelope(body: .advertisement(advertisement), sender: node, sequence: UInt64(index + 1)).encoded()
-            }
-        }
-        size = encoded[0].count
-        let summaries = await timed {
-            encoded.map { bytes in bytes.withUnsafeBytes { try? WireBusSummary.read($0) } }
-        }
-        var cache: [String: [UInt8]] = [:]
-        await timed {
-            for (summary, bytes) in zip(summaries, encoded) {
-                guard case .advertisement(let activityID, _, _, _, _) = summary?.body else { continue }
-                cache[activityID] = bytes
-            }
-        }
-        let decoded = await timed { encoded.map { try? WireEnvelope.decode($0) } }
-        var known: [String: WireAdvertisement] = [:]
-        await timed {
-            for envelope in decoded {
-                guard case .advertisement(let advertisement) = envelope?.body else { continue }
-                known[advertisement.activityID] = advertisement
-            }
-        }
-        let delivered = await timed {
-            let (stream, continuation) = AsyncStream<WireAdvertisement>.makeStream()
-            for advertisement in known.values { continuation.yield(advertisement) }
-            continuation.finish()
-            var delivered = 0
-            for await advertisement in stream where !advertisement.title.isEmpty { delivered += 1 }
-            return delivered
-        }
-        checksum += cache.count + known.count + delivered
-    }
-    guard checksum == 3 * count * trials else { throw HandoffError(.handoffFailed, "the floor lost advertisements: \(checksum)") }
-
+    let (steps, size) = try await advertFloorSteps(count: count, trials: trials)
     let floor = steps.reduce(0) { $0 + median($1.micros) }
     print("What one advertisement costs at the least (\(count) advertisements of \(size) B, one thread, no socket, median of \(trials))")
     row("", "µs each")
@@ -109,6 +45,88 @@ func benchAdvertFloor(count: Int, trials: Int) async throws {
         String(format: "%.0f %% of raw", 100 * (1e6 * Double(cores) / (floor + rawMicros)) / rawRate))
 }
 
+/// Each step of the floor timed `trials` times over `count` advertisements (µs per advertisement),
+/// and the advertisements' size on the wire.
+func advertFloorSteps(count: Int, trials: Int) async throws -> (steps: [(name: String, micros: [Double])], size: Int) {
+    let node = floorNode()
+    var steps: [(name: String, micros: [Double])] = [
+        ("app: UserActivity(activityType:), title", []),
+        ("publisher: encode the Envelope (by hand, plain values)", []),
+        ("broker: read its summary (by hand)", []),
+        ("broker: keep the envelope under the activity id", []),
+        ("subscriber: decode the Envelope (by hand, plain values)", []),
+        ("subscriber: keep the advertisement under the id", []),
+        ("watcher: one AsyncStream element in and out", []),
+    ]
+    var size = 0
+    var checksum = 0
+    for _ in 0..<trials {
+        var step = 0
+        func timed<T>(_ body: () async throws -> T) async rethrows -> T {
+            let started = ContinuousClock.now
+            let result = try await body()
+            steps[step].micros.append(1e6 * seconds(ContinuousClock.now - started) / Double(count))
+            step += 1
+            return result
+        }
+        let activities = try await timed {
+            try (0..<count).map { index in
+                let activity = try UserActivity(activityType: "org.handoff.bench.advert")
+                activity.title = "advert \(index)"
+                return activity
+            }
+        }
+        // What the node reads off each activity is copied out beforehand: the encoding is timed alone.
+        let advertisements = activities.map { floorAdvertisement($0, origin: node) }
+        let encoded = await timed {
+            advertisements.enumerated().map { index, advertisement in
+                WireEnvelope.encoded(advertisement: advertisement, sender: node, sequence: UInt64(index + 1))
+            }
+        }
+        size = encoded[0].count
+        let summaries = await timed {
+            encoded.map { bytes in bytes.withUnsafeBytes { try? WireBusSummary.read($0) } }
+        }
+        var cache: [String: [UInt8]] = [:]
+        await timed {
+            for (summary, bytes) in zip(summaries, encoded) {
+                guard case .advertisement(let activityID, _, _, _, _) = summary?.body else { continue }
+                cache[activityID] = bytes
+            }
+        }
+        let decoded = await timed { encoded.map { bytes in bytes.withUnsafeBytes { WireAdvertisementEnvelope.decode($0) } } }
+        var known: [String: KnownAdvertisement] = [:]
+        await timed {
+            for envelope in decoded {
+                guard let advertisement = envelope?.advertisement else { continue }
+                known[advertisement.activityID] = KnownAdvertisement(advertisement)
+            }
+        }
+        let delivered = await timed {
+            let (stream, continuation) = AsyncStream<KnownAdvertisement>.makeStream()
+            for advertisement in known.values { continuation.yield(advertisement) }
+            continuation.finish()
+            var delivered = 0
+            for await known in stream where !known.advertisement.title.isEmpty { delivered += 1 }
+            return delivered
+        }
+        checksum += cache.count + known.count + delivered
+    }
+    guard checksum == 3 * count * trials else { throw HandoffError(.handoffFailed, "the floor lost advertisements: \(checksum)") }
+
+    return (steps, size)
+}
+
+/// What a subscriber keeps of an advertisement and hands its watchers: one object (a reference
+/// count to pass on, where the plain values are a dozen), as `DiscoveredActivity` is.
+private final class KnownAdvertisement: Sendable {
+    let advertisement: WirePlainAdvertisement
+
+    init(_ advertisement: WirePlainAdvertisement) {
+        self.advertisement = advertisement
+    }
+}
+
 /// The publishing node as the benchmark's nodes describe themselves (no CURVE key: the advertisement
 /// benchmark's bus is not secured).
 private func floorNode() -> WireNodeRef {
@@ -120,8 +138,8 @@ private func floorNode() -> WireNodeRef {
 }
 
 /// The advertisement a node publishes for `activity` (the fields `UserActivity.advertisement` sets).
-private func floorAdvertisement(_ activity: UserActivity, origin: WireNodeRef) -> WireAdvertisement {
-    var advertisement = WireAdvertisement()
+private func floorAdvertisement(_ activity: UserActivity, origin: WireNodeRef) -> WirePlainAdvertisement {
+    var advertisement = WirePlainAdvertisement()
     advertisement.activityID = activity.id
     advertisement.activityType = activity.activityType
     advertisement.title = activity.title
