@@ -44,6 +44,7 @@ struct KnownActivitiesTests {
         #expect(known.arrive(activity("a2", version: 2), deadline: now, now: now) == .updated)  // known ones still change
         #expect(known.arrive(activity("b1", of: "node-b"), deadline: now, now: now) == .appeared)
         #expect(known.arrive(activity("c1", of: "node-c"), deadline: now, now: now) == .overQuota(ofOrigin: 0, total: 3))
+        #expect(known.ids(ofOrigin: "node-c") == nil, "a refused origin leaves nothing behind (many of them would be memory)")
         #expect(known.remove("a1")?.id == "a1")
         #expect(known.remove("a1") == nil)
         #expect(known.arrive(activity("a3"), deadline: now, now: now) == .appeared)

@@ -99,11 +99,10 @@ struct KnownActivities {
         let origin = activity.origin.id
         // Found once and written back by position: a known activity's renewal hashes its id once.
         guard let position = entries.index(forKey: activity.id) else {
-            let ofOrigin = byOrigin[origin]?.count ?? 0
-            guard ofOrigin < maxPerOrigin, entries.count < maxTotal else {
-                return .overQuota(ofOrigin: ofOrigin, total: entries.count)
-            }
-            byOrigin[origin, default: []].insert(activity.id)
+            // The origin's set found once, for the quota and the insertion.
+            // (The optional subscript, not `default:`: refused, no empty set is left behind.)
+            let quota = Self.admit(activity.id, into: &byOrigin[origin], perOrigin: maxPerOrigin, total: entries.count, maxTotal: maxTotal)
+            if let quota { return quota }
             nextGeneration += 1
             var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
                               leaseCheck: deadline, expiryCheck: nil)
@@ -132,6 +131,14 @@ struct KnownActivities {
         entries.values[position] = entry
         compactIfNeeded()
         return isNewer ? .updated : .renewed
+    }
+
+    /// `id` added to its origin's `ids` unless a quota says no (then that, `ids` unchanged).
+    private static func admit(_ id: String, into ids: inout Set<String>?, perOrigin: Int, total: Int, maxTotal: Int) -> Arrival? {
+        let known = ids?.count ?? 0
+        guard known < perOrigin, total < maxTotal else { return .overQuota(ofOrigin: known, total: total) }
+        if ids == nil { ids = [id] } else { ids!.insert(id) }
+        return nil
     }
 
     /// Forgets an activity; returns it if it was known.

@@ -46,9 +46,16 @@ struct ReplayGuard {
         guard let sentAt else { return .stale(age: .infinity) }
         let age = now.timeIntervalSince(sentAt)
         guard abs(age) <= window.seconds else { return .stale(age: age) }
-        let key = Key(sender: sender, subject: subject)
-        if let last = lastSequences[key], sequence < last.sequence || (sequence == last.sequence && !allowingRepeat) { return .replayed }
-        lastSequences[key] = (sequence, clock)
+        // One lookup for the check and the update (the key's two strings hashed once, not twice):
+        // the optional subscript's in-place access finds the entry's place once and inserts there.
+        return Self.update(&lastSequences[Key(sender: sender, subject: subject)], sequence: sequence, clock: clock, allowingRepeat: allowingRepeat)
+    }
+
+    private static func update(
+        _ last: inout (sequence: UInt64, seen: ContinuousClock.Instant)?, sequence: UInt64, clock: ContinuousClock.Instant, allowingRepeat: Bool
+    ) -> Verdict {
+        if let last, sequence < last.sequence || (sequence == last.sequence && !allowingRepeat) { return .replayed }
+        last = (sequence, clock)
         return .fresh
     }
 
