@@ -99,10 +99,15 @@ struct KnownActivities {
         let origin = activity.origin.id
         // Found once and written back by position: a known activity's renewal hashes its id once.
         guard let position = entries.index(forKey: activity.id) else {
-            // The origin's set found once, for the quota and the insertion.
-            // (The optional subscript, not `default:`: refused, no empty set is left behind.)
-            let quota = Self.admit(activity.id, into: &byOrigin[origin], perOrigin: maxPerOrigin, total: entries.count, maxTotal: maxTotal)
-            if let quota { return quota }
+            // The origin's set found once, for the quota and the insertion, and changed by its
+            // position. (Not through `byOrigin[origin]`'s in-place access: its coroutine frame was
+            // two allocations for every new activity. Refused, nothing is left behind.)
+            let originPosition = byOrigin.index(forKey: origin)
+            let ofOrigin = originPosition.map { byOrigin.values[$0].count } ?? 0
+            guard ofOrigin < maxPerOrigin, entries.count < maxTotal else {
+                return .overQuota(ofOrigin: ofOrigin, total: entries.count)
+            }
+            if let originPosition { byOrigin.values[originPosition].insert(activity.id) } else { byOrigin[origin] = [activity.id] }
             nextGeneration += 1
             var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
                               leaseCheck: deadline, expiryCheck: nil)
@@ -131,14 +136,6 @@ struct KnownActivities {
         entries.values[position] = entry
         compactIfNeeded()
         return isNewer ? .updated : .renewed
-    }
-
-    /// `id` added to its origin's `ids` unless a quota says no (then that, `ids` unchanged).
-    private static func admit(_ id: String, into ids: inout Set<String>?, perOrigin: Int, total: Int, maxTotal: Int) -> Arrival? {
-        let known = ids?.count ?? 0
-        guard known < perOrigin, total < maxTotal else { return .overQuota(ofOrigin: known, total: total) }
-        if ids == nil { ids = [id] } else { ids!.insert(id) }
-        return nil
     }
 
     /// Forgets an activity; returns it if it was known.
