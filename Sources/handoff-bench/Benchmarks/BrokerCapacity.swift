@@ -31,28 +31,18 @@ func capacityRecords(count: Int, origins: Int, publicKey: [UInt8] = []) throws -
     return records
 }
 
-/// CPU seconds the threads of a process now alive have run, to the nanosecond (the first field of
-/// each /proc/PID/task/TID/schedstat), where /proc/PID/stat counts 10 ms ticks: a flood of 50,000
-/// messages at 1 µs each is 5 of them; and the minor page faults they took (memory touched for the
-/// first time: a flood that fills a broker's cache, or receive buffers that are never reused). Of
+/// CPU seconds the threads of a process now alive have run, to the nanosecond (``threadReadings(of:)``:
+/// a flood of 50,000 messages at 1 µs each is 5 of /proc's 10 ms ticks), and the minor page faults
+/// they took (a flood that fills a broker's cache, or receive buffers that are never reused). Of
 /// each, libzmq's I/O threads' (named `ZMQbg/IO/n`): what a broker's own thread spends is the rest.
 func threadUsage(_ pid: Int32) -> (cpu: Double, ioCPU: Double, faults: Int, ioFaults: Int) {
-    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
     var (all, io, faults, ioFaults) = (0, 0, 0, 0)
-    for task in tasks {
-        let schedstat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/schedstat", encoding: .utf8)) ?? ""
-        let nanoseconds = Int(schedstat.split(separator: " ").first ?? "") ?? 0
-        // minflt, the tenth field of stat: the seventh after the name, which ends at the last ')'.
-        let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
-        let afterName = stat.lastIndex(of: ")").map { stat[stat.index(after: $0)...] } ?? ""
-        let fields = afterName.split(separator: " ")
-        let minorFaults = fields.count > 7 ? Int(fields[7]) ?? 0 : 0
-        all += nanoseconds
-        faults += minorFaults
-        let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
-        if name.hasPrefix("ZMQbg/IO") {
-            io += nanoseconds
-            ioFaults += minorFaults
+    for thread in threadReadings(of: "\(pid)") {
+        all += thread.cpuNanoseconds
+        faults += thread.minorFaults
+        if thread.name.hasPrefix("ZMQbg/IO") {
+            io += thread.cpuNanoseconds
+            ioFaults += thread.minorFaults
         }
     }
     return (Double(all) / 1e9, Double(io) / 1e9, faults, ioFaults)
