@@ -15,32 +15,27 @@ import SwiftProtobuf
 enum FastEnvelopeDecoder {
     /// The envelope, or `nil` to leave these bytes to SwiftProtobuf.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> WireEnvelope? {
-        guard let read = try? envelope(ProtobufReader(bytes)) else { return nil }
-        var envelope = WireEnvelope()
-        envelope.protocolVersion = read.header.protocolVersion
-        envelope.correlationID = read.header.correlationID
-        if let sender = read.header.sender { envelope.sender = sender }
-        if let sentAt = read.header.sentAt { envelope.sentAt = sentAt }
-        envelope.sequence = read.header.sequence
-        envelope.traceID = read.header.traceID
-        if let advertisement = read.advertisement { envelope.body = .advertisement(WireAdvertisement(advertisement)) }
-        switch read.otherBody {
-        case .continueRequest(let request)?: envelope.body = .continueRequest(request)
-        case .continueReply(let reply)?: envelope.body = .continueReply(reply)
-        case nil: break
-        }
-        return envelope
+        (try? envelope(ProtobufReader(bytes)))?.generated
     }
 
-    /// The envelope of an advertisement in plain values, or `nil` for any other envelope and for
-    /// bytes this reader leaves to SwiftProtobuf. Its values are moved out of what was read, not
-    /// copied (a copy was a reference count for each string).
-    static func decodeAdvertisement(_ bytes: UnsafeRawBufferPointer) -> (protocolVersion: UInt32, envelope: WireAdvertisementEnvelope)? {
-        guard var read = try? envelope(ProtobufReader(bytes)), let advertisement = read.advertisement.take() else { return nil }
+    /// What ``decodeForBus(_:)`` made of an envelope's bytes.
+    enum BusDecoded {
+        /// An untraced advertisement, in plain values; its envelope's version not yet checked.
+        case advertisement(protocolVersion: UInt32, WireAdvertisementEnvelope)
+        /// Any other envelope this reader takes, as generated.
+        case envelope(WireEnvelope)
+    }
+
+    /// The envelope read once, an untraced advertisement left in plain values (moved out of what
+    /// was read, not copied: a copy was a reference count for each string), anything else built;
+    /// `nil` to leave these bytes to SwiftProtobuf.
+    static func decodeForBus(_ bytes: UnsafeRawBufferPointer) -> BusDecoded? {
+        guard var read = try? envelope(ProtobufReader(bytes)) else { return nil }
+        // A traced one stays whole: tracing takes the envelope as it came.
+        guard read.header.traceID.isEmpty, let advertisement = read.advertisement.take() else { return .envelope(read.generated) }
         let envelope = WireAdvertisementEnvelope(
-            sender: read.header.sender.take(), sentAt: read.header.sentAt, sequence: read.header.sequence,
-            traceID: read.header.traceID, advertisement: advertisement)
-        return (read.header.protocolVersion, envelope)
+            sender: read.header.sender.take(), sentAt: read.header.sentAt, sequence: read.header.sequence, advertisement: advertisement)
+        return .advertisement(protocolVersion: read.header.protocolVersion, envelope)
     }
 
     // Below, every throw (the reader's errors and NotOnFastPath alike) means the same: the bytes
@@ -54,6 +49,24 @@ enum FastEnvelopeDecoder {
         var header = EnvelopeHeader(protocolVersion: 0, correlationID: 0, sender: nil, sentAt: nil, sequence: 0, traceID: "")
         var advertisement: WirePlainAdvertisement?
         var otherBody: OtherBody?
+
+        /// What was read, as the generated envelope.
+        var generated: WireEnvelope {
+            var envelope = WireEnvelope()
+            envelope.protocolVersion = header.protocolVersion
+            envelope.correlationID = header.correlationID
+            if let sender = header.sender { envelope.sender = sender }
+            if let sentAt = header.sentAt { envelope.sentAt = sentAt }
+            envelope.sequence = header.sequence
+            envelope.traceID = header.traceID
+            if let advertisement { envelope.body = .advertisement(WireAdvertisement(advertisement)) }
+            switch otherBody {
+            case .continueRequest(let request)?: envelope.body = .continueRequest(request)
+            case .continueReply(let reply)?: envelope.body = .continueReply(reply)
+            case nil: break
+            }
+            return envelope
+        }
     }
 
     private enum OtherBody {

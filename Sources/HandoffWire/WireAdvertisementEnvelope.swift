@@ -1,4 +1,5 @@
 import Foundation
+import SwiftProtobuf
 
 /// An advertisement's fields in plain values: `WireAdvertisement` (wire.proto, `Advertisement`)
 /// without its storage object. A generated message with one copies its empty default storage at
@@ -75,26 +76,36 @@ extension WireAdvertisement {
     }
 }
 
-/// An envelope holding an advertisement, read from its bytes into plain values: what a follower
-/// takes from the bus most, without the two storage objects (the envelope's and the
+/// An envelope holding an untraced advertisement, read from its bytes into plain values: what a
+/// follower takes from the bus most, without the two storage objects (the envelope's and the
 /// advertisement's) a ``WireEnvelope`` would make and copy.
-public struct WireAdvertisementEnvelope: Sendable {
+public struct WireAdvertisementEnvelope: Sendable, Equatable {
     /// The sender; `nil` when the envelope names none.
     public var sender: WireNodeRef?
     public var sentAt: WireTimestamp?
     public var sequence: UInt64
-    public var traceID: String
     public var advertisement: WirePlainAdvertisement
+}
 
-    /// The envelope in `bytes` when it holds an advertisement and `WireEnvelope.decode`
-    /// would accept it, read by hand; `nil` for any other body, for an envelope that decode
-    /// rejects, and for bytes the hand-written reader leaves to SwiftProtobuf (unknown fields, a
-    /// field given twice): decode them as any envelope. Whenever it answers, decode answers the same
-    /// advertisement and fields (FastEnvelopeCodingTests holds the two to each other).
-    public static func decode(_ bytes: UnsafeRawBufferPointer) -> WireAdvertisementEnvelope? {
-        guard let (version, envelope) = FastEnvelopeDecoder.decodeAdvertisement(bytes), version != 0, version <= WireProtocol.version else {
-            return nil
+/// A bus message's envelope as a follower takes it: an untraced advertisement in plain values,
+/// anything else (a traced advertisement among them) as the generated envelope.
+public enum WireBusEnvelope: Sendable, Equatable {
+    case advertisement(WireAdvertisementEnvelope)
+    case other(WireEnvelope)
+
+    /// Decodes and validates an envelope received from the bus, reading its bytes once: accepts
+    /// and rejects exactly what `WireEnvelope.decode` does, with the same errors, and
+    /// the envelope it gives is decode's, an untraced advertisement's in plain values
+    /// (FastEnvelopeCodingTests holds the two to each other).
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireBusEnvelope {
+        switch FastEnvelopeDecoder.decodeForBus(bytes) {
+        case .advertisement(let version, let envelope)?:
+            try WireEnvelope.checkProtocolVersion(version)
+            return .advertisement(envelope)
+        case .envelope(let envelope)?:
+            return .other(try WireEnvelope.validated { envelope })
+        case nil:
+            return .other(try WireEnvelope.validated { try WireEnvelope(serializedBytes: Array(bytes)) })
         }
-        return envelope
     }
 }

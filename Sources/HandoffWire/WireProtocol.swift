@@ -131,7 +131,7 @@ extension WireEnvelope {
 
     /// The envelope `decode` gives, its decoding errors and the envelope's own checks as
     /// ``WireDecodingError``s.
-    private static func validated(_ decode: () throws -> WireEnvelope) throws(WireDecodingError) -> WireEnvelope {
+    static func validated(_ decode: () throws -> WireEnvelope) throws(WireDecodingError) -> WireEnvelope {
         let envelope: WireEnvelope
         do {
             envelope = try decode()
@@ -141,12 +141,15 @@ extension WireEnvelope {
             // SwiftProtobuf documents BinaryDecodingError as the only error here.
             throw .malformed(.malformedProtobuf)
         }
-        guard envelope.protocolVersion != 0, envelope.protocolVersion <= WireProtocol.version else {
-            throw .unsupportedProtocolVersion(envelope.protocolVersion)
-        }
+        try checkProtocolVersion(envelope.protocolVersion)
         guard envelope.body != nil else {
             throw .missingBody
         }
         return envelope
+    }
+
+    /// An envelope's `protocolVersion` is set and not newer than this build's.
+    static func checkProtocolVersion(_ version: UInt32) throws(WireDecodingError) {
+        guard version != 0, version <= WireProtocol.version else { throw .unsupportedProtocolVersion(version) }
     }
 }

@@ -65,7 +65,9 @@ struct FollowerTests {
         var plainWay = follower
         let actions = follower.received(envelope, topic: Array(topic.utf8), connectionKey: connectionKey, now: now, date: date)
         if case .advertisement = body {
-            let plain = envelope.encoded().withUnsafeBytes { WireAdvertisementEnvelope.decode($0) }
+            let plain: WireAdvertisementEnvelope? = envelope.encoded().withUnsafeBytes { bytes in
+                if case .advertisement(let plain)? = try? WireBusEnvelope.decode(bytes) { plain } else { nil }
+            }
             #expect(plain != nil, "an advertisement's envelope read into plain values")
             if let plain {
                 let plainActions = plainWay.received(plain, topic: Array(topic.utf8), connectionKey: connectionKey, now: now, date: date)

@@ -140,24 +140,21 @@ extension Node {
         if !own.configuration.includeOwnActivities, message.withUnsafeBytes(ofFrame: 1, { WireOwnEcho.matches($0, nodeID: idUTF8) }) {
             return
         }
-        // An advertisement, the commonest message, read into plain values (no storage objects);
-        // anything else, a traced one among them, decoded whole.
-        if let advertisement = message.withUnsafeBytes(ofFrame: 1, { WireAdvertisementEnvelope.decode($0) }), advertisement.traceID.isEmpty {
-            let actions = message.withUnsafeBytes(ofFrame: 0) { topic in
-                follower.received(advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
-            }
-            perform(actions)
-            return
-        }
         do {
-            let envelope = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
-            if envelope.traceID.isEmpty {
+            // Read once: an untraced advertisement, the commonest message, into plain values (no
+            // storage objects); anything else whole.
+            let decoded = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireBusEnvelope.decode(bytes) }
+            switch consume decoded {
+            case .advertisement(let advertisement):
                 // The topic read where libzmq received it (the follower only looks at its prefix).
-                let actions = message.withUnsafeBytes(ofFrame: 0) { topic in
+                perform(message.withUnsafeBytes(ofFrame: 0) { topic in
+                    follower.received(advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
+                })
+            case .other(let envelope) where envelope.traceID.isEmpty:
+                perform(message.withUnsafeBytes(ofFrame: 0) { topic in
                     follower.received(envelope, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
-                }
-                perform(actions)
-            } else {
+                })
+            case .other(let envelope):
                 receiveTraced(envelope, topic: message.withUnsafeBytes(ofFrame: 0) { [UInt8]($0) }, connectionKey: connectionKey, received: Date())
             }
         } catch {
