@@ -184,6 +184,7 @@ func handoffAdverts(
                 }
                 latencies.append(seconds(ContinuousClock.now - started) * 1e6)
             }
+            MeasuredSpan.begin()
             let started = ContinuousClock.now, cpuStarted = processCPUSeconds() + otherCPU()
             if batch > 1 {
                 // Node.becomeCurrent([...]): one call into the node per batch.
@@ -206,7 +207,9 @@ func handoffAdverts(
             while seen < count, let event = await iterator.next() {
                 if case .appeared(let activity) = event, activity.activityType == "org.handoff.bench.advert" { seen += 1 }
             }
-            return (seconds(ContinuousClock.now - started), processCPUSeconds() + otherCPU() - cpuStarted, latencies)
+            let measured = (seconds(ContinuousClock.now - started), processCPUSeconds() + otherCPU() - cpuStarted, latencies)
+            MeasuredSpan.end()
+            return measured
         }
         // The broker stops before the publisher, downstream first: the publisher withdraws its tens of
         // thousands of activities as it stops, and a broker closing while those still flow to it
