@@ -11,8 +11,8 @@ struct BusBeliefTests {
 
     func claim(sender: String = "a", senderKey: Data? = nil, origin: String = "a", originKey: Data? = nil,
                subject: String = "act-1", sequence: UInt64, sentAt: Date? = Date()) -> BusBelief.Claim {
-        BusBelief.Claim(senderNodeID: sender, senderKey: senderKey ?? keyA, originNodeID: origin, originKey: originKey ?? keyA,
-                        subject: subject, sequence: sequence, sentAt: sentAt)
+        BusBelief.Claim(senderNodeID: sender, senderKey: senderKey ?? keyA, originNodeID: HashedID(origin), originKey: originKey ?? keyA,
+                        subject: HashedID(subject), sequence: sequence, sentAt: sentAt)
     }
 
     func belief(secure: Bool) -> BusBelief {

@@ -7,25 +7,28 @@ struct CurrentActivities {
     /// How many ended activities are remembered; the oldest are forgotten first.
     static let endedCapacity = 10_000
 
-    private(set) var byID: [String: UserActivity] = [:]
+    /// Keyed by ``HashedID``: a node may hold tens of thousands, and each one made current (or
+    /// changed) goes through it.
+    private var byID: [HashedID: UserActivity] = [:]
     private var ended: [String: HandoffError.Code] = [:]
     private var endedOrder = Deque<String>()
 
     var count: Int { byID.count }
-    var activities: Dictionary<String, UserActivity>.Values { byID.values }
+    var activities: Dictionary<HashedID, UserActivity>.Values { byID.values }
 
-    subscript(id: String) -> UserActivity? { byID[id] }
+    subscript(id: String) -> UserActivity? { byID[HashedID(id)] }
 
     /// Makes `activity` current (again): it no longer counts as ended.
     mutating func add(_ activity: UserActivity) {
-        byID[activity.id] = activity
-        ended[activity.id] = nil
+        byID[HashedID(activity.id)] = activity
+        // Looked up only when something ended: a lookup hashes the id even in an empty table.
+        if !ended.isEmpty { ended[activity.id] = nil }
     }
 
     /// Takes an activity out; returns false when it was not current. Invalidated and expired
     /// activities are remembered as ended, with that reason.
     mutating func remove(_ id: String, reason: RemovalReason) -> Bool {
-        guard byID.removeValue(forKey: id) != nil else { return false }
+        guard byID.removeValue(forKey: HashedID(id)) != nil else { return false }
         switch reason {
         case .invalidated: markEnded(id, .activityInvalidated)
         case .expired: markEnded(id, .activityExpired)

@@ -14,10 +14,11 @@ struct BusBelief {
     struct Claim: Equatable {
         var senderNodeID: String
         var senderKey: Data
-        var originNodeID: String
+        /// Hashed once for every table it keys (``HashedID``), as the subject.
+        var originNodeID: HashedID
         var originKey: Data
-        /// The activity (or ``Node/presenceKey`` for a presence).
-        var subject: String
+        /// The activity (or ``Follower/presenceSubject`` for a presence).
+        var subject: HashedID
         var sequence: UInt64
         var sentAt: Date?
     }
@@ -39,7 +40,7 @@ struct BusBelief {
     mutating func judge(
         _ claim: Claim, knownKey: Data?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
     ) -> Verdict {
-        guard claim.senderNodeID == claim.originNodeID else {
+        guard claim.senderNodeID == claim.originNodeID.id else {
             return .foreign("news of \(claim.subject) of node \(claim.originNodeID) sent by another node, \(claim.senderNodeID)")
         }
         if secure {
@@ -47,7 +48,7 @@ struct BusBelief {
                 return .foreign("news of \(claim.subject) sent with a key that is not its origin's")
             }
         }
-        let sender = secure ? claim.senderKey.base64EncodedString() : claim.originNodeID
+        let sender = secure ? HashedID(claim.senderKey.base64EncodedString()) : claim.originNodeID
         switch replayGuard.check(sender: sender, subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat) {
         case .fresh: return .believed
         case .stale(let age): return .stale(age: age)

@@ -62,7 +62,7 @@ struct Follower {
     static let standingSubscriptions = [Topic.presencePrefix]
 
     /// Where replay protection keeps a node's presence (activity ids are never empty).
-    static let presenceKey = ""
+    static let presenceSubject = HashedID("")
     /// How long a snapshot waits for its other answerers once one replied.
     static let snapshotGrace = Duration.seconds(1)
 
@@ -194,14 +194,17 @@ struct Follower {
         case .withdrawal(let withdrawal):
             let origin = withdrawal.origin
             guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
-            if let refusal = believe(speaker, origin: origin, subject: withdrawal.activityID, date: date, now: now) { return [refusal] }
+            if let refusal = believe(speaker, origin: origin, originID: HashedID(origin.nodeID), subject: HashedID(withdrawal.activityID),
+                                     date: date, now: now) { return [refusal] }
             return forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
         case .nodePresence(let presence):
             let node = presence.node
             var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
             guard settings.includeOwnActivities || node.nodeID != own else { return actions }
             // Replay protection as for an activity, under a name no activity id can have.
-            if let refusal = believe(speaker, origin: node, subject: Self.presenceKey, date: date, now: now) { return actions + [refusal] }
+            if let refusal = believe(speaker, origin: node, originID: HashedID(node.nodeID), subject: Self.presenceSubject, date: date, now: now) {
+                return actions + [refusal]
+            }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
             let silence = directory.heard(presence, lease: lease, now: now, wallClock: date)
             let listed = Set(presence.activityIds)
@@ -224,11 +227,13 @@ struct Follower {
         // Our own, come back through the broker: nothing to do (and nothing to remember).
         let origin = advertisement.originNode
         guard settings.includeOwnActivities || origin.nodeID != settings.nodeID else { return [] }
-        if let refusal = believe(speaker, origin: origin, subject: advertisement.activityID, date: date, now: now,
+        // The id and the origin hashed once, for the replay guard's table and the known one.
+        let id = HashedID(advertisement.activityID), originID = HashedID(origin.nodeID)
+        if let refusal = believe(speaker, origin: origin, originID: originID, subject: id, date: date, now: now,
                                  allowingRepeat: fromSnapshot) { return [refusal] }
         let activity = DiscoveredActivity(wire: advertisement)
         if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
-        switch known.arrive(activity, deadline: now + activity.lease, now: now) {
+        switch known.arrive(activity, id: id, origin: originID, deadline: now + activity.lease, now: now) {
         case .appeared: return [.emit(.appeared(activity)), .changed(activity)]
         case .updated: return [.emit(.updated(activity)), .changed(activity)]
         case .renewed, .stale: return []
@@ -244,16 +249,17 @@ struct Follower {
 
     /// `nil` when the message is believed (``BusBelief``); otherwise what to count.
     private mutating func believe(
-        _ speaker: Speaker, origin: WireNodeRef, subject: String, date: Date, now: ContinuousClock.Instant, allowingRepeat: Bool = false
+        _ speaker: Speaker, origin: WireNodeRef, originID: HashedID, subject: HashedID, date: Date, now: ContinuousClock.Instant,
+        allowingRepeat: Bool = false
     ) -> Action? {
         let claim = BusBelief.Claim(
-            senderNodeID: speaker.sender.nodeID, senderKey: speaker.sender.publicKey, originNodeID: origin.nodeID,
+            senderNodeID: speaker.sender.nodeID, senderKey: speaker.sender.publicKey, originNodeID: originID,
             originKey: origin.publicKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
         switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {
         case .believed: return nil
         case .foreign(let why): return .ignored(.foreign(why))
-        case .stale(let age): return .ignored(.stale(subject: subject, age: age))
+        case .stale(let age): return .ignored(.stale(subject: subject.id, age: age))
         case .replayed: return .ignored(.replayed)
         }
     }

@@ -48,7 +48,7 @@ struct KnownActivities {
     /// An item of a schedule: look at entry `id` (of `generation`) at `at`.
     private struct Check<Time: Comparable>: Comparable {
         var at: Time
-        var id: String
+        var id: HashedID
         var generation: UInt64
         static func < (a: Check, b: Check) -> Bool { a.at < b.at }
     }
@@ -71,8 +71,10 @@ struct KnownActivities {
     let maxPerOrigin: Int
     /// The most activities this node keeps in all.
     let maxTotal: Int
-    private var entries: [String: Entry] = [:]
-    private var byOrigin: [String: Set<String>] = [:]
+    /// Keyed by ``HashedID``: these grow with the bus, and each advertisement heard goes through
+    /// both (and a new one grows them).
+    private var entries: [HashedID: Entry] = [:]
+    private var byOrigin: [HashedID: Set<HashedID>] = [:]
     /// When to look at which entry's lease, soonest first: one live item per entry, due no later
     /// than its deadline. A renewal (the common case: presence every interval) leaves it alone;
     /// when it comes due early, the entry is put back at its deadline. So a sweep costs the entries
@@ -88,17 +90,24 @@ struct KnownActivities {
     }
 
     var count: Int { entries.count }
-    var values: Dictionary<String, Entry>.Values { entries.values }
-    subscript(id: String) -> Entry? { entries[id] }
+    var values: Dictionary<HashedID, Entry>.Values { entries.values }
+    subscript(id: String) -> Entry? { entries[HashedID(id)] }
+    subscript(id: HashedID) -> Entry? { entries[id] }
 
     /// The ids known of the origin node `origin` (its node id).
-    func ids(ofOrigin origin: String) -> Set<String>? { byOrigin[origin] }
+    func ids(ofOrigin origin: String) -> Set<String>? { byOrigin[HashedID(origin)].map { Set($0.map(\.id)) } }
 
     /// Takes an advertisement believed fresh: `deadline` is now plus its lease.
     mutating func arrive(_ activity: DiscoveredActivity, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Arrival {
-        let origin = activity.origin.id
-        // Found once and written back by position: a known activity's renewal hashes its id once.
-        guard let position = entries.index(forKey: activity.id) else {
+        arrive(activity, id: HashedID(activity.id), origin: HashedID(activity.origin.id), deadline: deadline, now: now)
+    }
+
+    /// The same, with the activity's id and its origin's as the caller hashed them already.
+    mutating func arrive(
+        _ activity: DiscoveredActivity, id: HashedID, origin: HashedID, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant
+    ) -> Arrival {
+        // Found once and written back by position: a known activity's renewal looks its id up once.
+        guard let position = entries.index(forKey: id) else {
             // The origin's set found once, for the quota and the insertion, and changed by its
             // position. (Not through `byOrigin[origin]`'s in-place access: its coroutine frame was
             // two allocations for every new activity. Refused, nothing is left behind.)
@@ -107,31 +116,31 @@ struct KnownActivities {
             guard ofOrigin < maxPerOrigin, entries.count < maxTotal else {
                 return .overQuota(ofOrigin: ofOrigin, total: entries.count)
             }
-            if let originPosition { byOrigin.values[originPosition].insert(activity.id) } else { byOrigin[origin] = [activity.id] }
+            if let originPosition { byOrigin.values[originPosition].insert(id) } else { byOrigin[origin] = [id] }
             nextGeneration += 1
             var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
                               leaseCheck: deadline, expiryCheck: nil)
-            leaseChecks.insert(Check(at: deadline, id: activity.id, generation: entry.generation))
-            scheduleExpiry(of: &entry)
-            entries[activity.id] = entry
+            leaseChecks.insert(Check(at: deadline, id: id, generation: entry.generation))
+            scheduleExpiry(of: &entry, id: id)
+            entries[id] = entry
             compactIfNeeded()
             return .appeared
         }
         var entry = entries.values[position]
         guard activity.version >= entry.activity.version else { return .stale }
         let isNewer = activity.version > entry.activity.version
-        if entry.activity.origin.id != origin {
-            unlink(activity.id, from: entry.activity.origin.id)
-            byOrigin[origin, default: []].insert(activity.id)
+        if entry.activity.origin.id != origin.id {
+            unlink(id, from: HashedID(entry.activity.origin.id))
+            byOrigin[origin, default: []].insert(id)
         }
         entry.deadline = deadline
         if deadline < entry.leaseCheck {
             // A shorter lease than before: look earlier (the later item is now stale).
             entry.leaseCheck = deadline
-            leaseChecks.insert(Check(at: deadline, id: activity.id, generation: entry.generation))
+            leaseChecks.insert(Check(at: deadline, id: id, generation: entry.generation))
         }
         entry.activity = activity
-        scheduleExpiry(of: &entry)
+        scheduleExpiry(of: &entry, id: id)
         if isNewer { entry.changed = now }
         entries.values[position] = entry
         compactIfNeeded()
@@ -140,8 +149,9 @@ struct KnownActivities {
 
     /// Forgets an activity; returns it if it was known.
     mutating func remove(_ id: String) -> DiscoveredActivity? {
+        let id = HashedID(id)
         guard let entry = entries.removeValue(forKey: id) else { return nil }
-        unlink(id, from: entry.activity.origin.id)
+        unlink(id, from: HashedID(entry.activity.origin.id))
         return entry.activity
     }
 
@@ -149,16 +159,16 @@ struct KnownActivities {
     /// `deadline`. Returns those it does not list, which were withdrawn (and the withdrawal lost),
     /// unless the list was cut short (`partial`): for the caller to forget.
     mutating func renew(origin: String, listed: Set<String>, partial: Bool, deadline: ContinuousClock.Instant) -> [String] {
-        guard let ids = byOrigin[origin] else { return [] }
+        guard let ids = byOrigin[HashedID(origin)] else { return [] }
         var unlisted: [String] = []
         for id in ids {
-            if listed.contains(id) {
+            if listed.contains(id.id) {
                 // Each id hashed once: a presence lists every activity of its node, every interval.
                 if let position = entries.index(forKey: id), entries.values[position].deadline < deadline {
                     entries.values[position].deadline = deadline
                 }
             } else if !partial {
-                unlisted.append(id)
+                unlisted.append(id.id)
             }
         }
         return unlisted
@@ -168,14 +178,14 @@ struct KnownActivities {
     /// Costs the schedule items that came due, not a pass over the table.
     mutating func due(now: ContinuousClock.Instant, wallClock: Date) -> [(id: String, reason: RemovalReason)] {
         var due: [(id: String, reason: RemovalReason)] = []
-        var lost: Set<String> = []
+        var lost: Set<HashedID> = []
         while let check = leaseChecks.min, check.at <= now {
             leaseChecks.removeMin()
             guard var entry = entries[check.id], entry.generation == check.generation, entry.leaseCheck == check.at else {
                 continue  // forgotten, or a stale item
             }
             if entry.deadline <= now {
-                due.append((check.id, .lost))
+                due.append((check.id.id, .lost))
                 lost.insert(check.id)
             } else {
                 // Renewed since it was scheduled: look again at its deadline.
@@ -191,9 +201,9 @@ struct KnownActivities {
             }
             entry.expiryCheck = nil
             if let expiration = entry.activity.expirationDate, expiration <= wallClock {
-                if !lost.contains(check.id) { due.append((check.id, .expired)) }
+                if !lost.contains(check.id) { due.append((check.id.id, .expired)) }
             } else {
-                scheduleExpiry(of: &entry)  // a newer version moved it later (or dropped it)
+                scheduleExpiry(of: &entry, id: check.id)  // a newer version moved it later (or dropped it)
             }
             entries[check.id] = entry
         }
@@ -201,11 +211,11 @@ struct KnownActivities {
     }
 
     /// Schedules a look at the entry's expiration date, unless one is due no later than it.
-    private mutating func scheduleExpiry(of entry: inout Entry) {
+    private mutating func scheduleExpiry(of entry: inout Entry, id: HashedID) {
         guard let expiration = entry.activity.expirationDate else { return }
         if let scheduled = entry.expiryCheck, scheduled <= expiration { return }
         entry.expiryCheck = expiration
-        expiryChecks.insert(Check(at: expiration, id: entry.activity.id, generation: entry.generation))
+        expiryChecks.insert(Check(at: expiration, id: id, generation: entry.generation))
     }
 
     /// Schedule items outlive the entries they were for (forgotten, or looked at earlier) until
@@ -224,7 +234,7 @@ struct KnownActivities {
     /// Items in the two schedules (for tests: bounded by the entries, not by renewals).
     var scheduled: Int { leaseChecks.count + expiryChecks.count }
 
-    private mutating func unlink(_ id: String, from origin: String) {
+    private mutating func unlink(_ id: HashedID, from origin: HashedID) {
         byOrigin[origin]?.remove(id)
         if byOrigin[origin]?.isEmpty == true { byOrigin[origin] = nil }
     }

@@ -18,10 +18,11 @@ struct ReplayGuard {
     let window: Duration
     /// A sender and what it spoke about, as a pair: joining them into one string cost an
     /// allocation per message heard, and a sender whose name holds the separator could be taken
-    /// for another.
+    /// for another. Each hashed once, by the caller (``HashedID``): the table holds an entry per
+    /// activity heard of within the window, and grows with the bus.
     private struct Key: Hashable {
-        var sender: String
-        var subject: String
+        var sender: HashedID
+        var subject: HashedID
     }
     private var lastSequences: [Key: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
 
@@ -43,10 +44,19 @@ struct ReplayGuard {
         sender: String, subject: String, sequence: UInt64, sentAt: Date?, now: Date = Date(), clock: ContinuousClock.Instant = .now,
         allowingRepeat: Bool = false
     ) -> Verdict {
+        check(sender: HashedID(sender), subject: HashedID(subject), sequence: sequence, sentAt: sentAt, now: now, clock: clock,
+              allowingRepeat: allowingRepeat)
+    }
+
+    /// The same, with the sender and the subject as the caller hashed them already.
+    mutating func check(
+        sender: HashedID, subject: HashedID, sequence: UInt64, sentAt: Date?, now: Date = Date(), clock: ContinuousClock.Instant = .now,
+        allowingRepeat: Bool = false
+    ) -> Verdict {
         guard let sentAt else { return .stale(age: .infinity) }
         let age = now.timeIntervalSince(sentAt)
         guard abs(age) <= window.seconds else { return .stale(age: age) }
-        // One lookup for the check and the update (the key's two strings hashed once, not twice):
+        // One lookup for the check and the update (the key hashed once, not twice):
         // the optional subscript's in-place access finds the entry's place once and inserts there.
         return Self.update(&lastSequences[Key(sender: sender, subject: subject)], sequence: sequence, clock: clock, allowingRepeat: allowingRepeat)
     }
