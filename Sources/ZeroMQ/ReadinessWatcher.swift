@@ -47,6 +47,8 @@ final class ReadinessWatcher: LoopIdler {
         var registrations: [UInt64: Registration] = [:]
         var waiters: [UInt64: WaiterState] = [:]
         var nextID: UInt64 = 1
+        /// Registrations whose waiters are to be resumed at a time (``recheck(_:at:)``).
+        var rechecks: [UInt64: UInt64] = [:]
     }
 
     private let state = Mutex(State())
@@ -90,6 +92,7 @@ final class ReadinessWatcher: LoopIdler {
     func unregister(_ id: UInt64) {
         let resumed: [UnsafeContinuation<Outcome, Never>] = state.withLock { state in
             guard let registration = state.registrations.removeValue(forKey: id) else { return [] }
+            state.rechecks[id] = nil
             var event = epoll_event()
             epoll_ctl(epollFD, EPOLL_CTL_DEL, registration.fd, &event)
             return registration.waiters.compactMap { Self.take(waiter: $0, from: &state) }
@@ -206,6 +209,21 @@ final class ReadinessWatcher: LoopIdler {
         for continuation in resumed { continuation.resume(returning: .signalled) }
     }
 
+    /// Resumes every waiter of a registration at `time` (monotonic nanoseconds) unless it wakes
+    /// before: for an owner whose calls into the socket may have consumed an edge and that does not
+    /// read `ZMQ_EVENTS` after each (``Socket/wakeOtherWaiters(afterSending:flags:)``). Each waiter
+    /// resumes as signalled and tries its own call again, which reads what the edge would have told.
+    /// Not a signal: the generation stays, as in ``wake(_:satisfying:)``.
+    func recheck(_ id: UInt64, at time: UInt64) {
+        let scheduled = state.withLock { state in
+            guard state.registrations[id] != nil else { return false }
+            if let due = state.rechecks[id], due <= time { return false }
+            state.rechecks[id] = time
+            return true
+        }
+        if scheduled { wake() }  // a loop waiting in epoll recomputes its timeout
+    }
+
     /// Removes a waiting waiter and returns its continuation for resumption outside the lock.
     private static func take(waiter id: UInt64, from state: inout State) -> UnsafeContinuation<Outcome, Never>? {
         guard case .waiting(let continuation, _, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
@@ -232,6 +250,7 @@ final class ReadinessWatcher: LoopIdler {
                 for case .waiting(_, _, let deadline?, _) in state.waiters.values {
                     nearest = min(nearest ?? deadline, deadline)
                 }
+                for due in state.rechecks.values { nearest = min(nearest ?? due, due) }
                 guard let nearest else { return (-1, nil) }
                 let now = monotonicNanoseconds()
                 if nearest <= now { return (0, nearest) }
@@ -264,8 +283,9 @@ final class ReadinessWatcher: LoopIdler {
                         }
                     }
                 }
-                // Deadlines only when the nearest one seen before waiting has passed (a waiter that
-                // registers a nearer one meanwhile wakes the loop, which looks again at once).
+                // Deadlines and rechecks only when the nearest one seen before waiting has passed (a
+                // waiter or a recheck with a nearer one meanwhile wakes the loop, which looks again
+                // at once).
                 guard let nearest else { return }
                 let now = monotonicNanoseconds()
                 guard nearest <= now else { return }
@@ -279,6 +299,16 @@ final class ReadinessWatcher: LoopIdler {
                 for waiterID in expired {
                     if let continuation = Self.take(waiter: waiterID, from: &state) {
                         resumed.append((continuation, .timedOut))
+                    }
+                }
+                for (id, due) in state.rechecks where due <= now {
+                    state.rechecks[id] = nil
+                    guard var registration = state.registrations[id] else { continue }
+                    let waiting = registration.waiters
+                    registration.waiters.removeAll()
+                    state.registrations[id] = registration
+                    for waiter in waiting {
+                        if let continuation = Self.take(waiter: waiter, from: &state) { resumed.append((continuation, .signalled)) }
                     }
                 }
             }

@@ -40,11 +40,36 @@ extension Socket {
     }
 
     /// ``wakeOtherWaiters()`` after a send: skipped after a frame with more to follow, which the
-    /// message's next frame checks for.
+    /// message's next frame checks for; and after a whole message, done at most once per
+    /// ``sendReadingInterval``, with a recheck of the waiters asked for otherwise.
+    ///
+    /// A send processes libzmq's pending commands at most once per about a millisecond (libzmq
+    /// throttles it by the CPU's cycle counter, `max_command_delay`), so nearly every reading after
+    /// a send found the edge where it was; yet each reading is a `poll` and a `getpid`, and a node's
+    /// publisher always has a waiter beside its sends (the task that reads subscriptions), as has a
+    /// continuation socket (its receive loop): on `handoff-bench adverts` they were a system call
+    /// per advertisement each. Now a send reads at most once per interval; a send within the
+    /// interval asks the watcher to resume the socket's waiters when the interval is up (once for
+    /// all such sends), and each waiter, resumed, tries its own call again, which processes
+    /// whatever a send left. So a waiter whose edge a send consumed wakes at most one interval late,
+    /// the staleness libzmq's own throttle allows a sender's view of its socket.
     func wakeOtherWaiters(afterSending sent: Bool, flags: Int32) {
         if sent && flags & ZMQ_SNDMORE != 0 { return }
-        wakeOtherWaiters()
+        guard sent, suspendedWaits > 0, !isClosed, let readinessID else { return wakeOtherWaiters() }
+        let now = monotonicNanoseconds()
+        if now &- lastSendReading >= Self.sendReadingInterval {
+            lastSendReading = now
+            _ = try? pendingEvents()
+        } else if recheckDue <= now {
+            // Not already asked for since the last reading (a recheck asked for covers every send
+            // before it is due).
+            recheckDue = lastSendReading &+ Self.sendReadingInterval
+            ReadinessWatcher.shared.recheck(readinessID, at: recheckDue)
+        }
     }
+
+    /// How often a sending owner reads `ZMQ_EVENTS` for its other waiters at most (nanoseconds).
+    static let sendReadingInterval: UInt64 = 1_000_000
 
     /// The socket's registration with the readiness watcher, made on first use.
     private func readinessRegistration() throws(ZMQError) -> UInt64 {

@@ -52,6 +52,10 @@ public final class Socket {
     var isMonitored = false
     /// How many of the owner's tasks are suspended in ``waitUntilReady(for:timeout:)`` right now.
     var suspendedWaits = 0
+    /// When a send last read `ZMQ_EVENTS` for the owner's other waiters, and when the recheck it
+    /// asked for instead is due (``wakeOtherWaiters(afterSending:flags:)``); monotonic nanoseconds.
+    var lastSendReading: UInt64 = 0
+    var recheckDue: UInt64 = 0
 
     init(context: Context, type: SocketType) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, type.rawValue) else {

@@ -189,16 +189,11 @@ struct ReceiveBesideWaiterTests {
 /// One actor, one connected DEALER that never gets a message: one task waits to read for a second,
 /// while another receives with a 300 ms timeout.
 actor WaiterBesideReceiver {
-    let context: Context
-    let dealer: Socket
-    let router: Socket
+    let sockets: DealerToRouter
+    var dealer: Socket { sockets.dealer }
 
     init() throws {
-        context = try Context()
-        router = try context.socket(.router)
-        try router.bind("tcp://127.0.0.1:*")
-        dealer = try context.socket(.dealer)
-        try dealer.connect(try router.lastEndpoint)
+        sockets = try DealerToRouter()
     }
 
     /// The signals the socket's registration saw during the second receive, and whether it got a frame.

@@ -64,3 +64,19 @@ func onThread<T: Sendable>(
         thread.start()
     }
 }
+
+/// A ROUTER bound on loopback and a DEALER connected to it, in a new context: the pair the tests
+/// of several waiters on one socket put under one owner.
+struct DealerToRouter {
+    let context: Context
+    let router: Socket
+    let dealer: Socket
+
+    init() throws {
+        context = try Context()
+        router = try context.socket(.router)
+        try router.bind("tcp://127.0.0.1:*")
+        dealer = try context.socket(.dealer)
+        try dealer.connect(try router.lastEndpoint)
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import Testing
+@testable import ZeroMQ
+import HandoffTestSupport
+
+@Suite("Sends beside a waiter: ZMQ_EVENTS read at most once per interval, a recheck otherwise", .exclusive)
+struct SendRecheckTests {
+    @Test("a recheck resumes the socket's waiters when it is due, not before and not never")
+    func recheckResumesWaiters() async throws {
+        let owner = try QuietDealer()
+        let (outcome, waited) = try await owner.waitWithRecheck(after: .milliseconds(30))
+        #expect(outcome == .signalled, "the waiter ended \(outcome) instead of being resumed by the recheck")
+        #expect(waited >= .milliseconds(25) && waited < .seconds(2), "resumed after \(waited)")
+    }
+
+    @Test("a send within the interval of the last reading asks for one recheck instead of reading")
+    func sendsWithinTheIntervalAskForARecheck() async throws {
+        let owner = try QuietDealer()
+        let (first, second, due) = try await owner.twoSendsBesideAReceiver()
+        #expect(first != 0, "the first send read ZMQ_EVENTS")
+        #expect(second == first, "the second, within the interval, did not read again")
+        #expect(due == first + Socket.sendReadingInterval, "and asked for a recheck when the interval is up")
+    }
+
+    @Test("a receiver beside a sender gets every reply, bursts and pauses alike")
+    func receiverGetsEveryReply() async throws {
+        let owner = try QuietDealer()
+        let echo = Task { try await owner.echoEverything() }
+        defer { echo.cancel() }
+        let received = try await owner.sendInBursts(bursts: 40, each: 25)
+        #expect(received == 40 * 25)
+    }
+}
+
+/// One actor, one DEALER connected to a ROUTER: a receive task waits on the DEALER while the actor
+/// sends on it.
+actor QuietDealer {
+    let sockets: DealerToRouter
+    var dealer: Socket { sockets.dealer }
+    var router: Socket { sockets.router }
+
+    init() throws {
+        sockets = try DealerToRouter()
+    }
+
+    /// Waits on the registration (with a deadline far off) while a recheck is due after `delay`.
+    func waitWithRecheck(after delay: Duration) async throws -> (ReadinessWatcher.Outcome, Duration) {
+        _ = try await dealer.receive(timeout: .milliseconds(50))  // registered, quiet
+        let registration = try #require(dealer.readinessID)
+        let watcher = ReadinessWatcher.shared
+        let started = ContinuousClock.now
+        watcher.recheck(registration, at: ZeroMQ.deadline(after: delay))
+        let outcome = await watcher.wait(registration, after: watcher.generation(of: registration),
+                                         deadline: ZeroMQ.deadline(after: .seconds(5)), interest: PollEvents.readable.rawValue)
+        return (outcome, ContinuousClock.now - started)
+    }
+
+    /// Two sends in a row while another task waits to receive: when each read, and the recheck asked for.
+    func twoSendsBesideAReceiver() async throws -> (UInt64, UInt64, UInt64) {
+        _ = try await dealer.receive(timeout: .milliseconds(50))
+        let receiver = Task { _ = try? await self.dealer.receive(timeout: .seconds(2)) }
+        defer { receiver.cancel() }
+        while dealer.suspendedWaits == 0 { await Task.yield() }
+        try await Task.sleep(for: .milliseconds(2))  // an interval since any earlier reading
+        #expect(try dealer.trySend(Array("one".utf8)))
+        let first = dealer.lastSendReading
+        #expect(try dealer.trySend(Array("two".utf8)))
+        return (first, dealer.lastSendReading, dealer.recheckDue)
+    }
+
+    /// Echoes every message the ROUTER gets.
+    func echoEverything() async throws {
+        while true {
+            let frames = try await router.receiveMultipart()
+            try await router.send(multipart: frames)
+        }
+    }
+
+    /// Sends `bursts` bursts of `each` messages, pausing after each, while one task receives the
+    /// echoes; returns how many it got (it gives up after a second without one).
+    func sendInBursts(bursts: Int, each: Int) async throws -> Int {
+        let receiver = Task {
+            var count = 0
+            while count < bursts * each, try await self.dealer.receive(timeout: .seconds(1)) != nil { count += 1 }
+            return count
+        }
+        for _ in 0..<bursts {
+            for index in 0..<each { try await dealer.send(Array("m\(index)".utf8)) }
+            try await Task.sleep(for: .microseconds(700))
+        }
+        return try await receiver.value
+    }
+}
