@@ -40,22 +40,25 @@ extension Socket {
     }
 
     /// ``wakeOtherWaiters()`` after a send: skipped after a frame with more to follow, which the
-    /// message's next frame checks for; and after a whole message, done at most once per
-    /// ``sendReadingInterval``, with a recheck of the waiters asked for otherwise.
+    /// message's next frame checks for; and, on a socket that ``coalescesReadingsAfterSends``,
+    /// done after a whole message at most once per ``sendReadingInterval``, with a recheck of the
+    /// waiters asked for otherwise.
     ///
     /// A send processes libzmq's pending commands at most once per about a millisecond (libzmq
     /// throttles it by the CPU's cycle counter, `max_command_delay`), so nearly every reading after
-    /// a send found the edge where it was; yet each reading is a `poll` and a `getpid`, and a node's
-    /// publisher always has a waiter beside its sends (the task that reads subscriptions), as has a
-    /// continuation socket (its receive loop): on `handoff-bench adverts` they were a system call
-    /// per advertisement each. Now a send reads at most once per interval; a send within the
-    /// interval asks the watcher to resume the socket's waiters when the interval is up (once for
-    /// all such sends), and each waiter, resumed, tries its own call again, which processes
-    /// whatever a send left. So a waiter whose edge a send consumed wakes at most one interval late,
-    /// the staleness libzmq's own throttle allows a sender's view of its socket.
+    /// a send found the edge where it was (and a send processes none between two that do); yet each reading is a `poll` and a `getpid`, and a node's
+    /// publisher always has a waiter beside its sends (the task that reads subscriptions): on
+    /// `handoff-bench adverts` that was two system calls per advertisement. Coalesced, a send reads
+    /// at most once per interval; a send within the interval asks the watcher to resume the
+    /// socket's waiters when the interval is up (once for all such sends), and each waiter,
+    /// resumed, tries its own call again, which processes whatever a send left. So a waiter whose
+    /// edge a send consumed wakes at most one interval late. (On every socket, continuation sockets too, it made a
+    /// continue between two processes slower on the 2-core VM, 1.25-1.3x raw to as much as 1.5-1.7x
+    /// in some runs: there a waiter waits for the reply to what was just sent, and the readings are
+    /// kept.)
     func wakeOtherWaiters(afterSending sent: Bool, flags: Int32) {
         if sent && flags & ZMQ_SNDMORE != 0 { return }
-        guard sent, suspendedWaits > 0, !isClosed, let readinessID else { return wakeOtherWaiters() }
+        guard sent, coalescesReadingsAfterSends, suspendedWaits > 0, !isClosed, let readinessID else { return wakeOtherWaiters() }
         let now = monotonicNanoseconds()
         if now &- lastSendReading >= Self.sendReadingInterval {
             lastSendReading = now
@@ -68,8 +71,12 @@ extension Socket {
         }
     }
 
-    /// How often a sending owner reads `ZMQ_EVENTS` for its other waiters at most (nanoseconds).
-    static let sendReadingInterval: UInt64 = 1_000_000
+    /// How often a sending owner reads `ZMQ_EVENTS` for its other waiters at most (nanoseconds):
+    /// 10 ms, the most a coalescing socket's waiter may wake late. At 1 ms, the recheck's timed
+    /// wake-up, once a millisecond on a node that continues activities back to back (each publishes
+    /// its `continued` event), seemed to cost a continue between two processes about 2 % on the
+    /// 2-core VM (1.28 to 1.30x raw, twelve alternated pairs).
+    static let sendReadingInterval: UInt64 = 10_000_000
 
     /// The socket's registration with the readiness watcher, made on first use.
     private func readinessRegistration() throws(ZMQError) -> UInt64 {

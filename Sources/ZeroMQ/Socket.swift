@@ -52,8 +52,14 @@ public final class Socket {
     var isMonitored = false
     /// How many of the owner's tasks are suspended in ``waitUntilReady(for:timeout:)`` right now.
     var suspendedWaits = 0
+    /// Whether a send reads `ZMQ_EVENTS` for the owner's other waiters at most once per interval
+    /// (10 ms), asking the readiness watcher to resume them when the interval is up instead of
+    /// reading after every message (``wakeOtherWaiters(afterSending:flags:)``). For a socket whose
+    /// other waiter can take that delay now and then and whose sends are many: a publisher's task
+    /// reading subscriptions. Off, every send reads as before.
+    public var coalescesReadingsAfterSends = false
     /// When a send last read `ZMQ_EVENTS` for the owner's other waiters, and when the recheck it
-    /// asked for instead is due (``wakeOtherWaiters(afterSending:flags:)``); monotonic nanoseconds.
+    /// asked for instead is due; monotonic nanoseconds.
     var lastSendReading: UInt64 = 0
     var recheckDue: UInt64 = 0
 

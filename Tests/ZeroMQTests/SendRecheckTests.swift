@@ -3,7 +3,7 @@ import Testing
 @testable import ZeroMQ
 import HandoffTestSupport
 
-@Suite("Sends beside a waiter: ZMQ_EVENTS read at most once per interval, a recheck otherwise", .exclusive)
+@Suite("Sends beside a waiter, coalesced: ZMQ_EVENTS read at most once per interval, a recheck otherwise", .exclusive)
 struct SendRecheckTests {
     @Test("a recheck resumes the socket's waiters when it is due, not before and not never")
     func recheckResumesWaiters() async throws {
@@ -20,6 +20,13 @@ struct SendRecheckTests {
         #expect(first != 0, "the first send read ZMQ_EVENTS")
         #expect(second == first, "the second, within the interval, did not read again")
         #expect(due == first + Socket.sendReadingInterval, "and asked for a recheck when the interval is up")
+    }
+
+    @Test("a socket that does not coalesce reads after every send, as before")
+    func withoutCoalescingEverySendReads() async throws {
+        let owner = try QuietDealer(coalescing: false)
+        let (first, second, due) = try await owner.twoSendsBesideAReceiver()
+        #expect(first == 0 && second == 0 && due == 0, "no coalescing: no interval kept, no recheck asked for")
     }
 
     @Test("a receiver beside a sender gets every reply, bursts and pauses alike")
@@ -39,8 +46,9 @@ actor QuietDealer {
     var dealer: Socket { sockets.dealer }
     var router: Socket { sockets.router }
 
-    init() throws {
+    init(coalescing: Bool = true) throws {
         sockets = try DealerToRouter()
+        sockets.dealer.coalescesReadingsAfterSends = coalescing
     }
 
     /// Waits on the registration (with a deadline far off) while a recheck is due after `delay`.
@@ -61,7 +69,7 @@ actor QuietDealer {
         let receiver = Task { _ = try? await self.dealer.receive(timeout: .seconds(2)) }
         defer { receiver.cancel() }
         while dealer.suspendedWaits == 0 { await Task.yield() }
-        try await Task.sleep(for: .milliseconds(2))  // an interval since any earlier reading
+        try await Task.sleep(for: .nanoseconds(Socket.sendReadingInterval) + .milliseconds(2))  // an interval since any earlier reading
         #expect(try dealer.trySend(Array("one".utf8)))
         let first = dealer.lastSendReading
         #expect(try dealer.trySend(Array("two".utf8)))

@@ -131,6 +131,10 @@ public actor Node: Service {
         try publisher.set(.xpubVerbose, true)
         try publisher.set(.sendHighWaterMark, 100_000)
         try publisher.set(.linger, 1000)  // lets withdrawals sent at shutdown reach the bus
+        // Its waiter reads subscriptions (a broker's subscribe-all, R: requests, snapshot and trace
+        // requests), which can take 10 ms now and then; its sends are every advertisement
+        // (ZeroMQ's Socket.wakeOtherWaiters(afterSending:flags:)).
+        publisher.coalescesReadingsAfterSends = true
         // The contract's frame limit on the bus, both ways in (subscriptions come in on the publisher).
         try publisher.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
         func makeSubscriber() throws(ZMQError) -> Socket {
