@@ -224,6 +224,17 @@ final class ReadinessWatcher: LoopIdler {
         if scheduled { wake() }  // a loop waiting in epoll recomputes its timeout
     }
 
+    /// Removes every waiter of a registration and returns their continuations for resumption outside
+    /// the lock: for an edge (`signalling`: the generation moves on) or a recheck (it stays).
+    private static func takeEveryWaiter(of id: UInt64, from state: inout State, signalling: Bool) -> [UnsafeContinuation<Outcome, Never>] {
+        guard var registration = state.registrations[id] else { return [] }
+        if signalling { registration.generation &+= 1 }
+        let waiting = registration.waiters
+        registration.waiters.removeAll()
+        state.registrations[id] = registration
+        return waiting.compactMap { take(waiter: $0, from: &state) }
+    }
+
     /// Removes a waiting waiter and returns its continuation for resumption outside the lock.
     private static func take(waiter id: UInt64, from state: inout State) -> UnsafeContinuation<Outcome, Never>? {
         guard case .waiting(let continuation, _, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
@@ -272,15 +283,8 @@ final class ReadinessWatcher: LoopIdler {
                         _ = Glibc.read(wakeFD, &value, MemoryLayout<UInt64>.size)
                         continue
                     }
-                    guard var registration = state.registrations[tag] else { continue }
-                    registration.generation &+= 1
-                    let waiting = registration.waiters
-                    registration.waiters.removeAll()
-                    state.registrations[tag] = registration
-                    for waiter in waiting {
-                        if let continuation = Self.take(waiter: waiter, from: &state) {
-                            resumed.append((continuation, .signalled))
-                        }
+                    for continuation in Self.takeEveryWaiter(of: tag, from: &state, signalling: true) {
+                        resumed.append((continuation, .signalled))
                     }
                 }
                 // Deadlines and rechecks only when the nearest one seen before waiting has passed (a
@@ -303,12 +307,8 @@ final class ReadinessWatcher: LoopIdler {
                 }
                 for (id, due) in state.rechecks where due <= now {
                     state.rechecks[id] = nil
-                    guard var registration = state.registrations[id] else { continue }
-                    let waiting = registration.waiters
-                    registration.waiters.removeAll()
-                    state.registrations[id] = registration
-                    for waiter in waiting {
-                        if let continuation = Self.take(waiter: waiter, from: &state) { resumed.append((continuation, .signalled)) }
+                    for continuation in Self.takeEveryWaiter(of: id, from: &state, signalling: false) {
+                        resumed.append((continuation, .signalled))
                     }
                 }
             }

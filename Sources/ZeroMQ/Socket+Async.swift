@@ -46,16 +46,16 @@ extension Socket {
     ///
     /// A send processes libzmq's pending commands at most once per about a millisecond (libzmq
     /// throttles it by the CPU's cycle counter, `max_command_delay`), so nearly every reading after
-    /// a send found the edge where it was (and a send processes none between two that do); yet each reading is a `poll` and a `getpid`, and a node's
-    /// publisher always has a waiter beside its sends (the task that reads subscriptions): on
-    /// `handoff-bench adverts` that was two system calls per advertisement. Coalesced, a send reads
-    /// at most once per interval; a send within the interval asks the watcher to resume the
+    /// a send found the edge where it was; yet each reading is a `poll` and a `getpid`, and a
+    /// node's publisher always has a waiter beside its sends (the task that reads subscriptions):
+    /// on `handoff-bench adverts` that was two system calls per advertisement. Coalesced, a send
+    /// reads at most once per interval; a send within the interval asks the watcher to resume the
     /// socket's waiters when the interval is up (once for all such sends), and each waiter,
     /// resumed, tries its own call again, which processes whatever a send left. So a waiter whose
-    /// edge a send consumed wakes at most one interval late. (On every socket, continuation sockets too, it made a
-    /// continue between two processes slower on the 2-core VM, 1.25-1.3x raw to as much as 1.5-1.7x
-    /// in some runs: there a waiter waits for the reply to what was just sent, and the readings are
-    /// kept.)
+    /// edge a send consumed wakes at most one interval late. (On every socket, continuation
+    /// sockets too, it made a continue between two processes slower on the 2-core VM, 1.25-1.3x
+    /// raw to as much as 1.5-1.7x in some runs: there a waiter waits for the reply to what was just
+    /// sent, and the readings are kept.)
     func wakeOtherWaiters(afterSending sent: Bool, flags: Int32) {
         if sent && flags & ZMQ_SNDMORE != 0 { return }
         guard sent, coalescesReadingsAfterSends, suspendedWaits > 0, !isClosed, let readinessID else { return wakeOtherWaiters() }
