@@ -16,8 +16,9 @@ extension SecurityTests {
         try await withNodes([testConfiguration("node-b", peers: [try publisher.lastEndpoint])]) { nodes in
             let b = nodes[0]
             let events = await b.discover()
-            // Wait for B's subscription before publishing (PUB drops what nobody subscribed to).
-            _ = try await publisher.receive()
+            // Wait for B's subscription to advertisements before publishing (PUB drops what nobody
+            // subscribed to); its standing subscription to presences may come first.
+            while try await publisher.receive().bytes != [1] + Array("A:".utf8) {}
 
             let origin = NodeInfo(id: "origin-node", name: "origin", host: "h").wire
             func send(_ body: WireEnvelope.OneOf_Body, sequence: UInt64, sentAt: Date = Date(), sender: WireNodeRef = origin) async throws -> [UInt8] {
