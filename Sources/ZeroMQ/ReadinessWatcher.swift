@@ -52,6 +52,8 @@ final class ReadinessWatcher: LoopIdler {
     }
 
     private let state = Mutex(State())
+    /// Polling instead of sleeping while a reply is awaited (``EventLoops/awaitReply(within:)``).
+    let replyPolling = ReplyPolling()
     private let epollFD: Int32
     private let wakeFD: Int32
     /// epoll data tag of the wake-up eventfd; registrations count up from 1.
@@ -256,19 +258,18 @@ final class ReadinessWatcher: LoopIdler {
         let capacity = 64
         return withUnsafeTemporaryAllocation(of: epoll_event.self, capacity: capacity) { buffer in
             let events = buffer.baseAddress!
-            let (timeout, nearest) = state.withLock { state -> (Int32, UInt64?) in
+            let nearest = state.withLock { state -> UInt64? in
                 var nearest: UInt64?
                 for case .waiting(_, _, let deadline?, _) in state.waiters.values {
                     nearest = min(nearest ?? deadline, deadline)
                 }
                 for due in state.rechecks.values { nearest = min(nearest ?? due, due) }
-                guard let nearest else { return (-1, nil) }
-                let now = monotonicNanoseconds()
-                if nearest <= now { return (0, nearest) }
-                // Round up so that the deadline has passed when epoll_wait returns.
-                return (Int32(clamping: (nearest - now + 999_999) / 1_000_000), nearest)
+                return nearest
             }
-            let count = epoll_wait(epollFD, events, Int32(capacity), timeout)
+            // Polls first while a reply is awaited (not past a deadline), then sleeps until the
+            // nearest deadline.
+            var count = pollForReply(events, capacity: capacity, before: nearest)
+            if count == 0 { count = epoll_wait(epollFD, events, Int32(capacity), remaining(until: nearest)) }
             afterWaking()
             if count < 0 {
                 if errno == EINTR { return }
@@ -314,6 +315,37 @@ final class ReadinessWatcher: LoopIdler {
             }
             for (continuation, outcome) in resumed { continuation.resume(returning: outcome) }
         }
+    }
+}
+
+extension ReadinessWatcher {
+    /// Polls the epoll set without sleeping while ``replyPolling`` wants it and `nearest` (a
+    /// deadline of a waiter or recheck) has not come; returns what the last poll returned (0: the
+    /// loop should sleep now).
+    fileprivate func pollForReply(_ events: UnsafeMutablePointer<epoll_event>, capacity: Int, before nearest: UInt64?) -> Int32 {
+        let now = monotonicNanoseconds()
+        if let nearest, nearest <= now { return 0 }
+        guard replyPolling.claim(now: now) else { return 0 }
+        defer { replyPolling.release() }
+        while true {
+            let count = epoll_wait(epollFD, events, Int32(capacity), 0)
+            if count != 0 { return count }
+            let now = monotonicNanoseconds()
+            if !replyPolling.wanted(now: now) { return 0 }
+            if let nearest, nearest <= now { return 0 }
+            // A thread this one keeps off its CPU (libzmq's I/O thread, which brings the reply, when
+            // both share a CPU) runs first.
+            sched_yield()
+        }
+    }
+
+    /// The epoll timeout, in milliseconds, for sleeping until `nearest` (-1: no deadline), rounded
+    /// up so that the deadline has passed when `epoll_wait` returns.
+    fileprivate func remaining(until nearest: UInt64?) -> Int32 {
+        guard let nearest else { return -1 }
+        let now = monotonicNanoseconds()
+        if nearest <= now { return 0 }
+        return Int32(clamping: (nearest - now + 999_999) / 1_000_000)
     }
 }
 

@@ -4,7 +4,7 @@ import Synchronization
 import HandoffWire
 import SwiftProtobuf
 import Testing
-import ZeroMQ
+@testable import ZeroMQ
 import HandoffTestSupport
 
 /// The contacts types the two-node tests continue (ContinuationTests+Rules.swift too).
@@ -141,6 +141,7 @@ struct ContinuationTests {
             let waited = ContinuousClock.now - started
             #expect(waited >= .milliseconds(350) && waited < .seconds(2))
             #expect(continuer.log.last == "didFail \(editContact) remote application timed out")
+            #expect(ReadinessWatcher.shared.replyPolling.awaitedCount == 0, "a continue that timed out still counts its reply awaited: loops would poll after every later request")
         }
     }
 

@@ -142,6 +142,8 @@ extension Node {
         var waitedForConnection = false
         while true {
             var refusedUnconnected = false
+            // A loop polls for the reply rather than sleeping (EventLoops.awaitReply).
+            let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
             let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
                 let (correlationID, request) = continuing.request(activity, refresh: refresh, endpoint: client.endpoint, waiter: waiter, now: .now)
                 let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
@@ -157,6 +159,7 @@ extension Node {
                     return
                 }
             }
+            awaited.end()
             if refusedUnconnected {
                 client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
                 waitedForConnection = true

@@ -74,11 +74,13 @@ func timedContinues(of activity: DiscoveredActivity, by node: Node, rounds: Int)
     var latencies: [Double] = []
     latencies.reserveCapacity(rounds)
     let before = cpuByThreadName()
+    MeasuredSpan.begin()
     for _ in 0..<rounds {
         let started = ContinuousClock.now
         _ = try await node.continueActivity(activity)
         latencies.append(seconds(ContinuousClock.now - started) * 1e6)
     }
+    MeasuredSpan.end()
     return TimedContinues(latencies: latencies, cpuPerRoundTrip: cpuPerUnit(from: before, to: cpuByThreadName(), count: rounds))
 }
 
@@ -112,12 +114,21 @@ func benchContinue(rounds: Int) async throws {
     row("Handoff between two processes", String(format: "%.0f", handoffApartP50), "p50/p99 of 3 runs: " + apartRuns(handoffApart))
     let apartRatio = handoffApartP50 / rawApartP50
     row("ratio Handoff / raw, between processes (p50)", String(format: "%.2f x", apartRatio))
+    // What the asking process spends per round trip: the continuer's loop polls for its reply
+    // (EventLoops.awaitReply), where a raw REQ sleeps in zmq_recv.
+    let rawAskerCPU = median(rawApart.map(\.askerCPU)), handoffAskerCPU = median(handoffApart.map(\.askerCPU))
+    let cpuRuns = { (runs: [RoundTrips]) in runs.map { String(format: "%.0f", $0.askerCPU) }.joined(separator: " ") }
+    row("CPU per round trip, raw REQ process (µs)", String(format: "%.0f", rawAskerCPU), "3 runs: " + cpuRuns(rawApart))
+    row("CPU per round trip, Handoff continuer (µs)", String(format: "%.0f", handoffAskerCPU), "3 runs: " + cpuRuns(handoffApart))
     compare("continue round trip p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(handoff, 0.5), percentile(handoff, 0.99)),
             baseline: "raw libzmq REQ/REP", String(format: "%.0f / %.0f", percentile(raw, 0.5), percentile(raw, 0.99)),
             ratio: String(format: "%.2f x", ratio), target: "≤ 1.5 x", met: ratio <= 1.5)
     compare("continue between processes, p50 (µs)", handoff: String(format: "%.0f", handoffApartP50),
             baseline: "raw REQ/REP, two processes", String(format: "%.0f", rawApartP50),
             ratio: String(format: "%.2f x", apartRatio), target: "≤ 1.5 x", met: apartRatio <= 1.5)
+    compare("CPU per continue, asking process (µs)", handoff: String(format: "%.0f", handoffAskerCPU),
+            baseline: "raw REQ process", String(format: "%.0f", rawAskerCPU),
+            ratio: String(format: "%.2f x", handoffAskerCPU / rawAskerCPU))
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
     guard Placement.canPin else { return }
     let (rawPinned, handoffPinned) = try interleaved(.onePerProcess)

@@ -12,10 +12,24 @@ let benchContactInfo: [String: UserInfoValue] = [
     "phoneNumber": "+44 20 7946 0000", "email": "ada@example.org",
 ]
 
-/// p50 and p99 of one run of round trips, in microseconds.
+/// p50 and p99 of one run of round trips, in microseconds, and the CPU the asking process spent
+/// per round trip (every thread of it, µs): polling for a reply trades CPU for latency, and a run
+/// shows both.
 struct RoundTrips {
     var p50: Double
     var p99: Double
+    var askerCPU: Double
+
+    /// From a role's `DONE p50 p99` and `CPU name µs name µs …` lines.
+    init(done: [String], cpu: [String], role: String) throws {
+        guard done.count >= 3, let p50 = Double(done[1]), let p99 = Double(done[2]) else {
+            throw HandoffError(.handoffFailed, "\(role) reported \(done.joined(separator: " "))")
+        }
+        self.p50 = p50
+        self.p99 = p99
+        // Every second word after `CPU` is a thread's microseconds.
+        askerCPU = stride(from: 2, to: cpu.count, by: 2).compactMap { Double(cpu[$0]) }.reduce(0, +)
+    }
 }
 
 /// Continue round trips between an originator process and a continuer process (direct bus on
@@ -25,13 +39,11 @@ func continueBetweenProcesses(rounds: Int, placement: Placement = .free) throws 
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
     let continuer = try Child(["continue-continuer", "--peer", ready[1], "--id", ready[2], "--rounds", "\(rounds)"], cpu: placement.asking)
     let done = try continuer.line(startingWith: "DONE", within: .seconds(120))  // DONE p50 p99
+    let cpu = try continuer.line(startingWith: "CPU")
     continuer.wait()
     originator.closeInput()
     originator.wait()
-    guard let p50 = Double(done[1]), let p99 = Double(done[2]) else {
-        throw HandoffError(.handoffFailed, "the continuer reported \(done.joined(separator: " "))")
-    }
-    return RoundTrips(p50: p50, p99: p99)
+    return try RoundTrips(done: done, cpu: cpu, role: "the continuer")
 }
 
 /// Raw REQ/REP with 256-byte messages between two processes: the REQ's p50 and p99 over `rounds`,
@@ -41,12 +53,10 @@ func rawRequestReplyBetweenProcesses(rounds: Int, placement: Placement = .free) 
     let ready = try server.line(startingWith: "READY")  // READY endpoint
     let client = try Child(["raw-req-client", "--peer", ready[1], "--rounds", "\(rounds)"], cpu: placement.asking)
     let done = try client.line(startingWith: "DONE", within: .seconds(120))  // DONE p50 p99
+    let cpu = try client.line(startingWith: "CPU")
     client.wait()
     server.wait()
-    guard let p50 = Double(done[1]), let p99 = Double(done[2]) else {
-        throw HandoffError(.handoffFailed, "raw REQ/REP between processes failed: \(done.joined(separator: " "))")
-    }
-    return RoundTrips(p50: p50, p99: p99)
+    return try RoundTrips(done: done, cpu: cpu, role: "raw REQ/REP between processes")
 }
 
 /// `continue-originator`: advertises the edit-contact activity, says `READY endpoint id`, and
@@ -97,10 +107,14 @@ func runRawRequestClient(_ arguments: [String]) {
     let rounds = intOption("--rounds", 5000, in: arguments)
     let peer = stringOption("--peer", in: arguments) ?? ""
     var all = [Double](repeating: 0, count: rounds + 200)
+    // The whole process's CPU (its context's I/O thread ends within the call), warm-up included.
+    let before = processCPUSeconds()
     guard raw_req_fetch(peer, Int32(rounds + 200), 256, &all) == 0 else {
         tell("DONE failed")
         return
     }
+    let cpu = (processCPUSeconds() - before) * 1e6 / Double(rounds + 200)
     let measured = Array(all.dropFirst(200))
     tell(String(format: "DONE %.1f %.1f", percentile(measured, 0.5), percentile(measured, 0.99)))
+    tell(String(format: "CPU process %.2f", cpu))
 }
