@@ -19,14 +19,21 @@ enum ActivityIDs {
 
     /// A new id: 36 characters, `XXXXXXXX-XXXX-4XXX-YXXX-XXXXXXXXXXXX` in upper-case hex.
     static func make() -> String {
+        // 16 bytes in two words, not an array: one allocation less for every activity made.
         var raw = take16()
-        raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
-        raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
-        return format(raw)
+        return withUnsafeMutableBytes(of: &raw) { bytes in
+            bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
+            bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+            return format(UnsafeRawBufferPointer(bytes))
+        }
     }
 
     /// Formats 16 bytes as a UUID string.
     static func format(_ raw: [UInt8]) -> String {
+        raw.withUnsafeBytes { format($0) }
+    }
+
+    private static func format(_ raw: UnsafeRawBufferPointer) -> String {
         String(unsafeUninitializedCapacity: 36) { out in
             var index = 0
             for (position, byte) in raw.enumerated() {
@@ -43,14 +50,17 @@ enum ActivityIDs {
     }
 
     /// 16 random bytes from the pool, refilled when spent.
-    private static func take16() -> [UInt8] {
+    private static func take16() -> (UInt64, UInt64) {
         pool.withLock { pool in
             if pool.used + 16 > pool.bytes.count {
                 refill(&pool.bytes)
                 pool.used = 0
             }
             defer { pool.used += 16 }
-            return Array(pool.bytes[pool.used..<pool.used + 16])
+            return pool.bytes.withUnsafeBytes { bytes in
+                (bytes.loadUnaligned(fromByteOffset: pool.used, as: UInt64.self),
+                 bytes.loadUnaligned(fromByteOffset: pool.used + 8, as: UInt64.self))
+            }
         }
     }
 

@@ -244,6 +244,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     ///   ``HandoffError/Code-swift.struct/handoffFailed`` for a webpage URL that is not http(s);
     ///   ``HandoffError/Code-swift.struct/messageTooLarge`` when its type, title, keywords and webpage
     ///   URL exceed ``WireLimits/maxAdvertisedText``.
+    nonisolated(nonsending)
     public func becomeCurrent(on node: Node) async throws(HandoffError) {
         let previous = try claim(for: node)
         if let previous, previous !== node { await previous.remove(self, reason: .resigned) }
@@ -268,6 +269,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     }
 
     /// Stops advertising the activity. It can become current again later.
+    nonisolated(nonsending)
     public func resignCurrent() async {
         let node: Node? = state.withLock { state in
             defer { state.node = nil }
@@ -278,6 +280,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
 
     /// Ends the activity for good: it is withdrawn from the bus, and continue requests for it fail with
     /// ``HandoffError/Code-swift.struct/activityInvalidated``.
+    nonisolated(nonsending)
     public func invalidate() async {
         let node: Node? = state.withLock { state in
             state.isInvalidated = true

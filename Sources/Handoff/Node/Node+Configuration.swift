@@ -61,10 +61,11 @@ extension Node {
         public var continueTimeout: Duration
         /// How long a continue request waits for a connection to the originator.
         public var connectTimeout: Duration
-        /// How long, at most, an event loop polls for the answer to a continue request instead of
-        /// sleeping (``ZeroMQ/EventLoops/awaitReply(within:)``): a sleeping loop takes a thread
-        /// wake-up to see the answer, tens of microseconds on a virtual machine. Costs CPU only while
-        /// a request waits, at most this long per request; zero never polls.
+        /// How long, at most, an event loop polls for the answer to a continue request (or to a
+        /// request to open streams) instead of sleeping (``ZeroMQ/EventLoops/awaitReply(within:)``):
+        /// a sleeping loop takes a thread wake-up to see the answer, tens of microseconds on a
+        /// virtual machine. Costs CPU only while a request waits, at most this long per request;
+        /// zero never polls.
         public var replyPolling: Duration
         /// The largest encoded ``UserActivity/userInfo`` accepted, in bytes (Apple advises under 3 KB).
         public var maxUserInfoSize: Int

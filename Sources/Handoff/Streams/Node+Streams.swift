@@ -98,10 +98,13 @@ extension Node {
             do { try await Task.sleep(for: timeout) } catch { return }
             await self?.failUnansweredOpen(key, HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer the request to open streams within \(timeout) (continueTimeout)", activityType: activityType))
         }
+        // A loop polls for the answer rather than sleeping (EventLoops.awaitReply), as for a continue.
+        let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
         let answer: Result<WireStreamOpen, HandoffError> = await withCheckedContinuation { continuation in
             session.openWaiter = continuation
             perform(session.pair.open(request, now: .now), on: session)
         }
+        awaited.end()
         timer.cancel()
         switch answer {
         case .success:
