@@ -1,5 +1,6 @@
 import Foundation
 @testable import Handoff
+import HandoffWire
 import Testing
 import HandoffTestSupport
 
@@ -130,6 +131,26 @@ struct BecomeCurrentTests {
             activity.title = String(repeating: "e", count: WireLimits.maxAdvertisedText - type.utf8.count - 11)
             try await activity.becomeCurrent(on: node)
             #expect(activity.isCurrent)
+        }
+    }
+
+    @Test("updatedAt is when it became current, or last changed while current; changes before it became current do not stamp it")
+    func updatedAtStamps() async throws {
+        try await Node.withRunning(testConfiguration("updated-at")) { node in
+            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
+            activity.title = "set up before"
+            try await Task.sleep(for: .milliseconds(30))
+            let beforeCurrent = Date()
+            try await activity.becomeCurrent(on: node)
+            let origin = WireNodeRef()
+            let stamped = activity.advertisement(origin: origin, continueEndpoint: "", lease: .seconds(6), defaultTeamID: nil).updatedAt!.date
+            #expect(stamped >= beforeCurrent.addingTimeInterval(-0.001), "stamped \(stamped), before becoming current \(beforeCurrent): the set-up's time, not the moment it became current")
+            try await Task.sleep(for: .milliseconds(30))
+            let beforeChange = Date()
+            activity.title = "changed while current"
+            let changed = activity.wire(origin: origin, defaultTeamID: nil).updatedAt.date
+            #expect(changed >= beforeChange.addingTimeInterval(-0.001), "a change while current did not stamp it")
+            await activity.resignCurrent()
         }
     }
 

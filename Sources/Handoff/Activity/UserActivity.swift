@@ -49,7 +49,9 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         var document: DocumentReference?
         weak var delegate: (any UserActivityDelegate)?
         var version: UInt64 = 1
-        var updatedAt = Date()
+        /// Set when it becomes current and at each change while current: only a current activity's
+        /// is ever sent (so a new activity reads no clock for it).
+        var updatedAt = Date.distantPast
         var node: Node?
         var isInvalidated = false
         var continuedOnce = false
@@ -74,7 +76,10 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         try Self.validate(activityType: activityType)
         self.activityType = activityType
         self.id = id
-        state = Mutex(State())
+        // The simulator advertises it without making it current on a node: stamped here instead.
+        var state = State()
+        state.updatedAt = Date()
+        self.state = Mutex(state)
     }
 
     /// Checks that `activityType` is a reverse-DNS name.
@@ -226,7 +231,9 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         let node: Node? = state.withLock { state in
             change(&state)
             state.version += 1
-            state.updatedAt = Date()
+            // Not current: becoming current stamps it (an activity set up before it becomes current
+            // reads the clock once, not once per property).
+            if state.node != nil { state.updatedAt = Date() }
             return state.node
         }
         node?.activityDidChange(id)
@@ -254,7 +261,8 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     /// Checks that the activity may become current on `node` and makes it the activity's node;
     /// returns the node it was current on before, if any.
     func claim(for node: Node) throws(HandoffError) -> Node? {
-        try validate(maxUserInfoSize: node.configuration.maxUserInfoSize)
+        let now = Date()
+        try validate(maxUserInfoSize: node.configuration.maxUserInfoSize, now: now)
         return try state.withLock { (state) throws(HandoffError) -> Node? in
             guard !state.isInvalidated else {
                 throw HandoffError(.invalidatedLocally, "an invalidated activity cannot become current again; make a new one", activityType: activityType)
@@ -262,7 +270,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
             defer {
                 state.node = node
                 // Made current now: the newest of its type on other nodes (DiscoveredActivity.updatedAt).
-                state.updatedAt = Date()
+                state.updatedAt = now
             }
             return state.node
         }

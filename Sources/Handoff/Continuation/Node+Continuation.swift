@@ -318,7 +318,8 @@ extension Node {
 
     /// Re-fetches an activity this node continued when its originator advertises a newer version.
     func refreshIfHeld(_ activity: DiscoveredActivity) {
-        guard continuing.held.beginRefresh(activity.id, advertised: activity.version, now: .now) else { return }
+        // Most nodes hold nothing: then no lookup of the id and no reading of the clock.
+        guard continuing.held.count > 0, continuing.held.beginRefresh(activity.id, advertised: activity.version, now: .now) else { return }
         spawn {
             await self.refresh(activity)
         }
