@@ -64,8 +64,10 @@ struct LoopsPollingForAReplyTests {
             try await Task.sleep(for: .milliseconds(5))
             started = polling.isPolling || polling.pollsBegun.load(ordering: .relaxed) > before
         }
+        // What the loops' polling state was, for a failure to say why no loop polled.
+        let state = "awaited \(polling.awaitedCount), wanted \(polling.wanted(now: monotonicNanoseconds())), polling \(polling.isPolling), polls begun \(polling.pollsBegun.load(ordering: .relaxed) - before) since the request"
         awaited.end()
-        #expect(started, "no loop polled within 30 s of the request")
+        #expect(started, "no loop polled within 30 s of the request (\(state))")
         var stopped = false
         for _ in 0..<200 where !stopped {
             try await Task.sleep(for: .milliseconds(5))
