@@ -323,6 +323,8 @@ extension ReadinessWatcher {
     /// deadline of a waiter or recheck) has not come; returns what the last poll returned (0: the
     /// loop should sleep now).
     fileprivate func pollForReply(_ events: UnsafeMutablePointer<epoll_event>, capacity: Int, before nearest: UInt64?) -> Int32 {
+        // Every loop passes here each time it runs out of jobs: nothing more than a load then.
+        guard replyPolling.awaitsAny else { return 0 }
         let now = monotonicNanoseconds()
         if let nearest, nearest <= now { return 0 }
         guard replyPolling.claim(now: now) else { return 0 }

@@ -25,10 +25,9 @@ final class ReplyPolling: Sendable {
     /// How many times a loop began to poll (for the tests).
     let pollsBegun = Atomic(0)
 
-    /// A reply is awaited, expected within `nanoseconds` from `now`.
-    func begin(within nanoseconds: UInt64, now: UInt64) {
+    /// A reply is awaited, expected by `end` (monotonic nanoseconds).
+    func begin(until end: UInt64) {
         awaited.add(1, ordering: .relaxed)
-        let end = now &+ nanoseconds
         var current = until.load(ordering: .relaxed)
         while current < end {
             let (exchanged, original) = until.compareExchange(expected: current, desired: end, ordering: .relaxed)
@@ -42,9 +41,12 @@ final class ReplyPolling: Sendable {
         awaited.subtract(1, ordering: .relaxed)
     }
 
+    /// Whether any reply is awaited: a loop with none reads no clock for polling.
+    var awaitsAny: Bool { awaited.load(ordering: .relaxed) > 0 }
+
     /// Whether a loop should poll rather than sleep at `now`.
     func wanted(now: UInt64) -> Bool {
-        awaited.load(ordering: .relaxed) > 0 && now < until.load(ordering: .relaxed)
+        awaitsAny && now < until.load(ordering: .relaxed)
     }
 
     /// Makes the caller the polling loop, when polling is wanted and no other loop polls.
@@ -75,11 +77,9 @@ extension EventLoops {
     /// For request/reply exchanges whose latency counts (a continue); call ``AwaitedReply/end()``
     /// exactly once, when the wait ends however it ends.
     public static func awaitReply(within window: Duration) -> AwaitedReply {
-        let (seconds, attoseconds) = window.components
         guard window > .zero else { return AwaitedReply(polling: nil) }
-        let nanoseconds = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
         let watcher = ReadinessWatcher.shared
-        watcher.replyPolling.begin(within: nanoseconds, now: monotonicNanoseconds())
+        watcher.replyPolling.begin(until: deadline(after: window))
         // Called on a loop (a node's request), that loop polls as soon as it is idle; from any
         // other thread, a sleeping loop is woken to poll.
         if !EventLoops.shared.isCurrent { watcher.wake() }

@@ -10,7 +10,7 @@ struct ReplyPollingTests {
     func pollsWhileAwaitedWithinItsWindow() {
         let polling = ReplyPolling()
         #expect(!polling.wanted(now: 0), "nothing awaited")
-        polling.begin(within: 1_000, now: 10_000)
+        polling.begin(until: 11_000)
         #expect(polling.wanted(now: 10_999))
         #expect(!polling.wanted(now: 11_000), "the window is over: a reply that never comes stops nobody's loop")
         #expect(!polling.claim(now: 11_000))
@@ -21,8 +21,8 @@ struct ReplyPollingTests {
     @Test("several replies awaited: the latest window holds, and polling stops when the last reply comes")
     func latestWindowAndLastReply() {
         let polling = ReplyPolling()
-        polling.begin(within: 1_000, now: 0)
-        polling.begin(within: 100, now: 500)
+        polling.begin(until: 1_000)
+        polling.begin(until: 600)
         #expect(polling.wanted(now: 900), "a later, shorter request does not cut the earlier one's window")
         polling.end()
         #expect(polling.wanted(now: 900), "one reply is still awaited")
@@ -33,7 +33,7 @@ struct ReplyPollingTests {
     @Test("one loop polls at a time; the others sleep")
     func oneLoopPollsAtATime() {
         let polling = ReplyPolling()
-        polling.begin(within: 1_000, now: 0)
+        polling.begin(until: 1_000)
         #expect(polling.claim(now: 10))
         #expect(!polling.claim(now: 10), "a second loop sleeps while the first polls")
         polling.release()
