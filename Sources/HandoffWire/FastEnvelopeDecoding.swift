@@ -15,7 +15,9 @@ import SwiftProtobuf
 enum FastEnvelopeDecoder {
     /// The envelope, or `nil` to leave these bytes to SwiftProtobuf.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> WireEnvelope? {
-        (try? envelope(ProtobufReader(bytes)))?.generated
+        var read = Read()
+        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
+        return read.generated
     }
 
     /// What ``decodeForBus(_:)`` made of an envelope's bytes.
@@ -30,7 +32,8 @@ enum FastEnvelopeDecoder {
     /// was read, not copied: a copy was a reference count for each string), anything else built;
     /// `nil` to leave these bytes to SwiftProtobuf.
     static func decodeForBus(_ bytes: UnsafeRawBufferPointer) -> BusDecoded? {
-        guard var read = try? envelope(ProtobufReader(bytes)) else { return nil }
+        var read = Read()
+        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
         // A traced one stays whole: tracing takes the envelope as it came.
         guard read.header.traceID.isEmpty, let advertisement = read.advertisement.take() else { return .envelope(read.generated) }
         let envelope = WireAdvertisementEnvelope(
@@ -74,16 +77,19 @@ enum FastEnvelopeDecoder {
         case continueReply(WireContinueReply)
     }
 
-    private static func envelope(_ reader: Reader) throws -> Read {
+    /// Reads into the caller's `read` (a fresh one): returned, it was copied out and the
+    /// original destroyed, a reference count for each of its strings, twice.
+    private static func envelope(_ reader: Reader, into read: inout Read) throws {
         var reader = reader
-        var read = Read()
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             try seen.first(number)
             switch (number, type) {
             case (1, .varint): read.header.protocolVersion = UInt32(truncatingIfNeeded: try reader.varint())
             case (2, .varint): read.header.correlationID = try reader.varint()
-            case (3, .lengthDelimited): read.header.sender = try node(reader.nested(reader.lengthDelimited()))
+            case (3, .lengthDelimited):
+                read.header.sender = WireNodeRef()
+                try node(reader.nested(reader.lengthDelimited()), into: &read.header.sender!)
             case (4, .lengthDelimited): read.header.sentAt = try timestamp(reader.nested(reader.lengthDelimited()))
             case (5, .varint): read.header.sequence = try reader.varint()
             case (6, .lengthDelimited): read.header.traceID = try reader.string()
@@ -102,12 +108,17 @@ enum FastEnvelopeDecoder {
             default: throw NotOnFastPath()
             }
         }
-        return read
     }
 
     private static func node(_ reader: Reader) throws -> WireNodeRef {
-        var reader = reader
         var node = WireNodeRef()
+        try self.node(reader, into: &node)
+        return node
+    }
+
+    /// Reads a node into a fresh one in place (as ``envelope(_:into:)``, for the same reason).
+    private static func node(_ reader: Reader, into node: inout WireNodeRef) throws {
+        var reader = reader
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             try seen.first(number)
@@ -119,7 +130,6 @@ enum FastEnvelopeDecoder {
             default: throw NotOnFastPath()
             }
         }
-        return node
     }
 
     private static func timestamp(_ reader: Reader) throws -> WireTimestamp {
@@ -146,7 +156,9 @@ enum FastEnvelopeDecoder {
             case (1, .lengthDelimited): advertisement.activityID = try reader.string()
             case (2, .lengthDelimited): advertisement.activityType = try reader.string()
             case (3, .lengthDelimited): advertisement.title = try reader.string()
-            case (4, .lengthDelimited): advertisement.origin = try node(reader.nested(reader.lengthDelimited()))
+            case (4, .lengthDelimited):
+                advertisement.origin = WireNodeRef()
+                try node(reader.nested(reader.lengthDelimited()), into: &advertisement.origin!)
             case (5, .lengthDelimited): advertisement.continueEndpoint = try reader.string()
             case (6, .varint): advertisement.version = try reader.varint()
             case (7, .lengthDelimited): advertisement.expiresAt = try timestamp(reader.nested(reader.lengthDelimited()))

@@ -20,7 +20,7 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
         self.publicKey = publicKey
     }
 
-    init(wire: WireNodeRef) {
+    init(wire: borrowing WireNodeRef) {
         self.init(
             id: wire.nodeID, name: wire.name, host: wire.host,
             publicKey: wire.publicKey.isEmpty ? nil : try? CurveKey(bytes: Array(wire.publicKey)))

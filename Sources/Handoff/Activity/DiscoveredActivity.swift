@@ -39,7 +39,7 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
     /// from nodes older than this field).
     public var updatedAt: Date? { fields.updatedAt }
 
-    init(wire: some WireAdvertisementFields) {
+    init(wire: borrowing some WireAdvertisementFields) {
         fields = Fields(wire: wire)
     }
 
@@ -69,7 +69,7 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
         let keywords: [String]
         let updatedAt: Date?
 
-        init(wire: some WireAdvertisementFields) {
+        init(wire: borrowing some WireAdvertisementFields) {
             id = wire.activityID
             activityType = wire.activityType
             title = wire.title

@@ -38,9 +38,13 @@ final class BrokerLoop: @unchecked Sendable {
     /// is checked for exclusive access at run time at each use, three a message here; a pointee is not.
     private let coreStorage: UnsafeMutablePointer<BrokerCore>
     var core: BrokerCore {
-        _read { yield coreStorage.pointee }
-        _modify { yield &coreStorage.pointee }
+        unsafeAddress { UnsafePointer(coreStorage) }
+        unsafeMutableAddress { coreStorage }
     }
+    /// Reads from the core in place, for what is read every round of the loop: a read through
+    /// `core` copies the whole core first (the getter it calls must see a value that nothing changes
+    /// meanwhile), a reference count for each of its tables; an inout access is exclusive.
+    private func inPlace<Value>(_ read: (inout BrokerCore) -> Value) -> Value { read(&coreStorage.pointee) }
     /// The third frame of what this site's own publishers send, on the links to other sites.
     let localHop: Frame
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
@@ -193,10 +197,10 @@ final class BrokerLoop: @unchecked Sendable {
                 }
             }
             let now = ContinuousClock.now
-            if let expiry = core.nextExpiry, expiry <= now, core.expire(now: now) { publishCounters() }
+            if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
             if !upstreamLinks.isEmpty { try expireUpstreamSnapshots(now: now) }
-            metrics.report(core.counters)
+            metrics.report(inPlace({ $0.counters }))
         }
     }
 
@@ -204,7 +208,7 @@ final class BrokerLoop: @unchecked Sendable {
     private func pollTimeout() -> Duration {
         let now = ContinuousClock.now
         var deadline = now + .seconds(1)
-        if let expiry = core.nextExpiry { deadline = min(deadline, expiry) }
+        if let expiry = inPlace({ $0.nextExpiry }) { deadline = min(deadline, expiry) }
         if zap != nil { deadline = min(deadline, nextHandshakeSync) }
         return max(.zero, now.duration(to: deadline))
     }

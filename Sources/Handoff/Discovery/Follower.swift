@@ -131,7 +131,7 @@ struct Follower {
     /// peer it came from, when secure in direct mode (its messages must name that key as sender).
     mutating func received(_ envelope: WireEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date) -> [Action] {
         let sender = envelope.sender
-        if let refusal = Self.foreignToConnection(sender, connectionKey) { return [refusal] }
+        if let refusal = Self.foreignToConnection(sender.publicKey, connectionKey) { return [refusal] }
         guard topic.starts(with: Topic.snapshotPrefixBytes) else { return heard(envelope, from: Speaker(envelope, sender: sender), now: now, date: date) }
         let snapshotTopic = String(decoding: topic, as: UTF8.self)
         switch envelope.body {
@@ -153,8 +153,8 @@ struct Follower {
     mutating func received(
         _ envelope: WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
     ) -> [Action] {
-        let speaker = Speaker(sender: envelope.sender ?? WireNodeRef(), sequence: envelope.sequence, sentAt: envelope.sentAt?.date)
-        if let refusal = Self.foreignToConnection(speaker.sender, connectionKey) { return [refusal] }
+        let speaker = Speaker.of(envelope.sender, sequence: envelope.sequence, sentAt: envelope.sentAt?.date)
+        if let refusal = Self.foreignToConnection(speaker.senderKey, connectionKey) { return [refusal] }
         var fromSnapshot = false
         if topic.starts(with: Topic.snapshotPrefixBytes) {
             guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self)) else { return [] }
@@ -164,25 +164,36 @@ struct Follower {
     }
 
     /// Who sent a bus message and when: what replay protection and the sender rule judge.
+    /// Of the sender, only its id and key: the whole node (five reference-counted fields) was
+    /// copied for every message heard.
     private struct Speaker {
-        var sender: WireNodeRef
+        var senderID: String
+        var senderKey: Data
         var sequence: UInt64
         var sentAt: Date?
 
-        init(sender: WireNodeRef, sequence: UInt64, sentAt: Date?) {
-            self.sender = sender
+        init(senderID: String, senderKey: Data, sequence: UInt64, sentAt: Date?) {
+            self.senderID = senderID
+            self.senderKey = senderKey
             self.sequence = sequence
             self.sentAt = sentAt
         }
 
+        /// (A function, not an initializer: an initializer takes its arguments owned, and
+        /// `sender` would be copied whole to be passed.)
+        static func of(_ sender: WireNodeRef?, sequence: UInt64, sentAt: Date?) -> Speaker {
+            Speaker(senderID: sender?.nodeID ?? "", senderKey: sender?.publicKey ?? Data(), sequence: sequence, sentAt: sentAt)
+        }
+
         init(_ envelope: WireEnvelope, sender: WireNodeRef) {
-            self.init(sender: sender, sequence: envelope.sequence, sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
+            self.init(senderID: sender.nodeID, senderKey: sender.publicKey, sequence: envelope.sequence,
+                      sentAt: envelope.hasSentAt ? envelope.sentAt.date : nil)
         }
     }
 
     /// A message from a direct peer (secure, direct mode) must name that peer's key as its sender.
-    private static func foreignToConnection(_ sender: WireNodeRef, _ connectionKey: Data?) -> Action? {
-        guard let connectionKey, sender.publicKey != connectionKey else { return nil }
+    private static func foreignToConnection(_ senderKey: Data, _ connectionKey: Data?) -> Action? {
+        guard let connectionKey, senderKey != connectionKey else { return nil }
         return .ignored(.foreign("a bus message from a direct peer that names another key as its sender"))
     }
 
@@ -253,7 +264,7 @@ struct Follower {
         allowingRepeat: Bool = false
     ) -> Action? {
         let claim = BusBelief.Claim(
-            senderNodeID: speaker.sender.nodeID, senderKey: speaker.sender.publicKey, originNodeID: originID,
+            senderNodeID: speaker.senderID, senderKey: speaker.senderKey, originNodeID: originID,
             originKey: origin.publicKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
         switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {

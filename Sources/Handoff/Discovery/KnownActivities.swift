@@ -8,15 +8,9 @@ import Foundation
 /// answers: events for watchers, did-update fetches, withdrawals.
 struct KnownActivities {
     struct Entry {
-        /// The activity, boxed: a dictionary growing by thousands of activities moves every entry
-        /// at each resize, and a `DiscoveredActivity` is a few hundred bytes (in a profile of
-        /// `handoff-bench adverts`, the moves and the fresh pages they touched were a fifth of the
-        /// subscribing node's time).
-        private var box: Box
-        var activity: DiscoveredActivity {
-            get { box.activity }
-            set { box = Box(newValue) }
-        }
+        /// The activity: one reference (``DiscoveredActivity`` keeps its fields in one object), so a
+        /// table growing by thousands moves small entries at each resize.
+        var activity: DiscoveredActivity
         /// When the activity is lost without a fresh advertisement or presence.
         var deadline: ContinuousClock.Instant
         /// When this node heard of its current version (it appeared, or a newer version came).
@@ -30,18 +24,12 @@ struct KnownActivities {
 
         fileprivate init(activity: DiscoveredActivity, deadline: ContinuousClock.Instant, changed: ContinuousClock.Instant,
                          generation: UInt64, leaseCheck: ContinuousClock.Instant, expiryCheck: Date?) {
-            box = Box(activity)
+            self.activity = activity
             self.deadline = deadline
             self.changed = changed
             self.generation = generation
             self.leaseCheck = leaseCheck
             self.expiryCheck = expiryCheck
-        }
-
-        /// Immutable, so entries keep value semantics: a change replaces the box.
-        private final class Box: Sendable {
-            let activity: DiscoveredActivity
-            init(_ activity: DiscoveredActivity) { self.activity = activity }
         }
     }
 
