@@ -31,9 +31,10 @@ enum FastEnvelopeDecoder {
     /// The envelope read once, an untraced advertisement left in plain values (moved out of what
     /// was read, not copied: a copy was a reference count for each string), anything else built;
     /// `nil` to leave these bytes to SwiftProtobuf.
-    static func decodeForBus(_ bytes: UnsafeRawBufferPointer) -> BusDecoded? {
+    /// With `strings`, the strings that repeat from message to message are looked up there first.
+    static func decodeForBus(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) -> BusDecoded? {
         var read = Read()
-        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
+        guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
         // A traced one stays whole: tracing takes the envelope as it came.
         guard read.header.traceID.isEmpty, let advertisement = read.advertisement.take() else { return .envelope(read.generated) }
         let envelope = WireAdvertisementEnvelope(
@@ -123,9 +124,9 @@ enum FastEnvelopeDecoder {
         while let (number, type) = try reader.nextField() {
             try seen.first(number)
             switch (number, type) {
-            case (1, .lengthDelimited): node.nodeID = try reader.string()
-            case (2, .lengthDelimited): node.name = try reader.string()
-            case (3, .lengthDelimited): node.host = try reader.string()
+            case (1, .lengthDelimited): node.nodeID = try reader.repeatedString()
+            case (2, .lengthDelimited): node.name = try reader.repeatedString()
+            case (3, .lengthDelimited): node.host = try reader.repeatedString()
             case (4, .lengthDelimited): node.publicKey = Data(try reader.lengthDelimited())
             default: throw NotOnFastPath()
             }
@@ -154,17 +155,17 @@ enum FastEnvelopeDecoder {
             if number != 12 { try seen.first(number) }
             switch (number, type) {
             case (1, .lengthDelimited): advertisement.activityID = try reader.string()
-            case (2, .lengthDelimited): advertisement.activityType = try reader.string()
+            case (2, .lengthDelimited): advertisement.activityType = try reader.repeatedString()
             case (3, .lengthDelimited): advertisement.title = try reader.string()
             case (4, .lengthDelimited):
                 advertisement.origin = WireNodeRef()
                 try node(reader.nested(reader.lengthDelimited()), into: &advertisement.origin!)
-            case (5, .lengthDelimited): advertisement.continueEndpoint = try reader.string()
+            case (5, .lengthDelimited): advertisement.continueEndpoint = try reader.repeatedString()
             case (6, .varint): advertisement.version = try reader.varint()
             case (7, .lengthDelimited): advertisement.expiresAt = try timestamp(reader.nested(reader.lengthDelimited()))
             case (8, .varint): advertisement.leaseMs = UInt32(truncatingIfNeeded: try reader.varint())
             case (9, .varint): advertisement.supportsContinuationStreams = try reader.varint() != 0
-            case (10, .lengthDelimited): advertisement.teamID = try reader.string()
+            case (10, .lengthDelimited): advertisement.teamID = try reader.repeatedString()
             case (11, .lengthDelimited): advertisement.webpageURL = try reader.string()
             case (12, .lengthDelimited): advertisement.keywords.append(try reader.string())
             case (13, .lengthDelimited): advertisement.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))

@@ -21,16 +21,20 @@ struct ProtobufReader {
     /// How deep this reader is (the outermost message is 1; nested messages and skipped groups
     /// add one each), checked against ``depthLimit``.
     private(set) var depth: Int
+    /// Where ``repeatedString()`` looks first, if anywhere. Not counted (no reference count for
+    /// each nested reader): the caller keeps the table alive while it reads, as it does the bytes.
+    private unowned(unsafe) let strings: WireStrings?
 
-    init(_ bytes: UnsafeRawBufferPointer, depth: Int = 1) throws(BinaryDecodingError) {
+    init(_ bytes: UnsafeRawBufferPointer, depth: Int = 1, strings: WireStrings? = nil) throws(BinaryDecodingError) {
         self.bytes = bytes
         self.depth = depth
+        self.strings = strings
         guard depth <= Self.depthLimit else { throw .messageDepthLimit }
     }
 
     /// A reader of a nested message's bytes, one level deeper.
     func nested(_ body: UnsafeRawBufferPointer) throws(BinaryDecodingError) -> ProtobufReader {
-        try ProtobufReader(body, depth: depth + 1)
+        try ProtobufReader(body, depth: depth + 1, strings: strings)
     }
 
     /// The next field's number and wire type, or `nil` at the end of the bytes.
@@ -104,10 +108,21 @@ struct ProtobufReader {
 
     /// A string field: its body as UTF-8, which it must be.
     mutating func string() throws(BinaryDecodingError) -> String {
+        try Self.string(of: lengthDelimited())
+    }
+
+    /// A string field that likely repeats from message to message (an id, a name, a type): the
+    /// same as ``string()``, found in the reader's ``WireStrings`` when it has one.
+    mutating func repeatedString() throws(BinaryDecodingError) -> String {
         let body = try lengthDelimited()
+        guard let strings else { return try Self.string(of: body) }
+        return try strings.string(body) { () throws(BinaryDecodingError) in try Self.string(of: body) }
+    }
+
+    private static func string(of body: UnsafeRawBufferPointer) throws(BinaryDecodingError) -> String {
         // ASCII (ids, names, hosts) is UTF-8 as it is. `String(validating:as:)` looks up generic
         // metadata on every call: 6 % of the broker's samples in a profile of `handoff-bench adverts`.
-        if Self.isASCII(body) { return String(decoding: body, as: UTF8.self) }
+        if isASCII(body) { return String(decoding: body, as: UTF8.self) }
         guard let string = String(validating: body, as: UTF8.self) else { throw .invalidUTF8 }
         return string
     }

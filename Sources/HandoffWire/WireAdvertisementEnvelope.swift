@@ -97,8 +97,11 @@ public enum WireBusEnvelope: Sendable, Equatable {
     /// and rejects exactly what `WireEnvelope.decode` does, with the same errors, and
     /// the envelope it gives is decode's, an untraced advertisement's in plain values
     /// (FastEnvelopeCodingTests holds the two to each other).
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireBusEnvelope {
-        switch FastEnvelopeDecoder.decodeForBus(bytes) {
+    ///
+    /// - Parameter strings: Where strings that repeat from message to message (ids, names, hosts,
+    ///   types, endpoints) are looked up first and kept (``WireStrings``); the reader's own table.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> WireBusEnvelope {
+        switch FastEnvelopeDecoder.decodeForBus(bytes, strings: strings) {
         case .advertisement(let version, let envelope)?:
             try WireEnvelope.checkProtocolVersion(version)
             return .advertisement(envelope)

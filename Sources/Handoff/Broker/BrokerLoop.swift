@@ -41,9 +41,8 @@ final class BrokerLoop: @unchecked Sendable {
         unsafeAddress { UnsafePointer(coreStorage) }
         unsafeMutableAddress { coreStorage }
     }
-    /// Reads from the core in place, for what is read every round of the loop: a read through
-    /// `core` copies the whole core first (the getter it calls must see a value that nothing changes
-    /// meanwhile), a reference count for each of its tables; an inout access is exclusive.
+    /// Reads the core in place (each round of the loop): a read through `core` copies the whole
+    /// core first, a reference count for each of its tables; an inout access is exclusive.
     private func inPlace<Value>(_ read: (inout BrokerCore) -> Value) -> Value { read(&coreStorage.pointee) }
     /// The third frame of what this site's own publishers send, on the links to other sites.
     let localHop: Frame

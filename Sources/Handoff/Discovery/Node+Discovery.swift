@@ -143,7 +143,7 @@ extension Node {
         do {
             // Read once: an untraced advertisement, the commonest message, into plain values (no
             // storage objects); anything else whole.
-            let decoded = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireBusEnvelope.decode(bytes) }
+            let decoded = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireBusEnvelope.decode(bytes, strings: sockets.busStrings) }
             switch consume decoded {
             case .advertisement(let advertisement):
                 // The topic read where libzmq received it (the follower only looks at its prefix).

@@ -1,4 +1,5 @@
 import Foundation
+import HandoffWire
 import Logging
 import Synchronization
 import ZeroMQ
@@ -46,6 +47,8 @@ struct NodeSockets {
     var lastBusProof: ContinuousClock.Instant?
     /// Why the bus refused this node at the handshake, once it has.
     var busRefusal: HandoffError?
+    /// The strings that repeat in what the bus subscribers read (``WireStrings``).
+    let busStrings = WireStrings()
 }
 
 /// Where the node is in its life, and what waits on that.
