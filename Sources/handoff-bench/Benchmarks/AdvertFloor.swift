@@ -28,7 +28,7 @@ func benchAdvertFloor(count: Int, trials: Int) async throws {
     // The budget: on `cores` CPUs, half the raw proxy's rate leaves cores / (rate / 2) of CPU per
     // message, for everything every party does, libzmq's own work included.
     let cores = ProcessInfo.processInfo.activeProcessorCount
-    var rawApart: [(seconds: Double, cpu: Double, latencies: [Double])] = []
+    var rawApart: [(seconds: Double, cpu: Double, latencies: [Double], proxyCPU: Double)] = []
     for _ in 0..<trials { rawApart.append(try rawAdvertsThroughProxyProcess(count: count, size: size)) }
     let rawRate = Double(count) / median(rawApart.map(\.seconds))
     let rawMicros = 1e6 * median(rawApart.map(\.cpu)) / Double(count)

@@ -12,6 +12,7 @@ func benchAdverts(count: Int, trials: Int) async throws {
     var rawRuns: [Double] = [], rawLatencies: [Double] = [], batchedRuns: [Double] = []
     var handoffCPU: [Double] = [], rawCPU: [Double] = []
     var apart: (handoff: [Double], handoffCPU: [Double], raw: [Double], rawCPU: [Double]) = ([], [], [], [])
+    var brokerAlone: (handoff: [Double], raw: [Double]) = ([], [])
     var apartLatencies: (handoff: [Double], raw: [Double]) = ([], [])
     var size = 0
     // Issue 36's floor (advert-floor's steps), a trial of it in each round: the ratio's two sides
@@ -34,10 +35,12 @@ func benchAdverts(count: Int, trials: Int) async throws {
         apart.handoff.append(handoffApart.seconds)
         apart.handoffCPU.append(handoffApart.cpu)
         apartLatencies.handoff += handoffApart.latencies
+        brokerAlone.handoff.append(handoffApart.brokerCPU)
         let rawApart = try rawAdvertsThroughProxyProcess(count: count, size: size, probes: 200)
         apart.raw.append(rawApart.seconds)
         apart.rawCPU.append(rawApart.cpu)
         apartLatencies.raw += rawApart.latencies
+        brokerAlone.raw.append(rawApart.proxyCPU)
         let floorTrial = try await advertFloorSteps(count: min(count, 20_000), trials: 1).steps
         floorSteps = floorSteps.isEmpty ? floorTrial : zip(floorSteps, floorTrial).map { ($0.name, $0.micros + $1.micros) }
     }
@@ -71,6 +74,10 @@ func benchAdverts(count: Int, trials: Int) async throws {
     let handoffApartMicros = 1e6 * median(apart.handoffCPU) / Double(count), rawApartMicros = 1e6 * median(apart.rawCPU) / Double(count)
     row("CPU per message, broker apart (µs, both processes)", String(format: "%.1f / %.1f", handoffApartMicros, rawApartMicros),
         String(format: "%.1f x", handoffApartMicros / rawApartMicros))
+    // What every deployment shares: the broker's process alone, against zmq_proxy's.
+    let brokerMicros = 1e6 * median(brokerAlone.handoff) / Double(count), proxyMicros = 1e6 * median(brokerAlone.raw) / Double(count)
+    row("CPU per message, the broker's process alone (µs)", String(format: "%.2f / %.2f", brokerMicros, proxyMicros),
+        String(format: "%.1f x (raw: zmq_proxy)", brokerMicros / proxyMicros))
     // Issue 36's measure: CPU per advertisement against the least any implementation of the
     // contract spends (advert-floor's steps, timed in the same rounds) plus the raw transport
     // (the raw proxy's in a process of its own, as advert-floor takes it).

@@ -33,7 +33,9 @@ struct BrokerProcess {
 
 /// One raw trial against a proxy process: seconds and CPU seconds of both processes over the flood,
 /// then `probes` messages one at a time (one-way microseconds each).
-func rawAdvertsThroughProxyProcess(count: Int, size: Int, probes: Int = 0) throws -> (seconds: Double, cpu: Double, latencies: [Double]) {
+func rawAdvertsThroughProxyProcess(
+    count: Int, size: Int, probes: Int = 0
+) throws -> (seconds: Double, cpu: Double, latencies: [Double], proxyCPU: Double) {
     let proxy = try BrokerProcess.start(raw: true)
     defer { proxy.stop() }
     var seconds = 0.0, cpu = 0.0
@@ -42,21 +44,29 @@ func rawAdvertsThroughProxyProcess(count: Int, size: Int, probes: Int = 0) throw
     guard raw_pub_proxy_sub_at(proxy.frontend, proxy.backend, Int32(count), size, &seconds, &cpu, &latencies, 200) == 0 else {
         throw HandoffError(.handoffFailed, "raw pub/sub through a proxy process failed")
     }
-    let flood = (seconds, cpu + proxy.usedCPUSeconds - proxyStarted)
+    let proxyCPU = proxy.usedCPUSeconds - proxyStarted
+    let flood = (seconds, cpu + proxyCPU)
     var oneAtATime = [Double](repeating: 0, count: probes)
     guard probes == 0 || raw_pub_proxy_sub_latency_at(proxy.frontend, proxy.backend, Int32(probes), size, &oneAtATime) == 0 else {
         throw HandoffError(.handoffFailed, "raw one-at-a-time pub/sub through a proxy process failed")
     }
-    return (flood.0, flood.1, oneAtATime)
+    return (flood.0, flood.1, oneAtATime, proxyCPU)
 }
 
 /// One Handoff trial against a broker process (``handoffAdverts(count:batch:brokerAt:otherCPU:)``),
-/// its CPU seconds being both processes' over the flood, and its 200 one-at-a-time latencies.
-func handoffAdvertsThroughBrokerProcess(count: Int) async throws -> (seconds: Double, cpu: Double, latencies: [Double]) {
+/// its CPU seconds being both processes' over the flood (and the broker's alone), and its 200
+/// one-at-a-time latencies.
+func handoffAdvertsThroughBrokerProcess(count: Int) async throws -> (seconds: Double, cpu: Double, latencies: [Double], brokerCPU: Double) {
     let broker = try BrokerProcess.start(raw: false)
     defer { broker.stop() }
-    let run = try await handoffAdverts(count: count, brokerAt: (broker.frontend, broker.backend)) { broker.usedCPUSeconds }
-    return (run.seconds, run.cpu, run.latencies)
+    // The broker's CPU as read at the flood's start and at its end.
+    var readings: [Double] = []
+    let run = try await handoffAdverts(count: count, brokerAt: (broker.frontend, broker.backend)) {
+        let used = broker.usedCPUSeconds
+        readings.append(used)
+        return used
+    }
+    return (run.seconds, run.cpu, run.latencies, (readings.last ?? 0) - (readings.first ?? 0))
 }
 
 /// `advert-broker`: a Handoff broker (the benchmark's quotas) on loopback; says `READY frontend
