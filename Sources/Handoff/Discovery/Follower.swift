@@ -205,9 +205,12 @@ struct Follower {
         case .withdrawal(let withdrawal):
             let origin = withdrawal.origin
             guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
-            if let refusal = believe(speaker, origin: origin, originID: HashedID(origin.nodeID), subject: HashedID(withdrawal.activityID),
-                                     date: date, now: now) { return [refusal] }
-            return forget(withdrawal.activityID, reason: RemovalReason(wire: withdrawal.reason))
+            // The id hashed once, for the replay guard's table and the known one.
+            let id = HashedID(withdrawal.activityID)
+            if let refusal = believe(speaker, origin: origin, originID: HashedID(origin.nodeID), subject: id, date: date, now: now) {
+                return [refusal]
+            }
+            return forget(id, reason: RemovalReason(wire: withdrawal.reason))
         case .nodePresence(let presence):
             let node = presence.node
             var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
@@ -243,7 +246,7 @@ struct Follower {
         if let refusal = believe(speaker, origin: origin, originID: originID, subject: id, date: date, now: now,
                                  allowingRepeat: fromSnapshot) { return [refusal] }
         let activity = DiscoveredActivity(wire: advertisement)
-        if let expiration = activity.expirationDate, expiration <= date { return forget(activity.id, reason: .expired) }
+        if let expiration = activity.expirationDate, expiration <= date { return forget(id, reason: .expired) }
         switch known.arrive(activity, id: id, origin: originID, deadline: now + activity.lease, now: now) {
         case .appeared: return [.emit(.appeared(activity)), .changed(activity)]
         case .updated: return [.emit(.updated(activity)), .changed(activity)]
@@ -276,8 +279,12 @@ struct Follower {
     }
 
     private mutating func forget(_ id: String, reason: RemovalReason) -> [Action] {
+        forget(HashedID(id), reason: reason)
+    }
+
+    private mutating func forget(_ id: HashedID, reason: RemovalReason) -> [Action] {
         guard let activity = known.remove(id) else { return [] }
-        return [.forgotten(id), .emit(.removed(activity, reason))]
+        return [.forgotten(id.id), .emit(.removed(activity, reason))]
     }
 
     /// Acts on what a snapshot's answers came to: its topic dropped once it is over, asked again

@@ -137,7 +137,11 @@ struct KnownActivities {
 
     /// Forgets an activity; returns it if it was known.
     mutating func remove(_ id: String) -> DiscoveredActivity? {
-        let id = HashedID(id)
+        remove(HashedID(id))
+    }
+
+    /// The same, with the id as the caller hashed it already.
+    mutating func remove(_ id: HashedID) -> DiscoveredActivity? {
         guard let entry = entries.removeValue(forKey: id) else { return nil }
         unlink(id, from: HashedID(entry.activity.origin.id))
         return entry.activity
