@@ -168,19 +168,25 @@ func benchBrokerConfiguration() -> Broker.Configuration {
 /// one of their own; the size is then 0, and the CPU seconds include `otherCPU()` (the broker
 /// process's CPU time so far) over the same span.
 func handoffAdverts(
-    count: Int, batch: Int = 1, brokerAt: (frontend: String, backend: String)? = nil,
+    count: Int, batch: Int = 1, brokerAt: (frontend: String, backend: String)? = nil, curve: CurveAccount? = nil,
     otherCPU: () -> Double = { 0 }
 ) async throws -> (seconds: Double, cpu: Double, latencies: [Double], size: Int) {
     let context = try Context()
-    let broker = try brokerAt == nil ? Broker.start(benchBrokerConfiguration(), context: context) : nil
+    var brokerConfiguration = benchBrokerConfiguration()
+    brokerConfiguration.security = curve?.broker
+    let broker = try brokerAt == nil ? Broker.start(brokerConfiguration, context: context) : nil
     let endpoints = brokerAt ?? (broker!.frontendEndpoint, broker!.backendEndpoint)
-    let publisher = try Node(configuration: brokerNodeConfiguration("publisher", at: endpoints), context: context)
+    var publisherConfiguration = brokerNodeConfiguration("publisher", at: endpoints)
+    publisherConfiguration.security = curve?.publisher
+    var subscriberConfiguration = brokerNodeConfiguration("subscriber", at: endpoints)
+    subscriberConfiguration.security = curve?.subscriber
+    let publisher = try Node(configuration: publisherConfiguration, context: context)
     var size = 0
     let (elapsed, cpu, latencies): (Double, Double, [Double]) = try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await publisher.run() }
         defer { group.cancelAll() }
         await publisher.untilRunning()
-        let measured = try await Node.withRunning(brokerNodeConfiguration("subscriber", at: endpoints), context: context) { subscriber in
+        let measured = try await Node.withRunning(subscriberConfiguration, context: context) { subscriber in
             let events = await subscriber.discover(.type(prefix: "org.handoff.bench."))
             try await Task.sleep(for: .milliseconds(200))
             var latencies: [Double] = []

@@ -41,7 +41,10 @@ struct AdvertsBenchmark: Benchmark {
     @OptionGroup var common: CommonOptions
     @Option(help: "Advertisements per trial.") var count = 20_000
     @Option(help: "Trials of each side, interleaved.") var trials = 3
-    func measure() async throws { try await benchAdverts(count: count, trials: trials) }
+    @Flag(help: "Only what CURVE costs: Handoff's trial with every party secure, against the same without.") var curve = false
+    func measure() async throws {
+        if curve { try await benchAdvertsCurve(count: count, trials: trials) } else { try await benchAdverts(count: count, trials: trials) }
+    }
 }
 
 struct AdvertFloorBenchmark: Benchmark {
