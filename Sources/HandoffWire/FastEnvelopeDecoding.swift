@@ -127,7 +127,7 @@ enum FastEnvelopeDecoder {
             case (1, .lengthDelimited): node.nodeID = try reader.repeatedString()
             case (2, .lengthDelimited): node.name = try reader.repeatedString()
             case (3, .lengthDelimited): node.host = try reader.repeatedString()
-            case (4, .lengthDelimited): node.publicKey = Data(try reader.lengthDelimited())
+            case (4, .lengthDelimited): node.publicKey = try reader.repeatedBytes()
             default: throw NotOnFastPath()
             }
         }

@@ -2,6 +2,7 @@
 // that need some fields of a message and not the whole of it (WireBusFields). It accepts and
 // rejects what SwiftProtobuf's BinaryDecoder does for the fields it is asked for.
 
+import Foundation
 import SwiftProtobuf
 
 /// Reads protobuf fields one at a time from bytes it does not own (no copy, no allocation).
@@ -117,6 +118,14 @@ struct ProtobufReader {
         let body = try lengthDelimited()
         guard let strings else { return try Self.string(of: body) }
         return try strings.string(body) { () throws(BinaryDecodingError) in try Self.string(of: body) }
+    }
+
+    /// A bytes field that likely repeats from message to message (a CURVE key): its bytes, found in
+    /// the reader's ``WireStrings`` when it has one.
+    mutating func repeatedBytes() throws(BinaryDecodingError) -> Data {
+        let body = try lengthDelimited()
+        guard let strings else { return Data(body) }
+        return strings.data(body)
     }
 
     private static func string(of body: UnsafeRawBufferPointer) throws(BinaryDecodingError) -> String {

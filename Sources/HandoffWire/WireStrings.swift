@@ -10,6 +10,9 @@ import Foundation
 /// that never repeat (a peer sending fresh ids, hostile or not) only replace slots and cost one
 /// failed comparison each. A string handed out is always exactly the bytes read.
 ///
+/// The same for byte fields that repeat (the sender's and the origin's CURVE key on a secure bus):
+/// a `Data` of over 14 bytes is an allocation too.
+///
 /// Not thread-safe: one reader at a time (a node's actor owns its table).
 public final class WireStrings {
     /// Shorter strings are stored inside the `String` itself (no allocation): not worth a slot.
@@ -19,6 +22,7 @@ public final class WireStrings {
     /// Memory of its own (an array in a class is retained and checked for exclusive access at
     /// each use: two reference counts a lookup).
     private let slots: UnsafeMutablePointer<String?>
+    private let dataSlots: UnsafeMutablePointer<Data?>
     /// Strings found here, and strings made and kept (for the tests).
     private(set) var hits = 0
     private(set) var misses = 0
@@ -26,11 +30,15 @@ public final class WireStrings {
     public init() {
         slots = .allocate(capacity: Self.slotCount)
         slots.initialize(repeating: nil, count: Self.slotCount)
+        dataSlots = .allocate(capacity: Self.slotCount)
+        dataSlots.initialize(repeating: nil, count: Self.slotCount)
     }
 
     deinit {
         slots.deinitialize(count: Self.slotCount)
         slots.deallocate()
+        dataSlots.deinitialize(count: Self.slotCount)
+        dataSlots.deallocate()
     }
 
     /// Slots holding a string (for the tests).
@@ -49,6 +57,22 @@ public final class WireStrings {
         let made = try make()
         misses &+= 1
         slots[slot] = made
+        return made
+    }
+
+    /// The bytes of `body` as `Data`: the one kept for the same bytes, or a new one, kept for next
+    /// time.
+    @inline(__always)
+    func data(_ body: UnsafeRawBufferPointer) -> Data {
+        guard body.count >= Self.shortestKept, let base = body.baseAddress else { return Data(body) }
+        let slot = Self.slot(base, count: body.count)
+        if let kept = dataSlots[slot], kept.elementsEqual(body) {
+            hits &+= 1
+            return kept
+        }
+        let made = Data(body)
+        misses &+= 1
+        dataSlots[slot] = made
         return made
     }
 

@@ -39,14 +39,14 @@ struct BusBeliefTests {
             return
         }
         // A member claiming an activity known under another key cannot take it over.
-        guard case .foreign = judge.judge(claim(senderKey: keyB, originKey: keyB, sequence: 2), knownKey: keyA, now: now) else {
+        guard case .foreign = judge.judge(claim(senderKey: keyB, originKey: keyB, sequence: 2), knownKey: Array(keyA), now: now) else {
             Issue.record("an activity known under key A was taken over with key B")
             return
         }
-        #expect(judge.judge(claim(sequence: 3), knownKey: keyA, now: now) == .believed)
+        #expect(judge.judge(claim(sequence: 3), knownKey: Array(keyA), now: now) == .believed)
         // Without CURVE keys say nothing: only the node id counts.
         var open = belief(secure: false)
-        #expect(open.judge(claim(senderKey: keyB, sequence: 1), knownKey: keyA, now: now) == .believed)
+        #expect(open.judge(claim(senderKey: keyB, sequence: 1), knownKey: Array(keyA), now: now) == .believed)
     }
 
     @Test("a sequence not newer than the last one believed is a replay; one outside the window, or with no time, is stale")
@@ -72,5 +72,32 @@ struct BusBeliefTests {
         #expect(judge.judge(claim(sequence: 10), knownKey: nil, now: now) == .believed)
         #expect(judge.judge(claim(senderKey: keyB, originKey: keyB, subject: "act-2", sequence: 1), knownKey: nil, now: now) == .believed)
         #expect(judge.judge(claim(senderKey: keyB, originKey: keyB, subject: "act-2", sequence: 1), knownKey: nil, now: now) == .replayed)
+    }
+
+    @Test("secure, keys that share a slot of the sender names keep their own sequences, each again and again")
+    func replayPerKeySharingASlot() {
+        var judge = belief(secure: true)
+        // The same first byte (the names' slot), different keys.
+        let first = Data([0x42] + [UInt8](repeating: 1, count: 31)), second = Data([0x42] + [UInt8](repeating: 2, count: 31))
+        for round in UInt64(1)...3 {
+            for key in [first, second] {
+                let sent = claim(senderKey: key, originKey: key, subject: "act-\(key[1])", sequence: round)
+                #expect(judge.judge(sent, knownKey: Array(key), now: now) == .believed, "round \(round)")
+                #expect(judge.judge(sent, knownKey: Array(key), now: now) == .replayed, "round \(round)")
+            }
+        }
+        // One key's sequence is not the other's: the second's message 3 about the first's subject is new.
+        #expect(judge.judge(claim(senderKey: second, originKey: second, subject: "act-1", sequence: 3), knownKey: nil, now: now) == .believed)
+        #expect(SenderNames().withNames(of: [first, second, first]) == [HashedID(first.base64EncodedString()),
+                                                                        HashedID(second.base64EncodedString()),
+                                                                        HashedID(first.base64EncodedString())])
+    }
+}
+
+extension SenderNames {
+    /// The names given to `keys`, one after another (for the tests).
+    func withNames(of keys: [Data]) -> [HashedID] {
+        var names = self
+        return keys.map { names.name(of: $0) }
     }
 }

@@ -90,3 +90,19 @@ struct WireStringsTests {
         #expect(table.hits > 0, "the envelopes read twice found their strings")
     }
 }
+
+extension WireStringsTests {
+    @Test("bytes that repeat (a CURVE key): the kept Data for the same bytes, a new one for others")
+    func repeatedBytes() {
+        let table = WireStrings()
+        let key = (0..<32).map { UInt8($0) }, other = (0..<32).map { UInt8(255 - $0) }
+        func data(_ bytes: [UInt8]) -> Data { bytes.withUnsafeBytes { table.data($0) } }
+        #expect(data(key) == Data(key))
+        #expect(data(key) == Data(key))
+        #expect(table.hits == 1 && table.misses == 1)
+        #expect(data(other) == Data(other))
+        #expect(data(key) == Data(key))
+        #expect(data([1, 2, 3]) == Data([1, 2, 3]), "short bytes are made, not kept")
+        #expect(table.hits + table.misses == 4)
+    }
+}

@@ -33,26 +33,51 @@ struct BusBelief {
 
     let secure: Bool
     var replayGuard: ReplayGuard
+    /// Secure: the replay guard's name for each sender key, made once per key.
+    private var senderNames = SenderNames()
+
+    init(secure: Bool, replayGuard: ReplayGuard) {
+        self.secure = secure
+        self.replayGuard = replayGuard
+    }
 
     /// Judges `claim`. `knownKey` is the key the subject's activity is known under here (empty for
-    /// an origin without one), `nil` when it is not known. A believed message is remembered.
+    /// an origin without one), `nil` when it is not known: its bytes as the key holds them (a `Data`
+    /// of them was an allocation for every message heard). A believed message is remembered.
     /// `allowingRepeat`: the last message believed of the subject may come again (a snapshot answer).
     mutating func judge(
-        _ claim: Claim, knownKey: Data?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
+        _ claim: Claim, knownKey: [UInt8]?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
     ) -> Verdict {
         guard claim.senderNodeID == claim.originNodeID.id else {
             return .foreign("news of \(claim.subject) of node \(claim.originNodeID) sent by another node, \(claim.senderNodeID)")
         }
         if secure {
-            guard claim.senderKey == claim.originKey, knownKey == nil || knownKey == claim.senderKey else {
+            guard claim.senderKey == claim.originKey, knownKey.map({ $0.elementsEqual(claim.senderKey) }) ?? true else {
                 return .foreign("news of \(claim.subject) sent with a key that is not its origin's")
             }
         }
-        let sender = secure ? HashedID(claim.senderKey.base64EncodedString()) : claim.originNodeID
+        let sender = secure ? senderNames.name(of: claim.senderKey) : claim.originNodeID
         switch replayGuard.check(sender: sender, subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat) {
         case .fresh: return .believed
         case .stale(let age): return .stale(age: age)
         case .replayed: return .replayed
         }
+    }
+}
+
+/// A sender key's name in the replay guard (its base64, hashed once), kept for the keys heard last:
+/// made anew for every message, it was a string allocated and hashed per message on a secure bus.
+/// Bounded: a fixed number of slots, each holding the last key that fell into it.
+struct SenderNames {
+    private static let slotCount = 16
+    private var slots = [(key: Data, name: HashedID)?](repeating: nil, count: slotCount)
+
+    mutating func name(of key: Data) -> HashedID {
+        // Keys are random (CURVE public keys): their first byte is as good a slot as any.
+        let slot = Int(key.first ?? 0) % Self.slotCount
+        if let kept = slots[slot], kept.key == key { return kept.name }
+        let name = HashedID(key.base64EncodedString())
+        slots[slot] = (key, name)
+        return name
     }
 }

@@ -269,7 +269,7 @@ struct Follower {
         let claim = BusBelief.Claim(
             senderNodeID: speaker.senderID, senderKey: speaker.senderKey, originNodeID: originID,
             originKey: origin.publicKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
-        let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey.map { Data($0.bytes) } ?? Data() } : nil
+        let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey?.bytes ?? [] } : nil
         switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {
         case .believed: return nil
         case .foreign(let why): return .ignored(.foreign(why))
