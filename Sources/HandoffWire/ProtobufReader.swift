@@ -22,7 +22,7 @@ struct ProtobufReader {
     /// How deep this reader is (the outermost message is 1; nested messages and skipped groups
     /// add one each), checked against ``depthLimit``.
     private(set) var depth: Int
-    /// Where ``repeatedString()`` looks first, if anywhere. Not counted (no reference count for
+    /// Where ``repeatedString()`` and ``repeatedBytes()`` look first, if anywhere. Not counted (no reference count for
     /// each nested reader): the caller keeps the table alive while it reads, as it does the bytes.
     private unowned(unsafe) let strings: WireStrings?
 

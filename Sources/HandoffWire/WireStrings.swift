@@ -48,31 +48,35 @@ public final class WireStrings {
     /// same bytes, or `make`'s, kept for next time.
     @inline(__always)
     func string<Failure: Error>(_ body: UnsafeRawBufferPointer, make: () throws(Failure) -> String) throws(Failure) -> String {
-        guard body.count >= Self.shortestKept, let base = body.baseAddress else { return try make() }
-        let slot = Self.slot(base, count: body.count)
-        if let kept = slots[slot], Self.equal(kept, body) {
-            hits &+= 1
-            return kept
+        try kept(body, in: slots, make: make) { kept, body in
+            // A string made here is native, its UTF-8 contiguous.
+            kept.utf8.withContiguousStorageIfAvailable { Self.same(UnsafeRawBufferPointer($0), body) } ?? false
         }
-        let made = try make()
-        misses &+= 1
-        slots[slot] = made
-        return made
     }
 
     /// The bytes of `body` as `Data`: the one kept for the same bytes, or a new one, kept for next
     /// time.
     @inline(__always)
     func data(_ body: UnsafeRawBufferPointer) -> Data {
-        guard body.count >= Self.shortestKept, let base = body.baseAddress else { return Data(body) }
+        kept(body, in: dataSlots, make: { Data(body) }) { kept, body in kept.withUnsafeBytes { Self.same($0, body) } }
+    }
+
+    /// The value kept in `slots` for `body`'s bytes (`holds` says whether a kept one is of them),
+    /// or `make`'s, kept for next time.
+    @inline(__always)
+    private func kept<Value, Failure: Error>(
+        _ body: UnsafeRawBufferPointer, in slots: UnsafeMutablePointer<Value?>, make: () throws(Failure) -> Value,
+        holds: (Value, UnsafeRawBufferPointer) -> Bool
+    ) throws(Failure) -> Value {
+        guard body.count >= Self.shortestKept, let base = body.baseAddress else { return try make() }
         let slot = Self.slot(base, count: body.count)
-        if let kept = dataSlots[slot], kept.elementsEqual(body) {
+        if let kept = slots[slot], holds(kept, body) {
             hits &+= 1
             return kept
         }
-        let made = Data(body)
+        let made = try make()
         misses &+= 1
-        dataSlots[slot] = made
+        slots[slot] = made
         return made
     }
 
@@ -86,10 +90,7 @@ public final class WireStrings {
     }
 
     @inline(__always)
-    private static func equal(_ string: String, _ body: UnsafeRawBufferPointer) -> Bool {
-        // A string made here is native, its UTF-8 contiguous.
-        string.utf8.withContiguousStorageIfAvailable { utf8 in
-            utf8.count == body.count && memcmp(utf8.baseAddress!, body.baseAddress!, body.count) == 0
-        } ?? false
+    private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.count == b.count && (a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
     }
 }

@@ -166,7 +166,8 @@ func benchBrokerConfiguration() -> Broker.Configuration {
 ///
 /// With `brokerAt` (frontend, backend), the nodes use that broker (in another process) instead of
 /// one of their own; the size is then 0, and the CPU seconds include `otherCPU()` (the broker
-/// process's CPU time so far) over the same span.
+/// process's CPU time so far) over the same span. With `curve`, the broker and both nodes run
+/// secure with those keys.
 func handoffAdverts(
     count: Int, batch: Int = 1, brokerAt: (frontend: String, backend: String)? = nil, curve: CurveAccount? = nil,
     otherCPU: () -> Double = { 0 }

@@ -25,9 +25,7 @@ struct BrokerProcess {
     /// CPU seconds the process's threads have run so far, to the nanosecond (their schedstat):
     /// /proc's stat counts 10 ms ticks, half a microsecond per message of a 20,000-message flood,
     /// about a fifth of what a broker spends on it. (Its threads live as long as it does.)
-    var usedCPUSeconds: Double {
-        Double(threadReadings(of: "\(child.process.processIdentifier)").reduce(0) { $0 + $1.cpuNanoseconds }) / 1e9
-    }
+    var usedCPUSeconds: Double { threadUsage(child.process.processIdentifier).cpu }
 
     func stop() {
         child.closeInput()
