@@ -54,4 +54,23 @@ struct SlotIndexTests {
         #expect(index.slot(hash: 3) { $0 == 2 } == nil)
         #expect(index.count == 4)
     }
+
+    @Test("an index made empty allocates on its first insert; a slot moved is found at its new number only")
+    func emptyStartAndMove() {
+        var index = SlotIndex(minimumCapacity: 0)
+        #expect(index.slot(hash: 5) { _ in true } == nil)
+        let removedFromEmpty = index.remove(0, hash: 5), movedInEmpty = index.move(0, to: 1, hash: 5)
+        #expect(!removedFromEmpty && !movedInEmpty)
+        for slot: Int32 in 0..<40 { index.insert(slot, hash: UInt32(slot % 3)) }
+        let moved = index.move(7, to: 100, hash: 1)
+        #expect(moved)
+        #expect(index.slot(hash: 1) { $0 == 7 } == nil)
+        #expect(index.slot(hash: 1) { $0 == 100 } == 100)
+        let movedAgain = index.move(7, to: 101, hash: 1)
+        #expect(!movedAgain)
+        index.removeAll()
+        #expect(index.count == 0 && index.slot(hash: 1) { _ in true } == nil)
+        index.insert(3, hash: 9)
+        #expect(index.slot(hash: 9) { $0 == 3 } == 3)
+    }
 }

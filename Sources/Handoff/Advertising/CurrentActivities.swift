@@ -7,14 +7,15 @@ struct CurrentActivities {
     /// How many ended activities are remembered; the oldest are forgotten first.
     static let endedCapacity = 10_000
 
-    /// Keyed by ``HashedID``: a node may hold tens of thousands, and each one made current (or
-    /// changed) goes through it.
-    private var byID: [HashedID: UserActivity] = [:]
+    /// Keyed by ``HashedID`` (``HashedTable``): a node may hold tens of thousands, and each one
+    /// made current (or changed) goes through it.
+    private var byID = HashedTable<HashedID, UserActivity>()
     private var ended: [String: HandoffError.Code] = [:]
     private var endedOrder = Deque<String>()
 
     var count: Int { byID.count }
-    var activities: Dictionary<HashedID, UserActivity>.Values { byID.values }
+    /// In the order they were made current (save for removals, which move the last into the gap).
+    var activities: [UserActivity] { byID.values }
 
     subscript(id: String) -> UserActivity? { byID[HashedID(id)] }
 
@@ -51,6 +52,6 @@ struct CurrentActivities {
     /// Every activity taken out at once (shutdown); returns them.
     mutating func removeAll() -> [UserActivity] {
         defer { byID.removeAll() }
-        return Array(byID.values)
+        return byID.values
     }
 }

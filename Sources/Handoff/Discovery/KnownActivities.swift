@@ -59,10 +59,10 @@ struct KnownActivities {
     let maxPerOrigin: Int
     /// The most activities this node keeps in all.
     let maxTotal: Int
-    /// Keyed by ``HashedID``: these grow with the bus, and each advertisement heard goes through
-    /// both (and a new one grows them).
-    private var entries: [HashedID: Entry] = [:]
-    private var byOrigin: [HashedID: Set<HashedID>] = [:]
+    /// Keyed by ``HashedID`` (``HashedTable``, which never hashes again): these grow with the bus,
+    /// and each advertisement heard goes through both (and a new one grows them).
+    private var entries = HashedTable<HashedID, Entry>()
+    private var byOrigin = HashedTable<HashedID, HashedTable<HashedID, Void>>()
     /// When to look at which entry's lease, soonest first: one live item per entry, due no later
     /// than its deadline. A renewal (the common case: presence every interval) leaves it alone;
     /// when it comes due early, the entry is put back at its deadline. So a sweep costs the entries
@@ -78,12 +78,12 @@ struct KnownActivities {
     }
 
     var count: Int { entries.count }
-    var values: Dictionary<HashedID, Entry>.Values { entries.values }
+    var values: [Entry] { entries.values }
     subscript(id: String) -> Entry? { entries[HashedID(id)] }
     subscript(id: HashedID) -> Entry? { entries[id] }
 
     /// The ids known of the origin node `origin` (its node id).
-    func ids(ofOrigin origin: String) -> Set<String>? { byOrigin[HashedID(origin)].map { Set($0.map(\.id)) } }
+    func ids(ofOrigin origin: String) -> Set<String>? { byOrigin[HashedID(origin)].map { Set($0.keys.map(\.id)) } }
 
     /// Takes an advertisement believed fresh: `deadline` is now plus its lease.
     mutating func arrive(_ activity: DiscoveredActivity, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Arrival {
@@ -95,31 +95,30 @@ struct KnownActivities {
         _ activity: DiscoveredActivity, id: HashedID, origin: HashedID, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant
     ) -> Arrival {
         // Found once and written back by position: a known activity's renewal looks its id up once.
-        guard let position = entries.index(forKey: id) else {
+        guard let position = entries.position(of: id) else {
             // The origin's set found once, for the quota and the insertion, and changed by its
-            // position. (Not through `byOrigin[origin]`'s in-place access: its coroutine frame was
-            // two allocations for every new activity. Refused, nothing is left behind.)
-            let originPosition = byOrigin.index(forKey: origin)
-            let ofOrigin = originPosition.map { byOrigin.values[$0].count } ?? 0
+            // position. (Refused, nothing is left behind.)
+            let originPosition = byOrigin.position(of: origin)
+            let ofOrigin = originPosition.map { byOrigin[at: $0].count } ?? 0
             guard ofOrigin < maxPerOrigin, entries.count < maxTotal else {
                 return .overQuota(ofOrigin: ofOrigin, total: entries.count)
             }
-            if let originPosition { byOrigin.values[originPosition].insert(id) } else { byOrigin[origin] = [id] }
+            link(id, to: origin, at: originPosition)
             nextGeneration += 1
             var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
                               leaseCheck: deadline, expiryCheck: nil)
             leaseChecks.insert(Check(at: deadline, id: id, generation: entry.generation))
             scheduleExpiry(of: &entry, id: id)
-            entries[id] = entry
+            entries.insertNew(id, entry)
             compactIfNeeded()
             return .appeared
         }
-        var entry = entries.values[position]
+        var entry = entries[at: position]
         guard activity.version >= entry.activity.version else { return .stale }
         let isNewer = activity.version > entry.activity.version
         if entry.activity.origin.id != origin.id {
             unlink(id, from: HashedID(entry.activity.origin.id))
-            byOrigin[origin, default: []].insert(id)
+            link(id, to: origin, at: byOrigin.position(of: origin))
         }
         entry.deadline = deadline
         if deadline < entry.leaseCheck {
@@ -130,7 +129,7 @@ struct KnownActivities {
         entry.activity = activity
         scheduleExpiry(of: &entry, id: id)
         if isNewer { entry.changed = now }
-        entries.values[position] = entry
+        entries[at: position] = entry
         compactIfNeeded()
         return isNewer ? .updated : .renewed
     }
@@ -153,11 +152,11 @@ struct KnownActivities {
     mutating func renew(origin: String, listed: Set<String>, partial: Bool, deadline: ContinuousClock.Instant) -> [String] {
         guard let ids = byOrigin[HashedID(origin)] else { return [] }
         var unlisted: [String] = []
-        for id in ids {
+        for id in ids.keys {
             if listed.contains(id.id) {
                 // Each id hashed once: a presence lists every activity of its node, every interval.
-                if let position = entries.index(forKey: id), entries.values[position].deadline < deadline {
-                    entries.values[position].deadline = deadline
+                if let position = entries.position(of: id), entries[at: position].deadline < deadline {
+                    entries[at: position].deadline = deadline
                 }
             } else if !partial {
                 unlisted.append(id.id)
@@ -173,31 +172,31 @@ struct KnownActivities {
         var lost: Set<HashedID> = []
         while let check = leaseChecks.min, check.at <= now {
             leaseChecks.removeMin()
-            guard var entry = entries[check.id], entry.generation == check.generation, entry.leaseCheck == check.at else {
-                continue  // forgotten, or a stale item
-            }
+            guard let position = entries.position(of: check.id) else { continue }  // forgotten
+            var entry = entries[at: position]
+            guard entry.generation == check.generation, entry.leaseCheck == check.at else { continue }  // a stale item
             if entry.deadline <= now {
                 due.append((check.id.id, .lost))
                 lost.insert(check.id)
             } else {
                 // Renewed since it was scheduled: look again at its deadline.
                 entry.leaseCheck = entry.deadline
-                entries[check.id] = entry
+                entries[at: position] = entry
                 leaseChecks.insert(Check(at: entry.deadline, id: check.id, generation: check.generation))
             }
         }
         while let check = expiryChecks.min, check.at <= wallClock {
             expiryChecks.removeMin()
-            guard var entry = entries[check.id], entry.generation == check.generation, entry.expiryCheck == check.at else {
-                continue
-            }
+            guard let position = entries.position(of: check.id) else { continue }
+            var entry = entries[at: position]
+            guard entry.generation == check.generation, entry.expiryCheck == check.at else { continue }
             entry.expiryCheck = nil
             if let expiration = entry.activity.expirationDate, expiration <= wallClock {
                 if !lost.contains(check.id) { due.append((check.id.id, .expired)) }
             } else {
                 scheduleExpiry(of: &entry, id: check.id)  // a newer version moved it later (or dropped it)
             }
-            entries[check.id] = entry
+            entries[at: position] = entry
         }
         return due
     }
@@ -214,10 +213,12 @@ struct KnownActivities {
     /// they come due; rebuilds a schedule when those far outnumber the entries.
     private mutating func compactIfNeeded() {
         if leaseChecks.count > 2 * entries.count + 1_024 {
-            leaseChecks = MinHeap(entries.map { Check(at: $0.value.leaseCheck, id: $0.key, generation: $0.value.generation) })
+            leaseChecks = MinHeap(zip(entries.keys, entries.values).map { id, entry in
+                Check(at: entry.leaseCheck, id: id, generation: entry.generation)
+            })
         }
         if expiryChecks.count > 2 * entries.count + 1_024 {
-            expiryChecks = MinHeap(entries.compactMap { id, entry in
+            expiryChecks = MinHeap(zip(entries.keys, entries.values).compactMap { id, entry in
                 entry.expiryCheck.map { Check(at: $0, id: id, generation: entry.generation) }
             })
         }
@@ -226,8 +227,20 @@ struct KnownActivities {
     /// Items in the two schedules (for tests: bounded by the entries, not by renewals).
     var scheduled: Int { leaseChecks.count + expiryChecks.count }
 
+    /// Adds `id` to the set of `origin`, found at `position` in ``byOrigin`` if it has one.
+    private mutating func link(_ id: HashedID, to origin: HashedID, at position: Int?) {
+        if let position {
+            byOrigin[at: position].insert(id)
+        } else {
+            var ids = HashedTable<HashedID, Void>()
+            ids.insertNew(id, ())
+            byOrigin.insertNew(origin, ids)
+        }
+    }
+
     private mutating func unlink(_ id: HashedID, from origin: HashedID) {
-        byOrigin[origin]?.remove(id)
-        if byOrigin[origin]?.isEmpty == true { byOrigin[origin] = nil }
+        guard let position = byOrigin.position(of: origin) else { return }
+        byOrigin[at: position].remove(id)
+        if byOrigin[at: position].isEmpty { byOrigin.remove(at: position) }
     }
 }

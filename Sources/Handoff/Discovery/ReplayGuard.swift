@@ -18,13 +18,17 @@ struct ReplayGuard {
     let window: Duration
     /// A sender and what it spoke about, as a pair: joining them into one string cost an
     /// allocation per message heard, and a sender whose name holds the separator could be taken
-    /// for another. Each hashed once, by the caller (``HashedID``): the table holds an entry per
-    /// activity heard of within the window, and grows with the bus.
-    private struct Key: Hashable {
+    /// for another. Each hashed once, by the caller (``HashedID``), and the pair's hash mixed from
+    /// theirs: the table holds an entry per activity heard of within the window, and grows with the
+    /// bus (``HashedTable``).
+    private struct Key: HashedKey {
         var sender: HashedID
         var subject: HashedID
+        /// One sender speaks of many subjects: the subject's hash decides most, and the sender's,
+        /// multiplied by an odd constant, keeps two senders' entries of a subject apart.
+        var hashWord: Int { subject.hash ^ (sender.hash &* Int(bitPattern: 0x9E37_79B9_7F4A_7C15)) }
     }
-    private var lastSequences: [Key: (sequence: UInt64, seen: ContinuousClock.Instant)] = [:]
+    private var lastSequences = HashedTable<Key, (sequence: UInt64, seen: ContinuousClock.Instant)>()
 
     init(window: Duration) {
         self.window = window
@@ -56,22 +60,21 @@ struct ReplayGuard {
         guard let sentAt else { return .stale(age: .infinity) }
         let age = now.timeIntervalSince(sentAt)
         guard abs(age) <= window.seconds else { return .stale(age: age) }
-        // One lookup for the check and the update (the key hashed once, not twice):
-        // the optional subscript's in-place access finds the entry's place once and inserts there.
-        return Self.update(&lastSequences[Key(sender: sender, subject: subject)], sequence: sequence, clock: clock, allowingRepeat: allowingRepeat)
-    }
-
-    private static func update(
-        _ last: inout (sequence: UInt64, seen: ContinuousClock.Instant)?, sequence: UInt64, clock: ContinuousClock.Instant, allowingRepeat: Bool
-    ) -> Verdict {
-        if let last, sequence < last.sequence || (sequence == last.sequence && !allowingRepeat) { return .replayed }
-        last = (sequence, clock)
+        // One lookup for the check and the update: the entry is found once and written there.
+        let key = Key(sender: sender, subject: subject)
+        guard let position = lastSequences.position(of: key) else {
+            lastSequences.insertNew(key, (sequence, clock))
+            return .fresh
+        }
+        let last = lastSequences[at: position].sequence
+        if sequence < last || (sequence == last && !allowingRepeat) { return .replayed }
+        lastSequences[at: position] = (sequence, clock)
         return .fresh
     }
 
     /// Forgets entries last renewed before the window.
     mutating func prune(now: ContinuousClock.Instant) {
         let horizon = now - window
-        lastSequences = lastSequences.filter { $0.value.seen > horizon }
+        lastSequences.removeAll { _, last in last.seen <= horizon }
     }
 }
