@@ -55,6 +55,11 @@ int raw_pub_proxy_sub(int count, size_t size, double *seconds, double *cpu_secon
 /// process's only.
 int raw_pub_proxy_sub_at(const char *frontend, const char *backend, int count, size_t size,
                          double *seconds, double *cpu_seconds, double *latencies, int samples);
+/// The same through a proxy at (frontend, backend), the PUB paced at `rate` messages a second
+/// (each sent at its time, spinning on the SUB between), for the proxy's CPU at a given rate: a
+/// flood lets it take messages in batches, which a steady sender does not. Returns 0 or -1.
+int raw_pub_proxy_sub_paced_at(const char *frontend, const char *backend, int count, size_t size, double rate,
+                               double *seconds);
 /// A proxy for a process of its own (opaque).
 struct raw_proxy;
 /// Starts an XSUB/XPUB zmq_proxy thread (in a context of its own) bound on loopback; writes its

@@ -55,6 +55,20 @@ func rawAdvertsThroughProxyProcess(
     return (flood.0, flood.1, oneAtATime, proxyCPU)
 }
 
+/// The raw proxy in a process of its own, fed `count` messages paced at `rate` a second (Handoff's
+/// rate in the trial beside it): its CPU seconds over them, for the broker's own share at the same
+/// rate. A flood lets a proxy take messages in batches; a node sending one after another does not.
+func rawProxyCPUPaced(count: Int, size: Int, rate: Double) throws -> Double {
+    let proxy = try BrokerProcess.start(raw: true)
+    defer { proxy.stop() }
+    var seconds = 0.0
+    let started = proxy.usedCPUSeconds
+    guard raw_pub_proxy_sub_paced_at(proxy.frontend, proxy.backend, Int32(count), size, rate, &seconds) == 0 else {
+        throw HandoffError(.handoffFailed, "raw pub/sub through a proxy process, paced, failed")
+    }
+    return proxy.usedCPUSeconds - started
+}
+
 /// One Handoff trial against a broker process (``handoffAdverts(count:batch:brokerAt:otherCPU:)``),
 /// its CPU seconds being both processes' over the flood (and the broker's alone), and its 200
 /// one-at-a-time latencies.
