@@ -53,11 +53,16 @@ func firstEvent(
     within timeout: Duration = .seconds(5),
     where predicate: @escaping @Sendable (ActivityEvent) -> Bool
 ) async -> ActivityEvent? {
-    await withTaskGroup(of: ActivityEvent?.self) { group in
-        group.addTask {
-            for await event in events where predicate(event) { return event }
-            return nil
-        }
+    await within(timeout) {
+        for await event in events where predicate(event) { return event }
+        return nil
+    } ?? nil
+}
+
+/// What `body` returns, or `nil` when it has not returned within `timeout` (it is then cancelled).
+func within<Result: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> Result) async -> Result? {
+    await withTaskGroup(of: Result?.self) { group in
+        group.addTask { await body() }
         group.addTask {
             try? await Task.sleep(for: timeout)
             return nil

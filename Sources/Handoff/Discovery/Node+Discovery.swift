@@ -14,9 +14,15 @@ extension Node {
     /// The stream starts with an ``ActivityEvent/appeared(_:)`` for every matching activity already
     /// known. Type prefixes are filtered by ZeroMQ itself: the node subscribes only to what some
     /// discovery stream (or ``Configuration-swift.struct/subscriptions``) asks for. The stream ends when
-    /// the node stops; stop iterating to unsubscribe.
+    /// the node stops; stop iterating to unsubscribe. It also ends, after the events it holds, when
+    /// its reader falls more than ``Configuration-swift.struct/maxDiscoverBacklog`` events behind:
+    /// discover again to start over from what the node knows then.
     public func discover(_ filter: ActivityFilter = .all) -> AsyncStream<ActivityEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ActivityEvent.self)
+        // Bounded: the bus decides how many events come, and a reader that stopped reading would
+        // otherwise hold every one of them. Room for the first listing and the backlog after it.
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: ActivityEvent.self,
+            bufferingPolicy: .bufferingOldest(follower.known.count + max(own.configuration.maxDiscoverBacklog, 1)))
         guard lifecycle.runState != .stopped else {
             continuation.finish()
             return stream
@@ -87,9 +93,25 @@ extension Node {
         // The watchers' tasks run next on this loop thread, once the node's current job (usually
         // `receiveBus`) suspends, rather than waking another thread for every event; `receiveBus`
         // yields every `ReceiveBurst.limit` messages, so that they run under a sustained flow too.
+        var overrun: [UUID] = []
         EventLoops.handingOff {
-            listeners.watchers.forEachSink(for: event.activity) { $0.yield(event) }
+            listeners.watchers.forEachSink(for: event.activity) { id, sink in
+                if case .dropped = sink.yield(event) { overrun.append(id) }
+            }
         }
+        for id in overrun { endOverrun(id) }
+    }
+
+    /// A discover stream's reader fell more than ``Configuration-swift.struct/maxDiscoverBacklog``
+    /// events behind, and an event did not fit: its stream ends after the events it holds (going on
+    /// without the one dropped would leave its reader believing something false), and the node
+    /// stops following for it.
+    private func endOverrun(_ id: UUID) {
+        guard let sink = listeners.watchers.sink(of: id) else { return }
+        removeWatcher(id)
+        sink.finish()
+        observability.metrics.discoverStreamOverrun()
+        own.logger.warning("a discover stream's reader fell more than \(own.configuration.maxDiscoverBacklog) events behind (maxDiscoverBacklog): its stream ends after the events it holds; discover again to start over from what this node knows")
     }
 
     /// Subscribes every bus subscriber to `topic`.

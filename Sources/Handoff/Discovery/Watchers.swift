@@ -48,15 +48,18 @@ struct Watchers<Sink> {
     /// Where an event about `activity` goes: every watcher whose filter matches it.
     func sinks(for activity: DiscoveredActivity) -> [Sink] {
         var sinks: [Sink] = []
-        forEachSink(for: activity) { sinks.append($0) }
+        forEachSink(for: activity) { _, sink in sinks.append(sink) }
         return sinks
     }
 
-    /// Calls `body` with each watcher's sink whose filter matches `activity`: what the node does
-    /// for every event, with no array made per event.
-    func forEachSink(for activity: DiscoveredActivity, _ body: (Sink) -> Void) {
-        for watcher in watchers.values where watcher.filter.matches(activity) { body(watcher.sink) }
+    /// Calls `body` with each watcher's id and sink whose filter matches `activity`: what the node
+    /// does for every event, with no array made per event.
+    func forEachSink(for activity: DiscoveredActivity, _ body: (UUID, Sink) -> Void) {
+        for (id, watcher) in watchers where watcher.filter.matches(activity) { body(id, watcher.sink) }
     }
+
+    /// The sink of watcher `id`, if it watches.
+    func sink(of id: UUID) -> Sink? { watchers[id]?.sink }
 
     /// Removes every watcher (the node stops) and returns where their events went, to end them.
     mutating func removeAll() -> [Sink] {

@@ -122,6 +122,12 @@ extension Node {
         public var maxKnownActivitiesPerNode: Int
         /// The most activities of all other nodes together this node keeps track of.
         public var maxKnownActivities: Int
+        /// The most events a ``Node/discover(_:)`` stream holds for its reader beyond its first
+        /// listing (an ``ActivityEvent/appeared(_:)`` for each activity known then). A reader that
+        /// falls further behind has its stream ended, after the events it holds, rather than
+        /// missing one or holding ever more: discover again to start over from what the node knows.
+        /// Each such end is logged and counted (`handoff_node_discover_streams_overrun_total`).
+        public var maxDiscoverBacklog: Int
 
         /// A configuration with defaults for everything but the name and bus.
         public init(
@@ -162,6 +168,7 @@ extension Node {
             refreshInterval = .seconds(25)
             maxKnownActivitiesPerNode = 1_000
             maxKnownActivities = 100_000
+            maxDiscoverBacklog = 10_000
         }
 
         /// Which activities a continuing node hands to a handler, by team id.

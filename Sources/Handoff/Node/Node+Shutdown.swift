@@ -26,6 +26,9 @@ extension Node {
         streams.removeAll()
     }
 
+    /// Whether the node stopped (its discover streams end then, and no new one begins).
+    var hasStopped: Bool { lifecycle.runState == .stopped }
+
     func shutDown() {
         lifecycle.runState = .stopped
         lifecycle.jobs = nil

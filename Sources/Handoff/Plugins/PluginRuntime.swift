@@ -97,8 +97,14 @@ public final class PluginRuntime: Sendable {
         let node = self.node
         let types = Set(context.plugin.activityTypes)
         let task = Task(executorPreference: EventLoops.shared) {
-            for await event in await node.discover(ActivityFilter(typePrefixes: Array(types))) where types.contains(event.activity.activityType) {
-                await context.activityChanged(event)
+            // A plugin slower than the bus can fall more than the node's discover backlog behind:
+            // its stream then ends, and a new one starts over with every activity known (each
+            // appeared again), until the node stops.
+            while !Task.isCancelled {
+                for await event in await node.discover(ActivityFilter(typePrefixes: Array(types))) where types.contains(event.activity.activityType) {
+                    await context.activityChanged(event)
+                }
+                if await node.hasStopped { return }
             }
         }
         watches.withLock { $0.append(task) }

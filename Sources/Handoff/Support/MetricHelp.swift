@@ -42,5 +42,6 @@ public enum MetricHelp {
         "handoff_node_current_activities": "Activities current on this node now.",
         "handoff_node_known_activities": "Other nodes' activities known to this node now.",
         "handoff_node_on_bus": "1 when this node is on the bus (as /healthz says), else 0.",
+        "handoff_node_discover_streams_overrun_total": "Discover streams ended because their reader fell more than maxDiscoverBacklog events behind.",
     ]
 }

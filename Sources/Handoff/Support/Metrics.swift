@@ -122,6 +122,7 @@ struct NodeMetrics: Sendable {
         let currentActivities = Gauge(label: "handoff_node_current_activities")
         let knownActivities = Gauge(label: "handoff_node_known_activities")
         let onBus = Gauge(label: "handoff_node_on_bus")
+        let discoverOverrun = Counter(label: "handoff_node_discover_streams_overrun_total")
 
         func traffic(_ socket: SocketKind) -> Traffic {
             switch socket {
@@ -171,6 +172,9 @@ struct NodeMetrics: Sendable {
         (succeeded ? handles.continued : handles.failed).increment()
         handles.continueDuration.recordNanoseconds(duration.nanoseconds)
     }
+
+    /// A discover stream ended because its reader fell too far behind.
+    func discoverStreamOverrun() { handles.discoverOverrun.increment() }
 
     /// Stream payload bytes that arrived or left.
     func streamed(in bytes: Int) { handles.streamBytesIn.increment(by: bytes) }

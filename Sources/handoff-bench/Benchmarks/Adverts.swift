@@ -158,6 +158,8 @@ func brokerNodeConfiguration(_ name: String, at broker: (frontend: String, backe
     // One node advertises tens of thousands here: far over the quotas meant for a fleet.
     configuration.maxKnownActivitiesPerNode = 1_000_000
     configuration.maxKnownActivities = 1_000_000
+    // And its discover stream is read only after the flood: it holds every event till then.
+    configuration.maxDiscoverBacklog = 1_000_000
     return configuration
 }
 

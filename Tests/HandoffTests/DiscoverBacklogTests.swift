@@ -1,0 +1,51 @@
+import Foundation
+import Handoff
+import Testing
+
+@Suite("Discover streams: bounded for a reader that falls behind")
+struct DiscoverBacklogTests {
+    /// Every event of `events` until it ends, or `nil` when it has not ended within `timeout`.
+    private static func untilEnd(of events: AsyncStream<ActivityEvent>, within timeout: Duration = .seconds(5)) async -> [ActivityEvent]? {
+        await within(timeout) {
+            var all: [ActivityEvent] = []
+            for await event in events { all.append(event) }
+            return all
+        }
+    }
+
+    @Test("a reader more than maxDiscoverBacklog events behind gets the events held, in order, then its stream ends; discovering again lists every activity known, and the node goes on")
+    func overrunEndsTheStreamAfterWhatItHolds() async throws {
+        try await withTwoNodes(configureB: { $0.maxDiscoverBacklog = 20 }) { a, b in
+            let contacts = ActivityFilter.type(prefix: "org.handoff.contacts.")
+            let stalled = await b.discover(contacts)
+            _ = try await viewContacts(1, currentOn: a)
+            #expect(await eventually { await b.activities(matching: contacts).count == 1 })
+            for index in 1..<60 {
+                let activity = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+                activity.title = "Contact \(index)"
+                try await activity.becomeCurrent(on: a)
+            }
+            #expect(await eventually { await b.activities(matching: contacts).count == 60 })
+
+            // Nothing was read: the stream holds the first 20 (its backlog; nothing was known when it
+            // began) and ends there, rather than skipping to later ones or holding all 60.
+            let held = try #require(await Self.untilEnd(of: stalled), "the overrun stream did not end")
+            #expect(held.map(\.activity.title) == (0..<20).map { "Contact \($0)" })
+            #expect(held.allSatisfy { if case .appeared = $0 { true } else { false } })
+
+            // A new stream starts over from what the node knows, whatever the backlog.
+            let again = await b.discover(contacts)
+            var listed: Set<String> = []
+            for await event in again {
+                listed.insert(event.activity.title)
+                if listed.count == 60 { break }
+            }
+            #expect(listed == Set((0..<60).map { "Contact \($0)" }))
+            let later = try UserActivity(activityType: "org.handoff.contacts.view-contact")
+            later.title = "Later"
+            try await later.becomeCurrent(on: a)
+            let seen = await firstEvent(in: await b.discover(contacts)) { $0.activity.id == later.id }
+            #expect(seen != nil)
+        }
+    }
+}
