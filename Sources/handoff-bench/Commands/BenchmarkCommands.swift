@@ -22,6 +22,7 @@ struct AllBenchmarks: Benchmark {
     @Option(help: "Continue round trips.") var rounds = 5_000
     @OptionGroup var streams: StreamOptions
     @Option(help: "Activities the late joiner sees.") var activities = 1_000
+    func validate() throws { try validateAdvertCount(count) }
 
     func measure() async throws {
         let started = ContinuousClock.now
@@ -36,12 +37,23 @@ struct AllBenchmarks: Benchmark {
     }
 }
 
+/// A Handoff trial makes `count` activities current at once. Past the publishing node's PUB queue
+/// (100,000 messages, Node.swift) a burst that outruns its follower is dropped there, and comes
+/// back only with the next refresh, itself a burst (docs/performance.md, "Why `adverts --count
+/// 200000` never finished"): the trial would wait that long, or for ever.
+func validateAdvertCount(_ count: Int) throws {
+    guard (1...100_000).contains(count) else {
+        throw ValidationError("--count must be 1 to 100,000: the publishing node's PUB queue holds 100,000 messages, and a burst past it is dropped until the next refresh")
+    }
+}
+
 struct AdvertsBenchmark: Benchmark {
     static let configuration = CommandConfiguration(commandName: "adverts", abstract: "Advertisements through the broker vs raw libzmq, NATS, Redis.")
     @OptionGroup var common: CommonOptions
     @Option(help: "Advertisements per trial.") var count = 20_000
     @Option(help: "Trials of each side, interleaved.") var trials = 3
     @Flag(help: "Only what CURVE costs: Handoff's trial with every party secure, against the same without.") var curve = false
+    func validate() throws { try validateAdvertCount(count) }
     func measure() async throws {
         if curve { try await benchAdvertsCurve(count: count, trials: trials) } else { try await benchAdverts(count: count, trials: trials) }
     }
