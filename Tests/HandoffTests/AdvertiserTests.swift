@@ -99,6 +99,39 @@ struct AdvertiserTests {
         #expect(Set(refreshed) == [a.id, b.id] && refreshed.count == 2)
     }
 
+    @Test("a pass over every activity (the refresh, a broker's subscribe-all) goes out in slices of bulkSlice every bulkPace, each activity once and as it is then; one no longer current is skipped; a new pass starts over")
+    func passesInSlices() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let slice = Advertiser.bulkSlice, pace = Advertiser.bulkPace
+        let activities = try (0..<(2 * slice + slice / 2)).map { _ in try activity() }
+        for activity in activities { _ = advertiser.add(activity) }
+        let bus = Advertiser.Bus.brokered(readvertiseTopic: Array("R:origin-1".utf8))
+        let sent = advertised(advertiser.subscribed(to: [][...], bus: bus, now: start).messages)
+        #expect(sent == activities.prefix(slice).map(\.id))
+        #expect(advertiser.nextSlice == start + pace && advertiser.nextDue == start + pace)
+        #expect(advertiser.tick(now: start + pace / 2, date: Date()).messages.isEmpty, "nothing before the slice is due")
+        let second = advertiser.tick(now: start + pace, date: Date())
+        #expect(!second.presence && advertised(second.messages) == activities[slice..<(2 * slice)].map(\.id))
+        _ = advertiser.remove(activities.last!, reason: .resigned)
+        activities[2 * slice].title = "changed meanwhile"
+        let last = advertiser.tick(now: start + pace * 2, date: Date()).messages
+        #expect(advertised(last) == activities[(2 * slice)...].dropLast().map(\.id), "the last slice, without the one no longer current")
+        if case .advertisement(let first) = last.first?.body { #expect(first.title == "changed meanwhile", "as it is when its slice goes") }
+        #expect(advertiser.nextSlice == nil && advertiser.nextDue == advertiser.nextPresence)
+
+        // The refresh is a pass too; a broker's subscribe-all meanwhile starts it over.
+        var now = start
+        var refresh = Advertiser.Tick()
+        while advertised(refresh.messages).isEmpty {
+            now = advertiser.nextDue
+            refresh = advertiser.tick(now: now, date: Date())
+        }
+        #expect(refresh.presence && advertised(refresh.messages).count == slice)
+        let over = advertiser.subscribed(to: [][...], bus: bus, now: now + pace / 2).messages
+        #expect(advertised(over) == activities.prefix(slice).map(\.id))
+        #expect(advertiser.nextSlice == now + pace / 2 + pace)
+    }
+
     @Test("a presence later than a lease (the node stalled) advertises every activity again, and says why")
     func stalled() throws {
         var advertiser = Advertiser(settings, now: start)

@@ -11,7 +11,8 @@ import HandoffWire
 /// of the activities it lists); every current activity advertised again every
 /// ``Settings/refreshInterval``; all of them at once when the presence went out later than a lease
 /// (this node stalled, and every follower's lease ran out) and when a broker asks (its cache lost
-/// some), at most once a second for the broker.
+/// some), at most once a second for the broker. Such a pass over every activity goes out in slices
+/// (``bulkSlice`` every ``bulkPace``), not at once.
 struct Advertiser {
     /// What the machine needs to know of its node.
     struct Settings {
@@ -81,14 +82,30 @@ struct Advertiser {
 
     /// The least time between two re-advertisements a broker asks for.
     static let brokerAskInterval = Duration.seconds(1)
+    /// A pass over every current activity (a refresh, a broker's ask, a stall) sends this many,
+    /// then the next as many ``bulkPace`` later: 100,000 a second. All at once, a node with more
+    /// activities than its PUB queue holds (100,000 messages) lost the pass's tail there whenever
+    /// its broker or followers lagged, and every later pass the same way, so its followers never
+    /// learnt of them (`handoff-bench adverts --count 200000`, docs/performance.md).
+    static let bulkSlice = 1_000
+    static let bulkPace = Duration.milliseconds(10)
 
     let settings: Settings
     private(set) var current = CurrentActivities()
-    /// When the next presence is due: the node calls ``tick(now:date:)`` by then.
+    /// When the next presence is due (the node calls ``tick(now:date:traffic:)`` by ``nextDue``).
     private(set) var nextPresence: ContinuousClock.Instant
     private var nextRefresh: ContinuousClock.Instant
     private var lastPresence: ContinuousClock.Instant
     private var lastReadvertised: ContinuousClock.Instant?
+    /// The pass under way: the ids of the activities current when it began, and how many of them
+    /// went out. A new pass replaces it (it covers every activity again).
+    private var pass: (ids: [String], sent: Int) = ([], 0)
+    /// When the pass's next slice is due, while one is under way.
+    private(set) var nextSlice: ContinuousClock.Instant?
+
+    /// When the node calls ``tick(now:date:traffic:)`` next: the next presence, or sooner the
+    /// next slice of a pass.
+    var nextDue: ContinuousClock.Instant { nextSlice.map { min($0, nextPresence) } ?? nextPresence }
 
     init(_ settings: Settings, now: ContinuousClock.Instant) {
         self.settings = settings
@@ -155,15 +172,41 @@ struct Advertiser {
             note = "a broker lost some of this node's activities; advertising all \(current.count) again"
         }
         lastReadvertised = now
-        return (note, current.activities.map(publication(of:)))
+        return (note, startPass(now: now))
     }
 
-    /// Presence, refresh and expiry, when the presence is due (nothing before ``nextPresence``).
+    /// Begins a pass over every current activity; returns its first slice.
+    private mutating func startPass(now: ContinuousClock.Instant) -> [Message] {
+        pass = (current.activities.map(\.id), 0)
+        return nextSlice(now: now)
+    }
+
+    /// The pass's next slice: its activities still current, as they are now (one made current
+    /// since the pass began was advertised then).
+    private mutating func nextSlice(now: ContinuousClock.Instant) -> [Message] {
+        var messages: [Message] = []
+        while pass.sent < pass.ids.count, messages.count < Self.bulkSlice {
+            if let activity = current[pass.ids[pass.sent]] { messages.append(publication(of: activity)) }
+            pass.sent += 1
+        }
+        if pass.sent < pass.ids.count {
+            nextSlice = now + Self.bulkPace
+        } else {
+            pass = ([], 0)
+            nextSlice = nil
+        }
+        return messages
+    }
+
+    /// The next slice of a pass when it is due; presence, refresh and expiry when the presence is
+    /// due (nothing else before ``nextPresence``).
     ///
     /// - Parameter traffic: What the node's sockets carried so far, for its presence.
     mutating func tick(now: ContinuousClock.Instant, date: Date, traffic: WireNodeTraffic = WireNodeTraffic()) -> Tick {
-        guard now >= nextPresence else { return Tick() }
-        var tick = Tick(presence: true)
+        var tick = Tick()
+        if let due = nextSlice, now >= due { tick.messages = nextSlice(now: now) }
+        guard now >= nextPresence else { return tick }
+        tick.presence = true
         nextPresence = now + settings.advertiseInterval
         for activity in current.activities {
             if let expiration = activity.expirationDate, expiration <= date { tick.expired.append(activity) }
@@ -171,7 +214,7 @@ struct Advertiser {
         for activity in tick.expired { tick.messages += remove(activity, reason: .expired) }
         if now >= nextRefresh {
             nextRefresh = now + settings.refreshInterval
-            tick.messages += current.activities.map(publication(of:))
+            tick.messages += startPass(now: now)
         } else if now - lastPresence > settings.lease {
             // The presence is later than a lease (this node stalled: a flood of work, a pause):
             // every follower's lease of its activities ran out. They hear them all again.

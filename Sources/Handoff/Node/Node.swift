@@ -301,15 +301,16 @@ public actor Node: Service {
         let sweep = min(configuration.effectiveLease / 4, own.configuration.streamIdleTimeout / 4,
                         own.configuration.continueTimeout / 4, .milliseconds(250))
         while !Task.isCancelled {
-            do { try await Task.sleep(until: min(.now + sweep, advertiser.nextPresence), clock: .continuous) } catch { return }
+            do { try await Task.sleep(until: min(.now + sweep, advertiser.nextDue), clock: .continuous) } catch { return }
             let now = ContinuousClock.now
             perform(follower.tick(now: now, date: Date()))
             expirePending(now: now)
             superviseStreams(now: now)
             let tick = advertiser.tick(now: now, date: Date(), traffic: observability.metrics.totals)
-            guard tick.presence else { continue }
+            // A slice of a pass over every activity can come without a presence.
             for activity in tick.expired { activity.detach() }
             publish((tick.note, tick.messages))
+            guard tick.presence else { continue }
             observability.metrics.state(streams: streams.count, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
             pruneClients()
             pruneSequences(now: now)

@@ -194,7 +194,7 @@ final class SimulatedWorld {
             publish(from: index, tick.messages)
             tickStreams(at: index)
             if tick.presence { node.followerDo { $0.pruneSequences(now: instant) } }
-            let next = min(now + .milliseconds(250), node.advertiserDo { $0.nextPresence } - origin)
+            let next = min(now + .milliseconds(250), node.advertiserDo { $0.nextDue } - origin)
             schedule(.tick(node: index), at: max(next, now + .milliseconds(1)))
             return index
         case .resume(let index):
