@@ -68,6 +68,17 @@ extension Node {
         let requester = own.configuration.security == nil ? claimed
             : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
         let correlationID = envelope.correlationID
+        // Each request whose delegate is called waits in a task of its own: a peer asking faster
+        // than the application's delegate returns would otherwise make tasks without end. Refused
+        // before the decision, so that no continue-once claim is taken for nothing.
+        guard lifecycle.handOversWaiting < Self.maxHandOversWaiting else {
+            let busy = HandoffError(
+                .remoteApplicationTimedOut,
+                "\(own.info.name) has \(lifecycle.handOversWaiting) continue requests waiting on its application's delegate; try again later")
+            refuse(request, busy, to: identity, correlationID: correlationID, requester: requester)
+            logRateLimited("refusing continue requests while \(lifecycle.handOversWaiting) wait on the application's delegate (the last from \(requester))")
+            return
+        }
         switch ContinuationServer.decide(request, current: advertiser.current, node: own.info.name, date: Date()) {
         case .refuse(let error):
             refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
@@ -79,10 +90,19 @@ extension Node {
             if activity.delegate == nil {
                 await handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester)
             } else {
-                spawn { await self.handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester) }
+                lifecycle.handOversWaiting += 1
+                spawn {
+                    await self.handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester)
+                    await self.handOverEnded()
+                }
             }
         }
     }
+
+    /// The most continue requests waiting on the application's delegate at once (``answer``).
+    static let maxHandOversWaiting = 256
+
+    private func handOverEnded() { lifecycle.handOversWaiting -= 1 }
 
     private func refuse(_ request: WireContinueRequest, _ error: HandoffError, to identity: [UInt8], correlationID: UInt64, requester: NodeInfo) {
         var reply = WireContinueReply()

@@ -58,6 +58,9 @@ struct NodeLifecycle {
     var runningWaiters: [CheckedContinuation<Void, Never>] = []
     /// The node's own tasks (delegates, plugin calls), run in its task group.
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
+    /// Continue requests answered in a task of their own because the activity's delegate is
+    /// called (will-save, was-continued), not yet done: bounded by ``Node/maxHandOversWaiting``.
+    var handOversWaiting = 0
 }
 
 /// Who may talk to the node.
