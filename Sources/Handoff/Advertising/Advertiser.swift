@@ -178,12 +178,12 @@ struct Advertiser {
     /// Begins a pass over every current activity; returns its first slice.
     private mutating func startPass(now: ContinuousClock.Instant) -> [Message] {
         pass = (current.activities.map(\.id), 0)
-        return nextSlice(now: now)
+        return sliceOfPass(now: now)
     }
 
     /// The pass's next slice: its activities still current, as they are now (one made current
     /// since the pass began was advertised then).
-    private mutating func nextSlice(now: ContinuousClock.Instant) -> [Message] {
+    private mutating func sliceOfPass(now: ContinuousClock.Instant) -> [Message] {
         var messages: [Message] = []
         while pass.sent < pass.ids.count, messages.count < Self.bulkSlice {
             if let activity = current[pass.ids[pass.sent]] { messages.append(publication(of: activity)) }
@@ -204,7 +204,7 @@ struct Advertiser {
     /// - Parameter traffic: What the node's sockets carried so far, for its presence.
     mutating func tick(now: ContinuousClock.Instant, date: Date, traffic: WireNodeTraffic = WireNodeTraffic()) -> Tick {
         var tick = Tick()
-        if let due = nextSlice, now >= due { tick.messages = nextSlice(now: now) }
+        if let due = nextSlice, now >= due { tick.messages = sliceOfPass(now: now) }
         guard now >= nextPresence else { return tick }
         tick.presence = true
         nextPresence = now + settings.advertiseInterval
