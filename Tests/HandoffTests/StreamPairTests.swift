@@ -58,6 +58,25 @@ struct StreamPairTests {
         #expect(tail.count == 50 && reader.receivedOffset == 150)
     }
 
+    @Test("reading: a gap while this side waits for its resume's answer (the broken connection lost a chunk, the peer wrote on) is dropped, not a violation; the chunks come again after the answer; then a gap is a violation again")
+    func gapWhileResuming() throws {
+        var reader = pair()
+        _ = reader.dataArrived(data(at: 0), chunk: Data(count: 100), now: start)
+        let (dropActions, interrupted) = reader.connectionDropped(failingOpenWith: HandoffError(.connectionUnavailable, "dropped"), now: start)
+        #expect(interrupted && dropActions.isEmpty)
+        // The chunk at 100 was lost with the connection; the one at 200 comes before the answer.
+        #expect(reader.dataArrived(data(at: 200), chunk: Data(count: 100), now: start).isEmpty)
+        #expect(reader.isLive && reader.receivedOffset == 100)
+        var answer = WireStreamResume()
+        answer.receivedOffset = 0
+        answer.window = 4
+        _ = reader.received(.resume(answer), now: start)
+        let resent = reader.dataArrived(data(at: 100), chunk: Data(count: 100), now: start)
+        guard case .deliver = try #require(resent.last) else { Issue.record("the chunk sent again must be delivered: \(resent)"); return }
+        #expect(reader.receivedOffset == 200)
+        #expect(failure(reader.dataArrived(data(at: 300), chunk: Data(count: 100), now: start))?.code == .streamProtocolViolation)
+    }
+
     @Test("reading: a gap, an oversized chunk, a chunk past the window or on an excluded direction is a violation: the peer is told, the pair fails")
     func violations() throws {
         var gap = pair(window: 2)
