@@ -168,7 +168,10 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 ///    buffers at most `window` chunks, whatever the stream's size. A reader
 ///    that receives a chunk beyond its credit, larger than its chunk_size, at a
 ///    gap in the offsets, or on an excluded direction answers `error`
-///    STREAM_PROTOCOL_VIOLATION, and the pair is over.
+///    STREAM_PROTOCOL_VIOLATION, and the pair is over. Save one case: while a
+///    continuing node waits for the answer to its StreamResume (its connection
+///    broke), a chunk at a gap is dropped, since the broken connection lost the
+///    chunks before it and the writer sends them again on the resume.
 /// 3. Credit and acknowledgement. The reader sends StreamCredit as it consumes
 ///    chunks (Handoff nodes: every window/4 chunks); acknowledged_offset tells
 ///    the writer which bytes it no longer needs to keep for a resume. On
@@ -345,7 +348,8 @@ public nonisolated struct WireStreamData: Sendable {
 
   /// Byte offset of the chunk within its direction's stream: the number of
   /// bytes before it. A reader drops what it already has (a chunk sent again
-  /// after a resume) and refuses a gap (STREAM_PROTOCOL_VIOLATION).
+  /// after a resume) and refuses a gap (STREAM_PROTOCOL_VIOLATION), except
+  /// while its own resume is unanswered: then it drops the chunk (step 2).
   public var offset: UInt64 = 0
 
   /// At most the peer's StreamOpen.chunk_size bytes (empty when the payload is

@@ -307,8 +307,9 @@ public actor Node: Service {
             expirePending(now: now)
             superviseStreams(now: now)
             let tick = advertiser.tick(now: now, date: Date(), traffic: observability.metrics.totals)
-            // A slice of a pass over every activity can come without a presence.
             for activity in tick.expired { activity.detach() }
+            // Published before the presence check: a slice of a pass over every activity comes
+            // without a presence.
             publish((tick.note, tick.messages))
             guard tick.presence else { continue }
             observability.metrics.state(streams: streams.count, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
