@@ -164,6 +164,7 @@ extension SimulatedWorld {
                 case .resumed(let peerHad, _): log("\(node): stream \(stream.number) resumed, the peer had \(peerHad) bytes")
                 case .violation(let error): log("\(node): stream \(stream.number): the peer broke the rules: \(error.message)")
                 case .interruptedBySilence: log("\(node): stream \(stream.number) interrupted: nothing heard")
+                case .droppedAheadOfResume(let count): log("\(node): stream \(stream.number) dropped \(count) bytes beyond a gap, its resume unanswered")
                 case .duplicateBytesDropped, .bytesResent, .lost: break
                 }
             }

@@ -67,6 +67,8 @@ extension Node {
             own.logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
         case .interruptedBySilence:
             own.logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(own.configuration.streamIdleTimeout); waiting up to \(own.configuration.streamResumeWindow) for it to resume")
+        case .droppedAheadOfResume(let count):
+            own.logger.debug("streams \(session.route.id): dropped \(count) bytes from \(session.owner) beyond a gap, its resume unanswered")
         case .lost:
             observability.streamCounters.lost += 1
         }

@@ -42,7 +42,7 @@ extension StreamPair {
         case .duplicate:
             return [.record(.duplicateBytesDropped(chunk.count))]
         case .aheadOfResume:
-            return []
+            return [.record(.droppedAheadOfResume(chunk.count))]
         case .violation(let reason):
             return violate(reason, now: now)
         case .deliver(let start):

@@ -118,6 +118,9 @@ struct StreamPair {
         case duplicateBytesDropped(Int)
         /// Bytes sent again after a resume.
         case bytesResent(Int)
+        /// A chunk of this many bytes beyond a gap, dropped while this side's resume is unanswered
+        /// (the peer sends it again from what this side has).
+        case droppedAheadOfResume(Int)
         /// The pair was picked up again; the peer had `peerHad` bytes. `wasInterrupted`: this side
         /// had noticed the interruption (the resume is news worth a log line).
         case resumed(peerHad: UInt64, wasInterrupted: Bool)
