@@ -128,8 +128,47 @@ struct AdvertiserTests {
         }
         #expect(refresh.presence && advertised(refresh.messages).count == slice)
         let over = advertiser.subscribed(to: [][...], bus: bus, now: now + pace / 2).messages
-        #expect(advertised(over) == activities.prefix(slice).map(\.id))
-        #expect(advertiser.nextSlice == now + pace / 2 + pace)
+        #expect(over.isEmpty && advertiser.nextSlice == now + pace, "the new pass waits for the slice that is due")
+        #expect(advertised(advertiser.tick(now: now + pace, date: Date()).messages) == activities.prefix(slice).map(\.id))
+    }
+
+    @Test("a direct peer's snapshot of more than a slice is answered in slices, its reply after the last one counting what went; it goes before a pass over every activity; past the most answers under way, a reply alone says what there is")
+    func snapshotsInSlices() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let slice = Advertiser.bulkSlice, pace = Advertiser.bulkPace
+        let activities = try (0..<(slice + slice / 2)).map { _ in try activity() }
+        for activity in activities { _ = advertiser.add(activity) }
+        func replies(_ messages: [Advertiser.Message]) -> [UInt32] {
+            messages.compactMap { if case .snapshotReply(let r) = $0.body { r.count } else { nil } }
+        }
+        let topic = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.").utf8)
+        let first = advertiser.subscribed(to: topic[...], bus: .direct, now: start).messages
+        #expect(advertised(first) == activities.prefix(slice).map(\.id) && replies(first).isEmpty)
+        #expect(advertiser.nextSlice == start + pace)
+        // An activity ended meanwhile is skipped and not counted; a pass over every activity begun
+        // meanwhile waits for the due slice, and goes after the snapshot's answer.
+        _ = advertiser.remove(activities.last!, reason: .resigned)
+        #expect(advertiser.readvertise(now: start + pace / 2, askedByBroker: false).messages.isEmpty)
+        let second = advertiser.tick(now: start + pace, date: Date()).messages
+        let answer = second.filter { $0.topic == topic }, pass = second.filter { $0.topic != topic }
+        #expect(advertised(answer) == activities[slice...].dropLast().map(\.id))
+        #expect(replies(answer) == [UInt32(activities.count - 1)] && replies([answer.last!]).count == 1, "the reply last, counting every slice")
+        #expect(second.count == slice && advertised(pass) == activities.prefix(slice - answer.count).map(\.id))
+        let third = advertiser.tick(now: start + pace * 2, date: Date()).messages
+        #expect(advertised(third) == activities[(slice - answer.count)...].dropLast().map(\.id))
+        #expect(advertiser.nextSlice == nil)
+
+        // At most maxSnapshotAnswers under way: one more hears at once how many match, with none.
+        var asked = 0
+        while advertiser.passes.count < Advertiser.maxSnapshotAnswers {
+            let another = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.").utf8)
+            asked += 1
+            _ = advertiser.subscribed(to: another[...], bus: .direct, now: start + pace * 2)
+        }
+        #expect(asked == Advertiser.maxSnapshotAnswers)
+        let refused = advertiser.subscribed(to: topic[...], bus: .direct, now: start + pace * 2).messages
+        #expect(advertised(refused).isEmpty && replies(refused) == [UInt32(activities.count - 1)])
+        #expect(advertiser.passes.count == Advertiser.maxSnapshotAnswers)
     }
 
     @Test("a presence later than a lease (the node stalled) advertises every activity again, and says why")

@@ -23,11 +23,11 @@ struct SnapshotsTests {
         var requests = SnapshotRequests(expectedReplies: 1)
         let topic = requests.start(typePrefix: "org.")
         #expect(!requests.isEmpty)
-        for _ in 0..<3 { let result = requests.advertisementArrived(on: topic); #expect(result) }
+        for _ in 0..<3 { let result = requests.advertisementArrived(on: topic, now: .now); #expect(result) }
         do { let result = requests.replyArrived(on: topic, count: 3); #expect(result == .complete) }
         #expect(requests.isEmpty)
         // A late or repeated answer to a finished snapshot is not counted anywhere.
-        do { let result = requests.advertisementArrived(on: topic); #expect(!result) }
+        do { let result = requests.advertisementArrived(on: topic, now: .now); #expect(!result) }
         do { let result = requests.replyArrived(on: topic, count: 3); #expect(result == .unknown) }
     }
 
@@ -35,10 +35,10 @@ struct SnapshotsTests {
     func directModeWaitsForEveryPeer() {
         var requests = SnapshotRequests(expectedReplies: 3)
         let topic = requests.start(typePrefix: "")
-        do { let result = requests.advertisementArrived(on: topic); #expect(result) }
+        do { let result = requests.advertisementArrived(on: topic, now: .now); #expect(result) }
         do { let result = requests.replyArrived(on: topic, count: 1); #expect(result == .waiting) }
         do { let result = requests.replyArrived(on: topic, count: 0); #expect(result == .waiting) }
-        do { let result = requests.advertisementArrived(on: topic); #expect(result) }
+        do { let result = requests.advertisementArrived(on: topic, now: .now); #expect(result) }
         do { let result = requests.replyArrived(on: topic, count: 2); #expect(result == .retry(typePrefix: "", attempt: 2), "2 of 3 arrived") }
     }
 
@@ -48,7 +48,7 @@ struct SnapshotsTests {
         let start = ContinuousClock.now
         let answered = requests.start(typePrefix: "org.")
         let unanswered = requests.start(typePrefix: "com.")
-        for _ in 0..<2 { _ = requests.advertisementArrived(on: answered) }
+        for _ in 0..<2 { _ = requests.advertisementArrived(on: answered, now: start) }
         do { let result = requests.replyArrived(on: answered, count: 2, now: start); #expect(result == .waiting) }
         do { let result = requests.expire(now: start + .milliseconds(500), grace: .seconds(1)); #expect(result.isEmpty) }
         let expired = requests.expire(now: start + .seconds(1), grace: .seconds(1))
@@ -59,6 +59,26 @@ struct SnapshotsTests {
         #expect(requests.pending.keys.contains(unanswered))
     }
 
+    @Test("an answerer still sending its answer (in slices) holds the grace open: it ends a grace after the last arrival, not after the first reply")
+    func graceHeldOpenByArrivals() {
+        var requests = SnapshotRequests(expectedReplies: 2)
+        let start = ContinuousClock.now
+        let topic = requests.start(typePrefix: "org.")
+        do { let result = requests.replyArrived(on: topic, count: 0, now: start); #expect(result == .waiting) }
+        for step in 1...3 {
+            let now = start + .milliseconds(800) * step
+            _ = requests.advertisementArrived(on: topic, now: now)
+            #expect(requests.expire(now: now + .milliseconds(999), grace: .seconds(1)).isEmpty, "step \(step): still arriving")
+        }
+        do { let result = requests.replyArrived(on: topic, count: 3, now: start + .milliseconds(2_500)); #expect(result == .complete) }
+        // The same without the second reply: a grace after the last advertisement, it is over.
+        let other = requests.start(typePrefix: "com.")
+        _ = requests.replyArrived(on: other, count: 0, now: start)
+        _ = requests.advertisementArrived(on: other, now: start + .milliseconds(800))
+        #expect(requests.expire(now: start + .milliseconds(1_700), grace: .seconds(1)).isEmpty)
+        #expect(requests.expire(now: start + .milliseconds(1_800), grace: .seconds(1)).map(\.topic) == [other])
+    }
+
     @Test("a short snapshot is asked again, up to the last attempt, then accepted as it is")
     func retriesThenGivesUp() {
         var requests = SnapshotRequests(expectedReplies: 1)
@@ -67,7 +87,7 @@ struct SnapshotsTests {
         topic = requests.start(typePrefix: "org.", attempt: 2)
         do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .retry(typePrefix: "org.", attempt: 3)) }
         topic = requests.start(typePrefix: "org.", attempt: 3)
-        for _ in 0..<4 { _ = requests.advertisementArrived(on: topic) }
+        for _ in 0..<4 { _ = requests.advertisementArrived(on: topic, now: .now) }
         do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .incomplete(received: 4, promised: 5)) }
         #expect(requests.isEmpty)
     }

@@ -11,8 +11,8 @@ import HandoffWire
 /// of the activities it lists); every current activity advertised again every
 /// ``Settings/refreshInterval``; all of them at once when the presence went out later than a lease
 /// (this node stalled, and every follower's lease ran out) and when a broker asks (its cache lost
-/// some), at most once a second for the broker. Such a pass over every activity goes out in slices
-/// (``bulkSlice`` every ``bulkPace``), not at once.
+/// some), at most once a second for the broker. Such a pass over every activity, and the answer to
+/// a direct peer's snapshot, goes out in slices (``bulkSlice`` every ``bulkPace``), not at once.
 struct Advertiser {
     /// What the machine needs to know of its node.
     struct Settings {
@@ -80,15 +80,37 @@ struct Advertiser {
         case direct
     }
 
+    /// A pass over many activities, sent in slices: every current one (a refresh, a broker's
+    /// ask, a stall), or those a direct peer's snapshot asks for.
+    struct Pass {
+        enum Purpose: Equatable {
+            case everyActivity
+            /// Answers under `topic`; its `SnapshotReply` goes after the last slice.
+            case snapshot(topic: [UInt8], typePrefix: String)
+        }
+
+        let purpose: Purpose
+        /// The activities current when it began (one made current since was advertised then).
+        let ids: [String]
+        /// How many of `ids` were looked at.
+        var next = 0
+        /// How many advertisements went out (what a snapshot's reply counts).
+        var advertised = 0
+    }
+
     /// The least time between two re-advertisements a broker asks for.
     static let brokerAskInterval = Duration.seconds(1)
-    /// A pass over every current activity (a refresh, a broker's ask, a stall) sends this many,
-    /// then the next as many ``bulkPace`` later: 100,000 a second. All at once, a node with more
-    /// activities than its PUB queue holds (100,000 messages) lost the pass's tail there whenever
-    /// its broker or followers lagged, and every later pass the same way, so its followers never
-    /// learnt of them (`handoff-bench adverts --count 200000`, docs/performance.md).
+    /// A slice of the passes under way is this many messages, then the next as many ``bulkPace``
+    /// later: 100,000 a second. All at once, a node with more activities than its PUB queue holds
+    /// (100,000 messages) lost a pass's tail there whenever its broker or followers lagged, and
+    /// every later pass the same way, so its followers never learnt of them (`handoff-bench
+    /// adverts --count 200000`, docs/performance.md); a snapshot's answer, the same way.
     static let bulkSlice = 1_000
     static let bulkPace = Duration.milliseconds(10)
+    /// Snapshot answers under way at most. One more is answered at once with a `SnapshotReply`
+    /// that counts the matching activities and no advertisement, so its asker asks again (and after
+    /// its last attempt relies on the refresh): a peer that asks without end holds no more memory.
+    static let maxSnapshotAnswers = 64
 
     let settings: Settings
     private(set) var current = CurrentActivities()
@@ -97,14 +119,14 @@ struct Advertiser {
     private var nextRefresh: ContinuousClock.Instant
     private var lastPresence: ContinuousClock.Instant
     private var lastReadvertised: ContinuousClock.Instant?
-    /// The pass under way: the ids of the activities current when it began, and how many of them
-    /// went out. A new pass replaces it (it covers every activity again).
-    private var pass: (ids: [String], sent: Int) = ([], 0)
-    /// When the pass's next slice is due, while one is under way.
+    /// The passes under way: snapshot answers in the order asked (a peer waits on each), then at
+    /// most one pass over every activity (a new one replaces it; followers hold leases meanwhile).
+    private(set) var passes: [Pass] = []
+    /// When the next slice is due, while a pass is under way.
     private(set) var nextSlice: ContinuousClock.Instant?
 
     /// When the node calls ``tick(now:date:traffic:)`` next: the next presence, or sooner the
-    /// next slice of a pass.
+    /// next slice of the passes.
     var nextDue: ContinuousClock.Instant { nextSlice.map { min($0, nextPresence) } ?? nextPresence }
 
     init(_ settings: Settings, now: ContinuousClock.Instant) {
@@ -159,7 +181,7 @@ struct Advertiser {
             return (nil, [])
         case .direct:
             guard let typePrefix = Topic.snapshotTypePrefix(topic) else { return (nil, []) }
-            return (nil, snapshot(topic: Array(topic), typePrefix: typePrefix))
+            return (nil, answerSnapshot(topic: Array(topic), typePrefix: typePrefix, now: now))
         }
     }
 
@@ -175,26 +197,61 @@ struct Advertiser {
         return (note, startPass(now: now))
     }
 
-    /// Begins a pass over every current activity; returns its first slice.
+    /// Begins a pass over every current activity (in place of one under way).
     private mutating func startPass(now: ContinuousClock.Instant) -> [Message] {
-        pass = (current.activities.map(\.id), 0)
-        return sliceOfPass(now: now)
+        passes.removeAll { $0.purpose == .everyActivity }
+        return begin(Pass(purpose: .everyActivity, ids: current.activities.map(\.id)), now: now)
     }
 
-    /// The pass's next slice: its activities still current, as they are now (one made current
-    /// since the pass began was advertised then).
-    private mutating func sliceOfPass(now: ContinuousClock.Instant) -> [Message] {
-        var messages: [Message] = []
-        while pass.sent < pass.ids.count, messages.count < Self.bulkSlice {
-            if let activity = current[pass.ids[pass.sent]] { messages.append(publication(of: activity)) }
-            pass.sent += 1
+    /// Begins answering a direct peer's snapshot of `typePrefix` under `topic`.
+    private mutating func answerSnapshot(topic: [UInt8], typePrefix: String, now: ContinuousClock.Instant) -> [Message] {
+        let matching = current.activities.filter { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
+        guard passes.count(where: { $0.purpose != .everyActivity }) < Self.maxSnapshotAnswers else {
+            return [snapshotReply(topic: topic, typePrefix: typePrefix, count: matching.count)]
         }
-        if pass.sent < pass.ids.count {
-            nextSlice = now + Self.bulkPace
+        return begin(Pass(purpose: .snapshot(topic: topic, typePrefix: typePrefix), ids: matching.map(\.id)), now: now)
+    }
+
+    /// Queues `pass` (a snapshot answer before the pass over every activity). Returns the first
+    /// slice when none is due, else nothing (it goes with the slice that is due).
+    private mutating func begin(_ pass: Pass, now: ContinuousClock.Instant) -> [Message] {
+        if pass.purpose == .everyActivity {
+            passes.append(pass)
         } else {
-            pass = ([], 0)
-            nextSlice = nil
+            passes.insert(pass, at: passes.firstIndex { $0.purpose == .everyActivity } ?? passes.endIndex)
         }
+        return nextSlice == nil ? slice(now: now) : []
+    }
+
+    /// Up to ``bulkSlice`` messages of the passes, in order: their activities still current, as
+    /// they are now; a snapshot answer's reply after its last advertisement.
+    private mutating func slice(now: ContinuousClock.Instant) -> [Message] {
+        var messages: [Message] = []
+        while let pass = passes.first, messages.count < Self.bulkSlice {
+            var next = pass.next, advertised = pass.advertised
+            while next < pass.ids.count, messages.count < Self.bulkSlice {
+                defer { next += 1 }
+                guard let activity = current[pass.ids[next]] else { continue }
+                switch pass.purpose {
+                case .everyActivity:
+                    messages.append(publication(of: activity))
+                case .snapshot(let topic, _):
+                    guard let advertisement = advertisement(of: activity) else { continue }
+                    messages.append(Message(topic: topic, advertisement: advertisement))
+                    advertised += 1
+                }
+            }
+            guard next == pass.ids.count else {
+                passes[0].next = next
+                passes[0].advertised = advertised
+                break
+            }
+            if case .snapshot(let topic, let typePrefix) = pass.purpose {
+                messages.append(snapshotReply(topic: topic, typePrefix: typePrefix, count: advertised))
+            }
+            passes.removeFirst()
+        }
+        nextSlice = passes.isEmpty ? nil : now + Self.bulkPace
         return messages
     }
 
@@ -204,7 +261,7 @@ struct Advertiser {
     /// - Parameter traffic: What the node's sockets carried so far, for its presence.
     mutating func tick(now: ContinuousClock.Instant, date: Date, traffic: WireNodeTraffic = WireNodeTraffic()) -> Tick {
         var tick = Tick()
-        if let due = nextSlice, now >= due { tick.messages = sliceOfPass(now: now) }
+        if let due = nextSlice, now >= due { tick.messages = slice(now: now) }
         guard now >= nextPresence else { return tick }
         tick.presence = true
         nextPresence = now + settings.advertiseInterval
@@ -251,13 +308,10 @@ struct Advertiser {
         return Message(topic: Topic.activity(activity.activityType), body: .withdrawal(withdrawal))
     }
 
-    /// This node's current activities of `typePrefix` under a peer's snapshot topic, then the
-    /// `SnapshotReply` that says how many there were (a receiver that gets fewer asks again).
-    private func snapshot(topic: [UInt8], typePrefix: String) -> [Message] {
-        var messages = current.activities.filter { $0.activityType.hasPrefix(typePrefix) }
-            .compactMap(advertisement(of:)).map { Message(topic: topic, advertisement: $0) }
-        messages.append(Message(topic: topic, body: .snapshotReply(WireSnapshotReply(count: messages.count, typePrefix: typePrefix))))
-        return messages
+    /// The `SnapshotReply` that ends an answer under a peer's snapshot topic: how many
+    /// advertisements it sent (a receiver that got fewer asks again).
+    private func snapshotReply(topic: [UInt8], typePrefix: String, count: Int) -> Message {
+        Message(topic: topic, body: .snapshotReply(WireSnapshotReply(count: count, typePrefix: typePrefix)))
     }
 
     /// The node's `NodePresence`: the ids of its current activities (what fits the frame limit,

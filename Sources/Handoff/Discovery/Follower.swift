@@ -136,7 +136,7 @@ struct Follower {
         let snapshotTopic = String(decoding: topic, as: UTF8.self)
         switch envelope.body {
         case .advertisement:
-            guard snapshots.advertisementArrived(on: snapshotTopic) else { return [] }
+            guard snapshots.advertisementArrived(on: snapshotTopic, now: now) else { return [] }
             // A broker answers with the envelope its cache kept: perhaps the very one this node
             // heard live and then let go (its lease ran out while the bus was away). Only the
             // broker publishes on snapshot topics, and directly only the origin answers.
@@ -157,7 +157,7 @@ struct Follower {
         if let refusal = Self.foreignToConnection(speaker.senderKey, connectionKey) { return [refusal] }
         var fromSnapshot = false
         if topic.starts(with: Topic.snapshotPrefixBytes) {
-            guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self)) else { return [] }
+            guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self), now: now) else { return [] }
             fromSnapshot = true  // (as in the envelope's case)
         }
         return heard(envelope.advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)

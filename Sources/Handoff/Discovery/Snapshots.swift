@@ -52,8 +52,11 @@ struct SnapshotRequests {
         var received = 0
         var promised = 0
         var replies = 0
-        /// When the first answerer's reply came (the grace for the others starts then).
+        /// When the first answerer's reply came: the grace for the others starts then.
         var firstReply: ContinuousClock.Instant?
+        /// When anything last arrived on the topic: an answerer that is still sending (its answer
+        /// goes out in slices) holds the grace open.
+        var lastArrival: ContinuousClock.Instant?
     }
 
     /// What a node does after an answer arrived.
@@ -97,9 +100,10 @@ struct SnapshotRequests {
     }
 
     /// Counts an advertisement that arrived on `topic`; `false` when no request waits on it.
-    mutating func advertisementArrived(on topic: String) -> Bool {
+    mutating func advertisementArrived(on topic: String, now: ContinuousClock.Instant) -> Bool {
         guard pending[topic] != nil else { return false }
         pending[topic]!.received += 1
+        pending[topic]!.lastArrival = now
         return true
     }
 
@@ -109,6 +113,7 @@ struct SnapshotRequests {
         request.replies += 1
         request.promised += count
         request.firstReply = request.firstReply ?? now
+        request.lastArrival = now
         guard request.replies >= expectedReplies else {
             pending[topic] = request
             return .waiting
@@ -117,11 +122,11 @@ struct SnapshotRequests {
         return Self.outcome(of: request)
     }
 
-    /// Ends the requests that some answerers replied to at least `grace` ago while others (a
-    /// broker of a pair that is down, a direct peer that is gone) never did: what arrived is what
-    /// there is. Returns each one's topic and outcome.
+    /// Ends the requests that some answerers replied to while others (a broker of a pair that is
+    /// down, a direct peer that is gone) never did, once nothing arrived on them for `grace`:
+    /// what arrived is what there is. Returns each one's topic and outcome.
     mutating func expire(now: ContinuousClock.Instant, grace: Duration) -> [(topic: String, outcome: Outcome)] {
-        let due = pending.filter { $0.value.firstReply.map { now - $0 >= grace } ?? false }
+        let due = pending.filter { $0.value.firstReply != nil && $0.value.lastArrival.map { now - $0 >= grace } ?? false }
         for topic in due.keys { pending[topic] = nil }
         return due.map { ($0.key, Self.outcome(of: $0.value)) }
     }
