@@ -255,13 +255,19 @@ struct Advertiser {
         return messages
     }
 
+    /// The passes' next slice when it is due (at ``nextSlice``), else nothing.
+    mutating func dueSlice(now: ContinuousClock.Instant) -> [Message] {
+        guard let due = nextSlice, now >= due else { return [] }
+        return slice(now: now)
+    }
+
     /// The next slice of a pass when it is due; presence, refresh and expiry when the presence is
     /// due (nothing else before ``nextPresence``).
     ///
     /// - Parameter traffic: What the node's sockets carried so far, for its presence.
     mutating func tick(now: ContinuousClock.Instant, date: Date, traffic: WireNodeTraffic = WireNodeTraffic()) -> Tick {
         var tick = Tick()
-        if let due = nextSlice, now >= due { tick.messages = slice(now: now) }
+        tick.messages = dueSlice(now: now)
         guard now >= nextPresence else { return tick }
         tick.presence = true
         nextPresence = now + settings.advertiseInterval

@@ -120,11 +120,11 @@ extension Node {
     var readvertiseTopic: [UInt8] { Array((Topic.readvertisePrefix + id).utf8) }
 
     /// Hands what the publisher hears to the advertiser. With brokers: a broker's subscribe-all,
-    /// which arrives whenever this node (re)connects to it, gets every current activity at once,
-    /// so a restarted broker's cache fills right away; its `R:` request too. In direct mode (the
-    /// XPUB is verbose): a peer's snapshot subscription gets this node's matching activities under
-    /// that topic alone (wire.proto, "Snapshots"); a plain subscription gets nothing, so no peer
-    /// hears what it knows again.
+    /// which arrives whenever this node (re)connects to it, gets every current activity again
+    /// (in slices, ``Advertiser/bulkSlice``), so a restarted broker's cache fills right away; its
+    /// `R:` request too. In direct mode (the XPUB is verbose): a peer's snapshot subscription gets
+    /// this node's matching activities under that topic alone (wire.proto, "Snapshots"), in
+    /// slices too; a plain subscription gets nothing, so no peer hears what it knows again.
     func answerSubscriptions() async {
         let bus: Advertiser.Bus = switch own.configuration.bus {
         case .broker, .brokers: .brokered(readvertiseTopic: readvertiseTopic)
@@ -139,7 +139,19 @@ extension Node {
                 if let request = TraceRequest(topic: topic, nodeID: id) { answerTraceRequest(request) }
                 continue
             }
+            let wasIdle = advertiser.nextSlice == nil
             publish(advertiser.subscribed(to: topic, bus: bus, now: .now))
+            if wasIdle, advertiser.nextSlice != nil { spawn { await self.paceSlices() } }
+        }
+    }
+
+    /// Sends the slices of passes begun between two wakes of the scheduler, each when it is due:
+    /// the scheduler, asleep until its next sweep (up to 250 ms), would send the second late.
+    /// Ends when no pass is under way; the scheduler sends a slice too when it wakes first.
+    func paceSlices() async {
+        while let due = advertiser.nextSlice {
+            do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
+            publish(advertiser.dueSlice(now: .now))
         }
     }
 }
