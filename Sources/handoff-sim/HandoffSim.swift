@@ -50,6 +50,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "No graceful departures (a node shutting down, withdrawing its activities, and coming back).")
     var noDepartures = false
 
+    @Option(help: "Messages per slice of a node's pass over many activities and of its snapshot answers (default: the production 1,000, which no simulated node reaches); 1 or more.")
+    var slice: Int?
+
     mutating func run() throws {
         HandoffSim.requireDeterministicHashing()
         var options = SimulationOptions()
@@ -64,6 +67,8 @@ struct HandoffSim: ParsableCommand {
         options.sites = sites
         options.streams = !noStreams
         options.departures = !noDepartures
+        if let slice, slice < 1 { throw ValidationError("--slice takes 1 or more") }
+        options.sliceSize = slice
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -96,7 +101,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")")
             throw ExitCode(1)
         }
     }

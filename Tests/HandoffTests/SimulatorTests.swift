@@ -59,6 +59,12 @@ struct SimulatorTests {
         try await passesFreshSeeds(12, "--sites", "4")
     }
 
+    @Test("with slices of two messages, every pass over a node's activities and every direct snapshot answer goes out in slices: fresh seeds pass node to node and through a broker")
+    func freshSeedsInSlices() async throws {
+        try await passesFreshSeeds(15, "--slice", "2")
+        try await passesFreshSeeds(15, "--broker", "--slice", "2")
+    }
+
     /// Regression (2026-11-27, found by a soak of 300 seeds at seven sites): the simulated link sent
     /// a site's snapshot request (its broker asks once it hears the link connect) before the
     /// interest its down socket sends again on the new connection, so the upstream could not tell

@@ -26,6 +26,9 @@ struct Advertiser {
         var teamID: String?
         var advertiseInterval: Duration
         var refreshInterval: Duration
+        /// Messages per slice of a pass (``Advertiser/bulkSlice``; the simulator draws passes of a
+        /// few activities with less).
+        var sliceSize = Advertiser.bulkSlice
     }
 
     /// One message for the bus.
@@ -223,13 +226,13 @@ struct Advertiser {
         return nextSlice == nil ? slice(now: now) : []
     }
 
-    /// Up to ``bulkSlice`` messages of the passes, in order: their activities still current, as
+    /// Up to ``Settings/sliceSize`` messages of the passes, in order: their activities still current, as
     /// they are now; a snapshot answer's reply after its last advertisement.
     private mutating func slice(now: ContinuousClock.Instant) -> [Message] {
         var messages: [Message] = []
-        while let pass = passes.first, messages.count < Self.bulkSlice {
+        while let pass = passes.first, messages.count < settings.sliceSize {
             var next = pass.next, advertised = pass.advertised
-            while next < pass.ids.count, messages.count < Self.bulkSlice {
+            while next < pass.ids.count, messages.count < settings.sliceSize {
                 defer { next += 1 }
                 guard let activity = current[pass.ids[next]] else { continue }
                 switch pass.purpose {

@@ -43,16 +43,20 @@ final class SimulatedNode {
 
     static let settings = (lease: Duration.seconds(6), advertiseInterval: Duration.seconds(2), refreshInterval: Duration.seconds(25))
 
-    init(index: Int, follows: [String], hostile: Bool, peers: Int, now: ContinuousClock.Instant, date: Date, random: inout SimulationRandom) {
+    /// Messages per slice of its advertiser's passes (``SimulationOptions/sliceSize``).
+    let sliceSize: Int
+
+    init(index: Int, follows: [String], hostile: Bool, peers: Int, sliceSize: Int, now: ContinuousClock.Instant, date: Date, random: inout SimulationRandom) {
         self.index = index
+        self.sliceSize = sliceSize
         id = "node-\(index)"
         key = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &random) })
         self.follows = follows
         self.hostile = hostile
-        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, now: now, date: date)
+        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, now: now, date: date)
     }
 
-    private static func machines(id: String, key: Data, peers: Int, now: ContinuousClock.Instant, date: Date) -> (Advertiser, Follower, EnvelopeBuilder) {
+    private static func machines(id: String, key: Data, peers: Int, sliceSize: Int, now: ContinuousClock.Instant, date: Date) -> (Advertiser, Follower, EnvelopeBuilder) {
         var origin = WireNodeRef()
         origin.nodeID = id
         origin.name = id
@@ -60,7 +64,7 @@ final class SimulatedNode {
         origin.publicKey = key
         let advertiser = Advertiser(.init(
             origin: origin, continueEndpoint: "tcp://\(id):7000", lease: settings.lease, teamID: nil,
-            advertiseInterval: settings.advertiseInterval, refreshInterval: settings.refreshInterval), now: now)
+            advertiseInterval: settings.advertiseInterval, refreshInterval: settings.refreshInterval, sliceSize: sliceSize), now: now)
         let follower = Follower(.init(
             nodeID: id, defaultLease: settings.lease, maxKnownPerNode: 1_000, maxKnown: 10_000,
             replayWindow: .seconds(30), secure: true, snapshotAnswerers: peers))
@@ -79,7 +83,7 @@ final class SimulatedNode {
 
     /// The process died and a new one starts under the same id and key, knowing nothing.
     func restart(peers: Int, now: ContinuousClock.Instant, date: Date) {
-        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, now: now, date: date)
+        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, now: now, date: date)
         subscriptions = []
         subscriptionsOfPeer = [:]
         client = Self.newClient()

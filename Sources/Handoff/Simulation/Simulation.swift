@@ -44,6 +44,10 @@ public struct SimulationOptions: Sendable, Hashable {
     /// Whether nodes leave gracefully (shut down, withdrawing what they advertised) and come back
     /// (drawn apart too; a seed with departures differs from one without from the first).
     public var departures = true
+    /// Messages per slice of a node's pass over many activities (`nil`: the production
+    /// ``Advertiser/bulkSlice``, 1,000, which no simulated node reaches). A few make the passes
+    /// and snapshot answers of every node go out in slices, under the same faults.
+    public var sliceSize: Int?
 
     public init() {}
 }
