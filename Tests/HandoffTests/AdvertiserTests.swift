@@ -168,6 +168,7 @@ struct AdvertiserTests {
         #expect(asked == Advertiser.maxSnapshotAnswers)
         let refused = advertiser.subscribed(to: topic[...], bus: .direct, now: start + pace * 2).messages
         #expect(advertised(refused).isEmpty && replies(refused) == [UInt32(activities.count - 1)])
+        #expect(advertiser.snapshotsAnsweredBusy == 1, "counted, for the node's metric")
         #expect(advertiser.passes.count == Advertiser.maxSnapshotAnswers)
     }
 

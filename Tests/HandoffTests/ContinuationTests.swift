@@ -341,23 +341,6 @@ struct ContinuationTests {
         }
     }
 
-    @Test("a direct peer answers a late joiner's snapshot of more activities than a slice in slices, over real sockets: it arrives whole, and the joiner is synchronized")
-    func lateJoinerDirectInSlices() async throws {
-        let a = try Node(configuration: testConfiguration("node-a", interval: .seconds(60)))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await a.run() }
-            await a.untilRunning()
-            defer { group.cancelAll() }
-            let activities = try await viewContacts(2_500, currentOn: a)  // Advertiser.bulkSlice is 1,000
-            var configuration = testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))
-            configuration.maxKnownActivitiesPerNode = activities.count
-            try await Node.withRunning(configuration) { late in
-                #expect(await late.untilSynchronized(timeout: .seconds(5)))
-                #expect(Set(await late.activities().map(\.id)) == Set(activities.map(\.id)), "the snapshot's three slices hold them all")
-            }
-        }
-    }
-
     @Test("a node keeps track of at most its quota of another node's activities, and counts the rest")
     func knownQuota() async throws {
         try await withTwoNodes(configureA: { $0.refreshInterval = .milliseconds(300) }, configureB: { $0.maxKnownActivitiesPerNode = 5 }) { a, b in

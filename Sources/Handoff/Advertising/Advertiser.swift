@@ -127,6 +127,8 @@ struct Advertiser {
     private(set) var passes: [Pass] = []
     /// When the next slice is due, while a pass is under way.
     private(set) var nextSlice: ContinuousClock.Instant?
+    /// Snapshot requests answered with a reply alone, ``maxSnapshotAnswers`` being under way.
+    private(set) var snapshotsAnsweredBusy = 0
 
     /// When the node calls ``tick(now:date:traffic:)`` next: the next presence, or sooner the
     /// next slice of the passes.
@@ -210,6 +212,7 @@ struct Advertiser {
     private mutating func answerSnapshot(topic: [UInt8], typePrefix: String, now: ContinuousClock.Instant) -> [Message] {
         let matching = current.activities.filter { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
         guard passes.count(where: { $0.purpose != .everyActivity }) < Self.maxSnapshotAnswers else {
+            snapshotsAnsweredBusy += 1
             return [snapshotReply(topic: topic, typePrefix: typePrefix, count: matching.count)]
         }
         return begin(Pass(purpose: .snapshot(topic: topic, typePrefix: typePrefix), ids: matching.map(\.id)), now: now)

@@ -139,9 +139,13 @@ extension Node {
                 if let request = TraceRequest(topic: topic, nodeID: id) { answerTraceRequest(request) }
                 continue
             }
-            let wasIdle = advertiser.nextSlice == nil
+            let (wasIdle, busyBefore) = (advertiser.nextSlice == nil, advertiser.snapshotsAnsweredBusy)
             publish(advertiser.subscribed(to: topic, bus: bus, now: .now))
             if wasIdle, advertiser.nextSlice != nil { spawn { await self.paceSlices() } }
+            if advertiser.snapshotsAnsweredBusy > busyBefore {
+                observability.metrics.snapshotAnsweredBusy()
+                logRateLimited("answering \(Advertiser.maxSnapshotAnswers) peers' snapshots already; another was answered with a reply alone, and its node asks again (\(advertiser.snapshotsAnsweredBusy) so far)")
+            }
         }
     }
 

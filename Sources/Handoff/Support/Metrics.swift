@@ -123,6 +123,7 @@ struct NodeMetrics: Sendable {
         let knownActivities = Gauge(label: "handoff_node_known_activities")
         let onBus = Gauge(label: "handoff_node_on_bus")
         let discoverOverrun = Counter(label: "handoff_node_discover_streams_overrun_total")
+        let snapshotsAnsweredBusy = Counter(label: "handoff_node_snapshot_answers_busy_total")
 
         func traffic(_ socket: SocketKind) -> Traffic {
             switch socket {
@@ -175,6 +176,9 @@ struct NodeMetrics: Sendable {
 
     /// A discover stream ended because its reader fell too far behind.
     func discoverStreamOverrun() { handles.discoverOverrun.increment() }
+
+    /// A direct peer's snapshot was answered with a reply alone: this node answered the most already.
+    func snapshotAnsweredBusy() { handles.snapshotsAnsweredBusy.increment() }
 
     /// Stream payload bytes that arrived or left.
     func streamed(in bytes: Int) { handles.streamBytesIn.increment(by: bytes) }
