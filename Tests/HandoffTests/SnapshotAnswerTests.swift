@@ -11,11 +11,7 @@ import HandoffTestSupport
 struct SnapshotAnswerTests {
     @Test("a direct peer answers a late joiner's snapshot of more activities than a slice in slices, over real sockets: it arrives whole, and the joiner is synchronized")
     func lateJoinerDirectInSlices() async throws {
-        let a = try Node(configuration: testConfiguration("node-a", interval: .seconds(60)))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await a.run() }
-            await a.untilRunning()
-            defer { group.cancelAll() }
+        try await Node.withRunning(testConfiguration("node-a", interval: .seconds(60))) { a in
             let activities = try await viewContacts(2_500, currentOn: a)  // Advertiser.bulkSlice is 1,000
             var configuration = testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))
             configuration.maxKnownActivitiesPerNode = activities.count
@@ -28,11 +24,7 @@ struct SnapshotAnswerTests {
 
     @Test("past the most answers under way, a snapshot request is answered at once with a reply alone that counts what matches; every other answer's reply counts exactly the advertisements it sent")
     func busyReplyAlone() async throws {
-        let a = try Node(configuration: testConfiguration("node-a", interval: .seconds(60)))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await a.run() }
-            await a.untilRunning()
-            defer { group.cancelAll() }
+        try await Node.withRunning(testConfiguration("node-a", interval: .seconds(60))) { a in
             let activities = try await viewContacts(1_500, currentOn: a)  // an answer of two slices
             let context = try Context()
             let tap = try context.socket(.sub)
