@@ -52,10 +52,9 @@ struct SnapshotRequests {
         var received = 0
         var promised = 0
         var replies = 0
-        /// When the first answerer's reply came: the grace for the others starts then.
-        var firstReply: ContinuousClock.Instant?
-        /// When anything last arrived on the topic: an answerer that is still sending (its answer
-        /// goes out in slices) holds the grace open.
+        /// When anything last arrived on the topic: once an answerer replied, the grace for the
+        /// others runs from here, so that one still sending (its answer goes out in slices) holds
+        /// it open.
         var lastArrival: ContinuousClock.Instant?
     }
 
@@ -112,7 +111,6 @@ struct SnapshotRequests {
         guard var request = pending[topic] else { return .unknown }
         request.replies += 1
         request.promised += count
-        request.firstReply = request.firstReply ?? now
         request.lastArrival = now
         guard request.replies >= expectedReplies else {
             pending[topic] = request
@@ -126,7 +124,7 @@ struct SnapshotRequests {
     /// down, a direct peer that is gone) never did, once nothing arrived on them for `grace`:
     /// what arrived is what there is. Returns each one's topic and outcome.
     mutating func expire(now: ContinuousClock.Instant, grace: Duration) -> [(topic: String, outcome: Outcome)] {
-        let due = pending.filter { $0.value.firstReply != nil && $0.value.lastArrival.map { now - $0 >= grace } ?? false }
+        let due = pending.filter { $0.value.replies > 0 && $0.value.lastArrival.map { now - $0 >= grace } ?? false }
         for topic in due.keys { pending[topic] = nil }
         return due.map { ($0.key, Self.outcome(of: $0.value)) }
     }
