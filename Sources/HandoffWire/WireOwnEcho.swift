@@ -27,6 +27,9 @@ public enum WireOwnEcho {
                 case (3, .lengthDelimited):
                     senders += 1
                     senderMatches = try nodeIDMatches(reader.nested(reader.lengthDelimited()), nodeID)
+                    // Another node's message (nearly every one a watcher reads): no later field
+                    // can make it this node's, so the rest is not walked.
+                    guard senderMatches, senders == 1 else { return false }
                 case (10...19, _):
                     bodies += 1
                     guard type == .lengthDelimited else { return false }

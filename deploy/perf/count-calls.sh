@@ -2,7 +2,7 @@
 # Counts calls into the Swift runtime and malloc over one handoff-bench run, every process of it:
 # exact figures (uprobes, not samples) that move with the code and not with a noisy machine.
 #
-#   deploy/perf/count-calls.sh [--bench PATH] [--callers COMM] -- adverts --count 5000 --trials 1
+#   deploy/perf/count-calls.sh [--bench PATH] [--callers COMM] [--spans] -- adverts --count 5000 --trials 1
 #
 # Prints swift_retain, swift_release, malloc and swift_beginAccess for the whole run; divide by the
 # messages the run sent. With --callers COMM (a thread name: handoff-loop-0 for nodes' event loops,
@@ -10,19 +10,24 @@
 # caller that is not one of the compiler's copy and destroy thunks (value witnesses, outlined
 # copies): the code whose copies cost the counts. Needs root and perf (linux-perf); about 20 s plus
 # the run (a run under --callers is ten to a hundred times slower and writes gigabytes: keep it short).
+# With --spans, only what happens inside the spans the benchmark measures counts (MeasuredSpan, as
+# profile-span.sh): set-up and tear-down (a publisher withdrawing every activity as it stops) stay
+# out, so a count divided by the messages the spans sent is the steady state's.
 set -euo pipefail
 
 bench=.build/release/handoff-bench
 callers=""
+spans=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --bench) bench=$2; shift 2 ;;
         --callers) callers=$2; shift 2 ;;
+        --spans) spans=(-D -1); shift ;;
         --) shift; break ;;
-        *) echo "usage: $0 [--bench PATH] [--callers COMM] -- BENCH-ARGS..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--bench PATH] [--callers COMM] [--spans] -- BENCH-ARGS..." >&2; exit 2 ;;
     esac
 done
-[ $# -gt 0 ] || { echo "usage: $0 [--bench PATH] [--callers COMM] -- BENCH-ARGS..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [--bench PATH] [--callers COMM] [--spans] -- BENCH-ARGS..." >&2; exit 2; }
 command -v perf >/dev/null || { echo "perf is not installed (apt-get install linux-perf)" >&2; exit 77; }
 
 swift_core=$(ldd "$bench" | awk '/libswiftCore.so/ { print $3 }')
@@ -37,16 +42,21 @@ perf probe -l 2>/dev/null | grep -q "probe_libc:malloc " || perf probe -q -x "$l
 events=probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release,probe_libc:malloc,probe_libswiftCore:swift_beginAccess
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+if [ ${#spans[@]} -gt 0 ]; then
+    mkfifo "$out/control"
+    export HANDOFF_BENCH_PERF_FIFO="$out/control"
+    spans+=(--control "fifo:$out/control")
+fi
 # The Swift backtracer can hang over a process libzmq aborted; a run that aborts just ends.
 export SWIFT_BACKTRACE=enable=no
 
 if [ -z "$callers" ]; then
-    perf stat -a -x, -e "$events" -o "$out/stat" -- "$bench" "$@" >"$out/run" 2>&1 || { tail -5 "$out/run" >&2; exit 1; }
+    perf stat "${spans[@]}" -a -x, -e "$events" -o "$out/stat" -- "$bench" "$@" >"$out/run" 2>&1 || { tail -5 "$out/run" >&2; exit 1; }
     awk -F, '/probe/ { sub(/.*:/, "", $3); printf "%-18s %12.0f\n", $3, $1 }' "$out/stat"
     exit 0
 fi
 
-perf record -q -e probe_libswiftCore:swift_retain -e probe_libswiftCore:swift_release -g -a -o "$out/perf.data" -- "$bench" "$@" >"$out/run" 2>&1 \
+perf record "${spans[@]}" -q -e probe_libswiftCore:swift_retain -e probe_libswiftCore:swift_release -g -a -o "$out/perf.data" -- "$bench" "$@" >"$out/run" 2>&1 \
     || { tail -5 "$out/run" >&2; exit 1; }
 perf script -i "$out/perf.data" --comm "$callers" -F event,ip,sym --max-stack 12 2>/dev/null | awk '
     /probe_libswiftCore/ { kind = ($0 ~ /release/) ? "release" : "retain"; depth = 0; done = 0; next }
@@ -60,4 +70,4 @@ perf script -i "$out/perf.data" --comm "$callers" -F event,ip,sym --max-stack 12
         count[kind " " symbol]++
         done = 1
     }
-    END { for (key in count) print count[key], key }' | sort -rn | head -40 | cut -c1-200 | if command -v swift-demangle >/dev/null; then swift-demangle --simplified; else cat; fi
+    END { for (key in count) print count[key], key }' | sort -rn | head -${COUNT_CALLS_TOP:-40} | cut -c1-200 | if command -v swift-demangle >/dev/null; then swift-demangle --simplified; else cat; fi

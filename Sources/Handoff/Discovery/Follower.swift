@@ -48,6 +48,25 @@ struct Follower {
         case ownPresenceHeard
     }
 
+    /// What hearing an advertisement came to: its commonest outcomes (known now, first or newer)
+    /// without an array of actions made for each advertisement heard.
+    enum Heard {
+        /// ``Action/emit(_:)`` an ``ActivityEvent/appeared(_:)``, then ``Action/changed(_:)``.
+        case appeared(DiscoveredActivity)
+        /// ``Action/emit(_:)`` an ``ActivityEvent/updated(_:)``, then ``Action/changed(_:)``.
+        case updated(DiscoveredActivity)
+        case actions([Action])
+
+        /// The same, as actions.
+        var actions: [Action] {
+            switch self {
+            case .appeared(let activity): [.emit(.appeared(activity)), .changed(activity)]
+            case .updated(let activity): [.emit(.updated(activity)), .changed(activity)]
+            case .actions(let actions): actions
+            }
+        }
+    }
+
     enum Ignored: Equatable {
         /// From a node that may not speak for it; why, in words.
         case foreign(String)
@@ -153,11 +172,18 @@ struct Follower {
     mutating func received(
         _ envelope: WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
     ) -> [Action] {
+        hear(envelope, topic: topic, connectionKey: connectionKey, now: now, date: date).actions
+    }
+
+    /// The same, as ``Heard``: what the node calls for every advertisement.
+    mutating func hear(
+        _ envelope: WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
+    ) -> Heard {
         let speaker = Speaker.of(envelope.sender, sequence: envelope.sequence, sentAt: envelope.sentAt?.date)
-        if let refusal = Self.foreignToConnection(speaker.senderKey, connectionKey) { return [refusal] }
+        if let refusal = Self.foreignToConnection(speaker.senderKey, connectionKey) { return .actions([refusal]) }
         var fromSnapshot = false
         if topic.starts(with: Topic.snapshotPrefixBytes) {
-            guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self), now: now) else { return [] }
+            guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self), now: now) else { return .actions([]) }
             fromSnapshot = true  // (as in the envelope's case)
         }
         return heard(envelope.advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)
@@ -201,7 +227,7 @@ struct Follower {
         let own = settings.nodeID
         switch envelope.body {
         case .advertisement(let advertisement):
-            return heard(advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)
+            return heard(advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot).actions
         case .withdrawal(let withdrawal):
             let origin = withdrawal.origin
             guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
@@ -237,27 +263,27 @@ struct Follower {
     /// An advertisement, from either form: believed, then kept (``KnownActivities``).
     private mutating func heard(
         _ advertisement: some WireAdvertisementFields, from speaker: Speaker, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool
-    ) -> [Action] {
+    ) -> Heard {
         // Our own, come back through the broker: nothing to do (and nothing to remember).
         let origin = advertisement.originNode
-        guard settings.includeOwnActivities || origin.nodeID != settings.nodeID else { return [] }
+        guard settings.includeOwnActivities || origin.nodeID != settings.nodeID else { return .actions([]) }
         // The id and the origin hashed once, for the replay guard's table and the known one.
         let id = HashedID(advertisement.activityID), originID = HashedID(origin.nodeID)
         if let refusal = believe(speaker, origin: origin, originID: originID, subject: id, date: date, now: now,
-                                 allowingRepeat: fromSnapshot) { return [refusal] }
+                                 allowingRepeat: fromSnapshot) { return .actions([refusal]) }
         let activity = DiscoveredActivity(wire: advertisement)
-        if let expiration = activity.expirationDate, expiration <= date { return forget(id, reason: .expired) }
+        if let expiration = activity.expirationDate, expiration <= date { return .actions(forget(id, reason: .expired)) }
         switch known.arrive(activity, id: id, origin: originID, deadline: now + activity.lease, now: now) {
-        case .appeared: return [.emit(.appeared(activity)), .changed(activity)]
-        case .updated: return [.emit(.updated(activity)), .changed(activity)]
-        case .renewed, .stale: return []
+        case .appeared: return .appeared(activity)
+        case .updated: return .updated(activity)
+        case .renewed, .stale: return .actions([])
         case .overQuota(let ofOrigin, let total):
             var actions: [Action] = [.ignored(.overQuota)]
             let origin = activity.origin.id
             if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
                 actions.append(.log(.warning, "ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \(settings.maxKnownPerNode), maxKnownActivities \(settings.maxKnown))"))
             }
-            return actions
+            return .actions(actions)
         }
     }
 

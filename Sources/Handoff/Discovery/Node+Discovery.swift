@@ -53,6 +53,20 @@ extension Node {
         String(topic.dropFirst(Topic.activityPrefix.count))
     }
 
+    /// Carries out what the follower made of an advertisement.
+    func perform(_ heard: Follower.Heard) {
+        switch heard {
+        case .appeared(let activity):
+            emit(.appeared(activity))
+            refreshIfHeld(activity)
+        case .updated(let activity):
+            emit(.updated(activity))
+            refreshIfHeld(activity)
+        case .actions(let actions):
+            perform(actions)
+        }
+    }
+
     /// Carries out what the follower decided.
     func perform(_ actions: [Follower.Action]) {
         for action in actions {
@@ -170,7 +184,7 @@ extension Node {
             case .advertisement(let advertisement):
                 // The topic read where libzmq received it (the follower only looks at its prefix).
                 perform(message.withUnsafeBytes(ofFrame: 0) { topic in
-                    follower.received(advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
+                    follower.hear(advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
                 })
             case .other(let envelope) where envelope.traceID.isEmpty:
                 perform(message.withUnsafeBytes(ofFrame: 0) { topic in
