@@ -155,6 +155,37 @@ struct StreamPairTests {
         #expect(ack.endReceived)
     }
 
+    @Test("reading: an end that counts more than arrived, while this side waits for its resume's answer, is dropped like a chunk beyond the gap and comes again after the bytes; otherwise it goes to the reader, which judges it")
+    func endBeyondAGap() throws {
+        var reader = pair(continuer: true, direction: .originToContinuer)
+        _ = reader.dataArrived(data(at: 0), chunk: Data(count: 100), now: start)
+        _ = reader.connectionDropped(failingOpenWith: HandoffError(.connectionUnavailable, "dropped"), now: start)
+        // The chunk at 100 was lost with the connection; the last one and the end come before the answer.
+        _ = reader.dataArrived(data(at: 200), chunk: Data(count: 50), now: start)
+        var end = WireStreamEnd()
+        end.totalLength = 250
+        let ahead = reader.endArrived(end, now: start)
+        guard ahead.count == 1, case .record(.endDroppedAheadOfResume(total: 250)) = try #require(ahead.first) else {
+            Issue.record("the end beyond the gap must be dropped and recorded, nothing else: \(ahead)")
+            return
+        }
+        #expect(reader.isLive && !reader.endReceived && reader.receivedOffset == 100)
+        var answer = WireStreamResume()
+        answer.window = 4
+        _ = reader.received(.resume(answer), now: start)
+        _ = reader.dataArrived(data(at: 100), chunk: Data(count: 100), now: start)
+        _ = reader.dataArrived(data(at: 200), chunk: Data(count: 50), now: start)
+        let whole = reader.endArrived(end, now: start)
+        #expect(whole.contains { if case .deliverEnd(250, nil) = $0 { true } else { false } } && reader.endReceived, "\(whole)")
+        // Not waiting for a resume, an end that does not count what arrived goes to the reader,
+        // which holds it to what arrived (streamTruncated: StreamIntegrityTests).
+        var short = pair(continuer: true, direction: .originToContinuer)
+        _ = short.dataArrived(data(at: 0), chunk: Data(count: 100), now: start)
+        var lie = WireStreamEnd()
+        lie.totalLength = 150
+        #expect(short.endArrived(lie, now: start).contains { if case .deliverEnd(150, nil) = $0 { true } else { false } })
+    }
+
     @Test("a resume sends again exactly what the peer lacks, the end too, under the credit it grants, before anything new")
     func rewind() {
         var writer = pair()

@@ -165,6 +165,7 @@ extension SimulatedWorld {
                 case .violation(let error): log("\(node): stream \(stream.number): the peer broke the rules: \(error.message)")
                 case .interruptedBySilence: log("\(node): stream \(stream.number) interrupted: nothing heard")
                 case .droppedAheadOfResume(let count): log("\(node): stream \(stream.number) dropped \(count) bytes beyond a gap, its resume unanswered")
+                case .endDroppedAheadOfResume(let total): log("\(node): stream \(stream.number) dropped its end (\(total) bytes) beyond a gap, its resume unanswered")
                 case .duplicateBytesDropped, .bytesResent, .lost: break
                 }
             }

@@ -69,6 +69,8 @@ extension Node {
             own.logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(own.configuration.streamIdleTimeout); waiting up to \(own.configuration.streamResumeWindow) for it to resume")
         case .droppedAheadOfResume(let count):
             own.logger.debug("streams \(session.route.id): dropped \(count) bytes from \(session.owner) beyond a gap, its resume unanswered")
+        case .endDroppedAheadOfResume(let total):
+            own.logger.debug("streams \(session.route.id): dropped the end (\(total) bytes) from \(session.owner) beyond a gap after \(session.pair.receivedOffset) bytes, its resume unanswered")
         case .lost:
             observability.streamCounters.lost += 1
         }

@@ -121,6 +121,9 @@ struct StreamPair {
         /// A chunk of this many bytes beyond a gap, dropped while this side's resume is unanswered
         /// (the peer sends it again from what this side has).
         case droppedAheadOfResume(Int)
+        /// The peer's end, counting `total` bytes, beyond a gap while this side's resume is
+        /// unanswered: dropped likewise (it comes again after the bytes that are missing).
+        case endDroppedAheadOfResume(total: UInt64)
         /// The pair was picked up again; the peer had `peerHad` bytes. `wasInterrupted`: this side
         /// had noticed the interruption (the resume is news worth a log line).
         case resumed(peerHad: UInt64, wasInterrupted: Bool)
