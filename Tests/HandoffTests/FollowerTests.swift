@@ -199,26 +199,59 @@ struct FollowerTests {
         #expect(follower.known["a"] == nil)
     }
 
-    @Test("following a type prefix subscribes to it and asks for its snapshot; the snapshot's advertisements are news, its reply ends it and the node is synchronized; a short one is asked again")
+    @Test("following a type prefix subscribes to it and asks for its snapshot; the snapshot's advertisements are news, its reply ends it and the node is synchronized; a short one is asked again once its backoff is over")
     func snapshots() throws {
         var follower = Follower(settings())
         var tokens = ["00000000000000000000000000000001", "00000000000000000000000000000002"].makeIterator()
         follower.makeToken = { tokens.next()! }
+        follower.drawJitter = { 0 }
         let origin = node("o1")
         let followed = follower.follow(["org.test."])
         let first = "S:00000000000000000000000000000001/org.test."
         #expect(subscriptions(followed) == ["+A:org.test.", "+" + first])
         #expect(!follower.isSynchronized)
         #expect(events(hear(&follower, advertisement("a", of: origin), from: origin, sequence: 1, topic: first)) == ["appeared a v1"])
-        // Two promised, one arrived: asked again under a new token.
+        // Two promised, one arrived: asked again under a new token, once the backoff is over.
         var reply = WireSnapshotReply(count: 2, typePrefix: "org.test.")
         let short = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 1, topic: first)
+        #expect(subscriptions(short) == ["-" + first])
+        #expect(!follower.isSynchronized, "an attempt still to come")
+        let backoff = SnapshotRequests.firstRetryDelay
+        #expect(subscriptions(follower.tick(now: start + backoff - .milliseconds(1), date: date)).isEmpty, "within the backoff")
         let second = "S:00000000000000000000000000000002/org.test."
-        #expect(subscriptions(short) == ["+" + second, "-" + first])
+        #expect(subscriptions(follower.tick(now: start + backoff, date: date)) == ["+" + second])
         reply.count = 0
         #expect(subscriptions(hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, topic: second)) == ["-" + second])
         #expect(follower.isSynchronized)
         #expect(hear(&follower, advertisement("late", of: origin), from: origin, sequence: 2, topic: first).isEmpty, "a snapshot that is over")
+    }
+
+    @Test("an answerer busy with other snapshots replies with its count alone: the follower asks again after a backoff that doubles, each follower at its own jittered time, and after the last attempt goes on with what it has")
+    func busyAnswerersReplyIsAskedAgainWithBackoff() {
+        let reply = WireSnapshotReply(count: 1_500, typePrefix: "org.test.")
+        /// The instants (ms after the start) at which a follower drawing `jitter` asks, refused each time.
+        func askings(jitter: Double) -> (asked: [Int], synchronized: Bool) {
+            var follower = Follower(settings())
+            var counter = 0
+            follower.makeToken = { counter += 1; return String(format: "%032x", counter) }
+            follower.drawJitter = { jitter }
+            var topic = subscriptions(follower.follow(["org.test."])).last!.dropFirst()
+            var asked: [Int] = [], sequence: UInt64 = 0
+            for millisecond in stride(from: 0, through: 8_000, by: 5) {
+                let now = start + .milliseconds(millisecond)
+                let added = subscriptions(follower.tick(now: now, date: date)).filter { $0.hasPrefix("+S:") }
+                if let next = added.first { topic = next.dropFirst(); asked.append(millisecond) }
+                guard millisecond == 0 || !added.isEmpty else { continue }
+                // The busy answerer replies at once, with its count alone.
+                sequence += 1
+                _ = hear(&follower, .snapshotReply(reply), from: node("o1"), sequence: sequence, at: Double(millisecond) / 1_000, topic: String(topic))
+            }
+            return (asked, follower.isSynchronized)
+        }
+        let calm = askings(jitter: 0), late = askings(jitter: 0.9)
+        #expect(calm.asked == [250, 750, 1_750, 3_750], "asked again 250, 500, 1,000 and 2,000 ms after each refusal")
+        #expect(late.asked.count == SnapshotRequests.maxAttempts - 1 && zip(calm.asked, late.asked).allSatisfy { $0 < $1 }, "\(late.asked)")
+        #expect(calm.synchronized && late.synchronized, "after the last attempt, the refresh fills the rest")
     }
 
     @Test("a snapshot may bring again the very advertisement heard live (the broker's cached envelope): believed there, a replay anywhere else")

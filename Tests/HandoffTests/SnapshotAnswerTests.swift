@@ -22,6 +22,39 @@ struct SnapshotAnswerTests {
         }
     }
 
+    @Test("a joiner refused while a flooding peer keeps its peer answering the most snapshots asks again after a backoff, over real sockets: once the flood is over it learns every activity and is synchronized, with no refresh")
+    func joinerRefusedAsBusyAsksAgainLater() async throws {
+        try await Node.withRunning(testConfiguration("node-a", interval: .seconds(60))) { a in
+            let activities = try await viewContacts(1_500, currentOn: a)  // an answer ends every 15 ms or so
+            // The flood: a raw subscriber that asks for four fresh snapshots every 2 ms for 800 ms,
+            // so that each answer that ends frees a place the flood takes again at once (a peer that
+            // asks without end, for a while). It reads nothing: the node's queue to it drops.
+            let context = try Context()
+            let tap = try context.socket(.sub)
+            let fresh = { Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.handoff.contacts.") }
+            for _ in 0..<Advertiser.maxSnapshotAnswers { try tap.subscribe(fresh()) }
+            try tap.connect(a.busEndpoint!)
+            _ = try await tap.receive(timeout: .seconds(5))  // answers under way
+            defer { tap.close() }
+            var configuration = testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))
+            configuration.maxKnownActivitiesPerNode = activities.count
+            try await Node.withRunning(configuration) { late in
+                var asked = 0
+                let floodEnds = ContinuousClock.now + .milliseconds(800)
+                while ContinuousClock.now < floodEnds {
+                    for _ in 0..<4 { try tap.subscribe(fresh()) }
+                    asked += 4
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                #expect(asked > 400, "the flood kept asking")
+                // Refused at once (three times, before the backoff) it would give up and hold none
+                // of them until their refresh, a minute on.
+                #expect(await late.untilSynchronized(timeout: .seconds(15)))
+                #expect(Set(await late.activities().map(\.id)) == Set(activities.map(\.id)), "every activity, from an answer after the flood")
+            }
+        }
+    }
+
     @Test("past the most answers under way, a snapshot request is answered at once with a reply alone that counts what matches; every other answer's reply counts exactly the advertisements it sent")
     func busyReplyAlone() async throws {
         try await Node.withRunning(testConfiguration("node-a", interval: .seconds(60))) { a in

@@ -83,13 +83,40 @@ struct SnapshotsTests {
     func retriesThenGivesUp() {
         var requests = SnapshotRequests(expectedReplies: 1)
         var topic = requests.start(typePrefix: "org.")
-        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .retry(typePrefix: "org.", attempt: 2)) }
-        topic = requests.start(typePrefix: "org.", attempt: 2)
-        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .retry(typePrefix: "org.", attempt: 3)) }
-        topic = requests.start(typePrefix: "org.", attempt: 3)
+        for attempt in 2...SnapshotRequests.maxAttempts {
+            do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .retry(typePrefix: "org.", attempt: attempt)) }
+            topic = requests.start(typePrefix: "org.", attempt: attempt)
+        }
         for _ in 0..<4 { _ = requests.advertisementArrived(on: topic, now: .now) }
         do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .incomplete(received: 4, promised: 5)) }
         #expect(requests.isEmpty)
+    }
+
+    @Test("the backoff before each attempt again doubles from 250 ms, stretched by the jitter by up to half again; the attempts span about 4 to 6 s")
+    func backoffDoubles() {
+        #expect(SnapshotRequests.retryDelay(attempt: 2, jitter: 0) == .milliseconds(250))
+        #expect(SnapshotRequests.retryDelay(attempt: 3, jitter: 0) == .milliseconds(500))
+        #expect(SnapshotRequests.retryDelay(attempt: 5, jitter: 0) == .seconds(2))
+        #expect(SnapshotRequests.retryDelay(attempt: 2, jitter: 0.5) == .microseconds(312_500))
+        #expect(SnapshotRequests.retryDelay(attempt: 2, jitter: 7) == .microseconds(375_000), "a jitter out of range is held to it")
+        let span = { (jitter: Double) in (2...SnapshotRequests.maxAttempts).reduce(Duration.zero) { $0 + SnapshotRequests.retryDelay(attempt: $1, jitter: jitter) } }
+        #expect(span(0) == .milliseconds(3_750))
+        #expect(span(0.999) < .milliseconds(5_625) && span(0.999) > .milliseconds(5_600))
+    }
+
+    @Test("a retry waits out its backoff: the requests are not empty (not synchronized) meanwhile, it is due once, and dropping its type prefix drops it")
+    func retriesWaitTheirBackoff() {
+        var requests = SnapshotRequests(expectedReplies: 1)
+        let start = ContinuousClock.now
+        requests.scheduleRetry(typePrefix: "org.", attempt: 2, now: start, jitter: 0)
+        requests.scheduleRetry(typePrefix: "com.", attempt: 3, now: start, jitter: 0)
+        #expect(!requests.isEmpty && requests.isPending(typePrefix: "org.") && requests.isPending(typePrefix: "com."))
+        do { let due = requests.dueRetries(now: start + .milliseconds(249)); #expect(due.isEmpty) }
+        do { let due = requests.dueRetries(now: start + .milliseconds(250)); #expect(due.map(\.typePrefix) == ["org."] && due.map(\.attempt) == [2]) }
+        do { let due = requests.dueRetries(now: start + .milliseconds(300)); #expect(due.isEmpty, "taken once") }
+        #expect(requests.cancel(typePrefix: "com.").isEmpty, "no request under way for it, only the attempt waiting")
+        #expect(requests.isEmpty && !requests.isPending(typePrefix: "com."))
+        do { let due = requests.dueRetries(now: start + .seconds(10)); #expect(due.isEmpty) }
     }
 
     @Test("dropping a type prefix cancels its snapshots and only those")

@@ -97,6 +97,8 @@ struct Follower {
     private var loggedOverQuota: Set<String> = []
     /// Makes a snapshot request's random token (passed in, for a seeded simulation).
     var makeToken: () -> String = Topic.newSnapshotToken
+    /// Draws a snapshot backoff's jitter, in 0..<1 (passed in likewise).
+    var drawJitter: () -> Double = { Double.random(in: 0..<1) }
 
     init(_ settings: Settings) {
         self.settings = settings
@@ -161,7 +163,7 @@ struct Follower {
             // broker publishes on snapshot topics, and directly only the origin answers.
             return heard(envelope, from: Speaker(envelope, sender: sender), now: now, date: date, fromSnapshot: true)
         case .snapshotReply(let reply):
-            return finishSnapshot(topic: snapshotTopic, snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now))
+            return finishSnapshot(topic: snapshotTopic, snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now), now: now)
         default:
             return [.log(.debug, "ignoring a \(String(describing: envelope.body)) on snapshot topic \(snapshotTopic)")]
         }
@@ -313,9 +315,9 @@ struct Follower {
         return [.forgotten(id.id), .emit(.removed(activity, reason))]
     }
 
-    /// Acts on what a snapshot's answers came to: its topic dropped once it is over, asked again
-    /// when it arrived short.
-    private mutating func finishSnapshot(topic: String, _ outcome: SnapshotRequests.Outcome) -> [Action] {
+    /// Acts on what a snapshot's answers came to: its topic dropped once it is over; asked again,
+    /// once its backoff is over (``tick(now:date:)``), when it arrived short.
+    private mutating func finishSnapshot(topic: String, _ outcome: SnapshotRequests.Outcome, now: ContinuousClock.Instant) -> [Action] {
         var actions: [Action] = []
         switch outcome {
         case .waiting, .unknown:
@@ -323,8 +325,9 @@ struct Follower {
         case .complete:
             break
         case .retry(let typePrefix, let attempt):
-            actions.append(.log(.warning, "the snapshot of \"\(typePrefix)\" arrived incomplete; asking again (attempt \(attempt))"))
-            actions += requestSnapshot(typePrefix: typePrefix, attempt: attempt)
+            let jitter = drawJitter()
+            actions.append(.log(.warning, "the snapshot of \"\(typePrefix)\" arrived incomplete; asking again in \(SnapshotRequests.retryDelay(attempt: attempt, jitter: jitter)) (attempt \(attempt) of \(SnapshotRequests.maxAttempts))"))
+            snapshots.scheduleRetry(typePrefix: typePrefix, attempt: attempt, now: now, jitter: jitter)
         case .incomplete(let received, let promised):
             actions.append(.log(.warning, "a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest"))
         }
@@ -367,7 +370,10 @@ struct Follower {
         for (id, reason) in known.due(now: now, wallClock: date) { actions += forget(id, reason: reason) }
         for (topic, outcome) in snapshots.expire(now: now, grace: Self.snapshotGrace) {
             actions.append(.log(.debug, "snapshot \(topic): not every answerer replied; going on with what arrived"))
-            actions += finishSnapshot(topic: topic, outcome)
+            actions += finishSnapshot(topic: topic, outcome, now: now)
+        }
+        for retry in snapshots.dueRetries(now: now) where followed.contains(retry.typePrefix) {
+            actions += requestSnapshot(typePrefix: retry.typePrefix, attempt: retry.attempt)
         }
         if resynchronization.due(now: now) { actions += askForSnapshotsAgain() }
         if resynchronization.inRound, snapshots.isEmpty {

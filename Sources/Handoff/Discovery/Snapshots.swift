@@ -64,8 +64,9 @@ struct SnapshotRequests {
         case waiting
         /// Whole: unsubscribe.
         case complete
-        /// Fewer advertisements arrived than were sent (a queue overflowed on the way): unsubscribe
-        /// and ask again for the same type prefix.
+        /// Fewer advertisements arrived than were sent (a queue overflowed on the way, or an
+        /// answerer busy with other snapshots replied with its count alone): unsubscribe, and ask
+        /// again for the same type prefix once its backoff is over (``scheduleRetry(_:now:jitter:)``).
         case retry(typePrefix: String, attempt: Int)
         /// Still short after the last attempt: unsubscribe; re-advertisement fills the gap.
         case incomplete(received: Int, promised: Int)
@@ -73,22 +74,59 @@ struct SnapshotRequests {
         case unknown
     }
 
+    /// A short snapshot to ask for again once its backoff is over.
+    struct Retry: Equatable {
+        let typePrefix: String
+        let attempt: Int
+        let due: ContinuousClock.Instant
+    }
+
     /// Answerers per request: 1 with a broker, the number of peers in direct mode.
     let expectedReplies: Int
-    /// Attempts per type prefix before a short snapshot is accepted as it is.
-    static let maxAttempts = 3
+    /// Attempts per type prefix before a short snapshot is accepted as it is: with the backoff
+    /// (``retryDelay(attempt:jitter:)``) they span 3.75 to 5.6 s, longer than a busy answerer
+    /// takes to send the answers it is busy with (64 of them, at its slice rate).
+    static let maxAttempts = 5
+    /// The backoff before the first attempt again; it doubles with each attempt after.
+    static let firstRetryDelay = Duration.milliseconds(250)
     private(set) var pending: [String: Request] = [:]
+    /// Short snapshots waiting for their backoff to end, in the order they came short.
+    private(set) var retries: [Retry] = []
 
     init(expectedReplies: Int) {
         self.expectedReplies = expectedReplies
     }
 
-    /// Whether every snapshot asked for has arrived whole (or given up on).
-    var isEmpty: Bool { pending.isEmpty }
+    /// Whether every snapshot asked for has arrived whole (or given up on): none under way, none
+    /// waiting to be asked again.
+    var isEmpty: Bool { pending.isEmpty && retries.isEmpty }
 
-    /// Whether a snapshot of `typePrefix` is asked for and not yet answered.
+    /// Whether a snapshot of `typePrefix` is asked for and not yet answered, or waits to be asked again.
     func isPending(typePrefix: String) -> Bool {
-        pending.values.contains { $0.typePrefix == typePrefix }
+        pending.values.contains { $0.typePrefix == typePrefix } || retries.contains { $0.typePrefix == typePrefix }
+    }
+
+    /// How long `attempt` (the second or a later one) waits after the short answer before it:
+    /// ``firstRetryDelay``, doubled for each attempt after the second, and stretched by up to half
+    /// again by `jitter` (in 0..<1, drawn by the caller), so that askers an answerer refused at
+    /// once (busy) do not all ask again at once. An answer short because a queue overflowed waits
+    /// too, so that the queue drains before the same answer comes again.
+    static func retryDelay(attempt: Int, jitter: Double) -> Duration {
+        let doubled = firstRetryDelay * (1 << min(max(attempt - 2, 0), 16))
+        return doubled * (1 + min(max(jitter, 0), 1) / 2)
+    }
+
+    /// Puts off the attempt a ``Outcome/retry(typePrefix:attempt:)`` asks for until its backoff is over.
+    mutating func scheduleRetry(typePrefix: String, attempt: Int, now: ContinuousClock.Instant, jitter: Double) {
+        retries.append(Retry(typePrefix: typePrefix, attempt: attempt, due: now + Self.retryDelay(attempt: attempt, jitter: jitter)))
+    }
+
+    /// The attempts whose backoff is over, taken off the list: the caller starts each.
+    mutating func dueRetries(now: ContinuousClock.Instant) -> [Retry] {
+        guard retries.contains(where: { $0.due <= now }) else { return [] }
+        let due = retries.filter { $0.due <= now }
+        retries.removeAll { $0.due <= now }
+        return due
     }
 
     /// Starts a request for `typePrefix`; returns the topic to subscribe to.
@@ -137,8 +175,10 @@ struct SnapshotRequests {
         return .incomplete(received: request.received, promised: request.promised)
     }
 
-    /// Drops the requests for `typePrefix` (nothing follows it any more); returns their topics.
+    /// Drops the requests for `typePrefix` (nothing follows it any more), and its attempts waiting
+    /// to be made; returns the topics of those under way.
     mutating func cancel(typePrefix: String) -> [String] {
+        retries.removeAll { $0.typePrefix == typePrefix }
         let topics = pending.filter { $0.value.typePrefix == typePrefix }.map(\.key)
         for topic in topics { pending[topic] = nil }
         return topics

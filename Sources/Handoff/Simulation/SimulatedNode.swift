@@ -103,7 +103,10 @@ final class SimulatedNode {
 
     // MARK: Machines, driven by the world
 
-    func useTokens(_ make: @escaping () -> String) { follower.makeToken = make }
+    func useRandomness(tokens: @escaping () -> String, jitter: @escaping () -> Double) {
+        follower.makeToken = tokens
+        follower.drawJitter = jitter
+    }
 
     func advertiserDo<T>(_ body: (inout Advertiser) -> T) -> T { body(&advertiser) }
 

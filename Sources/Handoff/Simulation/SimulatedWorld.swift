@@ -104,6 +104,8 @@ final class SimulatedWorld {
     /// Streams draw their delays and tokens apart, so that a seed's other events run as they did
     /// before streams were simulated; their frames keep order per connection.
     var streamNetwork: SimulationRandom
+    /// The followers' snapshot backoffs draw their jitter apart too, for the same reason.
+    private var jitters: SimulationRandom
     var streamArrivals: [Int: Duration] = [:]
     /// Nodes that shut down, for the invariant that their withdrawals reach their followers.
     var departures: [Departure] = []
@@ -116,6 +118,7 @@ final class SimulatedWorld {
         self.trace = trace
         network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
         streamNetwork = SimulationRandom(seed: seed ^ 0x57E4_A3F0_0D15_EA5E)
+        jitters = SimulationRandom(seed: seed ^ 0x1F7E_B0C5_0FF5_EED5)
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
         brokers = options.hasSites
             ? (0..<options.sites).map { SimulatedBroker(site: "site-\($0)", joinsUpstream: $0 > 0) }
@@ -131,7 +134,7 @@ final class SimulatedWorld {
             nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: snapshotAnswerers,
                                        sliceSize: options.sliceSize ?? Advertiser.bulkSlice, now: instant, date: date, random: &keys))
         }
-        for node in nodes { node.useTokens { [unowned self] in self.nextToken() } }
+        for node in nodes { node.useRandomness(tokens: { [unowned self] in self.nextToken() }, jitter: { [unowned self] in self.nextJitter() }) }
     }
 
     /// A delay drawn from the run's randomness.
@@ -139,6 +142,9 @@ final class SimulatedWorld {
 
     /// A snapshot token from the run's randomness.
     func nextToken() -> String { network.token() }
+
+    /// A snapshot backoff's jitter (in 0..<1) from the run's randomness.
+    func nextJitter() -> Double { Double.random(in: 0..<1, using: &jitters) }
 
     func pair(_ a: Int, _ b: Int) -> Int { min(a, b) * options.nodes + max(a, b) }
 
