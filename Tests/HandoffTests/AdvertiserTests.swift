@@ -170,6 +170,14 @@ struct AdvertiserTests {
         #expect(advertised(refused).isEmpty && replies(refused) == [UInt32(activities.count - 1)])
         #expect(advertiser.snapshotsAnsweredBusy == 1, "counted, for the node's metric")
         #expect(advertiser.passes.count == Advertiser.maxSnapshotAnswers)
+        // The busy count is taken once a while, not per request: an activity made current meanwhile
+        // is counted once the count's lifetime is over.
+        _ = advertiser.add(try activity())
+        let soon = start + pace * 2 + Advertiser.busyCountLifetime / 2, later = start + pace * 2 + Advertiser.busyCountLifetime
+        let again = advertiser.subscribed(to: topic[...], bus: .direct, now: soon).messages
+        #expect(replies(again) == [UInt32(activities.count - 1)], "the count kept")
+        let after = advertiser.subscribed(to: topic[...], bus: .direct, now: later).messages
+        #expect(replies(after) == [UInt32(activities.count)], "taken anew")
     }
 
     @Test("a presence later than a lease (the node stalled) advertises every activity again, and says why")

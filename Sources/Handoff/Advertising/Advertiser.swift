@@ -114,6 +114,10 @@ struct Advertiser {
     /// that counts the matching activities and no advertisement, so its asker asks again (and after
     /// its last attempt relies on the refresh): a peer that asks without end holds no more memory.
     static let maxSnapshotAnswers = 64
+    /// How long the count a busy reply gives for a type prefix is given again before it is taken
+    /// anew: a peer that floods requests costs a walk over every activity once per prefix in this
+    /// time, not once per request. The asker only tells short from whole by it.
+    static let busyCountLifetime = Duration.milliseconds(100)
 
     let settings: Settings
     private(set) var current = CurrentActivities()
@@ -129,6 +133,9 @@ struct Advertiser {
     private(set) var nextSlice: ContinuousClock.Instant?
     /// Snapshot requests answered with a reply alone, ``maxSnapshotAnswers`` being under way.
     private(set) var snapshotsAnsweredBusy = 0
+    /// Busy replies' counts by type prefix, and when each was taken (``busyCountLifetime``);
+    /// emptied when it holds ``maxSnapshotAnswers`` prefixes, so it stays bounded.
+    private var busyCounts: [String: (count: Int, takenAt: ContinuousClock.Instant)] = [:]
 
     /// When the node calls ``tick(now:date:traffic:)`` next: the next presence, or sooner the
     /// next slice of the passes.
@@ -210,12 +217,22 @@ struct Advertiser {
 
     /// Begins answering a direct peer's snapshot of `typePrefix` under `topic`.
     private mutating func answerSnapshot(topic: [UInt8], typePrefix: String, now: ContinuousClock.Instant) -> [Message] {
-        let matching = current.activities.filter { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
         guard passes.count(where: { $0.purpose != .everyActivity }) < Self.maxSnapshotAnswers else {
             snapshotsAnsweredBusy += 1
-            return [snapshotReply(topic: topic, typePrefix: typePrefix, count: matching.count)]
+            return [snapshotReply(topic: topic, typePrefix: typePrefix, count: busyCount(of: typePrefix, now: now))]
         }
+        let matching = current.activities.filter { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
         return begin(Pass(purpose: .snapshot(topic: topic, typePrefix: typePrefix), ids: matching.map(\.id)), now: now)
+    }
+
+    /// How many current activities a busy reply for `typePrefix` counts: taken at most once per
+    /// ``busyCountLifetime``.
+    private mutating func busyCount(of typePrefix: String, now: ContinuousClock.Instant) -> Int {
+        if let kept = busyCounts[typePrefix], now - kept.takenAt < Self.busyCountLifetime { return kept.count }
+        if busyCounts.count >= Self.maxSnapshotAnswers { busyCounts.removeAll(keepingCapacity: true) }
+        let count = current.activities.count { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
+        busyCounts[typePrefix] = (count, now)
+        return count
     }
 
     /// Queues `pass` (a snapshot answer before the pass over every activity). Returns the first
