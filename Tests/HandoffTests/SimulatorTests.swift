@@ -160,6 +160,19 @@ struct SimulatorTests {
         #expect(!run.output.contains("the peer broke the rules"), "\(run.output.suffix(3_000))")
     }
 
+    /// Regression (2026-11-29, found by a soak of 1,500 seeds in slices): a hostile node's flood
+    /// was lost with a connection, and a hostile writer sends its flood past its pair's machine and
+    /// never an end, so nothing came after the resume and both ends waited. The invariant took that
+    /// for a stall of the protocol's; it is the design (an originator keeps such a pair until it
+    /// needs the room: `Node.evictStalledStream`), and the invariant now says so.
+    @Test("regression, seed 384371105: a flood lost with a connection leaves both ends waiting on the hostile writer, within their bounds, which is no stall of the protocol's")
+    func floodLostWithAConnection() async throws {
+        let run = try await runSimulator(["--seed", "384371105", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("opens stream 3 with node-3 for a7-n3: 0 bytes to the originator, flooding, ignoring its credit"), "the seed no longer opens the flood")
+        #expect(run.output.contains("node-3: stream 3 resumed"), "the seed no longer resumes it")
+    }
+
     @Test("a seed replays exactly: the same trace, step by step, twice")
     func replays() async throws {
         let seed = String(UInt64.random(in: 0..<1_000_000_000))

@@ -46,6 +46,13 @@ extension SimulationInvariants {
         if stream.floods, side == .origin, end.readWhole {
             return failure(world, "stream-ends", "stream \(stream.number): the originator took a flood past the credit as a whole stream")
         }
+        // A flooding (hostile) writer sends its flood past its pair's machine and never an end, so
+        // a resume does not bring a flood lost with a connection again, and both ends then wait on
+        // it (seed 384371105). That is the design, not a stall of the protocol's making: an
+        // originator keeps such a pair, within the memory bounds checked above, until it needs the
+        // room (`Node.evictStalledStream`, past `streamStallGrace`), as it keeps any pair whose peer
+        // stopped writing.
+        if stream.floods { return nil }
         guard !end.finished, end.pair.isLive else { return nil }
         if end.pair.isOpening { return nil }  // the open's own deadline ends it (streamOpenTimeout)
         var anchor = max(stream.openedAt, end.pair.lastProgress - world.origin)
