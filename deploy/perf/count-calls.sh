@@ -12,7 +12,8 @@
 # the run (a run under --callers is ten to a hundred times slower and writes gigabytes: keep it short).
 # With --spans, only what happens inside the spans the benchmark measures counts (MeasuredSpan, as
 # profile-span.sh): set-up and tear-down (a publisher withdrawing every activity as it stops) stay
-# out, so a count divided by the messages the spans sent is the steady state's.
+# out, so a count divided by the messages the spans sent is the steady state's. COUNT_CALLS_TOP=N
+# lists the first N callers (40 by default).
 set -euo pipefail
 
 bench=.build/release/handoff-bench
