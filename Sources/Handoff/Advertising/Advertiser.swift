@@ -221,8 +221,13 @@ struct Advertiser {
             snapshotsAnsweredBusy += 1
             return [snapshotReply(topic: topic, typePrefix: typePrefix, count: busyCount(of: typePrefix, now: now))]
         }
-        let matching = current.activities.filter { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
+        let matching = current.activities.filter { Self.answers(typePrefix, with: $0) }
         return begin(Pass(purpose: .snapshot(topic: topic, typePrefix: typePrefix), ids: matching.map(\.id)), now: now)
+    }
+
+    /// Whether a snapshot of `typePrefix` holds `activity`: its type starts so, and it is eligible.
+    private static func answers(_ typePrefix: String, with activity: UserActivity) -> Bool {
+        activity.activityType.hasPrefix(typePrefix) && activity.isEligibleForHandoff
     }
 
     /// How many current activities a busy reply for `typePrefix` counts: taken at most once per
@@ -230,7 +235,7 @@ struct Advertiser {
     private mutating func busyCount(of typePrefix: String, now: ContinuousClock.Instant) -> Int {
         if let kept = busyCounts[typePrefix], now - kept.takenAt < Self.busyCountLifetime { return kept.count }
         if busyCounts.count >= Self.maxSnapshotAnswers { busyCounts.removeAll(keepingCapacity: true) }
-        let count = current.activities.count { $0.activityType.hasPrefix(typePrefix) && $0.isEligibleForHandoff }
+        let count = current.activities.count { Self.answers(typePrefix, with: $0) }
         busyCounts[typePrefix] = (count, now)
         return count
     }

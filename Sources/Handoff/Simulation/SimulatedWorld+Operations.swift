@@ -48,7 +48,7 @@ extension SimulatedWorld {
             log("\(nodes[index].id) starts again")
             let node = nodes[index]
             node.restart(peers: snapshotAnswerers, now: instant, date: date)
-            node.useRandomness(tokens: { [unowned self] in self.nextToken() }, jitter: { [unowned self] in self.nextJitter() })
+            giveRandomness(to: node)
             node.alive = true
             node.resumedAt = now
             for peer in nodes.indices where connected(index, peer) {

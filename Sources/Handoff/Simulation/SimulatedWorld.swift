@@ -134,7 +134,13 @@ final class SimulatedWorld {
             nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: snapshotAnswerers,
                                        sliceSize: options.sliceSize ?? Advertiser.bulkSlice, now: instant, date: date, random: &keys))
         }
-        for node in nodes { node.useRandomness(tokens: { [unowned self] in self.nextToken() }, jitter: { [unowned self] in self.nextJitter() }) }
+        for node in nodes { giveRandomness(to: node) }
+    }
+
+    /// Hands `node`'s machines the run's randomness (tokens, backoff jitter), as it starts and
+    /// each time it starts again.
+    func giveRandomness(to node: SimulatedNode) {
+        node.useRandomness(tokens: { [unowned self] in self.nextToken() }, jitter: { [unowned self] in self.nextJitter() })
     }
 
     /// A delay drawn from the run's randomness.
