@@ -22,20 +22,25 @@ struct ProtobufReader {
     /// How deep this reader is (the outermost message is 1; nested messages and skipped groups
     /// add one each), checked against ``depthLimit``.
     private(set) var depth: Int
-    /// Where ``repeatedString()`` and ``repeatedBytes()`` look first, if anywhere. Not counted (no reference count for
-    /// each nested reader): the caller keeps the table alive while it reads, as it does the bytes.
-    private unowned(unsafe) let strings: WireStrings?
+    /// Where ``repeatedString()`` and ``repeatedBytes()`` look first, if anywhere: the table's
+    /// memory, not the object (no reference count for each nested reader or each string). The
+    /// caller keeps the table alive while it reads, as it does the bytes.
+    private let strings: WireStrings.Slots?
 
     init(_ bytes: UnsafeRawBufferPointer, depth: Int = 1, strings: WireStrings? = nil) throws(BinaryDecodingError) {
+        try self.init(bytes, depth: depth, slots: strings?.slots)
+    }
+
+    private init(_ bytes: UnsafeRawBufferPointer, depth: Int, slots: WireStrings.Slots?) throws(BinaryDecodingError) {
         self.bytes = bytes
         self.depth = depth
-        self.strings = strings
+        self.strings = slots
         guard depth <= Self.depthLimit else { throw .messageDepthLimit }
     }
 
     /// A reader of a nested message's bytes, one level deeper.
     func nested(_ body: UnsafeRawBufferPointer) throws(BinaryDecodingError) -> ProtobufReader {
-        try ProtobufReader(body, depth: depth + 1, strings: strings)
+        try ProtobufReader(body, depth: depth + 1, slots: strings)
     }
 
     /// The next field's number and wire type, or `nil` at the end of the bytes.
