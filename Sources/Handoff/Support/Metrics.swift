@@ -96,6 +96,16 @@ struct NodeMetrics: Sendable {
 
     private struct Traffic: Sendable {
         let messagesIn, bytesIn, messagesOut, bytesOut: Counter
+        func count(bytes: Int, out: Bool) {
+            if out {
+                messagesOut.increment()
+                bytesOut.increment(by: bytes)
+            } else {
+                messagesIn.increment()
+                bytesIn.increment(by: bytes)
+            }
+        }
+
         init(_ socket: SocketKind) {
             messagesIn = Counter(label: "handoff_node_messages_total", dimensions: [("socket", socket.rawValue), ("direction", "in")])
             bytesIn = Counter(label: "handoff_node_bytes_total", dimensions: [("socket", socket.rawValue), ("direction", "in")])
@@ -125,11 +135,14 @@ struct NodeMetrics: Sendable {
         let discoverOverrun = Counter(label: "handoff_node_discover_streams_overrun_total")
         let snapshotsAnsweredBusy = Counter(label: "handoff_node_snapshot_answers_busy_total")
 
-        func traffic(_ socket: SocketKind) -> Traffic {
+        /// Counts a message in or out on `socket`. The socket's counters are used where they are
+        /// held: a `Traffic` returned (copied) cost a retain and a release for each of its counters,
+        /// at every message.
+        func count(_ socket: SocketKind, bytes: Int, out: Bool) {
             switch socket {
-            case .bus: bus
-            case .continuationServer: server
-            case .continuationClient: client
+            case .bus: bus.count(bytes: bytes, out: out)
+            case .continuationServer: server.count(bytes: bytes, out: out)
+            case .continuationClient: client.count(bytes: bytes, out: out)
             }
         }
     }
@@ -149,18 +162,14 @@ struct NodeMetrics: Sendable {
 
     /// A message of `bytes` (all frames) received on `socket`.
     mutating func received(on socket: SocketKind, bytes: Int) {
-        let traffic = handles.traffic(socket)
-        traffic.messagesIn.increment()
-        traffic.bytesIn.increment(by: bytes)
+        handles.count(socket, bytes: bytes, out: false)
         totals.messagesIn &+= 1
         totals.bytesIn &+= UInt64(bytes)
     }
 
     /// A message of `bytes` (all frames) sent on `socket`.
     mutating func sent(on socket: SocketKind, bytes: Int) {
-        let traffic = handles.traffic(socket)
-        traffic.messagesOut.increment()
-        traffic.bytesOut.increment(by: bytes)
+        handles.count(socket, bytes: bytes, out: true)
         totals.messagesOut &+= 1
         totals.bytesOut &+= UInt64(bytes)
     }
