@@ -27,7 +27,7 @@ struct ReceiveBurstTests {
             EventLoops.handingOff { _ = sink.yield(1) }
             let deadline = ContinuousClock.now + .seconds(5)
             for message in 0..<messages where ContinuousClock.now < deadline {
-                await burst.next()
+                guard await burst.next() else { return nil }
                 if seen.flag.load(ordering: .acquiring) { return message }
                 for value in 0..<2_000 { sum &+= value &* message }  // the work of one message
             }
@@ -56,5 +56,27 @@ struct ReceiveBurstTests {
         // Jobs other tests left on the loops may run first (on two loops in the full suite, once
         // 2,599 messages: 41 bursts); starving is running only once the flow of 100 bursts ends.
         #expect(ranAfter <= 50 * ReceiveBurst.limit)
+    }
+
+    @Test("a receiver stops at its first call once cancelled, and within one burst when cancelled amid a flow")
+    func cancelledReceiverStops() async {
+        let cancelledFirst = Task { () -> Bool in
+            withUnsafeCurrentTask { $0?.cancel() }
+            var burst = ReceiveBurst()
+            return await burst.next()
+        }
+        #expect(await cancelledFirst.value == false)
+
+        let cancelledAmid = Task { () -> Int in
+            var burst = ReceiveBurst()
+            var handled = 0
+            while await burst.next(), handled < 100 * ReceiveBurst.limit {
+                handled += 1
+                if handled == 10 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+            return handled
+        }
+        let handled = await cancelledAmid.value
+        #expect(handled > 10 && handled <= 10 + ReceiveBurst.limit, "handled \(handled) messages after a cancellation at the 10th")
     }
 }

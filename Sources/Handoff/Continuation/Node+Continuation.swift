@@ -271,8 +271,7 @@ extension Node {
     /// the node's client for that endpoint.
     func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
         var burst = ReceiveBurst()
-        while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
-            await burst.next()
+        while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, await burst.next() {
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
             if let received { observability.metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }

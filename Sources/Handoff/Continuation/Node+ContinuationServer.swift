@@ -11,8 +11,7 @@ extension Node {
 
     func serveContinuations() async {
         var burst = ReceiveBurst()
-        while !Task.isCancelled {
-            await burst.next()
+        while await burst.next() {
             let received: [Frame]?
             // The peer's routing id, an envelope, and a stream chunk's payload.
             do { received = try await sockets.server.receiveMultipart(maxFrames: 3) } catch { return }

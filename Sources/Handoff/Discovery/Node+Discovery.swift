@@ -152,8 +152,7 @@ extension Node {
         // no copy of the envelope), then let go of before the next, so that libzmq reuses its
         // receive buffer.
         let message = ReceivedMessage(capacity: 2)
-        while !Task.isCancelled {
-            await burst.next()
+        while await burst.next() {
             do {
                 try await subscriber.receive(into: message)
             } catch {
