@@ -44,6 +44,24 @@ public protocol WireAdvertisementFields {
 }
 
 extension WirePlainAdvertisement {
+    /// The plain values of an advertisement of either form.
+    public init(_ fields: some WireAdvertisementFields) {
+        self.init()
+        activityID = fields.activityID
+        activityType = fields.activityType
+        title = fields.title
+        origin = fields.originIfSet
+        continueEndpoint = fields.continueEndpoint
+        version = fields.version
+        expiresAt = fields.expiresAtIfSet
+        leaseMs = fields.leaseMs
+        supportsContinuationStreams = fields.supportsContinuationStreams
+        teamID = fields.teamID
+        webpageURL = fields.webpageURL
+        keywords = fields.keywords
+        updatedAt = fields.updatedAtIfSet
+    }
+
     public var originIfSet: WireNodeRef? { origin }
     public var expiresAtIfSet: WireTimestamp? { expiresAt }
     public var updatedAtIfSet: WireTimestamp? { updatedAt }

@@ -53,6 +53,21 @@ struct ActivityValueTests {
         #expect(first.webpageURL == URL(string: "https://example.org/draft") && first.lease == .seconds(6))
     }
 
+    @Test("rule: an activity taken out of an advertisement's plain values equals the one copied from it, and leaves their strings empty; no origin reads as an empty node")
+    func discoveredTakenEqualsCopied() {
+        let copied = DiscoveredActivity(wire: Self.advertisement())
+        var plain = WirePlainAdvertisement(Self.advertisement())
+        let taken = DiscoveredActivity(taking: &plain)
+        #expect(taken == copied)
+        #expect(taken.origin == copied.origin && taken.origin.name == "A" && taken.keywords == ["mail"])
+        #expect(plain.activityID.isEmpty && plain.title.isEmpty && plain.keywords.isEmpty && plain.origin == nil)
+        #expect(plain.version == 3, "what is not reference-counted stays")
+
+        var originless = WirePlainAdvertisement(Self.advertisement())
+        originless.origin = nil
+        #expect(DiscoveredActivity(taking: &originless).origin == NodeInfo(wire: WireNodeRef()))
+    }
+
     @Test("rule: two continued activities made apart from the same reply are equal and hash alike; another userInfo value makes them differ")
     func continuedByFields() throws {
         let first = try ContinuedActivity(wire: Self.wireActivity(), continueEndpoint: "tcp://host-a:5600")

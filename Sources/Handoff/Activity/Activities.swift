@@ -26,6 +26,19 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
             publicKey: wire.publicKey.isEmpty ? nil : try? CurveKey(bytes: Array(wire.publicKey)))
     }
 
+    /// The node `wire` names (none: empty), its strings taken out of it rather than copied.
+    init(taking wire: consuming WireNodeRef?) {
+        switch consume wire {
+        case .none:
+            self.init(wire: WireNodeRef())
+        case .some(var node):
+            let key = node.publicKey
+            self.init(
+                id: take(&node.nodeID), name: take(&node.name), host: take(&node.host),
+                publicKey: key.isEmpty ? nil : try? CurveKey(bytes: Array(key)))
+        }
+    }
+
     var wire: WireNodeRef {
         var node = WireNodeRef()
         node.nodeID = id

@@ -39,8 +39,17 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
     /// from nodes older than this field).
     public var updatedAt: Date? { fields.updatedAt }
 
-    init(wire: borrowing some WireAdvertisementFields) {
-        fields = Fields(wire: wire)
+    /// The activity an advertisement describes, its strings taken out of `wire` rather than
+    /// copied (a copy was a retain here and a release where the decoded envelope was let go, eight
+    /// of each per advertisement heard); `wire` is left holding empty ones.
+    init(taking wire: inout WirePlainAdvertisement) {
+        fields = Fields(taking: &wire)
+    }
+
+    /// The same from an advertisement of either form, copied.
+    init(wire: some WireAdvertisementFields) {
+        var plain = WirePlainAdvertisement(wire)
+        self.init(taking: &plain)
     }
 
     public static func == (lhs: DiscoveredActivity, rhs: DiscoveredActivity) -> Bool {
@@ -69,21 +78,23 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
         let keywords: [String]
         let updatedAt: Date?
 
-        init(wire: borrowing some WireAdvertisementFields) {
-            id = wire.activityID
-            activityType = wire.activityType
-            title = wire.title
-            origin = NodeInfo(wire: wire.originNode)
-            continueEndpoint = wire.continueEndpoint
+        init(taking wire: inout WirePlainAdvertisement) {
+            id = take(&wire.activityID)
+            activityType = take(&wire.activityType)
+            title = take(&wire.title)
+            var node: WireNodeRef?
+            swap(&node, &wire.origin)
+            origin = NodeInfo(taking: node)
+            continueEndpoint = take(&wire.continueEndpoint)
             version = wire.version
             expirationDate = wire.expirationDate
             lease = .milliseconds(Int64(wire.leaseMs))
             supportsContinuationStreams = wire.supportsContinuationStreams
-            let teamID = wire.teamID
+            let teamID = take(&wire.teamID)
             self.teamID = teamID.isEmpty ? nil : teamID
-            let webpageURL = wire.webpageURL
+            let webpageURL = take(&wire.webpageURL)
             self.webpageURL = webpageURL.isEmpty ? nil : URL(string: webpageURL)
-            keywords = wire.keywords
+            keywords = take(&wire.keywords)
             updatedAt = wire.updatedAtDate
         }
 

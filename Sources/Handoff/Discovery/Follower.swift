@@ -174,12 +174,14 @@ struct Follower {
     mutating func received(
         _ envelope: WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
     ) -> [Action] {
-        hear(envelope, topic: topic, connectionKey: connectionKey, now: now, date: date).actions
+        var envelope = envelope
+        return hear(&envelope, topic: topic, connectionKey: connectionKey, now: now, date: date).actions
     }
 
-    /// The same, as ``Heard``: what the node calls for every advertisement.
+    /// The same, as ``Heard``: what the node calls for every advertisement. The activity takes its
+    /// strings out of `envelope` (``DiscoveredActivity/init(taking:)``).
     mutating func hear(
-        _ envelope: WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
+        _ envelope: inout WireAdvertisementEnvelope, topic: some Collection<UInt8>, connectionKey: Data?, now: ContinuousClock.Instant, date: Date
     ) -> Heard {
         let speaker = Speaker.of(envelope.sender, sequence: envelope.sequence, sentAt: envelope.sentAt?.date)
         if let refusal = Self.foreignToConnection(speaker.senderKey, connectionKey) { return .actions([refusal]) }
@@ -188,7 +190,7 @@ struct Follower {
             guard snapshots.advertisementArrived(on: String(decoding: topic, as: UTF8.self), now: now) else { return .actions([]) }
             fromSnapshot = true  // (as in the envelope's case)
         }
-        return heard(envelope.advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)
+        return heard(&envelope.advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot)
     }
 
     /// Who sent a bus message and when: what replay protection and the sender rule judge.
@@ -229,13 +231,14 @@ struct Follower {
         let own = settings.nodeID
         switch envelope.body {
         case .advertisement(let advertisement):
-            return heard(advertisement, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot).actions
+            var plain = WirePlainAdvertisement(advertisement)
+            return heard(&plain, from: speaker, now: now, date: date, fromSnapshot: fromSnapshot).actions
         case .withdrawal(let withdrawal):
             let origin = withdrawal.origin
             guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
             // The id hashed once, for the replay guard's table and the known one.
             let id = HashedID(withdrawal.activityID)
-            if let refusal = believe(speaker, origin: origin, originID: HashedID(origin.nodeID), subject: id, date: date, now: now) {
+            if let refusal = believe(speaker, originKey: origin.publicKey, originID: HashedID(origin.nodeID), subject: id, date: date, now: now) {
                 return [refusal]
             }
             return forget(id, reason: RemovalReason(wire: withdrawal.reason))
@@ -244,7 +247,7 @@ struct Follower {
             var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
             guard settings.includeOwnActivities || node.nodeID != own else { return actions }
             // Replay protection as for an activity, under a name no activity id can have.
-            if let refusal = believe(speaker, origin: node, originID: HashedID(node.nodeID), subject: Self.presenceSubject, date: date, now: now) {
+            if let refusal = believe(speaker, originKey: node.publicKey, originID: HashedID(node.nodeID), subject: Self.presenceSubject, date: date, now: now) {
                 return actions + [refusal]
             }
             let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
@@ -262,18 +265,19 @@ struct Follower {
         }
     }
 
-    /// An advertisement, from either form: believed, then kept (``KnownActivities``).
+    /// An advertisement (either form, as plain values): believed, then kept (``KnownActivities``);
+    /// the activity takes its strings out of `advertisement`.
     private mutating func heard(
-        _ advertisement: some WireAdvertisementFields, from speaker: Speaker, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool
+        _ advertisement: inout WirePlainAdvertisement, from speaker: Speaker, now: ContinuousClock.Instant, date: Date, fromSnapshot: Bool
     ) -> Heard {
         // Our own, come back through the broker: nothing to do (and nothing to remember).
-        let origin = advertisement.originNode
-        guard settings.includeOwnActivities || origin.nodeID != settings.nodeID else { return .actions([]) }
+        let originNodeID = advertisement.origin?.nodeID ?? ""
+        guard settings.includeOwnActivities || originNodeID != settings.nodeID else { return .actions([]) }
         // The id and the origin hashed once, for the replay guard's table and the known one.
-        let id = HashedID(advertisement.activityID), originID = HashedID(origin.nodeID)
-        if let refusal = believe(speaker, origin: origin, originID: originID, subject: id, date: date, now: now,
+        let id = HashedID(advertisement.activityID), originID = HashedID(originNodeID)
+        if let refusal = believe(speaker, originKey: advertisement.origin?.publicKey ?? Data(), originID: originID, subject: id, date: date, now: now,
                                  allowingRepeat: fromSnapshot) { return .actions([refusal]) }
-        let activity = DiscoveredActivity(wire: advertisement)
+        let activity = DiscoveredActivity(taking: &advertisement)
         if let expiration = activity.expirationDate, expiration <= date { return .actions(forget(id, reason: .expired)) }
         switch known.arrive(activity, id: id, origin: originID, deadline: now + activity.lease, now: now) {
         case .appeared: return .appeared(activity)
@@ -291,12 +295,12 @@ struct Follower {
 
     /// `nil` when the message is believed (``BusBelief``); otherwise what to count.
     private mutating func believe(
-        _ speaker: Speaker, origin: WireNodeRef, originID: HashedID, subject: HashedID, date: Date, now: ContinuousClock.Instant,
+        _ speaker: Speaker, originKey: Data, originID: HashedID, subject: HashedID, date: Date, now: ContinuousClock.Instant,
         allowingRepeat: Bool = false
     ) -> Action? {
         let claim = BusBelief.Claim(
             senderNodeID: speaker.senderID, senderKey: speaker.senderKey, originNodeID: originID,
-            originKey: origin.publicKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
+            originKey: originKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey?.bytes ?? [] } : nil
         switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {
         case .believed: return nil

@@ -180,10 +180,10 @@ extension Node {
             // storage objects); anything else whole.
             let decoded = try message.withUnsafeBytes(ofFrame: 1) { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireBusEnvelope.decode(bytes, strings: sockets.busStrings) }
             switch consume decoded {
-            case .advertisement(let advertisement):
+            case .advertisement(var advertisement):
                 // The topic read where libzmq received it (the follower only looks at its prefix).
                 perform(message.withUnsafeBytes(ofFrame: 0) { topic in
-                    follower.hear(advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
+                    follower.hear(&advertisement, topic: topic, connectionKey: connectionKey, now: .now, date: Date())
                 })
             case .other(let envelope) where envelope.traceID.isEmpty:
                 perform(message.withUnsafeBytes(ofFrame: 0) { topic in
