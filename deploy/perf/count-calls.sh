@@ -4,8 +4,9 @@
 #
 #   deploy/perf/count-calls.sh [--bench PATH] [--callers COMM] [--spans] -- adverts --count 5000 --trials 1
 #
-# Prints swift_retain, swift_release, malloc and swift_beginAccess for the whole run; divide by the
-# messages the run sent. With --callers COMM (a thread name: handoff-loop-0 for nodes' event loops,
+# Prints swift_retain, swift_release, malloc and swift_beginAccess for the whole run, and the retains
+# and releases of them that were on an object (not on nil or a tagged value, which the runtime
+# returns from at once); divide by the messages the run sent. With --callers COMM (a thread name: handoff-loop-0 for nodes' event loops,
 # handoff-broker for a broker's thread) it records call graphs too and lists, per count, the first
 # caller that is not one of the compiler's copy and destroy thunks (value witnesses, outlined
 # copies): the code whose copies cost the counts. Needs root and perf (linux-perf); about 20 s plus
@@ -39,6 +40,13 @@ for symbol in swift_retain swift_release swift_beginAccess; do
     perf probe -l 2>/dev/null | grep -q "probe_libswiftCore:$symbol " || perf probe -q -x "$swift_core" "$symbol" >/dev/null
 done
 perf probe -l 2>/dev/null | grep -q "probe_libc:malloc " || perf probe -q -x "$libc" malloc >/dev/null
+# The same two calls with their argument, counted only on an object: the runtime is called as well
+# on nil and on tagged values that hold none (an empty or small string's, for one), and returns at
+# once; in `adverts` half the releases were such calls.
+for symbol in swift_retain swift_release; do
+    perf probe -l 2>/dev/null | grep -q "probe_libswiftCore:${symbol}_object " \
+        || perf probe -q -x "$swift_core" "${symbol}_object=$symbol object=%di:u64" >/dev/null
+done
 
 events=probe_libswiftCore:swift_retain,probe_libswiftCore:swift_release,probe_libc:malloc,probe_libswiftCore:swift_beginAccess
 out=$(mktemp -d)
@@ -52,8 +60,12 @@ fi
 export SWIFT_BACKTRACE=enable=no
 
 if [ -z "$callers" ]; then
-    perf stat "${spans[@]}" -a -x, -e "$events" -o "$out/stat" -- "$bench" "$@" >"$out/run" 2>&1 || { tail -5 "$out/run" >&2; exit 1; }
-    awk -F, '/probe/ { sub(/.*:/, "", $3); printf "%-18s %12.0f\n", $3, $1 }' "$out/stat"
+    on_objects='object != 0 && object < 0x8000000000000000'
+    perf stat "${spans[@]}" -a -x, -e "$events" \
+        -e probe_libswiftCore:swift_retain_object --filter "$on_objects" \
+        -e probe_libswiftCore:swift_release_object --filter "$on_objects" \
+        -o "$out/stat" -- "$bench" "$@" >"$out/run" 2>&1 || { tail -5 "$out/run" >&2; exit 1; }
+    awk -F, '/probe/ { sub(/.*:/, "", $3); sub(/_object$/, " (on objects)", $3); printf "%-28s %12.0f\n", $3, $1 }' "$out/stat"
     exit 0
 fi
 

@@ -146,7 +146,7 @@ public struct ActivityFilter: Hashable, Sendable {
     public static func keywords(_ keywords: Set<String>) -> ActivityFilter { ActivityFilter(keywords: keywords) }
 
     func matches(_ activity: DiscoveredActivity) -> Bool {
-        (typePrefixes.isEmpty || typePrefixes.contains { activity.activityType.hasPrefix($0) })
+        (typePrefixes.isEmpty || typePrefixes.contains { activity.hasType(prefix: $0) })
             && (nodeIDs?.contains(activity.origin.id) ?? true)
             && (keywords.map { wanted in activity.keywords.contains { wanted.contains($0.lowercased()) } } ?? true)
     }

@@ -60,6 +60,10 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
         fields.hash(into: &hasher)
     }
 
+    /// Whether its type starts with `prefix`: what a watcher's filter asks of every event, read
+    /// where the type is held (the `activityType` property hands out a copy, a reference count).
+    func hasType(prefix: String) -> Bool { fields.activityType.hasPrefix(prefix) }
+
     public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name)" }
 
     /// The fields, never changed once made (hence `Sendable` as they are).
