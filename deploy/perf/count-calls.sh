@@ -59,8 +59,8 @@ fi
 # The Swift backtracer can hang over a process libzmq aborted; a run that aborts just ends.
 export SWIFT_BACKTRACE=enable=no
 
+on_objects='object != 0 && object < 0x8000000000000000'
 if [ -z "$callers" ]; then
-    on_objects='object != 0 && object < 0x8000000000000000'
     perf stat "${spans[@]}" -a -x, -e "$events" \
         -e probe_libswiftCore:swift_retain_object --filter "$on_objects" \
         -e probe_libswiftCore:swift_release_object --filter "$on_objects" \
@@ -69,7 +69,9 @@ if [ -z "$callers" ]; then
     exit 0
 fi
 
-perf record "${spans[@]}" -q -e probe_libswiftCore:swift_retain -e probe_libswiftCore:swift_release -g -a -o "$out/perf.data" -- "$bench" "$@" >"$out/run" 2>&1 \
+# Callers of the calls on objects only (the ones that cost an atomic operation).
+perf record "${spans[@]}" -q -e probe_libswiftCore:swift_retain_object --filter "$on_objects" \
+    -e probe_libswiftCore:swift_release_object --filter "$on_objects" -g -a -o "$out/perf.data" -- "$bench" "$@" >"$out/run" 2>&1 \
     || { tail -5 "$out/run" >&2; exit 1; }
 perf script -i "$out/perf.data" --comm "$callers" -F event,ip,sym --max-stack 12 2>/dev/null | awk '
     /probe_libswiftCore/ { kind = ($0 ~ /release/) ? "release" : "retain"; depth = 0; done = 0; next }

@@ -48,16 +48,27 @@ struct BusBelief {
     mutating func judge(
         _ claim: Claim, knownKey: [UInt8]?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
     ) -> Verdict {
-        guard claim.senderNodeID == claim.originNodeID.id else {
-            return .foreign("news of \(claim.subject) of node \(claim.originNodeID) sent by another node, \(claim.senderNodeID)")
+        judge(senderNodeID: claim.senderNodeID, senderKey: claim.senderKey, originNodeID: claim.originNodeID, originKey: claim.originKey,
+              subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt,
+              knownKey: knownKey, now: now, clock: clock, allowingRepeat: allowingRepeat)
+    }
+
+    /// The same, the claim's parts given apart: what the follower calls for every message, its
+    /// parts borrowed where they are (a `Claim` made for each copied three strings into it).
+    mutating func judge(
+        senderNodeID: String, senderKey: Data, originNodeID: HashedID, originKey: Data, subject: HashedID, sequence: UInt64, sentAt: Date?,
+        knownKey: [UInt8]?, now: Date, clock: ContinuousClock.Instant, allowingRepeat: Bool
+    ) -> Verdict {
+        guard senderNodeID == originNodeID.id else {
+            return .foreign("news of \(subject) of node \(originNodeID) sent by another node, \(senderNodeID)")
         }
         if secure {
-            guard claim.senderKey == claim.originKey, knownKey.map({ $0.elementsEqual(claim.senderKey) }) ?? true else {
-                return .foreign("news of \(claim.subject) sent with a key that is not its origin's")
+            guard senderKey == originKey, knownKey.map({ $0.elementsEqual(senderKey) }) ?? true else {
+                return .foreign("news of \(subject) sent with a key that is not its origin's")
             }
         }
-        let sender = secure ? senderNames.name(of: claim.senderKey) : claim.originNodeID
-        switch replayGuard.check(sender: sender, subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat) {
+        let sender = secure ? senderNames.name(of: senderKey) : originNodeID
+        switch replayGuard.check(sender: sender, subject: subject, sequence: sequence, sentAt: sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat) {
         case .fresh: return .believed
         case .stale(let age): return .stale(age: age)
         case .replayed: return .replayed
@@ -65,9 +76,6 @@ struct BusBelief {
     }
 }
 
-/// A sender key's name in the replay guard (its base64, hashed once), kept for the keys heard last:
-/// made anew for every message, it was a string allocated and hashed per message on a secure bus.
-/// Bounded: a fixed number of slots, each holding the last key that fell into it.
 struct SenderNames {
     private static let slotCount = 16
     private var slots = [(key: Data, name: HashedID)?](repeating: nil, count: slotCount)

@@ -298,11 +298,12 @@ struct Follower {
         _ speaker: Speaker, originKey: Data, originID: HashedID, subject: HashedID, date: Date, now: ContinuousClock.Instant,
         allowingRepeat: Bool = false
     ) -> Action? {
-        let claim = BusBelief.Claim(
-            senderNodeID: speaker.senderID, senderKey: speaker.senderKey, originNodeID: originID,
-            originKey: originKey, subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt)
         let knownKey = belief.secure ? known[subject].map { $0.activity.origin.publicKey?.bytes ?? [] } : nil
-        switch belief.judge(claim, knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat) {
+        let verdict = belief.judge(
+            senderNodeID: speaker.senderID, senderKey: speaker.senderKey, originNodeID: originID, originKey: originKey,
+            subject: subject, sequence: speaker.sequence, sentAt: speaker.sentAt,
+            knownKey: knownKey, now: date, clock: now, allowingRepeat: allowingRepeat)
+        switch verdict {
         case .believed: return nil
         case .foreign(let why): return .ignored(.foreign(why))
         case .stale(let age): return .ignored(.stale(subject: subject.id, age: age))
