@@ -6,10 +6,11 @@
 #
 # Prints swift_retain, swift_release, malloc and swift_beginAccess for the whole run, and the retains
 # and releases of them that were on an object (not on nil or a tagged value, which the runtime
-# returns from at once); divide by the messages the run sent. With --callers COMM (a thread name: handoff-loop-0 for nodes' event loops,
-# handoff-broker for a broker's thread) it records call graphs too and lists, per count, the first
-# caller that is not one of the compiler's copy and destroy thunks (value witnesses, outlined
-# copies): the code whose copies cost the counts. Needs root and perf (linux-perf); about 20 s plus
+# returns from at once); divide by the messages the run sent. With --callers COMM (a thread name:
+# handoff-loop-0 for nodes' event loops, handoff-broker for a broker's thread) it records call
+# graphs of the retains and releases on objects and lists, per count, the first caller that is not
+# one of the compiler's copy and destroy thunks (value witnesses, outlined copies): the code whose
+# copies cost the counts. Needs root and perf (linux-perf); about 20 s plus
 # the run (a run under --callers is ten to a hundred times slower and writes gigabytes: keep it short).
 # With --spans, only what happens inside the spans the benchmark measures counts (MeasuredSpan, as
 # profile-span.sh): set-up and tear-down (a publisher withdrawing every activity as it stops) stay

@@ -21,9 +21,7 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
     }
 
     init(wire: borrowing WireNodeRef) {
-        self.init(
-            id: wire.nodeID, name: wire.name, host: wire.host,
-            publicKey: wire.publicKey.isEmpty ? nil : try? CurveKey(bytes: Array(wire.publicKey)))
+        self.init(id: wire.nodeID, name: wire.name, host: wire.host, publicKey: Self.key(wire.publicKey))
     }
 
     /// The node `wire` names (none: empty), its strings taken out of it rather than copied.
@@ -32,11 +30,13 @@ public struct NodeInfo: Hashable, Sendable, CustomStringConvertible {
         case .none:
             self.init(wire: WireNodeRef())
         case .some(var node):
-            let key = node.publicKey
-            self.init(
-                id: take(&node.nodeID), name: take(&node.name), host: take(&node.host),
-                publicKey: key.isEmpty ? nil : try? CurveKey(bytes: Array(key)))
+            self.init(id: take(&node.nodeID), name: take(&node.name), host: take(&node.host), publicKey: Self.key(node.publicKey))
         }
+    }
+
+    /// A NodeRef's key: none when empty (or not a CURVE key).
+    private static func key(_ bytes: Data) -> CurveKey? {
+        bytes.isEmpty ? nil : try? CurveKey(bytes: Array(bytes))
     }
 
     var wire: WireNodeRef {

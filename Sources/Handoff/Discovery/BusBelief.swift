@@ -76,6 +76,9 @@ struct BusBelief {
     }
 }
 
+/// A sender key's name in the replay guard (its base64, hashed once), kept for the keys heard last:
+/// made anew for every message, it was a string allocated and hashed per message on a secure bus.
+/// Bounded: a fixed number of slots, each holding the last key that fell into it.
 struct SenderNames {
     private static let slotCount = 16
     private var slots = [(key: Data, name: HashedID)?](repeating: nil, count: slotCount)
