@@ -1,18 +1,23 @@
 import Foundation
 
+// Each reads `components` once: it divides the 128-bit count of attoseconds by 10^18, and an
+// advertisement's lease goes through `milliseconds` every time it is sent.
 extension Duration {
     /// The duration in whole milliseconds, rounded down.
     var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 
     /// The duration in whole microseconds, rounded down.
     var microseconds: Int64 {
-        components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
     }
 
     /// The duration in seconds.
     var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

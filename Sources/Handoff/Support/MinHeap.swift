@@ -28,7 +28,9 @@ struct MinHeap<Element: Comparable> {
 
     mutating func reserveCapacity(_ count: Int) { storage.reserveCapacity(count) }
 
-    mutating func insert(_ element: Element) {
+    /// Takes the element (consuming): appending a borrowed one would copy it, a reference count
+    /// for each reference it holds (a lease check's activity id, on every advertisement heard).
+    mutating func insert(_ element: consuming Element) {
         storage.append(element)
         var child = storage.count - 1
         while child > 0 {
