@@ -6,7 +6,9 @@
 #
 #   deploy/perf/profile-span.sh [--bench PATH] [--out FILE] [--top N] -- adverts --count 20000 --trials 1
 #
-# Spans are marked in: adverts (the throughput phase of each Handoff trial). Needs perf (linux-perf).
+# Spans are marked in: adverts (the throughput phase of each Handoff trial), continue (the timed
+# round trips), streams (each Handoff transfer, in one process and between processes; not the raw
+# baselines'). Needs perf (linux-perf).
 set -euo pipefail
 
 bench=.build/release/handoff-bench

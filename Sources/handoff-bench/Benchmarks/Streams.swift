@@ -73,11 +73,13 @@ func handoffStream(total: Int, options: Options) async throws -> Double {
         await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
         let found = try await waitFor(activity.id, on: continuer)
         guard case .restored(let continued) = try await continuer.continueActivity(found) else { return -1 }
+        MeasuredSpan.begin()
         let started = ContinuousClock.now
         let streams = try await continuer.openStreams(for: continued)
         var received = 0
         for try await chunk in streams.input { received += chunk.count }
         let elapsed = ContinuousClock.now - started
+        MeasuredSpan.end()
         guard received == total else { throw HandoffError(.streamTruncated, "received \(received) of \(total)") }
         return seconds(elapsed)
     }
