@@ -9,6 +9,12 @@
 # Spans are marked in: adverts (the throughput phase of each Handoff trial), continue (the timed
 # round trips), streams (each Handoff transfer, in one process and between processes; not the raw
 # baselines'). Needs perf (linux-perf).
+#
+# A process started while the counters are off (perf 6.1: -D -1 with a control FIFO) is recorded
+# without its name and its mappings: its threads show as ":PID" and its own code as [unknown],
+# the kernel's symbols still resolved. So between processes (streams' continuer and originator,
+# adverts' broker process) only the kernel side of the children reads; their code needs a profile
+# of its own (perf record -p PID of a running child, or the same run without -D).
 set -euo pipefail
 
 bench=.build/release/handoff-bench
