@@ -45,10 +45,23 @@ struct AdvertiserTests {
         if case .advertisement(let a) = added.first?.body {
             #expect(a.continueEndpoint == "tcp://10.0.0.1:7000" && a.leaseMs == 6_000 && a.origin.nodeID == "origin-1")
         }
-        #expect(advertised(advertiser.changed([edit.id, "gone"])) == [edit.id])
+        let changed = advertiser.changed([edit.id, "gone"])
+        #expect(advertised(changed) == [edit.id])
         edit.isEligibleForHandoff = false
         let hidden = advertiser.changed([edit.id])
         #expect(withdrawn(hidden).map(\.id) == [edit.id] && advertised(hidden).isEmpty)
+    }
+
+    @Test("each message goes under its own activity's type, whichever type went before (the topic kept for the last type)")
+    func topicPerType() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let edit = try activity(), view = try activity("org.handoff.test.view"), edit2 = try activity()
+        let topics = [advertiser.add(edit), advertiser.add(view), advertiser.add(edit2)].map { String(decoding: $0.topic, as: UTF8.self) }
+        #expect(topics == ["A:org.handoff.test.edit", "A:org.handoff.test.view", "A:org.handoff.test.edit"])
+        let withdrawal = advertiser.remove(view, reason: .resigned)
+        #expect(withdrawal.map { String(decoding: $0.topic, as: UTF8.self) } == ["A:org.handoff.test.view"])
+        let again = advertiser.changed([edit.id, edit2.id])
+        #expect(again.map { String(decoding: $0.topic, as: UTF8.self) } == ["A:org.handoff.test.edit", "A:org.handoff.test.edit"])
     }
 
     @Test("removal withdraws once, with its reason; removing what is not current says nothing")

@@ -136,6 +136,9 @@ struct Advertiser {
     /// Busy replies' counts by type prefix, and when each was taken (``busyCountLifetime``);
     /// emptied when it holds ``maxSnapshotAnswers`` prefixes, so it stays bounded.
     private var busyCounts: [String: (count: Int, takenAt: ContinuousClock.Instant)] = [:]
+    /// The topic of the type advertised last, kept: an app advertises one type or a few, and each
+    /// message's topic was an allocation and a copy of the type's bytes.
+    private var lastTopic: (activityType: String, bytes: [UInt8])?
 
     /// When the node calls ``tick(now:date:traffic:)`` next: the next presence, or sooner the
     /// next slice of the passes.
@@ -172,14 +175,18 @@ struct Advertiser {
 
     /// Current activities whose properties changed: each advertised again (or withdrawn, while it
     /// is not eligible for Handoff). Ids no longer current are skipped.
-    func changed(_ ids: some Sequence<String>) -> [Message] {
-        ids.compactMap { current[$0] }.map(publication(of:))
+    mutating func changed(_ ids: some Sequence<String>) -> [Message] {
+        var messages: [Message] = []
+        for activity in ids.compactMap({ current[$0] }) { messages.append(publication(of: activity)) }
+        return messages
     }
 
     /// The node shuts down: every activity taken out and withdrawn. Returns them with the messages.
     mutating func removeAll() -> (activities: [UserActivity], messages: [Message]) {
         let activities = current.removeAll()
-        return (activities, activities.map { withdrawal(of: $0, reason: .nodeShutdown) })
+        var messages: [Message] = []
+        for activity in activities { messages.append(withdrawal(of: activity, reason: .nodeShutdown)) }
+        return (activities, messages)
     }
 
     /// What the publisher heard (the subscription's topic, after its subscribe byte).
@@ -328,18 +335,26 @@ struct Advertiser {
     }
 
     /// Its advertisement, or its withdrawal while it is not eligible for Handoff.
-    private func publication(of activity: UserActivity) -> Message {
+    private mutating func publication(of activity: UserActivity) -> Message {
         guard let advertisement = advertisement(of: activity) else { return withdrawal(of: activity, reason: .resigned) }
-        return Message(topic: Topic.activity(activity.activityType), advertisement: advertisement)
+        return Message(topic: topic(of: activity), advertisement: advertisement)
     }
 
-    private func withdrawal(of activity: UserActivity, reason: RemovalReason) -> Message {
+    /// The bus topic of `activity`'s type (``lastTopic``).
+    private mutating func topic(of activity: UserActivity) -> [UInt8] {
+        if let lastTopic, lastTopic.activityType == activity.activityType { return lastTopic.bytes }
+        let bytes = Topic.activity(activity.activityType)
+        lastTopic = (activity.activityType, bytes)
+        return bytes
+    }
+
+    private mutating func withdrawal(of activity: UserActivity, reason: RemovalReason) -> Message {
         var withdrawal = WireWithdrawal()
         withdrawal.activityID = activity.id
         withdrawal.activityType = activity.activityType
         withdrawal.origin = settings.origin
         withdrawal.reason = reason.wire
-        return Message(topic: Topic.activity(activity.activityType), body: .withdrawal(withdrawal))
+        return Message(topic: topic(of: activity), body: .withdrawal(withdrawal))
     }
 
     /// The `SnapshotReply` that ends an answer under a peer's snapshot topic: how many
