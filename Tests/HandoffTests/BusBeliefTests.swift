@@ -3,6 +3,29 @@ import Testing
 
 @testable import Handoff
 
+/// What a message claims, gathered in one value for the tests (the follower passes its parts to
+/// ``BusBelief/judge(senderNodeID:senderKey:originNodeID:originKey:subject:sequence:sentAt:knownKey:now:clock:allowingRepeat:)``
+/// where they lie).
+extension BusBelief {
+    struct Claim {
+        var senderNodeID: String
+        var senderKey: Data
+        var originNodeID: HashedID
+        var originKey: Data
+        var subject: HashedID
+        var sequence: UInt64
+        var sentAt: Date?
+    }
+
+    mutating func judge(
+        _ claim: Claim, knownKey: [UInt8]?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
+    ) -> Verdict {
+        judge(senderNodeID: claim.senderNodeID, senderKey: claim.senderKey, originNodeID: claim.originNodeID, originKey: claim.originKey,
+              subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt,
+              knownKey: knownKey, now: now, clock: clock, allowingRepeat: allowingRepeat)
+    }
+}
+
 /// wire.proto's "Senders" rules for a follower, on the decision alone: no socket, no node.
 @Suite("Who a follower believes, without sockets")
 struct BusBeliefTests {

@@ -1,8 +1,8 @@
 import Foundation
 
 /// Whether a follower believes a bus message about an activity (or a node's presence), decided with
-/// no I/O: who may speak for an activity, and replay protection (wire.proto, "Senders"). The node
-/// counts and logs what the verdict says (``Node/believe(_:origin:activityID:)``).
+/// no I/O: who may speak for an activity, and replay protection (wire.proto, "Senders"). The
+/// follower turns the verdict into what the node counts and logs (`Follower.believe`).
 ///
 /// - The message must come from the activity's origin: the envelope's sender is the origin node.
 /// - Secure, the sender is its key: the envelope's sender key must be the origin's, and the key the
@@ -10,19 +10,6 @@ import Foundation
 ///   over an activity it did not start.
 /// - It must be fresh for ``ReplayGuard``, kept per key when secure (per node id otherwise).
 struct BusBelief {
-    /// What a message claims, as the envelope and its body say.
-    struct Claim: Equatable {
-        var senderNodeID: String
-        var senderKey: Data
-        /// Hashed once for every table it keys (``HashedID``), as the subject.
-        var originNodeID: HashedID
-        var originKey: Data
-        /// The activity (or ``Follower/presenceSubject`` for a presence).
-        var subject: HashedID
-        var sequence: UInt64
-        var sentAt: Date?
-    }
-
     enum Verdict: Equatable {
         case believed
         /// Sent by someone who may not speak for the subject; why, in words.
@@ -41,20 +28,15 @@ struct BusBelief {
         self.replayGuard = replayGuard
     }
 
-    /// Judges `claim`. `knownKey` is the key the subject's activity is known under here (empty for
-    /// an origin without one), `nil` when it is not known: its bytes as the key holds them (a `Data`
-    /// of them was an allocation for every message heard). A believed message is remembered.
-    /// `allowingRepeat`: the last message believed of the subject may come again (a snapshot answer).
-    mutating func judge(
-        _ claim: Claim, knownKey: [UInt8]?, now: Date = Date(), clock: ContinuousClock.Instant = .now, allowingRepeat: Bool = false
-    ) -> Verdict {
-        judge(senderNodeID: claim.senderNodeID, senderKey: claim.senderKey, originNodeID: claim.originNodeID, originKey: claim.originKey,
-              subject: claim.subject, sequence: claim.sequence, sentAt: claim.sentAt,
-              knownKey: knownKey, now: now, clock: clock, allowingRepeat: allowingRepeat)
-    }
-
-    /// The same, the claim's parts given apart: what the follower calls for every message, its
-    /// parts borrowed where they are (a `Claim` made for each copied three strings into it).
+    /// Judges what a message claims, as the envelope and its body say, its parts borrowed where
+    /// they are (a value gathering them, made for each message, copied three strings into it):
+    /// the sender's id and key, the origin's id (hashed once for every table it keys, as the
+    /// subject) and key, the subject (the activity, or ``Follower/presenceSubject`` for a
+    /// presence), the sequence and when it was sent. `knownKey` is the key the subject's activity
+    /// is known under here (empty for an origin without one), `nil` when it is not known: its bytes
+    /// as the key holds them (a `Data` of them was an allocation for every message heard). A
+    /// believed message is remembered. `allowingRepeat`: the last message believed of the subject
+    /// may come again (a snapshot answer).
     mutating func judge(
         senderNodeID: String, senderKey: Data, originNodeID: HashedID, originKey: Data, subject: HashedID, sequence: UInt64, sentAt: Date?,
         knownKey: [UInt8]?, now: Date, clock: ContinuousClock.Instant, allowingRepeat: Bool
