@@ -32,13 +32,19 @@ struct EventLoopGroupTests {
     @Test("Task.sleep resumes on the loops, and sleeping tasks do not hold a loop")
     func sleepsResumeOnTheLoops() async {
         let group = Self.one
-        let started = ContinuousClock.now
+        // How many sleepers were asleep at once, at the most. A sleeper that held the one loop
+        // while it slept would keep the others from starting to sleep: the peak would be 1. Counted,
+        // not timed: a loaded machine can stall the whole process for seconds (CI saw 2.4 s before
+        // the first test ended) without a sleeper holding anything.
+        let sleepers = Sleepers()
         let resumedOnLoop = await withTaskExecutorPreference(group) { () async -> Int in
             await withTaskGroup(of: Bool.self) { children in
                 // More sleepers than loops: each must give its loop back while it sleeps.
                 for _ in 0..<50 {
                     children.addTask {
+                        sleepers.fallAsleep()
                         try? await Task.sleep(for: .milliseconds(100))
+                        sleepers.wake()
                         return group.isCurrent
                     }
                 }
@@ -46,7 +52,22 @@ struct EventLoopGroupTests {
             }
         }
         #expect(resumedOnLoop == 50)
-        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(sleepers.peak.load(ordering: .acquiring) > 1)
+    }
+
+    /// How many sleepers are asleep now, and how many were at the most.
+    final class Sleepers: Sendable {
+        let asleep = Atomic(0)
+        let peak = Atomic(0)
+
+        func fallAsleep() {
+            let now = asleep.add(1, ordering: .acquiringAndReleasing).newValue
+            peak.max(now, ordering: .acquiringAndReleasing)
+        }
+
+        func wake() {
+            asleep.subtract(1, ordering: .acquiringAndReleasing)
+        }
     }
 
     /// A default actor (no executor of its own) that records whether two of its jobs ever

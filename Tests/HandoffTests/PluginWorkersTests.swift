@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Handoff
 import HandoffTestSupport
@@ -12,13 +13,22 @@ struct PluginWorkersTests {
         await workers.run {}
         try await Task.sleep(for: .milliseconds(50))
         let release = DispatchSemaphore(value: 0)
+        let released = Released()
+        // Were the second call to wait behind the first, nothing would end this test: the watchdog
+        // lets the first go after ten seconds, and the second then ends after the release. Ordered,
+        // not timed: a loaded machine can stall the process for seconds without a call waiting.
+        let watchdog = Task {
+            do { try await Task.sleep(for: .seconds(10)) } catch { return }
+            if !released.flag.exchange(true, ordering: .acquiringAndReleasing) { release.signal() }
+        }
         // The first call blocks its worker; the second, submitted at once, must not wait behind it.
         async let blocked: Void = workers.run { release.wait() }
         async let quick: Int = workers.run { 42 }
-        let started = ContinuousClock.now
         #expect(await quick == 42)
-        #expect(ContinuousClock.now - started < .seconds(1))
-        release.signal()
+        let endedAfterTheRelease = released.flag.load(ordering: .acquiring)
+        #expect(!endedAfterTheRelease, "the second call ended only after the first was let go")
+        watchdog.cancel()
+        if !released.flag.exchange(true, ordering: .acquiringAndReleasing) { release.signal() }
         await blocked
         #expect(workers.waiting == 0)
     }
@@ -35,5 +45,10 @@ struct PluginWorkersTests {
         for _ in 0..<3 { release.signal() }
         for call in calls { await call.value }
         #expect(workers.waiting == 0)
+    }
+
+    /// Whether the blocked call has been let go.
+    final class Released: Sendable {
+        let flag = Atomic(false)
     }
 }
