@@ -32,6 +32,7 @@ struct DiscoverBacklogTests {
             let held = try #require(await Self.untilEnd(of: stalled), "the overrun stream did not end")
             #expect(held.map(\.activity.title) == (0..<20).map { "Contact \($0)" })
             #expect(held.allSatisfy { if case .appeared = $0 { true } else { false } })
+            #expect(await !b.hasStopped, "the stream ended with its node still running: the reader fell behind")
 
             // A new stream starts over from what the node knows, whatever the backlog.
             let again = await b.discover(contacts)
@@ -47,5 +48,19 @@ struct DiscoverBacklogTests {
             let seen = await firstEvent(in: await b.discover(contacts)) { $0.activity.id == later.id }
             #expect(seen != nil)
         }
+    }
+
+    @Test("a stream ends when its node stops, and hasStopped says so; it is false while the node runs")
+    func aStoppedNodeEndsItsStreams() async throws {
+        let node = try Node(configuration: testConfiguration("stopping"))
+        #expect(await !node.hasStopped)
+        let run = Task { try await node.run() }
+        await node.untilRunning()
+        let events = await node.discover()
+        #expect(await !node.hasStopped)
+        run.cancel()
+        _ = try? await run.value
+        #expect(await Self.untilEnd(of: events) != nil, "the stream did not end with its node")
+        #expect(await node.hasStopped)
     }
 }

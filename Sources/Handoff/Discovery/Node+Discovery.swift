@@ -16,7 +16,8 @@ extension Node {
     /// discovery stream (or ``Configuration-swift.struct/subscriptions``) asks for. The stream ends when
     /// the node stops; stop iterating to unsubscribe. It also ends, after the events it holds, when
     /// its reader falls more than ``Configuration-swift.struct/maxDiscoverBacklog`` events behind:
-    /// discover again to start over from what the node knows then.
+    /// discover again to start over from what the node knows then. ``hasStopped`` tells which of
+    /// the two ended it.
     public func discover(_ filter: ActivityFilter = .all) -> AsyncStream<ActivityEvent> {
         // Bounded: the bus decides how many events come, and a reader that stopped reading would
         // otherwise hold every one of them. Room for the first listing and the backlog after it.

@@ -26,8 +26,14 @@ extension Node {
         streams.removeAll()
     }
 
-    /// Whether the node stopped (its discover streams end then, and no new one begins).
-    var hasStopped: Bool { lifecycle.runState == .stopped }
+    /// Whether the node has stopped: its ``run()`` ended (cancelled, or the node shut down), and
+    /// nothing it started goes on.
+    ///
+    /// Every ``discover(_:)`` stream ends then. A stream also ends while the node runs, when its
+    /// reader falls more than ``Configuration-swift.struct/maxDiscoverBacklog`` events behind: a
+    /// reader whose stream ended tells the two apart here, and discovers again while this is
+    /// `false`.
+    public var hasStopped: Bool { lifecycle.runState == .stopped }
 
     func shutDown() {
         lifecycle.runState = .stopped
