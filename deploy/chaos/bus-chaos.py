@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""Real processes under faults: a broker and advertising nodes, each `handoff` as users run it,
+killed (-9), stopped (SIGSTOP) and restarted at random moments while other processes continue
+their activities and pull their documents over continuation streams; those are killed and stopped
+too, often mid-transfer.
+
+    deploy/chaos/bus-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60]
+
+What must hold, checked as it runs:
+- no process ends unless this script ended it (a crash, a libzmq abort, an assertion);
+- every process stays under 256 MiB resident;
+- every continue ends within its bound, either with the document byte for byte (exit 0) or with
+  a typed error (`Error: …`, exit 1), never a partial file passed as whole;
+- at each checkpoint (faults paused, every stopped process resumed, the broker up), the bus
+  converges within 15 s, two and a half leases, to exactly the activities of the advertisers alive
+  (none lost, none of a killed one left behind), and each of them continues whole, whatever the
+  faults left behind (the streams of killed continuers among them).
+
+The schedule of faults comes from the seed (printed first; `--seed S` runs it again). The timing of
+real processes does not replay exactly, so a failure prints the processes' logs as well. Every
+process started here dies with this script (parent-death signal, its own process group).
+Exit status: 0 when everything held, 1 when something did not, 2 for bad arguments.
+"""
+import argparse
+import ctypes
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ACTIVITY_TYPE = "org.handoff.chaos.edit"
+LEASE_SECONDS = 6  # the handoff command's: three advertise intervals of 2 s
+CONVERGE_SECONDS = 15
+CONTINUE_BOUND_SECONDS = 90
+MAX_RESIDENT_KIB = 256 << 10  # each process holds 30-40 MiB here; a leak under the faults shows
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: SIGKILL when this script's thread ends
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Process:
+    """One `handoff` process: started in its own process group, its output in a log file."""
+
+    everyone = []
+
+    def __init__(self, name, argv, logs):
+        self.name, self.argv = name, argv
+        self.log_path = os.path.join(logs, name.replace(" ", "-") + ".log")
+        self.popen = None
+        self.ended_here = False  # this script killed it, or it was asked to end
+        self.stopped_until = None  # monotonic time of its SIGCONT while stopped
+        self.lines = []
+        self.first_line = threading.Event()
+        Process.everyone.append(self)
+
+    def start(self):
+        log = open(self.log_path, "ab")
+        self.popen = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent, start_new_session=True)
+        log.close()
+        self.ended_here, self.stopped_until = False, None
+        self.lines, self.first_line = [], threading.Event()
+        threading.Thread(target=self._read, args=(self.popen, self.lines, self.first_line), daemon=True).start()
+        return self
+
+    def _read(self, popen, lines, first_line):
+        with open(self.log_path, "ab") as log:
+            for raw in popen.stdout:
+                log.write(b"stdout: " + raw)
+                log.flush()
+                lines.append(raw.decode(errors="replace"))
+                first_line.set()
+        first_line.set()
+
+    @property
+    def alive(self):
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal(self, number):
+        if self.alive:
+            os.killpg(self.popen.pid, number)
+
+    def kill(self):
+        self.ended_here = True
+        self.signal(signal.SIGKILL)
+        if self.popen:
+            self.popen.wait()
+
+    def stop_for(self, seconds):
+        self.signal(signal.SIGSTOP)
+        self.stopped_until = time.monotonic() + seconds
+
+    def resume(self):
+        self.signal(signal.SIGCONT)
+        self.stopped_until = None
+
+    def ended_on_its_own(self):
+        return self.popen is not None and self.popen.poll() is not None and not self.ended_here
+
+    def rss_kib(self):
+        try:
+            with open(f"/proc/{self.popen.pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def log_tail(self, lines=15):
+        try:
+            with open(self.log_path, errors="replace") as log:
+                return "".join(log.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    @classmethod
+    def end_everyone(cls):
+        for process in cls.everyone:
+            if process.alive:
+                process.signal(signal.SIGCONT)
+                process.kill()
+
+
+class Chaos:
+    def __init__(self, options):
+        self.options = options
+        self.random = random.Random(options.seed)
+        self.work = tempfile.mkdtemp(prefix="bus-chaos-")
+        self.logs = os.path.join(self.work, "logs")
+        os.makedirs(self.logs)
+        self.frontend = f"tcp://127.0.0.1:{free_port()}"
+        self.backend = f"tcp://127.0.0.1:{free_port()}"
+        self.broker = Process("broker", [options.handoff, "broker", "--frontend", self.frontend,
+                                         "--backend", self.backend, "--log-level", "warning"], self.logs)
+        self.broker_down_until = None
+        self.advertisers = {}  # slot -> (Process, activity id, document path)
+        self.generation = 0
+        self.continues = []  # (Popen, started, document, into folder, target id)
+        self.stopped_continuers = []  # (Popen, when to resume it)
+        self.counts = {}
+        self.failures = []
+
+    def count(self, what):
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def fail(self, message):
+        self.failures.append(message)
+        print(f"FAILED: {message}", flush=True)
+
+    def bus(self):
+        return ["--broker", self.frontend, self.backend, "--log-level", "warning"]
+
+    def start_advertiser(self, slot):
+        self.generation += 1
+        document = os.path.join(self.work, f"document-{slot}-{self.generation}.bin")
+        with open(document, "wb") as file:
+            file.write(self.random.randbytes(self.random.randint(64 << 10, 4 << 20)))
+        process = Process(f"advertiser {slot} ({self.generation})", [
+            self.options.handoff, "advertise", "--type", ACTIVITY_TYPE, "--title", f"slot {slot}",
+            "--document", document, "--json", *self.bus()], self.logs).start()
+        if not process.first_line.wait(20) or not process.lines:
+            self.fail(f"{process.name} did not say what it advertises within 20 s:\n{process.log_tail()}")
+            return
+        activity = json.loads(process.lines[0])["activityId"]
+        self.advertisers[slot] = (process, activity, document)
+
+    def start_continue(self, slot=None, must_succeed=False):
+        """Continues an advertiser's activity in a process of its own, pulling its document;
+        `must_succeed` when nothing is faulted: a refusal then fails the run."""
+        if not self.advertisers:
+            return
+        _, activity, document = self.advertisers[self.random.choice(sorted(self.advertisers)) if slot is None else slot]
+        into = tempfile.mkdtemp(dir=self.work, prefix="into-")
+        popen = subprocess.Popen(
+            [self.options.handoff, "continue", "--id", activity, "--document-into", into, "--wait", "2", "--json", *self.bus()],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent, start_new_session=True)
+        self.continues.append((popen, time.monotonic(), document, into, activity, must_succeed))
+        self.count("continues started")
+
+    def check_continues(self, wait=False):
+        """Judges every continue that ended (all of them, with `wait`); one past its bound fails."""
+        still = []
+        for popen, started, document, into, activity, must_succeed in self.continues:
+            if wait:
+                try:
+                    popen.wait(max(0.0, started + CONTINUE_BOUND_SECONDS - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            if popen.poll() is None:
+                if time.monotonic() - started > CONTINUE_BOUND_SECONDS:
+                    os.killpg(popen.pid, signal.SIGKILL)
+                    popen.wait()
+                    self.fail(f"continuing {activity} did not end within {CONTINUE_BOUND_SECONDS} s")
+                else:
+                    still.append((popen, started, document, into, activity, must_succeed))
+                continue
+            out, err = popen.communicate()
+            text = err.decode(errors="replace")
+            copy = os.path.join(into, os.path.basename(document))
+            if popen.returncode == 0 and not os.path.exists(copy):
+                self.fail(f"continuing {activity} exited 0 with no copy of the document ({copy})")
+            elif popen.returncode == 0:
+                with open(document, "rb") as original, open(copy, "rb") as pulled:
+                    if original.read() != pulled.read():
+                        self.fail(f"continuing {activity} exited 0 with a copy unlike the document ({copy})")
+                    else:
+                        self.count("continues whole")
+            elif popen.returncode == 1 and "Error: " in text and must_succeed:
+                self.fail(f"with nothing faulted, continuing {activity} was refused:\n{text[-2000:]}")
+            elif popen.returncode == 1 and "Error: " in text:
+                reason = text.split("Error: ", 1)[1].split(":", 1)[0].split("(")[0].strip()
+                self.count(f"continues refused: {reason}")
+            else:
+                self.fail(f"continuing {activity} ended with status {popen.returncode} and no typed error:\n{text[-2000:]}")
+        self.continues = still
+
+    def listed(self):
+        run = subprocess.run([self.options.handoff, "activities", "--type", ACTIVITY_TYPE, "--json", "--wait", "2", *self.bus()],
+                             capture_output=True, timeout=60, preexec_fn=_die_with_parent)
+        return {json.loads(line)["id"] for line in run.stdout.decode().splitlines() if line.startswith("{")}
+
+    def resume_everything(self):
+        for popen, _ in self.stopped_continuers:
+            if popen.poll() is None:
+                os.killpg(popen.pid, signal.SIGCONT)
+        self.stopped_continuers = []
+        for process, _, _ in self.advertisers.values():
+            process.resume()
+        self.broker.resume()
+        if not self.broker.alive:
+            self.broker.start()
+            self.broker_down_until = None
+
+    def checkpoint(self, label):
+        """Faults paused: within CONVERGE_SECONDS the bus lists exactly the live advertisers'
+        activities, and each of them continues whole."""
+        self.resume_everything()
+        expected = {activity for _, activity, _ in self.advertisers.values()}
+        deadline = time.monotonic() + CONVERGE_SECONDS
+        seen = set()
+        while time.monotonic() < deadline:
+            seen = self.listed()
+            if seen == expected:
+                break
+            time.sleep(0.5)
+        self.count("checkpoints")
+        if seen != expected:
+            self.fail(f"{label}: the bus did not converge within {CONVERGE_SECONDS} s: missing {sorted(expected - seen)}, "
+                      f"left behind {sorted(seen - expected)}")
+        # Whatever the faults left behind (streams of killed continuers among them), every live
+        # advertiser serves a continue, whole.
+        for slot in sorted(self.advertisers):
+            self.start_continue(slot, must_succeed=True)
+        self.check_continues(wait=True)
+        self.check_processes()
+
+    def check_processes(self):
+        for process in [self.broker] + [p for p, _, _ in self.advertisers.values()]:
+            if process.ended_on_its_own():
+                self.fail(f"{process.name} ended on its own (status {process.popen.returncode}):\n{process.log_tail()}")
+                process.ended_here = True  # reported once
+
+    def fault(self):
+        """One fault, drawn from the seed."""
+        now = time.monotonic()
+        kind = self.random.choices(
+            ["kill advertiser", "stop advertiser", "kill broker", "stop broker", "continue", "kill continuer", "stop continuer"],
+            weights=[3, 3, 1, 1, 6, 1, 1])[0]
+        slot = self.random.randrange(self.options.advertisers)
+        entry = self.advertisers.get(slot)
+        if kind == "kill advertiser" and entry:
+            entry[0].kill()
+            del self.advertisers[slot]
+            if self.random.random() < 0.8:
+                self.start_advertiser(slot)
+        elif kind == "stop advertiser" and entry and entry[0].stopped_until is None:
+            entry[0].stop_for(self.random.uniform(0.2, 2 * LEASE_SECONDS))
+        elif kind == "kill broker" and self.broker.alive:
+            self.broker.resume()
+            self.broker.kill()
+            self.broker_down_until = now + self.random.uniform(0, 3)
+        elif kind == "stop broker" and self.broker.alive and self.broker.stopped_until is None:
+            self.broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
+        elif kind == "continue":
+            self.start_continue()
+        elif kind == "kill continuer" and self.continues:
+            # Mid-transfer, often: its originator must let the stream go and serve the next one.
+            popen = self.continues.pop(self.random.randrange(len(self.continues)))[0]
+            if popen.poll() is None:
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait()
+        elif kind == "stop continuer" and self.continues:
+            popen = self.random.choice(self.continues)[0]
+            if popen.poll() is None:
+                os.killpg(popen.pid, signal.SIGSTOP)
+                self.stopped_continuers.append((popen, now + self.random.uniform(0.2, 2 * LEASE_SECONDS)))
+        else:
+            return
+        self.count(kind)
+
+    def due(self):
+        """Resumes what was stopped long enough, restarts the broker after its time down, and
+        starts advertisers in empty slots now and then."""
+        now = time.monotonic()
+        for process in [self.broker] + [p for p, _, _ in self.advertisers.values()]:
+            if process.stopped_until is not None and process.stopped_until <= now:
+                process.resume()
+        for popen, until in [entry for entry in self.stopped_continuers if entry[1] <= now]:
+            if popen.poll() is None:
+                os.killpg(popen.pid, signal.SIGCONT)
+        self.stopped_continuers = [entry for entry in self.stopped_continuers if entry[1] > now]
+        if self.broker_down_until is not None and self.broker_down_until <= now:
+            self.broker.start()
+            self.broker_down_until = None
+        for slot in range(self.options.advertisers):
+            if slot not in self.advertisers and self.random.random() < 0.05:
+                self.start_advertiser(slot)
+
+    def run(self):
+        print(f"bus-chaos: seed {self.options.seed}, {self.options.seconds} s, {self.options.advertisers} advertisers, "
+              f"work folder {self.work}", flush=True)
+        self.broker.start()
+        time.sleep(0.5)
+        for slot in range(self.options.advertisers):
+            self.start_advertiser(slot)
+        self.checkpoint("the start")
+        started = time.monotonic()
+        next_checkpoint = started + self.options.checkpoint
+        while time.monotonic() - started < self.options.seconds and not self.failures:
+            time.sleep(self.random.uniform(0.05, 1.5))
+            self.due()
+            self.fault()
+            self.check_continues()
+            self.check_processes()
+            if time.monotonic() >= next_checkpoint:
+                self.resume_everything()
+                self.check_continues(wait=True)
+                self.checkpoint(f"checkpoint at {time.monotonic() - started:.0f} s")
+                next_checkpoint = time.monotonic() + self.options.checkpoint
+        if not self.failures:
+            self.resume_everything()
+            self.check_continues(wait=True)
+            self.checkpoint("the end")
+        if not self.failures and not self.counts.get("continues whole"):
+            self.fail("not one continue brought its document whole: the run checked nothing of continuing")
+        processes = [self.broker] + [p for p, _, _ in self.advertisers.values()]
+        memory = ", ".join(f"{p.name} {p.rss_kib() // 1024} MiB" for p in processes)
+        for process in processes:
+            if process.rss_kib() > MAX_RESIDENT_KIB:
+                self.fail(f"{process.name} holds {process.rss_kib() // 1024} MiB resident, over {MAX_RESIDENT_KIB // 1024} MiB")
+        print("counts: " + ", ".join(f"{what} {n}" for what, n in sorted(self.counts.items())), flush=True)
+        print(f"resident memory at the end: {memory}", flush=True)
+        if self.failures:
+            for process in Process.everyone[-12:]:
+                print(f"--- {process.name} ({process.log_path})\n{process.log_tail()}")
+            print(f"bus-chaos: FAILED, {len(self.failures)} failure(s); seed {self.options.seed}; logs in {self.work}")
+            return 1
+        print(f"bus-chaos: passed (seed {self.options.seed})")
+        Process.end_everyone()
+        shutil.rmtree(self.work, ignore_errors=True)  # kept when something failed
+        return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--handoff", default=".build/debug/handoff", help="the handoff command to run")
+    parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
+    parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
+    parser.add_argument("--advertisers", type=int, default=4)
+    parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
+    options = parser.parse_args()
+    if not os.access(options.handoff, os.X_OK):
+        parser.error(f"no handoff command at {options.handoff} (swift build --product handoff)")
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: sys.exit(1))
+    try:
+        sys.exit(Chaos(options).run())
+    finally:
+        Process.end_everyone()
+
+
+if __name__ == "__main__":
+    main()
