@@ -4,7 +4,10 @@ killed (-9), stopped (SIGSTOP) and restarted at random moments while other proce
 their activities and pull their documents over continuation streams; those are killed and stopped
 too, often mid-transfer.
 
-    deploy/chaos/bus-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60]
+    deploy/chaos/bus-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--brokers 2]
+
+With `--brokers 2`, a pair of brokers that every node publishes to and subscribes at, each killed
+and stopped on its own.
 
 What must hold, checked as it runs:
 - no process ends unless this script ended it (a crash, a libzmq abort, an assertion);
@@ -146,11 +149,12 @@ class Chaos:
         self.work = tempfile.mkdtemp(prefix="bus-chaos-")
         self.logs = os.path.join(self.work, "logs")
         os.makedirs(self.logs)
-        self.frontend = f"tcp://127.0.0.1:{free_port()}"
-        self.backend = f"tcp://127.0.0.1:{free_port()}"
-        self.broker = Process("broker", [options.handoff, "broker", "--frontend", self.frontend,
-                                         "--backend", self.backend, "--log-level", "warning"], self.logs)
-        self.broker_down_until = None
+        # One broker, or a pair that every node publishes to and subscribes at.
+        self.endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(options.brokers)]
+        self.brokers = [Process(f"broker {index}", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
+                                                    "--log-level", "warning"], self.logs)
+                        for index, (frontend, backend) in enumerate(self.endpoints)]
+        self.broker_down_until = {}  # broker -> when it starts again
         self.advertisers = {}  # slot -> (Process, activity id, document path)
         self.generation = 0
         self.continues = []  # (Popen, started, document, into folder, target id)
@@ -166,7 +170,7 @@ class Chaos:
         print(f"FAILED: {message}", flush=True)
 
     def bus(self):
-        return ["--broker", self.frontend, self.backend, "--log-level", "warning"]
+        return [word for frontend, backend in self.endpoints for word in ("--broker", frontend, backend)] + ["--log-level", "warning"]
 
     def start_advertiser(self, slot):
         self.generation += 1
@@ -245,10 +249,11 @@ class Chaos:
         self.stopped_continuers = []
         for process, _, _ in self.advertisers.values():
             process.resume()
-        self.broker.resume()
-        if not self.broker.alive:
-            self.broker.start()
-            self.broker_down_until = None
+        for broker in self.brokers:
+            broker.resume()
+            if not broker.alive:
+                broker.start()
+        self.broker_down_until = {}
 
     def checkpoint(self, label):
         """Faults paused: within CONVERGE_SECONDS the bus lists exactly the live advertisers'
@@ -273,8 +278,12 @@ class Chaos:
         self.check_continues(wait=True)
         self.check_processes()
 
+    def processes(self):
+        """The brokers and the advertisers alive."""
+        return self.brokers + [process for process, _, _ in self.advertisers.values()]
+
     def check_processes(self):
-        for process in [self.broker] + [p for p, _, _ in self.advertisers.values()]:
+        for process in self.processes():
             if process.ended_on_its_own():
                 self.fail(f"{process.name} ended on its own (status {process.popen.returncode}):\n{process.log_tail()}")
                 process.ended_here = True  # reported once
@@ -286,6 +295,7 @@ class Chaos:
             ["kill advertiser", "stop advertiser", "kill broker", "stop broker", "continue", "kill continuer", "stop continuer"],
             weights=[3, 3, 1, 1, 6, 1, 1])[0]
         slot = self.random.randrange(self.options.advertisers)
+        broker = self.random.choice(self.brokers)
         entry = self.advertisers.get(slot)
         if kind == "kill advertiser" and entry:
             entry[0].kill()
@@ -294,12 +304,12 @@ class Chaos:
                 self.start_advertiser(slot)
         elif kind == "stop advertiser" and entry and entry[0].stopped_until is None:
             entry[0].stop_for(self.random.uniform(0.2, 2 * LEASE_SECONDS))
-        elif kind == "kill broker" and self.broker.alive:
-            self.broker.resume()
-            self.broker.kill()
-            self.broker_down_until = now + self.random.uniform(0, 3)
-        elif kind == "stop broker" and self.broker.alive and self.broker.stopped_until is None:
-            self.broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
+        elif kind == "kill broker" and broker.alive:
+            broker.resume()
+            broker.kill()
+            self.broker_down_until[broker] = now + self.random.uniform(0, 3)
+        elif kind == "stop broker" and broker.alive and broker.stopped_until is None:
+            broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
         elif kind == "continue":
             self.start_continue()
         elif kind == "kill continuer" and self.continues:
@@ -321,24 +331,26 @@ class Chaos:
         """Resumes what was stopped long enough, restarts the broker after its time down, and
         starts advertisers in empty slots now and then."""
         now = time.monotonic()
-        for process in [self.broker] + [p for p, _, _ in self.advertisers.values()]:
+        for process in self.processes():
             if process.stopped_until is not None and process.stopped_until <= now:
                 process.resume()
         for popen, until in [entry for entry in self.stopped_continuers if entry[1] <= now]:
             if popen.poll() is None:
                 os.killpg(popen.pid, signal.SIGCONT)
         self.stopped_continuers = [entry for entry in self.stopped_continuers if entry[1] > now]
-        if self.broker_down_until is not None and self.broker_down_until <= now:
-            self.broker.start()
-            self.broker_down_until = None
+        for broker, until in list(self.broker_down_until.items()):
+            if until <= now:
+                broker.start()
+                del self.broker_down_until[broker]
         for slot in range(self.options.advertisers):
             if slot not in self.advertisers and self.random.random() < 0.05:
                 self.start_advertiser(slot)
 
     def run(self):
-        print(f"bus-chaos: seed {self.options.seed}, {self.options.seconds} s, {self.options.advertisers} advertisers, "
+        print(f"bus-chaos: seed {self.options.seed}, {self.options.seconds} s, {len(self.brokers)} broker(s), {self.options.advertisers} advertisers, "
               f"work folder {self.work}", flush=True)
-        self.broker.start()
+        for broker in self.brokers:
+            broker.start()
         time.sleep(0.5)
         for slot in range(self.options.advertisers):
             self.start_advertiser(slot)
@@ -362,7 +374,7 @@ class Chaos:
             self.checkpoint("the end")
         if not self.failures and not self.counts.get("continues whole"):
             self.fail("not one continue brought its document whole: the run checked nothing of continuing")
-        processes = [self.broker] + [p for p, _, _ in self.advertisers.values()]
+        processes = self.processes()
         memory = ", ".join(f"{p.name} {p.rss_kib() // 1024} MiB" for p in processes)
         for process in processes:
             if process.rss_kib() > MAX_RESIDENT_KIB:
@@ -386,6 +398,7 @@ def main():
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
     parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
     parser.add_argument("--advertisers", type=int, default=4)
+    parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every node at both")
     parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
     options = parser.parse_args()
     if not os.access(options.handoff, os.X_OK):
