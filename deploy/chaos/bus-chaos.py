@@ -7,7 +7,7 @@ too, often mid-transfer.
     deploy/chaos/bus-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--brokers 2]
 
 With `--brokers 2`, a pair of brokers that every node publishes to and subscribes at, each killed
-and stopped on its own.
+and stopped on its own. With `--secure`, every socket runs CURVE, with an account made for the run.
 
 What must hold, checked as it runs:
 - no process ends unless this script ended it (a crash, a libzmq abort, an assertion);
@@ -151,8 +151,9 @@ class Chaos:
         os.makedirs(self.logs)
         # One broker, or a pair that every node publishes to and subscribes at.
         self.endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(options.brokers)]
+        self.keys = self.make_keys() if options.secure else None
         self.brokers = [Process(f"broker {index}", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
-                                                    "--log-level", "warning"], self.logs)
+                                                    "--log-level", "warning", *self.key("broker")], self.logs)
                         for index, (frontend, backend) in enumerate(self.endpoints)]
         self.broker_down_until = {}  # broker -> when it starts again
         self.advertisers = {}  # slot -> (Process, activity id, document path)
@@ -169,8 +170,23 @@ class Chaos:
         self.failures.append(message)
         print(f"FAILED: {message}", flush=True)
 
-    def bus(self):
-        return [word for frontend, backend in self.endpoints for word in ("--broker", frontend, backend)] + ["--log-level", "warning"]
+    def make_keys(self):
+        """With --secure, an account: the brokers' key (a pair shares it), one per advertiser slot
+        (a restarted advertiser keeps its slot's), one for the continuing processes, one for the
+        observer; each process takes the folder of its key as its account."""
+        keys = os.path.join(self.work, "account")
+        os.makedirs(keys)
+        names = ["broker", "continuer", "observer"] + [f"advertiser-{slot}" for slot in range(self.options.advertisers)]
+        for name in names:
+            subprocess.run([self.options.handoff, "keygen", name, "--out", keys], check=True, capture_output=True)
+        return keys
+
+    def key(self, name):
+        return ["--key", os.path.join(self.keys, name + ".key")] if self.keys else []
+
+    def bus(self, key):
+        return ([word for frontend, backend in self.endpoints for word in ("--broker", frontend, backend)]
+                + ["--log-level", "warning", *self.key(key)])
 
     def start_advertiser(self, slot):
         self.generation += 1
@@ -179,7 +195,7 @@ class Chaos:
             file.write(self.random.randbytes(self.random.randint(64 << 10, 4 << 20)))
         process = Process(f"advertiser {slot} ({self.generation})", [
             self.options.handoff, "advertise", "--type", ACTIVITY_TYPE, "--title", f"slot {slot}",
-            "--document", document, "--json", *self.bus()], self.logs).start()
+            "--document", document, "--json", *self.bus(f"advertiser-{slot}")], self.logs).start()
         if not process.first_line.wait(20) or not process.lines:
             self.fail(f"{process.name} did not say what it advertises within 20 s:\n{process.log_tail()}")
             return
@@ -194,7 +210,7 @@ class Chaos:
         _, activity, document = self.advertisers[self.random.choice(sorted(self.advertisers)) if slot is None else slot]
         into = tempfile.mkdtemp(dir=self.work, prefix="into-")
         popen = subprocess.Popen(
-            [self.options.handoff, "continue", "--id", activity, "--document-into", into, "--wait", "2", "--json", *self.bus()],
+            [self.options.handoff, "continue", "--id", activity, "--document-into", into, "--wait", "2", "--json", *self.bus("continuer")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent, start_new_session=True)
         self.continues.append((popen, time.monotonic(), document, into, activity, must_succeed))
@@ -238,7 +254,7 @@ class Chaos:
         self.continues = still
 
     def listed(self):
-        run = subprocess.run([self.options.handoff, "activities", "--type", ACTIVITY_TYPE, "--json", "--wait", "2", *self.bus()],
+        run = subprocess.run([self.options.handoff, "activities", "--type", ACTIVITY_TYPE, "--json", "--wait", "2", *self.bus("observer")],
                              capture_output=True, timeout=60, preexec_fn=_die_with_parent)
         return {json.loads(line)["id"] for line in run.stdout.decode().splitlines() if line.startswith("{")}
 
@@ -348,6 +364,7 @@ class Chaos:
 
     def run(self):
         print(f"bus-chaos: seed {self.options.seed}, {self.options.seconds} s, {len(self.brokers)} broker(s), {self.options.advertisers} advertisers, "
+              f"{'CURVE' if self.keys else 'no security'}, "
               f"work folder {self.work}", flush=True)
         for broker in self.brokers:
             broker.start()
@@ -399,6 +416,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
     parser.add_argument("--advertisers", type=int, default=4)
     parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every node at both")
+    parser.add_argument("--secure", action="store_true", help="CURVE on every socket: an account of keys made here")
     parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
     options = parser.parse_args()
     if not os.access(options.handoff, os.X_OK):
