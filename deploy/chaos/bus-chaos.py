@@ -4,7 +4,7 @@ killed (-9), stopped (SIGSTOP) and restarted at random moments while other proce
 their activities and pull their documents over continuation streams; those are killed and stopped
 too, often mid-transfer.
 
-    deploy/chaos/bus-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--brokers 2]
+    deploy/chaos/bus-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--brokers 2] [--secure]
 
 With `--brokers 2`, a pair of brokers that every node publishes to and subscribes at, each killed
 and stopped on its own. With `--secure`, every socket runs CURVE, with an account made for the run.
@@ -25,122 +25,23 @@ process started here dies with this script (parent-death signal, its own process
 Exit status: 0 when everything held, 1 when something did not, 2 for bad arguments.
 """
 import argparse
-import ctypes
 import json
 import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from processes import Process, die_with_parent, free_port
 
 ACTIVITY_TYPE = "org.handoff.chaos.edit"
 LEASE_SECONDS = 6  # the handoff command's: three advertise intervals of 2 s
 CONVERGE_SECONDS = 15
 CONTINUE_BOUND_SECONDS = 90
 MAX_RESIDENT_KIB = 256 << 10  # each process holds 30-40 MiB here; a leak under the faults shows
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent():
-    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: SIGKILL when this script's thread ends
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Process:
-    """One `handoff` process: started in its own process group, its output in a log file."""
-
-    everyone = []
-
-    def __init__(self, name, argv, logs):
-        self.name, self.argv = name, argv
-        self.log_path = os.path.join(logs, name.replace(" ", "-") + ".log")
-        self.popen = None
-        self.ended_here = False  # this script killed it, or it was asked to end
-        self.stopped_until = None  # monotonic time of its SIGCONT while stopped
-        self.lines = []
-        self.first_line = threading.Event()
-        Process.everyone.append(self)
-
-    def start(self):
-        log = open(self.log_path, "ab")
-        self.popen = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent, start_new_session=True)
-        log.close()
-        self.ended_here, self.stopped_until = False, None
-        self.lines, self.first_line = [], threading.Event()
-        threading.Thread(target=self._read, args=(self.popen, self.lines, self.first_line), daemon=True).start()
-        return self
-
-    def _read(self, popen, lines, first_line):
-        with open(self.log_path, "ab") as log:
-            for raw in popen.stdout:
-                log.write(b"stdout: " + raw)
-                log.flush()
-                lines.append(raw.decode(errors="replace"))
-                first_line.set()
-        first_line.set()
-
-    @property
-    def alive(self):
-        return self.popen is not None and self.popen.poll() is None
-
-    def signal(self, number):
-        if self.alive:
-            os.killpg(self.popen.pid, number)
-
-    def kill(self):
-        self.ended_here = True
-        self.signal(signal.SIGKILL)
-        if self.popen:
-            self.popen.wait()
-
-    def stop_for(self, seconds):
-        self.signal(signal.SIGSTOP)
-        self.stopped_until = time.monotonic() + seconds
-
-    def resume(self):
-        self.signal(signal.SIGCONT)
-        self.stopped_until = None
-
-    def ended_on_its_own(self):
-        return self.popen is not None and self.popen.poll() is not None and not self.ended_here
-
-    def rss_kib(self):
-        try:
-            with open(f"/proc/{self.popen.pid}/status") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
-
-    def log_tail(self, lines=15):
-        try:
-            with open(self.log_path, errors="replace") as log:
-                return "".join(log.readlines()[-lines:])
-        except OSError:
-            return ""
-
-    @classmethod
-    def end_everyone(cls):
-        for process in cls.everyone:
-            if process.alive:
-                process.signal(signal.SIGCONT)
-                process.kill()
-
 
 class Chaos:
     def __init__(self, options):
@@ -162,6 +63,7 @@ class Chaos:
         self.stopped_continuers = []  # (Popen, when to resume it)
         self.counts = {}
         self.failures = []
+        self.refusals = {}  # a refused continue's reason -> the first such error in full
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -212,7 +114,7 @@ class Chaos:
         popen = subprocess.Popen(
             [self.options.handoff, "continue", "--id", activity, "--document-into", into, "--wait", "2", "--json", *self.bus("continuer")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent, start_new_session=True)
+            preexec_fn=die_with_parent, start_new_session=True)
         self.continues.append((popen, time.monotonic(), document, into, activity, must_succeed))
         self.count("continues started")
 
@@ -247,15 +149,17 @@ class Chaos:
             elif popen.returncode == 1 and "Error: " in text and must_succeed:
                 self.fail(f"with nothing faulted, continuing {activity} was refused:\n{text[-2000:]}")
             elif popen.returncode == 1 and "Error: " in text:
-                reason = text.split("Error: ", 1)[1].split(":", 1)[0].split("(")[0].strip()
+                error = text.split("Error: ", 1)[1]
+                reason = error.split(":", 1)[0].split("(")[0].strip()
                 self.count(f"continues refused: {reason}")
+                self.refusals.setdefault(reason, error.strip().splitlines()[0][:300])
             else:
                 self.fail(f"continuing {activity} ended with status {popen.returncode} and no typed error:\n{text[-2000:]}")
         self.continues = still
 
     def listed(self):
         run = subprocess.run([self.options.handoff, "activities", "--type", ACTIVITY_TYPE, "--json", "--wait", "2", *self.bus("observer")],
-                             capture_output=True, timeout=60, preexec_fn=_die_with_parent)
+                             capture_output=True, timeout=60, preexec_fn=die_with_parent)
         return {json.loads(line)["id"] for line in run.stdout.decode().splitlines() if line.startswith("{")}
 
     def resume_everything(self):
@@ -398,6 +302,8 @@ class Chaos:
                 self.fail(f"{process.name} holds {process.rss_kib() // 1024} MiB resident, over {MAX_RESIDENT_KIB // 1024} MiB")
         print("counts: " + ", ".join(f"{what} {n}" for what, n in sorted(self.counts.items())), flush=True)
         print(f"resident memory at the end: {memory}", flush=True)
+        for reason, error in sorted(self.refusals.items()):
+            print(f"the first refusal of each kind: {error}", flush=True)
         if self.failures:
             for process in Process.everyone[-12:]:
                 print(f"--- {process.name} ({process.log_path})\n{process.log_tail()}")
