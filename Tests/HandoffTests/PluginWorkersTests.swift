@@ -12,23 +12,22 @@ struct PluginWorkersTests {
         // One thread, now idle.
         await workers.run {}
         try await Task.sleep(for: .milliseconds(50))
-        let release = DispatchSemaphore(value: 0)
-        let released = Released()
+        let release = Release()
         // Were the second call to wait behind the first, nothing would end this test: the watchdog
         // lets the first go after ten seconds, and the second then ends after the release. Ordered,
         // not timed: a loaded machine can stall the process for seconds without a call waiting.
         let watchdog = Task {
             do { try await Task.sleep(for: .seconds(10)) } catch { return }
-            if !released.flag.exchange(true, ordering: .acquiringAndReleasing) { release.signal() }
+            release.letGo()
         }
         // The first call blocks its worker; the second, submitted at once, must not wait behind it.
-        async let blocked: Void = workers.run { release.wait() }
+        async let blocked: Void = workers.run { release.semaphore.wait() }
         async let quick: Int = workers.run { 42 }
         #expect(await quick == 42)
-        let endedAfterTheRelease = released.flag.load(ordering: .acquiring)
+        let endedAfterTheRelease = release.happened
         #expect(!endedAfterTheRelease, "the second call ended only after the first was let go")
         watchdog.cancel()
-        if !released.flag.exchange(true, ordering: .acquiringAndReleasing) { release.signal() }
+        release.letGo()
         await blocked
         #expect(workers.waiting == 0)
     }
@@ -47,8 +46,17 @@ struct PluginWorkersTests {
         #expect(workers.waiting == 0)
     }
 
-    /// Whether the blocked call has been let go.
-    final class Released: Sendable {
-        let flag = Atomic(false)
+    /// What the blocked call waits on, let go once: by the test, or by its watchdog first.
+    final class Release: Sendable {
+        let semaphore = DispatchSemaphore(value: 0)
+        private let done = Atomic(false)
+
+        /// Whether it has been let go.
+        var happened: Bool { done.load(ordering: .acquiring) }
+
+        /// Lets the blocked call go, unless that was done already.
+        func letGo() {
+            if !done.exchange(true, ordering: .acquiringAndReleasing) { semaphore.signal() }
+        }
     }
 }
