@@ -25,6 +25,7 @@ process started here dies with this script (parent-death signal, its own process
 Exit status: 0 when everything held, 1 when something did not, 2 for bad arguments.
 """
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -43,6 +44,27 @@ CONVERGE_SECONDS = 15
 CONTINUE_BOUND_SECONDS = 90
 MAX_RESIDENT_KIB = 256 << 10  # each process holds 30-40 MiB here; a leak under the faults shows
 
+
+@dataclasses.dataclass
+class Continue:
+    """One `handoff continue` pulling an advertiser's document into a folder of its own."""
+    popen: subprocess.Popen
+    started: float  # monotonic
+    activity: str
+    document: str
+    into: str
+    must_succeed: bool  # started with nothing faulted: a refusal fails the run
+    stopped_until: float | None = None  # monotonic time of its SIGCONT while stopped
+
+    def signal(self, number):
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, number)
+
+    def resume(self):
+        self.signal(signal.SIGCONT)
+        self.stopped_until = None
+
+
 class Chaos:
     def __init__(self, options):
         self.options = options
@@ -59,8 +81,7 @@ class Chaos:
         self.broker_down_until = {}  # broker -> when it starts again
         self.advertisers = {}  # slot -> (Process, activity id, document path)
         self.generation = 0
-        self.continues = []  # (Popen, started, document, into folder, target id)
-        self.stopped_continuers = []  # (Popen, when to resume it)
+        self.continues = []  # Continue, running or not yet judged
         self.counts = {}
         self.failures = []
         self.refusals = {}  # a refused continue's reason -> the first such error in full
@@ -115,29 +136,31 @@ class Chaos:
             [self.options.handoff, "continue", "--id", activity, "--document-into", into, "--wait", "2", "--json", *self.bus("continuer")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent, start_new_session=True)
-        self.continues.append((popen, time.monotonic(), document, into, activity, must_succeed))
+        self.continues.append(Continue(popen, time.monotonic(), activity, document, into, must_succeed))
         self.count("continues started")
 
     def check_continues(self, wait=False):
         """Judges every continue that ended (all of them, with `wait`); one past its bound fails."""
         still = []
-        for popen, started, document, into, activity, must_succeed in self.continues:
+        for running in self.continues:
+            popen, activity = running.popen, running.activity
             if wait:
                 try:
-                    popen.wait(max(0.0, started + CONTINUE_BOUND_SECONDS - time.monotonic()))
+                    popen.wait(max(0.0, running.started + CONTINUE_BOUND_SECONDS - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     pass
             if popen.poll() is None:
-                if time.monotonic() - started > CONTINUE_BOUND_SECONDS:
-                    os.killpg(popen.pid, signal.SIGKILL)
+                if time.monotonic() - running.started > CONTINUE_BOUND_SECONDS:
+                    running.signal(signal.SIGKILL)
                     popen.wait()
                     self.fail(f"continuing {activity} did not end within {CONTINUE_BOUND_SECONDS} s")
                 else:
-                    still.append((popen, started, document, into, activity, must_succeed))
+                    still.append(running)
                 continue
             out, err = popen.communicate()
             text = err.decode(errors="replace")
-            copy = os.path.join(into, os.path.basename(document))
+            document = running.document
+            copy = os.path.join(running.into, os.path.basename(document))
             if popen.returncode == 0 and not os.path.exists(copy):
                 self.fail(f"continuing {activity} exited 0 with no copy of the document ({copy})")
             elif popen.returncode == 0:
@@ -146,7 +169,7 @@ class Chaos:
                         self.fail(f"continuing {activity} exited 0 with a copy unlike the document ({copy})")
                     else:
                         self.count("continues whole")
-            elif popen.returncode == 1 and "Error: " in text and must_succeed:
+            elif popen.returncode == 1 and "Error: " in text and running.must_succeed:
                 self.fail(f"with nothing faulted, continuing {activity} was refused:\n{text[-2000:]}")
             elif popen.returncode == 1 and "Error: " in text:
                 error = text.split("Error: ", 1)[1]
@@ -163,10 +186,8 @@ class Chaos:
         return {json.loads(line)["id"] for line in run.stdout.decode().splitlines() if line.startswith("{")}
 
     def resume_everything(self):
-        for popen, _ in self.stopped_continuers:
-            if popen.poll() is None:
-                os.killpg(popen.pid, signal.SIGCONT)
-        self.stopped_continuers = []
+        for running in self.continues:
+            running.resume()
         for process, _, _ in self.advertisers.values():
             process.resume()
         for broker in self.brokers:
@@ -176,9 +197,10 @@ class Chaos:
         self.broker_down_until = {}
 
     def checkpoint(self, label):
-        """Faults paused: within CONVERGE_SECONDS the bus lists exactly the live advertisers'
-        activities, and each of them continues whole."""
+        """Faults paused (every continue under way judged first): within CONVERGE_SECONDS the bus
+        lists exactly the live advertisers' activities, and each of them continues whole."""
         self.resume_everything()
+        self.check_continues(wait=True)
         expected = {activity for _, activity, _ in self.advertisers.values()}
         deadline = time.monotonic() + CONVERGE_SECONDS
         seen = set()
@@ -234,15 +256,14 @@ class Chaos:
             self.start_continue()
         elif kind == "kill continuer" and self.continues:
             # Mid-transfer, often: its originator must let the stream go and serve the next one.
-            popen = self.continues.pop(self.random.randrange(len(self.continues)))[0]
-            if popen.poll() is None:
-                os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait()
+            killed = self.continues.pop(self.random.randrange(len(self.continues)))
+            killed.signal(signal.SIGKILL)
+            killed.popen.wait()
         elif kind == "stop continuer" and self.continues:
-            popen = self.random.choice(self.continues)[0]
-            if popen.poll() is None:
-                os.killpg(popen.pid, signal.SIGSTOP)
-                self.stopped_continuers.append((popen, now + self.random.uniform(0.2, 2 * LEASE_SECONDS)))
+            stopped = self.random.choice(self.continues)
+            if stopped.popen.poll() is None and stopped.stopped_until is None:
+                stopped.signal(signal.SIGSTOP)
+                stopped.stopped_until = now + self.random.uniform(0.2, 2 * LEASE_SECONDS)
         else:
             return
         self.count(kind)
@@ -251,13 +272,9 @@ class Chaos:
         """Resumes what was stopped long enough, restarts the broker after its time down, and
         starts advertisers in empty slots now and then."""
         now = time.monotonic()
-        for process in self.processes():
+        for process in self.processes() + self.continues:
             if process.stopped_until is not None and process.stopped_until <= now:
                 process.resume()
-        for popen, until in [entry for entry in self.stopped_continuers if entry[1] <= now]:
-            if popen.poll() is None:
-                os.killpg(popen.pid, signal.SIGCONT)
-        self.stopped_continuers = [entry for entry in self.stopped_continuers if entry[1] > now]
         for broker, until in list(self.broker_down_until.items()):
             if until <= now:
                 broker.start()
@@ -285,13 +302,9 @@ class Chaos:
             self.check_continues()
             self.check_processes()
             if time.monotonic() >= next_checkpoint:
-                self.resume_everything()
-                self.check_continues(wait=True)
                 self.checkpoint(f"checkpoint at {time.monotonic() - started:.0f} s")
                 next_checkpoint = time.monotonic() + self.options.checkpoint
         if not self.failures:
-            self.resume_everything()
-            self.check_continues(wait=True)
             self.checkpoint("the end")
         if not self.failures and not self.counts.get("continues whole"):
             self.fail("not one continue brought its document whole: the run checked nothing of continuing")
