@@ -124,6 +124,23 @@ struct SimulatorTests {
         #expect(report.didUpdates > 0, "the seed told no did-update")
     }
 
+    /// Regression (2026-11-29, found by `swift test`'s fresh seeds): node-2 continued a10-n0; the
+    /// origin handed it over at v2 and changed it to v3 at once, and v3's advertisement reached
+    /// node-2 before the reply did. The activity was not held yet when v3 was heard, so no fetch
+    /// started, and once held at v2 nothing fetched v3 (only an even newer version would have):
+    /// the did-update was never told. A continue that ends holding an activity now fetches the
+    /// newer version the node already knows (Node.continueActivity, as the simulator does).
+    @Test("regression, seed 932502036 through a broker: a newer version heard while the continue was under way is fetched and told once the activity is held")
+    func didUpdateHeardBeforeTheReply() async throws {
+        let run = try await runSimulator(["--seed", "932502036", "--broker"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        var options = SimulationOptions()
+        options.broker = true
+        let report = Simulation.run(seed: 932_502_036, options: options)
+        #expect(report.failure == nil, "\(String(describing: report.failure))")
+        #expect(report.didUpdates > 0, "the seed told no did-update")
+    }
+
     /// Regression (2026-11-26, found by scripts/test's fresh seeds): a node shut down and was
     /// killed (-9) 17 ms later, before it exited; one follower's withdrawal was still on its way
     /// and died with the process, and withdrawn-on-departure held the follower to it. A departure

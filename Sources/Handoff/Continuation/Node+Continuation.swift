@@ -119,7 +119,12 @@ extension Node {
             } catch {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
-            if follower.known[continued.id] != nil { continuing.held.hold(continued.id, version: continued.version) }
+            if let latest = follower.known[continued.id]?.activity {
+                continuing.held.hold(continued.id, version: continued.version)
+                // A newer version advertised while the request was under way is fetched now: its
+                // advertisement came before the activity was held, so it started no fetch.
+                refreshIfHeld(latest)
+            }
             observability.metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
         } catch {

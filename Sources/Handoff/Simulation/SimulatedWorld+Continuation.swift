@@ -123,7 +123,11 @@ extension SimulatedWorld {
             let continued = try ContinuationClient<Int, String>.interpret(envelope, for: activity)
             guard refreshed != nil else {
                 log("\(node.id) continued \(continued.id) at v\(continued.version)")
-                if node.followerDo({ $0.known[continued.id] }) != nil { node.client.held.hold(continued.id, version: continued.version) }
+                if let latest = node.followerDo({ $0.known[continued.id]?.activity }) {
+                    node.client.held.hold(continued.id, version: continued.version)
+                    // As Node does: a newer version heard while the request was under way.
+                    refreshIfHeld(latest, at: index)
+                }
                 return
             }
             let held = node.client.held.version(of: continued.id) ?? 0
