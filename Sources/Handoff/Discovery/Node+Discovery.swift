@@ -21,20 +21,20 @@ extension Node {
     public func discover(_ filter: ActivityFilter = .all) -> AsyncStream<ActivityEvent> {
         // Bounded: the bus decides how many events come, and a reader that stopped reading would
         // otherwise hold every one of them. Room for the first listing and the backlog after it.
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: ActivityEvent.self,
-            bufferingPolicy: .bufferingOldest(follower.known.count + max(own.configuration.maxDiscoverBacklog, 1)))
+        // A channel of its own, not `AsyncStream.makeStream`: see DiscoverChannel for why.
+        let channel = DiscoverChannel(capacity: follower.known.count + max(own.configuration.maxDiscoverBacklog, 1))
+        let stream = channel.stream()
         guard lifecycle.runState != .stopped else {
-            continuation.finish()
+            channel.finish()
             return stream
         }
         let watcherID = UUID()
-        let followed = listeners.watchers.add(watcherID, filter: filter, sink: continuation)
+        let followed = listeners.watchers.add(watcherID, filter: filter, sink: channel)
         perform(follower.follow(followed.map(Self.typePrefix(ofTopic:))))
         for entry in follower.known.values where filter.matches(entry.activity) {
-            continuation.yield(.appeared(entry.activity))
+            channel.yield(.appeared(entry.activity))
         }
-        continuation.onTermination = { [weak self] _ in
+        channel.onTermination { [weak self] in
             Task(executorPreference: EventLoops.shared) { await self?.removeWatcher(watcherID) }
         }
         return stream

@@ -93,7 +93,7 @@ struct NodeObservability {
 /// Who hears from the node: its discover streams and its delegate.
 struct NodeListeners {
     /// The discover streams and the topics they follow (``Watchers``).
-    var watchers = Watchers<AsyncStream<ActivityEvent>.Continuation>()
+    var watchers = Watchers<DiscoverChannel>()
     weak var delegate: (any HandoffDelegate)?
 }
 
