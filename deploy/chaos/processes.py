@@ -1,5 +1,5 @@
-"""The processes bus-chaos.py starts: each in its own process group, dying with the script
-(parent-death signal), its output in a log file of its own."""
+"""The processes the chaos scripts (bus-chaos.py, agent-chaos.py) start: each in its own process
+group, dying with the script (parent-death signal), its output in a log file of its own."""
 import ctypes
 import os
 import signal

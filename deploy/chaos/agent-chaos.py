@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""The contacts story under faults: a broker and three `handoff agent` processes hosting the
+Contacts plugin (the seeds' app, `handoff demo`), each killed (-9), stopped (SIGSTOP) and restarted
+on its own data folder at random moments, while contacts are added on one agent, which shares its
+list, and the other two continue the list (a continuation stream each) again and again.
+
+    deploy/chaos/agent-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60]
+
+The Contacts plugin must sit next to the handoff command (libHandoffContactsPlugin.so, as `handoff
+demo` expects it: `swift build` puts it there).
+
+What must hold, checked as it runs:
+- no process ends unless this script ended it, and each stays under 256 MiB resident;
+- nothing accepted is lost: every contact whose `add` answered with its id is in the sharing
+  agent's list from then on, whatever kill -9 came after (the plugin writes atomically);
+- a continuing agent's list is always whole: its contacts are the first contacts of the sharing
+  agent's list, in order (a list replaces the local one only after its stream checked out), and
+  every agent answers `list` whenever it runs, a kill -9 mid-stream or not;
+- every continue ends within its bound, continued (exit 0) or with a typed error (`Error: …`);
+- at each checkpoint (faults paused, everything resumed and running), the sharing agent shares
+  again and both others continue it: each then lists exactly the sharing agent's contacts.
+
+The schedule of faults comes from the seed (printed first; `--seed S` runs it again). Every process
+started here dies with this script (parent-death signal, its own process group).
+Exit status: 0 when everything held, 1 when something did not, 2 for bad arguments.
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from processes import Process, die_with_parent, free_port
+
+LIST_TYPE = "org.handoff.contacts.list-contacts"
+LEASE_SECONDS = 6  # the agent's: three advertise intervals of 2 s
+CONTINUE_BOUND_SECONDS = 90
+COMMAND_SECONDS = 10  # a control command to a running agent answers well within this
+MAX_RESIDENT_KIB = 256 << 10
+SHARER, CONTINUERS = "agent-a", ["agent-b", "agent-c"]
+
+
+class Chaos:
+    def __init__(self, options):
+        self.options = options
+        self.random = random.Random(options.seed)
+        self.work = tempfile.mkdtemp(prefix="agent-chaos-")
+        self.logs = os.path.join(self.work, "logs")
+        os.makedirs(self.logs)
+        plugins = os.path.join(self.work, "plugins")
+        os.makedirs(plugins)
+        library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
+        os.symlink(library, os.path.join(plugins, "libHandoffContactsPlugin.so"))
+        frontend, backend = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+        self.broker = Process("broker", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
+                                         "--log-level", "warning"], self.logs)
+        self.broker_down_until = None
+        self.agents, self.controls = {}, {}
+        for name in [SHARER] + CONTINUERS:
+            self.controls[name] = f"ipc://{self.work}/{name}.sock"
+            self.agents[name] = Process(name, [
+                options.handoff, "agent", "--name", name, "--broker", frontend, backend, "--plugins", plugins,
+                "--data", os.path.join(self.work, "data", name), "--control", self.controls[name],
+                "--log-level", "warning"], self.logs)
+        self.down_until = {}  # agent name -> when it starts again
+        self.added = 0  # contacts asked for, numbered in their first name
+        self.acknowledged = []  # (number, id) of each add that answered with its id
+        self.continues = []  # (Popen, agent, started)
+        self.counts, self.failures, self.refusals = {}, [], {}
+
+    def count(self, what):
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def fail(self, message):
+        self.failures.append(message)
+        print(f"FAILED: {message}", flush=True)
+
+    def running(self, name):
+        agent = self.agents[name]
+        return agent.alive and agent.stopped_until is None
+
+    def contacts(self, name, *arguments, timeout=COMMAND_SECONDS):
+        """`handoff contacts --agent …`: (status, lines), status None when it did not answer in time."""
+        try:
+            run = subprocess.run([self.options.handoff, "contacts", "--agent", self.controls[name], *arguments],
+                                 capture_output=True, timeout=timeout, preexec_fn=die_with_parent, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return None, []
+        if run.returncode not in (0, 1) or (run.returncode == 1 and b"Error: " not in run.stderr):
+            self.fail(f"`contacts {' '.join(arguments)}` on {name} ended with status {run.returncode} and no typed error:\n"
+                      f"{run.stderr.decode(errors='replace')[-1500:]}")
+        return run.returncode, run.stdout.decode(errors="replace").splitlines()
+
+    def listed(self, name):
+        """The agent's contacts as (number, id) in its order, or None when it did not answer."""
+        status, lines = self.contacts(name, "list")
+        if status != 0:
+            return None
+        numbered = []
+        for line in lines:
+            fields = line.split("\t")
+            # id, name ("First12 Last12"), phone, email: the number is the add's.
+            numbered.append((int(fields[1].split()[0].removeprefix("First")), fields[0]))
+        return numbered
+
+    def start_agent(self, name):
+        agent = self.agents[name].start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.contacts(name, "list", timeout=3)[0] == 0:
+                if name == SHARER:
+                    self.share()
+                return
+            if not agent.alive:
+                break
+        self.fail(f"{name} did not answer its control socket within 30 s:\n{agent.log_tail()}")
+
+    def add(self):
+        self.added += 1
+        number = self.added
+        status, lines = self.contacts(SHARER, "add", f"First{number}", f"Last{number}", f"+1-555-{number:04d}", f"c{number}@example.org")
+        if status == 0 and lines:
+            self.acknowledged.append((number, lines[0].strip()))
+            self.count("adds acknowledged")
+
+    def share(self):
+        if self.contacts(SHARER, "share")[0] == 0:
+            self.count("shares")
+
+    def start_continue(self, name):
+        popen = subprocess.Popen([self.options.handoff, "continue", "--agent", self.controls[name], "--type", LIST_TYPE],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                 preexec_fn=die_with_parent, start_new_session=True)
+        self.continues.append((popen, name, time.monotonic()))
+        self.count("continues started")
+
+    def check_continues(self, wait=False, must_succeed=False):
+        still = []
+        for popen, name, started in self.continues:
+            if wait:
+                try:
+                    popen.wait(max(0.0, started + CONTINUE_BOUND_SECONDS - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            if popen.poll() is None:
+                if time.monotonic() - started > CONTINUE_BOUND_SECONDS:
+                    os.killpg(popen.pid, signal.SIGKILL)
+                    popen.wait()
+                    self.fail(f"{name}'s continue of the list did not end within {CONTINUE_BOUND_SECONDS} s")
+                else:
+                    still.append((popen, name, started))
+                continue
+            _, err = popen.communicate()
+            text = err.decode(errors="replace")
+            if popen.returncode == 0:
+                self.count("continues done")
+            elif popen.returncode == 1 and "Error: " in text and not must_succeed:
+                error = text.split("Error: ", 1)[1]
+                reason = error.split(":", 1)[0].split("(")[0].strip()
+                self.count(f"continues refused: {reason}")
+                self.refusals.setdefault(reason, error.strip().splitlines()[0][:300])
+            else:
+                self.fail(f"{name}'s continue of the list ended with status {popen.returncode}"
+                          f"{' with nothing faulted' if must_succeed else ' and no typed error'}:\n{text[-2000:]}")
+        self.continues = still
+
+    def check_lists(self, label):
+        """The invariants that hold at any moment: the sharer keeps every acknowledged contact, and
+        each other agent's list is the first contacts of the sharer's, in order."""
+        shared = self.listed(SHARER) if self.running(SHARER) else None
+        if shared is not None:
+            kept = {identifier for _, identifier in shared}
+            lost = [entry for entry in self.acknowledged if entry[1] not in kept]
+            if lost:
+                self.fail(f"{label}: {SHARER} lost acknowledged contacts {lost[:5]} ({len(lost)} in all)")
+        for name in CONTINUERS:
+            if not self.running(name):
+                continue
+            theirs = self.listed(name)
+            if theirs is None:
+                if self.running(name):
+                    self.fail(f"{label}: {name} did not list its contacts:\n{self.agents[name].log_tail()}")
+                continue
+            self.count("lists checked")
+            if shared is not None and theirs != shared[:len(theirs)]:
+                self.fail(f"{label}: {name}'s {len(theirs)} contacts are not the first of {SHARER}'s {len(shared)}: "
+                          f"{theirs[:3]}… against {shared[:3]}…")
+
+    def resume_everything(self):
+        self.broker.resume()
+        if not self.broker.alive:
+            self.broker.start()
+        self.broker_down_until = None
+        for name, agent in self.agents.items():
+            agent.resume()
+            if not agent.alive:
+                self.start_agent(name)
+        self.down_until = {}
+
+    def checkpoint(self, label):
+        self.resume_everything()
+        self.check_continues(wait=True)
+        self.check_lists(label)
+        self.share()
+        time.sleep(LEASE_SECONDS / 2)  # the shared list's newest version on the bus
+        for name in CONTINUERS:
+            self.start_continue(name)
+        self.check_continues(wait=True, must_succeed=True)
+        shared = self.listed(SHARER)
+        for name in CONTINUERS:
+            theirs = self.listed(name)
+            if shared is None or theirs != shared:
+                self.fail(f"{label}: after continuing, {name}'s list ({None if theirs is None else len(theirs)} contacts) "
+                          f"is not {SHARER}'s ({None if shared is None else len(shared)})")
+        self.check_lists(label)
+        self.check_processes()
+        self.count("checkpoints")
+
+    def processes(self):
+        return [self.broker] + list(self.agents.values())
+
+    def check_processes(self):
+        for process in self.processes():
+            if process.ended_on_its_own():
+                self.fail(f"{process.name} ended on its own (status {process.popen.returncode}):\n{process.log_tail()}")
+                process.ended_here = True
+
+    def fault(self):
+        now = time.monotonic()
+        kind = self.random.choices(["add", "continue", "check lists", "share", "kill agent", "stop agent", "kill broker", "stop broker"],
+                                   weights=[8, 4, 2, 1, 2, 2, 1, 1])[0]
+        name = self.random.choice([SHARER] + CONTINUERS)
+        agent = self.agents[name]
+        if kind == "add" and self.running(SHARER):
+            self.add()
+        elif kind == "continue" and self.running(name) and name != SHARER:
+            self.start_continue(name)
+        elif kind == "check lists":
+            self.check_lists("between faults")
+        elif kind == "share" and self.running(SHARER):
+            self.share()
+        elif kind == "kill agent" and agent.alive:
+            agent.resume()
+            agent.kill()
+            self.down_until[name] = now + self.random.uniform(0, 3)
+        elif kind == "stop agent" and agent.alive and agent.stopped_until is None:
+            agent.stop_for(self.random.uniform(0.2, 2 * LEASE_SECONDS))
+        elif kind == "kill broker" and self.broker.alive:
+            self.broker.resume()
+            self.broker.kill()
+            self.broker_down_until = now + self.random.uniform(0, 3)
+        elif kind == "stop broker" and self.broker.alive and self.broker.stopped_until is None:
+            self.broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
+        else:
+            return
+        self.count(kind)
+
+    def due(self):
+        now = time.monotonic()
+        for process in self.processes():
+            if process.stopped_until is not None and process.stopped_until <= now:
+                process.resume()
+        if self.broker_down_until is not None and self.broker_down_until <= now:
+            self.broker.start()
+            self.broker_down_until = None
+        for name, until in list(self.down_until.items()):
+            if until <= now:
+                del self.down_until[name]
+                self.start_agent(name)
+
+    def run(self):
+        print(f"agent-chaos: seed {self.options.seed}, {self.options.seconds} s, a broker and agents {SHARER} (adds and shares), "
+              f"{', '.join(CONTINUERS)} (continue the list), work folder {self.work}", flush=True)
+        self.broker.start()
+        time.sleep(0.5)
+        for name in self.agents:
+            self.start_agent(name)
+        for _ in range(5):
+            self.add()
+        self.checkpoint("the start")
+        started = time.monotonic()
+        next_checkpoint = started + self.options.checkpoint
+        while time.monotonic() - started < self.options.seconds and not self.failures:
+            time.sleep(self.random.uniform(0.05, 0.5))
+            self.due()
+            self.fault()
+            self.check_continues()
+            self.check_processes()
+            if time.monotonic() >= next_checkpoint:
+                self.checkpoint(f"checkpoint at {time.monotonic() - started:.0f} s")
+                next_checkpoint = time.monotonic() + self.options.checkpoint
+        if not self.failures:
+            self.checkpoint("the end")
+        memory = ", ".join(f"{p.name} {p.rss_kib() // 1024} MiB" for p in self.processes())
+        for process in self.processes():
+            if process.rss_kib() > MAX_RESIDENT_KIB:
+                self.fail(f"{process.name} holds {process.rss_kib() // 1024} MiB resident, over {MAX_RESIDENT_KIB // 1024} MiB")
+        print("counts: " + ", ".join(f"{what} {n}" for what, n in sorted(self.counts.items())), flush=True)
+        print(f"contacts: {self.added} asked for, {len(self.acknowledged)} acknowledged; resident memory at the end: {memory}", flush=True)
+        for reason, error in sorted(self.refusals.items()):
+            print(f"the first refusal of each kind: {error}", flush=True)
+        if self.failures:
+            for process in self.processes():
+                print(f"--- {process.name} ({process.log_path})\n{process.log_tail()}")
+            print(f"agent-chaos: FAILED, {len(self.failures)} failure(s); seed {self.options.seed}; logs in {self.work}")
+            return 1
+        print(f"agent-chaos: passed (seed {self.options.seed})")
+        Process.end_everyone()
+        shutil.rmtree(self.work, ignore_errors=True)  # kept when something failed
+        return 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--handoff", default=".build/debug/handoff", help="the handoff command to run")
+    parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
+    parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
+    parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
+    options = parser.parse_args()
+    if not os.access(options.handoff, os.X_OK):
+        parser.error(f"no handoff command at {options.handoff} (swift build --product handoff)")
+    library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
+    if not os.path.exists(library):
+        parser.error(f"no Contacts plugin at {library} (swift build --product HandoffContactsPlugin)")
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: sys.exit(1))
+    try:
+        sys.exit(Chaos(options).run())
+    finally:
+        Process.end_everyone()
+
+
+if __name__ == "__main__":
+    main()
