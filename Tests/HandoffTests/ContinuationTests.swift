@@ -290,6 +290,28 @@ struct ContinuationTests {
         }
     }
 
+    @Test("did-update over real sockets: a newer version advertised while the continue was under way (here, while its handler ran, before the node held the activity) is fetched and told once it is held")
+    func didUpdateHeardBeforeHeld() async throws {
+        try await withTwoNodes { a, b in
+            let continuer = Recorder()
+            await b.setDelegate(continuer)
+            let activity = try UserActivity(activityType: editContact)
+            activity.userInfo = ["draft": "v1"]
+            try await activity.becomeCurrent(on: a)
+            let first = try await discovered(activity.id, on: b)
+            let id = activity.id
+            await b.setContinuationHandler(forType: editContact) { _ in
+                // The originator changes it, and this node hears the newer version, before the
+                // continue ends and the node holds the activity: no fetch can start then.
+                activity.userInfo = ["draft": "changed during the continue"]
+                _ = await eventually { await b.activities().first { $0.id == id }.map { $0.version > first.version } ?? false }
+            }
+            _ = try await b.continueActivity(first)
+            #expect(await eventually { continuer.log.contains { $0.hasPrefix("didUpdate") && $0.hasSuffix("changed during the continue") } },
+                    "\(continuer.log)")
+        }
+    }
+
     @Test("discovery filters by type prefix and by node, and reports resignation")
     func discoveryFilters() async throws {
         try await withTwoNodes { a, b in
