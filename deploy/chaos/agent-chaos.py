@@ -4,7 +4,10 @@ Contacts plugin (the seeds' app, `handoff demo`), each killed (-9), stopped (SIG
 on its own data folder at random moments, while contacts are added on one agent, which shares its
 list, and the other two continue the list (a continuation stream each) again and again.
 
-    deploy/chaos/agent-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60]
+    deploy/chaos/agent-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--secure]
+
+With `--secure`, the broker and the agents run CURVE on every bus and continuation socket, with an
+account made for the run (a key each, as `handoff demo` makes them).
 
 The Contacts plugin must sit next to the handoff command (libHandoffContactsPlugin.so, as `handoff
 demo` expects it: `swift build` puts it there).
@@ -56,8 +59,13 @@ class Chaos:
         library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
         os.symlink(library, os.path.join(plugins, "libHandoffContactsPlugin.so"))
         frontend, backend = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+        self.keys = os.path.join(self.work, "account") if options.secure else None
+        if self.keys:
+            os.makedirs(self.keys)
+            for name in ["broker", SHARER] + CONTINUERS:
+                subprocess.run([options.handoff, "keygen", name, "--out", self.keys], check=True, capture_output=True)
         self.broker = Process("broker", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
-                                         "--log-level", "warning"], self.logs)
+                                         "--log-level", "warning", *self.key("broker")], self.logs)
         self.broker_down_until = None
         self.agents, self.controls = {}, {}
         for name in [SHARER] + CONTINUERS:
@@ -65,12 +73,16 @@ class Chaos:
             self.agents[name] = Process(name, [
                 options.handoff, "agent", "--name", name, "--broker", frontend, backend, "--plugins", plugins,
                 "--data", os.path.join(self.work, "data", name), "--control", self.controls[name],
-                "--log-level", "warning"], self.logs)
+                "--log-level", "warning", *self.key(name)], self.logs)
         self.down_until = {}  # agent name -> when it starts again
         self.added = 0  # contacts asked for, numbered in their first name
         self.acknowledged = []  # (number, id) of each add that answered with its id
         self.continues = []  # (Popen, agent, started)
         self.counts, self.failures, self.refusals = {}, [], {}
+
+    def key(self, name):
+        """Its key (the account is the key's folder, the broker's key is in it too), with --secure."""
+        return ["--key", os.path.join(self.keys, name + ".key")] if self.keys else []
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -274,7 +286,7 @@ class Chaos:
 
     def run(self):
         print(f"agent-chaos: seed {self.options.seed}, {self.options.seconds} s, a broker and agents {SHARER} (adds and shares), "
-              f"{', '.join(CONTINUERS)} (continue the list), work folder {self.work}", flush=True)
+              f"{', '.join(CONTINUERS)} (continue the list), {'CURVE' if self.keys else 'no security'}, work folder {self.work}", flush=True)
         self.broker.start()
         time.sleep(0.5)
         for name in self.agents:
@@ -320,6 +332,7 @@ def main():
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
     parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
     parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
+    parser.add_argument("--secure", action="store_true", help="CURVE on every socket: an account of keys made here")
     options = parser.parse_args()
     if not os.access(options.handoff, os.X_OK):
         parser.error(f"no handoff command at {options.handoff} (swift build --product handoff)")
