@@ -53,6 +53,43 @@ struct PluginCommandTests {
     }
 }
 
+extension PluginCommandTests {
+    @Test("a command to an agent that is not there (killed with -9, its ipc socket file left behind; or nothing ever at a tcp port) ends with a typed error in seconds, not at the 60 s reply timeout")
+    func noAgentThere() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("no-agent-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let control = "ipc://\(folder.path)/control.sock"
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--name", "killed-host", "--broker", frontend, backend, "--plugins", buildFolder.path,
+                           "--data", folder.path, "--control", control, "--log-level", "error"]
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) }; agent.waitUntilExit() }
+        var answered = false
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !answered && ContinuousClock.now < deadline {
+            answered = try await runHandoff(["contacts", "--agent", control, "list"]).status == 0
+            if !answered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(answered, "the agent never answered")
+        kill(agent.processIdentifier, SIGKILL)
+        agent.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: "\(folder.path)/control.sock"), "the killed agent's socket file is the case under test")
+
+        // Bounded well under the reply timeout: before, each waited the whole 60 s.
+        for endpoint in [control, try freePort()] {
+            let asked = try await runHandoff(["contacts", "--agent", endpoint, "list"], timeout: .seconds(30))
+            #expect(asked.status == 1)
+            #expect(asked.error.contains("no agent answers at \(endpoint)"), "\(asked.error)")
+        }
+        _ = broker
+    }
+}
+
 @Suite("handoff advertise", .exclusive)
 struct AdvertiseCommandTests {
     @Test("`handoff advertise --seconds 30` stopped with SIGTERM exits at once and gracefully (status 0), not after the 30 s")

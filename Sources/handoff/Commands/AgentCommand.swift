@@ -346,7 +346,15 @@ func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: W
     request.command = command
     let context = try Context()
     let socket = try context.socket(.req)
+    // The request goes only over a live connection: where no agent listens (never started, or
+    // killed and its ipc socket file left behind) that is said within a couple of seconds, not at
+    // the end of the whole reply timeout.
+    try socket.set(.immediate, true)
     try socket.connect(endpoint)
+    let connectTimeout = min(timeout, .seconds(2))
+    guard let ready = try? await socket.waitUntilReady(for: .writable, timeout: connectTimeout), ready.contains(.writable) else {
+        throw HandoffError(.connectionUnavailable, "no agent answers at \(endpoint) (no connection within \(connectTimeout)): is `handoff agent` running there?")
+    }
     try await socket.send(try request.serializedBytes() as [UInt8])
     guard let frame = try await socket.receive(timeout: timeout) else {
         throw HandoffError(.remoteApplicationTimedOut, "the agent at \(endpoint) did not answer within \(timeout): is `handoff agent` running there?")
