@@ -49,7 +49,7 @@ final class DiscoverChannel: Sendable {
     /// The reader's end: an `AsyncStream` whose elements are this channel's events.
     func stream() -> AsyncStream<ActivityEvent> {
         let reader = Reader(self)
-        return AsyncStream(unfolding: { await reader.channel.next() }, onCancel: { reader.channel.cancel() })
+        return AsyncStream(unfolding: { await reader.channel.next() }, onCancel: { reader.channel.terminate() })
     }
 
     /// Called once when the reader is gone, on whatever thread let it go; at once if it is gone
@@ -86,13 +86,7 @@ final class DiscoverChannel: Sendable {
 
     /// Ends the stream after the events queued: no more are taken.
     func finish() {
-        let readers = state.withLock { state -> Deque<UnsafeContinuation<ActivityEvent?, Never>> in
-            state.finished = true
-            // Readers wait only on an empty queue: there is nothing left for them.
-            defer { state.waiting.removeAll() }
-            return state.waiting
-        }
-        for reader in readers { reader.resume(returning: nil) }
+        end(droppingQueued: false)
     }
 
     /// The reader's next event, or `nil` once the stream has ended and its queue is empty.
@@ -119,29 +113,29 @@ final class DiscoverChannel: Sendable {
         }
     }
 
-    /// The reading task was cancelled: the stream ends now, its queue dropped.
-    private func cancel() {
-        let readers = state.withLock { state -> Deque<UnsafeContinuation<ActivityEvent?, Never>> in
-            state.finished = true
-            state.queued.removeAll()
-            defer { state.waiting.removeAll() }
-            return state.waiting
-        }
-        for reader in readers { reader.resume(returning: nil) }
-        terminate()
-    }
-
-    /// The reader is gone: ends the stream and says so once.
+    /// The reader is gone (its task cancelled, or every copy of the stream released): the stream
+    /// ends now, its queue dropped, and the channel says so once.
     fileprivate func terminate() {
+        end(droppingQueued: true)
         let body = state.withLock { state -> (@Sendable () -> Void)? in
-            state.finished = true
-            state.queued.removeAll()
             guard !state.terminated else { return nil }
             state.terminated = true
             defer { state.onTermination = nil }
             return state.onTermination
         }
         body?()
+    }
+
+    /// No more events are taken; the readers waiting get the end.
+    private func end(droppingQueued: Bool) {
+        let readers = state.withLock { state -> Deque<UnsafeContinuation<ActivityEvent?, Never>> in
+            state.finished = true
+            if droppingQueued { state.queued.removeAll() }
+            // Readers wait only on an empty queue: there is nothing left for them.
+            defer { state.waiting.removeAll() }
+            return state.waiting
+        }
+        for reader in readers { reader.resume(returning: nil) }
     }
 
     /// Held by the stream's closures only (the node holds the channel): when the last copy of the
