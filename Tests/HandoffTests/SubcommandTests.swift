@@ -13,24 +13,9 @@ struct PluginCommandTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("plugin-command-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let control = "ipc://\(folder.path)/control.sock"
-        let agent = Process()
-        agent.executableURL = buildFolder.appendingPathComponent("handoff")
-        agent.arguments = ["agent", "--name", "plugin-host", "--broker", frontend, backend, "--plugins", buildFolder.path,
-                           "--data", folder.path, "--control", control, "--log-level", "error"]
-        agent.standardOutput = FileHandle.nullDevice
-        agent.standardError = FileHandle.nullDevice
-        try agent.run()
+        let (agent, control) = try startAgent("plugin-host", in: folder, broker: (frontend, backend))
         defer { agent.terminate(); agent.waitUntilExit() }
-        // Up once its control socket answers.
-        var hosted: (status: Int32, output: String, error: String)?
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            let listed = try await runHandoff(["plugins", "list", "--agent", control])
-            if listed.status == 0 { hosted = listed; break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        let plugins = try #require(hosted, "the agent never answered").output
+        let plugins = try #require(try await Self.answer(["plugins", "list", "--agent", control]), "the agent never answered").output
         #expect(plugins.contains("notes") && plugins.contains("contacts"), "\(plugins)")
 
         let made = try await runHandoff(["plugin", "notes", "new", "Shopping", "milk and bread", "--agent", control])
@@ -54,28 +39,40 @@ struct PluginCommandTests {
 }
 
 extension PluginCommandTests {
+    /// An agent hosting the built plugins on `folder` (its data, its control socket there).
+    func startAgent(_ name: String, in folder: URL, broker: (frontend: String, backend: String)) throws -> (Process, control: String) {
+        let control = "ipc://\(folder.path)/control.sock"
+        let agent = Process()
+        agent.executableURL = buildFolder.appendingPathComponent("handoff")
+        agent.arguments = ["agent", "--name", name, "--broker", broker.frontend, broker.backend, "--plugins", buildFolder.path,
+                           "--data", folder.path, "--control", control, "--log-level", "error"]
+        agent.standardOutput = FileHandle.nullDevice
+        agent.standardError = FileHandle.nullDevice
+        try agent.run()
+        return (agent, control)
+    }
+
+    /// The first successful run of `arguments` within 20 s (an agent is up once its control socket
+    /// answers), or `nil`.
+    static func answer(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String)? {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let run = try await runHandoff(arguments)
+            if run.status == 0 { return run }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
     @Test("a command to an agent that is not there (killed with -9, its ipc socket file left behind; or nothing ever at a tcp port) ends with a typed error in seconds, not at the 60 s reply timeout")
     func noAgentThere() async throws {
         let (broker, frontend, backend) = try await startBroker()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("no-agent-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let control = "ipc://\(folder.path)/control.sock"
-        let agent = Process()
-        agent.executableURL = buildFolder.appendingPathComponent("handoff")
-        agent.arguments = ["agent", "--name", "killed-host", "--broker", frontend, backend, "--plugins", buildFolder.path,
-                           "--data", folder.path, "--control", control, "--log-level", "error"]
-        agent.standardOutput = FileHandle.nullDevice
-        agent.standardError = FileHandle.nullDevice
-        try agent.run()
+        let (agent, control) = try startAgent("killed-host", in: folder, broker: (frontend, backend))
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) }; agent.waitUntilExit() }
-        var answered = false
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !answered && ContinuousClock.now < deadline {
-            answered = try await runHandoff(["contacts", "--agent", control, "list"]).status == 0
-            if !answered { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        try #require(answered, "the agent never answered")
+        try #require(try await Self.answer(["contacts", "--agent", control, "list"]) != nil, "the agent never answered")
         kill(agent.processIdentifier, SIGKILL)
         agent.waitUntilExit()
         #expect(FileManager.default.fileExists(atPath: "\(folder.path)/control.sock"), "the killed agent's socket file is the case under test")
