@@ -29,41 +29,29 @@ Exit status: 0 when everything held, 1 when something did not, 2 for bad argumen
 """
 import argparse
 import os
-import random
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 
+from chaos import ChaosRun, add_common_arguments, run_main
 from processes import Process, die_with_parent, free_port
 
 LIST_TYPE = "org.handoff.contacts.list-contacts"
 LEASE_SECONDS = 6  # the agent's: three advertise intervals of 2 s
 CONTINUE_BOUND_SECONDS = 90
 COMMAND_SECONDS = 10  # a control command to a running agent answers well within this
-MAX_RESIDENT_KIB = 256 << 10
 SHARER, CONTINUERS = "agent-a", ["agent-b", "agent-c"]
 
 
-class Chaos:
+class Chaos(ChaosRun):
     def __init__(self, options):
-        self.options = options
-        self.random = random.Random(options.seed)
-        self.work = tempfile.mkdtemp(prefix="agent-chaos-")
-        self.logs = os.path.join(self.work, "logs")
-        os.makedirs(self.logs)
+        super().__init__(options, "agent-chaos")
         plugins = os.path.join(self.work, "plugins")
         os.makedirs(plugins)
         library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
         os.symlink(library, os.path.join(plugins, "libHandoffContactsPlugin.so"))
         frontend, backend = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-        self.keys = os.path.join(self.work, "account") if options.secure else None
-        if self.keys:
-            os.makedirs(self.keys)
-            for name in ["broker", SHARER] + CONTINUERS:
-                subprocess.run([options.handoff, "keygen", name, "--out", self.keys], check=True, capture_output=True)
+        self.make_keys(["broker", SHARER] + CONTINUERS)
         self.broker = Process("broker", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
                                          "--log-level", "warning", *self.key("broker")], self.logs)
         self.broker_down_until = None
@@ -78,18 +66,6 @@ class Chaos:
         self.added = 0  # contacts asked for, numbered in their first name
         self.acknowledged = []  # (number, id) of each add that answered with its id
         self.continues = []  # (Popen, agent, started)
-        self.counts, self.failures, self.refusals = {}, [], {}
-
-    def key(self, name):
-        """Its key (the account is the key's folder, the broker's key is in it too), with --secure."""
-        return ["--key", os.path.join(self.keys, name + ".key")] if self.keys else []
-
-    def count(self, what):
-        self.counts[what] = self.counts.get(what, 0) + 1
-
-    def fail(self, message):
-        self.failures.append(message)
-        print(f"FAILED: {message}", flush=True)
 
     def running(self, name):
         agent = self.agents[name]
@@ -171,10 +147,7 @@ class Chaos:
             if popen.returncode == 0:
                 self.count("continues done")
             elif popen.returncode == 1 and "Error: " in text and not must_succeed:
-                error = text.split("Error: ", 1)[1]
-                reason = error.split(":", 1)[0].split("(")[0].strip()
-                self.count(f"continues refused: {reason}")
-                self.refusals.setdefault(reason, error.strip().splitlines()[0][:300])
+                self.refused(text)
             else:
                 self.fail(f"{name}'s continue of the list ended with status {popen.returncode}"
                           f"{' with nothing faulted' if must_succeed else ' and no typed error'}:\n{text[-2000:]}")
@@ -235,12 +208,6 @@ class Chaos:
     def processes(self):
         return [self.broker] + list(self.agents.values())
 
-    def check_processes(self):
-        for process in self.processes():
-            if process.ended_on_its_own():
-                self.fail(f"{process.name} ended on its own (status {process.popen.returncode}):\n{process.log_tail()}")
-                process.ended_here = True
-
     def fault(self):
         now = time.monotonic()
         kind = self.random.choices(["add", "continue", "check lists", "share", "kill agent", "stop agent", "kill broker", "stop broker"],
@@ -294,58 +261,17 @@ class Chaos:
         for _ in range(5):
             self.add()
         self.checkpoint("the start")
-        started = time.monotonic()
-        next_checkpoint = started + self.options.checkpoint
-        while time.monotonic() - started < self.options.seconds and not self.failures:
-            time.sleep(self.random.uniform(0.05, 0.5))
-            self.due()
-            self.fault()
-            self.check_continues()
-            self.check_processes()
-            if time.monotonic() >= next_checkpoint:
-                self.checkpoint(f"checkpoint at {time.monotonic() - started:.0f} s")
-                next_checkpoint = time.monotonic() + self.options.checkpoint
-        if not self.failures:
-            self.checkpoint("the end")
-        memory = ", ".join(f"{p.name} {p.rss_kib() // 1024} MiB" for p in self.processes())
-        for process in self.processes():
-            if process.rss_kib() > MAX_RESIDENT_KIB:
-                self.fail(f"{process.name} holds {process.rss_kib() // 1024} MiB resident, over {MAX_RESIDENT_KIB // 1024} MiB")
-        print("counts: " + ", ".join(f"{what} {n}" for what, n in sorted(self.counts.items())), flush=True)
-        print(f"contacts: {self.added} asked for, {len(self.acknowledged)} acknowledged; resident memory at the end: {memory}", flush=True)
-        for reason, error in sorted(self.refusals.items()):
-            print(f"the first refusal of each kind: {error}", flush=True)
-        if self.failures:
-            for process in self.processes():
-                print(f"--- {process.name} ({process.log_path})\n{process.log_tail()}")
-            print(f"agent-chaos: FAILED, {len(self.failures)} failure(s); seed {self.options.seed}; logs in {self.work}")
-            return 1
-        print(f"agent-chaos: passed (seed {self.options.seed})")
-        Process.end_everyone()
-        shutil.rmtree(self.work, ignore_errors=True)  # kept when something failed
-        return 0
-
+        self.run_faults(pause=(0.05, 0.5))
+        return self.report(f"contacts: {self.added} asked for, {len(self.acknowledged)} acknowledged")
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--handoff", default=".build/debug/handoff", help="the handoff command to run")
-    parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
-    parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
-    parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
-    parser.add_argument("--secure", action="store_true", help="CURVE on every socket: an account of keys made here")
+    add_common_arguments(parser)
     options = parser.parse_args()
-    if not os.access(options.handoff, os.X_OK):
-        parser.error(f"no handoff command at {options.handoff} (swift build --product handoff)")
     library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
-    if not os.path.exists(library):
+    if os.access(options.handoff, os.X_OK) and not os.path.exists(library):
         parser.error(f"no Contacts plugin at {library} (swift build --product HandoffContactsPlugin)")
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: sys.exit(1))
-    try:
-        sys.exit(Chaos(options).run())
-    finally:
-        Process.end_everyone()
-
+    run_main(parser, options, Chaos)
 
 if __name__ == "__main__":
     main()

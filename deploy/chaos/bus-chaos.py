@@ -28,21 +28,18 @@ import argparse
 import dataclasses
 import json
 import os
-import random
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
+from chaos import ChaosRun, add_common_arguments, run_main
 from processes import Process, die_with_parent, free_port
 
 ACTIVITY_TYPE = "org.handoff.chaos.edit"
 LEASE_SECONDS = 6  # the handoff command's: three advertise intervals of 2 s
 CONVERGE_SECONDS = 15
 CONTINUE_BOUND_SECONDS = 90
-MAX_RESIDENT_KIB = 256 << 10  # each process holds 30-40 MiB here; a leak under the faults shows
 
 
 @dataclasses.dataclass
@@ -65,16 +62,14 @@ class Continue:
         self.stopped_until = None
 
 
-class Chaos:
+class Chaos(ChaosRun):
     def __init__(self, options):
-        self.options = options
-        self.random = random.Random(options.seed)
-        self.work = tempfile.mkdtemp(prefix="bus-chaos-")
-        self.logs = os.path.join(self.work, "logs")
-        os.makedirs(self.logs)
-        # One broker, or a pair that every node publishes to and subscribes at.
+        super().__init__(options, "bus-chaos")
+        # One broker, or a pair that every node publishes to and subscribes at. With --secure, a
+        # key for the brokers (a pair shares it), one per advertiser slot (a restarted advertiser
+        # keeps its slot's), one for the continuing processes, one for the observer.
         self.endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(options.brokers)]
-        self.keys = self.make_keys() if options.secure else None
+        self.make_keys(["broker", "continuer", "observer"] + [f"advertiser-{slot}" for slot in range(options.advertisers)])
         self.brokers = [Process(f"broker {index}", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
                                                     "--log-level", "warning", *self.key("broker")], self.logs)
                         for index, (frontend, backend) in enumerate(self.endpoints)]
@@ -82,30 +77,6 @@ class Chaos:
         self.advertisers = {}  # slot -> (Process, activity id, document path)
         self.generation = 0
         self.continues = []  # Continue, running or not yet judged
-        self.counts = {}
-        self.failures = []
-        self.refusals = {}  # a refused continue's reason -> the first such error in full
-
-    def count(self, what):
-        self.counts[what] = self.counts.get(what, 0) + 1
-
-    def fail(self, message):
-        self.failures.append(message)
-        print(f"FAILED: {message}", flush=True)
-
-    def make_keys(self):
-        """With --secure, an account: the brokers' key (a pair shares it), one per advertiser slot
-        (a restarted advertiser keeps its slot's), one for the continuing processes, one for the
-        observer; each process takes the folder of its key as its account."""
-        keys = os.path.join(self.work, "account")
-        os.makedirs(keys)
-        names = ["broker", "continuer", "observer"] + [f"advertiser-{slot}" for slot in range(self.options.advertisers)]
-        for name in names:
-            subprocess.run([self.options.handoff, "keygen", name, "--out", keys], check=True, capture_output=True)
-        return keys
-
-    def key(self, name):
-        return ["--key", os.path.join(self.keys, name + ".key")] if self.keys else []
 
     def bus(self, key):
         return ([word for frontend, backend in self.endpoints for word in ("--broker", frontend, backend)]
@@ -172,10 +143,7 @@ class Chaos:
             elif popen.returncode == 1 and "Error: " in text and running.must_succeed:
                 self.fail(f"with nothing faulted, continuing {activity} was refused:\n{text[-2000:]}")
             elif popen.returncode == 1 and "Error: " in text:
-                error = text.split("Error: ", 1)[1]
-                reason = error.split(":", 1)[0].split("(")[0].strip()
-                self.count(f"continues refused: {reason}")
-                self.refusals.setdefault(reason, error.strip().splitlines()[0][:300])
+                self.refused(text)
             else:
                 self.fail(f"continuing {activity} ended with status {popen.returncode} and no typed error:\n{text[-2000:]}")
         self.continues = still
@@ -223,12 +191,6 @@ class Chaos:
     def processes(self):
         """The brokers and the advertisers alive."""
         return self.brokers + [process for process, _, _ in self.advertisers.values()]
-
-    def check_processes(self):
-        for process in self.processes():
-            if process.ended_on_its_own():
-                self.fail(f"{process.name} ended on its own (status {process.popen.returncode}):\n{process.log_tail()}")
-                process.ended_here = True  # reported once
 
     def fault(self):
         """One fault, drawn from the seed."""
@@ -293,60 +255,17 @@ class Chaos:
         for slot in range(self.options.advertisers):
             self.start_advertiser(slot)
         self.checkpoint("the start")
-        started = time.monotonic()
-        next_checkpoint = started + self.options.checkpoint
-        while time.monotonic() - started < self.options.seconds and not self.failures:
-            time.sleep(self.random.uniform(0.05, 1.5))
-            self.due()
-            self.fault()
-            self.check_continues()
-            self.check_processes()
-            if time.monotonic() >= next_checkpoint:
-                self.checkpoint(f"checkpoint at {time.monotonic() - started:.0f} s")
-                next_checkpoint = time.monotonic() + self.options.checkpoint
-        if not self.failures:
-            self.checkpoint("the end")
+        self.run_faults(pause=(0.05, 1.5))
         if not self.failures and not self.counts.get("continues whole"):
             self.fail("not one continue brought its document whole: the run checked nothing of continuing")
-        processes = self.processes()
-        memory = ", ".join(f"{p.name} {p.rss_kib() // 1024} MiB" for p in processes)
-        for process in processes:
-            if process.rss_kib() > MAX_RESIDENT_KIB:
-                self.fail(f"{process.name} holds {process.rss_kib() // 1024} MiB resident, over {MAX_RESIDENT_KIB // 1024} MiB")
-        print("counts: " + ", ".join(f"{what} {n}" for what, n in sorted(self.counts.items())), flush=True)
-        print(f"resident memory at the end: {memory}", flush=True)
-        for reason, error in sorted(self.refusals.items()):
-            print(f"the first refusal of each kind: {error}", flush=True)
-        if self.failures:
-            for process in Process.everyone[-12:]:
-                print(f"--- {process.name} ({process.log_path})\n{process.log_tail()}")
-            print(f"bus-chaos: FAILED, {len(self.failures)} failure(s); seed {self.options.seed}; logs in {self.work}")
-            return 1
-        print(f"bus-chaos: passed (seed {self.options.seed})")
-        Process.end_everyone()
-        shutil.rmtree(self.work, ignore_errors=True)  # kept when something failed
-        return 0
-
+        return self.report()
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--handoff", default=".build/debug/handoff", help="the handoff command to run")
-    parser.add_argument("--seed", type=int, default=random.randrange(1 << 31))
-    parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
+    add_common_arguments(parser)
     parser.add_argument("--advertisers", type=int, default=4)
     parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every node at both")
-    parser.add_argument("--secure", action="store_true", help="CURVE on every socket: an account of keys made here")
-    parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
-    options = parser.parse_args()
-    if not os.access(options.handoff, os.X_OK):
-        parser.error(f"no handoff command at {options.handoff} (swift build --product handoff)")
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda *_: sys.exit(1))
-    try:
-        sys.exit(Chaos(options).run())
-    finally:
-        Process.end_everyone()
-
+    run_main(parser, parser.parse_args(), Chaos)
 
 if __name__ == "__main__":
     main()
