@@ -149,13 +149,14 @@ public final class SocketMonitor {
         }
     }
 
-    /// Waits for an event of one of the given kinds, skipping others; `nil` on timeout.
+    /// Waits for an event of one of the given kinds, skipping others; `nil` on timeout. A zero
+    /// timeout looks through what is already there without waiting.
     nonisolated(nonsending)
     public func next(matching kinds: MonitorEvents, timeout: Duration) async throws -> MonitorEvent? {
         let limit = ContinuousClock.now + timeout
         while true {
-            let remaining = ContinuousClock.now.duration(to: limit)
-            guard remaining > .zero, let event = try await next(timeout: remaining) else { return nil }
+            let remaining = max(.zero, ContinuousClock.now.duration(to: limit))
+            guard let event = try await next(timeout: remaining) else { return nil }
             if kinds.contains(event.kind) { return event }
         }
     }

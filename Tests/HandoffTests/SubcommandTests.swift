@@ -85,6 +85,31 @@ extension PluginCommandTests {
         }
         _ = broker
     }
+
+    @Test("a command whose agent goes away after the request reached it (killed: its connection closes) ends with a typed peer-lost error at once, not at the 60 s reply timeout")
+    func agentGoneBeforeAnswering() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gone-agent-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A stand-in for the agent that takes the request and dies without answering: closing its
+        // socket closes the connection as the kernel does for a process killed with -9.
+        let control = "ipc://\(folder.path)/control.sock"
+        let context = try Context()
+        let agent = try context.socket(.router)
+        try agent.bind(control)
+        let asking = Task { try await runHandoff(["contacts", "--agent", control, "list"], timeout: .seconds(30)) }
+        let ready = try await agent.waitUntilReady(for: .readable, timeout: .seconds(20))
+        try #require(ready.contains(.readable), "the request never reached the stand-in agent")
+        let request = try #require(try await agent.receiveMultipart(maxFrames: 3))
+        #expect(request.count == 3, "routing id, empty delimiter, the request")
+        let requestReached = ContinuousClock.now
+        agent.close()
+        let asked = try await asking.value
+        let waited = ContinuousClock.now - requestReached
+        #expect(asked.status == 1)
+        #expect(asked.error.contains("went away before it answered"), "\(asked.error)")
+        #expect(waited < .seconds(10), "waited \(waited) after the agent went away")
+    }
 }
 
 @Suite("handoff advertise", .exclusive)
