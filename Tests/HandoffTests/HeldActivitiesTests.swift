@@ -93,4 +93,43 @@ struct HeldActivitiesTests {
         #expect(!answer12)
         #expect(held.count == 0)
     }
+
+    @Test("a continue that ends holding v2 fetches at once the v3 heard while its request was under way (no fetch started then: nothing was held); none when nothing newer is known, or the activity left the bus")
+    func continueEndsHoldingAnOlderVersion() {
+        var held = HeldActivities()
+        let now = ContinuousClock.now
+        let heardMeanwhile = held.continued("a", version: 2, known: 3, now: now)
+        #expect(heardMeanwhile)
+        #expect(held.version(of: "a") == 2 && held.isRefreshing("a"))
+        let upToDate = held.continued("b", version: 4, known: 4, now: now)
+        #expect(!upToDate)
+        #expect(held.version(of: "b") == 4 && !held.isRefreshing("b"))
+        let gone = held.continued("c", version: 1, known: nil, now: now)
+        #expect(!gone)
+        #expect(held.version(of: "c") == nil)
+    }
+
+    @Test("a fetch that ends while a newer version was heard meanwhile starts the next at once; none when the told version is the newest, or the activity left the bus")
+    func refreshEndsWithANewerVersionKnown() {
+        var held = HeldActivities()
+        let now = ContinuousClock.now
+        held.hold("a", version: 1)
+        let first = held.beginRefresh("a", advertised: 2, now: now)
+        #expect(first)
+        let told = held.accept("a", fetched: 2)
+        #expect(told)
+        let next = held.refreshEnded("a", known: 3, now: now)
+        #expect(next)
+        #expect(held.isRefreshing("a"))
+        let toldAgain = held.accept("a", fetched: 3)
+        #expect(toldAgain)
+        let newest = held.refreshEnded("a", known: 3, now: now)
+        #expect(!newest)
+        #expect(!held.isRefreshing("a"))
+        let third = held.beginRefresh("a", advertised: 4, now: now)
+        #expect(third)
+        let left = held.refreshEnded("a", known: nil, now: now)
+        #expect(!left)
+        #expect(!held.isRefreshing("a"))
+    }
 }

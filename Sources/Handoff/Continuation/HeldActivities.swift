@@ -34,6 +34,24 @@ struct HeldActivities {
         entries[id] = Entry(version: version, refreshing: entries[id]?.refreshing ?? false)
     }
 
+    /// A continue restored `version` of an activity whose newest version on the bus is `known`
+    /// (`nil`: it left the bus meanwhile, and is not held). Whether to fetch `known` at once: a
+    /// version advertised while the request was under way started no fetch, the activity not
+    /// being held yet, and would otherwise wait for an even newer one (a lost did-update).
+    mutating func continued(_ id: String, version: UInt64, known: UInt64?, now: ContinuousClock.Instant) -> Bool {
+        guard let known else { return false }
+        hold(id, version: version)
+        return beginRefresh(id, advertised: known, now: now)
+    }
+
+    /// A fetch is over (see ``endRefresh(_:failed:)``), and `known` is the newest version on the
+    /// bus: whether to fetch it now, advertised while the last fetch ran or was told.
+    mutating func refreshEnded(_ id: String, known: UInt64?, now: ContinuousClock.Instant) -> Bool {
+        endRefresh(id)
+        guard let known else { return false }
+        return beginRefresh(id, advertised: known, now: now)
+    }
+
     /// The version held, if the activity is.
     func version(of id: String) -> UInt64? { entries[id]?.version }
 

@@ -119,11 +119,9 @@ extension Node {
             } catch {
                 throw HandoffError(.handoffFailed, "the continuation handler failed: \(error)", activityType: activityType, cause: error)
             }
-            if let latest = follower.known[continued.id]?.activity {
-                continuing.held.hold(continued.id, version: continued.version)
-                // A newer version advertised while the request was under way is fetched now: its
-                // advertisement came before the activity was held, so it started no fetch.
-                refreshIfHeld(latest)
+            let latest = follower.known[continued.id]?.activity
+            if continuing.held.continued(continued.id, version: continued.version, known: latest?.version, now: .now), let latest {
+                startRefresh(latest)
             }
             observability.metrics.continueEnded(succeeded: true, after: .now - started)
             return .restored(continued)
@@ -324,6 +322,11 @@ extension Node {
     func refreshIfHeld(_ activity: DiscoveredActivity) {
         // Most nodes hold nothing: then no lookup of the id and no reading of the clock.
         guard continuing.held.count > 0, continuing.held.beginRefresh(activity.id, advertised: activity.version, now: .now) else { return }
+        startRefresh(activity)
+    }
+
+    /// Carries out a fetch `continuing.held` began.
+    private func startRefresh(_ activity: DiscoveredActivity) {
         spawn {
             await self.refresh(activity)
         }
@@ -342,9 +345,8 @@ extension Node {
         if continuing.held.accept(activity.id, fetched: updated.version) {
             await delegate?.node(self, didUpdate: updated)
         }
-        continuing.held.endRefresh(activity.id)
-        // A newer version may have been advertised while this one was fetched or told.
-        if let latest = follower.known[activity.id]?.activity { refreshIfHeld(latest) }
+        let latest = follower.known[activity.id]?.activity
+        if continuing.held.refreshEnded(activity.id, known: latest?.version, now: .now), let latest { startRefresh(latest) }
     }
 
     /// Closes DEALERs to originators this node no longer has any reason to talk to.

@@ -123,10 +123,9 @@ extension SimulatedWorld {
             let continued = try ContinuationClient<Int, String>.interpret(envelope, for: activity)
             guard refreshed != nil else {
                 log("\(node.id) continued \(continued.id) at v\(continued.version)")
-                if let latest = node.followerDo({ $0.known[continued.id]?.activity }) {
-                    node.client.held.hold(continued.id, version: continued.version)
-                    // As Node does: a newer version heard while the request was under way.
-                    refreshIfHeld(latest, at: index)
+                let latest = node.followerDo { $0.known[continued.id]?.activity }
+                if node.client.held.continued(continued.id, version: continued.version, known: latest?.version, now: instant), let latest {
+                    startRefresh(latest, at: index)
                 }
                 return
             }
@@ -159,6 +158,12 @@ extension SimulatedWorld {
     func refreshIfHeld(_ activity: DiscoveredActivity, at index: Int) {
         let node = nodes[index]
         guard node.client.held.beginRefresh(activity.id, advertised: activity.version, now: instant) else { return }
+        startRefresh(activity, at: index)
+    }
+
+    /// Carries out a fetch node `index`'s held activities began.
+    private func startRefresh(_ activity: DiscoveredActivity, at index: Int) {
+        let node = nodes[index]
         guard let origin = nodes.firstIndex(where: { $0.continueEndpoint == activity.continueEndpoint }), connected(index, origin) else {
             log("\(node.id) cannot refresh \(activity.id): no connection to its origin")
             node.client.held.endRefresh(activity.id, failed: instant)
@@ -180,7 +185,7 @@ extension SimulatedWorld {
     /// A refresh is over: the next newer version may start another, and one heard meanwhile does.
     private func endRefresh(_ id: String, at index: Int) {
         let node = nodes[index]
-        node.client.held.endRefresh(id)
-        if let latest = node.followerDo({ $0.known[id]?.activity }) { refreshIfHeld(latest, at: index) }
+        let latest = node.followerDo { $0.known[id]?.activity }
+        if node.client.held.refreshEnded(id, known: latest?.version, now: instant), let latest { startRefresh(latest, at: index) }
     }
 }
