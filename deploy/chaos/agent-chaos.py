@@ -4,7 +4,10 @@ Contacts plugin (the seeds' app, `handoff demo`), each killed (-9), stopped (SIG
 on its own data folder at random moments, while contacts are added on one agent, which shares its
 list, and the other two continue the list (a continuation stream each) again and again.
 
-    deploy/chaos/agent-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--secure]
+    deploy/chaos/agent-chaos.py --handoff .build/debug/handoff [--seed S] [--seconds 60] [--brokers 2] [--secure]
+
+With `--brokers 2`, a pair of brokers that every agent publishes to and subscribes at (a site's
+two brokers), each killed, stopped and restarted on its own, sometimes both at once.
 
 With `--secure`, the broker and the agents run CURVE on every bus and continuation socket, with an
 account made for the run (a key each, as `handoff demo` makes them).
@@ -50,16 +53,18 @@ class Chaos(ChaosRun):
         os.makedirs(plugins)
         library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
         os.symlink(library, os.path.join(plugins, "libHandoffContactsPlugin.so"))
-        frontend, backend = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
-        self.make_keys(["broker", SHARER] + CONTINUERS)
-        self.broker = Process("broker", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
-                                         "--log-level", "warning", *self.key("broker")], self.logs)
-        self.broker_down_until = None
+        endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(options.brokers)]
+        self.make_keys(["broker", SHARER] + CONTINUERS)  # a pair shares the broker's key
+        self.brokers = [Process(f"broker {index}", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
+                                                    "--log-level", "warning", *self.key("broker")], self.logs)
+                        for index, (frontend, backend) in enumerate(endpoints)]
+        self.broker_down_until = {}  # broker index -> when it starts again
+        at_brokers = [word for frontend, backend in endpoints for word in ("--broker", frontend, backend)]
         self.agents, self.controls = {}, {}
         for name in [SHARER] + CONTINUERS:
             self.controls[name] = f"ipc://{self.work}/{name}.sock"
             self.agents[name] = Process(name, [
-                options.handoff, "agent", "--name", name, "--broker", frontend, backend, "--plugins", plugins,
+                options.handoff, "agent", "--name", name, *at_brokers, "--plugins", plugins,
                 "--data", os.path.join(self.work, "data", name), "--control", self.controls[name],
                 "--log-level", "warning", *self.key(name)], self.logs)
         self.down_until = {}  # agent name -> when it starts again
@@ -176,10 +181,11 @@ class Chaos(ChaosRun):
                           f"{theirs[:3]}… against {shared[:3]}…")
 
     def resume_everything(self):
-        self.broker.resume()
-        if not self.broker.alive:
-            self.broker.start()
-        self.broker_down_until = None
+        for broker in self.brokers:
+            broker.resume()
+            if not broker.alive:
+                broker.start()
+        self.broker_down_until = {}
         for name, agent in self.agents.items():
             agent.resume()
             if not agent.alive:
@@ -206,7 +212,7 @@ class Chaos(ChaosRun):
         self.count("checkpoints")
 
     def processes(self):
-        return [self.broker] + list(self.agents.values())
+        return self.brokers + list(self.agents.values())
 
     def fault(self):
         now = time.monotonic()
@@ -214,6 +220,8 @@ class Chaos(ChaosRun):
                                    weights=[8, 4, 2, 1, 2, 2, 1, 1])[0]
         name = self.random.choice([SHARER] + CONTINUERS)
         agent = self.agents[name]
+        index = self.random.randrange(len(self.brokers))
+        broker = self.brokers[index]
         if kind == "add" and self.running(SHARER):
             self.add()
         elif kind == "continue" and self.running(name) and name != SHARER:
@@ -228,12 +236,12 @@ class Chaos(ChaosRun):
             self.down_until[name] = now + self.random.uniform(0, 3)
         elif kind == "stop agent" and agent.alive and agent.stopped_until is None:
             agent.stop_for(self.random.uniform(0.2, 2 * LEASE_SECONDS))
-        elif kind == "kill broker" and self.broker.alive:
-            self.broker.resume()
-            self.broker.kill()
-            self.broker_down_until = now + self.random.uniform(0, 3)
-        elif kind == "stop broker" and self.broker.alive and self.broker.stopped_until is None:
-            self.broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
+        elif kind == "kill broker" and broker.alive:
+            broker.resume()
+            broker.kill()
+            self.broker_down_until[index] = now + self.random.uniform(0, 3)
+        elif kind == "stop broker" and broker.alive and broker.stopped_until is None:
+            broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
         else:
             return
         self.count(kind)
@@ -243,18 +251,21 @@ class Chaos(ChaosRun):
         for process in self.processes():
             if process.stopped_until is not None and process.stopped_until <= now:
                 process.resume()
-        if self.broker_down_until is not None and self.broker_down_until <= now:
-            self.broker.start()
-            self.broker_down_until = None
+        for index, until in list(self.broker_down_until.items()):
+            if until <= now:
+                del self.broker_down_until[index]
+                self.brokers[index].start()
         for name, until in list(self.down_until.items()):
             if until <= now:
                 del self.down_until[name]
                 self.start_agent(name)
 
     def run(self):
-        print(f"agent-chaos: seed {self.options.seed}, {self.options.seconds} s, a broker and agents {SHARER} (adds and shares), "
+        print(f"agent-chaos: seed {self.options.seed}, {self.options.seconds} s, {'a broker' if len(self.brokers) == 1 else 'a broker pair'} "
+              f"and agents {SHARER} (adds and shares), "
               f"{', '.join(CONTINUERS)} (continue the list), {'CURVE' if self.keys else 'no security'}, work folder {self.work}", flush=True)
-        self.broker.start()
+        for broker in self.brokers:
+            broker.start()
         time.sleep(0.5)
         for name in self.agents:
             self.start_agent(name)
@@ -267,6 +278,7 @@ class Chaos(ChaosRun):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser)
+    parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every agent at both")
     options = parser.parse_args()
     library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
     if os.access(options.handoff, os.X_OK) and not os.path.exists(library):
