@@ -264,7 +264,7 @@ struct CommandTests {
         _ = broker
     }
 
-    @Test("`handoff nodes` lists the nodes on the bus by their presence; `activities` fails when no broker answers")
+    @Test("`handoff nodes` lists the nodes on the bus by their presence, and logs nothing of its own node unless asked (--log-level info); `activities` fails when no broker answers")
     func nodesAndNoBroker() async throws {
         let (broker, frontend, backend) = try await startBroker()
         let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "3"])
@@ -280,6 +280,10 @@ struct CommandTests {
         #expect((advertising?["continuation"] as? String)?.hasPrefix("tcp://") == true)
         let text = try await runHandoff(["nodes", "--wait", "1", "--broker", frontend, backend])
         #expect(text.output.contains("3 activities"), "\(text.output)")
+        // What it found, and nothing of its own node starting and stopping (info, not the default here).
+        #expect(text.error.isEmpty, "\(text.error)")
+        let logged = try await runHandoff(["nodes", "--wait", "1", "--broker", frontend, backend, "--log-level", "info"])
+        #expect(logged.error.contains("node running"), "\(logged.error)")
         _ = broker
 
         // Nobody at the broker's address: a failure that says so, not an empty bus.

@@ -79,7 +79,7 @@ struct SystemdTests {
         try #require(fstat(error.fileHandleForWriting.fileDescriptor, &status) == 0)
         let process = Process()
         process.executableURL = buildFolder.appendingPathComponent("handoff")
-        process.arguments = ["activities", "--wait", "0.3", "--broker"] + (try freePorts(2))
+        process.arguments = ["activities", "--wait", "0.3", "--log-level", "info", "--broker"] + (try freePorts(2))
         process.environment = ProcessInfo.processInfo.environment.merging(["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = error
@@ -112,14 +112,14 @@ struct SystemdTests {
             #expect(running?["level"] as? String == "info", "\(what): \(lines)")
             #expect((running?["metadata"] as? [String: Any])?["node"] as? String == "handoff-activities", "\(what): \(lines)")
         }
-        let flagged = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend, "--log-format", "json"])
+        let flagged = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend, "--log-format", "json", "--log-level", "info"])
         check(flagged.error, "--log-format json")
         // No broker: the command's error is the last line, its code a field.
         let final = flagged.error.split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         let finalMetadata = final?["metadata"] as? [String: Any]
         #expect(final?["level"] as? String == "error", "\(flagged.error)")
         #expect(finalMetadata?["code"] as? String == "connection unavailable", "\(flagged.error)")
-        let environment = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "json"])
+        let environment = try await runHandoff(["activities", "--wait", "0.3", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "json", "HANDOFF_LOG_LEVEL": "info"])
         check(environment.error, "HANDOFF_LOG_FORMAT=json")
         let wrong = try await runHandoff(["activities", "--broker", frontend, backend], environment: ["HANDOFF_LOG_FORMAT": "xml"])
         #expect(wrong.status != 0)

@@ -20,7 +20,7 @@ struct ActivitiesCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        logging.bootstrap()
+        logging.bootstrap(defaultLevel: .warning)
         let configuration = try bus.configuration(name: "handoff-activities", subscriptions: [type ?? ""])
         let activities = try await Node.withRunning(configuration) { node in
             // The snapshot is the whole answer: what was current when the node joined.

@@ -37,7 +37,7 @@ struct ContinueCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        logging.bootstrap()
+        logging.bootstrap(defaultLevel: .warning)
         if let agent {
             var command = WireContinueCommand()
             command.activityID = id ?? ""

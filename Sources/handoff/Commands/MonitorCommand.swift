@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Handoff
 import HandoffWire
 import ZeroMQ
@@ -36,7 +37,7 @@ struct MonitorCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        logging.bootstrap()
+        logging.bootstrap(defaultLevel: .warning)
         let watched = try WatchedBus(bus: self.bus, broker: broker, security: security, what: "watch it")
         let (bus, keys) = (watched.endpoint, watched.keys)
         let context = try Context()

@@ -19,7 +19,7 @@ struct NodesCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        logging.bootstrap()
+        logging.bootstrap(defaultLevel: .warning)
         // Presence only: no activity prefix to follow.
         let configuration = try bus.configuration(name: "handoff-nodes", subscriptions: [])
         let nodes = try await Node.withRunning(configuration) { node in

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Handoff
 import ZeroMQ
 
@@ -39,7 +40,7 @@ struct TopCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        logging.bootstrap()
+        logging.bootstrap(defaultLevel: .warning)
         let source = try TopSource(self)
         defer { Task { await source.stop() } }
         // Start watching now (a page's view starts when first asked too): the first screen then

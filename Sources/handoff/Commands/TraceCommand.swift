@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Handoff
 import HandoffWire
 import ZeroMQ
@@ -37,7 +38,7 @@ struct TraceCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        logging.bootstrap()
+        logging.bootstrap(defaultLevel: .warning)
         let bus = try WatchedBus(bus: bus, broker: broker, security: security, what: "trace")
         let socket = try bus.subscriber(in: Context())
         defer { socket.close() }

@@ -13,7 +13,7 @@ enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
 
 /// Logging for every subcommand.
 struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (or $HANDOFF_LOG_LEVEL). Default: info.")
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (or $HANDOFF_LOG_LEVEL). Default: info for the services (broker, agent, advertise), warning for the commands that print what they find (activities, nodes, continue, trace, monitor, top).")
     var logLevel: Logger.Level?
     @Option(help: "Log format: text, or json (one object a line, for log shippers) (or $HANDOFF_LOG_FORMAT). Default: text.")
     var logFormat: LogFormat?
@@ -24,10 +24,13 @@ struct LoggingOptions: ParsableArguments {
     }
 
     /// Logs to standard error at the level and in the format of the flags, else the configured
-    /// ones (an agent's configuration file), else the environment's, else info and text. Text goes
-    /// to the journal with priorities when standard error is the journal.
-    func bootstrap(configuredLevel: Logger.Level? = nil, configuredFormat: LogFormat? = nil) {
-        let level = logLevel ?? configuredLevel ?? (try? Environment.logLevel()) ?? .info
+    /// ones (an agent's configuration file), else the environment's, else `defaultLevel` and text.
+    /// Text goes to the journal with priorities when standard error is the journal.
+    ///
+    /// A service logs its life at info by default; a command that prints what it finds passes
+    /// `.warning`, so that its output is what it found, not its own node starting and stopping.
+    func bootstrap(configuredLevel: Logger.Level? = nil, configuredFormat: LogFormat? = nil, defaultLevel: Logger.Level = .info) {
+        let level = logLevel ?? configuredLevel ?? (try? Environment.logLevel()) ?? defaultLevel
         let format = logFormat ?? configuredFormat ?? (try? Environment.logFormat()) ?? .text
         let journal = Systemd.standardErrorIsJournal()
         JSONLogHandler.isActive.store(format == .json, ordering: .relaxed)
