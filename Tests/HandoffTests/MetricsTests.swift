@@ -101,6 +101,15 @@ struct MetricsTests {
         #expect(healthy.status == 0, "\(healthy.output) \(healthy.error)")
         let report = try JSONSerialization.jsonObject(with: Data(healthy.output.utf8)) as? [String: Any]
         #expect(report?["healthy"] as? Bool == true && report?["status"] as? Int == 200, "\(healthy.output)")
+        // The address as a browser shows the page works too; https, or no port, is a clear error.
+        for url in ["http://127.0.0.1:\(originPort)", "http://127.0.0.1:\(originPort)/healthz"] {
+            let asked = try await runHandoff(["health", url])
+            #expect(asked.status == 0, "\(url): \(asked.output) \(asked.error)")
+        }
+        let secure = try await runHandoff(["health", "https://127.0.0.1:\(originPort)/"])
+        #expect(secure.status != 0 && secure.error.contains("plain HTTP"), "\(secure.error)")
+        let portless = try await runHandoff(["health", "http://127.0.0.1/healthz"])
+        #expect(portless.status != 0 && portless.error.contains("expected HOST:PORT"), "\(portless.error)")
 
         // A continuation with a stream: the continuer pulls the origin's contact list.
         for name in ["Ada", "Grace", "Edsger"] {

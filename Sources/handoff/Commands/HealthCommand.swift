@@ -10,13 +10,13 @@ struct HealthCommand: ParsableCommand {
         commandName: "health",
         abstract: "Ask a broker's or agent's health endpoint (its --metrics address): exit 0 when healthy, 1 when not or unreachable.")
 
-    @Argument(help: ArgumentHelp("The --metrics address of the broker or agent, e.g. 127.0.0.1:9464.", valueName: "host:port"))
+    @Argument(help: ArgumentHelp("The --metrics address of the broker or agent, e.g. 127.0.0.1:9464 (or its URL, http://127.0.0.1:9464/).", valueName: "host:port"))
     var address: String
     @Option(help: "Seconds to wait for the answer.") var timeout: Double = 3
     @Flag(help: "One JSON object: healthy, status, reason.") var json = false
 
     func run() throws {
-        let (host, port) = try MetricsOptions.parse(address)
+        let (host, port) = try MetricsOptions.parseServed(address)
         let answer: (status: Int, body: String)
         do {
             answer = try HealthProbe.get(host: host == "0.0.0.0" ? "127.0.0.1" : host, port: port, path: "/healthz", timeout: timeout)

@@ -21,7 +21,7 @@ struct TopCommand: AsyncParsableCommand {
     @Option(name: .customLong("broker"), parsing: .upToNextOption,
             help: ArgumentHelp("The broker's frontend and backend, as every other command names it (or $HANDOFF_BROKER).", valueName: "frontend backend"))
     var broker: [String] = []
-    @Option(help: ArgumentHelp("Read the live page of a broker or agent started with --metrics HOST:PORT instead of watching the bus.", valueName: "host:port"))
+    @Option(help: ArgumentHelp("Read the live page of a broker or agent started with --metrics HOST:PORT (HOST:PORT, or the page's URL) instead of watching the bus.", valueName: "host:port"))
     var from: String?
     @Option(help: "Sort the nodes by: \(TopTable.Column.allCases.map(\.rawValue).joined(separator: ", ")).")
     var sort: TopTable.Column = .name
@@ -35,7 +35,7 @@ struct TopCommand: AsyncParsableCommand {
     func validate() throws {
         guard count.map({ $0 > 0 }) ?? true else { throw ValidationError("--count takes a positive number") }
         guard wait >= 0 else { throw ValidationError("--wait takes a number of seconds, 0 or more") }
-        if let from { _ = try MetricsOptions.parse(from) }
+        if let from { _ = try MetricsOptions.parseServed(from) }
         guard from == nil || (bus == nil && broker.isEmpty) else { throw ValidationError("give --from or the bus (--bus, --broker), not both") }
     }
 
@@ -79,7 +79,7 @@ enum TopSource {
 
     init(_ command: TopCommand) throws {
         if let from = command.from {
-            let (host, port) = try MetricsOptions.parse(from)
+            let (host, port) = try MetricsOptions.parseServed(from)
             self = .page(host: host == "0.0.0.0" ? "127.0.0.1" : host, port: port)
             return
         }

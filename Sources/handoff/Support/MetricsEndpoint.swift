@@ -23,6 +23,24 @@ struct MetricsOptions: ParsableArguments {
         if let metrics { _ = try Self.parse(metrics) }
     }
 
+    /// Where a served page is asked for (`health`, `top --from`): `host:port`, or a URL of it as a
+    /// browser shows the live page (`http://127.0.0.1:9464/`, `…/healthz`), whose path is ignored.
+    static func parseServed(_ address: String) throws -> (host: String, port: Int) {
+        var text = Substring(address)
+        if text.lowercased().hasPrefix("https://") {
+            throw ValidationError("\(address): the metrics address serves plain HTTP (http://HOST:PORT, or HOST:PORT)")
+        }
+        if text.lowercased().hasPrefix("http://") {
+            text = text.dropFirst("http://".count)
+            if let slash = text.firstIndex(of: "/") { text = text[..<slash] }
+        }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port),
+              !text[..<colon].contains("/") else {
+            throw ValidationError("\(address): expected HOST:PORT or http://HOST:PORT, e.g. 127.0.0.1:9464")
+        }
+        return try parse(String(text))
+    }
+
     /// Splits `host:port` (`[::1]:9464` for IPv6; `:9464` for every interface).
     static func parse(_ address: String) throws -> (host: String, port: Int) {
         guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]),
