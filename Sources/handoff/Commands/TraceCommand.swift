@@ -98,9 +98,11 @@ struct TraceCommand: AsyncParsableCommand {
             return
         }
         announce("trace \(request.traceID) of \"\(target.title)\" (\(target.activityType)) \(target.activityID) from \(target.origin.name)")
+        // Columns as wide as their longest entry: a node's name is never cut.
+        let nodeWidth = max(16, lines.map(\.node.count).max() ?? 0)
         for line in lines {
             let time = String(format: "%9.3f ms", line.milliseconds)
-            announce("  \(time)  \(line.node.padding(toLength: 16, withPad: " ", startingAt: 0))  \(line.hop.padding(toLength: 16, withPad: " ", startingAt: 0))  \(line.detail)")
+            announce("  \(time)  \(line.node.padding(toLength: nodeWidth, withPad: " ", startingAt: 0))  \(line.hop.padding(toLength: 16, withPad: " ", startingAt: 0))  \(line.detail)")
         }
         if lines.isEmpty { announce("  (no hop reported)") }
     }
