@@ -170,6 +170,27 @@ struct ContinueStreamTests {
         #expect(BulkPattern().matches(saved, at: 0))
         _ = broker
     }
+
+    @Test("`handoff continue --save --stall-timeout 2` gives up with a typed error when the originator keeps its stream open but stops writing, and leaves no partial file")
+    func stalledOriginator() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        // At one byte a second, the source writes its first block and then waits for days: its
+        // node keeps the stream alive meanwhile, so only the stall timeout ends the wait.
+        let source = try ChildProcess(["stream-source", frontend, backend, String(64 << 20), "1"])
+        let id = try #require(try await source.ready().first)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("stalled-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let started = ContinuousClock.now
+        let result = try await runHandoff(["continue", "--id", id, "--save", file.path, "--stall-timeout", "2",
+                                           "--broker", frontend, backend, "--log-level", "error"], timeout: .seconds(60))
+        #expect(result.status == 1)
+        #expect(result.error.contains("remote application timed out") && result.error.contains("sent nothing for 2"), "\(result.error)")
+        #expect(!FileManager.default.fileExists(atPath: file.path), "a partial file was left")
+        #expect(ContinuousClock.now - started < .seconds(30))
+        let refused = try await runHandoff(["continue", "--id", id, "--save", file.path, "--stall-timeout", "-1", "--broker", frontend, backend])
+        #expect(refused.status != 0 && refused.error.contains("--stall-timeout"), "\(refused.error)")
+        _ = broker
+    }
 }
 
 /// `ss`, which can kill TCP connections (`ss -K`, root and a kernel with INET_DIAG_DESTROY).

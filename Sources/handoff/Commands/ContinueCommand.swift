@@ -22,6 +22,8 @@ struct ContinueCommand: AsyncParsableCommand {
     @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
     @Option(help: "Continue without a plugin: open the activity's continuation streams and save what arrives to this file.")
     var save: String?
+    @Option(help: "With --save: give up once no byte has arrived for this many seconds, although the originator keeps the stream open (0: wait as long as it stays connected).")
+    var stallTimeout: Double = 120
     @Option(help: "Continue a document activity without a plugin: open its document from shared storage (--shared-folder), or pull a copy into this folder; a copy changed here is never overwritten.")
     var documentInto: String?
     @Option(help: ArgumentHelp("A folder this machine shares with the originator (repeatable): documents under it are opened in place.", valueName: "dir"))
@@ -33,6 +35,7 @@ struct ContinueCommand: AsyncParsableCommand {
     func validate() throws {
         guard (id == nil) != (type == nil) else { throw ValidationError("give exactly one of --id and --type") }
         guard save == nil || agent == nil else { throw ValidationError("--save works here, not through --agent") }
+        guard stallTimeout >= 0, stallTimeout.isFinite else { throw ValidationError("--stall-timeout must be 0 (none) or a number of seconds") }
         guard documentInto == nil || (agent == nil && save == nil) else { throw ValidationError("--document-into works here, and not with --save") }
     }
 
@@ -81,7 +84,8 @@ struct ContinueCommand: AsyncParsableCommand {
             if let save {
                 // Saving the raw streams is the user's explicit choice, whatever the activity's team.
                 await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
-                    try await saveStreams(of: activity, on: node, to: save)
+                    try await saveStreams(of: activity, on: node, to: save,
+                                          stallTimeout: stallTimeout > 0 ? .milliseconds(Int(stallTimeout * 1000)) : nil)
                 }
             }
             let started = ContinuousClock.now

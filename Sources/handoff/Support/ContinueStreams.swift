@@ -14,7 +14,12 @@ final class OpenedDocumentBox: Sendable {
 }
 
 /// Opens a continued activity's streams, writes what arrives to `path`, and sends nothing back.
-func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String) async throws {
+///
+/// With a `stallTimeout`, gives up once no byte has arrived for that long. The stream's own
+/// liveness ends it when the originator goes silent or away; an originator that stays connected
+/// and keeps the stream alive but never writes (a stuck or hostile application) would otherwise
+/// hold the command forever.
+func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String, stallTimeout: Duration?) async throws {
     // One way: this side only reads, so there is nothing to finish on the output.
     let streams = try await node.openStreams(for: activity, direction: .fromOriginator)
     guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
@@ -22,10 +27,34 @@ func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String)
         throw HandoffError(.invalidConfiguration, "cannot write \(path)")
     }
     defer { try? file.close() }
+    // True when it gave up on the stream, false when cancelled (the stream ended first).
+    let watchdog = stallTimeout.map { limit in
+        Task { () -> Bool in
+            var (seen, since) = (streams.input.progress.bytes, ContinuousClock.now)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: min(limit, .milliseconds(200)))
+                let bytes = streams.input.progress.bytes
+                if bytes != seen {
+                    (seen, since) = (bytes, .now)
+                } else if ContinuousClock.now - since >= limit {
+                    await streams.cancel(reason: "the continuing side received nothing for \(limit) and gave up")
+                    return true
+                }
+            }
+            return false
+        }
+    }
+    defer { watchdog?.cancel() }
     do {
         for try await chunk in streams.input { try file.write(contentsOf: chunk) }
     } catch {
         try? FileManager.default.removeItem(atPath: path)  // never leave a partial file looking complete
+        watchdog?.cancel()
+        if await watchdog?.value == true, let stallTimeout {
+            throw HandoffError(.remoteApplicationTimedOut,
+                "the originator sent nothing for \(stallTimeout) while its stream stayed open (\(streams.input.progress.bytes) bytes had arrived): gave up (--stall-timeout; 0 waits as long as it stays connected)",
+                cause: error)
+        }
         throw error
     }
 }
@@ -33,13 +62,15 @@ func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String)
 /// Draws a progress bar on standard error for the stream the node receives, redrawn at most every
 /// 100 ms, and its final state when cancelled (the continuation is over). While the pair waits (the
 /// connection to the originator dropped, the open is unanswered, no bytes for a while) the line
-/// says for what, and for how long at most; off a terminal, that line is printed once a second.
+/// says for what, and for how long at most. Off a terminal, a line at most once a second, and only
+/// when it changed (a stalled stream does not fill a log with the same line).
 func showProgress(of node: Node) async {
     let terminal = isatty(STDERR_FILENO) == 1
     var input: ContinuationInputStream?
     var lastDrawn = ContinuousClock.now - .seconds(1)
     var lastWaitPrinted = ContinuousClock.now - .seconds(1)
     var width = 0
+    var lastLine = ""
     func draw(waiting: StreamWait? = nil) {
         if let waiting, !terminal {
             guard ContinuousClock.now - lastWaitPrinted >= .seconds(1) else { return }
@@ -58,6 +89,9 @@ func showProgress(of node: Node) async {
             line = String(format: "%.1f MiB received", mib)
         }
         if let waiting { line += "  (\(waiting))" }
+        // Off a terminal (a log, a pipe), a line only when it says something new.
+        if !terminal && line == lastLine { return }
+        lastLine = line
         // Pad over what a longer line drew before (the waiting note comes and goes).
         let padding = String(repeating: " ", count: max(0, width - line.count))
         width = line.count
@@ -67,7 +101,7 @@ func showProgress(of node: Node) async {
     while !Task.isCancelled {
         try? await Task.sleep(for: .milliseconds(10))
         if input == nil { input = await node.openStreams.first?.input }
-        guard input != nil, ContinuousClock.now - lastDrawn >= .milliseconds(100) else { continue }
+        guard input != nil, ContinuousClock.now - lastDrawn >= (terminal ? .milliseconds(100) : .seconds(1)) else { continue }
         draw(waiting: await node.streamWaits().first)
     }
     if input != nil {
