@@ -256,9 +256,12 @@ struct MonitorRates {
             }
             for (group, counts) in rows.sorted(by: { $0.key < $1.key }) {
                 let all = total[group]?.messages ?? 0
+                // Padded to the column, never cut: two long types that share their first 44
+                // characters stay two names (such a row runs past the column instead).
+                let name = group + String(repeating: " ", count: max(0, 44 - group.count))
                 let line = interval == nil
-                    ? "\(group.padding(toLength: 44, withPad: " ", startingAt: 0))  \(counts.messages) messages, \(counts.bytes) bytes"
-                    : "\(group.padding(toLength: 44, withPad: " ", startingAt: 0))  \(String(format: "%7.0f", Double(counts.messages) / seconds))  \(String(format: "%10.0f", Double(counts.bytes) / seconds))  \(String(format: "%9d", all))"
+                    ? "\(name)  \(counts.messages) messages, \(counts.bytes) bytes"
+                    : "\(name)  \(String(format: "%7.0f", Double(counts.messages) / seconds))  \(String(format: "%10.0f", Double(counts.bytes) / seconds))  \(String(format: "%9d", all))"
                 announce(line)
             }
         }
