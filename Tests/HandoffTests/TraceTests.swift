@@ -83,7 +83,7 @@ struct TraceProcessTests {
         let report = try #require(try JSONSerialization.jsonObject(with: Data(traced.output.utf8)) as? [String: Any], "\(traced.output)")
         let hops = try #require(report["hops"] as? [[String: Any]])
         let steps = hops.map { "\($0["node"] as? String ?? "?") \($0["hop"] as? String ?? "?")" }
-        for step in ["origin sent", "broker broker received", "broker broker cached", "broker broker forwarded", "continuer received"] {
+        for step in ["origin sent", "broker broker received", "broker broker cached", "broker broker forwarded", "continuer received", "this trace received"] {
             #expect(steps.contains(step), "missing \(step): \(steps)")
         }
         let outcome = try #require(hops.first { $0["node"] as? String == "continuer" && ($0["hop"] as? String ?? "").contains("delivered") }, "\(steps)")
@@ -93,6 +93,9 @@ struct TraceProcessTests {
         #expect(times == times.sorted() && times.first == 0, "\(hops)")
         let order = ["origin sent", "broker broker received", "broker broker forwarded", "continuer received"].compactMap { steps.firstIndex(of: $0) }
         #expect(order == order.sorted() && order.count == 4, "\(steps)")
+        // This command's own subscriber got it after the broker sent it on.
+        let here = try #require(steps.firstIndex(of: "this trace received"))
+        #expect(here > steps.firstIndex(of: "broker broker forwarded")!, "\(steps)")
 
         // Text: one line per hop; an activity nobody has is a clear error.
         let text = try await runHandoff(["trace", "--type", "org.handoff.contacts.list", "--broker", frontend, backend])

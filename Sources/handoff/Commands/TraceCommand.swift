@@ -54,13 +54,25 @@ struct TraceCommand: AsyncParsableCommand {
         try socket.subscribe(request.hopsTopic)
         try socket.subscribe(request.topic)
         var hops: [(sender: WireNodeRef, hop: WireTraceHop)] = []
+        // The traced advertisement itself comes here too (this socket follows its type): its
+        // arrival is the last hop of the path a subscriber of this host sees, origin to here.
+        let tracedTopic = "A:" + target.activityType
+        var heardHere = false
         let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while ContinuousClock.now < end {
             guard let frames = try await socket.receiveMultipart(maxFrames: 2, timeout: max(.milliseconds(1), ContinuousClock.now.duration(to: end))),
-                  frames.count == 2, frames[0].bytes.elementsEqual(request.hopsTopic.utf8),
-                  let envelope = try? WireEnvelope.decode(frames[1].data), case .traceHop(let hop) = envelope.body,
-                  hop.traceID == request.traceID else { continue }
-            hops.append((envelope.sender, hop))
+                  frames.count == 2 else { continue }
+            let arrived = Date()
+            if frames[0].bytes.elementsEqual(request.hopsTopic.utf8) {
+                guard let envelope = try? WireEnvelope.decode(frames[1].data), case .traceHop(let hop) = envelope.body,
+                      hop.traceID == request.traceID else { continue }
+                hops.append((envelope.sender, hop))
+            } else if !heardHere, frames[0].bytes.elementsEqual(tracedTopic.utf8),
+                      let envelope = try? WireEnvelope.decode(frames[1].data), envelope.traceID == request.traceID,
+                      case .advertisement(let advertisement) = envelope.body, advertisement.activityID == target.activityID {
+                heardHere = true
+                hops.append(Self.receivedHere(request, at: arrived))
+            }
         }
         try? socket.unsubscribe(request.topic)
         report(target, request: request, hops: hops)
@@ -105,6 +117,19 @@ struct TraceCommand: AsyncParsableCommand {
             announce("  \(time)  \(line.node.padding(toLength: nodeWidth, withPad: " ", startingAt: 0))  \(line.hop.padding(toLength: 16, withPad: " ", startingAt: 0))  \(line.detail)")
         }
         if lines.isEmpty { announce("  (no hop reported)") }
+    }
+
+    /// The hop this command reports for itself: the traced advertisement reached its subscriber.
+    static func receivedHere(_ request: TraceRequest, at date: Date) -> (sender: WireNodeRef, hop: WireTraceHop) {
+        var here = WireNodeRef()
+        here.name = "this trace"
+        var hop = WireTraceHop()
+        hop.traceID = request.traceID
+        hop.kind = .received
+        hop.activityID = request.activityID
+        hop.at = WireTimestamp(date)
+        hop.detail = "on this host, by this command's subscriber"
+        return (here, hop)
     }
 
     static func name(_ kind: WireTraceHop.Kind) -> String {
