@@ -46,11 +46,14 @@ final class LoopbackCapture {
         // Let the last packets reach the file (until it stops growing), then SIGKILL: with -U and
         // --immediate-mode every packet is in the file as it comes, and the test process blocks SIGINT
         // and SIGTERM, which its children inherit.
-        var size = -1
-        for _ in 0..<50 {
+        // Unchanged over three readings (0.6 s), not one: once in CI (the one-loop run) a secure
+        // capture came back with less than the stream it saw cross, as if tcpdump, slow to be
+        // scheduled, had not yet written what its ring held when it was killed.
+        var size = -1, steady = 0
+        for _ in 0..<50 where steady < 3 {
             Thread.sleep(forTimeInterval: 0.2)
             let now = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
-            if now == size { break }
+            steady = now == size ? steady + 1 : 0
             size = now
         }
         kill(process.processIdentifier, SIGKILL)
