@@ -34,11 +34,10 @@ struct MetricsOptions: ParsableArguments {
             text = text.dropFirst("http://".count)
             if let slash = text.firstIndex(of: "/") { text = text[..<slash] }
         }
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port),
-              !text[..<colon].contains("/") else {
+        guard !text.contains("/"), let parsed = try? parse(String(text)) else {
             throw ValidationError("\(address): expected HOST:PORT or http://HOST:PORT, e.g. 127.0.0.1:9464")
         }
-        return try parse(String(text))
+        return parsed
     }
 
     /// Splits `host:port` (`[::1]:9464` for IPv6; `:9464` for every interface).
