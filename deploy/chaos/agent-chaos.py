@@ -36,8 +36,9 @@ import signal
 import subprocess
 import time
 
+from brokers import Brokers
 from chaos import ChaosRun, add_common_arguments, run_main
-from processes import Process, die_with_parent, free_port
+from processes import Process, die_with_parent
 
 LIST_TYPE = "org.handoff.contacts.list-contacts"
 LEASE_SECONDS = 6  # the agent's: three advertise intervals of 2 s
@@ -53,18 +54,13 @@ class Chaos(ChaosRun):
         os.makedirs(plugins)
         library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
         os.symlink(library, os.path.join(plugins, "libHandoffContactsPlugin.so"))
-        endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(options.brokers)]
         self.make_keys(["broker", SHARER] + CONTINUERS)  # a pair shares the broker's key
-        self.brokers = [Process(f"broker {index}", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
-                                                    "--log-level", "warning", *self.key("broker")], self.logs)
-                        for index, (frontend, backend) in enumerate(endpoints)]
-        self.broker_down_until = {}  # broker index -> when it starts again
-        at_brokers = [word for frontend, backend in endpoints for word in ("--broker", frontend, backend)]
+        self.brokers = Brokers(self, options.brokers)
         self.agents, self.controls = {}, {}
         for name in [SHARER] + CONTINUERS:
             self.controls[name] = f"ipc://{self.work}/{name}.sock"
             self.agents[name] = Process(name, [
-                options.handoff, "agent", "--name", name, *at_brokers, "--plugins", plugins,
+                options.handoff, "agent", "--name", name, *self.brokers.bus_arguments(), "--plugins", plugins,
                 "--data", os.path.join(self.work, "data", name), "--control", self.controls[name],
                 "--log-level", "warning", *self.key(name)], self.logs)
         self.down_until = {}  # agent name -> when it starts again
@@ -181,11 +177,7 @@ class Chaos(ChaosRun):
                           f"{theirs[:3]}… against {shared[:3]}…")
 
     def resume_everything(self):
-        for broker in self.brokers:
-            broker.resume()
-            if not broker.alive:
-                broker.start()
-        self.broker_down_until = {}
+        self.brokers.resume_all()
         for name, agent in self.agents.items():
             agent.resume()
             if not agent.alive:
@@ -212,7 +204,7 @@ class Chaos(ChaosRun):
         self.count("checkpoints")
 
     def processes(self):
-        return self.brokers + list(self.agents.values())
+        return self.brokers.all + list(self.agents.values())
 
     def fault(self):
         now = time.monotonic()
@@ -220,8 +212,7 @@ class Chaos(ChaosRun):
                                    weights=[8, 4, 2, 1, 2, 2, 1, 1])[0]
         name = self.random.choice([SHARER] + CONTINUERS)
         agent = self.agents[name]
-        index = self.random.randrange(len(self.brokers))
-        broker = self.brokers[index]
+        broker = self.random.choice(self.brokers.all)
         if kind == "add" and self.running(SHARER):
             self.add()
         elif kind == "continue" and self.running(name) and name != SHARER:
@@ -237,9 +228,7 @@ class Chaos(ChaosRun):
         elif kind == "stop agent" and agent.alive and agent.stopped_until is None:
             agent.stop_for(self.random.uniform(0.2, 2 * LEASE_SECONDS))
         elif kind == "kill broker" and broker.alive:
-            broker.resume()
-            broker.kill()
-            self.broker_down_until[index] = now + self.random.uniform(0, 3)
+            self.brokers.kill(broker, now, self.random)
         elif kind == "stop broker" and broker.alive and broker.stopped_until is None:
             broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
         else:
@@ -251,21 +240,17 @@ class Chaos(ChaosRun):
         for process in self.processes():
             if process.stopped_until is not None and process.stopped_until <= now:
                 process.resume()
-        for index, until in list(self.broker_down_until.items()):
-            if until <= now:
-                del self.broker_down_until[index]
-                self.brokers[index].start()
+        self.brokers.restart_due(now)
         for name, until in list(self.down_until.items()):
             if until <= now:
                 del self.down_until[name]
                 self.start_agent(name)
 
     def run(self):
-        print(f"agent-chaos: seed {self.options.seed}, {self.options.seconds} s, {'a broker' if len(self.brokers) == 1 else 'a broker pair'} "
+        print(f"agent-chaos: seed {self.options.seed}, {self.options.seconds} s, {'a broker' if len(self.brokers.all) == 1 else 'a broker pair'} "
               f"and agents {SHARER} (adds and shares), "
               f"{', '.join(CONTINUERS)} (continue the list), {'CURVE' if self.keys else 'no security'}, work folder {self.work}", flush=True)
-        for broker in self.brokers:
-            broker.start()
+        self.brokers.start()
         time.sleep(0.5)
         for name in self.agents:
             self.start_agent(name)
@@ -278,7 +263,6 @@ class Chaos(ChaosRun):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser)
-    parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every agent at both")
     options = parser.parse_args()
     library = os.path.join(os.path.dirname(os.path.abspath(options.handoff)), "libHandoffContactsPlugin.so")
     if os.access(options.handoff, os.X_OK) and not os.path.exists(library):

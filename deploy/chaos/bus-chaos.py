@@ -33,8 +33,9 @@ import subprocess
 import tempfile
 import time
 
+from brokers import Brokers
 from chaos import ChaosRun, add_common_arguments, run_main
-from processes import Process, die_with_parent, free_port
+from processes import Process, die_with_parent
 
 ACTIVITY_TYPE = "org.handoff.chaos.edit"
 LEASE_SECONDS = 6  # the handoff command's: three advertise intervals of 2 s
@@ -65,22 +66,16 @@ class Continue:
 class Chaos(ChaosRun):
     def __init__(self, options):
         super().__init__(options, "bus-chaos")
-        # One broker, or a pair that every node publishes to and subscribes at. With --secure, a
-        # key for the brokers (a pair shares it), one per advertiser slot (a restarted advertiser
-        # keeps its slot's), one for the continuing processes, one for the observer.
-        self.endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(options.brokers)]
+        # With --secure, a key for the brokers (a pair shares it), one per advertiser slot (a
+        # restarted advertiser keeps its slot's), one for the continuing processes, one for the observer.
         self.make_keys(["broker", "continuer", "observer"] + [f"advertiser-{slot}" for slot in range(options.advertisers)])
-        self.brokers = [Process(f"broker {index}", [options.handoff, "broker", "--frontend", frontend, "--backend", backend,
-                                                    "--log-level", "warning", *self.key("broker")], self.logs)
-                        for index, (frontend, backend) in enumerate(self.endpoints)]
-        self.broker_down_until = {}  # broker -> when it starts again
+        self.brokers = Brokers(self, options.brokers)
         self.advertisers = {}  # slot -> (Process, activity id, document path)
         self.generation = 0
         self.continues = []  # Continue, running or not yet judged
 
     def bus(self, key):
-        return ([word for frontend, backend in self.endpoints for word in ("--broker", frontend, backend)]
-                + ["--log-level", "warning", *self.key(key)])
+        return self.brokers.bus_arguments() + ["--log-level", "warning", *self.key(key)]
 
     def start_advertiser(self, slot):
         self.generation += 1
@@ -158,11 +153,7 @@ class Chaos(ChaosRun):
             running.resume()
         for process, _, _ in self.advertisers.values():
             process.resume()
-        for broker in self.brokers:
-            broker.resume()
-            if not broker.alive:
-                broker.start()
-        self.broker_down_until = {}
+        self.brokers.resume_all()
 
     def checkpoint(self, label):
         """Faults paused (every continue under way judged first): within CONVERGE_SECONDS the bus
@@ -190,7 +181,7 @@ class Chaos(ChaosRun):
 
     def processes(self):
         """The brokers and the advertisers alive."""
-        return self.brokers + [process for process, _, _ in self.advertisers.values()]
+        return self.brokers.all + [process for process, _, _ in self.advertisers.values()]
 
     def fault(self):
         """One fault, drawn from the seed."""
@@ -199,7 +190,7 @@ class Chaos(ChaosRun):
             ["kill advertiser", "stop advertiser", "kill broker", "stop broker", "continue", "kill continuer", "stop continuer"],
             weights=[3, 3, 1, 1, 6, 1, 1])[0]
         slot = self.random.randrange(self.options.advertisers)
-        broker = self.random.choice(self.brokers)
+        broker = self.random.choice(self.brokers.all)
         entry = self.advertisers.get(slot)
         if kind == "kill advertiser" and entry:
             entry[0].kill()
@@ -209,9 +200,7 @@ class Chaos(ChaosRun):
         elif kind == "stop advertiser" and entry and entry[0].stopped_until is None:
             entry[0].stop_for(self.random.uniform(0.2, 2 * LEASE_SECONDS))
         elif kind == "kill broker" and broker.alive:
-            broker.resume()
-            broker.kill()
-            self.broker_down_until[broker] = now + self.random.uniform(0, 3)
+            self.brokers.kill(broker, now, self.random)
         elif kind == "stop broker" and broker.alive and broker.stopped_until is None:
             broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
         elif kind == "continue":
@@ -237,20 +226,16 @@ class Chaos(ChaosRun):
         for process in self.processes() + self.continues:
             if process.stopped_until is not None and process.stopped_until <= now:
                 process.resume()
-        for broker, until in list(self.broker_down_until.items()):
-            if until <= now:
-                broker.start()
-                del self.broker_down_until[broker]
+        self.brokers.restart_due(now)
         for slot in range(self.options.advertisers):
             if slot not in self.advertisers and self.random.random() < 0.05:
                 self.start_advertiser(slot)
 
     def run(self):
-        print(f"bus-chaos: seed {self.options.seed}, {self.options.seconds} s, {len(self.brokers)} broker(s), {self.options.advertisers} advertisers, "
+        print(f"bus-chaos: seed {self.options.seed}, {self.options.seconds} s, {len(self.brokers.all)} broker(s), {self.options.advertisers} advertisers, "
               f"{'CURVE' if self.keys else 'no security'}, "
               f"work folder {self.work}", flush=True)
-        for broker in self.brokers:
-            broker.start()
+        self.brokers.start()
         time.sleep(0.5)
         for slot in range(self.options.advertisers):
             self.start_advertiser(slot)
@@ -264,7 +249,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_arguments(parser)
     parser.add_argument("--advertisers", type=int, default=4)
-    parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every node at both")
     run_main(parser, parser.parse_args(), Chaos)
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ def add_common_arguments(parser):
     parser.add_argument("--seconds", type=float, default=60, help="how long faults go on")
     parser.add_argument("--checkpoint", type=float, default=20, help="seconds of faults between checkpoints")
     parser.add_argument("--secure", action="store_true", help="CURVE on every socket: an account of keys made here")
+    parser.add_argument("--brokers", type=int, choices=[1, 2], default=1, help="2: a pair, every node at both")
 
 
 def run_main(parser, options, make_run):
