@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import Logging
 import Handoff
 import HandoffWire
+import Logging
 import ZeroMQ
 
 /// `handoff monitor`: a live view of the bus, filtered by type or node, as text, JSON, raw frames,

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import Logging
 import Handoff
+import Logging
 import ZeroMQ
 
 /// `handoff top`: the live page in the terminal (like `nats-top`): the nodes on the bus with

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import Logging
 import Handoff
 import HandoffWire
+import Logging
 import ZeroMQ
 
 /// `handoff trace`: follows one activity's advertisement across the bus, hop by hop (wire.proto,
