@@ -162,3 +162,20 @@ struct LivePageTests {
         #expect(try httpGet(port: port, path: "/metrics").status == 200)
     }
 }
+
+@Suite("handoff top's table", .serialized)
+struct TopTableTests {
+    @Test("top's node column is as wide as the longest name: two names alike in their first 30 characters read apart")
+    func longNamesWhole() async throws {
+        let names = ["site-b-contacts-agent-on-rack-7-host-01", "site-b-contacts-agent-on-rack-7-host-02"]
+        let deployment = try await ServedDeployment.start(agents: names)
+        defer { deployment.stop() }
+        // Off a terminal every cell is whole: each name once, in full, on its own line.
+        var screen = ""
+        #expect(await eventually(within: .seconds(15)) {
+            screen = (try? await runHandoff(["top", "--broker", deployment.frontend, deployment.backend, "--count", "1"]).output) ?? ""
+            return names.allSatisfy { name in screen.split(separator: "\n").contains { $0.hasPrefix(name + " ") } }
+        }, "\(screen)")
+        #expect(!screen.contains("…"), "\(screen)")
+    }
+}

@@ -64,7 +64,9 @@ struct TopCommand: AsyncParsableCommand {
             }
             if ContinuousClock.now >= firstScreen || screens > 0 {
                 let snapshot = try await source.snapshot()
-                FileHandle.standardOutput.write(Data(table.render(snapshot, width: TerminalKeys.width, interactive: keys.isTerminal).utf8))
+                // On a terminal, what fits its width; to a file or a pipe, every cell whole.
+                let width = keys.isTerminal ? TerminalKeys.width : .max
+                FileHandle.standardOutput.write(Data(table.render(snapshot, width: width, interactive: keys.isTerminal).utf8))
                 screens += 1
             }
             try await Task.sleep(for: .milliseconds(ContinuousClock.now >= firstScreen ? 1000 : 100))

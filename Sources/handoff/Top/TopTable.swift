@@ -66,26 +66,34 @@ struct TopTable {
         let activities = view.types.reduce(0) { $0 + $1.activities }
         lines.append("handoff top — \(view.source)   \(Self.figure(view.messagesPerSecond)) msg/s  \(Self.figure(view.bytesPerSecond)) B/s   \(live) nodes  \(activities) activities  \(view.continuations) continued  \(view.malformed) malformed" + (view.overflow > 0 ? "  \(view.overflow) over the view's bounds" : ""))
         lines.append("")
-        let header = Column.allCases.enumerated().map { index, column in
-            let title = "\(index + 1)·" + column.title + (column == sort ? (descending ? "↓" : "↑") : "")
-            return column == .name || column == .host ? Self.pad(title, 20) : Self.padLeft(title, 12)
+        let nodes = sorted(view.nodes)
+        let titles = Column.allCases.enumerated().map { index, column in
+            "\(index + 1)·" + column.title + (column == sort ? (descending ? "↓" : "↑") : "")
         }
-        lines.append(header.joined(separator: " "))
-        for node in sorted(view.nodes) {
-            let row = [
-                Self.pad(node.name, 20), Self.pad(node.host, 20), Self.padLeft("\(node.activities)\(node.partial ? "+" : "")", 12),
-                Self.padLeft(Self.figure(node.traffic?.messagesInPerSecond), 12), Self.padLeft(Self.figure(node.traffic?.messagesOutPerSecond), 12),
-                Self.padLeft(Self.figure(node.traffic.map { Double($0.bytesIn) }), 12), Self.padLeft(Self.figure(node.traffic.map { Double($0.bytesOut) }), 12),
-                Self.padLeft(Self.figure(Double(node.publishedMessages)), 12),
-                Self.padLeft(node.gone ? "gone" : String(format: "%.1f s", node.lastHeardSecondsAgo), 12),
+        let rows = nodes.map { node in
+            [
+                node.name, node.host, "\(node.activities)\(node.partial ? "+" : "")",
+                Self.figure(node.traffic?.messagesInPerSecond), Self.figure(node.traffic?.messagesOutPerSecond),
+                Self.figure(node.traffic.map { Double($0.bytesIn) }), Self.figure(node.traffic.map { Double($0.bytesOut) }),
+                Self.figure(Double(node.publishedMessages)),
+                node.gone ? "gone" : String(format: "%.1f s", node.lastHeardSecondsAgo),
             ]
-            lines.append(row.joined(separator: " "))
         }
+        let widths = Self.columnWidths(titles: titles, rows: rows, textColumns: [0, 1], fitting: width)
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).enumerated().map { index, cell in
+                index < 2 ? Self.pad(cell.0, cell.1) : Self.padLeft(cell.0, cell.1)
+            }.joined(separator: "  ")
+        }
+        lines.append(line(titles))
+        for row in rows { lines.append(line(row)) }
         if view.nodes.isEmpty { lines.append("(no node heard yet: each says it is there every 2 s)") }
         if !view.types.isEmpty {
             lines.append("")
-            lines.append(Self.pad("TYPE", 44) + Self.padLeft("CURRENT", 10) + Self.padLeft("NODES", 8))
-            for type in view.types { lines.append(Self.pad(type.type, 44) + Self.padLeft("\(type.activities)", 10) + Self.padLeft("\(type.nodes)", 8)) }
+            let typeWidth = Self.columnWidths(
+                titles: ["TYPE", "CURRENT", "NODES"], rows: view.types.map { [$0.type, "", ""] }, textColumns: [0], fitting: width - 20)[0]
+            lines.append(Self.pad("TYPE", typeWidth) + Self.padLeft("CURRENT", 10) + Self.padLeft("NODES", 8))
+            for type in view.types { lines.append(Self.pad(type.type, typeWidth) + Self.padLeft("\(type.activities)", 10) + Self.padLeft("\(type.nodes)", 8)) }
         }
         if !view.streams.isEmpty {
             lines.append("")
@@ -117,11 +125,35 @@ struct TopTable {
         }
     }
 
-    static func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? String(text.prefix(width)) : text + String(repeating: " ", count: width - text.count)
+    /// Each column as wide as its title and its longest cell. When the row would not fit in
+    /// `width`, the text columns (names, hosts, types) give up room, the widest first, down to
+    /// `minimumText` each; a cell cut short then reads "…" in its middle (``shortened(_:to:)``).
+    static func columnWidths(titles: [String], rows: [[String]], textColumns: Set<Int>, fitting width: Int, minimumText: Int = 12) -> [Int] {
+        var widths = titles.enumerated().map { index, title in rows.reduce(title.count) { max($0, $1[index].count) } }
+        var excess = widths.reduce(2 * (widths.count - 1), +) - width
+        while excess > 0 {
+            guard let widest = textColumns.filter({ widths[$0] > max(minimumText, titles[$0].count) }).max(by: { widths[$0] < widths[$1] }) else { break }
+            widths[widest] -= 1
+            excess -= 1
+        }
+        return widths
     }
 
+    /// `text` left-aligned in `width` columns, cut short in the middle (``shortened(_:to:)``).
+    static func pad(_ text: String, _ width: Int) -> String {
+        text.count > width ? shortened(text, to: width) : text + String(repeating: " ", count: width - text.count)
+    }
+
+    /// `text` right-aligned in `width` columns, cut short in the middle (``shortened(_:to:)``).
     static func padLeft(_ text: String, _ width: Int) -> String {
-        text.count >= width ? String(text.prefix(width)) : String(repeating: " ", count: width - text.count) + text
+        text.count > width ? shortened(text, to: width) : String(repeating: " ", count: width - text.count) + text
+    }
+
+    /// `text` in `width` characters, its middle replaced by "…": names alike in their start
+    /// (site-b-agent-host-01, site-b-agent-host-02) differ at their end, which stays.
+    static func shortened(_ text: String, to width: Int) -> String {
+        guard width > 1 else { return String(text.prefix(width)) }
+        let tail = (width - 1) / 2
+        return String(text.prefix(width - 1 - tail)) + "…" + String(text.suffix(tail))
     }
 }
