@@ -29,6 +29,10 @@ import ZeroMQ
 ///           continue <type>           continues the newest known activity of <type>
 ///           wait <type>               waits (up to 5 s) until an activity of <type> is known
 ///
+///     HandoffTestNode broker-stop-race <rounds>
+///         Stops a broker as a subscriber that reads nothing drops its connection, <rounds> times;
+///         prints `NO ABORT <rounds>` if libzmq did not abort the process (BrokerStopRace).
+///
 ///     HandoffTestNode watch -- <program> <arguments...>
 ///         Runs a program that ends with the test process, whatever ends that (WatchedChild).
 ///
@@ -96,6 +100,8 @@ struct HandoffTestNode {
             }
             announce(outcome)
             exit(outcome.hasPrefix("DONE") ? 0 : 1)
+        case "broker-stop-race" where arguments.count == 2:
+            try await brokerStopRace(rounds: Int(arguments[1]) ?? 1)
         case "agent" where arguments.count == 5:
             try await agent(frontend: arguments[1], backend: arguments[2], pluginFolder: arguments[3], dataFolder: arguments[4])
         default:

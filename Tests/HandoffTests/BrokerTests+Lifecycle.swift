@@ -125,4 +125,27 @@ extension BrokerTests {
         try await task.value
         #expect(!broker.isRunning)
     }
+
+    @Test("a broker stopping while a subscriber that reads nothing drops its connection leaves its process alive (libzmq 4.3.4 aborted it within 5 rounds when the backend's linger was 0)")
+    func stopWhileSubscriberDrops() async throws {
+        // In a process of its own: libzmq's abort would take the test process with it.
+        let process = Process()
+        process.executableURL = ChildProcess.testNodeURL
+        process.arguments = ["broker-stop-race", "20"]
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            ParentWatch.variable: "1", "SWIFT_BACKTRACE": "enable=no",
+        ]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        guard await eventually(within: .seconds(90), { !process.isRunning }) else {
+            Issue.record("20 rounds did not end within 90 s")
+            return
+        }
+        let said = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0 && said.contains("NO ABORT 20"),
+                "ended by \(process.terminationReason == .uncaughtSignal ? "signal" : "exit") \(process.terminationStatus): \(said)")
+    }
 }

@@ -2,15 +2,22 @@
 // `Resource temporarily unavailable (src/session_base.cpp:260)`, then SIGABRT on a ZMQbg/IO thread.
 //
 // A PUB/XPUB that sends multipart messages (a topic frame and an envelope frame, as the bus does)
-// to a subscriber that reads slowly often has a message half taken by its connection's encoder
-// (the first frame pulled, the socket buffer full). When the socket is closed then, with linger 0
-// or when a linger runs out, its pipe is terminated at once; the session's clean_pipes() tries to
-// pull the rest of the half-taken message, the terminated pipe refuses, and an errno_assert aborts
-// the whole process (libzmq issue #3442, closed as stale). A linger of 100 ms does not prevent it:
-// the linger timer ends the same way while the subscriber is stalled.
+// to a peer that reads slowly often has a message half taken by its connection's encoder (the
+// first frame pulled, the socket buffer full). Closing the socket with linger 0 closes its pipe to
+// reads at once; if the connection drops before the pipe has finished closing (the peer closes
+// at the same moment), the session's clean_pipes() pulls for the rest of the half-taken message,
+// the pipe refuses, and an errno_assert aborts the whole process (libzmq issue #3442, closed as
+// stale). With a linger, the pipe stays readable while the linger runs, and a connection that
+// drops meanwhile finds the rest: what matters is the linger of the socket that *sends*.
 //
 //   gcc -O2 -o clean-pipes-abort deploy/libzmq/clean-pipes-abort.c -lzmq -lpthread
-//   ./clean-pipes-abort 100 0      # rounds, linger in ms; aborts within a few dozen rounds here
+//   ./clean-pipes-abort 200 0 0      # rounds, the proxy's linger, the publisher's linger (ms)
+//
+// Here the publisher (in the same process) sends to the proxy's XSUB, which closes first: with the
+// publisher's linger 0 this aborted within 200 rounds in each of two runs (2026-12-02), with 100
+// it ran 200 rounds clean in each of two, whatever the proxy's linger. The broker's own case (its
+// XPUB closing as a subscriber drops) is tests' `HandoffTestNode broker-stop-race`: with the
+// backend's linger 0 it aborted in each of five runs (within 5 to 20 rounds), with 200 ms none in 80.
 //
 // Found because `handoff-bench adverts --count 50000 --trials 5` aborted so in about one run in six
 // (2026-11-27, this project's 2-core VM, libzmq 4.3.4 from Debian 12).
@@ -23,13 +30,14 @@
 #include <unistd.h>
 
 static int linger_value = 0;
+static int publisher_linger = 0;
 
 struct flood { void *ctx; char endpoint[256]; volatile int stop; };
 
 static void *publisher(void *raw) {
     struct flood *f = raw;
     void *pub = zmq_socket(f->ctx, ZMQ_PUB);
-    int hwm = 0, linger = 0;
+    int hwm = 0, linger = publisher_linger;
     zmq_setsockopt(pub, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_connect(pub, f->endpoint);
@@ -46,6 +54,7 @@ static void *publisher(void *raw) {
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 100;
     if (argc > 2) linger_value = atoi(argv[2]);
+    if (argc > 3) publisher_linger = atoi(argv[3]);
     for (int round = 0; round < rounds; round++) {
         void *ctx = zmq_ctx_new();
         void *xsub = zmq_socket(ctx, ZMQ_XSUB), *xpub = zmq_socket(ctx, ZMQ_XPUB);
@@ -107,6 +116,6 @@ int main(int argc, char **argv) {
         zmq_ctx_term(subctx);
         if (round % 10 == 0) { printf("round %d forwarded %d\n", round, forwarded); fflush(stdout); }
     }
-    printf("no abort in %d rounds (linger %d)\n", rounds, linger_value);
+    printf("no abort in %d rounds (linger %d, the publisher's %d)\n", rounds, linger_value, publisher_linger);
     return 0;
 }

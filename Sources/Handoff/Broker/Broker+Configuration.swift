@@ -7,9 +7,10 @@ extension Broker {
     /// libzmq's default of 1,000 — deep enough to replay a full cache to a late joiner at once. At a
     /// subscriber's high-water mark the backend drops messages for that subscriber alone (XPUB
     /// semantics): one slow node never stalls the bus. What a publisher sends waits in its own
-    /// queue, not the broker's, while the broker is busy (``publisherQueue``). Linger is 0 on every
-    /// socket: a stopped broker does not hold on to undelivered messages; publishers re-advertise
-    /// periodically anyway.
+    /// queue, not the broker's, while the broker is busy (``publisherQueue``). A stopped broker does
+    /// not hold on to undelivered messages (publishers re-advertise periodically anyway): linger is
+    /// 0, except 200 ms on the sockets that send to subscribers and upstream, which libzmq 4.3.4
+    /// needs to close safely while their peers drop (`BrokerSockets.sendingLinger`).
     public struct Configuration: Sendable, Hashable {
         /// Where publishers connect (the broker binds an XSUB socket there).
         public var frontend: String

@@ -14,6 +14,16 @@ struct BrokerSockets {
     let linkMonitors: [SocketMonitor]
     let endpoints: BoundEndpoints
 
+    /// The linger of the sockets that send the bus's two-frame messages (the backend, the capture,
+    /// a link's up socket); the others keep 0. With linger 0, libzmq 4.3.4 aborts the process when
+    /// such a socket closes while a peer's connection drops at the same moment (a site stopping
+    /// at once) and a message was half taken for that peer: the session then finds its pipe
+    /// closed to reads and asserts (docs/operations.md, "Stopping under load"). With a linger,
+    /// the pipe stays readable while it runs, so a connection that drops meanwhile finds the rest
+    /// of the message; it costs a stopping broker at most this long, and only towards a peer that
+    /// does not read.
+    static let sendingLinger: Int32 = 200
+
     /// Opens every socket the configuration asks for; when one fails, closes those it opened and
     /// throws (a taken port, a bad endpoint).
     static func open(_ configuration: Broker.Configuration, context: Context) throws(ZMQError) -> BrokerSockets {
@@ -38,6 +48,7 @@ struct BrokerSockets {
             try frontend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
             try frontend.bind(configuration.frontend)
             let backend = try open(.xpub)
+            try backend.set(.linger, Self.sendingLinger)
             try secure(backend)
             try backend.set(.sendHighWaterMark, hwm)
             try backend.set(.receiveHighWaterMark, hwm)
@@ -49,6 +60,7 @@ struct BrokerSockets {
             var capture: Socket?
             if let captureAddress = configuration.capture {
                 let socket = try open(.pub)
+                try socket.set(.linger, Self.sendingLinger)
                 try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
                 try socket.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
@@ -67,6 +79,7 @@ struct BrokerSockets {
                 // Up: this site's publishers' messages, to the upstream's frontend, whose XSUB
                 // subscribes to everything (and asks for re-advertising) over this XPUB.
                 let up = try open(.xpub)
+                try up.set(.linger, Self.sendingLinger)
                 try watchLiveness(up)
                 if let security, let key = security.brokerKey { try security.secureClient(up, serverKey: key) }
                 try up.set(.sendHighWaterMark, hwm)
