@@ -9,6 +9,11 @@ list, and the other two continue the list (a continuation stream each) again and
 With `--brokers 2`, a pair of brokers that every agent publishes to and subscribes at (a site's
 two brokers), each killed, stopped and restarted on its own, sometimes both at once.
 
+Now and then the whole site stops at once, gracefully (SIGTERM to every broker and agent in the
+same moment, as a host's shutdown does), and starts again: each must end by itself, with status 0,
+within 15 s (libzmq 4.3.4 aborted a broker stopping as its subscribers dropped, before its sending
+sockets lingered: docs/operations.md).
+
 With `--secure`, the broker and the agents run CURVE on every bus and continuation socket, with an
 account made for the run (a key each, as `handoff demo` makes them).
 
@@ -23,6 +28,7 @@ What must hold, checked as it runs:
   agent's list, in order (a list replaces the local one only after its stream checked out), and
   every agent answers `list` whenever it runs, a kill -9 mid-stream or not;
 - every continue ends within its bound, continued (exit 0) or with a typed error (`Error: …`);
+- a site stopped with SIGTERM ends cleanly: every broker and agent exits 0 within 15 s;
 - at each checkpoint (faults paused, everything resumed and running), the sharing agent shares
   again and both others continue it: each then lists exactly the sharing agent's contacts.
 
@@ -45,6 +51,7 @@ LEASE_SECONDS = 6  # the agent's: three advertise intervals of 2 s
 CONTINUE_BOUND_SECONDS = 90
 COMMAND_SECONDS = 10  # a control command to a running agent answers well within this
 SHARER, CONTINUERS = "agent-a", ["agent-b", "agent-c"]
+GRACEFUL_STOP_SECONDS = 15  # an agent's stop waits up to 1 s for its withdrawals to leave
 
 
 class Chaos(ChaosRun):
@@ -203,13 +210,29 @@ class Chaos(ChaosRun):
         self.check_processes()
         self.count("checkpoints")
 
+    def stop_site(self):
+        """SIGTERM to every broker and agent at once; each must exit 0 by itself. Then all start again."""
+        running = [process for process in self.processes() if process.alive]
+        for process in running:
+            process.terminate()
+        for process in running:
+            status = process.ended(GRACEFUL_STOP_SECONDS)
+            if status != 0:
+                how = "did not end" if status is None else f"ended with {'signal ' + str(-status) if status < 0 else 'status ' + str(status)}"
+                self.fail(f"{process.name} {how} within {GRACEFUL_STOP_SECONDS} s of the site's SIGTERM:\n{process.log_tail()}")
+        self.brokers.resume_all()
+        time.sleep(0.5)
+        for name in self.agents:
+            self.start_agent(name)
+        self.down_until = {}
+
     def processes(self):
         return self.brokers.all + list(self.agents.values())
 
     def fault(self):
         now = time.monotonic()
-        kind = self.random.choices(["add", "continue", "check lists", "share", "kill agent", "stop agent", "kill broker", "stop broker"],
-                                   weights=[8, 4, 2, 1, 2, 2, 1, 1])[0]
+        kind = self.random.choices(["add", "continue", "check lists", "share", "kill agent", "stop agent", "kill broker", "stop broker", "stop site"],
+                                   weights=[8, 4, 2, 1, 2, 2, 1, 1, 0.4])[0]
         name = self.random.choice([SHARER] + CONTINUERS)
         agent = self.agents[name]
         broker = self.random.choice(self.brokers.all)
@@ -231,6 +254,8 @@ class Chaos(ChaosRun):
             self.brokers.kill(broker, now, self.random)
         elif kind == "stop broker" and broker.alive and broker.stopped_until is None:
             broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
+        elif kind == "stop site":
+            self.stop_site()
         else:
             return
         self.count(kind)

@@ -70,6 +70,21 @@ class Process:
         if self.popen:
             self.popen.wait()
 
+    def terminate(self):
+        """SIGTERM (resumed first, so that it handles it now): a graceful stop, waited for by `ended`."""
+        self.ended_here = True
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+
+    def ended(self, timeout):
+        """Its exit status once it ends within `timeout` seconds (negative: the signal that ended
+        it), or None if it still runs, then killed."""
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
     def stop_for(self, seconds):
         self.signal(signal.SIGSTOP)
         self.stopped_until = time.monotonic() + seconds
