@@ -8,9 +8,12 @@ too, often mid-transfer.
 
 With `--brokers 2`, a pair of brokers that every node publishes to and subscribes at, each killed
 and stopped on its own. With `--secure`, every socket runs CURVE, with an account made for the run.
+Now and then the whole site stops at once, gracefully (SIGTERM to every broker and advertiser in the
+same moment, continues under way among them), and starts again.
 
 What must hold, checked as it runs:
-- no process ends unless this script ended it (a crash, a libzmq abort, an assertion);
+- no process ends unless this script ended it (a crash, a libzmq abort, an assertion), and one
+  asked to stop with SIGTERM exits 0 within 15 s;
 - every process stays under 256 MiB resident;
 - every continue ends within its bound, either with the document byte for byte (exit 0) or with
   a typed error (`Error: …`, exit 1), never a partial file passed as whole;
@@ -41,6 +44,7 @@ ACTIVITY_TYPE = "org.handoff.chaos.edit"
 LEASE_SECONDS = 6  # the handoff command's: three advertise intervals of 2 s
 CONVERGE_SECONDS = 15
 CONTINUE_BOUND_SECONDS = 90
+GRACEFUL_STOP_SECONDS = 15  # an advertiser's stop waits up to 1 s for its withdrawal to leave
 
 
 @dataclasses.dataclass
@@ -179,6 +183,21 @@ class Chaos(ChaosRun):
         self.check_continues(wait=True)
         self.check_processes()
 
+    def stop_site(self):
+        """SIGTERM to every broker and advertiser at once; each must exit 0 by itself. Then the
+        brokers start again, and an advertiser in each slot."""
+        running = [process for process in self.processes() if process.alive]
+        for process in running:
+            process.terminate()
+        for process in running:
+            status = process.ended(GRACEFUL_STOP_SECONDS)
+            if status != 0:
+                how = "did not end" if status is None else f"ended with {'signal ' + str(-status) if status < 0 else 'status ' + str(status)}"
+                self.fail(f"{process.name} {how} within {GRACEFUL_STOP_SECONDS} s of the site's SIGTERM:\n{process.log_tail()}")
+        self.brokers.resume_all()
+        for slot in list(self.advertisers):
+            self.start_advertiser(slot)
+
     def processes(self):
         """The brokers and the advertisers alive."""
         return self.brokers.all + [process for process, _, _ in self.advertisers.values()]
@@ -187,8 +206,8 @@ class Chaos(ChaosRun):
         """One fault, drawn from the seed."""
         now = time.monotonic()
         kind = self.random.choices(
-            ["kill advertiser", "stop advertiser", "kill broker", "stop broker", "continue", "kill continuer", "stop continuer"],
-            weights=[3, 3, 1, 1, 6, 1, 1])[0]
+            ["kill advertiser", "stop advertiser", "kill broker", "stop broker", "continue", "kill continuer", "stop continuer", "stop site"],
+            weights=[3, 3, 1, 1, 6, 1, 1, 0.3])[0]
         slot = self.random.randrange(self.options.advertisers)
         broker = self.random.choice(self.brokers.all)
         entry = self.advertisers.get(slot)
@@ -205,6 +224,8 @@ class Chaos(ChaosRun):
             broker.stop_for(self.random.uniform(0.2, LEASE_SECONDS))
         elif kind == "continue":
             self.start_continue()
+        elif kind == "stop site":
+            self.stop_site()
         elif kind == "kill continuer" and self.continues:
             # Mid-transfer, often: its originator must let the stream go and serve the next one.
             killed = self.continues.pop(self.random.randrange(len(self.continues)))
