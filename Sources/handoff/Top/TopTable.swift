@@ -90,8 +90,9 @@ struct TopTable {
         if view.nodes.isEmpty { lines.append("(no node heard yet: each says it is there every 2 s)") }
         if !view.types.isEmpty {
             lines.append("")
-            let typeWidth = Self.columnWidths(
-                titles: ["TYPE", "CURRENT", "NODES"], rows: view.types.map { [$0.type, "", ""] }, textColumns: [0], fitting: width - 20)[0]
+            // As wide as the longest type, less what a narrow terminal lacks (CURRENT and NODES take 18).
+            let longest = view.types.reduce(4) { max($0, $1.type.count) }
+            let typeWidth = min(longest, max(12, width - 18))
             lines.append(Self.pad("TYPE", typeWidth) + Self.padLeft("CURRENT", 10) + Self.padLeft("NODES", 8))
             for type in view.types { lines.append(Self.pad(type.type, typeWidth) + Self.padLeft("\(type.activities)", 10) + Self.padLeft("\(type.nodes)", 8)) }
         }
@@ -128,7 +129,7 @@ struct TopTable {
     /// Each column as wide as its title and its longest cell. When the row would not fit in
     /// `width`, the text columns (names, hosts, types) give up room, the widest first, down to
     /// `minimumText` each; a cell cut short then reads "…" in its middle (``shortened(_:to:)``).
-    static func columnWidths(titles: [String], rows: [[String]], textColumns: Set<Int>, fitting width: Int, minimumText: Int = 12) -> [Int] {
+    static func columnWidths(titles: [String], rows: [[String]], textColumns: [Int], fitting width: Int, minimumText: Int = 12) -> [Int] {
         var widths = titles.enumerated().map { index, title in rows.reduce(title.count) { max($0, $1[index].count) } }
         var excess = widths.reduce(2 * (widths.count - 1), +) - width
         while excess > 0 {
