@@ -28,10 +28,10 @@ struct BrokerSockets {
     /// throws (a taken port, a bad endpoint).
     static func open(_ configuration: Broker.Configuration, context: Context) throws(ZMQError) -> BrokerSockets {
         var opened: [Socket] = []
-        func open(_ type: SocketType) throws(ZMQError) -> Socket {
+        func open(_ type: SocketType, linger: Int32 = 0) throws(ZMQError) -> Socket {
             let socket = try context.socket(type)
             opened.append(socket)
-            try socket.set(.linger, 0)
+            try socket.set(.linger, linger)
             return socket
         }
         do {
@@ -47,8 +47,7 @@ struct BrokerSockets {
             // The contract's frame limit: a larger frame (or handshake command) disconnects its sender.
             try frontend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
             try frontend.bind(configuration.frontend)
-            let backend = try open(.xpub)
-            try backend.set(.linger, Self.sendingLinger)
+            let backend = try open(.xpub, linger: Self.sendingLinger)
             try secure(backend)
             try backend.set(.sendHighWaterMark, hwm)
             try backend.set(.receiveHighWaterMark, hwm)
@@ -59,8 +58,7 @@ struct BrokerSockets {
             if let view = configuration.viewEndpoint { try backend.bind(view) }
             var capture: Socket?
             if let captureAddress = configuration.capture {
-                let socket = try open(.pub)
-                try socket.set(.linger, Self.sendingLinger)
+                let socket = try open(.pub, linger: Self.sendingLinger)
                 try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
                 try socket.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
@@ -78,8 +76,7 @@ struct BrokerSockets {
             let upstreamLinks = try configuration.upstreams.map { (upstream) throws(ZMQError) -> UpstreamLink in
                 // Up: this site's publishers' messages, to the upstream's frontend, whose XSUB
                 // subscribes to everything (and asks for re-advertising) over this XPUB.
-                let up = try open(.xpub)
-                try up.set(.linger, Self.sendingLinger)
+                let up = try open(.xpub, linger: Self.sendingLinger)
                 try watchLiveness(up)
                 if let security, let key = security.brokerKey { try security.secureClient(up, serverKey: key) }
                 try up.set(.sendHighWaterMark, hwm)
