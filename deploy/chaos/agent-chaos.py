@@ -51,7 +51,6 @@ LEASE_SECONDS = 6  # the agent's: three advertise intervals of 2 s
 CONTINUE_BOUND_SECONDS = 90
 COMMAND_SECONDS = 10  # a control command to a running agent answers well within this
 SHARER, CONTINUERS = "agent-a", ["agent-b", "agent-c"]
-GRACEFUL_STOP_SECONDS = 15  # an agent's stop waits up to 1 s for its withdrawals to leave
 
 
 class Chaos(ChaosRun):
@@ -212,14 +211,7 @@ class Chaos(ChaosRun):
 
     def stop_site(self):
         """SIGTERM to every broker and agent at once; each must exit 0 by itself. Then all start again."""
-        running = [process for process in self.processes() if process.alive]
-        for process in running:
-            process.terminate()
-        for process in running:
-            status = process.ended(GRACEFUL_STOP_SECONDS)
-            if status != 0:
-                how = "did not end" if status is None else f"ended with {'signal ' + str(-status) if status < 0 else 'status ' + str(status)}"
-                self.fail(f"{process.name} {how} within {GRACEFUL_STOP_SECONDS} s of the site's SIGTERM:\n{process.log_tail()}")
+        self.stop_gracefully(self.processes())
         self.brokers.resume_all()
         time.sleep(0.5)
         for name in self.agents:

@@ -44,7 +44,6 @@ ACTIVITY_TYPE = "org.handoff.chaos.edit"
 LEASE_SECONDS = 6  # the handoff command's: three advertise intervals of 2 s
 CONVERGE_SECONDS = 15
 CONTINUE_BOUND_SECONDS = 90
-GRACEFUL_STOP_SECONDS = 15  # an advertiser's stop waits up to 1 s for its withdrawal to leave
 
 
 @dataclasses.dataclass
@@ -186,14 +185,7 @@ class Chaos(ChaosRun):
     def stop_site(self):
         """SIGTERM to every broker and advertiser at once; each must exit 0 by itself. Then the
         brokers start again, and an advertiser in each slot."""
-        running = [process for process in self.processes() if process.alive]
-        for process in running:
-            process.terminate()
-        for process in running:
-            status = process.ended(GRACEFUL_STOP_SECONDS)
-            if status != 0:
-                how = "did not end" if status is None else f"ended with {'signal ' + str(-status) if status < 0 else 'status ' + str(status)}"
-                self.fail(f"{process.name} {how} within {GRACEFUL_STOP_SECONDS} s of the site's SIGTERM:\n{process.log_tail()}")
+        self.stop_gracefully(self.processes())
         self.brokers.resume_all()
         for slot in list(self.advertisers):
             self.start_advertiser(slot)

@@ -13,6 +13,7 @@ import time
 from processes import Process
 
 MAX_RESIDENT_KIB = 256 << 10  # each process holds 30-40 MiB here; a leak under the faults shows
+GRACEFUL_STOP_SECONDS = 15  # a node's stop waits up to 1 s for its withdrawals to leave
 
 
 class ChaosRun:
@@ -61,6 +62,18 @@ class ChaosRun:
             if process.ended_on_its_own():
                 self.fail(f"{process.name} ended on its own (status {process.popen.returncode}):\n{process.log_tail()}")
                 process.ended_here = True  # reported once
+
+    def stop_gracefully(self, processes):
+        """SIGTERM to every one of `processes` alive, all in the same moment (a site or host
+        shutting down); each must exit 0 by itself within GRACEFUL_STOP_SECONDS."""
+        running = [process for process in processes if process.alive]
+        for process in running:
+            process.terminate()
+        for process in running:
+            status = process.ended(GRACEFUL_STOP_SECONDS)
+            if status != 0:
+                how = "did not end" if status is None else f"ended with {'signal ' + str(-status) if status < 0 else 'status ' + str(status)}"
+                self.fail(f"{process.name} {how} within {GRACEFUL_STOP_SECONDS} s of the site's SIGTERM:\n{process.log_tail()}")
 
     def run_faults(self, pause):
         """Faults, drawn from the seed, `pause` (a range of seconds) apart, for --seconds, with a
