@@ -57,6 +57,9 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   case connectionUnavailable // = 2
 
   /// The origin did not answer in time (NSUserActivityRemoteApplicationTimedOutError, 4610).
+  /// Also sent on an open stream pair, with details["scope"] = "stalled", when
+  /// the sender gave up on it: its peer stayed connected but made no progress
+  /// for the sender's stall timeout (stream.proto, step 4). The pair is over.
   case remoteApplicationTimedOut // = 3
 
   /// user_info exceeds the size the receiver accepts (NSUserActivityHandoffUserInfoTooLargeError, 4611).

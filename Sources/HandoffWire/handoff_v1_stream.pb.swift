@@ -188,7 +188,14 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 ///    interrupted, not failed: it keeps the pair, and what it sent but was
 ///    not acknowledged, for its resume window (Handoff: 30 s). Slow is not
 ///    dead: a reader that consumes nothing for an hour still answers
-///    keep-alives, and its writer simply waits for credit.
+///    keep-alives, and its writer simply waits for credit. A side may bound
+///    that wait (Handoff: the node's stream stall timeout, off by default): a
+///    pair that is not interrupted and waits on its peer (its reader took all
+///    that arrived and nothing new comes, or what it wrote gets no credit or
+///    acknowledgement) without progress for that long, counted from this
+///    side's own last read or write, is given up: it sends `error`
+///    REMOTE_APPLICATION_TIMED_OUT with details["scope"] = "stalled", and the
+///    pair is over on both sides.
 /// 5. Resume. When its connection to the originator drops, or the pair is
 ///    interrupted, the continuing node sends StreamResume (token, what it has
 ///    received, new credit) every second until the originator answers with its

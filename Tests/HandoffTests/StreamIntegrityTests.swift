@@ -70,10 +70,7 @@ func withStreamingOriginator(
     configuration.streamIdleTimeout = idleTimeout
     configuration.streamResumeWindow = resumeWindow
     try await Node.withRunning(configuration) { node in
-        let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
-        activity.supportsContinuationStreams = true
-        activity.delegate = peer
-        try await activity.becomeCurrent(on: node)
+        let activity = try await currentStreamingActivity(on: node, delegate: peer)
         try await body(node, activity)
     }
 }

@@ -11,15 +11,16 @@ struct StreamLivenessTests {
     let idle = Duration.seconds(5)
     let window = Duration.seconds(30)
 
-    func state(heard: Duration = .zero, sent: Duration = .zero, interrupted: Duration? = nil, resumed: Duration? = nil,
-               continuer: Bool = true, keepsAlive: Bool = true) -> StreamLiveness.State {
+    func state(heard: Duration = .zero, sent: Duration = .zero, peersTurn: Duration = .zero, interrupted: Duration? = nil,
+               resumed: Duration? = nil, continuer: Bool = true, keepsAlive: Bool = true, waitsOnPeer: Bool = true) -> StreamLiveness.State {
         StreamLiveness.State(
-            lastHeard: start + heard, lastSent: start + sent, interruptedSince: interrupted.map { start + $0 },
-            lastResumeSent: resumed.map { start + $0 }, isContinuer: continuer, sendsKeepAlives: keepsAlive)
+            lastHeard: start + heard, lastSent: start + sent, peersTurnSince: start + peersTurn,
+            interruptedSince: interrupted.map { start + $0 }, lastResumeSent: resumed.map { start + $0 },
+            isContinuer: continuer, sendsKeepAlives: keepsAlive, waitsOnPeer: waitsOnPeer)
     }
 
-    func decide(_ state: StreamLiveness.State, at offset: Duration) -> StreamLiveness.Decision {
-        StreamLiveness.decide(state, now: start + offset, idleTimeout: idle, resumeWindow: window)
+    func decide(_ state: StreamLiveness.State, at offset: Duration, stallTimeout: Duration? = nil) -> StreamLiveness.Decision {
+        StreamLiveness.decide(state, now: start + offset, limits: .init(idleTimeout: idle, resumeWindow: window, stallTimeout: stallTimeout))
     }
 
     @Test("rule 4: a side that sent nothing for a second sends a keep-alive; one that sent within the second does not")
@@ -56,5 +57,29 @@ struct StreamLivenessTests {
         #expect(decide(state(interrupted: .seconds(6), resumed: .seconds(36)), at: .milliseconds(36_001)).action == .expire)
         #expect(decide(state(interrupted: .seconds(6), continuer: false), at: .milliseconds(36_001)).action == .expire)
         #expect(decide(state(interrupted: .seconds(6), resumed: .seconds(35)), at: .seconds(36)).action == .resume)
+    }
+
+    @Test("stall rule: a connected pair waiting on its peer past the stall timeout without progress gives up; within it, a keep-alive as usual")
+    func stallGivesUp() {
+        let heard = state(heard: .milliseconds(9_500), sent: .seconds(9), peersTurn: .zero)
+        #expect(decide(heard, at: .milliseconds(10_001), stallTimeout: .seconds(10)).action == .giveUp)
+        #expect(decide(heard, at: .milliseconds(10_001), stallTimeout: .seconds(11)).action == .keepAlive)
+        // Without a stall timeout the peer may take as long as it answers keep-alives.
+        #expect(decide(heard, at: .seconds(3_600)).action != .giveUp)
+    }
+
+    @Test("stall rule: the wait counts from the peer's turn, so time this side's application took does not count; nor a pair waiting on this side")
+    func stallCountsOnlyThePeersTurn() {
+        let ownStepLate = state(heard: .milliseconds(9_500), sent: .seconds(9), peersTurn: .seconds(8))
+        #expect(decide(ownStepLate, at: .milliseconds(10_001), stallTimeout: .seconds(10)).action == .keepAlive)
+        let waitsOnItself = state(heard: .milliseconds(9_500), sent: .seconds(9), waitsOnPeer: false)
+        #expect(decide(waitsOnItself, at: .milliseconds(10_001), stallTimeout: .seconds(10)).action == .keepAlive)
+    }
+
+    @Test("stall rule: an interrupted pair is the resume window's to judge, not the stall timeout's")
+    func stallLeavesInterruptedPairsToTheWindow() {
+        let interrupted = state(heard: .zero, interrupted: .seconds(6), resumed: .seconds(7))
+        #expect(decide(interrupted, at: .seconds(8), stallTimeout: .seconds(1)).action == .resume)
+        #expect(decide(interrupted, at: .milliseconds(36_001), stallTimeout: .seconds(1)).action == .expire)
     }
 }

@@ -13,8 +13,7 @@ import HandoffTestSupport
 @Suite("A stream pair's protocol, without sockets")
 struct StreamPairTests {
     let start = ContinuousClock.now
-    let idle = Duration.seconds(5)
-    let resumeWindow = Duration.seconds(30)
+    let limits = StreamLiveness.Limits(idleTimeout: .seconds(5), resumeWindow: .seconds(30))
 
     func pair(continuer: Bool = true, direction: WireStreamDirection = .unspecified, window: Int = 4, chunkSize: Int = 100) -> StreamPair {
         StreamPair(isContinuer: continuer, direction: direction, peerName: continuer ? "the originator" : "the continuing node",
@@ -214,7 +213,7 @@ struct StreamPairTests {
         #expect(reader.resumeGrant() == 0)
     }
 
-    @Test("a pair waits on its peer when it has no credit or nothing to read; not while its own reader holds chunks")
+    @Test("a pair waits on its peer when it has no credit or its reader took all that arrived; not while its own reader holds chunks")
     func waitsOnPeer() {
         var writer = pair(continuer: false, direction: .originToContinuer)
         #expect(writer.waitsOnPeer(writerWaiting: false))  // no credit granted yet
@@ -223,8 +222,11 @@ struct StreamPairTests {
 
         var reader = pair(continuer: true, direction: .originToContinuer)
         #expect(reader.waitsOnPeer(writerWaiting: false))  // nothing arrived
-        reader.unconsumed = 1
-        #expect(!reader.waitsOnPeer(writerWaiting: false))  // its own reader is behind, not the peer
+        _ = reader.dataArrived(data(at: 0), chunk: Data(repeating: 1, count: 100), now: start)
+        #expect(reader.unconsumed == 1 && !reader.waitsOnPeer(writerWaiting: false))  // its own reader is behind, not the peer
+        reader.readerTook(100, now: start)
+        #expect(reader.waitsOnPeer(writerWaiting: false))  // it took everything: credit granted or not, the turn is the peer's
+        reader.readerTook(50, now: start)
         reader.interruptedSince = start
         #expect(reader.waitsOnPeer(writerWaiting: false))
     }
@@ -262,23 +264,23 @@ struct StreamPairTests {
 
         var unanswered = pair()
         _ = unanswered.open(WireStreamOpen(), now: start)
-        #expect(failure(unanswered.tick(now: start + .seconds(60), idleTimeout: idle, resumeWindow: resumeWindow)) == nil)  // the opener's timer decides
+        #expect(failure(unanswered.tick(now: start + .seconds(60), limits: limits)) == nil)  // the opener's timer decides
         #expect(failure(unanswered.openUnanswered(HandoffError(.remoteApplicationTimedOut, "no answer"), now: start))?.code == .remoteApplicationTimedOut)
     }
 
     @Test("liveness: a keep-alive after a quiet second; silence past the idle timeout interrupts; resumes once a second; lost past the window")
     func liveness() {
         var continuer = pair(continuer: true, direction: .originToContinuer)
-        guard case .credit = sent(continuer.tick(now: start + .milliseconds(1_001), idleTimeout: idle, resumeWindow: resumeWindow)).first else {
+        guard case .credit = sent(continuer.tick(now: start + .milliseconds(1_001), limits: limits)).first else {
             Issue.record("a quiet side sends a keep-alive"); return
         }
-        let silent = continuer.tick(now: start + .milliseconds(5_001), idleTimeout: idle, resumeWindow: resumeWindow)
+        let silent = continuer.tick(now: start + .milliseconds(5_001), limits: limits)
         #expect(silent.contains { if case .record(.interruptedBySilence) = $0 { true } else { false } })
         guard case .resume = sent(silent).first else { Issue.record("the continuing side asks to resume at once: \(silent)"); return }
         #expect(continuer.awaitsResume && continuer.lastResumeSent == start + .milliseconds(5_001))
-        #expect(sent(continuer.tick(now: start + .milliseconds(5_500), idleTimeout: idle, resumeWindow: resumeWindow)).isEmpty)
-        #expect(sent(continuer.tick(now: start + .milliseconds(6_001), idleTimeout: idle, resumeWindow: resumeWindow)).count == 1)
-        let lost = continuer.tick(now: start + .milliseconds(35_002), idleTimeout: idle, resumeWindow: resumeWindow)
+        #expect(sent(continuer.tick(now: start + .milliseconds(5_500), limits: limits)).isEmpty)
+        #expect(sent(continuer.tick(now: start + .milliseconds(6_001), limits: limits)).count == 1)
+        let lost = continuer.tick(now: start + .milliseconds(35_002), limits: limits)
         #expect(failure(lost)?.code == .peerLost && lost.contains { if case .record(.lost) = $0 { true } else { false } })
         #expect(failure(lost)?.message.contains("the originator") == true)
     }
@@ -288,9 +290,9 @@ struct StreamPairTests {
         var writer = pair(continuer: false, direction: .originToContinuer)
         writer.sendCredit = 1
         _ = writer.writeEnd(total: 0, checksum: 0, now: start)
-        let silent = writer.tick(now: start + .seconds(6), idleTimeout: idle, resumeWindow: resumeWindow)
+        let silent = writer.tick(now: start + .seconds(6), limits: limits)
         #expect(writer.interruptedSince == start + .seconds(6) && failure(silent) == nil)
-        let late = writer.tick(now: start + .seconds(37), idleTimeout: idle, resumeWindow: resumeWindow)
+        let late = writer.tick(now: start + .seconds(37), limits: limits)
         #expect(failure(late) == nil && completes(late) && !writer.isOpening)
     }
 
@@ -353,8 +355,8 @@ struct StreamPairTests {
                 carry(actions, toward: &toContinuer)
                 completed.origin = completed.origin || completes(actions)
             }
-            carry(origin.tick(now: now, idleTimeout: idle, resumeWindow: resumeWindow), toward: &toContinuer)
-            for case .send(let kind, _) in continuer.tick(now: now, idleTimeout: idle, resumeWindow: resumeWindow) {
+            carry(origin.tick(now: now, limits: limits), toward: &toContinuer)
+            for case .send(let kind, _) in continuer.tick(now: now, limits: limits) {
                 if case .resume(let resume) = kind {
                     // A resume arrives on a new connection: the originator's node routes it to the pair.
                     if cut { lost += 1; continue }

@@ -54,10 +54,7 @@ struct StreamResilienceTests {
         try await withTwoNodes { a, b in
             let payload = patternBytes(900_000, seed: 22)
             let peer = StreamPeer(sending: payload)
-            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
-            activity.supportsContinuationStreams = true
-            activity.delegate = peer
-            try await activity.becomeCurrent(on: a)
+            let activity = try await currentStreamingActivity(on: a, delegate: peer)
             await b.setContinuationHandler(forType: activity.activityType) { _ in }
             guard case .restored(let continued) = try await b.continueActivity(try await discovered(activity.id, on: b)) else {
                 Issue.record("not restored")
@@ -168,18 +165,11 @@ struct StreamResilienceTests {
         try await withTwoNodes { a, _ in
             // The originator reads nothing for a second: no credit flows back while the peer pushes.
             let peer = StreamPeer(sending: Data(), readDelay: .seconds(1))
-            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
-            activity.supportsContinuationStreams = true
-            activity.delegate = peer
-            try await activity.becomeCurrent(on: a)
+            let activity = try await currentStreamingActivity(on: a, delegate: peer)
 
             // A hostile continuing node, speaking the wire contract by hand.
             let hostile = try WirePeer(connectingTo: a.continuationEndpoint)
-            var open = WireStreamOpen()
-            open.activityID = activity.id
-            open.window = 4
-            open.chunkSize = 65536
-            try hostile.send(stream: 7, .open(open))
+            try hostile.openStream(7, activityID: activity.id, window: 4)
             let answer = try #require(try await hostile.receive(within: .seconds(5)), "the originator never answered the open").envelope
             guard case .streamFrame(let opened) = answer.body, case .open(let accepted) = opened.kind else {
                 Issue.record("expected the originator's open, got \(answer.body as Any)")
@@ -218,10 +208,7 @@ struct StreamResilienceTests {
         // B's window of 2 chunks holds each writer until B reads: the pairs stay open.
         try await withTwoNodes(configureA: { $0.maxStreamsPerPeer = 2 }, configureB: { $0.streamWindow = 2 }) { a, b in
             let peer = StreamPeer(sending: patternBytes(4_000_000, seed: 26))
-            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
-            activity.supportsContinuationStreams = true
-            activity.delegate = peer
-            try await activity.becomeCurrent(on: a)
+            let activity = try await currentStreamingActivity(on: a, delegate: peer)
             await b.setContinuationHandler(forType: activity.activityType) { _ in }
             let continued = try #require(try await b.continueActivity(try await discovered(activity.id, on: b)).restored)
             let first = try await b.openStreams(for: continued, direction: .fromOriginator)
@@ -253,19 +240,12 @@ struct StreamPressureTests {
     func stalledPairIsEvicted() async throws {
         try await withTwoNodes(configureA: { $0.maxStreams = 2; $0.streamStallGrace = .milliseconds(300) }) { a, _ in
             let peer = StreamPeer(sending: patternBytes(4_000_000, seed: 31))
-            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
-            activity.supportsContinuationStreams = true
-            activity.delegate = peer
-            try await activity.becomeCurrent(on: a)
+            let activity = try await currentStreamingActivity(on: a, delegate: peer)
 
             // Peers that open with a 2-chunk window and never read: the writers stall on them.
             let hostile = try WirePeer(connectingTo: a.continuationEndpoint)
             func open(_ stream: UInt64, as nodeID: String) throws {
-                var open = WireStreamOpen()
-                open.activityID = activity.id
-                open.window = 2
-                open.chunkSize = 65536
-                try hostile.send(stream: stream, .open(open), as: nodeID)
+                try hostile.openStream(stream, activityID: activity.id, window: 2, as: nodeID)
             }
             // Every stream frame that comes back, by stream id: opens answered, errors.
             func answers(within timeout: Duration) async throws -> [(UInt64, WireStreamFrame.OneOf_Kind?)] {

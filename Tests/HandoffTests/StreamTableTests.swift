@@ -14,7 +14,7 @@ struct StreamTableTests {
         var resumeToken: Data
         var isLive = true
         var waitsOnPeer = true
-        var lastProgress = StreamTableTests.start
+        var peersTurnSince = StreamTableTests.start
 
         init(_ key: StreamKey, _ route: StreamRoute, owner: String, isContinuer: Bool = false, token: Data = Data()) {
             self.key = key
@@ -133,14 +133,14 @@ struct StreamTableTests {
         let bob = accepted(&table, from: [2], id: 3, owner: "bob")
         let own = Pair(table.newKey(), StreamRoute(peer: .dealer("tcp://o:1"), id: 1), owner: "carol", isContinuer: true)
         table.insert(own)
-        own.lastProgress = Self.start  // stalled longest of all, but this node opened it
-        bob.lastProgress = Self.start + .seconds(1)  // stalled longer than alice's, but bob holds one pair
-        alice1.lastProgress = Self.start + .seconds(50)
-        alice2.lastProgress = Self.start + .seconds(20)
+        own.peersTurnSince = Self.start  // stalled longest of all, but this node opened it
+        bob.peersTurnSince = Self.start + .seconds(1)  // stalled longer than alice's, but bob holds one pair
+        alice1.peersTurnSince = Self.start + .seconds(50)
+        alice2.peersTurnSince = Self.start + .seconds(20)
         #expect(table.stalledVictim(now: now, grace: grace) === alice2)
         alice2.waitsOnPeer = false  // its own reader is behind: not the peer's fault
         #expect(table.stalledVictim(now: now, grace: grace) === alice1)
-        alice1.lastProgress = now - .seconds(5)  // within the grace
+        alice1.peersTurnSince = now - .seconds(5)  // within the grace
         #expect(table.stalledVictim(now: now, grace: grace) === bob)
         bob.isLive = false
         #expect(table.stalledVictim(now: now, grace: grace) == nil)

@@ -54,6 +54,15 @@ final class StreamPeer: UserActivityDelegate, @unchecked Sendable {
     }
 }
 
+/// Makes a list-contacts activity that supports streams, served by `delegate`, current on `node`.
+func currentStreamingActivity(on node: Node, delegate: StreamPeer) async throws -> UserActivity {
+    let activity = try UserActivity(activityType: listContacts)
+    activity.supportsContinuationStreams = true
+    activity.delegate = delegate
+    try await activity.becomeCurrent(on: node)
+    return activity
+}
+
 /// Makes a streaming activity current on `a`, continues it on `b`, and opens streams.
 func openedStreams(from a: Node, to b: Node, delegate: StreamPeer) async throws -> (UserActivity, ContinuationStreams) {
     let activity = try UserActivity(activityType: listContacts)

@@ -41,19 +41,11 @@ struct WireContractTests {
     @Test("a one-way pair: once the origin has sent its end, nothing more comes from it, keep-alives included, until the end is acknowledged")
     func oneWayPairKeepsExcludedDirectionSilent() async throws {
         try await Node.withRunning(testConfiguration("one-way")) { node in
-            let activity = try UserActivity(activityType: "org.handoff.contacts.list-contacts")
-            activity.supportsContinuationStreams = true
             let delegate = StreamPeer(sending: patternBytes(10_000, seed: 7))
-            activity.delegate = delegate
-            try await activity.becomeCurrent(on: node)
+            let activity = try await currentStreamingActivity(on: node, delegate: delegate)
 
             let peer = try WirePeer(connectingTo: node.continuationEndpoint)
-            var open = WireStreamOpen()
-            open.activityID = activity.id
-            open.direction = .originToContinuer
-            open.window = 64
-            open.chunkSize = 4096
-            try peer.send(stream: 1, .open(open))
+            try peer.openStream(1, activityID: activity.id, window: 64, chunkSize: 4096, direction: .originToContinuer)
             // The answer, the data and the end, in that order.
             var received: UInt64 = 0
             var ended = false

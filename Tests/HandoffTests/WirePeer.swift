@@ -41,6 +41,17 @@ final class WirePeer {
         try send(.streamFrame(frame), as: nodeID, payload: payload)
     }
 
+    /// Opens pair `streamID` on `activityID` as a continuing node does (StreamOpen, step 1).
+    func openStream(_ streamID: UInt64, activityID: String, window: UInt32, chunkSize: UInt32 = 65536,
+                    direction: WireStreamDirection = .unspecified, as nodeID: String = "hostile") throws {
+        var open = WireStreamOpen()
+        open.activityID = activityID
+        open.window = window
+        open.chunkSize = chunkSize
+        open.direction = direction
+        try send(stream: streamID, .open(open), as: nodeID)
+    }
+
     /// The next envelope that comes back (a payload frame after it is dropped) and the size of its
     /// frame, or `nil` when none arrives within `timeout`.
     func receive(within timeout: Duration) async throws -> (envelope: WireEnvelope, size: Int)? {

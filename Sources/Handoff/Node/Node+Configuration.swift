@@ -102,6 +102,15 @@ extension Node {
         /// to make room, taken from the peer that holds the most pairs. Slow readers make progress and
         /// are never chosen; a peer that opens pairs and never reads loses them to the next newcomer.
         public var streamStallGrace: Duration
+        /// How long a stream pair may wait on its peer without progress, while the peer stays
+        /// connected and answers keep-alives, before this node gives up on it: a reader that has
+        /// taken everything that arrived and gets nothing new, or a writer whose chunks the peer
+        /// never takes. The pair then fails with ``HandoffError/Code-swift.struct/remoteApplicationTimedOut``
+        /// on both sides (the peer is told, `details["scope"] = "stalled"`). Time this side's
+        /// application takes does not count: the wait starts when it last read or wrote. `nil` (the
+        /// default): a pair lives as long as its peer is heard, however slow (a stuck or hostile
+        /// peer application then holds it until one side cancels).
+        public var streamStallTimeout: Duration?
 
         /// The node's key pair and account: with it, every socket runs CURVE and only the account's
         /// nodes get in (see ``Security``). `nil` runs without encryption or authentication, which
@@ -161,6 +170,7 @@ extension Node {
             maxStreams = 64
             maxStreamsPerPeer = 4
             streamStallGrace = .seconds(2)
+            streamStallTimeout = nil
             security = nil
             allowInsecure = false
             teamPolicy = .sameTeam

@@ -121,13 +121,13 @@ extension SimulatedWorld {
 
     // MARK: Liveness
 
-    /// Node `index`'s tick: keep-alives, resumes and losses for its ends (``StreamPair/tick(now:idleTimeout:resumeWindow:)``).
+    /// Node `index`'s tick: keep-alives, resumes and losses for its ends (``StreamPair/tick(now:limits:writerWaiting:)``).
     func tickStreams(at index: Int) {
         for stream in streams {
             let ticked = Side.allCases.filter { stream[$0]?.node == index && endHeld(stream, $0) }
             for side in ticked {
                 let settings = SimulatedStream.settings
-                perform(stream, side, stream.pairDo(side) { $0.tick(now: instant, idleTimeout: settings.idleTimeout, resumeWindow: settings.resumeWindow) })
+                perform(stream, side, stream.pairDo(side) { $0.tick(now: instant, limits: StreamLiveness.Limits(idleTimeout: settings.idleTimeout, resumeWindow: settings.resumeWindow)) })
             }
             if !ticked.isEmpty { drive(stream) }
         }

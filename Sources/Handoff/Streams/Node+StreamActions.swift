@@ -73,6 +73,9 @@ extension Node {
             own.logger.debug("streams \(session.route.id): dropped the end (\(total) bytes) from \(session.owner) beyond a gap after \(session.pair.receivedOffset) bytes, its resume unanswered")
         case .lost:
             observability.streamCounters.lost += 1
+        case .stalled:
+            observability.streamCounters.stalled += 1
+            own.logger.info("streams \(session.route.id) with \(session.owner): no progress for \(own.configuration.streamStallTimeout.map { "\($0)" } ?? "-"); gave up")
         }
     }
 

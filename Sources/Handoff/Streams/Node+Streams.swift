@@ -31,6 +31,9 @@ extension Node {
         public var lost = 0
         /// Pairs ended under pressure to make room, for making no progress (``Configuration-swift.struct/streamStallGrace``).
         public var evicted = 0
+        /// Pairs this node gave up on because the peer made no progress past
+        /// ``Configuration-swift.struct/streamStallTimeout``.
+        public var stalled = 0
 
         public init() {}
     }

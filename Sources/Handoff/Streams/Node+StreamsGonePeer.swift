@@ -48,16 +48,16 @@ extension Node {
             let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals.inARow ?? 0 } else { 0 }
             if session.pair.isOpening {
                 return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.pair.lastSent,
-                                  resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
+                                  resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: 0)
             }
             if let since = session.pair.interruptedSince {
                 return StreamWait(streamID: session.route.id, state: .interrupted, peer: peer, since: now - since,
-                                  resumeWindow: own.configuration.streamResumeWindow, refusals: refusals)
+                                  resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: refusals)
             }
-            let quiet = now - session.pair.lastProgress
-            guard session.pair.reads, !session.pair.endReceived, session.pair.unconsumed == 0, quiet >= .seconds(1) else { return nil }
+            let quiet = now - session.pair.peersTurnSince
+            guard session.pair.readerWaitsOnPeer, quiet >= .seconds(1) else { return nil }
             return StreamWait(streamID: session.route.id, state: .awaitingBytes, peer: peer, since: quiet,
-                              resumeWindow: own.configuration.streamResumeWindow, refusals: 0)
+                              resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: 0)
         }
     }
 }
@@ -81,6 +81,9 @@ public struct StreamWait: Sendable, Hashable, CustomStringConvertible {
     public let since: Duration
     /// How long an interrupted pair waits before it fails with `peerLost`.
     public let resumeWindow: Duration
+    /// How long a connected pair waits on its peer without progress before the node gives up on
+    /// it (``Node/Configuration-swift.struct/streamStallTimeout``); `nil`: as long as it is heard.
+    public let stallTimeout: Duration?
     /// Reconnects in a row that found nothing listening (two and the pair fails as the peer is gone).
     public let refusals: Int
 
@@ -90,7 +93,9 @@ public struct StreamWait: Sendable, Hashable, CustomStringConvertible {
         case .opening:
             return "waiting \(waited) s for \(peer) to answer the stream open"
         case .awaitingBytes:
-            return "connected; nothing new from \(peer) for \(waited) s"
+            guard let stallTimeout else { return "connected; nothing new from \(peer) for \(waited) s" }
+            let limit = stallTimeout.seconds.formatted(.number.precision(.fractionLength(0...1)))
+            return "connected; nothing new from \(peer) for \(waited) s (giving up at \(limit) s)"
         case .interrupted:
             let left = max(0, (resumeWindow - since).seconds).formatted(.number.precision(.fractionLength(0)))
             let refused = refusals > 0 ? "; its endpoint refused \(refusals) reconnect\(refusals == 1 ? "" : "s")" : ""

@@ -9,6 +9,12 @@ import ZeroMQ
 extension Node {
     // MARK: Liveness
 
+    /// The liveness rules' limits, from the configuration.
+    var streamLimits: StreamLiveness.Limits {
+        StreamLiveness.Limits(idleTimeout: own.configuration.streamIdleTimeout, resumeWindow: own.configuration.streamResumeWindow,
+                              stallTimeout: own.configuration.streamStallTimeout)
+    }
+
     /// Called on every tick: keep-alives for quiet pairs, resumes for interrupted ones, failure for
     /// peers silent past the resume window, cleanup.
     func superviseStreams(now: ContinuousClock.Instant) {
@@ -27,7 +33,8 @@ extension Node {
             if (session.pair.bytesSent, session.pair.bytesArrived) != session.reported {
                 publishStreamEvent(.streamProgress, session)
             }
-            let actions = session.pair.tick(now: now, idleTimeout: own.configuration.streamIdleTimeout, resumeWindow: own.configuration.streamResumeWindow)
+            session.pair.readerTook(session.input.progress.bytes, now: now)
+            let actions = session.pair.tick(now: now, limits: streamLimits, writerWaiting: session.creditWaiter != nil)
             perform(actions, on: session)
         }
     }
@@ -77,7 +84,7 @@ extension Node {
         let now = ContinuousClock.now
         guard let victim = streams.stalledVictim(now: now, grace: own.configuration.streamStallGrace) else { return false }
         observability.streamCounters.evicted += 1
-        let idle = (now - victim.pair.lastProgress).seconds.formatted(.number.precision(.fractionLength(1)))
+        let idle = (now - victim.peersTurnSince).seconds.formatted(.number.precision(.fractionLength(1)))
         if observability.streamCounters.evicted.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
             own.logger.warning("ended streams \(victim.route.id) of \(victim.owner) (no progress for \(idle) s): \(reason) (\(observability.streamCounters.evicted) ended so far)")
         }

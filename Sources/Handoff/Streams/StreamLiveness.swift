@@ -1,14 +1,17 @@
 import Foundation
 
 /// A stream pair's liveness rules (stream.proto, steps 4 and 5), decided with no I/O: from what the
-/// pair last heard and sent and the time passed in, what the node does for it on a tick — nothing,
-/// a keep-alive, a resume, or giving up. The node carries the decision out
+/// pair last heard, sent and got done and the time passed in, what the node does for it on a tick —
+/// nothing, a keep-alive, a resume, or giving up. The node carries the decision out
 /// (``Node/superviseStreams(now:)``); the rules are tested without a socket or a clock.
 enum StreamLiveness {
     /// What the rules read of a pair.
     struct State: Equatable {
         var lastHeard: ContinuousClock.Instant
         var lastSent: ContinuousClock.Instant
+        /// Since when it is the peer's turn (``StreamPair/peersTurnSince``): the pair's last
+        /// progress, or this side's last step if later.
+        var peersTurnSince: ContinuousClock.Instant
         /// Since when the pair is interrupted, if it is.
         var interruptedSince: ContinuousClock.Instant?
         var lastResumeSent: ContinuousClock.Instant?
@@ -16,6 +19,19 @@ enum StreamLiveness {
         var isContinuer: Bool
         /// A direction this side takes part in is still open for it (``StreamPair/sendsKeepAlives``).
         var sendsKeepAlives: Bool
+        /// The pair waits on its peer, not on this side's application (``StreamPair/waitsOnPeer(writerWaiting:)``).
+        var waitsOnPeer: Bool
+    }
+
+    /// The node's timeouts the rules apply (``Node/Configuration-swift.struct``).
+    struct Limits: Equatable {
+        /// Silence (not even a keep-alive) after which the pair is interrupted.
+        var idleTimeout: Duration
+        /// How long an interrupted pair waits for a resume before it is lost.
+        var resumeWindow: Duration
+        /// How long a connected pair may wait on its peer without progress before this side gives
+        /// up on it; `nil`: as long as the peer is heard.
+        var stallTimeout: Duration?
     }
 
     /// What to do for the pair now.
@@ -27,6 +43,9 @@ enum StreamLiveness {
         case resume
         /// The resume window passed without a resume: the pair is lost.
         case expire
+        /// The peer is heard but made no progress for the stall timeout while the pair waited on
+        /// it (its application stopped writing or reading): this side gives up and tells it.
+        case giveUp
     }
 
     struct Decision: Equatable {
@@ -39,19 +58,22 @@ enum StreamLiveness {
     static let keepAliveInterval = Duration.seconds(1)
     static let resumeInterval = Duration.seconds(1)
 
-    static func decide(_ state: State, now: ContinuousClock.Instant, idleTimeout: Duration, resumeWindow: Duration) -> Decision {
+    static func decide(_ state: State, now: ContinuousClock.Instant, limits: Limits) -> Decision {
         var decision = Decision()
         var interruptedSince = state.interruptedSince
-        if interruptedSince == nil, now - state.lastHeard > idleTimeout {
+        if interruptedSince == nil, now - state.lastHeard > limits.idleTimeout {
             decision.interruptsNow = true
             interruptedSince = now
         }
         if let since = interruptedSince {
-            if now - since > resumeWindow {
+            // A silent or disconnected peer is the resume window's to judge, not the stall's.
+            if now - since > limits.resumeWindow {
                 decision.action = .expire
             } else if state.isContinuer, state.lastResumeSent.map({ now - $0 >= resumeInterval }) ?? true {
                 decision.action = .resume
             }
+        } else if let stall = limits.stallTimeout, state.waitsOnPeer, now - state.peersTurnSince > stall {
+            decision.action = .giveUp
         } else if state.sendsKeepAlives, now - state.lastSent > keepAliveInterval {
             decision.action = .keepAlive
         }

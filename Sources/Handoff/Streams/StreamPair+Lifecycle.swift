@@ -135,11 +135,21 @@ extension StreamPair {
         return [.record(.lost)] + fail(error, now: now)
     }
 
+    /// The application's reader has taken `bytes` in all (the node reads its counter on each tick):
+    /// taking more is this side's step, after which any wait is the peer's.
+    mutating func readerTook(_ bytes: UInt64, now: ContinuousClock.Instant) {
+        guard bytes != readerTaken else { return }
+        readerTaken = bytes
+        lastOwnStep = now
+    }
+
     /// On every tick: a keep-alive for a quiet pair, a resume for an interrupted one (continuing
-    /// side), loss for a peer silent past the resume window (``StreamLiveness``).
-    mutating func tick(now: ContinuousClock.Instant, idleTimeout: Duration, resumeWindow: Duration) -> [Action] {
+    /// side), loss for a peer silent past the resume window, and giving up on a peer that is heard
+    /// but made no progress for the stall timeout (``StreamLiveness``). `writerWaiting`: this
+    /// side's writer is blocked on credit.
+    mutating func tick(now: ContinuousClock.Instant, limits: StreamLiveness.Limits, writerWaiting: Bool = false) -> [Action] {
         guard failure == nil, !isOpening else { return [] }
-        let decision = StreamLiveness.decide(liveness, now: now, idleTimeout: idleTimeout, resumeWindow: resumeWindow)
+        let decision = StreamLiveness.decide(liveness(writerWaiting: writerWaiting), now: now, limits: limits)
         var actions: [Action] = []
         if decision.interruptsNow {
             interruptedSince = now
@@ -155,7 +165,9 @@ extension StreamPair {
             let request = resumeMessage()
             actions.append(send(.resume(request), now: now))
         case .expire:
-            actions += expire(now: now, resumeWindow: resumeWindow)
+            actions += expire(now: now, resumeWindow: limits.resumeWindow)
+        case .giveUp:
+            actions += giveUp(now: now, stallTimeout: limits.stallTimeout ?? .zero, writerWaiting: writerWaiting)
         }
         return actions
     }
@@ -169,5 +181,27 @@ extension StreamPair {
         let silence = (now - lastHeard).seconds.formatted(.number.precision(.fractionLength(1)))
         let error = HandoffError(.peerLost, "nothing heard from \(peerName) for \(silence) s, and it did not resume within the resume window (\(resumeWindow)): its process died or the network is down; \(receivedOffset) bytes had arrived", activityType: activityType)
         return [.record(.lost)] + fail(error, now: now)
+    }
+
+    /// The peer is heard but left the pair waiting past the stall timeout: it is told (`error`
+    /// REMOTE_APPLICATION_TIMED_OUT, details["scope"] = "stalled"), and the pair is over.
+    private mutating func giveUp(now: ContinuousClock.Instant, stallTimeout: Duration, writerWaiting: Bool) -> [Action] {
+        let waited = (now - peersTurnSince).seconds.formatted(.number.precision(.fractionLength(1)))
+        let (sentNothing, tookNothing) = (readerWaitsOnPeer, writerWaitsOnPeer(writerWaiting: writerWaiting))
+        func what(_ written: String) -> String {
+            [sentNothing ? "sent nothing new" : nil, tookNothing ? "took nothing of what \(written)" : nil]
+                .compactMap { $0 }.joined(separator: " and ")
+        }
+        let error = HandoffError(
+            .remoteApplicationTimedOut,
+            "\(peerName) \(what("was written to it")) for \(waited) s while it stayed connected, past the stall timeout (\(stallTimeout)): gave up; \(receivedOffset) bytes had arrived, \(bytesSent) were sent",
+            activityType: activityType, details: ["scope": "stalled"])
+        // The peer reads the notice from its own side.
+        var wire = HandoffError(
+            .remoteApplicationTimedOut,
+            "the other side gave up on the stream after \(waited) s in which this side \(what("it wrote")) (its stall timeout, \(stallTimeout))",
+            activityType: activityType).wire
+        wire.details["scope"] = "stalled"
+        return [.record(.stalled)] + fail(error, telling: .error(wire), now: now)
     }
 }

@@ -92,6 +92,7 @@ extension StreamPair {
     mutating func consumed(chunks: Int, now: ContinuousClock.Instant) -> [Action] {
         guard failure == nil else { return [] }
         unconsumed = max(0, unconsumed - chunks)
+        lastOwnStep = now
         guard !endReceived else { return [] }
         creditOutstanding += chunks
         return [send(.credit(acknowledgement(chunks: chunks)), now: now)]

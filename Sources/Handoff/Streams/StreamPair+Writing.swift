@@ -9,6 +9,7 @@ extension StreamPair {
     /// written past the credit, or after a failure, is not sent.
     mutating func write(_ chunk: SentChunk, now: ContinuousClock.Instant) -> [Action] {
         guard writes, failure == nil, writerMayProceed else { return [] }
+        lastOwnStep = now
         return [transmit(chunk, now: now)]
     }
 
@@ -23,6 +24,7 @@ extension StreamPair {
                              UInt8(truncatingIfNeeded: checksum >> 8), UInt8(truncatingIfNeeded: checksum)])
         self.end = end
         endNeedsSending = true
+        lastOwnStep = now
         return pump(now: now)
     }
 

@@ -67,6 +67,9 @@ struct StreamPair {
     var creditOutstanding: Int
     /// Chunks handed to the reader and not yet consumed (granted back as credit).
     var unconsumed = 0
+    /// Bytes the application's reader has taken, as the node last looked (it grants credit only
+    /// every few chunks, so ``unconsumed`` alone cannot say whether the reader waits for more).
+    var readerTaken: UInt64 = 0
     /// The peer's end arrived (or this side does not read).
     var endReceived: Bool
 
@@ -81,6 +84,9 @@ struct StreamPair {
     var lastHeard: ContinuousClock.Instant
     /// When the pair last made progress: bytes read from the peer, or written bytes acknowledged.
     var lastProgress: ContinuousClock.Instant
+    /// When this side's application last did its part: its reader consumed (granting the peer
+    /// credit) or its writer wrote. A wait on the peer starts no earlier.
+    var lastOwnStep: ContinuousClock.Instant
     var lastSent: ContinuousClock.Instant
     /// Since when the pair is interrupted (connection dropped, or silence), waiting for a resume.
     var interruptedSince: ContinuousClock.Instant?
@@ -133,6 +139,8 @@ struct StreamPair {
         case interruptedBySilence
         /// The pair failed because its peer is gone (silent past the resume window, or refusing).
         case lost
+        /// This side gave up on a peer that made no progress for the stall timeout.
+        case stalled
     }
 
     init(isContinuer: Bool, direction: WireStreamDirection, peerName: String, activityType: String, window: Int, chunkSize: Int, peerChunkSize: Int, now: ContinuousClock.Instant) {
@@ -150,6 +158,7 @@ struct StreamPair {
         self.peerChunkSize = peerChunkSize
         lastHeard = now
         lastProgress = now
+        lastOwnStep = now
         lastSent = now
     }
 
@@ -171,13 +180,21 @@ struct StreamPair {
     var isLive: Bool { failure == nil }
 
     /// Whether the pair waits on its peer, not on this side: what it wrote awaits credit or an
-    /// acknowledgement, or it reads and nothing is waiting to be read. `writerWaiting`: this side's
+    /// acknowledgement, or it reads and its reader has taken all that arrived. `writerWaiting`: this side's
     /// writer is blocked on credit (a pair whose own writer has not started, its plugin call
     /// waiting for a worker, is not waiting on its peer).
     func waitsOnPeer(writerWaiting: Bool) -> Bool {
-        let writerWaits = writes && !endAcknowledged && (sendCredit == 0 || end != nil || !retained.isEmpty && writerWaiting)
-        let readerWaits = reads && !endReceived && unconsumed == 0
-        return writerWaits || readerWaits || interruptedSince != nil
+        writerWaitsOnPeer(writerWaiting: writerWaiting) || readerWaitsOnPeer || interruptedSince != nil
+    }
+
+    /// What this side wrote awaits the peer's credit or acknowledgement.
+    func writerWaitsOnPeer(writerWaiting: Bool) -> Bool {
+        writes && !endAcknowledged && (sendCredit == 0 || end != nil || !retained.isEmpty && writerWaiting)
+    }
+
+    /// This side reads, and its reader took all that arrived (or holds nothing to grant back).
+    var readerWaitsOnPeer: Bool {
+        reads && !endReceived && (unconsumed == 0 || readerTaken >= receivedOffset)
     }
 
     /// Whether this side still sends keep-alives: only while a direction it takes part in is open
@@ -191,11 +208,18 @@ struct StreamPair {
     /// Open, and interrupted: waiting for its peer to come back within the resume window.
     var awaitsResume: Bool { interruptedSince != nil && !isOpening }
 
-    /// What the liveness rules read of the pair (``StreamLiveness``).
-    var liveness: StreamLiveness.State {
+    /// Since when it is the peer's turn: the later of the pair's last progress and this side's
+    /// last step. A reader that held its bytes for a minute, or a writer that wrote nothing for
+    /// one, did not leave its peer stalled for that minute.
+    var peersTurnSince: ContinuousClock.Instant { max(lastProgress, lastOwnStep) }
+
+    /// What the liveness rules read of the pair (``StreamLiveness``). `writerWaiting`: this side's
+    /// writer is blocked on credit.
+    func liveness(writerWaiting: Bool) -> StreamLiveness.State {
         StreamLiveness.State(
-            lastHeard: lastHeard, lastSent: lastSent, interruptedSince: interruptedSince,
-            lastResumeSent: lastResumeSent, isContinuer: isContinuer, sendsKeepAlives: sendsKeepAlives)
+            lastHeard: lastHeard, lastSent: lastSent, peersTurnSince: peersTurnSince, interruptedSince: interruptedSince,
+            lastResumeSent: lastResumeSent, isContinuer: isContinuer, sendsKeepAlives: sendsKeepAlives,
+            waitsOnPeer: waitsOnPeer(writerWaiting: writerWaiting))
     }
 
     /// Whether the writer may put a new chunk on the wire now (or learn that the pair failed).

@@ -93,5 +93,5 @@ final class StreamSession {
 extension StreamSession: StreamTableEntry {
     var isLive: Bool { pair.isLive }
     var resumeToken: Data { pair.resumeToken }
-    var lastProgress: ContinuousClock.Instant { pair.lastProgress }
+    var peersTurnSince: ContinuousClock.Instant { pair.peersTurnSince }
 }

@@ -16,8 +16,9 @@ protocol StreamTableEntry: AnyObject {
     var isLive: Bool { get }
     /// Whether it waits on its peer rather than on this side (``StreamPair/waitsOnPeer(writerWaiting:)``).
     var waitsOnPeer: Bool { get }
-    /// When it last made progress.
-    var lastProgress: ContinuousClock.Instant { get }
+    /// Since when it is its peer's turn: its last progress, or this side's last step if later
+    /// (``StreamPair/peersTurnSince``).
+    var peersTurnSince: ContinuousClock.Instant { get }
 }
 
 /// A node's stream pairs: by their key for their whole life, by their route for the frames that
@@ -128,16 +129,16 @@ struct StreamTable<Session: StreamTableEntry> {
     }
 
     /// The pair to end when the node must make room (eviction): of the pairs peers opened here
-    /// (this node the originator) that wait on their peer and made no progress for `grace`, the
+    /// (this node the originator) that have waited on their peer without progress for `grace`, the
     /// one from the peer holding the most pairs, and of its pairs the one stalled longest.
     func stalledVictim(now: ContinuousClock.Instant, grace: Duration) -> Session? {
         let live = sessions.values.filter { $0.isLive && !$0.isContinuer }
         var held: [String: Int] = [:]
         for session in live { held[session.owner, default: 0] += 1 }
-        let stalled = live.filter { $0.waitsOnPeer && now - $0.lastProgress >= grace }
+        let stalled = live.filter { $0.waitsOnPeer && now - $0.peersTurnSince >= grace }
         return stalled.min { a, b in
             let (heldA, heldB) = (held[a.owner]!, held[b.owner]!)
-            return heldA != heldB ? heldA > heldB : (a.lastProgress, a.key.local) < (b.lastProgress, b.key.local)
+            return heldA != heldB ? heldA > heldB : (a.peersTurnSince, a.key.local) < (b.peersTurnSince, b.key.local)
         }
     }
 }

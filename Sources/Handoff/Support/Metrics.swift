@@ -223,6 +223,7 @@ struct NodeCounterMetrics {
     private let duplicatesDropped = Counter(label: "handoff_node_stream_duplicate_bytes_dropped_total")
     private let lost = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "lost")])
     private let evicted = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "evicted")])
+    private let stalled = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "stalled")])
     private var security = Node.SecurityCounters()
     private var streams = Node.StreamCounters()
 
@@ -250,6 +251,7 @@ struct NodeCounterMetrics {
         add(duplicatesDropped, new.duplicateBytesDropped, old.duplicateBytesDropped)
         add(lost, new.lost, old.lost)
         add(evicted, new.evicted, old.evicted)
+        add(stalled, new.stalled, old.stalled)
         streams = new
     }
 }
