@@ -189,7 +189,7 @@ struct CommandTests {
         #expect(broker.isRunning)
     }
 
-    @Test("`handoff agent` refuses a configuration with an unknown key, naming it and the closest known one")
+    @Test("`handoff agent` refuses a configuration with an unknown key, naming it and the closest known one, or a value out of range")
     func agentConfigurationTypos() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-config-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -199,6 +199,8 @@ struct CommandTests {
             (#"{"name": "a", "security": {"kye": "/etc/handoff/keys/a.key"}}"#, #"unknown key "kye" in "security"; did you mean "key"?"#),
             (#"{"name": "a", "broker": {"frontend": "tcp://127.0.0.1:1", "backedn": "tcp://127.0.0.1:2"}}"#, #"unknown key "backedn" in "broker"; did you mean "backend"?"#),
             (#"{"name": "a", "#, "is not valid JSON"),
+            (#"{"name": "a", "streamStalTimeoutSeconds": 30}"#, #"unknown key "streamStalTimeoutSeconds"; did you mean "streamStallTimeoutSeconds"?"#),
+            (#"{"name": "a", "streamStallTimeoutSeconds": -1}"#, "must be 0 (none) or a number of seconds, not -1.0"),
         ] {
             let file = folder.appendingPathComponent("agent.json")
             try json.write(to: file, atomically: true, encoding: .utf8)

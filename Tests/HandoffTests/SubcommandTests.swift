@@ -184,7 +184,7 @@ struct ContinueStreamTests {
         let result = try await runHandoff(["continue", "--id", id, "--save", file.path, "--stall-timeout", "2",
                                            "--broker", frontend, backend, "--log-level", "error"], timeout: .seconds(60))
         #expect(result.status == 1)
-        #expect(result.error.contains("remote application timed out") && result.error.contains("sent nothing for 2"), "\(result.error)")
+        #expect(result.error.contains("remote application timed out") && result.error.contains("sent nothing new for 2") && result.error.contains("--stall-timeout"), "\(result.error)")
         #expect(!FileManager.default.fileExists(atPath: file.path), "a partial file was left")
         #expect(ContinuousClock.now - started < .seconds(30))
         let refused = try await runHandoff(["continue", "--id", id, "--save", file.path, "--stall-timeout", "-1", "--broker", frontend, backend])

@@ -19,6 +19,8 @@ struct AgentFile: Codable {
     var continuation: String?
     var advertisedHost: String?
     var advertiseIntervalSeconds: Double?
+    /// `--stream-stall-timeout`: seconds a stream pair may wait on its peer without progress.
+    var streamStallTimeoutSeconds: Double?
     var logLevel: String?
     /// `text` or `json`.
     var logFormat: String?
@@ -35,7 +37,7 @@ extension AgentFile {
     /// properties above).
     static let schema: [String: Set<String>] = [
         "": ["name", "broker", "plugins", "data", "control", "continuation", "advertisedHost",
-             "advertiseIntervalSeconds", "logLevel", "logFormat", "metrics", "security", "insecure"],
+             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "logLevel", "logFormat", "metrics", "security", "insecure"],
         "broker": ["frontend", "backend"],
         "security": ["key", "account", "brokerKey"],
     ]
@@ -98,7 +100,7 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
 
-    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
     @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER); repeat for a pair of brokers.", valueName: "frontend backend"))
@@ -108,6 +110,8 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "The control endpoint `handoff contacts --agent` talks to (default ipc://DATA/control.sock).") var control: String?
     @Option(help: "Where this node answers continue requests.") var continuation: String?
     @Option(help: "The host name other nodes use to reach this one.") var advertisedHost: String?
+    @Option(help: "Give up on a stream pair once its peer has sent nothing new, or taken nothing, for this many seconds although it stays connected (0, the default: wait as long as it does).")
+    var streamStallTimeout: Double?
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @OptionGroup var security: SecurityOptions
     @OptionGroup var metricsOptions: MetricsOptions
@@ -124,6 +128,10 @@ struct AgentCommand: AsyncParsableCommand {
             guard let format = LogFormat(rawValue: text.lowercased()) else { throw ValidationError("logFormat \"\(text)\" in the configuration: expected text or json") }
             return format
         }
+        let stallSeconds = streamStallTimeout ?? file.streamStallTimeoutSeconds
+        if let stallSeconds, !(stallSeconds >= 0 && stallSeconds.isFinite) {
+            throw ValidationError("the stream stall timeout (--stream-stall-timeout, streamStallTimeoutSeconds) must be 0 (none) or a number of seconds, not \(stallSeconds)")
+        }
         logging.bootstrap(configuredLevel: fileLevel, configuredFormat: fileFormat)
         let logger = Logger(label: "handoff.agent")
 
@@ -138,6 +146,7 @@ struct AgentCommand: AsyncParsableCommand {
         if let continuation = continuation ?? file.continuation { configuration.continuationEndpoint = continuation }
         configuration.advertisedHost = advertisedHost ?? file.advertisedHost
         if let seconds = file.advertiseIntervalSeconds { configuration.advertiseInterval = .milliseconds(Int(seconds * 1000)) }
+        if let stallSeconds, stallSeconds > 0 { configuration.streamStallTimeout = .milliseconds(Int(stallSeconds * 1000)) }
         configuration.security = try security.resolve(fallback: file.security, needsBrokerKey: true)
         configuration.allowInsecure = security.allowsInsecure(fallback: file.insecure)
 

@@ -22,7 +22,7 @@ struct ContinueCommand: AsyncParsableCommand {
     @Option(help: "How long to wait for the activity to be known, in seconds.") var wait: Double = 2
     @Option(help: "Continue without a plugin: open the activity's continuation streams and save what arrives to this file.")
     var save: String?
-    @Option(help: "With --save: give up once no byte has arrived for this many seconds, although the originator keeps the stream open (0: wait as long as it stays connected).")
+    @Option(help: "Give up on a continuation stream (--save's, or a plugin's) once the originator has sent nothing new, or taken nothing, for this many seconds although it keeps the stream open (0: wait as long as it stays connected).")
     var stallTimeout: Double = 120
     @Option(help: "Continue a document activity without a plugin: open its document from shared storage (--shared-folder), or pull a copy into this folder; a copy changed here is never overwritten.")
     var documentInto: String?
@@ -60,6 +60,7 @@ struct ContinueCommand: AsyncParsableCommand {
         let logger = Logger(label: "handoff.continue")
         var configuration = try bus.configuration(name: "handoff-continue")
         configuration.sharedFolders = sharedFolder
+        configuration.streamStallTimeout = stallTimeout > 0 ? .milliseconds(Int(stallTimeout * 1000)) : nil
         let opened = OpenedDocumentBox()
         // The line to print, and the same as a JSON object.
         let (message, object): (String, String) = try await Node.withRunning(configuration) { node in
@@ -84,8 +85,7 @@ struct ContinueCommand: AsyncParsableCommand {
             if let save {
                 // Saving the raw streams is the user's explicit choice, whatever the activity's team.
                 await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
-                    try await saveStreams(of: activity, on: node, to: save,
-                                          stallTimeout: stallTimeout > 0 ? .milliseconds(Int(stallTimeout * 1000)) : nil)
+                    try await saveStreams(of: activity, on: node, to: save)
                 }
             }
             let started = ContinuousClock.now

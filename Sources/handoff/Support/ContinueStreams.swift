@@ -15,11 +15,10 @@ final class OpenedDocumentBox: Sendable {
 
 /// Opens a continued activity's streams, writes what arrives to `path`, and sends nothing back.
 ///
-/// With a `stallTimeout`, gives up once no byte has arrived for that long. The stream's own
-/// liveness ends it when the originator goes silent or away; an originator that stays connected
-/// and keeps the stream alive but never writes (a stuck or hostile application) would otherwise
-/// hold the command forever.
-func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String, stallTimeout: Duration?) async throws {
+/// The stream's own liveness ends it when the originator goes silent or away; one that stays
+/// connected but never writes (a stuck or hostile application) is given up on by the node's stall
+/// timeout (`--stall-timeout`, ``Node/Configuration-swift.struct/streamStallTimeout``).
+func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String) async throws {
     // One way: this side only reads, so there is nothing to finish on the output.
     let streams = try await node.openStreams(for: activity, direction: .fromOriginator)
     guard FileManager.default.createFile(atPath: path, contents: nil), let file = FileHandle(forWritingAtPath: path) else {
@@ -27,33 +26,13 @@ func saveStreams(of activity: ContinuedActivity, on node: Node, to path: String,
         throw HandoffError(.invalidConfiguration, "cannot write \(path)")
     }
     defer { try? file.close() }
-    // True when it gave up on the stream, false when cancelled (the stream ended first).
-    let watchdog = stallTimeout.map { limit in
-        Task { () -> Bool in
-            var (seen, since) = (streams.input.progress.bytes, ContinuousClock.now)
-            while !Task.isCancelled {
-                try? await Task.sleep(for: min(limit, .milliseconds(200)))
-                let bytes = streams.input.progress.bytes
-                if bytes != seen {
-                    (seen, since) = (bytes, .now)
-                } else if ContinuousClock.now - since >= limit {
-                    await streams.cancel(reason: "the continuing side received nothing for \(limit) and gave up")
-                    return true
-                }
-            }
-            return false
-        }
-    }
-    defer { watchdog?.cancel() }
     do {
         for try await chunk in streams.input { try file.write(contentsOf: chunk) }
     } catch {
         try? FileManager.default.removeItem(atPath: path)  // never leave a partial file looking complete
-        watchdog?.cancel()
-        if await watchdog?.value == true, let stallTimeout {
-            throw HandoffError(.remoteApplicationTimedOut,
-                "the originator sent nothing for \(stallTimeout) while its stream stayed open (\(streams.input.progress.bytes) bytes had arrived): gave up (--stall-timeout; 0 waits as long as it stays connected)",
-                cause: error)
+        if let error = error as? HandoffError, error.details["scope"] == "stalled", await node.streamCounters.stalled > 0 {
+            throw HandoffError(error.code, "\(error.message) (--stall-timeout; 0 waits as long as it stays connected)",
+                               activityType: error.activityType, details: error.details, cause: error)
         }
         throw error
     }
