@@ -79,7 +79,7 @@ struct HandoffSim: ParsableCommand {
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
         print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
         var failed: [SimulationReport] = []
-        var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0, liesCaught = 0
+        var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0, liesCaught = 0, stalled = 0
         let clock = ContinuousClock.now
         for seed in start..<(start + UInt64(seeds)) {
             let report = Simulation.run(seed: seed, options: options)
@@ -90,13 +90,14 @@ struct HandoffSim: ParsableCommand {
             streams += report.streams
             whole += report.streamsWhole
             liesCaught += report.streamLiesCaught
+            stalled += report.streamsStalled
             if let failure = report.failure {
                 print("seed \(seed) FAILED: \(failure)")
                 failed.append(report)
             }
         }
         let elapsed = ContinuousClock.now - clock
-        print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(continuations) continuations, \(streams) streams (\(whole) read whole, \(liesCaught) lies caught), \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
+        print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(continuations) continuations, \(streams) streams (\(whole) read whole, \(liesCaught) lies caught, \(stalled) stuck given up on), \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
         if let first = failed.first {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
@@ -108,7 +109,7 @@ struct HandoffSim: ParsableCommand {
 
     func summary(_ report: SimulationReport) -> String {
         let outcome = report.failure.map { "FAILED: \($0)" } ?? "passed"
-        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.continuations) continuations, \(report.streams) streams (\(report.streamsWhole) read whole, \(report.streamLiesCaught) lies caught), \(report.refused) refused)"
+        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.continuations) continuations, \(report.streams) streams (\(report.streamsWhole) read whole, \(report.streamLiesCaught) lies caught, \(report.streamsStalled) stuck given up on), \(report.refused) refused)"
     }
 
     /// Dictionaries iterate in an order seeded per process unless SWIFT_DETERMINISTIC_HASHING is

@@ -191,7 +191,7 @@ struct SimulatorTests {
             output.split(separator: "\n").last?.split(separator: "(").dropFirst().first.map { $0.split(separator: ",").dropFirst().prefix(3).joined(separator: ",") }
         }
         #expect(bus(with.output) != nil && bus(with.output) == bus(alone.output), "\(with.output)\n\(alone.output)")
-        #expect(with.output.contains("5 streams (1 read whole, 0 lies caught)") && alone.output.contains("0 streams"), "\(with.output)\n\(alone.output)")
+        #expect(with.output.contains("5 streams (1 read whole, 0 lies caught, 0 stuck given up on)") && alone.output.contains("0 streams"), "\(with.output)\n\(alone.output)")
     }
 
     @Test("a hostile originator lies about its stream four ways (a changed chunk, a wrong CRC-32C, a byte fewer, a byte more at the end): each reader catches it with a typed error, never a whole stream")
@@ -210,6 +210,17 @@ struct SimulatorTests {
         }
     }
 
+    @Test("a stream whose originator's application gets stuck half way is given up on by the stall timeout, on both sides, with a typed error (seed 5)")
+    func stuckWriterGivenUpOn() async throws {
+        let run = try await runSimulator(["--seed", "5", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        let lines = run.output.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.contains("opens stream 0") && $0.contains("its writers stop half way") }, "seed 5 no longer draws a stuck writer for stream 0")
+        #expect(lines.contains { $0.contains("stream 0 failed (continuing side): remote application timed out") && $0.contains("sent nothing new") })
+        #expect(lines.contains { $0.contains("stream 0 failed (originating side): remote application timed out") && $0.contains("the other side gave up") })
+        #expect(run.output.contains("1 stuck given up on"), "\(run.output.suffix(500))")
+    }
+
     @Test("a node that shuts down withdraws its activities, which its followers forget at once, and comes back later")
     func departures() async throws {
         let run = try await runSimulator(["--seed", "3", "--trace"])
@@ -224,7 +235,7 @@ struct SimulatorTests {
         #expect(lines[leave...].contains { $0.contains("node-5 starts again") })
     }
 
-    @Test("stream invariants: bytes a writer did not write, or a reader holding more than its window, fail the run")
+    @Test("stream invariants: bytes a writer did not write, a reader holding more than its window, or a stall given up on where no application stopped, fail the run")
     func streamInvariantsBite() throws {
         var options = SimulationOptions()
         options.nodes = 2
@@ -239,6 +250,9 @@ struct SimulatorTests {
         stream[.continuer]!.held = 5
         #expect(SimulationInvariants.streams(world)?.invariant == "stream-memory-bounded")
         stream[.continuer]!.held = 0
+        stream[.continuer]!.failure = HandoffError(.remoteApplicationTimedOut, "gave up", details: ["scope": "stalled"])
+        #expect(SimulationInvariants.streams(world)?.invariant == "stream-stall-justified")
+        stream[.continuer]!.failure = nil
         world.readerReceived(stream, .continuer, Data([1, 2, 3]))
         #expect(SimulationInvariants.streams(world)?.invariant == "stream-bytes-exact")
     }

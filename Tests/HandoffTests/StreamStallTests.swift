@@ -125,6 +125,33 @@ struct StreamStallTests {
         #expect(stalled.map { $0.0 > .seconds(63) && $0.0 <= .milliseconds(63_250) } == true)
     }
 
+    @Test("stall rule: time spent interrupted is the resume window's; the wait while connected, before and after the resume, counts")
+    func interruptionDoesNotCount() throws {
+        var reader = pair(continuer: true)
+        // Connected and waiting from 0 to 2 s, then cut off: interrupted at 7 s (5 s idle), resumed at 12 s.
+        #expect(tickWithKeepAlives(&reader, from: .seconds(1), to: .seconds(2)) == nil)
+        let silent = reader.tick(now: start + .seconds(7) + .milliseconds(1), limits: limits)
+        #expect(failure(silent) == nil && reader.interruptedSince != nil)
+        var answer = WireStreamResume()
+        answer.window = 4
+        _ = reader.received(.resume(answer), now: start + .seconds(12))
+        #expect(reader.interruptedSince == nil)
+        // 2 s before the silence, 5 s of silence before the interruption was noticed: 7 s while
+        // "connected" by the rules' reckoning is past 3 s, so the first tick after the resume gives up.
+        let after = try #require(failure(reader.tick(now: start + .milliseconds(12_250), limits: limits)))
+        #expect(after.details["scope"] == "stalled")
+
+        // A pair cut off at once (the connection dropped): only the connected wait counts.
+        var cut = pair(continuer: true)
+        #expect(tickWithKeepAlives(&cut, from: .seconds(1), to: .seconds(2)) == nil)
+        let dropped = cut.connectionDropped(failingOpenWith: HandoffError(.connectionUnavailable, "gone"), now: start + .seconds(2))
+        #expect(dropped.interruptedNow)
+        _ = cut.received(.resume(answer), now: start + .seconds(20))
+        #expect(tickWithKeepAlives(&cut, from: .seconds(21), to: .milliseconds(21_000)) == nil)  // 2 s + 1 s connected
+        let late = try #require(tickWithKeepAlives(&cut, from: .milliseconds(21_250), to: .seconds(25)))
+        #expect(late.0 == .milliseconds(21_250), "connected 2 s before and 1.25 s after: past 3 s")
+    }
+
     @Test("stall rule: without a stall timeout, a peer that is heard may stall for an hour")
     func noTimeoutNoGivingUp() {
         var reader = pair(continuer: true)

@@ -91,6 +91,12 @@ final class SimulatedStream {
     let floods: Bool
     /// The originating node lies about what it writes (a hostile originator); `nil`: honest.
     let lie: Lie?
+    /// Both ends give up on a peer that makes no progress for this long (``StreamLiveness/Limits/stallTimeout``);
+    /// `nil`: they wait as long as it is heard.
+    let stallTimeout: Duration?
+    /// The writing applications get stuck half way: they write half the content, then nothing,
+    /// and never end (only with a stall timeout, which must end the pair on both sides).
+    let stuck: Bool
     /// A chunk was changed on its way (``Lie/corruptsAChunk``: the first only).
     private(set) var chunkChanged = false
     /// A reader got bytes the writer did not write there (a lie's, to be caught at the end).
@@ -108,10 +114,24 @@ final class SimulatedStream {
     /// resumed and lost.
     static let settings = (chunkSize: 1_024, idleTimeout: Duration.seconds(2), resumeWindow: Duration.seconds(8))
 
+    /// The stall timeout of the streams that have one: past the longest pause of a reader
+    /// (``Reader/pauses(atByte:for:)``, at most 12 s), which a writer waits out.
+    static let stallTimeout = Duration.seconds(15)
+
+    /// The rules' limits for this stream's ends.
+    var limits: StreamLiveness.Limits {
+        StreamLiveness.Limits(idleTimeout: Self.settings.idleTimeout, resumeWindow: Self.settings.resumeWindow, stallTimeout: stallTimeout)
+    }
+
+    /// How many bytes each writing application writes before it ends (or, stuck, stops).
+    var bytesToWrite: Int { stuck ? bytes / 2 : bytes }
+
     init(
         number: Int, activityID: String, direction: WireStreamDirection, bytes: Int, reader: Reader, floods: Bool, lie: Lie?,
-        openedAt: Duration, continuer: End
+        stallTimeout: Duration? = nil, stuck: Bool = false, openedAt: Duration, continuer: End
     ) {
+        self.stallTimeout = stallTimeout
+        self.stuck = stuck
         self.number = number
         self.activityID = activityID
         self.direction = direction

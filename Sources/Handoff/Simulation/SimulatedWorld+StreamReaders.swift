@@ -91,6 +91,11 @@ extension SimulatedWorld {
         guard chunks > 0 else { return }
         stream[side]!.held -= chunks
         stream[side]!.ungranted += chunks
+        if stream[side]!.held == 0 {
+            // It took all that arrived, as the node sees from its reader's counter.
+            let taken = UInt64(stream[side]!.received)
+            stream.pairDo(side) { $0.readerTook(taken, now: instant) }
+        }
         let batch = max(1, stream[side]!.pair.window / 4)
         guard stream[side]!.ungranted >= batch else { return }
         let granted = stream[side]!.ungranted
@@ -126,8 +131,9 @@ extension SimulatedWorld {
         for stream in streams {
             let ticked = Side.allCases.filter { stream[$0]?.node == index && endHeld(stream, $0) }
             for side in ticked {
-                let settings = SimulatedStream.settings
-                perform(stream, side, stream.pairDo(side) { $0.tick(now: instant, limits: StreamLiveness.Limits(idleTimeout: settings.idleTimeout, resumeWindow: settings.resumeWindow)) })
+                // The writing application waits on credit while it has more to write.
+                let writerWaiting = stream[side]!.written < stream.bytesToWrite && !stream.floods
+                perform(stream, side, stream.pairDo(side) { $0.tick(now: instant, limits: stream.limits, writerWaiting: writerWaiting) })
             }
             if !ticked.isEmpty { drive(stream) }
         }

@@ -24,12 +24,16 @@ extension SimulatedWorld {
         let number = streams.count
         let lie = nodes[origin].hostile && direction != .continuerToOrigin && bytes > 0 && number % 2 == 0
             ? SimulatedStream.Lie.allCases[number / 2 % SimulatedStream.Lie.allCases.count] : nil
+        // Every other stream has a stall timeout, and one in five of those a stuck writer (from the
+        // pick, likewise: no new draw).
+        let stallTimeout = pick % 2 == 0 ? SimulatedStream.stallTimeout : nil
+        let stuck = stallTimeout != nil && pick % 5 == 0 && bytes > 1 && !floods && lie == nil
         let stream = SimulatedStream(
             number: number, activityID: activity.id, direction: direction, bytes: bytes, reader: reader, floods: floods, lie: lie,
-            openedAt: now, continuer: .init(node: index, incarnation: node.incarnation, pair: pair))
+            stallTimeout: stallTimeout, stuck: stuck, openedAt: now, continuer: .init(node: index, incarnation: node.incarnation, pair: pair))
         streams.append(stream)
         streamOrigins.append(origin)
-        log("\(node.id) opens stream \(stream.number) with \(nodes[origin].id) for \(activity.id): \(bytes) bytes \(Self.describe(direction)), \(floods ? "flooding, ignoring its credit" : "\(reader)")\(lie.map { "; the originator \($0)" } ?? "")")
+        log("\(node.id) opens stream \(stream.number) with \(nodes[origin].id) for \(activity.id): \(bytes) bytes \(Self.describe(direction)), \(floods ? "flooding, ignoring its credit" : "\(reader)")\(lie.map { "; the originator \($0)" } ?? "")\(stallTimeout.map { "; stall timeout \($0)" } ?? "")\(stuck ? "; its writers stop half way" : "")")
         var request = WireStreamOpen()
         request.activityID = activity.id
         request.direction = direction
@@ -181,9 +185,9 @@ extension SimulatedWorld {
                 flood(stream)
                 continue
             }
-            while stream[side]!.written < stream.bytes, stream[side]!.pair.writerMayProceed, stream[side]!.pair.isLive {
+            while stream[side]!.written < stream.bytesToWrite, stream[side]!.pair.writerMayProceed, stream[side]!.pair.isLive {
                 let offset = stream[side]!.written
-                let bytes = stream.content(offset..<min(stream.bytes, offset + stream[side]!.pair.writeChunkSize))
+                let bytes = stream.content(offset..<min(stream.bytesToWrite, offset + stream[side]!.pair.writeChunkSize))
                 stream[side]!.written += bytes.count
                 let chunk = StreamPair.SentChunk(offset: UInt64(offset), frame: Frame(bytes), total: UInt64(stream.bytes))
                 perform(stream, side, stream.pairDo(side) { $0.write(chunk, now: instant) })

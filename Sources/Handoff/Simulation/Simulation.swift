@@ -85,6 +85,8 @@ public struct SimulationReport: Sendable {
     /// Streams a hostile originator lied about (a changed chunk, a wrong length or CRC-32C at the
     /// end) whose reader caught the lie.
     public let streamLiesCaught: Int
+    /// Streams whose writing applications got stuck, given up on by the stall timeout.
+    public let streamsStalled: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -124,6 +126,7 @@ public enum Simulation {
             continuations: world.truth.handedOver.values.reduce(0, +), didUpdates: world.truth.didUpdates.count,
             streams: world.streams.count, streamsWhole: world.streams.count { $0.ends.contains { $0?.readWhole == true } },
             streamLiesCaught: world.streams.count(where: \.lieCaught),
+            streamsStalled: world.streams.count { $0.stuck && $0.ends.contains { $0?.failure?.details["scope"] == "stalled" } },
             entries: schedule.entries, skipped: skipping, trace: lines)
     }
 

@@ -20,6 +20,11 @@ extension SimulationInvariants {
             if !stream.floods, stream.lie == nil, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.code == .streamProtocolViolation }) {
                 return failure(world, "stream-honest-peers-agree", "stream \(stream.number), \(side) side: \(stream[side]!.failure!.message)")
             }
+            // "stream-stall-justified": only a peer whose application stopped is given up on for
+            // stalling; a slow or pausing reader, a broken connection or a stopped node never is.
+            if !stream.stuck, !stream.floods, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.details["scope"] == "stalled" }) {
+                return failure(world, "stream-stall-justified", "stream \(stream.number), \(side) side, whose applications write and read: \(stream[side]!.failure!.message)")
+            }
             for side in SimulatedStream.Side.allCases where world.endAlive(stream, side) {
                 let end = stream[side]!
                 if let failure = streamBounded(world, stream, side, end) ?? streamEnds(world, stream, side, end) { return failure }
@@ -41,7 +46,8 @@ extension SimulationInvariants {
 
     /// "stream-ends": an end that waits on nothing of its own (its reader is not pausing) makes
     /// progress, or ends (whole, or with a typed error) within the idle timeout and the resume
-    /// window; and a flooding writer's reader never takes the flood as a whole stream.
+    /// window (a stuck writer's, by the stall timeout); and a flooding writer's reader never takes
+    /// the flood as a whole stream.
     private static func streamEnds(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side, _ end: SimulatedStream.End) -> SimulationFailure? {
         if stream.floods, side == .origin, end.readWhole {
             return failure(world, "stream-ends", "stream \(stream.number): the originator took a flood past the credit as a whole stream")
@@ -50,8 +56,8 @@ extension SimulationInvariants {
         // a resume does not bring a flood lost with a connection again, and both ends then wait on
         // it (seed 384371105). That is the design, not a stall of the protocol's making: an
         // originator keeps such a pair, within the memory bounds checked above, until it needs the
-        // room (`Node.evictStalledStream`, past `streamStallGrace`), as it keeps any pair whose peer
-        // stopped writing.
+        // room (`Node.evictStalledStream`, past `streamStallGrace`), or its stall timeout ends it,
+        // as for any pair whose peer stopped writing.
         if stream.floods { return nil }
         guard !end.finished, end.pair.isLive else { return nil }
         if end.pair.isOpening { return nil }  // the open's own deadline ends it (streamOpenTimeout)
@@ -61,7 +67,15 @@ extension SimulationInvariants {
             if let node = stream[other]?.node { anchor = max(anchor, world.nodes[node].resumedAt) }
         }
         if let resumed = world.nodes[world.streamNode(stream, side.other)].stoppedUntil { anchor = max(anchor, resumed) }
-        guard world.now - anchor > streamSilenceBound else { return nil }
-        return failure(world, "stream-ends", "stream \(stream.number), \(side) side (on \(world.nodes[end.node].id)): no progress and no end for \(world.now - anchor) (\(end.received) bytes read, \(end.written) written), past \(streamSilenceBound)")
+        // A stuck writer's pair ends by the stall timeout, counted from the start of the peer's
+        // turn (which the time spent interrupted moves on); or, cut off near its end, by the
+        // resume window after the idle timeout; and a tick and a stop of the peer more.
+        var bound = streamSilenceBound
+        if stream.stuck, let stall = stream.stallTimeout {
+            anchor = max(anchor, end.pair.peersTurnSince - world.origin)
+            bound = stall + SimulatedStream.settings.idleTimeout + SimulatedStream.settings.resumeWindow + .seconds(2)
+        }
+        guard world.now - anchor > bound else { return nil }
+        return failure(world, "stream-ends", "stream \(stream.number), \(side) side (on \(world.nodes[end.node].id)): no progress and no end for \(world.now - anchor) (\(end.received) bytes read, \(end.written) written), past \(bound)")
     }
 }

@@ -69,10 +69,10 @@ extension StreamPair {
         case .resume(let resume):
             // The originator's answer to this side's resume.
             guard isContinuer else { return [] }
-            let wasInterrupted = interruptedSince != nil
+            let interrupted = interruptedSince
             interruptedSince = nil
             lastResumeSent = nil
-            return applyResume(resume, wasInterrupted: wasInterrupted, now: now)
+            return applyResume(resume, interruptedSince: interrupted, now: now)
         case .cancel(let cancel):
             return fail(HandoffError(.streamCancelled, "the other side cancelled the stream: \(cancel.reason)", activityType: activityType), now: now)
         case .error(let error):
@@ -86,11 +86,11 @@ extension StreamPair {
     /// has and sends again what the peer lacks.
     mutating func resumeRequested(_ resume: WireStreamResume, now: ContinuousClock.Instant) -> [Action] {
         guard failure == nil else { return [] }
-        let wasInterrupted = interruptedSince != nil
+        let interrupted = interruptedSince
         interruptedSince = nil
         lastHeard = now
         let answer = resumeMessage()
-        return [send(.resume(answer), now: now)] + applyResume(resume, wasInterrupted: wasInterrupted, now: now)
+        return [send(.resume(answer), now: now)] + applyResume(resume, interruptedSince: interrupted, now: now)
     }
 
     /// What this side has, for a resume or its answer; grants the window less what the reader holds.
@@ -104,10 +104,16 @@ extension StreamPair {
     }
 
     /// Sends again, from what the peer says it has, what this side had written beyond it.
-    private mutating func applyResume(_ resume: WireStreamResume, wasInterrupted: Bool, now: ContinuousClock.Instant) -> [Action] {
+    private mutating func applyResume(_ resume: WireStreamResume, interruptedSince: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> [Action] {
         resumes += 1
+        if let interruptedSince {
+            // The time the pair was interrupted is the resume window's to judge, not the stall
+            // timeout's: the peer's turn moves on by it. The wait while connected, before and after,
+            // still counts.
+            lastOwnStep = min(now, peersTurnSince + (now - interruptedSince))
+        }
         rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived, now: now)
-        return [.record(.resumed(peerHad: resume.receivedOffset, wasInterrupted: wasInterrupted))] + pump(now: now) + completion()
+        return [.record(.resumed(peerHad: resume.receivedOffset, wasInterrupted: interruptedSince != nil))] + pump(now: now) + completion()
     }
 
     // MARK: Interruption and loss

@@ -84,8 +84,9 @@ struct StreamPair {
     var lastHeard: ContinuousClock.Instant
     /// When the pair last made progress: bytes read from the peer, or written bytes acknowledged.
     var lastProgress: ContinuousClock.Instant
-    /// When this side's application last did its part: its reader consumed (granting the peer
-    /// credit) or its writer wrote. A wait on the peer starts no earlier.
+    /// When this side's application last did its part (its reader took or consumed bytes, its
+    /// writer wrote), moved on by the time the pair spent interrupted. A wait on the peer starts
+    /// no earlier.
     var lastOwnStep: ContinuousClock.Instant
     var lastSent: ContinuousClock.Instant
     /// Since when the pair is interrupted (connection dropped, or silence), waiting for a resume.
