@@ -81,7 +81,9 @@ enum StreamEvent: Sendable {
 /// Iterate it once, from one task. Chunks are handed over without copying. Iteration throws a
 /// ``HandoffError`` when the stream fails: ``HandoffError/Code-swift.struct/streamTruncated`` or
 /// ``HandoffError/Code-swift.struct/streamChecksumMismatch`` when the bytes do not add up at the end,
-/// ``HandoffError/Code-swift.struct/streamCancelled``, ``HandoffError/Code-swift.struct/peerLost``.
+/// ``HandoffError/Code-swift.struct/streamCancelled``, ``HandoffError/Code-swift.struct/peerLost``,
+/// ``HandoffError/Code-swift.struct/remoteApplicationTimedOut`` (a stall timeout given up on, here or
+/// by the peer: `details["scope"] == "stalled"`).
 public final class ContinuationInputStream: AsyncSequence, Sendable {
     public typealias Element = Data
     public typealias Failure = HandoffError
@@ -222,7 +224,8 @@ public final class ContinuationOutputStream: Sendable {
     /// Writes bytes, suspending while the reader's window is full.
     ///
     /// - Throws: ``HandoffError``: ``HandoffError/Code-swift.struct/streamCancelled``,
-    ///   ``HandoffError/Code-swift.struct/peerLost``, or a write after ``finish()``.
+    ///   ``HandoffError/Code-swift.struct/peerLost``, ``HandoffError/Code-swift.struct/remoteApplicationTimedOut``
+    ///   (a stall timeout), or a write after ``finish()``.
     nonisolated(nonsending)
     public func write(_ bytes: some ContiguousBytes) async throws(HandoffError) {
         let count = bytes.withUnsafeBytes { $0.count }

@@ -46,7 +46,8 @@ extension Node {
     ///
     /// The open waits for the originator's answer for ``Configuration-swift.struct/continueTimeout``;
     /// after that, nothing bounds the pair's duration: it lives while it makes progress or its peer
-    /// answers keep-alives, and survives a broken connection that comes back within
+    /// answers keep-alives (up to ``Configuration-swift.struct/streamStallTimeout`` without progress,
+    /// when set), and survives a broken connection that comes back within
     /// ``Configuration-swift.struct/streamResumeWindow`` (it resumes where it stopped).
     ///
     /// - Parameters:
