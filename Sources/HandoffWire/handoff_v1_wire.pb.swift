@@ -668,8 +668,11 @@ public nonisolated struct WireContinueRequest: Sendable {
   /// Its activity_type, checked by the origin (ERROR_CODE_INVALID_ACTIVITY_TYPE).
   public var activityType: String = String()
 
-  /// The requester wants continuation streams (ignored, or
-  /// ERROR_CODE_STREAMS_NOT_SUPPORTED, if the activity does not support them).
+  /// The requester wants continuation streams: if the activity does not
+  /// support them, the origin answers ERROR_CODE_STREAMS_NOT_SUPPORTED and hands
+  /// nothing over (a continue-once activity is not used up). Handoff nodes set
+  /// it from Node.continueActivity(_:wantingStreams:); `handoff continue --save`
+  /// does.
   public var wantStreams: Bool = false
 
   /// A re-fetch by a node that already continued this activity and heard of a newer version

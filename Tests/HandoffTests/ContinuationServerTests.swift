@@ -12,11 +12,12 @@ struct ContinuationServerTests {
         func userActivityWillSave(_ activity: UserActivity) async {}
     }
 
-    func request(_ activity: UserActivity, refresh: Bool = false) -> WireContinueRequest {
+    func request(_ activity: UserActivity, refresh: Bool = false, wantStreams: Bool = false) -> WireContinueRequest {
         var request = WireContinueRequest()
         request.activityID = activity.id
         request.activityType = activity.activityType
         request.refresh = refresh
+        request.wantStreams = wantStreams
         return request
     }
 
@@ -76,6 +77,30 @@ struct ContinuationServerTests {
         let follows = ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: false)
         #expect(follows?.endsHere == true && follows?.event.topic == Topic.event("org.test.edit"))
         #expect(ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: true) == nil)
+    }
+
+    @Test("rule: a request that wants streams of an activity without them is refused with streamsNotSupported before any claim; of one with them, answered")
+    func wantStreams() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        activity.continuationPolicy = .once
+        let streaming = try UserActivity(activityType: "org.test.list")
+        streaming.supportsContinuationStreams = true
+        let all = current(activity, streaming)
+        guard case .refuse(let error) = ContinuationServer.decide(request(activity, wantStreams: true), current: all, node: "n", date: date) else {
+            Issue.record("a request wanting streams was answered with an activity that has none")
+            return
+        }
+        #expect(error.code == .streamsNotSupported)
+        // Not claimed: the continue-once activity is still there for a request that wants no streams.
+        guard case .answer(_, claimed: true, _) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
+            Issue.record("the refusal used the continue-once activity up")
+            return
+        }
+        guard case .answer(let answered, _, _) = ContinuationServer.decide(request(streaming, wantStreams: true), current: all, node: "n", date: date) else {
+            Issue.record("a request wanting streams of an activity with them was refused")
+            return
+        }
+        #expect(answered === streaming)
     }
 
     @Test("rule: an activity marked as needing a save after its request was decided must be saved before it is sent; without a delegate nothing can save it")

@@ -174,6 +174,22 @@ struct ContinuationTests {
             }
             #expect(once.isInvalidated)
 
+            // Wanting streams of a continue-once activity without them: refused before it is handed
+            // over, so it is still there for a continue that wants none.
+            let onceMore = try UserActivity(activityType: editContact)
+            onceMore.continuationPolicy = .once
+            try await onceMore.becomeCurrent(on: a)
+            let foundOnceMore = try await discovered(onceMore.id, on: b)
+            do {
+                _ = try await b.continueActivity(foundOnceMore, wantingStreams: true)
+                Issue.record("an activity without streams was handed to a continue that wants them")
+            } catch let error as HandoffError {
+                #expect(error.code == .streamsNotSupported)
+            }
+            #expect(!onceMore.isInvalidated)
+            #expect(try await b.continueActivity(foundOnceMore).restored != nil)
+            #expect(await eventually { onceMore.isInvalidated })
+
             let growing = try UserActivity(activityType: editContact)
             try await growing.becomeCurrent(on: a)
             let foundGrowing = try await discovered(growing.id, on: b)

@@ -191,6 +191,20 @@ struct ContinueStreamTests {
         #expect(refused.status != 0 && refused.error.contains("--stall-timeout"), "\(refused.error)")
         _ = broker
     }
+
+    @Test("`handoff continue --save` of an activity without streams is refused by its originator before the handover (want_streams): a typed error, no file")
+    func saveWithoutStreams() async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "1"])
+        let id = try #require(try await advertiser.ready().first)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("no-streams-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let result = try await runHandoff(["continue", "--id", id, "--save", file.path, "--broker", frontend, backend, "--log-level", "error"])
+        #expect(result.status == 1)
+        #expect(result.error.contains("streams not supported") && result.error.contains("does not support them"), "\(result.error)")
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        _ = broker
+    }
 }
 
 /// `ss`, which can kill TCP connections (`ss -K`, root and a kernel with INET_DIAG_DESTROY).

@@ -82,15 +82,17 @@ struct ContinuationClient<Waiter, Handler> {
     // MARK: Requests
 
     /// A request for `activity` to its originator at `endpoint`, waited for by `waiter` until the
-    /// timeout: its correlation id and what to send.
+    /// timeout: its correlation id and what to send. `wantStreams`: refused unless the activity
+    /// supports continuation streams.
     mutating func request(
-        _ activity: DiscoveredActivity, refresh: Bool, endpoint: String, waiter: Waiter, now: ContinuousClock.Instant
+        _ activity: DiscoveredActivity, refresh: Bool, wantStreams: Bool = false, endpoint: String, waiter: Waiter, now: ContinuousClock.Instant
     ) -> (correlationID: UInt64, body: WireContinueRequest) {
         lastCorrelation += 1
         var request = WireContinueRequest()
         request.activityID = activity.id
         request.activityType = activity.activityType
         request.refresh = refresh
+        request.wantStreams = wantStreams
         pending.add(lastCorrelation, .init(waiter: waiter, endpoint: endpoint, activityType: activity.activityType, deadline: now + timeout))
         return (lastCorrelation, request)
     }

@@ -29,6 +29,11 @@ enum ContinuationServer {
         case .refuse(let error): return .refuse(error)
         case .expired(let found, let error): return .expired(found, error)
         }
+        // Refused before any claim: a continue-once activity is not used up by a request that
+        // could not have had what it asked for (wire.proto, ContinueRequest.want_streams).
+        if request.wantStreams, !activity.supportsContinuationStreams {
+            return .refuse(HandoffError(.streamsNotSupported, "the request wants continuation streams, and the activity does not support them", activityType: activity.activityType))
+        }
         // A continue-once activity is claimed now, before will-save awaits. A refresh (did-update
         // of a continuation already made) claims nothing.
         let claims = activity.continuationPolicy == .once && !request.refresh

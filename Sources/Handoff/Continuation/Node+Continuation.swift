@@ -96,8 +96,12 @@ extension Node {
     ///   ``Configuration-swift.struct/continueTimeout``), ``HandoffError/Code-swift.struct/activityExpired``,
     ///   ``HandoffError/Code-swift.struct/activityInvalidated``, ``HandoffError/Code-swift.struct/activityNotFound``,
     ///   ``HandoffError/Code-swift.struct/userInfoTooLarge``, ``HandoffError/Code-swift.struct/alreadyContinued``,
-    ///   ``HandoffError/Code-swift.struct/handoffFailed`` (the handler threw).
-    public func continueActivity(_ activity: DiscoveredActivity) async throws(HandoffError) -> ContinuationResult {
+    ///   ``HandoffError/Code-swift.struct/handoffFailed`` (the handler threw),
+    ///   ``HandoffError/Code-swift.struct/streamsNotSupported`` (`wantingStreams`, and the activity does not support them).
+    /// - Parameter wantingStreams: The handler will open continuation streams: the originator refuses
+    ///   at once when the activity does not support them, before it is handed over (a continue-once
+    ///   activity is not used up, and nothing is restored).
+    public func continueActivity(_ activity: DiscoveredActivity, wantingStreams: Bool = false) async throws(HandoffError) -> ContinuationResult {
         let activityType = activity.activityType
         let started = ContinuousClock.now
         do throws(HandoffError) {
@@ -112,7 +116,7 @@ extension Node {
             case .webpage(let url): return .webpage(url)
             case .fetch(let handler): registered = handler
             }
-            let continued = try await fetch(activity, refresh: false)
+            let continued = try await fetch(activity, refresh: false, wantStreams: wantingStreams)
             try continuing.check(continued, for: registered)
             do {
                 try await registered.handler(continued)
@@ -139,7 +143,7 @@ extension Node {
     /// first would learn, at the price of a `ZMQ_EVENTS` reading (a `poll` and a `getpid` in libzmq)
     /// per continue. Only when the DEALER refuses it (no connection yet, or a dropped one) does the
     /// node wait for the connection, as long as `connectTimeout`, and send it once more.
-    func fetch(_ activity: DiscoveredActivity, refresh: Bool) async throws(HandoffError) -> ContinuedActivity {
+    func fetch(_ activity: DiscoveredActivity, refresh: Bool, wantStreams: Bool = false) async throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
         var client = try originClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
         var waitedForConnection = false
@@ -148,7 +152,7 @@ extension Node {
             // A loop polls for the reply rather than sleeping (EventLoops.awaitReply).
             let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
             let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
-                let (correlationID, request) = continuing.request(activity, refresh: refresh, endpoint: client.endpoint, waiter: waiter, now: .now)
+                let (correlationID, request) = continuing.request(activity, refresh: refresh, wantStreams: wantStreams, endpoint: client.endpoint, waiter: waiter, now: .now)
                 let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
                 do {
                     guard try client.socket.trySend(bytes) else {

@@ -92,7 +92,7 @@ struct ContinueCommand: AsyncParsableCommand {
             let progress = Task { if !json { await showProgress(of: node) } }
             defer { progress.cancel() }
             do {
-                let result = try await node.continueActivity(found)
+                let result = try await node.continueActivity(found, wantingStreams: save != nil)
                 progress.cancel()
                 await progress.value
                 var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
