@@ -95,6 +95,13 @@ public nonisolated enum WireStreamDirection: SwiftProtobuf.Enum, Swift.CaseItera
 }
 
 /// Checksum over all bytes of a stream, in order.
+///
+/// A reader learns the algorithm only from StreamEnd, after the bytes, so it
+/// can verify only what it computed on the way. Handoff nodes write CRC-32C
+/// and verify CRC-32C (a mismatch is STREAM_CHECKSUM_MISMATCH); an end with no
+/// checksum, or with XXH64 or SHA-256, is held to its total_length only, and
+/// the node logs that the stream's bytes went unverified. Writers that want
+/// their bytes verified by Handoff nodes send CRC-32C.
 public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 

@@ -154,6 +154,17 @@ struct StreamPairTests {
         #expect(ack.endReceived)
     }
 
+    @Test("reading: an end with no checksum or one this side does not compute (SHA-256) is held to its length only, and says so")
+    func endNotVerified() {
+        var reader = pair(continuer: true, direction: .originToContinuer)
+        var end = WireStreamEnd()
+        end.checksumAlgorithm = .sha256
+        end.checksum = Data(count: 32)
+        let actions = reader.endArrived(end, now: start)
+        #expect(actions.contains { if case .deliverEnd(0, nil) = $0 { true } else { false } })
+        #expect(actions.contains { if case .record(.endNotVerified(.sha256, total: 0)) = $0 { true } else { false } })
+    }
+
     @Test("reading: an end that counts more than arrived, while this side waits for its resume's answer, is dropped like a chunk beyond the gap and comes again after the bytes; otherwise it goes to the reader, which judges it")
     func endBeyondAGap() throws {
         var reader = pair(continuer: true, direction: .originToContinuer)

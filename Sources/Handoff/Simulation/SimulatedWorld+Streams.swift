@@ -171,7 +171,7 @@ extension SimulatedWorld {
                 case .droppedAheadOfResume(let count): log("\(node): stream \(stream.number) dropped \(count) bytes beyond a gap, its resume unanswered")
                 case .endDroppedAheadOfResume(let total): log("\(node): stream \(stream.number) dropped its end (\(total) bytes) beyond a gap, its resume unanswered")
                 case .stalled: log("\(node): stream \(stream.number): gave up on a peer that made no progress")
-                case .duplicateBytesDropped, .bytesResent, .lost: break
+                case .duplicateBytesDropped, .bytesResent, .lost, .endNotVerified: break
                 }
             }
         }

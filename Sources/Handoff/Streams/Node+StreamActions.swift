@@ -73,6 +73,8 @@ extension Node {
             own.logger.debug("streams \(session.route.id): dropped the end (\(total) bytes) from \(session.owner) beyond a gap after \(session.pair.receivedOffset) bytes, its resume unanswered")
         case .lost:
             observability.streamCounters.lost += 1
+        case .endNotVerified(let algorithm, let total):
+            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(algorithm == .unspecified ? "no checksum" : "a checksum of \(algorithm), which this node does not compute"): the length was checked, the bytes were not (send CRC-32C to have them verified)")
         case .stalled:
             observability.streamCounters.stalled += 1
             own.logger.info("streams \(session.route.id) with \(session.owner): no progress for \(own.configuration.streamStallTimeout.map { "\($0)" } ?? "-"); gave up")

@@ -79,6 +79,9 @@ extension StreamPair {
             var checksum: UInt32?
             if end.checksumAlgorithm == .crc32C, end.checksum.count == 4 {
                 checksum = end.checksum.reduce(0) { $0 << 8 | UInt32($1) }
+            } else {
+                // Only CRC-32C is computed as bytes arrive (the algorithm comes with the end).
+                actions.append(.record(.endNotVerified(end.checksumAlgorithm, total: end.totalLength)))
             }
             endReceived = true
             actions.append(.deliverEnd(total: end.totalLength, checksum: checksum))

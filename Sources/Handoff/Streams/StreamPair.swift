@@ -142,6 +142,9 @@ struct StreamPair {
         case lost
         /// This side gave up on a peer that made no progress for the stall timeout.
         case stalled
+        /// The peer's end carried no checksum, or one of an algorithm this side does not compute
+        /// (stream.proto, ChecksumAlgorithm): the bytes are held to their length only.
+        case endNotVerified(WireChecksumAlgorithm, total: UInt64)
     }
 
     init(isContinuer: Bool, direction: WireStreamDirection, peerName: String, activityType: String, window: Int, chunkSize: Int, peerChunkSize: Int, now: ContinuousClock.Instant) {
