@@ -65,10 +65,6 @@ struct BrokerCommand: AsyncParsableCommand {
         // Its one busy thread forwards; libzmq's I/O thread sends what it queued in batches.
         let context = try Context(ioThreadScheduling: .batch)
         let broker = try Broker.start(configuration, context: context)
-        // One line on standard output that scripts (and `handoff demo`) wait for.
-        announce("broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? ""))
-        // Type=notify units: ready once the sockets are bound.
-        Systemd.notify("READY=1\nSTATUS=frontend \(broker.frontendEndpoint), backend \(broker.backendEndpoint)")
         let options = security
         let hangup = configuration.security == nil ? nil : reloadAccountOnHangup(logger: logger) {
             let keys = try options.resolve(needsBrokerKey: false)?.authorizedKeys ?? []
@@ -76,7 +72,14 @@ struct BrokerCommand: AsyncParsableCommand {
             return keys.count
         }
         defer { hangup?.cancel() }
-        var services: [any Service] = [broker]
+        let ready = "broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? "")
+        let status = "READY=1\nSTATUS=frontend \(broker.frontendEndpoint), backend \(broker.backendEndpoint)"
+        var services: [any Service] = [broker, ReadinessAnnouncement {
+            // One line on standard output that scripts (and `handoff demo`) wait for; and for
+            // Type=notify units, ready: the sockets are bound and SIGTERM is a graceful stop.
+            announce(ready)
+            Systemd.notify(status)
+        }]
         let observer = page ? BusObserver(
             BusObserver.Settings(endpoint: configuration.viewEndpoint!, source: "broker \(broker.backendEndpoint)"),
             context: context, refusals: { broker.counters.refusalsByReason }) : nil
