@@ -10,7 +10,7 @@ class Brokers:
         pair shares it)."""
         self.endpoints = [(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}") for _ in range(count)]
         self.all = [Process(f"broker {index}", [run.options.handoff, "broker", "--frontend", frontend, "--backend", backend,
-                                                "--log-level", "warning", *run.key("broker")], run.logs)
+                                                "--log-level", "warning", *run.key("broker")], run.logs, says_ready=True)
                     for index, (frontend, backend) in enumerate(self.endpoints)]
         self.down_until = {}  # a killed broker -> when it starts again
 

@@ -26,8 +26,9 @@ class Process:
 
     everyone = []
 
-    def __init__(self, name, argv, logs):
-        self.name, self.argv = name, argv
+    def __init__(self, name, argv, logs, says_ready=False):
+        """`says_ready`: its first line on standard output says that it is ready (a broker's)."""
+        self.name, self.argv, self.says_ready = name, argv, says_ready
         self.log_path = os.path.join(logs, name.replace(" ", "-") + ".log")
         self.popen = None
         self.ended_here = False  # this script killed it, or it was asked to end
@@ -92,6 +93,12 @@ class Process:
     def resume(self):
         self.signal(signal.SIGCONT)
         self.stopped_until = None
+
+    @property
+    def not_ready_yet(self):
+        """It says when it is ready, and has not yet: still starting, its signal handlers maybe
+        not in place."""
+        return self.says_ready and not self.lines
 
     def ended_on_its_own(self):
         return self.popen is not None and self.popen.poll() is not None and not self.ended_here
