@@ -3,8 +3,8 @@ import ServiceLifecycle
 /// Says that the process is ready (the line scripts wait for, systemd's READY=1) once its service
 /// group runs. By then the group traps SIGTERM and SIGINT, so a stop sent on seeing the line is a
 /// graceful one. Said before the group ran, the line left a moment in which a SIGTERM took the
-/// signal's default action and killed the process (a broker in bus-chaos seed 4545, stopped with
-/// its whole site right after it restarted).
+/// signal's default action and killed the process (StopOnReadyTests: a broker sent SIGTERM on
+/// seeing its line died of it in the first round).
 struct ReadinessAnnouncement: Service {
     let announce: @Sendable () -> Void
 
