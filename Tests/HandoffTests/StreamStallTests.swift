@@ -45,13 +45,14 @@ struct StreamStallTests {
         actions.lazy.compactMap { if case .send(.error(let error), _) = $0 { error } else { nil } }.first
     }
 
-    /// Ticks `pair` every 250 ms from `from` to `to`, the peer's keep-alive arriving every second,
-    /// and returns the first tick's actions that failed it (and when), or nil.
-    func tickWithKeepAlives(_ pair: inout StreamPair, from: Duration, to: Duration, acknowledging offset: UInt64 = 0) -> (Duration, [StreamPair.Action])? {
+    /// Ticks `pair` every 250 ms from `from` to `to`, the peer's keep-alive arriving every second
+    /// (unless `silent`), and returns the first tick's actions that failed it (and when), or nil.
+    func tickWithKeepAlives(_ pair: inout StreamPair, from: Duration, to: Duration, acknowledging offset: UInt64 = 0,
+                            silent: Bool = false, limits: StreamLiveness.Limits? = nil) -> (Duration, [StreamPair.Action])? {
         var at = from
         while at <= to {
-            if at.components.attoseconds == 0 { _ = pair.received(keepAlive(acknowledging: offset), now: start + at) }
-            let actions = pair.tick(now: start + at, limits: limits)
+            if !silent, at.components.attoseconds == 0 { _ = pair.received(keepAlive(acknowledging: offset), now: start + at) }
+            let actions = pair.tick(now: start + at, limits: limits ?? self.limits)
             if failure(actions) != nil { return (at, actions) }
             at += .milliseconds(250)
         }
@@ -127,29 +128,41 @@ struct StreamStallTests {
 
     @Test("stall rule: time spent interrupted is the resume window's; the wait while connected, before and after the resume, counts")
     func interruptionDoesNotCount() throws {
-        var reader = pair(continuer: true)
-        // Connected and waiting from 0 to 2 s, then cut off: interrupted at 7 s (5 s idle), resumed at 12 s.
-        #expect(tickWithKeepAlives(&reader, from: .seconds(1), to: .seconds(2)) == nil)
-        let silent = reader.tick(now: start + .seconds(7) + .milliseconds(1), limits: limits)
-        #expect(failure(silent) == nil && reader.interruptedSince != nil)
         var answer = WireStreamResume()
         answer.window = 4
+        // Heard until 2 s, then silence: by the rules still connected (and waiting) until the idle
+        // timeout interrupts the pair at 7.25 s; resumed at 12 s. With a stall timeout of 8 s:
+        // 7.25 s connected before, so it gives up 0.75 s after the resume, not at once.
+        let eight = StreamLiveness.Limits(idleTimeout: .seconds(5), resumeWindow: .seconds(30), stallTimeout: .seconds(8))
+        var reader = pair(continuer: true)
+        #expect(tickWithKeepAlives(&reader, from: .seconds(1), to: .seconds(2), limits: eight) == nil)
+        #expect(tickWithKeepAlives(&reader, from: .milliseconds(2_250), to: .seconds(12), silent: true, limits: eight) == nil)
+        #expect(reader.interruptedSince == start + .milliseconds(7_250))
         _ = reader.received(.resume(answer), now: start + .seconds(12))
-        #expect(reader.interruptedSince == nil)
-        // 2 s before the silence, 5 s of silence before the interruption was noticed: 7 s while
-        // "connected" by the rules' reckoning is past 3 s, so the first tick after the resume gives up.
-        let after = try #require(failure(reader.tick(now: start + .milliseconds(12_250), limits: limits)))
-        #expect(after.details["scope"] == "stalled")
+        let after = try #require(tickWithKeepAlives(&reader, from: .milliseconds(12_250), to: .seconds(20), limits: eight))
+        #expect(after.0 == .seconds(13) && failure(after.1)?.details["scope"] == "stalled")
 
         // A pair cut off at once (the connection dropped): only the connected wait counts.
         var cut = pair(continuer: true)
         #expect(tickWithKeepAlives(&cut, from: .seconds(1), to: .seconds(2)) == nil)
         let dropped = cut.connectionDropped(failingOpenWith: HandoffError(.connectionUnavailable, "gone"), now: start + .seconds(2))
         #expect(dropped.interruptedNow)
+        #expect(tickWithKeepAlives(&cut, from: .milliseconds(2_250), to: .seconds(20), silent: true) == nil)
         _ = cut.received(.resume(answer), now: start + .seconds(20))
-        #expect(tickWithKeepAlives(&cut, from: .seconds(21), to: .milliseconds(21_000)) == nil)  // 2 s + 1 s connected
-        let late = try #require(tickWithKeepAlives(&cut, from: .milliseconds(21_250), to: .seconds(25)))
+        let late = try #require(tickWithKeepAlives(&cut, from: .milliseconds(20_250), to: .seconds(25)))
         #expect(late.0 == .milliseconds(21_250), "connected 2 s before and 1.25 s after: past 3 s")
+    }
+
+    @Test("stall rule: time this side did not run (its process stopped: no tick for 10 s) is not the peer's, even when the peer's frames wait for it")
+    func ownPauseDoesNotCount() throws {
+        var reader = pair(continuer: true)
+        #expect(tickWithKeepAlives(&reader, from: .seconds(1), to: .seconds(2)) == nil)
+        // Stopped from 2 s to 12 s; on waking it reads the keep-alive that waited, then ticks.
+        _ = reader.received(keepAlive(), now: start + .seconds(12))
+        #expect(failure(reader.tick(now: start + .seconds(12), limits: limits)) == nil)
+        #expect(tickWithKeepAlives(&reader, from: .milliseconds(12_250), to: .seconds(13)) == nil)  // 2 s + 1 s
+        let late = try #require(tickWithKeepAlives(&reader, from: .milliseconds(13_250), to: .seconds(20)))
+        #expect(late.0 == .milliseconds(13_250))
     }
 
     @Test("stall rule: without a stall timeout, a peer that is heard may stall for an hour")

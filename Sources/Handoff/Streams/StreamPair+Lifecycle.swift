@@ -141,6 +141,10 @@ extension StreamPair {
         return [.record(.lost)] + fail(error, now: now)
     }
 
+    /// A gap between two ticks past which this side is taken to have been paused (the node ticks
+    /// at least every 250 ms).
+    static let pausedAfter = Duration.seconds(1)
+
     /// The application's reader has taken `bytes` in all (the node reads its counter on each tick):
     /// taking more is this side's step, after which any wait is the peer's.
     mutating func readerTook(_ bytes: UInt64, now: ContinuousClock.Instant) {
@@ -155,6 +159,12 @@ extension StreamPair {
     /// side's writer is blocked on credit.
     mutating func tick(now: ContinuousClock.Instant, limits: StreamLiveness.Limits, writerWaiting: Bool = false) -> [Action] {
         guard failure == nil, !isOpening else { return [] }
+        if let last = lastTicked, now - last > Self.pausedAfter {
+            // This side did not run for that long: the peer's turn moves on by the gap, as for an
+            // interruption (it may have heard nothing of the peer meanwhile, or all of it at once).
+            lastOwnStep = min(now, peersTurnSince + (now - last))
+        }
+        lastTicked = now
         let decision = StreamLiveness.decide(liveness(writerWaiting: writerWaiting), now: now, limits: limits)
         var actions: [Action] = []
         if decision.interruptsNow {

@@ -92,6 +92,9 @@ struct StreamPair {
     /// Since when the pair is interrupted (connection dropped, or silence), waiting for a resume.
     var interruptedSince: ContinuousClock.Instant?
     var lastResumeSent: ContinuousClock.Instant?
+    /// This side's last tick: a gap far longer than the node's tick interval means this side did not
+    /// run (its process stopped, its host slept), which is not the peer's time.
+    var lastTicked: ContinuousClock.Instant?
     private(set) var failure: HandoffError?
     private(set) var failedAt: ContinuousClock.Instant?
     /// `.completed` was announced (it is, once).
