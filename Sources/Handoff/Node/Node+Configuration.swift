@@ -107,7 +107,8 @@ extension Node {
         /// taken everything that arrived and gets nothing new, or a writer whose chunks the peer
         /// never takes. The pair then fails with ``HandoffError/Code-swift.struct/remoteApplicationTimedOut``
         /// on both sides (the peer is told, `details["scope"] = "stalled"`). Time this side's
-        /// application takes does not count: the wait starts when it last read or wrote. `nil` (the
+        /// application takes does not count (the wait starts when it last read or wrote), nor time
+        /// the pair spent interrupted or this process did not run. `nil` (the
         /// default): a pair lives as long as its peer is heard, however slow (a stuck or hostile
         /// peer application then holds it until one side cancels).
         public var streamStallTimeout: Duration?
