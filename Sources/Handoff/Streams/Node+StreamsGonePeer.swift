@@ -45,19 +45,18 @@ extension Node {
             case .dealer(let endpoint): "the originator at \(endpoint)"
             case .router: "the continuing node \(session.owner)"
             }
-            let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals.inARow ?? 0 } else { 0 }
-            if session.pair.isOpening {
-                return StreamWait(streamID: session.route.id, state: .opening, peer: peer, since: now - session.pair.lastSent,
-                                  resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: 0)
+            func wait(_ state: StreamWait.State, since: Duration, refusals: Int = 0) -> StreamWait {
+                StreamWait(streamID: session.route.id, state: state, peer: peer, since: since,
+                           resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: refusals)
             }
+            if session.pair.isOpening { return wait(.opening, since: now - session.pair.lastSent) }
             if let since = session.pair.interruptedSince {
-                return StreamWait(streamID: session.route.id, state: .interrupted, peer: peer, since: now - since,
-                                  resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: refusals)
+                let refusals = if case .dealer(let endpoint) = session.route.peer { sockets.clients[endpoint]?.refusals.inARow ?? 0 } else { 0 }
+                return wait(.interrupted, since: now - since, refusals: refusals)
             }
             let quiet = now - session.pair.peersTurnSince
             guard session.pair.readerWaitsOnPeer, quiet >= .seconds(1) else { return nil }
-            return StreamWait(streamID: session.route.id, state: .awaitingBytes, peer: peer, since: quiet,
-                              resumeWindow: own.configuration.streamResumeWindow, stallTimeout: own.configuration.streamStallTimeout, refusals: 0)
+            return wait(.awaitingBytes, since: quiet)
         }
     }
 }

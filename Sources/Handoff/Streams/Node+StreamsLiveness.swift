@@ -19,6 +19,7 @@ extension Node {
     /// peers silent past the resume window, cleanup.
     func superviseStreams(now: ContinuousClock.Instant) {
         relieveStreamPressure()
+        let limits = streamLimits
         for session in streams.all {
             if let failedAt = session.pair.failedAt {
                 if !session.failureReported {
@@ -34,7 +35,7 @@ extension Node {
                 publishStreamEvent(.streamProgress, session)
             }
             session.pair.readerTook(session.input.progress.bytes, now: now)
-            let actions = session.pair.tick(now: now, limits: streamLimits, writerWaiting: session.creditWaiter != nil)
+            let actions = session.pair.tick(now: now, limits: limits, writerWaiting: session.creditWaiter != nil)
             perform(actions, on: session)
         }
     }

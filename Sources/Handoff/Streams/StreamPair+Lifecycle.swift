@@ -108,9 +108,8 @@ extension StreamPair {
         resumes += 1
         if let interruptedSince {
             // The time the pair was interrupted is the resume window's to judge, not the stall
-            // timeout's: the peer's turn moves on by it. The wait while connected, before and after,
-            // still counts.
-            lastOwnStep = min(now, peersTurnSince + (now - interruptedSince))
+            // timeout's. The wait while connected, before and after, still counts.
+            excusePeer(since: interruptedSince, now: now)
         }
         rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived, now: now)
         return [.record(.resumed(peerHad: resume.receivedOffset, wasInterrupted: interruptedSince != nil))] + pump(now: now) + completion()
@@ -145,6 +144,12 @@ extension StreamPair {
     /// at least every 250 ms).
     static let pausedAfter = Duration.seconds(1)
 
+    /// The time from `start` to `now` was not the peer's to make progress in (the pair was
+    /// interrupted, or this side did not run): the peer's turn moves on by it.
+    private mutating func excusePeer(since start: ContinuousClock.Instant, now: ContinuousClock.Instant) {
+        lastOwnStep = min(now, peersTurnSince + (now - start))
+    }
+
     /// The application's reader has taken `bytes` in all (the node reads its counter on each tick):
     /// taking more is this side's step, after which any wait is the peer's.
     mutating func readerTook(_ bytes: UInt64, now: ContinuousClock.Instant) {
@@ -160,9 +165,9 @@ extension StreamPair {
     mutating func tick(now: ContinuousClock.Instant, limits: StreamLiveness.Limits, writerWaiting: Bool = false) -> [Action] {
         guard failure == nil, !isOpening else { return [] }
         if let last = lastTicked, now - last > Self.pausedAfter {
-            // This side did not run for that long: the peer's turn moves on by the gap, as for an
-            // interruption (it may have heard nothing of the peer meanwhile, or all of it at once).
-            lastOwnStep = min(now, peersTurnSince + (now - last))
+            // This side did not run for that long, as for an interruption (it may have heard
+            // nothing of the peer meanwhile, or all of it at once).
+            excusePeer(since: last, now: now)
         }
         lastTicked = now
         let decision = StreamLiveness.decide(liveness(writerWaiting: writerWaiting), now: now, limits: limits)
