@@ -96,12 +96,14 @@ public nonisolated enum WireStreamDirection: SwiftProtobuf.Enum, Swift.CaseItera
 
 /// Checksum over all bytes of a stream, in order.
 ///
-/// A reader learns the algorithm only from StreamEnd, after the bytes, so it
-/// can verify only what it computed on the way. Handoff nodes write CRC-32C
-/// and verify CRC-32C (a mismatch is STREAM_CHECKSUM_MISMATCH); an end with no
-/// checksum, or with XXH64 or SHA-256, is held to its total_length only, and
-/// the node logs that the stream's bytes went unverified. Writers that want
-/// their bytes verified by Handoff nodes send CRC-32C.
+/// A writer announces the algorithm it will end with in its StreamOpen
+/// (StreamOpen.checksum_algorithm), so that its reader computes the same as
+/// the bytes arrive; a writer that announces none is read as CRC-32C. Handoff
+/// nodes compute and verify all three (a mismatch is
+/// STREAM_CHECKSUM_MISMATCH), and write CRC-32C unless configured otherwise.
+/// An end with no checksum, or with an algorithm other than the one its writer
+/// announced, is held to its total_length only, and the node logs that the
+/// stream's bytes went unverified.
 public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 
@@ -344,6 +346,12 @@ public nonisolated struct WireStreamOpen: Sendable {
   /// originator's answer repeats the flag.
   public var document: Bool = false
 
+  /// The algorithm the sender of this message computes its StreamEnd's
+  /// checksum with (for the direction it writes), so that its reader can
+  /// compute the same as the bytes arrive. UNSPECIFIED, as from writers that
+  /// predate this field: read as CRC-32C.
+  public var checksumAlgorithm: WireChecksumAlgorithm = .unspecified
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -419,7 +427,8 @@ public nonisolated struct WireStreamEnd: Sendable {
   public var checksumAlgorithm: WireChecksumAlgorithm = .unspecified
 
   /// Checksum of all stream bytes (empty when checksum_algorithm is UNSPECIFIED),
-  /// big-endian for the 32-bit CRC32C (the algorithm Handoff nodes send).
+  /// in the byte order ChecksumAlgorithm gives; the algorithm is the one the
+  /// writer's StreamOpen announced.
   public var checksum: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -638,7 +647,7 @@ nonisolated extension WireStreamFrame: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StreamOpen"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{1}direction\0\u{3}chunk_size\0\u{1}window\0\u{3}expected_length\0\u{3}resume_token\0\u{1}document\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activity_id\0\u{1}direction\0\u{3}chunk_size\0\u{1}window\0\u{3}expected_length\0\u{3}resume_token\0\u{1}document\0\u{3}checksum_algorithm\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -653,6 +662,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.expectedLength) }()
       case 6: try { try decoder.decodeSingularBytesField(value: &self.resumeToken) }()
       case 7: try { try decoder.decodeSingularBoolField(value: &self.document) }()
+      case 8: try { try decoder.decodeSingularEnumField(value: &self.checksumAlgorithm) }()
       default: break
       }
     }
@@ -680,6 +690,9 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if self.document != false {
       try visitor.visitSingularBoolField(value: self.document, fieldNumber: 7)
     }
+    if self.checksumAlgorithm != .unspecified {
+      try visitor.visitSingularEnumField(value: self.checksumAlgorithm, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -691,6 +704,7 @@ nonisolated extension WireStreamOpen: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if lhs.expectedLength != rhs.expectedLength {return false}
     if lhs.resumeToken != rhs.resumeToken {return false}
     if lhs.document != rhs.document {return false}
+    if lhs.checksumAlgorithm != rhs.checksumAlgorithm {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -105,7 +105,7 @@ enum ReadmeExamples {
             let encoded: Data = try! store.contactList.serializedData()
             streams.output.expectedLength = UInt64(encoded.count)
             try? await streams.output.write(encoded)      // suspends while the reader is behind
-            try? await streams.output.finish()            // total length + CRC-32C
+            try? await streams.output.finish()            // total length + checksum (CRC-32C)
         }
         // end README
         _ = contacts

@@ -3,11 +3,11 @@ import Testing
 /// The simulator's stream peers that misbehave: an originator that lies about what it writes, and
 /// applications that get stuck half way, each caught with a typed error in a seed's run.
 extension SimulatorTests {
-    @Test("a hostile originator lies about its stream four ways (a changed chunk, a wrong CRC-32C, a byte fewer, a byte more at the end): each reader catches it with a typed error, never a whole stream")
+    @Test("a hostile originator lies about its stream four ways (a changed chunk, a wrong checksum, a byte fewer, a byte more at the end): each reader catches it with a typed error, never a whole stream")
     func streamLiesCaught() async throws {
         let expected = [
             "22": "(it changes a byte of a chunk): stream checksum mismatch",
-            "13": "(it sends a wrong CRC-32C at the end): stream checksum mismatch",
+            "13": "(it sends a wrong checksum at the end): stream checksum mismatch",
             "1": "(it claims a byte fewer at the end): stream truncated",
             "15": "(it claims a byte more at the end): stream truncated",
         ]

@@ -244,21 +244,22 @@ struct SimulatorTests {
                                          reader: .pauses(atByte: 0, for: .seconds(60)), floods: false, lie: .corruptsAChunk, openedAt: .zero, continuer: .init(node: 1, incarnation: 0, pair: pair))
             world.streams.append(stream)
             world.streamOrigins.append(0)
+            stream[.continuer]!.read = ReceivedBytes(checksum: stream.checksumAlgorithm(writtenBy: .origin))
             // Bytes the writer did not write: read as they come, to be caught at the end.
             var changed = stream.content(0..<4)
             changed[2] ^= 0x5A
             world.readerReceived(stream, .continuer, Data(changed))
             return (world, stream)
         }
-        // The end carries the CRC-32C of what was written: the reader's check refuses it.
+        // The end carries the checksum of what was written: the reader's check refuses it.
         let (caughtWorld, caught) = lyingStream()
         #expect(SimulationInvariants.streams(caughtWorld) == nil)
-        caughtWorld.readerEnded(caught, .continuer, total: 4, checksum: caught.checksum)
+        caughtWorld.readerEnded(caught, .continuer, total: 4, checksum: caught.checksum(writtenBy: .origin))
         #expect(caught.lieCaught && caught[.continuer]?.failure?.code == .streamChecksumMismatch)
         #expect(SimulationInvariants.streams(caughtWorld) == nil)
         // An end that matched the changed bytes (a reader checking nothing would take them): the run fails.
         let (fooledWorld, fooled) = lyingStream()
-        var read = ReceivedBytes()
+        var read = ReceivedBytes(checksum: fooled.checksumAlgorithm(writtenBy: .origin))
         read.absorb(Data(fooled.content(0..<4).enumerated().map { $0.offset == 2 ? $0.element ^ 0x5A : $0.element }))
         fooledWorld.readerEnded(fooled, .continuer, total: 4, checksum: read.checksum)
         #expect(!fooled.lieCaught && fooled[.continuer]?.readWhole == false)

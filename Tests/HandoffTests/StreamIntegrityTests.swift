@@ -32,12 +32,14 @@ actor FakeContinuer {
         if let payload { try await socket.send(payload) }
     }
 
-    /// Opens stream 1 for `activityID`, granting `window` chunks, and waits for the originator's open.
-    func open(_ activityID: String, window: UInt32) async throws -> WireStreamOpen? {
+    /// Opens stream 1 for `activityID`, granting `window` chunks and announcing the checksum its end
+    /// will carry (`checksum`), and waits for the originator's open.
+    func open(_ activityID: String, window: UInt32, checksum: WireChecksumAlgorithm = .unspecified) async throws -> WireStreamOpen? {
         var open = WireStreamOpen()
         open.activityID = activityID
         open.window = window
         open.chunkSize = 65536
+        open.checksumAlgorithm = checksum
         try await send(.open(open))
         while let frame = try await socket.receive(timeout: .seconds(5)) {
             if case .streamFrame(let stream) = try WireEnvelope.decode(frame.data).body, case .open(let answer) = stream.kind {
@@ -49,14 +51,20 @@ actor FakeContinuer {
 
     /// Sends `bytes` as one data chunk (payload out of band), then an end claiming `total` and `checksum`.
     func sendStream(_ bytes: [UInt8], claimingTotal total: UInt64, checksum: UInt32) async throws {
+        let big = Data([UInt8(checksum >> 24), UInt8(checksum >> 16 & 0xFF), UInt8(checksum >> 8 & 0xFF), UInt8(checksum & 0xFF)])
+        try await sendStream(bytes, claimingTotal: total, algorithm: .crc32C, checksum: big)
+    }
+
+    /// The same, with an end carrying `checksum` of `algorithm`.
+    func sendStream(_ bytes: [UInt8], claimingTotal total: UInt64, algorithm: WireChecksumAlgorithm, checksum: Data) async throws {
         var data = WireStreamData()
         data.offset = 0
         data.length = UInt32(bytes.count)
         try await send(.data(data), payload: bytes)
         var end = WireStreamEnd()
         end.totalLength = total
-        end.checksumAlgorithm = .crc32C
-        end.checksum = Data([UInt8(checksum >> 24), UInt8(checksum >> 16 & 0xFF), UInt8(checksum >> 8 & 0xFF), UInt8(checksum & 0xFF)])
+        end.checksumAlgorithm = algorithm
+        end.checksum = checksum
         try await send(.end(end))
     }
 }

@@ -247,43 +247,23 @@ struct StreamStallNodeTests {
 
     @Test("a `handoff agent --stream-stall-timeout 1` process gives up on a peer that opens its contacts list's stream, keeps it alive, and never reads")
     func agentProcessGivesUp() async throws {
-        let (broker, frontend, backend) = try await startBroker()
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stall-agent-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let control = "ipc://\(folder.path)/control.sock"
-        let agent = try await startAgentProcess("stall-agent", frontend: frontend, backend: backend, plugins: buildFolder, data: folder,
-                                                control: control, arguments: ["--log-level", "error", "--stream-stall-timeout", "1"])
-        defer { agent.terminate(); agent.waitUntilExit() }
-        #expect(try await runHandoff(["plugin", "contacts", "add", "Ada", "Lovelace", "+44", "ada@example.org", "--agent", control]).status == 0)
-        #expect(try await runHandoff(["plugin", "contacts", "share", "--agent", control]).status == 0)
-        let shared = try await Node.withRunning(brokerConfiguration("finder", frontend: frontend, backend: backend)) { node in
-            var found: DiscoveredActivity?
-            let deadline = ContinuousClock.now + .seconds(10)
-            while found == nil, ContinuousClock.now < deadline {
-                found = await node.newestActivity(ofType: "org.handoff.contacts.list-contacts")
-                if found == nil { try await Task.sleep(for: .milliseconds(50)) }
+        try await withAgentSharingContacts("stall-agent", arguments: ["--log-level", "error", "--stream-stall-timeout", "1"]) { activity, agent in
+            // One way, a one-chunk window, keep-alives every 300 ms, and nothing granted or acknowledged.
+            let hostile = try WirePeer(connectingTo: activity.continueEndpoint)
+            try hostile.openStream(1, activityID: activity.id, window: 1, direction: .originToContinuer, as: "never-reads")
+            let started = ContinuousClock.now
+            var notice: WireError?
+            while notice == nil, ContinuousClock.now - started < .seconds(10) {
+                try hostile.send(stream: 1, .credit(WireStreamCredit()), as: "never-reads")
+                while let (envelope, _) = try await hostile.receive(within: .milliseconds(300)) {
+                    if case .streamFrame(let frame) = envelope.body, case .error(let error)? = frame.kind { notice = error }
+                }
             }
-            return found
+            let error = try #require(notice, "the agent never gave up on the pair")
+            #expect(error.code == .remoteApplicationTimedOut && error.details["scope"] == "stalled", "\(error)")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            #expect(agent.isRunning)
         }
-        let activity = try #require(shared, "the agent's list-contacts activity never appeared")
-
-        // One way, a one-chunk window, keep-alives every 300 ms, and nothing granted or acknowledged.
-        let hostile = try WirePeer(connectingTo: activity.continueEndpoint)
-        try hostile.openStream(1, activityID: activity.id, window: 1, direction: .originToContinuer, as: "never-reads")
-        let started = ContinuousClock.now
-        var notice: WireError?
-        while notice == nil, ContinuousClock.now - started < .seconds(10) {
-            try hostile.send(stream: 1, .credit(WireStreamCredit()), as: "never-reads")
-            while let (envelope, _) = try await hostile.receive(within: .milliseconds(300)) {
-                if case .streamFrame(let frame) = envelope.body, case .error(let error)? = frame.kind { notice = error }
-            }
-        }
-        let error = try #require(notice, "the agent never gave up on the pair")
-        #expect(error.code == .remoteApplicationTimedOut && error.details["scope"] == "stalled", "\(error)")
-        #expect(ContinuousClock.now - started < .seconds(5))
-        #expect(agent.isRunning)
-        _ = broker
     }
 
     @Test("a stall timeout shorter than the reader's own pauses ends nothing: the time its application takes is its own")

@@ -76,6 +76,26 @@ func openedStreams(from a: Node, to b: Node, delegate: StreamPeer) async throws 
     return (activity, try await b.openStreams(for: continued))
 }
 
+/// Opens streams from `b` to a streaming activity of `a` and sends bytes both ways at once: each
+/// side must read the other's whole, and the progress must say so.
+func expectBytesBothWays(from a: Node, to b: Node, fromOriginator originatorCount: Int, fromContinuer continuerCount: Int) async throws {
+    let fromOriginator = patternBytes(originatorCount, seed: 1)
+    let fromContinuer = patternBytes(continuerCount, seed: 2)
+    let peer = StreamPeer(sending: fromOriginator)
+    let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
+    async let written: Void = {
+        try await streams.output.write(fromContinuer)
+        try await streams.output.finish()
+    }()
+    let received = try await streams.input.readAll()
+    try await written
+    #expect(received == fromOriginator)
+    #expect(streams.input.progress == StreamProgress(bytes: UInt64(originatorCount), total: UInt64(originatorCount)))
+    #expect(streams.output.progress.bytes == UInt64(continuerCount))
+    #expect(await eventually { peer.received != nil })
+    #expect(try peer.received?.get() == fromContinuer)
+}
+
 @Suite("Continuation streams", .exclusive)
 struct StreamTests {
     @Test("CRC-32C matches the standard check value, in pieces as whole")
@@ -94,21 +114,7 @@ struct StreamTests {
     @Test("bytes flow both ways at once, intact, with progress")
     func bothWays() async throws {
         try await withTwoNodes { a, b in
-            let fromOriginator = patternBytes(3_000_000, seed: 1)
-            let fromContinuer = patternBytes(1_234_567, seed: 2)
-            let peer = StreamPeer(sending: fromOriginator)
-            let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
-            async let written: Void = {
-                try await streams.output.write(fromContinuer)
-                try await streams.output.finish()
-            }()
-            let received = try await streams.input.readAll()
-            try await written
-            #expect(received == fromOriginator)
-            #expect(streams.input.progress == StreamProgress(bytes: 3_000_000, total: 3_000_000))
-            #expect(streams.output.progress.bytes == 1_234_567)
-            #expect(await eventually { peer.received != nil })
-            #expect(try peer.received?.get() == fromContinuer)
+            try await expectBytesBothWays(from: a, to: b, fromOriginator: 3_000_000, fromContinuer: 1_234_567)
         }
     }
 

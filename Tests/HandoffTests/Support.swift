@@ -167,6 +167,37 @@ func startAgentProcess(
     return agent
 }
 
+/// A `handoff agent` process (started with `arguments`) on a broker of its own, sharing one
+/// contact's list: `body` gets the list-contacts activity as a node on the bus found it, and the
+/// agent process. The agent is stopped, and its data folder removed, whatever happens.
+func withAgentSharingContacts<T>(
+    _ name: String, arguments: [String], _ body: (DiscoveredActivity, Process) async throws -> T
+) async throws -> T {
+    let (broker, frontend, backend) = try await startBroker()
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let control = "ipc://\(folder.path)/control.sock"
+    let agent = try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: buildFolder, data: folder,
+                                            control: control, arguments: arguments)
+    defer { agent.terminate(); agent.waitUntilExit() }
+    #expect(try await runHandoff(["plugin", "contacts", "add", "Ada", "Lovelace", "+44", "ada@example.org", "--agent", control]).status == 0)
+    #expect(try await runHandoff(["plugin", "contacts", "share", "--agent", control]).status == 0)
+    let shared = try await Node.withRunning(brokerConfiguration("finder", frontend: frontend, backend: backend)) { node in
+        var found: DiscoveredActivity?
+        let deadline = ContinuousClock.now + .seconds(10)
+        while found == nil, ContinuousClock.now < deadline {
+            found = await node.newestActivity(ofType: "org.handoff.contacts.list-contacts")
+            if found == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        return found
+    }
+    let activity = try #require(shared, "the agent's list-contacts activity never appeared")
+    let result = try await body(activity, agent)
+    _ = broker  // the broker runs until here
+    return result
+}
+
 extension ContinuationResult {
     /// The restored activity, or `nil` for a webpage: for `#require`, so that a test cannot pass by
     /// returning early when the continuation did not restore.

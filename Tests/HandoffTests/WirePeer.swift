@@ -49,6 +49,7 @@ final class WirePeer {
         open.window = window
         open.chunkSize = chunkSize
         open.direction = direction
+        open.checksumAlgorithm = .crc32C
         try send(stream: streamID, .open(open), as: nodeID)
     }
 
@@ -59,5 +60,19 @@ final class WirePeer {
         var more = first.hasMore
         while more { more = try await dealer.receive().hasMore }
         return (try WireEnvelope.decode(first.data), first.count)
+    }
+
+    /// The next envelope that comes back with the payload frame after it, if any (a stream chunk's
+    /// bytes), or `nil` when none arrives within `timeout`.
+    func receiveWithPayload(within timeout: Duration) async throws -> (envelope: WireEnvelope, payload: Data?)? {
+        guard let first = try await dealer.receive(timeout: timeout) else { return nil }
+        var payload: Data?
+        var more = first.hasMore
+        while more {
+            let next = try await dealer.receive()
+            payload = (payload ?? Data()) + next.data
+            more = next.hasMore
+        }
+        return (try WireEnvelope.decode(first.data), payload)
     }
 }

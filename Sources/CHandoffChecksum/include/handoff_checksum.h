@@ -47,4 +47,17 @@ void handoff_sha256_init(handoff_sha256 *context);
 void handoff_sha256_update(handoff_sha256 *context, const void *data, size_t length);
 void handoff_sha256_final(handoff_sha256 *context, uint8_t digest[32]);
 
+/// XXH64 with seed 0 in pieces: init, update with the data in any number of pieces, final (which
+/// leaves the context as it was, so a running hash can be read and continued).
+typedef struct handoff_xxh64 {
+    uint64_t lanes[4];
+    uint64_t length;
+    uint8_t buffer[32];
+    size_t buffered;
+} handoff_xxh64;
+
+void handoff_xxh64_init(handoff_xxh64 *context);
+void handoff_xxh64_update(handoff_xxh64 *context, const void *data, size_t length);
+uint64_t handoff_xxh64_final(const handoff_xxh64 *context);
+
 #endif

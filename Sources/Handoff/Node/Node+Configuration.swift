@@ -112,6 +112,12 @@ extension Node {
         /// default): a pair lives as long as its peer is heard, however slow (a stuck or hostile
         /// peer application then holds it until one side cancels).
         public var streamStallTimeout: Duration?
+        /// The checksum this node's stream writers end each direction with, announced when the pair
+        /// opens so that the reader computes it as the bytes arrive (stream.proto,
+        /// `ChecksumAlgorithm`). Readers verify whichever their writer announced. CRC-32C (the
+        /// default) is copied and checked in one pass at memory speed; SHA-256 costs a few hundred
+        /// MB/s at each end.
+        public var streamChecksum: StreamChecksum
 
         /// The node's key pair and account: with it, every socket runs CURVE and only the account's
         /// nodes get in (see ``Security``). `nil` runs without encryption or authentication, which
@@ -172,6 +178,7 @@ extension Node {
             maxStreamsPerPeer = 4
             streamStallGrace = .seconds(2)
             streamStallTimeout = nil
+            streamChecksum = .crc32c
             security = nil
             allowInsecure = false
             teamPolicy = .sameTeam

@@ -30,9 +30,9 @@ final class SimulatedStream {
 
     /// How a hostile originating node lies about what it writes.
     enum Lie: CaseIterable, CustomStringConvertible {
-        /// One byte of one chunk is not what it wrote (the end's CRC-32C is of what it wrote).
+        /// One byte of one chunk is not what it wrote (the end's checksum is of what it wrote).
         case corruptsAChunk
-        /// The end's CRC-32C is not the content's.
+        /// The end's checksum is not the content's.
         case wrongChecksum
         /// The end claims a byte fewer than it wrote, or a byte more.
         case shortLength
@@ -41,7 +41,7 @@ final class SimulatedStream {
         var description: String {
             switch self {
             case .corruptsAChunk: "changes a byte of a chunk"
-            case .wrongChecksum: "sends a wrong CRC-32C at the end"
+            case .wrongChecksum: "sends a wrong checksum at the end"
             case .shortLength: "claims a byte fewer at the end"
             case .longLength: "claims a byte more at the end"
             }
@@ -63,7 +63,8 @@ final class SimulatedStream {
         /// Bytes the writer wrote (the stream's content from its start); whether it wrote the end.
         var written = 0
         var endWritten = false
-        /// What the reader received in order.
+        /// What the reader received in order, checksummed in the algorithm the peer's open announced
+        /// (set when the open is accepted or answered, as the node sets its reader's).
         var read = ReceivedBytes()
         var received: Int { Int(read.count) }
         /// Chunks delivered and not yet read; chunks read and not yet granted back.
@@ -183,10 +184,17 @@ final class SimulatedStream {
 
     func content(_ range: Range<Int>) -> [UInt8] { range.map(byte(at:)) }
 
-    /// The CRC-32C of the whole content, as the writer's end carries it.
-    lazy var checksum: UInt32 = {
-        var all = ReceivedBytes()
+    /// The checksum each side's writer ends with, from the stream's number (no new draw): every
+    /// algorithm of the contract, at either end, against each other.
+    func checksumAlgorithm(writtenBy side: Side) -> StreamChecksum {
+        let all = StreamChecksum.allCases
+        return side == .continuer ? all[number % all.count] : all[number / all.count % all.count]
+    }
+
+    /// The checksum of the whole content as `side`'s writer's end carries it.
+    func checksum(writtenBy side: Side) -> StreamEndChecksum {
+        var all = ReceivedBytes(checksum: checksumAlgorithm(writtenBy: side))
         all.absorb(Data(content(0..<bytes)))
-        return all.checksum
-    }()
+        return all.checksum!
+    }
 }

@@ -21,9 +21,9 @@ extension SimulatedWorld {
     }
 
     /// The writer's end arrived: what the reader got must be whole. The reader verifies the
-    /// length and CRC-32C the end carries as ``ContinuationInputStream`` does (``ReceivedBytes``),
-    /// and the end must be the writer's own: all of its content, with a checksum.
-    func readerEnded(_ stream: SimulatedStream, _ side: Side, total: UInt64, checksum: UInt32?) {
+    /// length and checksum the end carries as ``ContinuationInputStream`` does (``ReceivedBytes``),
+    /// and the end must be the writer's own: all of its content, with its checksum.
+    func readerEnded(_ stream: SimulatedStream, _ side: Side, total: UInt64, checksum: StreamEndChecksum?) {
         let read = stream[side]!.read
         var refused: String?
         do throws(HandoffError) { try read.verifyEnd(total: total, checksum: checksum) } catch {
@@ -36,8 +36,9 @@ extension SimulatedWorld {
                 return
             }
         }
-        guard refused == nil, !stream.liedBytesRead || side != .continuer, read.count == UInt64(stream.bytes), checksum == stream.checksum else {
-            stream.corrupted = stream.corrupted ?? "the \(side) side's reader got an end of \(total) bytes, CRC \(checksum.map { String($0, radix: 16) } ?? "none"), after \(read.count) bytes (CRC \(String(read.checksum, radix: 16))\(refused.map { "; \($0)" } ?? "")); the writer wrote \(stream.bytes) bytes, CRC \(String(stream.checksum, radix: 16))"
+        let written = stream.checksum(writtenBy: side.other)
+        guard refused == nil, !stream.liedBytesRead || side != .continuer, read.count == UInt64(stream.bytes), checksum == written else {
+            stream.corrupted = stream.corrupted ?? "the \(side) side's reader got an end of \(total) bytes, checksum \(checksum.map(String.init(describing:)) ?? "none"), after \(read.count) bytes (\(read.checksum.map(String.init(describing:)) ?? "none computed")\(refused.map { "; \($0)" } ?? "")); the writer wrote \(stream.bytes) bytes, \(written)"
             return
         }
         stream[side]!.readWhole = true

@@ -39,6 +39,7 @@ extension SimulatedWorld {
         request.direction = direction
         request.window = UInt32(pair.window)
         request.chunkSize = UInt32(SimulatedStream.settings.chunkSize)
+        request.checksumAlgorithm = stream.checksumAlgorithm(writtenBy: .continuer).wire
         perform(stream, .continuer, stream.pairDo(.continuer) { $0.open(request, now: instant) })
         schedule(.streamOpenTimeout(stream: stream.number), at: now + SimulatedNode.continueTimeout)
     }
@@ -115,7 +116,9 @@ extension SimulatedWorld {
         answer.window = request.window
         answer.chunkSize = UInt32(SimulatedStream.settings.chunkSize)
         answer.resumeToken = Data(streamNetwork.token().utf8)
+        answer.checksumAlgorithm = stream.checksumAlgorithm(writtenBy: .origin).wire
         perform(stream, .origin, stream.pairDo(.origin) { $0.accept(request, answer: answer, now: instant) })
+        stream[.origin]!.read = ReceivedBytes(checksum: pair.peerChecksum)
         drive(stream)
     }
 
@@ -156,6 +159,7 @@ extension SimulatedWorld {
             case .expectLength, .wakeWriter:
                 break  // the writer is driven after every event
             case .opened:
+                stream[side]!.read = ReceivedBytes(checksum: stream[side]!.pair.peerChecksum)
                 log("\(node): stream \(stream.number) open")
             case .failed(let error):
                 stream[side]!.failure = error
@@ -171,7 +175,10 @@ extension SimulatedWorld {
                 case .droppedAheadOfResume(let count): log("\(node): stream \(stream.number) dropped \(count) bytes beyond a gap, its resume unanswered")
                 case .endDroppedAheadOfResume(let total): log("\(node): stream \(stream.number) dropped its end (\(total) bytes) beyond a gap, its resume unanswered")
                 case .stalled: log("\(node): stream \(stream.number): gave up on a peer that made no progress")
-                case .duplicateBytesDropped, .bytesResent, .lost, .endNotVerified: break
+                case .endNotVerified(let carried, let announced, let total):
+                    // Every writer here ends in the algorithm it announced: an end not verified is a bug.
+                    stream.corrupted = stream.corrupted ?? "the \(side) side could not verify an end of \(total) bytes: it carries \(carried), the open announced \(announced.map(String.init(describing:)) ?? "an unknown algorithm")"
+                case .duplicateBytesDropped, .bytesResent, .lost: break
                 }
             }
         }
@@ -194,7 +201,7 @@ extension SimulatedWorld {
             }
             if stream[side]!.written == stream.bytes, stream[side]!.pair.isLive {
                 stream[side]!.endWritten = true
-                let checksum = stream.checksum
+                let checksum = stream.checksum(writtenBy: side)
                 perform(stream, side, stream.pairDo(side) { $0.writeEnd(total: UInt64(stream.bytes), checksum: checksum, now: instant) })
             }
         }

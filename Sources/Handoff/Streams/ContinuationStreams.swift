@@ -1,4 +1,3 @@
-import CHandoffChecksum
 import Foundation
 import Synchronization
 import ZeroMQ
@@ -45,8 +44,9 @@ final class ProgressCounter: Sendable {
 ///
 /// Both ends get a pair: what one side writes to its ``output``, the other reads from its ``input``.
 /// Bytes flow under credit-based flow control (a window of chunks in flight), so memory stays
-/// bounded whatever the size of the stream; each direction ends with its total length and a CRC-32C
-/// checksum, and a reader never sees a truncated or corrupted stream finish normally.
+/// bounded whatever the size of the stream; each direction ends with its total length and a checksum
+/// (CRC-32C unless ``Node/Configuration/streamChecksum`` says otherwise), and a reader never sees a
+/// truncated or corrupted stream finish normally.
 public struct ContinuationStreams: Sendable {
     /// The stream pair's id (chosen by the continuing node).
     public let id: UInt64
@@ -67,7 +67,7 @@ public struct ContinuationStreams: Sendable {
 /// What arrives on one direction of a stream, in order.
 enum StreamEvent: Sendable {
     case data(Data)
-    case end(total: UInt64, checksum: UInt32?)
+    case end(total: UInt64, checksum: StreamEndChecksum?)
     case failed(HandoffError)
 }
 
@@ -96,6 +96,9 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     let counter = ProgressCounter()
     /// Whether anything can arrive (a pair opened one way has an empty, ended input on one side).
     let enabled: Bool
+    /// The checksum the writer announced it ends with, set when the pair opens (`nil`: one this
+    /// side does not compute).
+    private let writerChecksum = Mutex<StreamChecksum?>(.crc32c)
 
     init(node: Node, key: StreamKey, events: AsyncStream<StreamEvent>, window: Int, enabled: Bool) {
         self.node = node
@@ -108,8 +111,11 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     /// Bytes received so far, and the total when the writer has said.
     public var progress: StreamProgress { counter.progress }
 
+    /// Set from the peer's open, before the application has the stream.
+    func setWriterChecksum(_ checksum: StreamChecksum?) { writerChecksum.withLock { $0 = checksum } }
+
     public func makeAsyncIterator() -> Iterator {
-        Iterator(stream: self, events: events.makeAsyncIterator())
+        Iterator(stream: self, events: events.makeAsyncIterator(), received: ReceivedBytes(checksum: writerChecksum.withLock { $0 }))
     }
 
     /// Reads the whole stream.
@@ -133,7 +139,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let stream: ContinuationInputStream
         var events: AsyncStream<StreamEvent>.Iterator
-        var received = ReceivedBytes()
+        var received: ReceivedBytes
         var unacknowledged = 0
         var finished = false
 
@@ -193,17 +199,19 @@ public final class ContinuationOutputStream: Sendable {
 
     private struct State {
         var offset: UInt64 = 0
-        var checksum: UInt32 = 0
+        var digest: StreamDigest
         var finished = false
         var expectedLength: UInt64?
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    init(node: Node, key: StreamKey, chunkSize: Int, enabled: Bool) {
+    /// `checksum`: what this side's open announced its end will carry.
+    init(node: Node, key: StreamKey, chunkSize: Int, enabled: Bool, checksum: StreamChecksum) {
         self.node = node
         self.key = key
         self.enabled = enabled
         chunkSizeStorage = Atomic(chunkSize)
+        state = Mutex(State(digest: StreamDigest(checksum)))
     }
 
     /// Set once the peer said which chunk size it accepts.
@@ -233,22 +241,22 @@ public final class ContinuationOutputStream: Sendable {
         var start = 0
         while start < count {
             let end = min(start + chunkSize, count)
-            let (offset, total, previous) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt64?, UInt32) in
+            let (offset, total, previous) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt64?, StreamDigest) in
                 guard !state.finished else {
                     throw HandoffError(.streamCancelled, "write after finish(): the stream is already complete")
                 }
-                return (state.offset, state.expectedLength, state.checksum)
+                return (state.offset, state.expectedLength, state.digest)
             }
-            // Copy into libzmq's buffer and checksum in the same pass.
-            var checksum: UInt32 = 0
+            var digest = previous
+            // Copy into libzmq's buffer and checksum (CRC-32C: in the same pass).
             let chunk: Frame = bytes.withUnsafeBytes { all in
                 let slice = UnsafeRawBufferPointer(rebasing: all[start..<end])
                 return Frame(count: slice.count) { destination in
-                    checksum = handoff_crc32c_copy(previous, destination.baseAddress, slice.baseAddress, slice.count)
+                    digest.copy(slice, to: destination.baseAddress!)
                 }
             }
             state.withLock { state in
-                state.checksum = checksum
+                state.digest = digest
                 state.offset = offset + UInt64(chunk.count)
             }
             try await node.sendStreamData(key, chunk: chunk, offset: offset, total: total)
@@ -261,10 +269,10 @@ public final class ContinuationOutputStream: Sendable {
     /// output the pair's direction closed (``StreamDirection``), it does nothing.
     public func finish() async throws(HandoffError) {
         guard enabled else { return }
-        let (total, checksum) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt32) in
+        let (total, checksum) = try state.withLock { (state) throws(HandoffError) -> (UInt64, StreamEndChecksum) in
             guard !state.finished else { throw HandoffError(.streamCancelled, "finish() called twice") }
             state.finished = true
-            return (state.offset, state.checksum)
+            return (state.offset, StreamEndChecksum(algorithm: state.digest.algorithm ?? .crc32c, value: state.digest.value))
         }
         counter.setTotal(total)
         try await node.sendStreamEnd(key, total: total, checksum: checksum)

@@ -34,6 +34,7 @@ extension Node {
                 session.input.counter.setTotal(total)
             case .opened(let answer):
                 session.output.setChunkSize(session.pair.writeChunkSize)
+                session.input.setWriterChecksum(session.pair.peerChecksum)
                 session.openWaiter?.resume(returning: .success(answer))
                 session.openWaiter = nil
             case .wakeWriter:
@@ -73,8 +74,10 @@ extension Node {
             own.logger.debug("streams \(session.route.id): dropped the end (\(total) bytes) from \(session.owner) beyond a gap after \(session.pair.receivedOffset) bytes, its resume unanswered")
         case .lost:
             observability.streamCounters.lost += 1
-        case .endNotVerified(let algorithm, let total):
-            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(algorithm == .unspecified ? "no checksum" : "a checksum of \(algorithm), which this node does not compute"): the length was checked, the bytes were not (send CRC-32C to have them verified)")
+        case .endNotVerified(let carried, let announced, let total):
+            let computed = announced.map { "the \($0) its open announced" } ?? "none (its open announced an algorithm this node does not know)"
+            let what = carried == .unspecified ? "no checksum" : "a checksum of \(StreamChecksum(wire: carried)?.description ?? "unknown algorithm \(carried.rawValue)")"
+            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(what), and this node computed \(computed): the length was checked, the bytes were not")
         case .stalled:
             observability.streamCounters.stalled += 1
             own.logger.info("streams \(session.route.id) with \(session.owner): no progress for \(own.configuration.streamStallTimeout.map { "\($0)" } ?? "-"); gave up")

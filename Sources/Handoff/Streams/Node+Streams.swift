@@ -94,6 +94,7 @@ extension Node {
         request.window = UInt32(own.configuration.streamWindow)
         request.chunkSize = UInt32(own.configuration.streamChunkSize)
         request.document = document
+        request.checksumAlgorithm = own.configuration.streamChecksum.wire
         let timeout = own.configuration.continueTimeout
         let activityType = activity.activityType
         let key = session.key
@@ -134,7 +135,9 @@ extension Node {
             isContinuer: isContinuer, direction: direction, peerName: isContinuer ? "the originator" : "the continuing node \(owner)",
             activityType: activityType, window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize,
             peerChunkSize: peerChunkSize, now: .now)
-        let session = StreamSession(node: self, key: streams.newKey(), route: route, activityID: activityID, owner: owner, pair: pair)
+        let session = StreamSession(
+            node: self, key: streams.newKey(), route: route, activityID: activityID, owner: owner, pair: pair,
+            checksum: own.configuration.streamChecksum)
         streams.insert(session)
         return session
     }
@@ -241,8 +244,10 @@ extension Node {
         answer.chunkSize = UInt32(own.configuration.streamChunkSize)
         answer.resumeToken = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         answer.document = open.document
+        answer.checksumAlgorithm = own.configuration.streamChecksum.wire
         if let document { answer.expectedLength = document.size }
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
+        session.input.setWriterChecksum(session.pair.peerChecksum)
         publishStreamEvent(.streamOpened, session)
         let pair = session.streams
         if let document {

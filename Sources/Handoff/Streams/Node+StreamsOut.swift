@@ -21,7 +21,7 @@ extension Node {
 
     /// Ends one direction with its length and checksum (kept, and sent again after a resume, until
     /// the peer acknowledges it).
-    func sendStreamEnd(_ key: StreamKey, total: UInt64, checksum: UInt32) throws(HandoffError) {
+    func sendStreamEnd(_ key: StreamKey, total: UInt64, checksum: StreamEndChecksum) throws(HandoffError) {
         guard let session = streams[key] else { throw HandoffError(.streamCancelled, "the stream is closed") }
         if let failure = session.failure { throw failure }
         perform(session.pair.writeEnd(total: total, checksum: checksum, now: .now), on: session)

@@ -16,6 +16,7 @@ extension StreamPair {
     /// resume token it drew).
     mutating func accept(_ open: WireStreamOpen, answer: WireStreamOpen, now: ContinuousClock.Instant) -> [Action] {
         sendCredit = Int(open.window)
+        peerChecksum = StreamChecksum.announced(open.checksumAlgorithm)
         resumeToken = answer.resumeToken
         var actions: [Action] = []
         if open.expectedLength > 0 { actions.append(.expectLength(open.expectedLength)) }
@@ -42,6 +43,7 @@ extension StreamPair {
         }
         sendCredit = Int(answer.window)
         peerChunkSize = Self.chunkSize(announced: answer.chunkSize)
+        peerChecksum = StreamChecksum.announced(answer.checksumAlgorithm)
         resumeToken = answer.resumeToken
         var actions: [Action] = []
         if answer.expectedLength > 0 { actions.append(.expectLength(answer.expectedLength)) }

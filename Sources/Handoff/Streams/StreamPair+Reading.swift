@@ -76,12 +76,13 @@ extension StreamPair {
         }
         var actions: [Action] = []
         if !endReceived {
-            var checksum: UInt32?
-            if end.checksumAlgorithm == .crc32C, end.checksum.count == 4 {
-                checksum = end.checksum.reduce(0) { $0 << 8 | UInt32($1) }
+            // The reader computed, as the bytes arrived, the algorithm the peer's open announced:
+            // an end in another can be held to its length only.
+            var checksum: StreamEndChecksum?
+            if let algorithm = StreamChecksum(wire: end.checksumAlgorithm), algorithm == peerChecksum {
+                checksum = StreamEndChecksum(algorithm: algorithm, value: end.checksum)
             } else {
-                // Only CRC-32C is computed as bytes arrive (the algorithm comes with the end).
-                actions.append(.record(.endNotVerified(end.checksumAlgorithm, total: end.totalLength)))
+                actions.append(.record(.endNotVerified(end.checksumAlgorithm, announced: peerChecksum, total: end.totalLength)))
             }
             endReceived = true
             actions.append(.deliverEnd(total: end.totalLength, checksum: checksum))

@@ -13,15 +13,15 @@ extension StreamPair {
         return [transmit(chunk, now: now)]
     }
 
-    /// The application ends its direction with the length and CRC-32C of what it wrote: the end is
-    /// kept, and sent again after a resume, until the peer acknowledges it.
-    mutating func writeEnd(total: UInt64, checksum: UInt32, now: ContinuousClock.Instant) -> [Action] {
+    /// The application ends its direction with the length and checksum of what it wrote (in the
+    /// algorithm this side's open announced): the end is kept, and sent again after a resume, until
+    /// the peer acknowledges it.
+    mutating func writeEnd(total: UInt64, checksum: StreamEndChecksum, now: ContinuousClock.Instant) -> [Action] {
         guard writes, failure == nil, end == nil else { return [] }
         var end = WireStreamEnd()
         end.totalLength = total
-        end.checksumAlgorithm = .crc32C
-        end.checksum = Data([UInt8(truncatingIfNeeded: checksum >> 24), UInt8(truncatingIfNeeded: checksum >> 16),
-                             UInt8(truncatingIfNeeded: checksum >> 8), UInt8(truncatingIfNeeded: checksum)])
+        end.checksumAlgorithm = checksum.algorithm.wire
+        end.checksum = checksum.value
         self.end = end
         endNeedsSending = true
         lastOwnStep = now

@@ -72,6 +72,9 @@ struct StreamPair {
     var readerTaken: UInt64 = 0
     /// The peer's end arrived (or this side does not read).
     var endReceived: Bool
+    /// The checksum the peer's end is computed with, as its open announced (`nil`: an algorithm
+    /// this side does not know).
+    var peerChecksum: StreamChecksum? = .crc32c
 
     // MARK: Liveness and outcome
 
@@ -107,7 +110,7 @@ struct StreamPair {
         /// Hand these bytes to the reader, in order.
         case deliver(Data)
         /// The peer's end: the reader's iteration ends once it verified length and checksum.
-        case deliverEnd(total: UInt64, checksum: UInt32?)
+        case deliverEnd(total: UInt64, checksum: StreamEndChecksum?)
         /// The peer said how many bytes it will send (for the reader's progress).
         case expectLength(UInt64)
         /// The originator accepted this side's open: the opener goes on.
@@ -145,9 +148,10 @@ struct StreamPair {
         case lost
         /// This side gave up on a peer that made no progress for the stall timeout.
         case stalled
-        /// The peer's end carried no checksum, or one of an algorithm this side does not compute
-        /// (stream.proto, ChecksumAlgorithm): the bytes are held to their length only.
-        case endNotVerified(WireChecksumAlgorithm, total: UInt64)
+        /// The peer's end carried no checksum, or one of an algorithm other than the one its open
+        /// announced (`announced`, which this side computed; `nil`: one it does not know), so the
+        /// bytes are held to their length only (stream.proto, ChecksumAlgorithm).
+        case endNotVerified(WireChecksumAlgorithm, announced: StreamChecksum?, total: UInt64)
     }
 
     init(isContinuer: Bool, direction: WireStreamDirection, peerName: String, activityType: String, window: Int, chunkSize: Int, peerChunkSize: Int, now: ContinuousClock.Instant) {

@@ -47,7 +47,8 @@ final class StreamSession {
     let input: ContinuationInputStream
     let output: ContinuationOutputStream
 
-    init(node: Node, key: StreamKey, route: StreamRoute, activityID: String, owner: String, pair: StreamPair) {
+    /// `checksum`: what this side's writer ends with (its open announces it).
+    init(node: Node, key: StreamKey, route: StreamRoute, activityID: String, owner: String, pair: StreamPair, checksum: StreamChecksum) {
         self.key = key
         self.route = route
         self.activityID = activityID
@@ -56,7 +57,7 @@ final class StreamSession {
         let (events, continuation) = AsyncStream.makeStream(of: StreamEvent.self)
         incoming = continuation
         input = ContinuationInputStream(node: node, key: key, events: events, window: pair.window, enabled: pair.reads)
-        output = ContinuationOutputStream(node: node, key: key, chunkSize: pair.writeChunkSize, enabled: pair.writes)
+        output = ContinuationOutputStream(node: node, key: key, chunkSize: pair.writeChunkSize, enabled: pair.writes, checksum: checksum)
         if !pair.reads {
             // The open excluded this direction: the reading half is empty and already ended.
             continuation.yield(.end(total: 0, checksum: nil))

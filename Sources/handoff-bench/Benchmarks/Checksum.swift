@@ -2,7 +2,8 @@ import CHandoffChecksum
 import Foundation
 
 // CRC-32C, the check every stream chunk pays on both ends (the writer copies and checksums in one
-// pass, the reader checksums), against the copy a raw transfer makes anyway: libc's memcpy.
+// pass, the reader checksums), against the copy a raw transfer makes anyway: libc's memcpy. Then
+// the other two a writer may end with (Node.Configuration.streamChecksum): XXH64 and SHA-256.
 
 /// `checksum`: each implementation this CPU runs over stream-sized chunks, in cache (one chunk
 /// again and again) and from memory (a buffer far larger than the caches, chunk after chunk).
@@ -23,21 +24,23 @@ func benchChecksum(chunkKiB: Int, mebibytes: Int) {
     print("CRC-32C over \(chunk / 1024) KiB chunks, \(total >> 20) MiB each; GB/s; this CPU's fastest: \(names[best] ?? "?")")
     print("(in cache: the same chunk again and again; from memory: chunk after chunk through \(spanBytes >> 20) MiB)")
 
-    /// GB/s of `work` over `total` bytes, chunk by chunk at each `offset`; the best of three.
-    func rate(span: Int, _ work: (Int) -> UInt32) -> Double {
+    /// GB/s of `work` over `amount` bytes (`total` unless given), chunk by chunk at each `offset`;
+    /// the best of three.
+    func rate(span: Int, over given: Int? = nil, _ work: (Int) -> UInt32) -> Double {
+        let amount = given ?? total
         var highest = 0.0
         for _ in 0..<3 {
             var sink: UInt32 = 0
             let started = ContinuousClock.now
             var done = 0, offset = 0
-            while done < total {
+            while done < amount {
                 sink ^= work(offset)
                 done += chunk
                 offset = offset + chunk >= span ? 0 : offset + chunk
             }
             let elapsed = seconds(ContinuousClock.now - started)
             if sink == 0x1234_5678 { print("") }  // keeps the work
-            highest = max(highest, Double(total) / elapsed / 1e9)
+            highest = max(highest, Double(amount) / elapsed / 1e9)
         }
         return highest
     }
@@ -60,5 +63,23 @@ func benchChecksum(chunkKiB: Int, mebibytes: Int) {
                         String(format: "%.1f", copy), ratio: String(format: "%.0f %%", 100 * copying / copy))
             }
         }
+        // A writer that ends in these copies first, then hashes: the check alone is what they add.
+        var xxh = handoff_xxh64()
+        let xxh64 = rate(span: span) { offset in
+            handoff_xxh64_init(&xxh)
+            handoff_xxh64_update(&xxh, source0 + offset, chunk)
+            return UInt32(truncatingIfNeeded: handoff_xxh64_final(&xxh))
+        }
+        row("  checksum, XXH64", String(format: "%.1f", xxh64), String(format: "%.2f x memcpy", xxh64 / copy))
+        // SHA-256 runs at a few hundred MB/s: a sixteenth of the bytes (at least a chunk) tells as much.
+        var sha = handoff_sha256()
+        var digest = [UInt8](repeating: 0, count: 32)
+        let sha256 = rate(span: span, over: max(chunk, total / 16)) { offset in
+            handoff_sha256_init(&sha)
+            handoff_sha256_update(&sha, source0 + offset, chunk)
+            handoff_sha256_final(&sha, &digest)
+            return UInt32(digest[0])
+        }
+        row("  checksum, SHA-256", String(format: "%.2f", sha256), String(format: "%.3f x memcpy", sha256 / copy))
     }
 }

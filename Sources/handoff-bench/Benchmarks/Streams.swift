@@ -13,15 +13,26 @@ struct Options {
     /// `handoff` or `raw` to measure one side only (for profiling), or `processes` for the streams'
     /// comparison between two processes alone; everything by default.
     var only: String?
+    /// The checksum both ends' writers end with (CRC-32C unless asked).
+    var checksum = StreamChecksum.crc32c
 
-    init(sizeMiB: Int = 256, runs: Int = 21, window: Int = 16, only: String? = nil) {
+    init(sizeMiB: Int = 256, runs: Int = 21, window: Int = 16, only: String? = nil, checksum: StreamChecksum = .crc32c) {
         self.sizeMiB = sizeMiB
         self.runs = runs
         self.window = window
         self.only = only
+        self.checksum = checksum
     }
 
-    /// From a child process's arguments (`--size`, `--runs`, `--window`, `--only`).
+    /// What a child process needs to run its end as this run does.
+    var childArguments: [String] { ["--window", "\(window)", "--checksum", checksum.rawValue] }
+
+    /// How the rows name Handoff's side, and the figures' names end: the algorithm, when it is not
+    /// the default.
+    var handoffLabel: String { checksum == .crc32c ? "Handoff" : "Handoff (\(checksum) ends)" }
+    var checksumSuffix: String { checksum == .crc32c ? "" : ", \(checksum) ends" }
+
+    /// From a child process's arguments (`--size`, `--runs`, `--window`, `--only`, `--checksum`).
     init(_ arguments: [String]) {
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
@@ -30,6 +41,7 @@ struct Options {
             case "--runs": runs = Int(iterator.next() ?? "") ?? runs
             case "--window": window = Int(iterator.next() ?? "") ?? window
             case "--only": only = iterator.next()
+            case "--checksum": checksum = StreamChecksum(rawValue: iterator.next() ?? "") ?? checksum
             default: break
             }
         }
@@ -116,9 +128,9 @@ func benchStreams(_ options: Options) async throws {
     let handoffRate = Double(options.sizeMiB) / median(handoff)
     row("", "MiB/s", "seconds (median; all runs)")
     row("raw libzmq DEALER/ROUTER with credit (C)", String(format: "%.0f", rawRate), String(format: "%.3f; ", median(raw)) + raw.map { String(format: "%.3f", $0) }.joined(separator: " "))
-    row("Handoff continuation stream (CRC-32C)", String(format: "%.0f", handoffRate), String(format: "%.3f; ", median(handoff)) + handoff.map { String(format: "%.3f", $0) }.joined(separator: " "))
+    row("\(options.handoffLabel == "Handoff" ? "Handoff (CRC-32C ends)" : options.handoffLabel) continuation stream", String(format: "%.0f", handoffRate), String(format: "%.3f; ", median(handoff)) + handoff.map { String(format: "%.3f", $0) }.joined(separator: " "))
     row("ratio Handoff / raw", String(format: "%.1f %%", 100 * handoffRate / rawRate))
-    compare("stream \(options.sizeMiB) MiB (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq DEALER/ROUTER",
+    compare("stream \(options.sizeMiB) MiB\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq DEALER/ROUTER",
             String(format: "%.0f", rawRate), ratio: String(format: "%.0f %%", 100 * handoffRate / rawRate),
             target: "≥ 90 %", met: handoffRate >= 0.9 * rawRate)
 
@@ -141,7 +153,7 @@ func benchStreams(_ options: Options) async throws {
         let rate = Double(options.sizeMiB) / time
         row(name, String(format: "%.0f", rate), String(format: "%.3f (median of %d)", time, peerRuns))
         let isPeer = !name.hasPrefix("plain TCP")
-        compare("stream \(options.sizeMiB) MiB (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: name,
+        compare("stream \(options.sizeMiB) MiB\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: name,
                 String(format: "%.0f", rate), ratio: String(format: "%.0f %%", 100 * handoffRate / rate),
                 target: isPeer ? "ahead" : "", met: isPeer ? handoffRate > rate : nil)
     }
@@ -153,7 +165,7 @@ func benchStreams(_ options: Options) async throws {
     for size in [options.sizeMiB / 4, options.sizeMiB] where size > 0 {
         let run = try streamBetweenProcesses(total: size << 20, options: options)
         peaks.append((size, run))
-        row("Handoff, \(size) MiB between two processes", String(format: "%.0f", Double(size) / run.seconds),
+        row("\(options.handoffLabel), \(size) MiB between two processes", String(format: "%.0f", Double(size) / run.seconds),
             "\(mebibytes(run.originatorPeak)) / \(mebibytes(run.continuerPeak))")
     }
     let rawProcess = try rawStreamInProcess(total: total, options: options)
@@ -193,9 +205,9 @@ func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throw
     let rawApartRate = rate(rawApart), handoffApartRate = rate(handoffApart)
     row("raw libzmq, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", rawApartRate),
         "\(mebibytes(rawApart.map(\.originatorPeak).max() ?? 0)) / \(mebibytes(rawApart.map(\.continuerPeak).max() ?? 0)); median of \(apartRuns): " + timings(rawApart))
-    row("Handoff, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + timings(handoffApart))
+    row("\(options.handoffLabel), \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + timings(handoffApart))
     row("ratio Handoff / raw, between processes", String(format: "%.1f %%", 100 * handoffApartRate / rawApartRate))
-    compare("stream \(options.sizeMiB) MiB between processes (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
+    compare("stream \(options.sizeMiB) MiB between processes\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
             baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
             ratio: String(format: "%.0f %%", 100 * handoffApartRate / rawApartRate), target: "≥ 90 %", met: handoffApartRate >= 0.9 * rawApartRate)
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
@@ -204,7 +216,7 @@ func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throw
     let (rawPinned, handoffPinned) = try interleaved(pinnedRuns, .onePerProcess)
     let rawPinnedRate = rate(rawPinned), handoffPinnedRate = rate(handoffPinned)
     row("raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate), "median of \(pinnedRuns): " + timings(rawPinned))
-    row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + timings(handoffPinned))
+    row("\(options.handoffLabel), each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + timings(handoffPinned))
     row("ratio Handoff / raw, each process on one CPU", String(format: "%.1f %%", 100 * handoffPinnedRate / rawPinnedRate))
     compare("the same, each process on one CPU (MiB/s)", handoff: String(format: "%.0f", handoffPinnedRate),
             baseline: "raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Handoff
 
 // One command per benchmark (Benchmarks/), each with its own options and defaults.
 
@@ -10,9 +11,13 @@ struct StreamOptions: ParsableArguments {
     @Option(help: "Chunks in flight (the reader's credit).") var window = 16
     @Option(help: ArgumentHelp("`handoff` or `raw`: one side alone (for profiling); `processes`: only between two processes.", valueName: "side"))
     var only: String?
+    @Option(help: "The checksum the Handoff streams end with: crc32c (the default), xxh64 or sha256.")
+    var checksum: StreamChecksum = .crc32c
 
-    var options: Options { Options(sizeMiB: size, runs: runs, window: window, only: only) }
+    var options: Options { Options(sizeMiB: size, runs: runs, window: window, only: only, checksum: checksum) }
 }
+
+extension StreamChecksum: ExpressibleByArgument {}
 
 struct AllBenchmarks: Benchmark {
     static let configuration = CommandConfiguration(commandName: "all", abstract: "Advertisements, continue, streams and a late joiner, in one run (scripts/bench).")
@@ -89,7 +94,7 @@ struct LateJoinerBenchmark: Benchmark {
 }
 
 struct ChecksumBenchmark: Benchmark {
-    static let configuration = CommandConfiguration(commandName: "checksum", abstract: "CRC-32C per implementation against memcpy.")
+    static let configuration = CommandConfiguration(commandName: "checksum", abstract: "CRC-32C per implementation, XXH64 and SHA-256, against memcpy.")
     @OptionGroup var common: CommonOptions
     @Option(name: .customLong("chunk-kib"), help: "KiB per call.") var chunkKiB = 256
     @Option(name: .customLong("mib"), help: "MiB checksummed per implementation.") var mebibytes = 4_096

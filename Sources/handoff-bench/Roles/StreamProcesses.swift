@@ -97,9 +97,9 @@ final class Child {
 /// loopback); returns the time to read everything and each end's peak resident memory.
 func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [String] = [], within timeout: Duration = .seconds(300),
                             placement: Placement = .free) throws -> ProcessStreamRun {
-    let originator = try Child(["stream-originator", "--size-bytes", "\(total)", "--window", "\(options.window)"], cpu: placement.serving)
+    let originator = try Child(["stream-originator", "--size-bytes", "\(total)"] + options.childArguments, cpu: placement.serving)
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
-    let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)", "--window", "\(options.window)"] + continuerArguments,
+    let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)"] + options.childArguments + continuerArguments,
                               cpu: placement.asking)
     let done = try continuer.line(startingWith: "DONE", within: timeout)  // DONE seconds bytes peak
     continuer.wait()
@@ -196,6 +196,7 @@ func streamConfiguration(_ name: String, peers: [String], options: Options, argu
     if host != "127.0.0.1" { configuration.allowInsecure = true }
     configuration.streamWindow = options.window
     configuration.streamChunkSize = options.chunk
+    configuration.streamChecksum = options.checksum
     return configuration
 }
 
@@ -239,7 +240,7 @@ func runStreamContinuer(_ arguments: [String]) async throws {
         var received = 0
         // A slow reader (`--pause-ms`): it waits this long after each chunk, granting no credit meanwhile.
         let pause = Duration.milliseconds(intOption("--pause-ms", 0, in: arguments))
-        // Every byte, once the end's length and CRC-32C checked out (the iteration throws otherwise).
+        // Every byte, once the end's length and checksum checked out (the iteration throws otherwise).
         for try await chunk in streams.input {
             received += chunk.count
             if pause > .zero { try await Task.sleep(for: pause) }

@@ -21,6 +21,8 @@ struct AgentFile: Codable {
     var advertiseIntervalSeconds: Double?
     /// `--stream-stall-timeout`: seconds a stream pair may wait on its peer without progress.
     var streamStallTimeoutSeconds: Double?
+    /// `--stream-checksum`: `crc32c`, `xxh64` or `sha256`.
+    var streamChecksum: String?
     var logLevel: String?
     /// `text` or `json`.
     var logFormat: String?
@@ -37,7 +39,7 @@ extension AgentFile {
     /// properties above).
     static let schema: [String: Set<String>] = [
         "": ["name", "broker", "plugins", "data", "control", "continuation", "advertisedHost",
-             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "logLevel", "logFormat", "metrics", "security", "insecure"],
+             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "streamChecksum", "logLevel", "logFormat", "metrics", "security", "insecure"],
         "broker": ["frontend", "backend"],
         "security": ["key", "account", "brokerKey"],
     ]
@@ -100,7 +102,7 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
 
-    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, streamChecksum, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
     @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER); repeat for a pair of brokers.", valueName: "frontend backend"))
@@ -112,6 +114,8 @@ struct AgentCommand: AsyncParsableCommand {
     @Option(help: "The host name other nodes use to reach this one.") var advertisedHost: String?
     @Option(help: "Give up on a stream pair once its peer has sent nothing new, or taken nothing, for this many seconds although it stays connected (0, the default: wait as long as it does).")
     var streamStallTimeout: Double?
+    @Option(help: "The checksum this node's stream writers end with: crc32c (the default), xxh64 or sha256 (readers verify whichever their writer announces).")
+    var streamChecksum: StreamChecksum?
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @OptionGroup var security: SecurityOptions
     @OptionGroup var metricsOptions: MetricsOptions
@@ -132,6 +136,12 @@ struct AgentCommand: AsyncParsableCommand {
         if let stallSeconds, !(stallSeconds >= 0 && stallSeconds.isFinite) {
             throw ValidationError("the stream stall timeout (--stream-stall-timeout, streamStallTimeoutSeconds) must be 0 (none) or a number of seconds, not \(stallSeconds)")
         }
+        let checksum = try streamChecksum ?? file.streamChecksum.map { text in
+            guard let checksum = StreamChecksum(rawValue: text.lowercased()) else {
+                throw ValidationError("streamChecksum \"\(text)\" in the configuration: expected one of \(StreamChecksum.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            return checksum
+        }
         logging.bootstrap(configuredLevel: fileLevel, configuredFormat: fileFormat)
         let logger = Logger(label: "handoff.agent")
 
@@ -147,6 +157,7 @@ struct AgentCommand: AsyncParsableCommand {
         configuration.advertisedHost = advertisedHost ?? file.advertisedHost
         if let seconds = file.advertiseIntervalSeconds { configuration.advertiseInterval = .milliseconds(Int(seconds * 1000)) }
         if let stallSeconds, stallSeconds > 0 { configuration.streamStallTimeout = .milliseconds(Int(stallSeconds * 1000)) }
+        if let checksum { configuration.streamChecksum = checksum }
         configuration.security = try security.resolve(fallback: file.security, needsBrokerKey: true)
         configuration.allowInsecure = security.allowsInsecure(fallback: file.insecure)
 
@@ -362,3 +373,6 @@ func exitWhenParentExits() {
 func announce(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+// `--stream-checksum crc32c|xxh64|sha256`, by its raw values.
+extension StreamChecksum: ExpressibleByArgument {}

@@ -1,0 +1,51 @@
+import Foundation
+import HandoffWire
+import SwiftProtobuf
+import Testing
+
+@testable import Handoff
+
+/// stream.proto's checksum rules on the machine alone: the algorithm a writer's open announces is
+/// the one its end is verified in.
+extension StreamPairTests {
+    @Test("reading: an end with no checksum, or in an algorithm other than the one the writer's open announced (SHA-256 after none, read as CRC-32C), is held to its length only, and says so")
+    func endNotVerified() {
+        var reader = pair(continuer: true, direction: .originToContinuer)
+        var end = WireStreamEnd()
+        end.checksumAlgorithm = .sha256
+        end.checksum = Data(count: 32)
+        let actions = reader.endArrived(end, now: start)
+        #expect(actions.contains { if case .deliverEnd(0, nil) = $0 { true } else { false } })
+        #expect(actions.contains { if case .record(.endNotVerified(.sha256, .crc32c, total: 0)) = $0 { true } else { false } })
+        var unchecked = pair(continuer: true, direction: .originToContinuer)
+        let none = unchecked.endArrived(WireStreamEnd(), now: start)
+        #expect(none.contains { if case .record(.endNotVerified(.unspecified, .crc32c, total: 0)) = $0 { true } else { false } })
+    }
+
+    @Test("reading: the algorithm the writer's open announces (XXH64, SHA-256) is the one its end is verified in; an open announcing none is read as CRC-32C")
+    func announcedChecksum() {
+        for (announced, algorithm) in [(WireChecksumAlgorithm.xxh64, StreamChecksum.xxh64), (.sha256, .sha256), (.unspecified, .crc32c), (.crc32C, .crc32c)] {
+            // The continuing side learns it from the originator's answer…
+            var reader = pair(continuer: true, direction: .originToContinuer)
+            _ = reader.open(WireStreamOpen.with { $0.direction = .originToContinuer }, now: start)
+            _ = reader.received(.open(WireStreamOpen.with { $0.direction = .originToContinuer; $0.window = 4; $0.checksumAlgorithm = announced }), now: start)
+            #expect(reader.peerChecksum == algorithm)
+            var end = WireStreamEnd()
+            end.checksumAlgorithm = algorithm.wire
+            end.checksum = Data(repeating: 7, count: 3)
+            let actions = reader.endArrived(end, now: start)
+            #expect(actions.contains { if case .deliverEnd(0, let checksum) = $0 { checksum == StreamEndChecksum(algorithm: algorithm, value: end.checksum) } else { false } })
+            #expect(!actions.contains { if case .record(.endNotVerified) = $0 { true } else { false } })
+            // …the originator from the continuing node's open.
+            var origin = pair(continuer: false, direction: .continuerToOrigin)
+            _ = origin.accept(WireStreamOpen.with { $0.direction = .continuerToOrigin; $0.checksumAlgorithm = announced }, answer: WireStreamOpen(), now: start)
+            #expect(origin.peerChecksum == algorithm)
+        }
+        // An algorithm this side does not know: nothing to compute, the end goes unverified.
+        var reader = pair(continuer: false, direction: .continuerToOrigin)
+        _ = reader.accept(WireStreamOpen.with { $0.direction = .continuerToOrigin; $0.checksumAlgorithm = .UNRECOGNIZED(9) }, answer: WireStreamOpen(), now: start)
+        #expect(reader.peerChecksum == nil)
+        let actions = reader.endArrived(WireStreamEnd.with { $0.checksumAlgorithm = .UNRECOGNIZED(9); $0.checksum = Data([1]) }, now: start)
+        #expect(actions.contains { if case .deliverEnd(0, nil) = $0 { true } else { false } })
+    }
+}
