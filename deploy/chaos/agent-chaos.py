@@ -28,7 +28,8 @@ What must hold, checked as it runs:
   agent's list, in order (a list replaces the local one only after its stream checked out), and
   every agent answers `list` whenever it runs, a kill -9 mid-stream or not;
 - every continue ends within its bound, continued (exit 0) or with a typed error (`Error: …`),
-  and never because a stream's stall timeout gave up on a peer whose application works;
+  and never because a stream's stall timeout gave up on a peer whose application works, nor on a
+  checksum mismatch (each agent ends its streams in another algorithm: SHA-256, CRC-32C, XXH64);
 - a site stopped with SIGTERM ends cleanly: every broker and agent exits 0 within 15 s;
 - at each checkpoint (faults paused, everything resumed and running), the sharing agent shares
   again and both others continue it: each then lists exactly the sharing agent's contacts.
@@ -54,6 +55,9 @@ CONTINUE_BOUND_SECONDS = 90
 # application here ever stalls (the plugin writes and reads at once), and a stopped agent is silent
 # past the 5 s idle timeout well before this, so a pair given up on for stalling is a false stall.
 STALL_SECONDS = 10
+# Each agent's streams end in another of the contract's checksums: every continue reads a list
+# written in another algorithm than its own, and must verify it.
+CHECKSUMS = {"agent-a": "sha256", "agent-b": "crc32c", "agent-c": "xxh64"}
 COMMAND_SECONDS = 10  # a control command to a running agent answers well within this
 SHARER, CONTINUERS = "agent-a", ["agent-b", "agent-c"]
 
@@ -73,7 +77,8 @@ class Chaos(ChaosRun):
             self.agents[name] = Process(name, [
                 options.handoff, "agent", "--name", name, *self.brokers.bus_arguments(), "--plugins", plugins,
                 "--data", os.path.join(self.work, "data", name), "--control", self.controls[name],
-                "--stream-stall-timeout", str(STALL_SECONDS), "--log-level", "warning", *self.key(name)], self.logs)
+                "--stream-stall-timeout", str(STALL_SECONDS), "--stream-checksum", CHECKSUMS[name],
+                "--log-level", "warning", *self.key(name)], self.logs)
         self.down_until = {}  # agent name -> when it starts again
         self.added = 0  # contacts asked for, numbered in their first name
         self.acknowledged = []  # (number, id) of each add that answered with its id
@@ -160,6 +165,9 @@ class Chaos(ChaosRun):
                 self.count("continues done")
             elif "stall timeout" in text:
                 self.fail(f"{name}'s continue of the list was given up on for stalling, though every application here works:\n{text[-2000:]}")
+            elif "checksum mismatch" in text:
+                # Faults cut streams short (truncated, peer lost); no fault here changes a byte.
+                self.fail(f"{name}'s continue of the list failed its checksum, though nothing here changes bytes:\n{text[-2000:]}")
             elif popen.returncode == 1 and "Error: " in text and not must_succeed:
                 self.refused(text)
             else:
