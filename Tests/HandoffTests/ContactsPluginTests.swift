@@ -121,6 +121,32 @@ struct ContactsPluginTests {
         _ = cluster
     }
 
+    @Test("a list that grows while it is continued is taken as streamed: the stream (its length and checksum verified) is the originator's list as it is now, and the count advertised before it only what the continuing side was told to expect")
+    func listGrowsWhileContinued() async throws {
+        let cluster = try await ContactsAgents()
+        defer { cluster.remove() }
+        let a = try await cluster.agent("a")
+        let b = try await cluster.agent("b")
+        _ = try await a.run("plugin contacts add Ada Lovelace +44 ada@example.org")
+        _ = try await a.run("plugin contacts share")
+        _ = try await b.run("wait org.handoff.contacts.list-contacts")
+        // A adds contacts as fast as it answers while B continues again and again: some adds land
+        // between a continue's answer (its count) and the list's stream.
+        async let adding: Void = {
+            for index in 0..<60 { _ = try await a.run("plugin contacts add First\(index) Last\(index) +1 f\(index)@example.org") }
+        }()
+        var failures: [String] = []
+        for _ in 0..<20 {
+            do { _ = try await b.run("continue org.handoff.contacts.list-contacts") } catch { failures.append("\(error)") }
+        }
+        try await adding
+        #expect(failures.isEmpty, "\(failures)")
+        // B's list is A's as it was at B's last stream: its first contacts, in order.
+        let onA = try await a.run("plugin contacts list"), onB = try await b.run("plugin contacts list")
+        #expect(!onB.isEmpty && onA.starts(with: onB), "B: \(onB.count), A: \(onA.count)")
+        _ = cluster
+    }
+
     @Test("the newest edit-contact across three processes is the one made current last by its origin's clock, also for a node that joins later and learns them all at once from the broker's snapshot")
     func newestAcrossProcesses() async throws {
         let cluster = try await ContactsAgents()
