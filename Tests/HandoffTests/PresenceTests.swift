@@ -95,10 +95,11 @@ struct PresenceTests {
                 if case .removed(let activity, .lost) = $0 { activity.id == "dropped" } else { false }
             }
             #expect(dropped != nil)
-            // Silence: the node is gone, and its activity with it, within the lease.
+            // Silence: the node is gone, and its activity with it, within a few leases (300 ms, and
+            // the observer's expiry tick; a loaded machine's scheduling on top).
             let silent = ContinuousClock.now
-            #expect(await eventually(within: .seconds(2)) { await observer.activities().isEmpty })
-            #expect(ContinuousClock.now - silent < .milliseconds(900))
+            #expect(await eventually(within: .seconds(3)) { await observer.activities().isEmpty })
+            #expect(ContinuousClock.now - silent < .milliseconds(1_500))
         }
     }
 }

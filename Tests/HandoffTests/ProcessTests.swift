@@ -125,12 +125,15 @@ struct ProcessTests {
         #expect(seenFirst)
         // The advertiser has already answered the prefix's first subscription: only the broker's
         // last-value cache can give this node the activities now.
-        let started = ContinuousClock.now
-        let seenLate = try await Node.withRunning(brokerConfiguration("late", frontend: frontend, backend: backend, interval: .seconds(60))) { late in
-            await eventually(within: .seconds(1)) { Set(await late.activities().map(\.id)) == ids }
+        // Timed from the node's start to all 50 seen, its own start and stop aside (a loaded machine
+        // may take a while over those): anything well under the minute shows the cache answered.
+        let (seenLate, took) = try await Node.withRunning(brokerConfiguration("late", frontend: frontend, backend: backend, interval: .seconds(60))) { late in
+            let started = ContinuousClock.now
+            let seen = await eventually(within: .seconds(5)) { Set(await late.activities().map(\.id)) == ids }
+            return (seen, ContinuousClock.now - started)
         }
         #expect(seenLate)
-        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(took < .seconds(5), "\(took)")
         _ = broker
     }
 
