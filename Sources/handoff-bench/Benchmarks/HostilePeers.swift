@@ -156,54 +156,11 @@ func legitimateContinue(frontend: String, backend: String, folder: URL) throws -
 
 func benchHostile(contacts: Int, streams opens: Int, pushMiB: Int, dealers: Int) async throws {
     let bounds = HostileBounds()
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-hostile-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let plugins = folder.appendingPathComponent("plugins"), data = folder.appendingPathComponent("data")
-    try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
-    try FileManager.default.createDirectory(at: data.appendingPathComponent("contacts"), withIntermediateDirectories: true)
-    try FileManager.default.copyItem(at: benchFolder().appendingPathComponent("libHandoffContactsPlugin.so"),
-                                     to: plugins.appendingPathComponent("contacts.so"))
-    var list = ContactList()
-    list.contacts = (0..<contacts).map { index in
-        var contact = Contact()
-        contact.id = String(format: "c-%06d", index)
-        contact.firstName = "First\(index)"
-        contact.lastName = "Last\(index)"
-        contact.phoneNumber = "+1-555-\(String(format: "%07d", index))"
-        contact.email = "person\(index)@example.org"
-        return contact
-    }
-    try Data(try list.serializedBytes() as [UInt8]).write(to: data.appendingPathComponent("contacts/contacts.pb"))
-
     let context = try Context(maxSockets: dealers + 64)
-    let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
-    // The agent's log: warnings and worse on standard error, or everything in a file ($HANDOFF_BENCH_AGENT_LOG).
-    let logFile = ProcessInfo.processInfo.environment["HANDOFF_BENCH_AGENT_LOG"]
-    if let logFile { _ = FileManager.default.createFile(atPath: logFile, contents: nil) }
-    let log = FileHandle(forWritingAtPath: logFile ?? "/dev/stderr")
-    let broker = try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice)
-    let agent = try startHandoff(["agent", "--name", "victim", "--broker", frontend, backend, "--plugins", plugins.path,
-                                  "--data", data.path, "--exit-with-parent", "--log-level", logFile == nil ? "warning" : "debug"], output: log)
-    defer {
-        for process in [agent, broker] { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-    }
-    // The agent is up when its control socket answers; then it shares the list.
-    var shared = false
-    for _ in 0..<200 where !shared {
-        let share = try startHandoff(["contacts", "--agent", "ipc://\(data.path)/control.sock", "share"], output: FileHandle.nullDevice)
-        share.waitUntilExit()
-        shared = share.terminationStatus == 0
-        if !shared { try await Task.sleep(for: .milliseconds(50)) }
-    }
-    guard shared else { throw HandoffError(.handoffFailed, "the agent did not start") }
-    let (activityID, endpoint) = try await Node.withRunning(Node.Configuration(name: "finder", bus: .broker(frontend: frontend, backend: backend))) { node in
-        while true {
-            if let found = await node.activities().first(where: { $0.activityType == "org.handoff.contacts.list-contacts" }) {
-                return (found.id, found.continueEndpoint)
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-    }
+    let scenario = try await HostileAgent.start(contacts: contacts, context: context)
+    defer { scenario.stop() }
+    let (agent, activityID, endpoint) = (scenario.agent, scenario.activityID, scenario.endpoint)
+    let (frontend, backend, folder) = (scenario.frontend, scenario.backend, scenario.folder)
 
     let sampler = ProcessSampler(pid: agent.processIdentifier)
     defer { sampler.stop() }

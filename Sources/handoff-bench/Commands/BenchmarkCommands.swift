@@ -129,6 +129,15 @@ struct HostileBenchmark: Benchmark {
     func measure() async throws { try await benchHostile(contacts: contacts, streams: streams, pushMiB: pushMiB, dealers: dealers) }
 }
 
+struct StallBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "stall", abstract: "How soon an agent's stall timeout frees pairs that peers keep alive and never read.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Pairs kept alive and never read, each from a node id of its own.") var pairs = 32
+    @Option(name: .customLong("stall-timeout"), help: "The agent's --stream-stall-timeout, in seconds.") var stallTimeout = 2.0
+    @Option(help: "Contacts in the agent's list (the default fits one chunk).") var contacts = 100
+    func measure() async throws { try await benchStall(pairs: pairs, stallSeconds: stallTimeout, contacts: contacts) }
+}
+
 struct FuzzMemoryBenchmark: Benchmark {
     static let configuration = CommandConfiguration(commandName: "fuzz-memory", abstract: "An agent's memory over identical rounds of fuzzed input.")
     @OptionGroup var common: CommonOptions
