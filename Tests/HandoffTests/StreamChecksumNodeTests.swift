@@ -71,6 +71,7 @@ struct StreamChecksumNodeTests {
                     case nil:
                         Issue.record("\(name): nothing read")
                     }
+                    #expect(await node.streamCounters.endsNotVerified == 0)
                 }
             }
         }
@@ -91,6 +92,8 @@ struct StreamChecksumNodeTests {
                 } else {
                     #expect(try peer.received?.get() == Data(Self.payload))
                 }
+                // Counted for operators (handoff_node_stream_ends_not_verified_total), as it is logged.
+                #expect(await node.streamCounters.endsNotVerified == 1)
             }
         }
     }

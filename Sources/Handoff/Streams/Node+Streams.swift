@@ -34,6 +34,9 @@ extension Node {
         /// Pairs this node gave up on because the peer made no progress past
         /// ``Configuration-swift.struct/streamStallTimeout``.
         public var stalled = 0
+        /// Stream ends held to their length only: the peer's end carried no checksum, or one in
+        /// another algorithm than its open announced (a third-party writer; Handoff nodes never send one).
+        public var endsNotVerified = 0
 
         public init() {}
     }

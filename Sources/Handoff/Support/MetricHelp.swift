@@ -36,6 +36,7 @@ public enum MetricHelp {
         "handoff_node_stream_bytes_resent_total": "Stream bytes sent again after resumes.",
         "handoff_node_stream_duplicate_bytes_dropped_total": "Stream bytes that arrived twice and were dropped.",
         "handoff_node_streams_ended_total": "Stream pairs that failed: peer silent past the resume window (lost), ended under pressure for making no progress (evicted), or given up on after the stall timeout without progress (stalled).",
+        "handoff_node_stream_ends_not_verified_total": "Stream ends held to their length only: no checksum, or one in another algorithm than the writer's open announced.",
         "handoff_node_refusals_total": "What this node's checks refused or ignored, by reason: replayed, stale, foreign and over-quota messages, streams over the limit or breaking the protocol, and handshakes (handshake_no_curve, handshake_key_not_in_account, handshake_key_not_proven, handshake_malformed, handshake_incomplete).",
         "handoff_node_handshakes_allowed_total": "CURVE handshakes this node let in at its server sockets.",
         "handoff_node_malformed_total": "Input at this node that is not what the contract says, by socket (bus, continuation).",

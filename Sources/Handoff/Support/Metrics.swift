@@ -224,6 +224,7 @@ struct NodeCounterMetrics {
     private let lost = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "lost")])
     private let evicted = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "evicted")])
     private let stalled = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "stalled")])
+    private let endsNotVerified = Counter(label: "handoff_node_stream_ends_not_verified_total")
     private var security = Node.SecurityCounters()
     private var streams = Node.StreamCounters()
 
@@ -252,6 +253,7 @@ struct NodeCounterMetrics {
         add(lost, new.lost, old.lost)
         add(evicted, new.evicted, old.evicted)
         add(stalled, new.stalled, old.stalled)
+        add(endsNotVerified, new.endsNotVerified, old.endsNotVerified)
         streams = new
     }
 }
