@@ -92,8 +92,9 @@ public nonisolated struct WireEnvelope: @unchecked Sendable {
     set {_uniqueStorage()._sequence = newValue}
   }
 
-  /// Set only on an advertisement a tracer asked for (see "Tracing" above): each
-  /// party that handles it reports under "T:" + trace_id. Empty: not traced.
+  /// Set only on an advertisement a tracer asked for, or on a traced
+  /// ContinueRequest (see "Tracing" above): each party that handles it reports
+  /// under "T:" + trace_id. Empty: not traced.
   public var traceID: String {
     get {_storage._traceID}
     set {_uniqueStorage()._traceID = newValue}
@@ -562,6 +563,13 @@ public nonisolated struct WireTraceHop: Sendable {
 
     /// The node delivered nothing (detail: why, e.g. already known at this version).
     case notDelivered // = 7
+
+    /// The originator took a traced ContinueRequest off its continuation endpoint.
+    case continueReceived // = 8
+
+    /// The originator sent its ContinueReply (detail: the activity's version and
+    /// will-save's time, or the error).
+    case continueAnswered // = 9
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -578,6 +586,8 @@ public nonisolated struct WireTraceHop: Sendable {
       case 5: self = .received
       case 6: self = .delivered
       case 7: self = .notDelivered
+      case 8: self = .continueReceived
+      case 9: self = .continueAnswered
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -592,6 +602,8 @@ public nonisolated struct WireTraceHop: Sendable {
       case .received: return 5
       case .delivered: return 6
       case .notDelivered: return 7
+      case .continueReceived: return 8
+      case .continueAnswered: return 9
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -606,6 +618,8 @@ public nonisolated struct WireTraceHop: Sendable {
       .received,
       .delivered,
       .notDelivered,
+      .continueReceived,
+      .continueAnswered,
     ]
 
   }
@@ -1471,7 +1485,7 @@ nonisolated extension WireTraceHop: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension WireTraceHop.Kind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_SENT\0\u{1}KIND_BROKER_RECEIVED\0\u{1}KIND_BROKER_CACHED\0\u{1}KIND_BROKER_FORWARDED\0\u{1}KIND_RECEIVED\0\u{1}KIND_DELIVERED\0\u{1}KIND_NOT_DELIVERED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_SENT\0\u{1}KIND_BROKER_RECEIVED\0\u{1}KIND_BROKER_CACHED\0\u{1}KIND_BROKER_FORWARDED\0\u{1}KIND_RECEIVED\0\u{1}KIND_DELIVERED\0\u{1}KIND_NOT_DELIVERED\0\u{1}KIND_CONTINUE_RECEIVED\0\u{1}KIND_CONTINUE_ANSWERED\0")
 }
 
 nonisolated extension WireSiteHop: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

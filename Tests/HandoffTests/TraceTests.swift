@@ -103,4 +103,38 @@ struct TraceProcessTests {
         let missing = try await runHandoff(["trace", "--id", "no-such-activity", "--broker", frontend, backend, "--wait", "1"])
         #expect(missing.status != 0 && missing.error.contains("no activity no-such-activity"), "\(missing.error)")
     }
+
+    @Test("a continue traced (`handoff continue --trace`): the originator reports taking the request and answering it, between the continuing node's ask and its restore")
+    func continueTraced() async throws {
+        let deployment = try await ServedDeployment.start(agents: ["origin"])
+        defer { deployment.stop() }
+        let (frontend, backend) = (deployment.frontend, deployment.backend)
+        #expect(await deployment.untilHealthy())
+        try await deployment.shareContacts(["Ada"], on: "origin")
+        let data = deployment.folder.appendingPathComponent("continue-data").path
+        let traced = try await runHandoff(["continue", "--type", "org.handoff.contacts.list-contacts", "--trace", "--json",
+                                           "--data", data, "--wait", "5", "--broker", frontend, backend])
+        #expect(traced.status == 0, "\(traced.output) \(traced.error)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(traced.output.utf8)) as? [String: Any], "\(traced.output)")
+        let trace = try #require(report["trace"] as? [String: Any], "\(report)")
+        #expect((trace["id"] as? String)?.count == 32)
+        let hops = try #require(trace["hops"] as? [[String: Any]])
+        let steps = hops.map { "\($0["node"] as? String ?? "?") \($0["hop"] as? String ?? "?")" }
+        #expect(steps == ["this node asked", "origin continue received", "origin continue answered", "this node ended"], "\(steps)")
+        let details = hops.map { $0["detail"] as? String ?? "" }
+        #expect(details[2].hasPrefix("the activity, version ") && details[2].contains("will-save"), "\(details)")
+        #expect(details[3] == "restored", "\(details)")
+        // All on this host's clock: in the order they happened.
+        let times = hops.map { $0["milliseconds"] as? Double ?? -1 }
+        #expect(times == times.sorted() && times.first == 0, "\(hops)")
+
+        // Text: a line per hop after the outcome; untraced, no trace at all.
+        let text = try await runHandoff(["continue", "--type", "org.handoff.contacts.list-contacts", "--trace",
+                                         "--data", data, "--broker", frontend, backend])
+        #expect(text.status == 0 && text.output.contains("continue answered") && text.output.contains("trace "), "\(text.output)")
+        let plain = try await runHandoff(["continue", "--type", "org.handoff.contacts.list-contacts", "--json",
+                                          "--data", data, "--broker", frontend, backend])
+        #expect(plain.status == 0 && !plain.output.contains("\"trace\""), "\(plain.output)")
+        #expect(try await runHandoff(["continue", "--type", "x", "--trace", "--agent", "ipc:///nonexistent"]).error.contains("--trace works here"))
+    }
 }

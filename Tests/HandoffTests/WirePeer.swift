@@ -19,11 +19,13 @@ final class WirePeer {
     deinit { dealer.close() }
 
     /// Sends one envelope claiming to come from `nodeID`, with `payload` as a second frame.
-    func send(_ body: WireEnvelope.OneOf_Body, as nodeID: String = "hostile", correlationID: UInt64 = 0, payload: [UInt8]? = nil) throws {
+    func send(_ body: WireEnvelope.OneOf_Body, as nodeID: String = "hostile", correlationID: UInt64 = 0, traceID: String = "", payload: [UInt8]? = nil) throws {
         var sender = WireNodeRef()
         sender.nodeID = nodeID
         sequence += 1
-        let bytes: [UInt8] = try WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID).serializedBytes()
+        var envelope = WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID)
+        envelope.traceID = traceID
+        let bytes: [UInt8] = try envelope.serializedBytes()
         try dealer.send(bytes, more: payload != nil)
         if let payload { try dealer.send(payload) }
     }

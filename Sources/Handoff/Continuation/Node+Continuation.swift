@@ -98,10 +98,16 @@ extension Node {
     ///   ``HandoffError/Code-swift.struct/userInfoTooLarge``, ``HandoffError/Code-swift.struct/alreadyContinued``,
     ///   ``HandoffError/Code-swift.struct/handoffFailed`` (the handler threw),
     ///   ``HandoffError/Code-swift.struct/streamsNotSupported`` (`wantingStreams`, and the activity does not support them).
-    /// - Parameter wantingStreams: The handler will open continuation streams: the originator refuses
-    ///   at once when the activity does not support them, before it is handed over (a continue-once
-    ///   activity is not used up, and nothing is restored).
-    public func continueActivity(_ activity: DiscoveredActivity, wantingStreams: Bool = false) async throws(HandoffError) -> ContinuationResult {
+    /// - Parameters:
+    ///   - wantingStreams: The handler will open continuation streams: the originator refuses at
+    ///     once when the activity does not support them, before it is handed over (a continue-once
+    ///     activity is not used up, and nothing is restored).
+    ///   - traceID: Trace the request (32 hexadecimal digits, ``TraceRequest/newTraceID()``): the
+    ///     originator reports when it took it and when it answered, on the bus under "T:" + the id
+    ///     (wire.proto, "Tracing"; `handoff continue --trace`).
+    public func continueActivity(
+        _ activity: DiscoveredActivity, wantingStreams: Bool = false, traceID: String? = nil
+    ) async throws(HandoffError) -> ContinuationResult {
         let activityType = activity.activityType
         let started = ContinuousClock.now
         do throws(HandoffError) {
@@ -116,7 +122,7 @@ extension Node {
             case .webpage(let url): return .webpage(url)
             case .fetch(let handler): registered = handler
             }
-            let continued = try await fetch(activity, refresh: false, wantStreams: wantingStreams)
+            let continued = try await fetch(activity, refresh: false, wantStreams: wantingStreams, traceID: traceID)
             try continuing.check(continued, for: registered)
             do {
                 try await registered.handler(continued)
@@ -143,7 +149,7 @@ extension Node {
     /// first would learn, at the price of a `ZMQ_EVENTS` reading (a `poll` and a `getpid` in libzmq)
     /// per continue. Only when the DEALER refuses it (no connection yet, or a dropped one) does the
     /// node wait for the connection, as long as `connectTimeout`, and send it once more.
-    func fetch(_ activity: DiscoveredActivity, refresh: Bool, wantStreams: Bool = false) async throws(HandoffError) -> ContinuedActivity {
+    func fetch(_ activity: DiscoveredActivity, refresh: Bool, wantStreams: Bool = false, traceID: String? = nil) async throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
         var client = try originClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
         var waitedForConnection = false
@@ -153,7 +159,7 @@ extension Node {
             let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
             let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
                 let (correlationID, request) = continuing.request(activity, refresh: refresh, wantStreams: wantStreams, endpoint: client.endpoint, waiter: waiter, now: .now)
-                let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID)
+                let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID, traceID: traceID)
                 do {
                     guard try client.socket.trySend(bytes) else {
                         refusedUnconnected = !waitedForConnection

@@ -25,10 +25,12 @@ extension Node {
                 let envelope = try frames[1].envelope()
                 switch envelope.body {
                 case .continueRequest(let request):
+                    // Read off the clock only for a traced request: tracing costs nothing when off.
+                    let received = envelope.traceID.isEmpty ? nil : Date()
                     // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
                     // whatever node it claims to be.
                     let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
-                    await answer(request, in: envelope, to: identity, authenticatedKey: authenticated)
+                    await answer(request, in: envelope, to: identity, authenticatedKey: authenticated, received: received)
                 case .streamFrame(let frame):
                     // The peer, for the per-peer stream limit: its CURVE key when secure.
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
@@ -61,12 +63,14 @@ extension Node {
     /// (will-save, was-continued) the rest runs as its own task, so that the delegate does not hold
     /// up the requests behind this one.
     func answer(
-        _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?
+        _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?, received: Date?
     ) async {
         let claimed = NodeInfo(wire: envelope.sender)
         let requester = own.configuration.security == nil ? claimed
             : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
         let correlationID = envelope.correlationID
+        // A traced request (wire.proto, "Tracing") is answered as any other, and reported.
+        let trace = startContinueTrace(envelope, request, requester: requester, received: received)
         // Each request whose delegate is called waits in a task of its own: a peer asking faster
         // than the application's delegate returns would otherwise make tasks without end. Refused
         // before the decision, so that no continue-once claim is taken for nothing.
@@ -74,24 +78,25 @@ extension Node {
             let busy = HandoffError(
                 .remoteApplicationTimedOut,
                 "\(own.info.name) has \(lifecycle.handOversWaiting) continue requests waiting on its application's delegate; try again later")
-            refuse(request, busy, to: identity, correlationID: correlationID, requester: requester)
+            refuse(request, busy, to: identity, correlationID: correlationID, requester: requester, trace: trace)
             logRateLimited("refusing continue requests while \(lifecycle.handOversWaiting) wait on the application's delegate (the last from \(requester))")
             return
         }
         switch ContinuationServer.decide(request, current: advertiser.current, node: own.info.name, date: Date()) {
         case .refuse(let error):
-            refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester, trace: trace)
         case .expired(let activity, let error):
             activity.detach()
             remove(activity, reason: .expired)
-            refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester, trace: trace)
         case .answer(let activity, let claims, let save):
             if activity.delegate == nil {
-                await handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester)
+                await handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester, trace: trace)
             } else {
                 lifecycle.handOversWaiting += 1
                 spawn {
-                    await self.handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID, requester: requester)
+                    await self.handOver(activity, claimed: claims, save: save, request, to: identity, correlationID: correlationID,
+                                        requester: requester, trace: trace)
                     await self.handOverEnded()
                 }
             }
@@ -103,35 +108,46 @@ extension Node {
 
     private func handOverEnded() { lifecycle.handOversWaiting -= 1 }
 
-    private func refuse(_ request: WireContinueRequest, _ error: HandoffError, to identity: [UInt8], correlationID: UInt64, requester: NodeInfo) {
+    private func refuse(
+        _ request: WireContinueRequest, _ error: HandoffError, to identity: [UInt8], correlationID: UInt64, requester: NodeInfo, trace: ContinueTrace?
+    ) {
         var reply = WireContinueReply()
         reply.error = error.wire
         own.logger.debug("refused to continue \(request.activityID) for \(requester): \(error)")
         self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
+        endContinueTrace(trace, "refused: \(error.code): \(error.message)")
         observability.metrics.answeredContinue(restored: false)
     }
 
     /// Will-save when it is due, the last checks, the reply; then what follows a continuation.
     private func handOver(
         _ activity: UserActivity, claimed: Bool, save: Bool, _ request: WireContinueRequest, to identity: [UInt8],
-        correlationID: UInt64, requester: NodeInfo
+        correlationID: UInt64, requester: NodeInfo, trace: ContinueTrace?
     ) async {
         // Will-save when decided, and when the activity was marked as needing one since (at most
         // three rounds: an app that marks it again at every save does not hold the reply for ever).
         var due = save
+        var saves = 0
+        let saving: ContinuousClock.Instant? = trace == nil ? nil : .now  // read only when traced
         for _ in 0..<3 {
             guard due || ContinuationServer.mustSave(activity), let delegate = activity.delegate else { break }
             await delegate.userActivityWillSave(activity)
             activity.didSave()
             due = false
+            saves += 1
         }
         switch ContinuationServer.finish(activity, claimed: claimed, maxUserInfoSize: own.configuration.maxUserInfoSize, date: Date()) {
         case .failure(let error):
-            refuse(request, error, to: identity, correlationID: correlationID, requester: requester)
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester, trace: trace)
         case .success(let activity):
             var reply = WireContinueReply()
             reply.activity = activity.wire(origin: envelopes.sender, defaultTeamID: own.configuration.teamID)
             self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
+            if let saving {
+                let saved = saves == 0 ? "no will-save"
+                    : "will-save " + (saves == 1 ? "" : "\(saves) times, ") + String(format: "%.3f ms", (ContinuousClock.now - saving).seconds * 1000)
+                endContinueTrace(trace, "the activity, version \(reply.activity.version) (\(saved))")
+            }
             observability.metrics.answeredContinue(restored: true)
             guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
             own.logger.info("\(activity.activityType) continued by \(requester)")

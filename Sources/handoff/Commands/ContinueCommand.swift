@@ -28,7 +28,9 @@ struct ContinueCommand: AsyncParsableCommand {
     var documentInto: String?
     @Option(help: ArgumentHelp("A folder this machine shares with the originator (repeatable): documents under it are opened in place.", valueName: "dir"))
     var sharedFolder: [String] = []
-    @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save).")
+    @Flag(help: "Trace the continue: the originator reports on the bus when it took the request and when it answered (with will-save's time); each hop is printed with its time, on each party's clock.")
+    var trace = false
+    @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save; trace with --trace).")
     var json = false
     @OptionGroup var logging: LoggingOptions
 
@@ -37,6 +39,7 @@ struct ContinueCommand: AsyncParsableCommand {
         guard save == nil || agent == nil else { throw ValidationError("--save works here, not through --agent") }
         guard stallTimeout >= 0, stallTimeout.isFinite else { throw ValidationError("--stall-timeout must be 0 (none) or a number of seconds") }
         guard documentInto == nil || (agent == nil && save == nil) else { throw ValidationError("--document-into works here, and not with --save") }
+        guard !trace || agent == nil else { throw ValidationError("--trace works here, not through --agent") }
     }
 
     func run() async throws {
@@ -88,14 +91,30 @@ struct ContinueCommand: AsyncParsableCommand {
                     try await saveStreams(of: activity, on: node, to: save)
                 }
             }
+            var tracer = trace ? try await ContinueTracer(bus: bus, activityType: found.activityType) : nil
+            /// The traced hops, ended with `outcome`, for the JSON object and as text lines.
+            func traced(_ outcome: String) async -> (ContinueLine.Trace, String)? {
+                guard let tracer else { return nil }
+                let hops = await tracer.hops(within: .seconds(1), outcome: outcome, ended: Date(), endpoint: found.continueEndpoint)
+                return (ContinueLine.Trace(id: tracer.traceID, hops: hops), (["trace \(tracer.traceID):"] + TraceHopLine.format(hops)).joined(separator: "\n"))
+            }
             let started = ContinuousClock.now
+            tracer?.start()
             let progress = Task { if !json { await showProgress(of: node) } }
             defer { progress.cancel() }
             do {
-                let result = try await node.continueActivity(found, wantingStreams: save != nil)
+                let result: ContinuationResult
+                do {
+                    result = try await node.continueActivity(found, wantingStreams: save != nil, traceID: tracer?.traceID)
+                } catch {
+                    if let (object, lines) = await traced("failed: \(error)") { announce(json ? jsonLine(object) : lines) }
+                    throw error
+                }
                 progress.cancel()
                 await progress.value
                 var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
+                let hops = await traced(result.isWebpage ? "no handler here: the webpage, nothing asked of the originator" : "restored")
+                object.trace = hops?.0
                 switch result {
                 case .restored(let continued):
                     let took = milliseconds(ContinuousClock.now - started)
@@ -115,7 +134,7 @@ struct ContinueCommand: AsyncParsableCommand {
                         object.document = ContinueLine.Document(path: document.url.path, source: source, version: document.version)
                         text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
                     }
-                    return (text, jsonLine(object))
+                    return (text + (hops.map { "\n" + $0.1 } ?? ""), jsonLine(object))
                 case .webpage(let url):
                     object.webpageURL = url.absoluteString
                     return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
@@ -144,10 +163,21 @@ private struct ContinueLine: Encodable {
     var bytes: Int?
     /// With `--document-into`: the document opened.
     var document: Document?
+    /// With `--trace`: the trace id and each hop, its time relative to the request.
+    var trace: Trace?
+
+    struct Trace: Encodable {
+        let id: String
+        let hops: [TraceHopLine]
+    }
 
     struct Document: Encodable {
         let path: String
         let source: String
         let version: UInt64
     }
+}
+
+private extension ContinuationResult {
+    var isWebpage: Bool { if case .webpage = self { true } else { false } }
 }

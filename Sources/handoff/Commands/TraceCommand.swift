@@ -98,11 +98,7 @@ struct TraceCommand: AsyncParsableCommand {
     private func report(_ target: WireAdvertisement, request: TraceRequest, hops: [(sender: WireNodeRef, hop: WireTraceHop)]) {
         let ordered = hops.sorted { $0.hop.at.date < $1.hop.at.date }
         let origin = ordered.first { $0.hop.kind == .sent }?.hop.at.date ?? ordered.first?.hop.at.date ?? Date()
-        let lines = ordered.map { sender, hop in
-            TraceLine(
-                node: sender.name, nodeID: sender.nodeID, hop: Self.name(hop.kind),
-                milliseconds: (hop.at.date.timeIntervalSince(origin) * 1_000_000).rounded() / 1_000, detail: hop.detail)
-        }
+        let lines = ordered.map { TraceHopLine($0.sender, $0.hop, since: origin) }
         if json {
             announce(jsonLine(TraceReport(
                 trace: request.traceID, activityID: target.activityID, type: target.activityType, title: target.title,
@@ -110,13 +106,7 @@ struct TraceCommand: AsyncParsableCommand {
             return
         }
         announce("trace \(request.traceID) of \"\(target.title)\" (\(target.activityType)) \(target.activityID) from \(target.origin.name)")
-        // Columns as wide as their longest entry: a node's name is never cut.
-        let nodeWidth = max(16, lines.map(\.node.count).max() ?? 0)
-        for line in lines {
-            let time = String(format: "%9.3f ms", line.milliseconds)
-            announce("  \(time)  \(line.node.padding(toLength: nodeWidth, withPad: " ", startingAt: 0))  \(line.hop.padding(toLength: 16, withPad: " ", startingAt: 0))  \(line.detail)")
-        }
-        if lines.isEmpty { announce("  (no hop reported)") }
+        TraceHopLine.announce(lines)
     }
 
     /// The hop this command reports for itself: the traced advertisement reached its subscriber.
@@ -131,19 +121,6 @@ struct TraceCommand: AsyncParsableCommand {
         hop.detail = "on this host, by this command's subscriber"
         return (here, hop)
     }
-
-    static func name(_ kind: WireTraceHop.Kind) -> String {
-        switch kind {
-        case .sent: "sent"
-        case .brokerReceived: "broker received"
-        case .brokerCached: "broker cached"
-        case .brokerForwarded: "broker forwarded"
-        case .received: "received"
-        case .delivered: "delivered"
-        case .notDelivered: "not delivered"
-        default: "hop"
-        }
-    }
 }
 
 /// `trace --json`: the traced activity and its hops.
@@ -153,14 +130,5 @@ private struct TraceReport: Encodable {
     let type: String
     let title: String
     let origin: String
-    let hops: [TraceLine]
-}
-
-/// One hop, its time relative to the origin's send.
-private struct TraceLine: Encodable {
-    let node: String
-    let nodeID: String
-    let hop: String
-    let milliseconds: Double
-    let detail: String
+    let hops: [TraceHopLine]
 }

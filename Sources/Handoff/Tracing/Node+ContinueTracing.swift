@@ -1,0 +1,39 @@
+import Foundation
+import HandoffWire
+import Logging
+
+/// A traced continue request this node is answering (wire.proto, "Tracing"): what its hops name.
+struct ContinueTrace: Sendable {
+    let traceID: String
+    let activityID: String
+}
+
+// Tracing a continue on the originating side: a request that carries a trace id is answered as any
+// other, and this node says on the bus when it took it and when (and how) it answered.
+extension Node {
+    /// A traced request came off the continuation endpoint at `received`: reports it, within the
+    /// tracers' limit (beyond it, and for a trace id that is not 32 hexadecimal digits, the request
+    /// is answered untraced).
+    func startContinueTrace(_ envelope: WireEnvelope, _ request: WireContinueRequest, requester: NodeInfo, received: Date?) -> ContinueTrace? {
+        let traceID = envelope.traceID
+        guard !traceID.isEmpty else { return nil }
+        guard traceID.utf8.count == Topic.snapshotTokenLength, traceID.allSatisfy(\.isHexDigit) else {
+            logRateLimited("answering a continue request untraced: its trace id is not \(Topic.snapshotTokenLength) hexadecimal digits")
+            return nil
+        }
+        guard observability.traceRequests.allow(now: .now) else {
+            logRateLimited("answering a traced continue request untraced: over \(TraceRequestLimit.perSecond) traces a second")
+            return nil
+        }
+        let trace = ContinueTrace(traceID: traceID, activityID: request.activityID)
+        sendOnBus(topic: Topic.trace(traceID), .traceHop(.hop(
+            .continueReceived, traceID: traceID, activityID: request.activityID, detail: "from \(requester)", at: received ?? Date())))
+        return trace
+    }
+
+    /// The reply to a traced request went out: reports what it said (`detail` is made only then).
+    func endContinueTrace(_ trace: ContinueTrace?, _ detail: @autoclosure () -> String) {
+        guard let trace else { return }
+        sendOnBus(topic: Topic.trace(trace.traceID), .traceHop(.hop(.continueAnswered, traceID: trace.traceID, activityID: trace.activityID, detail: detail())))
+    }
+}

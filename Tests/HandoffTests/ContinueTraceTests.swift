@@ -1,0 +1,91 @@
+import Foundation
+import Handoff
+import HandoffWire
+import SwiftProtobuf
+import Testing
+import ZeroMQ
+import HandoffTestSupport
+
+/// The originating side of a traced continue (wire.proto, "Tracing"), against a real broker: what
+/// it reports on the bus, and what it answers untraced.
+@Suite("Tracing a continue: what the originator reports", .exclusive)
+struct ContinueTraceTests {
+    /// The hops heard on "T:" within `within`, by trace id.
+    func hops(on socket: Socket, within: Duration) async throws -> [String: [WireTraceHop]] {
+        var heard: [String: [WireTraceHop]] = [:]
+        let deadline = ContinuousClock.now + within
+        while let first = try await socket.receive(timeout: max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))) {
+            var frames = [first]
+            while frames.last!.hasMore { frames.append(try await socket.receive()) }
+            guard frames.count == 2 else { continue }
+            if case .traceHop(let hop)? = try? WireEnvelope.decode(frames[1].data).body { heard[hop.traceID, default: []].append(hop) }
+        }
+        return heard
+    }
+
+    /// A node on a broker of its own, and a subscriber there to every trace's hops (in place before
+    /// `body` runs).
+    func withTracedOrigin(_ body: (Node, Socket) async throws -> Void) async throws {
+        let (broker, frontend, backend) = try await startBroker()
+        let context = try Context()
+        let tracer = try context.socket(.sub)
+        defer { tracer.close() }
+        try tracer.subscribe("T:")
+        try tracer.connect(backend)
+        try await Node.withRunning(brokerConfiguration("origin", frontend: frontend, backend: backend)) { node in
+            try await Task.sleep(for: .milliseconds(300))  // the tracer's subscription reaches the broker
+            try await body(node, tracer)
+        }
+        _ = broker
+    }
+
+    @Test("a traced request is answered as any other and reported (received, answered with the version); a trace id that is not 32 hexadecimal digits, and traces past ten a second, are answered untraced")
+    func originatorReports() async throws {
+        try await withTracedOrigin { node, tracer in
+            let activity = try UserActivity(activityType: "org.handoff.test.traced")
+            activity.title = "traced"
+            try await activity.becomeCurrent(on: node)
+            let peer = try WirePeer(connectingTo: node.continuationEndpoint)
+            var request = WireContinueRequest()
+            request.activityID = activity.id
+            request.activityType = activity.activityType
+            let ids = (0..<12).map { _ in TraceRequest.newTraceID() }
+            for (index, id) in ids.enumerated() {
+                try peer.send(.continueRequest(request), as: "tracer", correlationID: UInt64(index + 1), traceID: id)
+            }
+            try peer.send(.continueRequest(request), as: "tracer", correlationID: 100, traceID: "not-a-trace-id")
+            // Every request is answered with the activity, traced or not.
+            var answered = 0
+            while let (envelope, _) = try await peer.receive(within: .seconds(2)) {
+                if case .continueReply(let reply) = envelope.body, case .activity = reply.result { answered += 1 }
+                if answered == 13 { break }
+            }
+            #expect(answered == 13)
+            let heard = try await hops(on: tracer, within: .milliseconds(700))
+            // Ten a second: the first ten ids are traced, each with both hops, in order.
+            #expect(heard.count == 10 && ids.prefix(10).allSatisfy { heard[$0] != nil }, "\(heard.keys.sorted())")
+            for id in ids.prefix(10) {
+                let kinds = heard[id]?.map(\.kind) ?? []
+                #expect(kinds == [.continueReceived, .continueAnswered], "\(id): \(kinds)")
+                #expect(heard[id]?.last?.detail.hasPrefix("the activity, version ") == true && heard[id]?.allSatisfy { $0.activityID == activity.id } == true)
+                #expect(heard[id]?.first?.detail.contains("tracer") == true, "\(heard[id]?.first?.detail ?? "")")
+            }
+            #expect(heard["not-a-trace-id"] == nil)
+        }
+    }
+
+    @Test("a traced request that is refused is reported with its error")
+    func refusalReported() async throws {
+        try await withTracedOrigin { node, tracer in
+            let peer = try WirePeer(connectingTo: node.continuationEndpoint)
+            var request = WireContinueRequest()
+            request.activityID = "no-such-activity"
+            request.activityType = "org.handoff.test.traced"
+            let id = TraceRequest.newTraceID()
+            try peer.send(.continueRequest(request), as: "tracer", correlationID: 1, traceID: id)
+            let heard = try await hops(on: tracer, within: .seconds(1))
+            let answered = try #require(heard[id]?.last, "\(heard)")
+            #expect(answered.kind == .continueAnswered && answered.detail.hasPrefix("refused: activity not found"), "\(answered.detail)")
+        }
+    }
+}
