@@ -93,9 +93,11 @@ struct ContinueCommand: AsyncParsableCommand {
             }
             var tracer = trace ? try await ContinueTracer(bus: bus, activityType: found.activityType) : nil
             /// The traced hops, ended with `outcome`, for the JSON object and as text lines.
-            func traced(_ outcome: String) async -> (ContinueLine.Trace, String)? {
+            /// `asked`: a request went to the originator (not for a webpage, nor when this node
+            /// declined or had no handler), so its hops are worth waiting for, a second at most.
+            func traced(_ outcome: String, asked: Bool = true) async -> (ContinueLine.Trace, String)? {
                 guard let tracer else { return nil }
-                let hops = await tracer.hops(within: .seconds(1), outcome: outcome, ended: Date(), endpoint: found.continueEndpoint)
+                let hops = await tracer.hops(within: asked ? .seconds(1) : .zero, outcome: outcome, ended: Date(), endpoint: found.continueEndpoint)
                 return (ContinueLine.Trace(id: tracer.traceID, hops: hops), (["trace \(tracer.traceID):"] + TraceHopLine.format(hops)).joined(separator: "\n"))
             }
             let started = ContinuousClock.now
@@ -107,13 +109,15 @@ struct ContinueCommand: AsyncParsableCommand {
                 do {
                     result = try await node.continueActivity(found, wantingStreams: save != nil, traceID: tracer?.traceID)
                 } catch {
-                    if let (object, lines) = await traced("failed: \(error)") { announce(json ? jsonLine(object) : lines) }
+                    let asked = !((error as? HandoffError).map { [.noHandler, .declined, .notRunning].contains($0.code) } ?? false)
+                    if let (object, lines) = await traced("failed: \(error)", asked: asked) { announce(json ? jsonLine(object) : lines) }
                     throw error
                 }
                 progress.cancel()
                 await progress.value
                 var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
-                let hops = await traced(result.isWebpage ? "no handler here: the webpage, nothing asked of the originator" : "restored")
+                let hops = await traced(result.isWebpage ? "no handler here: the webpage, nothing asked of the originator" : "restored",
+                                        asked: !result.isWebpage)
                 object.trace = hops?.0
                 switch result {
                 case .restored(let continued):
