@@ -58,23 +58,23 @@ final class WirePeer {
     /// The next envelope that comes back (a payload frame after it is dropped) and the size of its
     /// frame, or `nil` when none arrives within `timeout`.
     func receive(within timeout: Duration) async throws -> (envelope: WireEnvelope, size: Int)? {
-        guard let first = try await dealer.receive(timeout: timeout) else { return nil }
-        var more = first.hasMore
-        while more { more = try await dealer.receive().hasMore }
-        return (try WireEnvelope.decode(first.data), first.count)
+        guard let frames = try await receiveMessage(within: timeout) else { return nil }
+        return (try WireEnvelope.decode(frames[0].data), frames[0].count)
     }
 
     /// The next envelope that comes back with the payload frame after it, if any (a stream chunk's
     /// bytes), or `nil` when none arrives within `timeout`.
     func receiveWithPayload(within timeout: Duration) async throws -> (envelope: WireEnvelope, payload: Data?)? {
+        guard let frames = try await receiveMessage(within: timeout) else { return nil }
+        let payload = frames.count > 1 ? frames.dropFirst().reduce(into: Data()) { $0 += $1.data } : nil
+        return (try WireEnvelope.decode(frames[0].data), payload)
+    }
+
+    /// Every frame of the next message, or `nil` when none arrives within `timeout`.
+    private func receiveMessage(within timeout: Duration) async throws -> [Frame]? {
         guard let first = try await dealer.receive(timeout: timeout) else { return nil }
-        var payload: Data?
-        var more = first.hasMore
-        while more {
-            let next = try await dealer.receive()
-            payload = (payload ?? Data()) + next.data
-            more = next.hasMore
-        }
-        return (try WireEnvelope.decode(first.data), payload)
+        var frames = [first]
+        while frames.last!.hasMore { frames.append(try await dealer.receive()) }
+        return frames
     }
 }

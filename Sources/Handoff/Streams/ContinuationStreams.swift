@@ -272,7 +272,8 @@ public final class ContinuationOutputStream: Sendable {
         let (total, checksum) = try state.withLock { (state) throws(HandoffError) -> (UInt64, StreamEndChecksum) in
             guard !state.finished else { throw HandoffError(.streamCancelled, "finish() called twice") }
             state.finished = true
-            return (state.offset, StreamEndChecksum(algorithm: state.digest.algorithm ?? .crc32c, value: state.digest.value))
+            // A writer's digest is made from the algorithm its open announced: it always has one.
+            return (state.offset, state.digest.checksum!)
         }
         counter.setTotal(total)
         try await node.sendStreamEnd(key, total: total, checksum: checksum)

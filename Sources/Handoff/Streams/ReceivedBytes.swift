@@ -19,9 +19,7 @@ struct ReceivedBytes {
     }
 
     /// The checksum of what arrived, in the writer's algorithm (`nil` when none is computed).
-    var checksum: StreamEndChecksum? {
-        digest.algorithm.map { StreamEndChecksum(algorithm: $0, value: digest.value) }
-    }
+    var checksum: StreamEndChecksum? { digest.checksum }
 
     /// Checks the writer's end: its total against the bytes received, its checksum (when it sent
     /// one in the algorithm computed here) against theirs.

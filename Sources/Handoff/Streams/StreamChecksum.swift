@@ -115,6 +115,12 @@ struct StreamDigest {
         }
     }
 
+    /// The checksum of everything added so far with its algorithm, as a StreamEnd carries it;
+    /// `nil` when nothing is computed. The digest can go on after it.
+    var checksum: StreamEndChecksum? {
+        algorithm.map { StreamEndChecksum(algorithm: $0, value: value) }
+    }
+
     /// The checksum of everything added so far, as a StreamEnd carries it (big-endian integers;
     /// empty when nothing is computed). The digest can go on after it.
     var value: Data {

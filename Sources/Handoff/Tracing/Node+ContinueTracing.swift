@@ -17,7 +17,7 @@ extension Node {
     func startContinueTrace(_ envelope: WireEnvelope, _ request: WireContinueRequest, requester: NodeInfo, received: Date?) -> ContinueTrace? {
         let traceID = envelope.traceID
         guard !traceID.isEmpty else { return nil }
-        guard traceID.utf8.count == Topic.snapshotTokenLength, traceID.allSatisfy(\.isHexDigit) else {
+        guard TraceRequest.isTraceID(traceID) else {
             logRateLimited("answering a continue request untraced: its trace id is not \(Topic.snapshotTokenLength) hexadecimal digits")
             return nil
         }

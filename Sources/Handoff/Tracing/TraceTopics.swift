@@ -28,6 +28,11 @@ public struct TraceRequest: Equatable, Sendable {
     /// A new trace id: 32 lowercase hexadecimal digits, as a snapshot token.
     public static func newTraceID() -> String { Topic.newSnapshotToken() }
 
+    /// Whether `text` is a trace id as the contract has it: 32 hexadecimal digits.
+    static func isTraceID(_ text: some StringProtocol) -> Bool {
+        text.count == Topic.snapshotTokenLength && text.allSatisfy(\.isHexDigit)
+    }
+
     /// The subscription that asks for it.
     public var topic: String { Topic.traceRequestPrefix + origin + "/" + traceID + "/" + activityID }
 
@@ -43,8 +48,7 @@ public struct TraceRequest: Equatable, Sendable {
         guard text.hasPrefix(prefix) else { return nil }
         let rest = text.dropFirst(prefix.count)
         let traceID = rest.prefix(Topic.snapshotTokenLength)
-        guard traceID.count == Topic.snapshotTokenLength, traceID.allSatisfy(\.isHexDigit),
-              rest.dropFirst(Topic.snapshotTokenLength).first == "/" else { return nil }
+        guard Self.isTraceID(traceID), rest.dropFirst(Topic.snapshotTokenLength).first == "/" else { return nil }
         let activityID = rest.dropFirst(Topic.snapshotTokenLength + 1)
         guard !activityID.isEmpty, activityID.utf8.count <= WireLimits.maxActivityID else { return nil }
         self.init(origin: nodeID, traceID: String(traceID), activityID: String(activityID))

@@ -106,12 +106,18 @@ struct HostilePeer {
 
     /// The first stream error the originator sent back, if any arrives within `timeout`.
     func firstError(within timeout: Duration) async throws -> WireError? {
+        try await nextError(within: timeout)?.error
+    }
+
+    /// The next stream error the originator sent back within `timeout`, with its pair's stream id
+    /// (every other frame that arrives meanwhile is read and dropped).
+    func nextError(within timeout: Duration) async throws -> (streamID: UInt64, error: WireError)? {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline, let first = try await dealer.receive(timeout: deadline - ContinuousClock.now) {
             var more = first.hasMore
             while more { more = try await dealer.receive().hasMore }
             if case .streamFrame(let frame)? = try? WireEnvelope.decode(first.data).body, case .error(let error) = frame.kind {
-                return error
+                return (frame.streamID, error)
             }
         }
         return nil

@@ -45,11 +45,8 @@ func keepPairsAliveUnread(_ scenario: HostileAgent, context: Context, pairs: Int
                 try await peer.send(.credit(WireStreamCredit()), stream: UInt64(index), nodeID: "keeper-\(index)")
             }
         }
-        while let first = try await peer.dealer.receive(timeout: .milliseconds(20)) {
-            var more = first.hasMore
-            while more { more = try await peer.dealer.receive().hasMore }
-            guard case .streamFrame(let frame)? = try? WireEnvelope.decode(first.data).body, case .error(let error) = frame.kind,
-                  ended.insert(frame.streamID).inserted else { continue }
+        while let (streamID, error) = try await peer.nextError(within: .milliseconds(20)) {
+            guard ended.insert(streamID).inserted else { continue }
             run.freedAfter.append(seconds(ContinuousClock.now - opened))
             if error.code == .remoteApplicationTimedOut, error.details["scope"] == "stalled" {
                 run.stalled += 1
