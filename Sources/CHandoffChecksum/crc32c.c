@@ -180,7 +180,8 @@ FOLD_TARGET static inline __m512i fold512(__m512i acc, __m512i k, __m512i next) 
     return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00), _mm512_clmulepi64_epi128(acc, k, 0x11), next, 0x96);
 }
 
-FOLD_TARGET static inline __m128i fold128(__m128i block, struct fold_constant k) {
+// Shared by both widths: its target is a subset of each, so either inlines it.
+__attribute__((target("pclmul,sse4.2"))) static inline __m128i fold128(__m128i block, struct fold_constant k) {
     __m128i constant = _mm_set_epi64x((long long)k.high, (long long)k.low);
     return _mm_xor_si128(_mm_clmulepi64_si128(block, constant, 0x00), _mm_clmulepi64_si128(block, constant, 0x11));
 }
@@ -237,11 +238,81 @@ FOLD_TARGET static uint32_t fold_copy(uint32_t crc, const unsigned char **data, 
     return folding(crc, data, out, length);
 }
 
-// The interleaved crc32 instructions, after folding when `folding` (the longest run of 256-byte
-// blocks first, then lanes of 4 KiB and 256 bytes, then 8 bytes at a time); copying to `q` as it
-// reads unless `q` is NULL.
-static uint32_t hardware(int folding, uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
-    if (folding) crc = q ? fold_copy(crc, &p, &q, &n) : fold(crc, &p, &n);
+// MARK: The same folding 256 bits at a time (AVX2 VPCLMULQDQ)
+//
+// For CPUs with VPCLMULQDQ but no AVX-512 (AMD Zen 3, Intel's client cores since Alder Lake): the same
+// 256 bytes a step, as eight 32-byte accumulators of two 16-byte lanes each, folded forward by the
+// same constant; at the end each folds 32 bytes into the next, and the last one's low lane 16 bytes
+// into its high lane. On a Zen 3 VM the crc32 lanes alone checksum 17 GB/s in cache.
+
+#define FOLD256_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2")))
+
+FOLD256_TARGET static inline __m256i broadcast256(struct fold_constant k) {
+    return _mm256_broadcastsi128_si256(_mm_set_epi64x((long long)k.high, (long long)k.low));
+}
+
+FOLD256_TARGET static inline __m256i fold256(__m256i acc, __m256i k, __m256i next) {
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(acc, k, 0x00), _mm256_clmulepi64_epi128(acc, k, 0x11)), next);
+}
+
+// 32 bytes at p + at, also stored at q + at unless q is NULL.
+FOLD256_TARGET static inline __m256i take256(const unsigned char *p, unsigned char *q, size_t at) {
+    __m256i block = _mm256_loadu_si256((const __m256i *)(p + at));
+    if (q) _mm256_storeu_si256((__m256i *)(q + at), block);
+    return block;
+}
+
+// `folding` with 32-byte registers (same contract).
+FOLD256_TARGET static inline __attribute__((always_inline)) uint32_t folding256(uint32_t crc, const unsigned char **data, unsigned char **out,
+                                                                               size_t *length) {
+    const unsigned char *p = *data;
+    unsigned char *q = out ? *out : NULL;
+    size_t n = *length;
+    if (n < 512) return crc;
+    __m256i a0 = _mm256_xor_si256(take256(p, q, 0), _mm256_inserti128_si256(_mm256_setzero_si256(), _mm_cvtsi32_si128((int)crc), 0));
+    __m256i a1 = take256(p, q, 32), a2 = take256(p, q, 64), a3 = take256(p, q, 96);
+    __m256i a4 = take256(p, q, 128), a5 = take256(p, q, 160), a6 = take256(p, q, 192), a7 = take256(p, q, 224);
+    __m256i k = broadcast256(fold_256);
+    for (p += 256, q = q ? q + 256 : NULL, n -= 256; n >= 256; p += 256, q = q ? q + 256 : NULL, n -= 256) {
+        a0 = fold256(a0, k, take256(p, q, 0));
+        a1 = fold256(a1, k, take256(p, q, 32));
+        a2 = fold256(a2, k, take256(p, q, 64));
+        a3 = fold256(a3, k, take256(p, q, 96));
+        a4 = fold256(a4, k, take256(p, q, 128));
+        a5 = fold256(a5, k, take256(p, q, 160));
+        a6 = fold256(a6, k, take256(p, q, 192));
+        a7 = fold256(a7, k, take256(p, q, 224));
+    }
+    *data = p;
+    if (out) *out = q;
+    *length = n;
+    __m256i k32 = broadcast256(fold_32);
+    a1 = fold256(a0, k32, a1);
+    a2 = fold256(a1, k32, a2);
+    a3 = fold256(a2, k32, a3);
+    a4 = fold256(a3, k32, a4);
+    a5 = fold256(a4, k32, a5);
+    a6 = fold256(a5, k32, a6);
+    a7 = fold256(a6, k32, a7);
+    __m128i last = _mm_xor_si128(_mm256_extracti128_si256(a7, 1), fold128(_mm256_castsi256_si128(a7), fold_16));
+    uint64_t c = __builtin_ia32_crc32di(0, (uint64_t)_mm_cvtsi128_si64(last));
+    return (uint32_t)__builtin_ia32_crc32di(c, (uint64_t)_mm_extract_epi64(last, 1));
+}
+
+FOLD256_TARGET static uint32_t fold256_plain(uint32_t crc, const unsigned char **data, size_t *length) {
+    return folding256(crc, data, NULL, length);
+}
+
+FOLD256_TARGET static uint32_t fold256_copy(uint32_t crc, const unsigned char **data, unsigned char **out, size_t *length) {
+    return folding256(crc, data, out, length);
+}
+
+// The interleaved crc32 instructions, after folding when `implementation` folds (the longest run of
+// 256-byte blocks first, then lanes of 4 KiB and 256 bytes, then 8 bytes at a time); copying to `q`
+// as it reads unless `q` is NULL.
+static uint32_t hardware(int implementation, uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
+    if (implementation == HANDOFF_CRC32C_FOLDING_512) crc = q ? fold_copy(crc, &p, &q, &n) : fold(crc, &p, &n);
+    if (implementation == HANDOFF_CRC32C_FOLDING_256) crc = q ? fold256_copy(crc, &p, &q, &n) : fold256_plain(crc, &p, &n);
     crc = q ? three_lanes_copy(crc, &p, &q, &n, LONG_LANE, long_shift) : three_lanes(crc, &p, &n, LONG_LANE, long_shift);
     crc = q ? three_lanes_copy(crc, &p, &q, &n, SHORT_LANE, short_shift) : three_lanes(crc, &p, &n, SHORT_LANE, short_shift);
     if (q) memcpy(q, p, n);
@@ -261,9 +332,10 @@ int handoff_crc32c_implementation(void) {
     if (__builtin_cpu_supports("sse4.2")) {
         prepare_shifts();
         found = HANDOFF_CRC32C_LANES;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")) {
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")) {
             prepare_folds();
-            found = HANDOFF_CRC32C_FOLDING;
+            found = HANDOFF_CRC32C_FOLDING_256;
+            if (__builtin_cpu_supports("avx512f")) found = HANDOFF_CRC32C_FOLDING_512;
         }
     }
 #endif
@@ -277,7 +349,7 @@ uint32_t handoff_crc32c_using(int implementation, uint32_t previous, const void 
     int fastest = handoff_crc32c_implementation();
     if (implementation > fastest) implementation = fastest;
 #if defined(__x86_64__)
-    if (implementation >= HANDOFF_CRC32C_LANES) return ~hardware(implementation == HANDOFF_CRC32C_FOLDING, ~previous, NULL, data, length);
+    if (implementation >= HANDOFF_CRC32C_LANES) return ~hardware(implementation, ~previous, NULL, data, length);
 #endif
     return ~software(~previous, data, length);
 }
@@ -287,7 +359,7 @@ uint32_t handoff_crc32c_copy_using(int implementation, uint32_t previous, void *
     if (implementation > fastest) implementation = fastest;
 #if defined(__x86_64__)
     if (implementation >= HANDOFF_CRC32C_LANES)
-        return ~hardware(implementation == HANDOFF_CRC32C_FOLDING, ~previous, destination, source, length);
+        return ~hardware(implementation, ~previous, destination, source, length);
 #endif
     memcpy(destination, source, length);
     return ~software(~previous, destination, length);

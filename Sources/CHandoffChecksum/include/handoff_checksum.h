@@ -22,8 +22,11 @@ uint32_t handoff_crc32c_copy(uint32_t previous, void *destination, const void *s
 #define HANDOFF_CRC32C_TABLES 0
 /// Three interleaved chains of the SSE4.2 crc32 instruction.
 #define HANDOFF_CRC32C_LANES 1
-/// Carry-less multiplication folding 256 bytes at a time (AVX-512 VPCLMULQDQ), then the lanes.
-#define HANDOFF_CRC32C_FOLDING 2
+/// Carry-less multiplication folding 256 bytes at a time in 32-byte registers (AVX2 VPCLMULQDQ),
+/// then the lanes.
+#define HANDOFF_CRC32C_FOLDING_256 2
+/// The same folding in 64-byte registers (AVX-512 VPCLMULQDQ), then the lanes.
+#define HANDOFF_CRC32C_FOLDING_512 3
 
 /// The fastest implementation this CPU runs, which handoff_crc32c and handoff_crc32c_copy use.
 int handoff_crc32c_implementation(void);

@@ -19,7 +19,7 @@ func benchChecksum(chunkKiB: Int, mebibytes: Int) {
     memset(destination.baseAddress!, 0, spanBytes)  // fault every page in before timing
 
     let names = [HANDOFF_CRC32C_TABLES: "tables", HANDOFF_CRC32C_LANES: "three crc32 lanes (SSE4.2)",
-                 HANDOFF_CRC32C_FOLDING: "folding (AVX-512 VPCLMULQDQ)"]
+                 HANDOFF_CRC32C_FOLDING_256: "folding (AVX2 VPCLMULQDQ)", HANDOFF_CRC32C_FOLDING_512: "folding (AVX-512 VPCLMULQDQ)"]
     let best = handoff_crc32c_implementation()
     print("CRC-32C over \(chunk / 1024) KiB chunks, \(total >> 20) MiB each; GB/s; this CPU's fastest: \(names[best] ?? "?")")
     print("(in cache: the same chunk again and again; from memory: chunk after chunk through \(spanBytes >> 20) MiB)")
