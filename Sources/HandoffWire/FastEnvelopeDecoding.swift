@@ -1,5 +1,5 @@
 // Hand-written: the hot envelopes (an advertisement, a continue request, a continue reply holding
-// an activity) decoded without SwiftProtobuf's generic decoder, which was most of the CPU a node
+// an activity, a stream's data and credit frames) decoded without SwiftProtobuf's generic decoder, which was most of the CPU a node
 // spent reading them (a continue reply's map of userInfo values above all).
 //
 // It takes only what it can read exactly as SwiftProtobuf would, and hands everything else to
@@ -67,6 +67,7 @@ enum FastEnvelopeDecoder {
             switch otherBody {
             case .continueRequest(let request)?: envelope.body = .continueRequest(request)
             case .continueReply(let reply)?: envelope.body = .continueReply(reply)
+            case .streamFrame(let frame)?: envelope.body = .streamFrame(frame)
             case nil: break
             }
             return envelope
@@ -76,6 +77,7 @@ enum FastEnvelopeDecoder {
     private enum OtherBody {
         case continueRequest(WireContinueRequest)
         case continueReply(WireContinueReply)
+        case streamFrame(WireStreamFrame)
     }
 
     /// Reads into the caller's `read` (a fresh one): returned, it was copied out and the
@@ -106,6 +108,9 @@ enum FastEnvelopeDecoder {
             case (15, .lengthDelimited):
                 try seen.body()
                 read.otherBody = .continueReply(try continueReply(reader.nested(reader.lengthDelimited())))
+            case (13, .lengthDelimited):
+                try seen.body()
+                read.otherBody = .streamFrame(try streamFrame(reader.nested(reader.lengthDelimited())))
             default: throw NotOnFastPath()
             }
         }
@@ -318,7 +323,7 @@ enum FastEnvelopeDecoder {
 
 /// Which fields of a message were read, so that one given twice goes to SwiftProtobuf (which
 /// merges a message field given twice, and takes the last of a scalar: simpler to leave both).
-private struct SeenFields {
+struct SeenFields {
     private var fields: UInt32 = 0
     private var hasBody = false
 

@@ -42,6 +42,9 @@ struct FastEnvelopeCodingTests {
             .advertisement(Fixtures.advertisement),
             .continueRequest(.with { $0.activityID = "a"; $0.activityType = "org.x.y"; $0.wantStreams = true; $0.refresh = true }),
             .continueReply(.with { $0.activity = Fixtures.activity }),
+            .streamFrame(.with { $0.streamID = 3; $0.data = .with { $0.offset = 1 << 40; $0.length = 262_144; $0.totalLength = 1 << 41 } }),
+            .streamFrame(.with { $0.streamID = 3; $0.data = .with { $0.offset = 9; $0.payload = Data([1, 2, 3]) } }),
+            .streamFrame(.with { $0.streamID = 3; $0.credit = .with { $0.chunks = 4; $0.acknowledgedOffset = 1 << 33; $0.endReceived = true } }),
         ]
         for body in hot {
             let bytes: [UInt8] = try Fixtures.envelope(body, correlationID: 7).serializedBytes()
@@ -254,11 +257,30 @@ struct FastEnvelopeCodingTests {
             return entries
         }
         let body: WireEnvelope.OneOf_Body
-        switch random.next() % 3 {
+        switch random.next() % 5 {
         case 0:
             var advertisement = BusSummaryTests.randomEnvelope(&random).advertisement
             advertisement.teamID = random.next() % 2 == 0 ? string() : ""
             body = .advertisement(advertisement)
+        case 3:
+            body = .streamFrame(.with {
+                $0.streamID = random.next() >> (random.next() % 64)
+                $0.data = .with {
+                    $0.offset = random.next() >> (random.next() % 64)
+                    if random.next() % 4 == 0 { $0.payload = Data((0..<random.next() % 300).map { _ in UInt8(truncatingIfNeeded: random.next()) }) }
+                    $0.length = UInt32(truncatingIfNeeded: random.next() >> (random.next() % 64))
+                    $0.totalLength = random.next() % 2 == 0 ? 0 : random.next() >> (random.next() % 64)
+                }
+            })
+        case 4:
+            body = .streamFrame(.with {
+                $0.streamID = random.next() >> (random.next() % 64)
+                $0.credit = .with {
+                    $0.chunks = UInt32(truncatingIfNeeded: random.next() >> (random.next() % 64))
+                    $0.acknowledgedOffset = random.next() >> (random.next() % 64)
+                    $0.endReceived = random.next() % 2 == 0
+                }
+            })
         case 1:
             body = .continueRequest(.with {
                 $0.activityID = string()
