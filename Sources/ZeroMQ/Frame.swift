@@ -150,7 +150,9 @@ public final class Frame: @unchecked Sendable {
     /// A metadata property of a received frame: "Socket-Type", "Routing-Id", "User-Id" (set by a
     /// ZAP handler), "Peer-Address", or any property a ZAP handler attached. `nil` when absent.
     public func property(_ name: String) -> String? {
-        guard let value = zmq_msg_gets(storage, name) else { return nil }
+        // withCString: a short name ("User-Id") is stored inline, and passing the String itself
+        // made an array for its C string on every call (a continue's server asks once per request).
+        guard let value = name.withCString({ zmq_msg_gets(storage, $0) }) else { return nil }
         return String(cString: value)
     }
 
