@@ -5,6 +5,10 @@ import Foundation
 // pass, the reader checksums), against the copy a raw transfer makes anyway: libc's memcpy. Then
 // the other two a writer may end with (Node.Configuration.streamChecksum): XXH64 and SHA-256.
 
+/// What each CRC-32C implementation is called in the figures (and in every run's banner).
+let crc32cImplementationNames = [HANDOFF_CRC32C_TABLES: "tables", HANDOFF_CRC32C_LANES: "three crc32 lanes (SSE4.2)",
+                                 HANDOFF_CRC32C_FOLDING_256: "folding (AVX2 VPCLMULQDQ)", HANDOFF_CRC32C_FOLDING_512: "folding (AVX-512 VPCLMULQDQ)"]
+
 /// `checksum`: each implementation this CPU runs over stream-sized chunks, in cache (one chunk
 /// again and again) and from memory (a buffer far larger than the caches, chunk after chunk).
 func benchChecksum(chunkKiB: Int, mebibytes: Int) {
@@ -18,8 +22,7 @@ func benchChecksum(chunkKiB: Int, mebibytes: Int) {
     for index in stride(from: 0, to: spanBytes, by: 8) { source.storeBytes(of: generator.next() as UInt64, toByteOffset: index, as: UInt64.self) }
     memset(destination.baseAddress!, 0, spanBytes)  // fault every page in before timing
 
-    let names = [HANDOFF_CRC32C_TABLES: "tables", HANDOFF_CRC32C_LANES: "three crc32 lanes (SSE4.2)",
-                 HANDOFF_CRC32C_FOLDING_256: "folding (AVX2 VPCLMULQDQ)", HANDOFF_CRC32C_FOLDING_512: "folding (AVX-512 VPCLMULQDQ)"]
+    let names = crc32cImplementationNames
     let best = handoff_crc32c_implementation()
     print("CRC-32C over \(chunk / 1024) KiB chunks, \(total >> 20) MiB each; GB/s; this CPU's fastest: \(names[best] ?? "?")")
     print("(in cache: the same chunk again and again; from memory: chunk after chunk through \(spanBytes >> 20) MiB)")

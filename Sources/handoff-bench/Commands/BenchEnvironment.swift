@@ -1,4 +1,5 @@
 import ArgumentParser
+import CHandoffChecksum
 import Foundation
 import Handoff
 import HandoffExecutor
@@ -50,10 +51,15 @@ enum BenchEnvironment {
     static func banner(allocator: AllocatorTuning.Outcome) {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let memory = Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824
-        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
-            .split(separator: "\n").first { $0.hasPrefix("model name") }?
-            .split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
-        print("handoff-bench on \(ProcessInfo.processInfo.hostName): \(cpu), \(cores) cores, \(String(format: "%.0f", memory)) GiB; libzmq \(ZeroMQLibrary.version.major).\(ZeroMQLibrary.version.minor).\(ZeroMQLibrary.version.patch)")
+        let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> String? {
+            cpuInfo.split(separator: "\n").first { $0.hasPrefix(name) }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces)
+        }
+        // A VM's model name is often only "AMD EPYC": the family and model tell the generation, and
+        // the checksum path how fast a stream's CRC can be, so figures from two machines compare.
+        let generation = field("cpu family").map { family in " (family \(family), model \(field("model") ?? "?"))" } ?? ""
+        let crc = crc32cImplementationNames[handoff_crc32c_implementation()] ?? "?"
+        print("handoff-bench on \(ProcessInfo.processInfo.hostName): \(field("model name") ?? "unknown CPU")\(generation), \(cores) cores, \(String(format: "%.0f", memory)) GiB; libzmq \(ZeroMQLibrary.version.major).\(ZeroMQLibrary.version.minor).\(ZeroMQLibrary.version.patch); CRC-32C by \(crc)")
         print(allocator == .tuned
             ? "allocator: every process as the handoff command runs (AllocatorTuning: trim \(AllocatorTuning.trimThreshold >> 20) MiB, mmap \(AllocatorTuning.mmapThreshold >> 20) MiB)"
             : "allocator: glibc's defaults or GLIBC_TUNABLES (--malloc default)")
