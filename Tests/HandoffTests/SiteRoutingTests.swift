@@ -156,26 +156,6 @@ struct SiteRoutingTests {
         #expect(up(0, "A:never-followed.") == nil)
     }
 
-    @Test("an upstream's repeated subscribe-all within a second is held back (a loop of links), and passed when a link's connection comes up (a restarted upstream)")
-    func upstreamSubscribeAllHeldUntilALinkConnects() {
-        var site = Self.core(site: "s", upstreams: 1)
-        let all = Frame([1])
-        let first = site.passUpstreamSubscription(all, now: Self.now)
-        let repeated = site.passUpstreamSubscription(all, now: Self.now + .milliseconds(5))
-        let again = site.passUpstreamSubscription(all, now: Self.now + .milliseconds(6))
-        #expect(first && !repeated && !again)
-        // The link's connection came up: the repeat was that connection's own (once), and the
-        // next subscribe-all passes too.
-        let released = site.upstreamLinkConnected(now: Self.now + .milliseconds(10))
-        #expect(released == [[1]])
-        let next = site.passUpstreamSubscription(all, now: Self.now + .milliseconds(20))
-        #expect(next)
-        // Held longer than a second before a connection: a loop's, not released.
-        let loop = site.passUpstreamSubscription(all, now: Self.now + .milliseconds(30))
-        let late = site.upstreamLinkConnected(now: Self.now + .seconds(2))
-        #expect(!loop && late.isEmpty)
-    }
-
     @Test("with a pair upstream, the second copy of an advertisement is dropped (a newer version passes), and of a presence")
     func pairSecondCopyDropped() {
         var site = Self.core(site: "c", upstreams: 2)

@@ -92,29 +92,24 @@ extension BrokerCore {
     }
 
     /// Whether an upstream's subscription (its subscribe-all when the link comes up, a request
-    /// to re-advertise) is passed to this site's publishers: not the same one again within a
-    /// second, so that links misconfigured into a loop (each broker the other's upstream) do not
-    /// pass it round for ever, each pass making every node advertise again. A repeat held back
-    /// so is passed after all when an upstream link (re)connects within that second
-    /// (``upstreamLinkConnected(now:)``): it was the new connection's, not a loop's.
+    /// to re-advertise) is passed to this site's publishers now: at most once a second, a repeat
+    /// held back and passed when the second ends (``UpstreamSubscriptionGate``), so that links
+    /// misconfigured into a loop stop passing it round while links healing one after another
+    /// each still get this site's nodes to advertise again.
     mutating func passUpstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant) -> Bool {
-        let subscription = frame.bytes
-        guard !upstreamSubscriptionsPassed.contains(subscription, now: now) else {
-            if heldUpstreamSubscriptions.count < 64 { heldUpstreamSubscriptions.append((subscription, now)) }
-            return false
-        }
-        upstreamSubscriptionsPassed.heard(subscription, now: now)
-        return true
+        upstreamSubscriptions.offer(frame.bytes, now: now)
+    }
+
+    /// The repeats held back whose second ended: passed to this site's publishers now.
+    mutating func dueUpstreamSubscriptions(now: ContinuousClock.Instant) -> [[UInt8]] {
+        upstreamSubscriptions.due(now: now)
     }
 
     /// An upstream link's connection came up (libzmq's `connected`, before its handshake): the
     /// subscriptions to pass to this site's publishers now, those held back in the last second;
     /// from now on, the next one of each passes.
     mutating func upstreamLinkConnected(now: ContinuousClock.Instant) -> [[UInt8]] {
-        upstreamSubscriptionsPassed.forgetAll()
-        defer { heldUpstreamSubscriptions = [] }
-        var seen = Set<[UInt8]>()
-        return heldUpstreamSubscriptions.filter { now - $0.at < .seconds(1) && seen.insert($0.frame).inserted }.map(\.frame)
+        upstreamSubscriptions.linkConnected(now: now)
     }
 
     /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``): a

@@ -55,12 +55,10 @@ struct BrokerCore {
     /// With an upstream: the nodes heard on this broker's own frontend lately, whose messages
     /// coming back from upstream are this site's own, returned.
     var localOrigins = RecentNames<String>(memory: .seconds(120), capacity: 100_000)
-    /// With an upstream: its subscriptions passed to this site's publishers in the last second.
-    var upstreamSubscriptionsPassed = RecentNames<[UInt8]>(memory: .seconds(1), capacity: 10_000)
+    /// With an upstream: which of its subscriptions pass to this site's publishers, and when.
+    var upstreamSubscriptions = UpstreamSubscriptionGate()
     /// With a pair upstream: presences and withdrawals taken from it lately (the other's copy).
     var recentCopies = RecentNames<Int>(memory: .seconds(10), capacity: 100_000)
-    /// Repeats of those held back, until a link's connection says whether they were its own.
-    var heldUpstreamSubscriptions: [(frame: [UInt8], at: ContinuousClock.Instant)] = []
     private var readvertiseRequests = ReadvertiseRequests()
     /// Set when so many origins lack at once that every publisher is asked (a subscribe-all); the
     /// loop sends it (``takeReadvertiseEveryone()``).

@@ -59,6 +59,12 @@ extension BrokerLoop {
         for subscription in core.upstreamLinkConnected(now: .now) { try passToPublishers(subscription) }
     }
 
+    /// Passes the upstream's subscriptions held back as repeats whose second has ended.
+    func passDueUpstreamSubscriptions(now: ContinuousClock.Instant) throws(ZMQError) {
+        guard let due = core.upstreamSubscriptions.nextDue, due <= now else { return }
+        for subscription in core.dueUpstreamSubscriptions(now: now) { try passToPublishers(subscription) }
+    }
+
     private func passToPublishers(_ subscription: [UInt8]) throws(ZMQError) {
         _ = try frontend.trySend(subscription)
         guard subscription == [1] else { return }

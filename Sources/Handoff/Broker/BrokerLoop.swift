@@ -198,7 +198,10 @@ final class BrokerLoop: @unchecked Sendable {
             let now = ContinuousClock.now
             if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
-            if !upstreamLinks.isEmpty { try expireUpstreamSnapshots(now: now) }
+            if !upstreamLinks.isEmpty {
+                try expireUpstreamSnapshots(now: now)
+                try passDueUpstreamSubscriptions(now: now)
+            }
             metrics.report(inPlace({ $0.counters }))
         }
     }
@@ -209,6 +212,7 @@ final class BrokerLoop: @unchecked Sendable {
         var deadline = now + .seconds(1)
         if let expiry = inPlace({ $0.nextExpiry }) { deadline = min(deadline, expiry) }
         if zap != nil { deadline = min(deadline, nextHandshakeSync) }
+        if let due = inPlace({ $0.upstreamSubscriptions.nextDue }) { deadline = min(deadline, due) }
         return max(.zero, now.duration(to: deadline))
     }
 

@@ -163,6 +163,12 @@ extension SimulatedWorld {
         passToPublishers(site, frame)
     }
 
+    /// The upstream's subscriptions held back as repeats whose second has ended, passed now
+    /// (``BrokerLoop/passDueUpstreamSubscriptions(now:)``).
+    func passDueUpstreamSubscriptions(_ site: Int) {
+        for subscription in brokers[site].coreDo({ $0.dueUpstreamSubscriptions(now: instant) }) { passToPublishers(site, subscription) }
+    }
+
     /// An upstream's subscription passed to the site's publishers; with its subscribe-all, a
     /// snapshot of each type the site follows asked upstream.
     private func passToPublishers(_ site: Int, _ frame: [UInt8]) {

@@ -269,8 +269,12 @@ final class SimulatedWorld {
             let broker = brokers[b]
             guard broker.alive, broker.incarnation == incarnation else { return nil }
             _ = broker.coreDo { $0.expire(now: instant) }
-            if broker.joinsUpstream { expireUpstreamSnapshots(b) }
-            let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
+            if broker.joinsUpstream {
+                expireUpstreamSnapshots(b)
+                passDueUpstreamSubscriptions(b)
+            }
+            var next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
+            if let due = broker.core.upstreamSubscriptions.nextDue { next = min(next, due - origin) }
             schedule(.brokerTick(broker: b, incarnation: incarnation), at: max(next, now + .milliseconds(1)))
             return nil
         case .siteUp, .siteDown, .leafSubscribes, .upstreamSubscribes:
