@@ -56,12 +56,7 @@ public final class ClipboardPlugin: HandoffPlugin, @unchecked Sendable {
             maxBytes: { store.settings().maxBytes }, prefetchBytes: { store.settings().prefetchBytes },
             handlers: DisplayHandlers(
                 copied: { [unowned self] content, type in copiedOnDisplay(content, type: type) },
-                wanted: { [unowned self] type, limit in
-                    // The newest copy, in the type the desktop was promised (the offer may have
-                    // gone meanwhile, leaving an older copy of another type).
-                    guard let (entry, content) = try? newest(limit: limit), entry.mimeType == type else { return nil }
-                    return content
-                },
+                wanted: { [unowned self] type, limit in wanted(type, prefetchLimit: limit) },
                 log: { [host] in host.log($0) }))
     }
 
@@ -117,6 +112,28 @@ public final class ClipboardPlugin: HandoffPlugin, @unchecked Sendable {
         }
     }
 
+    /// What the desktop was promised, fetched: the newest copy, in the type it was promised (the
+    /// offer may have gone meanwhile, leaving an older copy of another type). A prefetch (a
+    /// `prefetchLimit`: nothing waits on it) that fails, on a loaded or slow link, is tried again
+    /// a few times, a little later each; a paste is not kept waiting.
+    private func wanted(_ type: String, prefetchLimit: Int?) -> Data? {
+        let attempts = prefetchLimit == nil ? 1 : Self.prefetchAttempts
+        for attempt in 1...attempts {
+            do {
+                guard let (entry, content) = try newest(limit: prefetchLimit), entry.mimeType == type else { return nil }
+                return content
+            } catch {
+                let again = attempt < attempts ? "; trying again" : ""
+                host.log("could not fetch the account's copy for the display (attempt \(attempt) of \(attempts)): \(error)\(again)", level: HANDOFF_LOG_WARNING)
+                if attempt < attempts { Thread.sleep(forTimeInterval: 0.25 * Double(1 << (attempt - 1))) }
+            }
+        }
+        return nil
+    }
+
+    /// How many times a prefetch is tried (waits of 0.25, 0.5 and 1 s between).
+    static let prefetchAttempts = 4
+
     /// The newest copy in the account, made this node's clipboard: another node's offer is pulled
     /// (at most `limit` bytes of it, when given) only when it is newer than this node's own copy,
     /// or when nothing is known of the offers yet (a node that just joined). Blocks while pulled.
@@ -127,7 +144,9 @@ public final class ClipboardPlugin: HandoffPlugin, @unchecked Sendable {
                 lock.withLock { pullLimit = limit }
                 defer { lock.withLock { pullLimit = nil } }
                 do {
-                    try host.continueActivity(type: Self.clipboardType, timeout: own == nil ? .seconds(2) : .milliseconds(200))
+                    // A paste waits on a node that knows a copy of its own only briefly; a
+                    // prefetch (a `limit`) waits on no one.
+                    try host.continueActivity(type: Self.clipboardType, timeout: own == nil || limit != nil ? .seconds(2) : .milliseconds(200))
                 } catch let failure as PluginFailure where failure.status == HANDOFF_NOT_FOUND {
                     // No other node offers a copy: this node's own is the newest.
                 }
