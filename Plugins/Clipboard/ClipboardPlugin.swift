@@ -120,8 +120,12 @@ public final class ClipboardPlugin: HandoffPlugin, @unchecked Sendable {
         let attempts = prefetchLimit == nil ? 1 : Self.prefetchAttempts
         for attempt in 1...attempts {
             do {
-                guard let (entry, content) = try newest(limit: prefetchLimit), entry.mimeType == type else { return nil }
-                return content
+                if let (entry, content) = try newest(limit: prefetchLimit) { return entry.mimeType == type ? content : nil }
+                // Nothing came though an offer is known (the node found none to continue yet):
+                // a prefetch asks again.
+                guard attempt < attempts, lock.withLock({ !offers.isEmpty }) else { return nil }
+                host.log("the account's copy was not found for the display (attempt \(attempt) of \(attempts)); trying again")
+                Thread.sleep(forTimeInterval: 0.25 * Double(1 << (attempt - 1)))
             } catch {
                 let again = attempt < attempts ? "; trying again" : ""
                 host.log("could not fetch the account's copy for the display (attempt \(attempt) of \(attempts)): \(error)\(again)", level: HANDOFF_LOG_WARNING)

@@ -1,8 +1,8 @@
 import Foundation
 import Synchronization
 
-/// How late a plain thread of this process woke while a timed step ran: how long the machine
-/// (CI's parallel pass, with the simulator beside it on two cores) held every thread back. A test
+/// How late, in all, a plain thread of this process woke while a timed step ran: how long the
+/// machine (CI's parallel pass, with the simulator beside it on two cores) held threads back. A test
 /// that bounds a latency allows this much on top, so that a starved machine does not read as the
 /// code's fault, while a stall of the code's own (an event loop held) still fails: the probe's
 /// thread, outside every loop, wakes on time through it.
@@ -20,7 +20,7 @@ public final class StallProbe: Sendable {
 
     private init() {}
 
-    /// Starts a thread that sleeps 10 ms at a time and records its latest wake.
+    /// Starts a thread that sleeps 10 ms at a time and adds up how late it wakes.
     public static func start() -> StallProbe {
         let probe = StallProbe()
         let thread = Thread { [probe] in
@@ -30,8 +30,7 @@ public final class StallProbe: Sendable {
                 let before = ContinuousClock.now
                 usleep(10_000)
                 let late = (ContinuousClock.now - before - tick) / .microseconds(1)
-                let nanoseconds = Int64(late) * 1_000
-                if nanoseconds > probe.lateness.load(ordering: .relaxed) { probe.lateness.store(nanoseconds, ordering: .relaxed) }
+                probe.lateness.add(Int64(max(0, late)) * 1_000, ordering: .relaxed)
             }
         }
         thread.name = "stall probe"
@@ -39,7 +38,7 @@ public final class StallProbe: Sendable {
         return probe
     }
 
-    /// Stops the thread; the longest it was held past a wake.
+    /// Stops the thread; how long it was held past its wakes, in all.
     public func stop() -> Duration {
         stopped.store(true, ordering: .relaxed)
         done.wait()

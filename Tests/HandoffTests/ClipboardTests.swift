@@ -144,11 +144,13 @@ struct X11ClipboardTests {
         try Data("copied on display A".utf8).write(to: text)
         try await a.copy(["-selection", "clipboard", "-i", text.path])
         #expect(await offered("Clipboard: copied on display A"), "the laptop never offered the display's copy; its log:\n\(deployment.logTail("laptop"))")
+        let probe = StallProbe.start()
         let started = ContinuousClock.now
         let pasted = try await b.xclip(["-selection", "clipboard", "-o"])
         let textLatency = ContinuousClock.now - started
+        let stall = probe.stop()
         #expect(String(decoding: pasted.output, as: UTF8.self) == "copied on display A", "\(pasted)")
-        #expect(textLatency < .seconds(1), "\(textLatency)")
+        #expect(textLatency < .seconds(1) + stall, "\(textLatency) (the loaded machine held threads back by \(stall) in all)")
 
         // A 20 MiB PNG: INCR out of xclip on A, over the stream, INCR into xclip on B.
         let bytes = randomPNG(bytes: 20 << 20)

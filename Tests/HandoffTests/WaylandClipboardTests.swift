@@ -31,6 +31,7 @@ struct WaylandClipboardTests {
         // appears (under the prefetch size), so an application on B pastes it at once.
         try await a.copy(Data("copied on compositor A".utf8))
         #expect(await offered("Clipboard: copied on compositor A"), "the laptop never offered the compositor's copy")
+        let probe = StallProbe.start()
         let started = ContinuousClock.now
         var pasted = Data()
         let arrived = await eventually(within: .seconds(5)) {
@@ -38,8 +39,9 @@ struct WaylandClipboardTests {
             return pasted == Data("copied on compositor A".utf8)
         }
         let textLatency = ContinuousClock.now - started
-        #expect(arrived, "B pasted \(String(decoding: pasted, as: UTF8.self))")
-        #expect(textLatency < .seconds(1), "\(textLatency)")
+        let stall = probe.stop()
+        #expect(arrived, "B pasted \(String(decoding: pasted, as: UTF8.self)); the desktop's log:\n\(deployment.logTail("desktop"))")
+        #expect(textLatency < .seconds(1) + stall, "\(textLatency) (the loaded machine held threads back by \(stall) in all)")
 
         // A 20 MiB PNG: over the prefetch size, so it waits for `clipboard paste` on the desktop,
         // which then sets it on B.
