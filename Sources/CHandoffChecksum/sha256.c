@@ -1,7 +1,12 @@
-// SHA-256 (FIPS 180-4), for document activities: a continuing node opens its own copy of a
-// document only when its hash matches the one the originator advertised. Plain C, no library.
+// SHA-256 (FIPS 180-4), for document activities (a continuing node opens its own copy of a
+// document only when its hash matches the one the originator advertised) and for streams that end
+// with it. Plain C, no library; on x86-64 CPUs with the SHA extensions (Intel since Goldmont and
+// Ice Lake, AMD since Zen) the rounds run on them, about seven times the portable rounds' speed.
 #include <string.h>
 #include "handoff_checksum.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 static const uint32_t k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -36,11 +41,92 @@ static void compress(uint32_t state[8], const uint8_t block[64]) {
     state[4] += e; state[5] += f; state[6] += g; state[7] += h;
 }
 
+#if defined(__x86_64__)
+// The SHA extensions' rounds (sha256rnds2 runs two rounds; sha256msg1 and sha256msg2 extend the
+// message schedule four words at a time). They keep the state as two registers, ABEF and CDGH,
+// and each group of four rounds takes four schedule words plus their constants: the first half
+// for two rounds in the low 64 bits, then the high half moved down for the next two.
+__attribute__((target("sha,sse4.1,ssse3")))
+static void compress_extensions(uint32_t state[8], const uint8_t *blocks, size_t count) {
+    // Each big-endian word of a block to a little-endian lane.
+    const __m128i byteswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)&state[0]);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)&state[4]);
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    for (; count > 0; count--, blocks += 64) {
+        const __m128i abefBefore = abef, cdghBefore = cdgh;
+        __m128i schedule[4];
+        for (int i = 0; i < 4; i++) schedule[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blocks + 16 * i)), byteswap);
+        for (int group = 0; group < 16; group++) {
+            const __m128i words = schedule[group % 4];
+            __m128i message = _mm_add_epi32(words, _mm_loadu_si128((const __m128i *)&k[4 * group]));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, message);
+            if (group >= 3 && group < 15) {
+                // The next group's words: W[t] = σ1(W[t-2]) + W[t-7] + σ0(W[t-15]) + W[t-16], the
+                // σ0 part added by sha256msg1 three groups ago.
+                __m128i *next = &schedule[(group + 1) % 4];
+                *next = _mm_add_epi32(*next, _mm_alignr_epi8(words, schedule[(group + 3) % 4], 4));
+                *next = _mm_sha256msg2_epu32(*next, words);
+            }
+            message = _mm_shuffle_epi32(message, 0x0E);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, message);
+            if (group >= 1 && group < 13) {
+                __m128i *earlier = &schedule[(group + 3) % 4];
+                *earlier = _mm_sha256msg1_epu32(*earlier, words);
+            }
+        }
+        abef = _mm_add_epi32(abef, abefBefore);
+        cdgh = _mm_add_epi32(cdgh, cdghBefore);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&state[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)&state[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+int handoff_sha256_implementation(void) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3")) return HANDOFF_SHA256_EXTENSIONS;
+#endif
+    return HANDOFF_SHA256_PORTABLE;
+}
+
+// Computed once; a race to compute it stores the same value.
+static int chosen = -1;
+
+static int fastest(void) {
+    int implementation = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+    if (implementation < 0) {
+        implementation = handoff_sha256_implementation();
+        __atomic_store_n(&chosen, implementation, __ATOMIC_RELAXED);
+    }
+    return implementation;
+}
+
+static void compress_blocks(int implementation, uint32_t state[8], const uint8_t *blocks, size_t count) {
+#if defined(__x86_64__)
+    if (implementation == HANDOFF_SHA256_EXTENSIONS) {
+        compress_extensions(state, blocks, count);
+        return;
+    }
+#endif
+    for (; count > 0; count--, blocks += 64) compress(state, blocks);
+}
+
 void handoff_sha256_init(handoff_sha256 *context) {
+    handoff_sha256_init_using(fastest(), context);
+}
+
+void handoff_sha256_init_using(int implementation, handoff_sha256 *context) {
     static const uint32_t initial[8] = {
         0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
     };
     memcpy(context->state, initial, sizeof initial);
+    context->implementation = implementation < fastest() ? implementation : fastest();
     context->length = 0;
     context->buffered = 0;
 }
@@ -55,10 +141,12 @@ void handoff_sha256_update(handoff_sha256 *context, const void *data, size_t len
         bytes += take;
         length -= take;
         if (context->buffered < 64) return;
-        compress(context->state, context->buffer);
+        compress_blocks(context->implementation, context->state, context->buffer, 1);
         context->buffered = 0;
     }
-    for (; length >= 64; bytes += 64, length -= 64) compress(context->state, bytes);
+    compress_blocks(context->implementation, context->state, bytes, length / 64);
+    bytes += length / 64 * 64;
+    length %= 64;
     memcpy(context->buffer, bytes, length);
     context->buffered = length;
 }

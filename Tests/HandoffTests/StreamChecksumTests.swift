@@ -45,6 +45,48 @@ struct StreamChecksumTests {
         }
     }
 
+    func sha256(_ pieces: [ArraySlice<UInt8>], implementation: Int32) -> String {
+        var context = handoff_sha256()
+        handoff_sha256_init_using(implementation, &context)
+        for piece in pieces { piece.withUnsafeBytes { handoff_sha256_update(&context, $0.baseAddress, $0.count) } }
+        var digest = [UInt8](repeating: 0, count: 32)
+        handoff_sha256_final(&context, &digest)
+        return digest.map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test("SHA-256: every implementation this CPU runs (the SHA extensions where it has them) gives FIPS 180-4's examples and the portable rounds' digest at every length to 600 bytes and over 64 KiB, whole and in pieces")
+    func sha256Implementations() {
+        let examples: [(String, String)] = [
+            ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+            ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+            (String(repeating: "a", count: 1_000_000), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
+        ]
+        let fastest = handoff_sha256_implementation()
+        for implementation in HANDOFF_SHA256_PORTABLE...fastest {
+            for (message, expected) in examples {
+                #expect(sha256([ArraySlice(message.utf8)], implementation: implementation) == expected, "implementation \(implementation), \(message.utf8.count) bytes")
+            }
+        }
+        guard fastest > HANDOFF_SHA256_PORTABLE else { return }
+        let data = ArraySlice(patternBytes(70_000, seed: 9))
+        for length in Array(0...600) + [4_095, 65_536, 70_000] {
+            let message = data.prefix(length)
+            let portable = sha256([message], implementation: HANDOFF_SHA256_PORTABLE)
+            // Pieces that straddle the 64-byte blocks.
+            var pieces: [ArraySlice<UInt8>] = []
+            var start = message.startIndex
+            let sizes = [1, 63, 65, 7, 128, 200, 4_096]
+            while start < message.endIndex {
+                let size = sizes[pieces.count % sizes.count]
+                pieces.append(message[start..<min(message.endIndex, start + size)])
+                start += size
+            }
+            #expect(sha256([message], implementation: fastest) == portable, "\(length) bytes whole")
+            #expect(sha256(pieces, implementation: fastest) == portable, "\(length) bytes in \(pieces.count) pieces")
+        }
+    }
+
     @Test("a stream digest computes each algorithm, big-endian as StreamEnd carries it, the same copying a chunk as reading it")
     func digests() {
         let sha256OfAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

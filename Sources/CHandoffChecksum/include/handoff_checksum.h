@@ -41,6 +41,8 @@ uint32_t handoff_crc32c_copy_using(int implementation, uint32_t previous, void *
 /// SHA-256 (FIPS 180-4) in pieces: init, update with the data in any number of pieces, final.
 typedef struct handoff_sha256 {
     uint32_t state[8];
+    /// How its rounds are computed (HANDOFF_SHA256_…), set by init.
+    int implementation;
     uint64_t length;
     uint8_t buffer[64];
     size_t buffered;
@@ -49,6 +51,20 @@ typedef struct handoff_sha256 {
 void handoff_sha256_init(handoff_sha256 *context);
 void handoff_sha256_update(handoff_sha256 *context, const void *data, size_t length);
 void handoff_sha256_final(handoff_sha256 *context, uint8_t digest[32]);
+
+/// The ways this library computes SHA-256's rounds, slowest first.
+/// Portable C: any CPU.
+#define HANDOFF_SHA256_PORTABLE 0
+/// The x86 SHA extensions (sha256rnds2, sha256msg1, sha256msg2).
+#define HANDOFF_SHA256_EXTENSIONS 1
+
+/// The fastest implementation this CPU runs, which handoff_sha256_init chooses.
+int handoff_sha256_implementation(void);
+
+/// handoff_sha256_init with a given implementation for the context's rounds (or the fastest this
+/// CPU has, if it lacks that one): how tests check the extensions against the portable rounds, and
+/// benchmarks compare them.
+void handoff_sha256_init_using(int implementation, handoff_sha256 *context);
 
 /// XXH64 with seed 0 in pieces: init, update with the data in any number of pieces, final (which
 /// leaves the context as it was, so a running hash can be read and continued).
