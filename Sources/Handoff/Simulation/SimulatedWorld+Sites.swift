@@ -159,7 +159,13 @@ extension SimulatedWorld {
     func siteUpSubscription(_ site: Int, _ frame: [UInt8]) {
         let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
         if frame.first == 1 { sites[site].siteHolds.insert(topic) } else { sites[site].siteHolds.remove(topic) }
-        guard brokers[site].coreDo({ $0.passUpstreamSubscription(Frame(frame), now: instant) }) else { return }
+        guard brokers[site].coreDo({ $0.passUpstreamSubscription(Frame(frame), now: instant) }) else {
+            // Held back: the broker's poll wakes when it is due (BrokerLoop's pollTimeout).
+            if let due = brokers[site].core.upstreamSubscriptions.nextDue {
+                schedule(.upstreamSubscriptionsDue(site: site, incarnation: brokers[site].incarnation), at: max(due - origin, now))
+            }
+            return
+        }
         passToPublishers(site, frame)
     }
 

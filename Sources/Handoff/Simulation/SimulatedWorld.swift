@@ -41,6 +41,9 @@ final class SimulatedWorld {
         case leafSubscribes(site: Int, epoch: Int, frame: [UInt8])
         /// At sites: the upstream's frontend (un)subscribes at a site's broker (everything, or "R:").
         case upstreamSubscribes(site: Int, epoch: Int, frame: [UInt8])
+        /// At sites: a held-back repeat of the upstream's subscriptions is due to pass, as the
+        /// broker's poll wakes for it (`incarnation`: the broker process that held it).
+        case upstreamSubscriptionsDue(site: Int, incarnation: Int)
         /// A continuation stream frame on the connection between the stream's two nodes.
         case streamFrame(stream: Int, to: SimulatedStream.Side, epoch: Int, kind: WireStreamFrame.OneOf_Kind, payload: Frame?)
         /// A slow or pausing reader reads again.
@@ -273,9 +276,12 @@ final class SimulatedWorld {
                 expireUpstreamSnapshots(b)
                 passDueUpstreamSubscriptions(b)
             }
-            var next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
-            if let due = broker.core.upstreamSubscriptions.nextDue { next = min(next, due - origin) }
+            let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
             schedule(.brokerTick(broker: b, incarnation: incarnation), at: max(next, now + .milliseconds(1)))
+            return nil
+        case .upstreamSubscriptionsDue(let site, let incarnation):
+            guard brokers[site].alive, brokers[site].incarnation == incarnation else { return nil }
+            passDueUpstreamSubscriptions(site)
             return nil
         case .siteUp, .siteDown, .leafSubscribes, .upstreamSubscribes:
             handleSite(event)
