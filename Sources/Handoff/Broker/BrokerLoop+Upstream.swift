@@ -59,9 +59,11 @@ extension BrokerLoop {
         for subscription in core.upstreamLinkConnected(now: .now) { try passToPublishers(subscription) }
     }
 
-    /// Passes the upstream's subscriptions held back as repeats whose second has ended.
-    func passDueUpstreamSubscriptions(now: ContinuousClock.Instant) throws(ZMQError) {
-        guard let due = core.upstreamSubscriptions.nextDue, due <= now else { return }
+    /// Each round of the loop: snapshots upstream never ended given up, and the upstream's
+    /// subscriptions held back as repeats whose second has ended passed on.
+    func upstreamHousekeeping(now: ContinuousClock.Instant) throws(ZMQError) {
+        try expireUpstreamSnapshots(now: now)
+        guard let due = inPlace({ $0.upstreamSubscriptions.nextDue }), due <= now else { return }
         for subscription in core.dueUpstreamSubscriptions(now: now) { try passToPublishers(subscription) }
     }
 
@@ -135,7 +137,7 @@ extension BrokerLoop {
     }
 
     /// Gives up snapshots upstream never ended (it restarted, or the link broke).
-    func expireUpstreamSnapshots(now: ContinuousClock.Instant) throws(ZMQError) {
+    private func expireUpstreamSnapshots(now: ContinuousClock.Instant) throws(ZMQError) {
         guard !upstreamSnapshots.isEmpty else { return }
         for topic in upstreamSnapshots.expired(now: now) {
             for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }

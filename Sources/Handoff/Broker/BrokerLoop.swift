@@ -43,7 +43,7 @@ final class BrokerLoop: @unchecked Sendable {
     }
     /// Reads the core in place (each round of the loop): a read through `core` copies the whole
     /// core first, a reference count for each of its tables; an inout access is exclusive.
-    private func inPlace<Value>(_ read: (inout BrokerCore) -> Value) -> Value { read(&coreStorage.pointee) }
+    func inPlace<Value>(_ read: (inout BrokerCore) -> Value) -> Value { read(&coreStorage.pointee) }
     /// The third frame of what this site's own publishers send, on the links to other sites.
     let localHop: Frame
     /// The same counters, reported to swift-metrics: once per round of the loop, not per message.
@@ -198,10 +198,7 @@ final class BrokerLoop: @unchecked Sendable {
             let now = ContinuousClock.now
             if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
-            if !upstreamLinks.isEmpty {
-                try expireUpstreamSnapshots(now: now)
-                try passDueUpstreamSubscriptions(now: now)
-            }
+            if !upstreamLinks.isEmpty { try upstreamHousekeeping(now: now) }
             metrics.report(inPlace({ $0.counters }))
         }
     }
@@ -214,15 +211,6 @@ final class BrokerLoop: @unchecked Sendable {
         if zap != nil { deadline = min(deadline, nextHandshakeSync) }
         if let due = inPlace({ $0.upstreamSubscriptions.nextDue }) { deadline = min(deadline, due) }
         return max(.zero, now.duration(to: deadline))
-    }
-
-    /// Where a socket's messages come from.
-    enum Source {
-        case publishers, subscribers
-        /// An upstream broker's XSUB, over the link's XPUB: its subscriptions.
-        case upstreamSubscriber
-        /// An upstream broker's XPUB, over the link's XSUB: bus messages.
-        case upstream
     }
 
     /// Takes up to a burst of whole messages from `socket`; true when it stopped at the burst's end

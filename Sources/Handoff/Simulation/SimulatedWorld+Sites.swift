@@ -170,7 +170,7 @@ extension SimulatedWorld {
     }
 
     /// The upstream's subscriptions held back as repeats whose second has ended, passed now
-    /// (``BrokerLoop/passDueUpstreamSubscriptions(now:)``).
+    /// (``BrokerLoop/upstreamHousekeeping(now:)``).
     func passDueUpstreamSubscriptions(_ site: Int) {
         for subscription in brokers[site].coreDo({ $0.dueUpstreamSubscriptions(now: instant) }) { passToPublishers(site, subscription) }
     }
