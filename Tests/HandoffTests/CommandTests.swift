@@ -202,6 +202,7 @@ struct CommandTests {
             (#"{"name": "a", "streamStalTimeoutSeconds": 30}"#, #"unknown key "streamStalTimeoutSeconds"; did you mean "streamStallTimeoutSeconds"?"#),
             (#"{"name": "a", "streamStallTimeoutSeconds": -1}"#, "must be 0 (none) or a number of seconds, not -1.0"),
             (#"{"name": "a", "streamChecksum": "md5"}"#, #"streamChecksum "md5" in the configuration: expected one of crc32c, xxh64, sha256"#),
+            (#"{"name": "a", "requireVerifiedStreamEnd": true}"#, #"unknown key "requireVerifiedStreamEnd"; did you mean "requireVerifiedStreamEnds"?"#),
         ] {
             let file = folder.appendingPathComponent("agent.json")
             try json.write(to: file, atomically: true, encoding: .utf8)

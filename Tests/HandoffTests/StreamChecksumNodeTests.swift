@@ -98,6 +98,26 @@ struct StreamChecksumNodeTests {
         }
     }
 
+    @Test("with requireVerifiedStreamEnds, an end in another algorithm than the one announced fails the reader's iteration with streamChecksumMismatch, and is counted")
+    func endInAnotherAlgorithmRefused() async throws {
+        let peer = StreamPeer(sending: Data())
+        var configuration = testConfiguration("originator")
+        configuration.requireVerifiedStreamEnds = true
+        try await Node.withRunning(configuration) { node in
+            let activity = try await currentStreamingActivity(on: node, delegate: peer)
+            let fake = try FakeContinuer(endpoint: node.continuationEndpoint)
+            #expect(try await fake.open(activity.id, window: 16, checksum: .crc32C) != nil)
+            try await fake.sendStream(Self.payload, claimingTotal: UInt64(Self.payload.count), algorithm: .sha256, checksum: Data(count: 32))
+            #expect(await eventually { peer.received != nil })
+            if case .failure(let error)? = peer.received {
+                #expect(error.code == .streamChecksumMismatch && error.message.contains("requires every stream's bytes verified"), "\(error)")
+            } else {
+                Issue.record("an unverifiable end must fail the stream when verified ends are required")
+            }
+            #expect(await node.streamCounters.endsNotVerified == 1)
+        }
+    }
+
     @Test("a `handoff agent --stream-checksum sha256` process announces SHA-256 and ends its contacts list's stream with the SHA-256 of the bytes it sent")
     func agentProcessWritesSHA256() async throws {
         try await withAgentSharingContacts("checksum-agent", arguments: ["--log-level", "error", "--stream-checksum", "sha256"]) { activity, _ in

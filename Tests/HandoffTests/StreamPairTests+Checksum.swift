@@ -22,6 +22,30 @@ extension StreamPairTests {
         #expect(none.contains { if case .record(.endNotVerified(.unspecified, .crc32c, total: 0)) = $0 { true } else { false } })
     }
 
+    @Test("reading, verified ends required: an end with no checksum or in another algorithm than announced fails the pair with streamChecksumMismatch, tells the writer, and is still counted; an end in the announced algorithm is delivered")
+    func verifiedEndRequired() {
+        var unannounced = WireStreamEnd()
+        unannounced.checksumAlgorithm = .sha256
+        unannounced.checksum = Data(count: 32)
+        for end in [unannounced, WireStreamEnd()] {
+            var reader = pair(continuer: true, direction: .originToContinuer)
+            reader.requiresVerifiedEnd = true
+            let actions = reader.endArrived(end, now: start)
+            #expect(!actions.contains { if case .deliverEnd = $0 { true } else { false } }, "\(actions)")
+            #expect(actions.contains { if case .record(.endNotVerified) = $0 { true } else { false } })
+            #expect(actions.contains { if case .send(.error(let error), _) = $0 { error.code == .streamChecksumMismatch } else { false } })
+            #expect(reader.failure?.code == .streamChecksumMismatch)
+        }
+        var reader = pair(continuer: true, direction: .originToContinuer)
+        reader.requiresVerifiedEnd = true
+        var honest = WireStreamEnd()
+        honest.checksumAlgorithm = .crc32C
+        honest.checksum = Data(count: 4)
+        let actions = reader.endArrived(honest, now: start)
+        #expect(actions.contains { if case .deliverEnd(0, .some) = $0 { true } else { false } })
+        #expect(reader.failure == nil)
+    }
+
     @Test("reading: the algorithm the writer's open announces (XXH64, SHA-256) is the one its end is verified in; an open announcing none is read as CRC-32C")
     func announcedChecksum() {
         for (announced, algorithm) in [(WireChecksumAlgorithm.xxh64, StreamChecksum.xxh64), (.sha256, .sha256), (.unspecified, .crc32c), (.crc32C, .crc32c)] {

@@ -118,6 +118,13 @@ extension Node {
         /// default) is copied and checked in one pass at memory speed; SHA-256 costs a few hundred
         /// MB/s at each end.
         public var streamChecksum: StreamChecksum
+        /// Whether a stream whose end this node cannot verify fails with
+        /// ``HandoffError/Code-swift.struct/streamChecksumMismatch`` (an end with no checksum, or
+        /// in another algorithm than its writer announced; a writer that announced one this node
+        /// does not know). `false` (the default, as stream.proto says): such an end is held to its
+        /// length only, logged and counted, so that writers from before announced algorithms keep
+        /// working.
+        public var requireVerifiedStreamEnds = false
 
         /// The node's key pair and account: with it, every socket runs CURVE and only the account's
         /// nodes get in (see ``Security``). `nil` runs without encryption or authentication, which

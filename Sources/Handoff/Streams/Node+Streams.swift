@@ -134,10 +134,11 @@ extension Node {
         route: StreamRoute, isContinuer: Bool, activityID: String, activityType: String,
         direction: WireStreamDirection, owner: String, peerChunkSize: Int
     ) -> StreamSession {
-        let pair = StreamPair(
+        var pair = StreamPair(
             isContinuer: isContinuer, direction: direction, peerName: isContinuer ? "the originator" : "the continuing node \(owner)",
             activityType: activityType, window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize,
             peerChunkSize: peerChunkSize, now: .now)
+        pair.requiresVerifiedEnd = own.configuration.requireVerifiedStreamEnds
         let session = StreamSession(
             node: self, key: streams.newKey(), route: route, activityID: activityID, owner: owner, pair: pair,
             checksum: own.configuration.streamChecksum)

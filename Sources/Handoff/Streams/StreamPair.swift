@@ -75,6 +75,10 @@ struct StreamPair {
     /// The checksum the peer's end is computed with, as its open announced (`nil`: an algorithm
     /// this side does not know).
     var peerChecksum: StreamChecksum? = .crc32c
+    /// Whether an end this side cannot verify (no checksum, or one in another algorithm than
+    /// announced) fails the pair rather than being held to its length only
+    /// (``Node/Configuration/requireVerifiedStreamEnds``).
+    var requiresVerifiedEnd = false
 
     // MARK: Liveness and outcome
 

@@ -23,6 +23,8 @@ struct AgentFile: Codable {
     var streamStallTimeoutSeconds: Double?
     /// `--stream-checksum`: `crc32c`, `xxh64` or `sha256`.
     var streamChecksum: String?
+    /// `--require-verified-stream-ends`.
+    var requireVerifiedStreamEnds: Bool?
     var logLevel: String?
     /// `text` or `json`.
     var logFormat: String?
@@ -39,7 +41,7 @@ extension AgentFile {
     /// properties above).
     static let schema: [String: Set<String>] = [
         "": ["name", "broker", "plugins", "data", "control", "continuation", "advertisedHost",
-             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "streamChecksum", "logLevel", "logFormat", "metrics", "security", "insecure"],
+             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "streamChecksum", "requireVerifiedStreamEnds", "logLevel", "logFormat", "metrics", "security", "insecure"],
         "broker": ["frontend", "backend"],
         "security": ["key", "account", "brokerKey"],
     ]
@@ -102,7 +104,7 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
 
-    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, streamChecksum, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, streamChecksum, requireVerifiedStreamEnds, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
     @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER); repeat for a pair of brokers.", valueName: "frontend backend"))
@@ -116,6 +118,8 @@ struct AgentCommand: AsyncParsableCommand {
     var streamStallTimeout: Double?
     @Option(help: "The checksum this node's stream writers end with: crc32c (the default), xxh64 or sha256 (readers verify whichever their writer announces).")
     var streamChecksum: StreamChecksum?
+    @Flag(help: "Fail a stream whose end this node cannot verify (no checksum, or not in the algorithm its writer announced) with streamChecksumMismatch, rather than hold it to its length only.")
+    var requireVerifiedStreamEnds = false
     @Flag(help: "Exit when the parent process exits (used by `handoff demo`).") var exitWithParent = false
     @OptionGroup var security: SecurityOptions
     @OptionGroup var metricsOptions: MetricsOptions
@@ -158,6 +162,7 @@ struct AgentCommand: AsyncParsableCommand {
         if let seconds = file.advertiseIntervalSeconds { configuration.advertiseInterval = .milliseconds(Int(seconds * 1000)) }
         if let stallSeconds, stallSeconds > 0 { configuration.streamStallTimeout = .milliseconds(Int(stallSeconds * 1000)) }
         if let checksum { configuration.streamChecksum = checksum }
+        configuration.requireVerifiedStreamEnds = requireVerifiedStreamEnds || file.requireVerifiedStreamEnds == true
         configuration.security = try security.resolve(fallback: file.security, needsBrokerKey: true)
         configuration.allowInsecure = security.allowsInsecure(fallback: file.insecure)
 
