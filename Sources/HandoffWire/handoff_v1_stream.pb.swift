@@ -103,7 +103,8 @@ public nonisolated enum WireStreamDirection: SwiftProtobuf.Enum, Swift.CaseItera
 /// STREAM_CHECKSUM_MISMATCH), and write CRC-32C unless configured otherwise.
 /// An end with no checksum, or with an algorithm other than the one its writer
 /// announced, is held to its total_length only, and the node logs that the
-/// stream's bytes went unverified.
+/// stream's bytes went unverified; a node configured to require verified ends
+/// fails such a stream with STREAM_CHECKSUM_MISMATCH instead.
 public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
 
