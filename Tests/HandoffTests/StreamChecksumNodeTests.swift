@@ -118,6 +118,25 @@ struct StreamChecksumNodeTests {
         }
     }
 
+    @Test("with requireVerifiedStreamEnds, a continuing node that announces an algorithm the originator does not know is refused as the pair opens, with streamChecksumMismatch, and the application never sees the pair")
+    func unknownAlgorithmRefusedAtOpen() async throws {
+        let peer = StreamPeer(sending: Data())
+        var configuration = testConfiguration("originator")
+        configuration.requireVerifiedStreamEnds = true
+        try await Node.withRunning(configuration) { node in
+            let activity = try await currentStreamingActivity(on: node, delegate: peer)
+            let fake = try FakeContinuer(endpoint: node.continuationEndpoint)
+            let answer = try await fake.openAnswer(activity.id, window: 16, checksum: .UNRECOGNIZED(9))
+            guard case .error(let error)? = answer else {
+                Issue.record("expected an error frame, got \(String(describing: answer))")
+                return
+            }
+            #expect(error.code == .streamChecksumMismatch && error.message.contains("does not know"), "\(error)")
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(peer.received == nil, "the application was handed a refused pair")
+        }
+    }
+
     @Test("a `handoff agent --stream-checksum sha256` process announces SHA-256 and ends its contacts list's stream with the SHA-256 of the bytes it sent")
     func agentProcessWritesSHA256() async throws {
         try await withAgentSharingContacts("checksum-agent", arguments: ["--log-level", "error", "--stream-checksum", "sha256"]) { activity, _ in

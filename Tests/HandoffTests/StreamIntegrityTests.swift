@@ -35,6 +35,12 @@ actor FakeContinuer {
     /// Opens stream 1 for `activityID`, granting `window` chunks and announcing the checksum its end
     /// will carry (`checksum`), and waits for the originator's open.
     func open(_ activityID: String, window: UInt32, checksum: WireChecksumAlgorithm = .unspecified) async throws -> WireStreamOpen? {
+        guard case .open(let answer)? = try await openAnswer(activityID, window: window, checksum: checksum) else { return nil }
+        return answer
+    }
+
+    /// The same, returning the originator's answer whatever it is (its open, or an error).
+    func openAnswer(_ activityID: String, window: UInt32, checksum: WireChecksumAlgorithm = .unspecified) async throws -> WireStreamFrame.OneOf_Kind? {
         var open = WireStreamOpen()
         open.activityID = activityID
         open.window = window
@@ -42,8 +48,11 @@ actor FakeContinuer {
         open.checksumAlgorithm = checksum
         try await send(.open(open))
         while let frame = try await socket.receive(timeout: .seconds(5)) {
-            if case .streamFrame(let stream) = try WireEnvelope.decode(frame.data).body, case .open(let answer) = stream.kind {
-                return answer
+            if case .streamFrame(let stream) = try WireEnvelope.decode(frame.data).body, let kind = stream.kind {
+                switch kind {
+                case .open, .error: return kind
+                default: continue
+                }
             }
         }
         return nil

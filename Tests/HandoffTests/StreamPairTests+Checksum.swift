@@ -46,6 +46,34 @@ extension StreamPairTests {
         #expect(reader.failure == nil)
     }
 
+    @Test("reading, verified ends required: a writer that announces an algorithm this node does not know is refused as the pair opens (either side), and told; a known one, or one on a direction this side does not read, opens")
+    func unverifiableWriterRefusedAtOpen() {
+        let unknown = WireChecksumAlgorithm.UNRECOGNIZED(9)
+        func refused(_ actions: [StreamPair.Action]) -> Bool {
+            actions.contains { if case .send(.error(let error), _) = $0 { error.code == .streamChecksumMismatch } else { false } }
+                && actions.contains { if case .failed(let error) = $0 { error.code == .streamChecksumMismatch } else { false } }
+        }
+        // The originator, from the continuing node's open…
+        var origin = pair(continuer: false, direction: .continuerToOrigin)
+        origin.requiresVerifiedEnd = true
+        let accepted = origin.accept(WireStreamOpen.with { $0.direction = .continuerToOrigin; $0.checksumAlgorithm = unknown }, answer: WireStreamOpen(), now: start)
+        #expect(refused(accepted) && !accepted.contains { if case .send(.open, _) = $0 { true } else { false } }, "\(accepted)")
+        // …the continuing side, from the originator's answer.
+        var reader = pair(continuer: true, direction: .originToContinuer)
+        reader.requiresVerifiedEnd = true
+        _ = reader.open(WireStreamOpen.with { $0.direction = .originToContinuer }, now: start)
+        let answered = reader.received(.open(WireStreamOpen.with { $0.direction = .originToContinuer; $0.window = 4; $0.checksumAlgorithm = unknown }), now: start)
+        #expect(refused(answered) && !answered.contains { if case .opened = $0 { true } else { false } }, "\(answered)")
+        // A known algorithm opens; so does an unknown one on the direction this side only writes.
+        var known = pair(continuer: false, direction: .continuerToOrigin)
+        known.requiresVerifiedEnd = true
+        let knownActions = known.accept(WireStreamOpen.with { $0.direction = .continuerToOrigin; $0.checksumAlgorithm = .xxh64 }, answer: WireStreamOpen(), now: start)
+        var writer = pair(continuer: false, direction: .originToContinuer)
+        writer.requiresVerifiedEnd = true
+        let writerActions = writer.accept(WireStreamOpen.with { $0.direction = .originToContinuer; $0.checksumAlgorithm = unknown }, answer: WireStreamOpen(), now: start)
+        #expect(!refused(knownActions) && known.failure == nil && !refused(writerActions) && writer.failure == nil)
+    }
+
     @Test("reading: the algorithm the writer's open announces (XXH64, SHA-256) is the one its end is verified in; an open announcing none is read as CRC-32C")
     func announcedChecksum() {
         for (announced, algorithm) in [(WireChecksumAlgorithm.xxh64, StreamChecksum.xxh64), (.sha256, .sha256), (.unspecified, .crc32c), (.crc32C, .crc32c)] {

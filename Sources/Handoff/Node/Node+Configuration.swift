@@ -119,11 +119,12 @@ extension Node {
         /// MB/s at each end.
         public var streamChecksum: StreamChecksum
         /// Whether a stream whose end this node cannot verify fails with
-        /// ``HandoffError/Code-swift.struct/streamChecksumMismatch`` (an end with no checksum, or
-        /// in another algorithm than its writer announced; a writer that announced one this node
-        /// does not know). `false` (the default, as stream.proto says): such an end is held to its
-        /// length only, logged and counted, so that writers from before announced algorithms keep
-        /// working.
+        /// ``HandoffError/Code-swift.struct/streamChecksumMismatch``: at its end, one with no
+        /// checksum or in another algorithm than its writer announced; as it opens, one whose
+        /// writer announces an algorithm this node does not know (before any byte, and the
+        /// application never sees the pair). `false` (the default, as stream.proto says): such an
+        /// end is held to its length only, logged and counted, so that writers from before
+        /// announced algorithms keep working.
         public var requireVerifiedStreamEnds = false
 
         /// The node's key pair and account: with it, every socket runs CURVE and only the account's

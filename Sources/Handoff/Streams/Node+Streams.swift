@@ -251,6 +251,8 @@ extension Node {
         answer.checksumAlgorithm = own.configuration.streamChecksum.wire
         if let document { answer.expectedLength = document.size }
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
+        // Refused as it opened (an end it could not verify): the application never sees it.
+        guard session.pair.failure == nil else { return }
         session.input.setWriterChecksum(session.pair.peerChecksum)
         publishStreamEvent(.streamOpened, session)
         let pair = session.streams

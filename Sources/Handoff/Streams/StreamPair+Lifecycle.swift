@@ -18,6 +18,7 @@ extension StreamPair {
         sendCredit = Int(open.window)
         peerChecksum = StreamChecksum.announced(open.checksumAlgorithm)
         resumeToken = answer.resumeToken
+        if let refusal = unverifiableWriter() { return fail(refusal, telling: .error(refusal.wire), now: now) }
         var actions: [Action] = []
         if open.expectedLength > 0 { actions.append(.expectLength(open.expectedLength)) }
         actions.append(send(.open(answer), now: now))
@@ -28,6 +29,16 @@ extension StreamPair {
     mutating func openUnanswered(_ error: HandoffError, now: ContinuousClock.Instant) -> [Action] {
         guard isOpening else { return [] }
         return fail(error, now: now)
+    }
+
+    /// With verified ends required (``requiresVerifiedEnd``), a peer that announces it will end
+    /// what it writes to this side in an algorithm this node does not know is refused as the pair
+    /// opens, before any byte: its end could not be verified.
+    private func unverifiableWriter() -> HandoffError? {
+        guard requiresVerifiedEnd, reads, peerChecksum == nil else { return nil }
+        return HandoffError(
+            .streamChecksumMismatch, "\(peerName) announced a checksum algorithm this node does not know: this node requires every stream's bytes verified",
+            activityType: activityType)
     }
 
     /// A chunk size announced in a StreamOpen; 0 means the contract's default.
@@ -45,6 +56,7 @@ extension StreamPair {
         peerChunkSize = Self.chunkSize(announced: answer.chunkSize)
         peerChecksum = StreamChecksum.announced(answer.checksumAlgorithm)
         resumeToken = answer.resumeToken
+        if let refusal = unverifiableWriter() { return fail(refusal, telling: .error(refusal.wire), now: now) }
         var actions: [Action] = []
         if answer.expectedLength > 0 { actions.append(.expectLength(answer.expectedLength)) }
         actions.append(.opened(answer))
