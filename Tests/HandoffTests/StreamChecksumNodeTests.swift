@@ -98,14 +98,21 @@ struct StreamChecksumNodeTests {
         }
     }
 
-    @Test("with requireVerifiedStreamEnds, an end in another algorithm than the one announced fails the reader's iteration with streamChecksumMismatch, and is counted")
-    func endInAnotherAlgorithmRefused() async throws {
+    /// An originator with `requireVerifiedStreamEnds`, its streaming activity current, and a wire
+    /// peer to continue it with.
+    private func withOriginatorRequiringVerifiedEnds(_ body: (Node, UserActivity, StreamPeer, FakeContinuer) async throws -> Void) async throws {
         let peer = StreamPeer(sending: Data())
         var configuration = testConfiguration("originator")
         configuration.requireVerifiedStreamEnds = true
         try await Node.withRunning(configuration) { node in
             let activity = try await currentStreamingActivity(on: node, delegate: peer)
-            let fake = try FakeContinuer(endpoint: node.continuationEndpoint)
+            try await body(node, activity, peer, try FakeContinuer(endpoint: node.continuationEndpoint))
+        }
+    }
+
+    @Test("with requireVerifiedStreamEnds, an end in another algorithm than the one announced fails the reader's iteration with streamChecksumMismatch, and is counted")
+    func endInAnotherAlgorithmRefused() async throws {
+        try await withOriginatorRequiringVerifiedEnds { node, activity, peer, fake in
             #expect(try await fake.open(activity.id, window: 16, checksum: .crc32C) != nil)
             try await fake.sendStream(Self.payload, claimingTotal: UInt64(Self.payload.count), algorithm: .sha256, checksum: Data(count: 32))
             #expect(await eventually { peer.received != nil })
@@ -120,12 +127,7 @@ struct StreamChecksumNodeTests {
 
     @Test("with requireVerifiedStreamEnds, a continuing node that announces an algorithm the originator does not know is refused as the pair opens, with streamChecksumMismatch, and the application never sees the pair")
     func unknownAlgorithmRefusedAtOpen() async throws {
-        let peer = StreamPeer(sending: Data())
-        var configuration = testConfiguration("originator")
-        configuration.requireVerifiedStreamEnds = true
-        try await Node.withRunning(configuration) { node in
-            let activity = try await currentStreamingActivity(on: node, delegate: peer)
-            let fake = try FakeContinuer(endpoint: node.continuationEndpoint)
+        try await withOriginatorRequiringVerifiedEnds { _, activity, peer, fake in
             let answer = try await fake.openAnswer(activity.id, window: 16, checksum: .UNRECOGNIZED(9))
             guard case .error(let error)? = answer else {
                 Issue.record("expected an error frame, got \(String(describing: answer))")
