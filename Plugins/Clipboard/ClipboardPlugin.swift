@@ -125,12 +125,11 @@ public final class ClipboardPlugin: HandoffPlugin, @unchecked Sendable {
                 // a prefetch asks again.
                 guard attempt < attempts, lock.withLock({ !offers.isEmpty }) else { return nil }
                 host.log("the account's copy was not found for the display (attempt \(attempt) of \(attempts)); trying again")
-                Thread.sleep(forTimeInterval: 0.25 * Double(1 << (attempt - 1)))
             } catch {
                 let again = attempt < attempts ? "; trying again" : ""
                 host.log("could not fetch the account's copy for the display (attempt \(attempt) of \(attempts)): \(error)\(again)", level: HANDOFF_LOG_WARNING)
-                if attempt < attempts { Thread.sleep(forTimeInterval: 0.25 * Double(1 << (attempt - 1))) }
             }
+            if attempt < attempts { Thread.sleep(forTimeInterval: 0.25 * Double(1 << (attempt - 1))) }
         }
         return nil
     }

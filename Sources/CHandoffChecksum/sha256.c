@@ -125,8 +125,9 @@ void handoff_sha256_init_using(int implementation, handoff_sha256 *context) {
     static const uint32_t initial[8] = {
         0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
     };
+    int available = fastest();
     memcpy(context->state, initial, sizeof initial);
-    context->implementation = implementation < fastest() ? implementation : fastest();
+    context->implementation = implementation < available ? implementation : available;
     context->length = 0;
     context->buffered = 0;
 }

@@ -77,8 +77,7 @@ extension Node {
         case .endNotVerified(let carried, let announced, let total):
             observability.streamCounters.endsNotVerified += 1
             let computed = announced.map { "the \($0) its open announced" } ?? "none (its open announced an algorithm this node does not know)"
-            let what = carried == .unspecified ? "no checksum" : "a checksum of \(StreamChecksum(wire: carried)?.description ?? "unknown algorithm \(carried.rawValue)")"
-            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(what), and this node computed \(computed): the length was checked, the bytes were not")
+            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(StreamChecksum.carried(carried)), and this node computed \(computed): the length was checked, the bytes were not")
         case .stalled:
             observability.streamCounters.stalled += 1
             own.logger.info("streams \(session.route.id) with \(session.owner): no progress for \(own.configuration.streamStallTimeout.map { "\($0)" } ?? "-"); gave up")

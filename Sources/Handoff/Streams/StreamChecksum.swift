@@ -45,6 +45,12 @@ public enum StreamChecksum: String, Sendable, Hashable, CaseIterable, CustomStri
     static func announced(_ wire: WireChecksumAlgorithm) -> StreamChecksum? {
         wire == .unspecified ? .crc32c : StreamChecksum(wire: wire)
     }
+
+    /// What a StreamEnd carries, in words: "no checksum", or a checksum of its algorithm (for the
+    /// log of an end not verified, and the refusal of one when verified ends are required).
+    static func carried(_ wire: WireChecksumAlgorithm) -> String {
+        wire == .unspecified ? "no checksum" : "a checksum of \(StreamChecksum(wire: wire)?.description ?? "unknown algorithm \(wire.rawValue)")"
+    }
 }
 
 /// A running checksum of one direction's bytes, in the algorithm its writer announced.

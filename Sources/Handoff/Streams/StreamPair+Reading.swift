@@ -84,11 +84,10 @@ extension StreamPair {
             } else {
                 actions.append(.record(.endNotVerified(end.checksumAlgorithm, announced: peerChecksum, total: end.totalLength)))
                 if requiresVerifiedEnd {
-                    let carried = end.checksumAlgorithm == .unspecified ? "no checksum" : StreamChecksum(wire: end.checksumAlgorithm).map { "a checksum in \($0)" } ?? "a checksum in an unknown algorithm"
                     let announced = peerChecksum.map { "\($0)" } ?? "an algorithm this node does not know"
                     let error = HandoffError(
                         .streamChecksumMismatch,
-                        "the end (\(end.totalLength) bytes) carries \(carried), and the writer announced \(announced): this node requires every stream's bytes verified",
+                        "the end (\(end.totalLength) bytes) carries \(StreamChecksum.carried(end.checksumAlgorithm)), and the writer announced \(announced): this node requires every stream's bytes verified",
                         activityType: activityType)
                     return actions + fail(error, telling: .error(error.wire), now: now)
                 }
