@@ -273,4 +273,42 @@ struct StreamPressureTests {
             #expect(await a.streamCounters.evicted == 1)
         }
     }
+
+    @Test("a peer that opens pairs and fails each at once, hundreds of times, leaves at most maxStreams failed pairs in the node's table, and the node still opens a pair for another peer")
+    func churnedPairsBounded() async throws {
+        try await withTwoNodes(configureA: { $0.maxStreams = 8 }) { a, b in
+            let peer = StreamPeer(sending: Data("hello".utf8))
+            let activity = try await currentStreamingActivity(on: a, delegate: peer)
+            let churner = try WirePeer(connectingTo: a.continuationEndpoint)
+            var error = WireError()
+            error.code = .streamCancelled
+            error.message = "churning"
+            var answered = 0
+            for stream in UInt64(1)...300 {
+                try churner.openStream(stream, activityID: activity.id, window: 2, as: "churner")
+                // Its answer (the open, then perhaps a chunk), before it is failed.
+                while let (envelope, _) = try await churner.receive(within: .seconds(2)) {
+                    if case .streamFrame(let frame) = envelope.body, frame.streamID == stream, case .open? = frame.kind {
+                        answered += 1
+                        break
+                    }
+                }
+                try churner.send(stream: stream, .error(error), as: "churner")
+            }
+            #expect(answered == 300)
+            // The last error frames are read by the node's loop a moment later.
+            try await Task.sleep(for: .milliseconds(300))
+            let held = await a.pairsInTable
+            #expect(held <= 8 + 1, "the node holds \(held) pairs after 300 churned ones")
+            await b.setContinuationHandler(forType: activity.activityType) { _ in }
+            let continued = try #require(try await b.continueActivity(try await discovered(activity.id, on: b)).restored)
+            let streams = try await b.openStreams(for: continued, direction: .fromOriginator)
+            #expect(try await streams.input.readAll() == Data("hello".utf8))
+        }
+    }
+}
+
+extension Node {
+    /// Every pair in the node's stream table, live or failed (kept a while).
+    fileprivate var pairsInTable: Int { streams.count }
 }

@@ -12,7 +12,7 @@ struct StreamTableTests {
         let owner: String
         let isContinuer: Bool
         var resumeToken: Data
-        var isLive = true
+        var failedAt: ContinuousClock.Instant?
         var waitsOnPeer = true
         var peersTurnSince = StreamTableTests.start
 
@@ -39,7 +39,7 @@ struct StreamTableTests {
         #expect(table.live(on: route) === pair)
         #expect(table[pair.key] === pair)
         #expect(table.live(on: StreamRoute(peer: .router([2]), id: 7)) == nil)
-        pair.isLive = false
+        pair.failedAt = StreamTableTests.start
         #expect(table.live(on: route) == nil)
         #expect(table.isTaken(route))  // a repeated open of it is not a new pair
         table.remove(pair)
@@ -68,7 +68,7 @@ struct StreamTableTests {
         #expect(table.admission(owner: "bob", maxStreams: 10, maxStreamsPerPeer: 2) == .admitted)
         #expect(table.admission(owner: "carol", maxStreams: 3, maxStreamsPerPeer: 2) == .nodeFull(open: 3, fromPeer: 0))
         #expect(table.admission(owner: "alice", maxStreams: 3, maxStreamsPerPeer: 5) == .nodeFull(open: 3, fromPeer: 2))
-        first.isLive = false
+        first.failedAt = StreamTableTests.start
         #expect(table.admission(owner: "alice", maxStreams: 10, maxStreamsPerPeer: 2) == .admitted)
         #expect(table.admission(owner: "carol", maxStreams: 3, maxStreamsPerPeer: 2) == .admitted)
         #expect(table.liveCount == 2)
@@ -91,7 +91,7 @@ struct StreamTableTests {
         #expect(table.live(on: newRoute) === pair)
         #expect(table.live(on: StreamRoute(peer: .router([1]), id: 5)) == nil)
 
-        pair.isLive = false
+        pair.failedAt = StreamTableTests.start
         #expect(table.resumable(id: 5, token: Data([9, 9])) == nil)  // a failed pair is not resumed
     }
 
@@ -100,7 +100,7 @@ struct StreamTableTests {
         var table = StreamTable<Pair>()
         let old = accepted(&table, from: [1], id: 5, owner: "alice")
         let route = old.route
-        old.isLive = false
+        old.failedAt = StreamTableTests.start
         let new = Pair(table.newKey(), route, owner: "alice")
         table.insert(new)
         table.remove(old)
@@ -117,7 +117,7 @@ struct StreamTableTests {
         _ = accepted(&table, from: [1], id: 1, owner: "c")
         #expect(table.live(toDealer: "tcp://a:1").map(\.key) == [a.key])
         #expect(table.dealerEndpoints == ["tcp://a:1", "tcp://b:1"])
-        b.isLive = false
+        b.failedAt = StreamTableTests.start
         #expect(table.live(toDealer: "tcp://b:1").isEmpty)
         #expect(table.dealerEndpoints.contains("tcp://b:1"))  // its connection stays until it is forgotten
         #expect(table.live.map(\.key) == [a.key, table.live.last!.key])
@@ -142,7 +142,24 @@ struct StreamTableTests {
         #expect(table.stalledVictim(now: now, grace: grace) === alice1)
         alice1.peersTurnSince = now - .seconds(5)  // within the grace
         #expect(table.stalledVictim(now: now, grace: grace) === bob)
-        bob.isLive = false
+        bob.failedAt = StreamTableTests.start
         #expect(table.stalledVictim(now: now, grace: grace) == nil)
+    }
+
+    @Test("failed pairs are kept up to a number: the ones that failed first are the ones to forget; live pairs never are")
+    func failedPairsBounded() {
+        var table = StreamTable<Pair>()
+        let live = accepted(&table, from: [9], id: 1, owner: "alice")
+        var failed: [Pair] = []
+        for index in 0..<6 {
+            let pair = accepted(&table, from: [1], id: UInt64(index + 2), owner: "mallory")
+            pair.failedAt = Self.start + .seconds(10 - index)  // failed in the reverse order of opening
+            failed.append(pair)
+        }
+        #expect(table.failedToMakeRoom(keeping: 6).isEmpty)
+        #expect(table.failedToMakeRoom(keeping: 5).map(\.key) == [failed[5].key])
+        #expect(table.failedToMakeRoom(keeping: 4).map(\.key) == [failed[5].key, failed[4].key])
+        #expect(table.failedToMakeRoom(keeping: 0).count == 6)
+        #expect(!table.failedToMakeRoom(keeping: 0).contains { $0 === live })
     }
 }

@@ -312,7 +312,7 @@ public actor Node: Service {
             // without a presence.
             publish((tick.note, tick.messages))
             guard tick.presence else { continue }
-            observability.metrics.state(streams: streams.count, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
+            observability.metrics.state(streams: streams.liveCount, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
             pruneClients()
             pruneSequences(now: now)
         }

@@ -20,7 +20,12 @@ extension PluginHostContext: UserActivityDelegate {
         do {
             try await runStreams(streams, activity: serialized(activity))
         } catch {
-            runtime.logger.warning("plugin \(plugin.name) streams for \(activity.activityType): \(error)")
+            // Most often the peer's doing (it cancelled, or went): one line a minute per kind, so
+            // that a peer opening and cancelling pairs as fast as it can does not write a line each.
+            let kind = (error as? HandoffError).map { "\($0.code)" } ?? "\(type(of: error))"
+            guard let unlogged = streamFailureLog.withLock({ $0.admit(kind, now: .now) }) else { return }
+            let since = unlogged == 0 ? "" : " (\(unlogged) more such since the last line; logged at most once a minute per kind)"
+            runtime.logger.warning("plugin \(plugin.name) streams for \(activity.activityType): \(error)\(since)")
         }
     }
 

@@ -127,11 +127,13 @@ public final class PluginRuntime: Sendable {
 final class PluginHostContext: @unchecked Sendable {
     // Invariant for @unchecked Sendable: `table` and the strings it points to are allocated in init
     // and never freed or changed (plugins keep the pointer for the process's life); `activities` is
-    // guarded by its Mutex.
+    // guarded by its Mutex, as is `streamFailureLog`.
     let runtime: PluginRuntime
     let plugin: LoadedPlugin
     let table: UnsafeMutablePointer<handoff_host>
     let activities = Mutex<[String: UserActivity]>([:])
+    /// Which of its streams' failures are logged (``RefusalLog``'s once a minute per kind).
+    let streamFailureLog = Mutex(RefusalLog())
     /// The plugin's data folder; continued documents are kept in its `documents` folder.
     let dataDirectory: String
 

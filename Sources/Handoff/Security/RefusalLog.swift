@@ -8,6 +8,9 @@ import Synchronization
 /// write ten lines a second. Limiting per address rather than per process keeps a second peer's
 /// refusal from hiding behind the first's, and per reason keeps a peer's second kind of refusal (a
 /// stolen public key after a plain connection) from hiding behind its first.
+///
+/// ``admit(_:now:)`` is the rule alone, under any key: a plugin's stream failures use it per kind
+/// of failure (``PluginHostContext``).
 struct RefusalLog {
     /// The least time between two lines about one address and reason.
     static let interval = Duration.seconds(60)

@@ -139,6 +139,7 @@ extension Node {
             activityType: activityType, window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize,
             peerChunkSize: peerChunkSize, now: .now)
         pair.requiresVerifiedEnd = own.configuration.requireVerifiedStreamEnds
+        makeRoomForAnotherPair()
         let session = StreamSession(
             node: self, key: streams.newKey(), route: route, activityID: activityID, owner: owner, pair: pair,
             checksum: own.configuration.streamChecksum)

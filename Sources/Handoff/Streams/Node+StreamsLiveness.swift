@@ -22,10 +22,7 @@ extension Node {
         let limits = streamLimits
         for session in streams.all {
             if let failedAt = session.pair.failedAt {
-                if !session.failureReported {
-                    session.failureReported = true
-                    publishStreamEvent(.streamFailed, session, detail: session.failure.map { "\($0)" } ?? "")
-                }
+                reportFailure(session)
                 // Kept a while so that late frames for it are dropped quietly.
                 if now - failedAt > .seconds(60) { forgetSession(session) }
                 continue
@@ -37,6 +34,24 @@ extension Node {
             session.pair.readerTook(session.input.progress.bytes, now: now)
             let actions = session.pair.tick(now: now, limits: limits, writerWaiting: session.creditWaiter != nil)
             perform(actions, on: session)
+        }
+    }
+
+    /// Publishes a failed pair's `streamFailed` event, once.
+    private func reportFailure(_ session: StreamSession) {
+        guard !session.failureReported else { return }
+        session.failureReported = true
+        publishStreamEvent(.streamFailed, session, detail: session.failure.map { "\($0)" } ?? "")
+    }
+
+    /// Before a pair is made: the failed pairs past ``Configuration/maxStreams`` are forgotten,
+    /// reported first. They are kept only so that their late frames are dropped quietly (as frames
+    /// of no pair are), so a peer that opens and fails pairs as fast as it can holds at most that
+    /// many in the table, not as many as it made within the time a failed pair is kept.
+    func makeRoomForAnotherPair() {
+        for session in streams.failedToMakeRoom(keeping: own.configuration.maxStreams) {
+            reportFailure(session)
+            forgetSession(session)
         }
     }
 }

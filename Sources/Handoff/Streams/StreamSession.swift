@@ -92,7 +92,7 @@ final class StreamSession {
 }
 
 extension StreamSession: StreamTableEntry {
-    var isLive: Bool { pair.isLive }
+    var failedAt: ContinuousClock.Instant? { pair.failedAt }
     var resumeToken: Data { pair.resumeToken }
     var peersTurnSince: ContinuousClock.Instant { pair.peersTurnSince }
 }

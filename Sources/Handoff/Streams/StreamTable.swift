@@ -12,8 +12,8 @@ protocol StreamTableEntry: AnyObject {
     var isContinuer: Bool { get }
     /// The originator's token for a resume (empty until the open is answered).
     var resumeToken: Data { get }
-    /// Whether the pair still works: not failed, not ended by either side.
-    var isLive: Bool { get }
+    /// When the pair failed; `nil` while it still works (a completed pair leaves the table).
+    var failedAt: ContinuousClock.Instant? { get }
     /// Whether it waits on its peer rather than on this side (``StreamPair/waitsOnPeer(writerWaiting:)``).
     var waitsOnPeer: Bool { get }
     /// Since when it is its peer's turn: its last progress, or this side's last step if later
@@ -21,11 +21,18 @@ protocol StreamTableEntry: AnyObject {
     var peersTurnSince: ContinuousClock.Instant { get }
 }
 
+extension StreamTableEntry {
+    /// Whether the pair still works: not failed (a completed one has left the table).
+    var isLive: Bool { failedAt == nil }
+}
+
 /// A node's stream pairs: by their key for their whole life, by their route for the frames that
 /// arrive, the limits on how many are open, and the lookups a resume makes.
 ///
 /// A failed pair stays until the node's supervision forgets it (its failure is reported first), but
-/// it no longer counts against the limits and frames no longer reach it.
+/// it no longer counts against the limits and frames no longer reach it. Failed pairs are kept
+/// only up to a number (``failedToMakeRoom(keeping:)``): a peer that opens and fails pairs as fast
+/// as it can would otherwise fill the table for as long as a failed pair is kept.
 struct StreamTable<Session: StreamTableEntry> {
     private var sessions: [StreamKey: Session] = [:]
     private var routes: [StreamRoute: StreamKey] = [:]
@@ -87,6 +94,17 @@ struct StreamTable<Session: StreamTableEntry> {
         if routes[session.route] == session.key { routes[session.route] = nil }
         session.route = route
         routes[route] = session.key
+    }
+
+    /// The failed pairs to forget before one more pair is inserted, so that at most `kept` failed
+    /// pairs stay: the ones that failed first (they have had the longest to see their late frames).
+    func failedToMakeRoom(keeping kept: Int) -> [Session] {
+        let failed = sessions.values.filter { !$0.isLive }
+        guard failed.count > kept else { return [] }
+        func firstFailed(_ a: Session, _ b: Session) -> Bool { (a.failedAt!, a.key.local) < (b.failedAt!, b.key.local) }
+        // One over, as a table at its bound is each time another pair is made: no sort for that.
+        if failed.count == kept + 1 { return [failed.min(by: firstFailed)!] }
+        return Array(failed.sorted(by: firstFailed).prefix(failed.count - kept))
     }
 
     /// Every pair, live or failed.

@@ -10,7 +10,7 @@ import ZeroMQ
 // to "A:" + prefix, then to its own snapshot topic, and read until the SnapshotReply. Every joiner
 // stays connected to the end, so whatever the broker sends to anyone is counted.
 
-/// The broker's CPU time (user + system) so far, from /proc/PID/stat.
+/// A process's CPU time (user + system) so far, from /proc/PID/stat (the broker's, the agent's).
 func cpuSeconds(_ pid: Int32) -> Double {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
           let close = stat.lastIndex(of: ")") else { return 0 }

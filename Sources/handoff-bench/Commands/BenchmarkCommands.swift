@@ -138,6 +138,14 @@ struct StallBenchmark: Benchmark {
     func measure() async throws { try await benchStall(pairs: pairs, stallSeconds: stallTimeout, contacts: contacts) }
 }
 
+struct ChurnBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(commandName: "churn", abstract: "An agent's memory under a peer that opens and fails pairs one after another.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "How long the peer churns, in seconds.") var seconds = 10.0
+    @Option(help: "Contacts in the agent's list (the default fits one chunk).") var contacts = 100
+    func measure() async throws { try await benchChurn(contacts: contacts, duration: .milliseconds(Int(seconds * 1000))) }
+}
+
 struct FuzzMemoryBenchmark: Benchmark {
     static let configuration = CommandConfiguration(commandName: "fuzz-memory", abstract: "An agent's memory over identical rounds of fuzzed input.")
     @OptionGroup var common: CommonOptions
