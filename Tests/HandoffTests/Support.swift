@@ -169,9 +169,9 @@ func startAgentProcess(
 
 /// A `handoff agent` process (started with `arguments`) on a broker of its own, sharing one
 /// contact's list: `body` gets the list-contacts activity as a node on the bus found it, and the
-/// agent process. The agent is stopped, and its data folder removed, whatever happens.
+/// agent process (its log to `standardError`). The agent is stopped, and its data folder removed, whatever happens.
 func withAgentSharingContacts<T>(
-    _ name: String, arguments: [String], _ body: (DiscoveredActivity, Process) async throws -> T
+    _ name: String, arguments: [String], standardError: FileHandle = .nullDevice, _ body: (DiscoveredActivity, Process) async throws -> T
 ) async throws -> T {
     let (broker, frontend, backend) = try await startBroker()
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
@@ -179,7 +179,7 @@ func withAgentSharingContacts<T>(
     defer { try? FileManager.default.removeItem(at: folder) }
     let control = "ipc://\(folder.path)/control.sock"
     let agent = try await startAgentProcess(name, frontend: frontend, backend: backend, plugins: buildFolder, data: folder,
-                                            control: control, arguments: arguments)
+                                            control: control, standardError: standardError, arguments: arguments)
     defer { agent.terminate(); agent.waitUntilExit() }
     #expect(try await runHandoff(["plugin", "contacts", "add", "Ada", "Lovelace", "+44", "ada@example.org", "--agent", control]).status == 0)
     #expect(try await runHandoff(["plugin", "contacts", "share", "--agent", control]).status == 0)

@@ -84,6 +84,8 @@ struct NodeObservability {
     var streamPressureProbes: [@Sendable () -> Int] = []
     /// Which refused handshakes at the server sockets are logged (per peer address and reason).
     var refusalLog = RefusalLog()
+    /// Which of peers' stream misdeeds (violations, unverified ends) are logged (per peer and kind).
+    var streamPeerLog = RefusalLog()
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastRateLimitedLog: ContinuousClock.Instant?
     /// Tracers' requests answered lately (wire.proto, "Tracing").

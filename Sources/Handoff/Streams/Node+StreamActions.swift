@@ -65,7 +65,9 @@ extension Node {
             }
         case .violation(let error):
             observability.streamCounters.protocolViolations += 1
-            own.logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)")
+            if let since = peerLogLine(session.owner, "violation") {
+                own.logger.warning("stream \(session.route.id) with \(session.owner): \(error.message)\(since)")
+            }
         case .interruptedBySilence:
             own.logger.info("streams \(session.route.id): nothing heard from \(session.owner) for \(own.configuration.streamIdleTimeout); waiting up to \(own.configuration.streamResumeWindow) for it to resume")
         case .droppedAheadOfResume(let count):
@@ -77,11 +79,21 @@ extension Node {
         case .endNotVerified(let carried, let announced, let total):
             observability.streamCounters.endsNotVerified += 1
             let computed = announced.map { "the \($0) its open announced" } ?? "none (its open announced an algorithm this node does not know)"
-            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(StreamChecksum.carried(carried)), and this node computed \(computed): the length was checked, the bytes were not")
+            guard let since = peerLogLine(session.owner, "unverified end") else { return }
+            own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(StreamChecksum.carried(carried)), and this node computed \(computed): the length was checked, the bytes were not\(since)")
         case .stalled:
             observability.streamCounters.stalled += 1
             own.logger.info("streams \(session.route.id) with \(session.owner): no progress for \(own.configuration.streamStallTimeout.map { "\($0)" } ?? "-"); gave up")
         }
+    }
+
+    /// Whether a line about a peer's stream (`kind` of thing it did) is logged now: `nil` if not,
+    /// else what to add to it (how many went unlogged). Once a minute per peer and kind: each is
+    /// counted all the same, and a peer that does it on every pair it opens does not write a line
+    /// each.
+    private func peerLogLine(_ owner: String, _ kind: String) -> String? {
+        guard let unlogged = observability.streamPeerLog.admit("\(owner) \(kind)", now: .now) else { return nil }
+        return unlogged == 0 ? "" : " (\(unlogged) more such from this peer since the last line; logged at most once a minute per peer)"
     }
 
     /// Puts a stream frame on the wire. Returns false when the transport refused it (a DEALER with
