@@ -173,6 +173,14 @@ enum Topic {
     static let readvertisePrefix = "R:"
     static let readvertisePrefixBytes = Array(readvertisePrefix.utf8)
 
+    /// A site's broker passing a subscribe-all from above on to its publishers, as a subscription
+    /// withdrawn at once: `R:*` + a token (a fresh one for each link that comes up above the site).
+    /// A node advertises every current activity again, as on a subscribe-all; a site's broker
+    /// passes each token on once, so one that comes back round a loop of links ends there, while
+    /// links that heal one after another each reach the sites below (``UpstreamCascades``).
+    static let readvertiseAllPrefix = "R:*"
+    static let readvertiseAllPrefixBytes = Array(readvertiseAllPrefix.utf8)
+
     static func activity(_ type: String) -> [UInt8] { topic(activityPrefix, type) }
     static func event(_ type: String) -> [UInt8] { topic(eventPrefix, type) }
 

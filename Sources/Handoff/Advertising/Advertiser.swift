@@ -193,9 +193,10 @@ struct Advertiser {
     mutating func subscribed(to topic: ArraySlice<UInt8>, bus: Bus, now: ContinuousClock.Instant) -> (note: String?, messages: [Message]) {
         switch bus {
         case .brokered(let readvertiseTopic):
-            // A broker's subscribe-all (a caching broker forwards nothing else), or its request that
-            // this node advertise again what its cache lost.
-            if topic.isEmpty { return readvertise(now: now, askedByBroker: false) }
+            // A broker's subscribe-all (a caching broker forwards nothing else), one passed on from
+            // above its site (`R:*`), or its request that this node advertise again what its
+            // cache lost.
+            if topic.isEmpty || topic.starts(with: Topic.readvertiseAllPrefixBytes) { return readvertise(now: now, askedByBroker: false) }
             if topic.elementsEqual(readvertiseTopic) { return readvertise(now: now, askedByBroker: true) }
             return (nil, [])
         case .direct:

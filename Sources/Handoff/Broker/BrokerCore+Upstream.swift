@@ -91,25 +91,29 @@ extension BrokerCore {
         return topic
     }
 
-    /// Whether an upstream's subscription (its subscribe-all when the link comes up, a request
-    /// to re-advertise) is passed to this site's publishers now: at most once a second, a repeat
-    /// held back and passed when the second ends (``UpstreamSubscriptionGate``), so that links
-    /// misconfigured into a loop stop passing it round while links healing one after another
-    /// each still get this site's nodes to advertise again.
-    mutating func passUpstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant) -> Bool {
-        upstreamSubscriptions.offer(frame.bytes, now: now)
+    /// What to pass to this site's publishers now for an upstream's subscription (its
+    /// subscribe-all when the link comes up, a token passed down from above, a request to
+    /// re-advertise). A token passes the first time it is heard (``UpstreamCascades``); the
+    /// others at most once a second, a repeat held back and passed when the second ends
+    /// (``UpstreamSubscriptionGate``), so that links misconfigured into a loop stop passing a
+    /// request round; a subscribe-all goes on as a fresh token. `token`: randomness for it.
+    mutating func upstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant, token: () -> String) -> [[UInt8]] {
+        let bytes = frame.bytes
+        if UpstreamCascades.isToken(bytes) { return upstreamCascades.publishing(bytes, now: now, token: token) }
+        guard upstreamSubscriptions.offer(bytes, now: now) else { return [] }
+        return upstreamCascades.publishing(bytes, now: now, token: token)
     }
 
     /// The repeats held back whose second ended: passed to this site's publishers now.
-    mutating func dueUpstreamSubscriptions(now: ContinuousClock.Instant) -> [[UInt8]] {
-        upstreamSubscriptions.due(now: now)
+    mutating func dueUpstreamSubscriptions(now: ContinuousClock.Instant, token: () -> String) -> [[UInt8]] {
+        upstreamSubscriptions.due(now: now).flatMap { upstreamCascades.publishing($0, now: now, token: token) }
     }
 
     /// An upstream link's connection came up (libzmq's `connected`, before its handshake): the
     /// subscriptions to pass to this site's publishers now, those held back in the last second;
     /// from now on, the next one of each passes.
-    mutating func upstreamLinkConnected(now: ContinuousClock.Instant) -> [[UInt8]] {
-        upstreamSubscriptions.linkConnected(now: now)
+    mutating func upstreamLinkConnected(now: ContinuousClock.Instant, token: () -> String) -> [[UInt8]] {
+        upstreamSubscriptions.linkConnected(now: now).flatMap { upstreamCascades.publishing($0, now: now, token: token) }
     }
 
     /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``): a

@@ -57,6 +57,8 @@ struct BrokerCore {
     var localOrigins = RecentNames<String>(memory: .seconds(120), capacity: 100_000)
     /// With an upstream: which of its subscriptions pass to this site's publishers, and when.
     var upstreamSubscriptions = UpstreamSubscriptionGate()
+    /// With an upstream: the subscribe-alls from above passed on, by their tokens.
+    var upstreamCascades = UpstreamCascades()
     /// With a pair upstream: presences and withdrawals taken from it lately (the other's copy).
     var recentCopies = RecentNames<Int>(memory: .seconds(10), capacity: 100_000)
     private var readvertiseRequests = ReadvertiseRequests()
@@ -218,7 +220,9 @@ struct BrokerCore {
         frames[0].withUnsafeBytes { bytes in
             let topic = bytes.dropFirst()
             onSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
-            forPublishers = topic.starts(with: Topic.readvertisePrefixBytes) || topic.starts(with: Topic.traceRequestPrefixBytes)
+            // (`R:*` is a site's broker's own, passed from above: never a subscriber's to send.)
+            forPublishers = (topic.starts(with: Topic.readvertisePrefixBytes) && !topic.starts(with: Topic.readvertiseAllPrefixBytes))
+                || topic.starts(with: Topic.traceRequestPrefixBytes)
             switch bytes.first {
             case 1:
                 counted.subscriptions += 1

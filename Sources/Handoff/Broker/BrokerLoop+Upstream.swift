@@ -43,20 +43,21 @@ struct UpstreamSnapshots {
 }
 
 extension BrokerLoop {
-    /// An upstream broker's subscription: its XSUB's subscribe-all when the link comes up, or a
-    /// request that a node of this site advertise again. Passed to this site's publishers as it
-    /// is (a node re-advertises what it has current on either). A link that came up also asks
-    /// upstream again for the snapshot of every type this site follows: what the other sites
-    /// changed while it was cut off comes down at once.
+    /// An upstream broker's subscription: its XSUB's subscribe-all when the link comes up, a
+    /// token passed down from a link that came up further above (``UpstreamCascades``), or a
+    /// request that a node of this site advertise again. Passed to this site's publishers (a node
+    /// re-advertises what it has current on each). A link that came up also asks upstream again
+    /// for the snapshot of every type this site follows: what the other sites changed while it
+    /// was cut off comes down at once.
     func fromUpstreamSubscriber(_ frames: [Frame]) throws(ZMQError) {
-        guard frames.count == 1, core.passUpstreamSubscription(frames[0], now: .now) else { return }
-        try passToPublishers(frames[0].bytes)
+        guard frames.count == 1 else { return }
+        for subscription in core.upstreamSubscription(frames[0], now: .now, token: Topic.newSnapshotToken) { try passToPublishers(subscription) }
     }
 
     /// An upstream link's connection came up: the subscriptions held back as repeats in the
     /// second before were its own, and pass now.
     func upstreamLinkConnected() throws(ZMQError) {
-        for subscription in core.upstreamLinkConnected(now: .now) { try passToPublishers(subscription) }
+        for subscription in core.upstreamLinkConnected(now: .now, token: Topic.newSnapshotToken) { try passToPublishers(subscription) }
     }
 
     /// Each round of the loop: snapshots upstream never ended given up, and the upstream's
@@ -64,12 +65,12 @@ extension BrokerLoop {
     func upstreamHousekeeping(now: ContinuousClock.Instant) throws(ZMQError) {
         try expireUpstreamSnapshots(now: now)
         guard let due = inPlace({ $0.upstreamSubscriptions.nextDue }), due <= now else { return }
-        for subscription in core.dueUpstreamSubscriptions(now: now) { try passToPublishers(subscription) }
+        for subscription in core.dueUpstreamSubscriptions(now: now, token: Topic.newSnapshotToken) { try passToPublishers(subscription) }
     }
 
     private func passToPublishers(_ subscription: [UInt8]) throws(ZMQError) {
         _ = try frontend.trySend(subscription)
-        guard subscription == [1] else { return }
+        guard UpstreamCascades.isSubscribeAll(subscription) else { return }
         for typePrefix in core.upstreamInterest.activityTypePrefixes {
             guard let topic = upstreamSnapshots.ask(typePrefix, now: .now) else { continue }
             for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }

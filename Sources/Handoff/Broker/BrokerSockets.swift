@@ -10,7 +10,7 @@ struct BrokerSockets {
     let upstreamLinks: [UpstreamLink]
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP.
     let handshakeMonitors: [SocketMonitor]
-    /// Monitors of the links' up sockets for their connections coming up (``BrokerCore/upstreamLinkConnected(now:)``).
+    /// Monitors of the links' up sockets for their connections coming up (``BrokerCore/upstreamLinkConnected(now:token:)``).
     let linkMonitors: [SocketMonitor]
     let endpoints: BoundEndpoints
 

@@ -83,6 +83,7 @@ struct UpstreamInterest {
         guard let action = frame.first, action == 0 || action == 1 else { return nil }
         let topic = frame.dropFirst()
         if topic.starts(with: Topic.snapshotPrefixBytes) { return nil }
+        if topic.starts(with: Topic.readvertiseAllPrefixBytes) { return nil }  // a broker's own, passed down only
         if topic.starts(with: Topic.readvertisePrefixBytes) || topic.starts(with: Topic.traceRequestPrefixBytes) { return frame }
         // A lower site's interest is the same interest here: this site follows it upstream.
         let prefix = Topic.splitSite(topic).map { Array($0.topic) } ?? Array(topic)

@@ -1,7 +1,9 @@
 import ZeroMQ
 
 /// Which of an upstream's subscriptions (its subscribe-all when a link comes up, a request that a
-/// node advertise again) a site's broker passes to its publishers, and when.
+/// node advertise again) a site's broker passes to its publishers, and when. (A subscribe-all
+/// passed down from further above comes as a token, which ``UpstreamCascades`` decides on alone;
+/// a subscribe-all this gate passes goes on as a fresh token.)
 ///
 /// Each subscription passed makes every node of the site (and every site below) advertise again,
 /// so two things must hold at once:

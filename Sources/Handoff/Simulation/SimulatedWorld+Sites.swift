@@ -92,7 +92,7 @@ extension SimulatedWorld {
             schedule(.leafSubscribes(site: site, epoch: sites[site].up.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].up))
         }
         // The site's broker hears its link connect (libzmq's monitor) before any subscription.
-        for subscription in brokers[site].coreDo({ $0.upstreamLinkConnected(now: instant) }) { passToPublishers(site, subscription) }
+        for subscription in brokers[site].coreDo({ $0.upstreamLinkConnected(now: instant, token: nextToken) }) { passToPublishers(site, subscription) }
         for topic in brokers[upstream(of: site)].frontendSubscriptions.topics {
             schedule(.upstreamSubscribes(site: site, epoch: sites[site].down.epoch, frame: [1] + Array(topic.utf8)), at: arrival(on: &sites[site].down))
         }
@@ -159,27 +159,25 @@ extension SimulatedWorld {
     func siteUpSubscription(_ site: Int, _ frame: [UInt8]) {
         let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
         if frame.first == 1 { sites[site].siteHolds.insert(topic) } else { sites[site].siteHolds.remove(topic) }
-        guard brokers[site].coreDo({ $0.passUpstreamSubscription(Frame(frame), now: instant) }) else {
-            // Held back: the broker's poll wakes when it is due (BrokerLoop's pollTimeout).
-            if let due = brokers[site].core.upstreamSubscriptions.nextDue {
-                schedule(.upstreamSubscriptionsDue(site: site, incarnation: brokers[site].incarnation), at: max(due - origin, now))
-            }
-            return
+        let passing = brokers[site].coreDo { $0.upstreamSubscription(Frame(frame), now: instant, token: nextToken) }
+        // Held back: the broker's poll wakes when it is due (BrokerLoop's pollTimeout).
+        if passing.isEmpty, let due = brokers[site].core.upstreamSubscriptions.nextDue {
+            schedule(.upstreamSubscriptionsDue(site: site, incarnation: brokers[site].incarnation), at: max(due - origin, now))
         }
-        passToPublishers(site, frame)
+        for subscription in passing { passToPublishers(site, subscription) }
     }
 
     /// The upstream's subscriptions held back as repeats whose second has ended, passed now
     /// (``BrokerLoop/upstreamHousekeeping(now:)``).
     func passDueUpstreamSubscriptions(_ site: Int) {
-        for subscription in brokers[site].coreDo({ $0.dueUpstreamSubscriptions(now: instant) }) { passToPublishers(site, subscription) }
+        for subscription in brokers[site].coreDo({ $0.dueUpstreamSubscriptions(now: instant, token: nextToken) }) { passToPublishers(site, subscription) }
     }
 
     /// An upstream's subscription passed to the site's publishers; with its subscribe-all, a
     /// snapshot of each type the site follows asked upstream.
     private func passToPublishers(_ site: Int, _ frame: [UInt8]) {
         frontendSends(site, frame)
-        guard frame == [1] else { return }
+        guard UpstreamCascades.isSubscribeAll(frame) else { return }
         for typePrefix in brokers[site].core.upstreamInterest.activityTypePrefixes.sorted() {
             guard let topic = brokers[site].upstreamSnapshots.ask(typePrefix, now: instant, randomToken: nextToken()) else { continue }
             subscribeUpstream(site, [1] + topic)
