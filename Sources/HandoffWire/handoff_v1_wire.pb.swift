@@ -570,6 +570,14 @@ public nonisolated struct WireTraceHop: Sendable {
     /// The originator sent its ContinueReply (detail: the activity's version and
     /// will-save's time, or the error).
     case continueAnswered // = 9
+
+    /// The originator answered a traced StreamOpen (detail: the pair's id, its
+    /// direction, window and chunk size, and the checksum its own end carries).
+    case streamOpened // = 10
+
+    /// The pair ended on the originator's side (detail: complete, with the bytes
+    /// sent and received, or the error; a refused open is only this hop).
+    case streamEnded // = 11
     case UNRECOGNIZED(Int)
 
     public init() {
@@ -588,6 +596,8 @@ public nonisolated struct WireTraceHop: Sendable {
       case 7: self = .notDelivered
       case 8: self = .continueReceived
       case 9: self = .continueAnswered
+      case 10: self = .streamOpened
+      case 11: self = .streamEnded
       default: self = .UNRECOGNIZED(rawValue)
       }
     }
@@ -604,6 +614,8 @@ public nonisolated struct WireTraceHop: Sendable {
       case .notDelivered: return 7
       case .continueReceived: return 8
       case .continueAnswered: return 9
+      case .streamOpened: return 10
+      case .streamEnded: return 11
       case .UNRECOGNIZED(let i): return i
       }
     }
@@ -620,6 +632,8 @@ public nonisolated struct WireTraceHop: Sendable {
       .notDelivered,
       .continueReceived,
       .continueAnswered,
+      .streamOpened,
+      .streamEnded,
     ]
 
   }
@@ -1485,7 +1499,7 @@ nonisolated extension WireTraceHop: SwiftProtobuf.Message, SwiftProtobuf._Messag
 }
 
 nonisolated extension WireTraceHop.Kind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_SENT\0\u{1}KIND_BROKER_RECEIVED\0\u{1}KIND_BROKER_CACHED\0\u{1}KIND_BROKER_FORWARDED\0\u{1}KIND_RECEIVED\0\u{1}KIND_DELIVERED\0\u{1}KIND_NOT_DELIVERED\0\u{1}KIND_CONTINUE_RECEIVED\0\u{1}KIND_CONTINUE_ANSWERED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0KIND_UNSPECIFIED\0\u{1}KIND_SENT\0\u{1}KIND_BROKER_RECEIVED\0\u{1}KIND_BROKER_CACHED\0\u{1}KIND_BROKER_FORWARDED\0\u{1}KIND_RECEIVED\0\u{1}KIND_DELIVERED\0\u{1}KIND_NOT_DELIVERED\0\u{1}KIND_CONTINUE_RECEIVED\0\u{1}KIND_CONTINUE_ANSWERED\0\u{1}KIND_STREAM_OPENED\0\u{1}KIND_STREAM_ENDED\0")
 }
 
 nonisolated extension WireSiteHop: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

@@ -23,20 +23,28 @@ struct ContinueTraceTests {
         return heard
     }
 
-    /// A node on a broker of its own, and a subscriber there to every trace's hops (in place before
-    /// `body` runs).
-    func withTracedOrigin(_ body: (Node, Socket) async throws -> Void) async throws {
+    /// A broker of its own, and a subscriber there to every trace's hops: `body` gets the
+    /// subscriber and the broker's frontend and backend.
+    func withTracer(_ body: (Socket, String, String) async throws -> Void) async throws {
         let (broker, frontend, backend) = try await startBroker()
         let context = try Context()
         let tracer = try context.socket(.sub)
         defer { tracer.close() }
         try tracer.subscribe("T:")
         try tracer.connect(backend)
-        try await Node.withRunning(brokerConfiguration("origin", frontend: frontend, backend: backend)) { node in
-            try await Task.sleep(for: .milliseconds(300))  // the tracer's subscription reaches the broker
-            try await body(node, tracer)
-        }
+        try await body(tracer, frontend, backend)
         _ = broker
+    }
+
+    /// A node on a broker of its own, and a subscriber there to every trace's hops (in place before
+    /// `body` runs).
+    func withTracedOrigin(_ body: (Node, Socket) async throws -> Void) async throws {
+        try await withTracer { tracer, frontend, backend in
+            try await Node.withRunning(brokerConfiguration("origin", frontend: frontend, backend: backend)) { node in
+                try await Task.sleep(for: .milliseconds(300))  // the tracer's subscription reaches the broker
+                try await body(node, tracer)
+            }
+        }
     }
 
     @Test("a traced request is answered as any other and reported (received, answered with the version); a trace id that is not 32 hexadecimal digits, and traces past ten a second, are answered untraced")
@@ -86,6 +94,52 @@ struct ContinueTraceTests {
             let heard = try await hops(on: tracer, within: .seconds(1))
             let answered = try #require(heard[id]?.last, "\(heard)")
             #expect(answered.kind == .continueAnswered && answered.detail.hasPrefix("refused: activity not found"), "\(answered.detail)")
+        }
+    }
+
+    @Test("a traced continue's streams are traced too: the originator reports the open it answered and the pair's end, complete with its bytes; a stream of an untraced continue is not reported")
+    func streamsTraced() async throws {
+        let peer = StreamPeer(sending: patternBytes(300_000, seed: 5))
+        try await withTracer { tracer, frontend, backend in
+            try await Node.withRunning(brokerConfiguration("origin", frontend: frontend, backend: backend)) { origin in
+                try await Node.withRunning(brokerConfiguration("continuer", frontend: frontend, backend: backend)) { continuer in
+                    let activity = try await currentStreamingActivity(on: origin, delegate: peer)
+                    await continuer.setContinuationHandler(forType: activity.activityType) { _ in }
+                    let found = try await discovered(activity.id, on: continuer)
+                    let id = TraceRequest.newTraceID()
+                    let traced = try #require(try await continuer.continueActivity(found, wantingStreams: true, traceID: id).restored)
+                    let streams = try await continuer.openStreams(for: traced, direction: .fromOriginator)
+                    #expect(try await streams.input.readAll() == peer.outgoing)
+                    let untraced = try #require(try await continuer.continueActivity(found, wantingStreams: true).restored)
+                    let other = try await continuer.openStreams(for: untraced, direction: .fromOriginator)
+                    #expect(try await other.input.readAll() == peer.outgoing)
+                    let heard = try await hops(on: tracer, within: .seconds(1))
+                    #expect(heard.keys.sorted() == [id], "\(heard.keys.sorted())")
+                    let kinds = heard[id]?.map(\.kind) ?? []
+                    #expect(kinds == [.continueReceived, .continueAnswered, .streamOpened, .streamEnded], "\(kinds)")
+                    #expect(heard[id]?.first { $0.kind == .streamOpened }?.detail.contains("from the originator only") == true)
+                    #expect(heard[id]?.last?.detail.hasPrefix("complete: 300000 bytes sent") == true, "\(heard[id]?.last?.detail ?? "")")
+                    #expect(heard[id]?.allSatisfy { $0.activityID == activity.id } == true)
+                }
+            }
+        }
+    }
+
+    @Test("a traced open that is refused is reported as its end, with the error")
+    func refusedOpenTraced() async throws {
+        try await withTracedOrigin { node, tracer in
+            let peer = try WirePeer(connectingTo: node.continuationEndpoint)
+            var open = WireStreamOpen()
+            open.activityID = "no-such-activity"
+            open.window = 4
+            var frame = WireStreamFrame()
+            frame.streamID = 1
+            frame.open = open
+            let id = TraceRequest.newTraceID()
+            try peer.send(.streamFrame(frame), as: "tracer", traceID: id)
+            let heard = try await hops(on: tracer, within: .seconds(1))
+            let ended = try #require(heard[id]?.last, "\(heard)")
+            #expect(heard[id]?.count == 1 && ended.kind == .streamEnded && ended.detail.hasPrefix("refused: activity not found"), "\(ended.detail)")
         }
     }
 }

@@ -104,7 +104,7 @@ struct TraceProcessTests {
         #expect(missing.status != 0 && missing.error.contains("no activity no-such-activity"), "\(missing.error)")
     }
 
-    @Test("a continue traced (`handoff continue --trace`): the originator reports taking the request and answering it, between the continuing node's ask and its restore")
+    @Test("a continue traced (`handoff continue --trace`): the originator reports taking the request and answering it, and the stream pairs of the continue (their open and their end), between the continuing node's ask and its restore")
     func continueTraced() async throws {
         let deployment = try await ServedDeployment.start(agents: ["origin"])
         defer { deployment.stop() }
@@ -120,10 +120,13 @@ struct TraceProcessTests {
         #expect((trace["id"] as? String)?.count == 32)
         let hops = try #require(trace["hops"] as? [[String: Any]])
         let steps = hops.map { "\($0["node"] as? String ?? "?") \($0["hop"] as? String ?? "?")" }
-        #expect(steps == ["this node asked", "origin continue received", "origin continue answered", "this node ended"], "\(steps)")
+        // The contacts plugin's restore pulls the list over a stream pair: its open and end are hops too.
+        #expect(steps == ["this node asked", "origin continue received", "origin continue answered", "origin stream opened",
+                          "origin stream ended", "this node ended"], "\(steps)")
         let details = hops.map { $0["detail"] as? String ?? "" }
         #expect(details[2].hasPrefix("the activity, version ") && details[2].contains("will-save"), "\(details)")
-        #expect(details[3] == "restored", "\(details)")
+        #expect(details[3].contains("both ways") && details[4].hasPrefix("complete: "), "\(details)")
+        #expect(details.last == "restored", "\(details)")
         // All on this host's clock: in the order they happened.
         let times = hops.map { $0["milliseconds"] as? Double ?? -1 }
         #expect(times == times.sorted() && times.first == 0, "\(hops)")
@@ -136,5 +139,18 @@ struct TraceProcessTests {
                                           "--data", data, "--broker", frontend, backend])
         #expect(plain.status == 0 && !plain.output.contains("\"trace\""), "\(plain.output)")
         #expect(try await runHandoff(["continue", "--type", "x", "--trace", "--agent", "ipc:///nonexistent"]).error.contains("--trace works here"))
+
+        // With --save, the list comes over a stream: its open and its end are traced too.
+        let file = deployment.folder.appendingPathComponent("saved.pb").path
+        let saved = try await runHandoff(["continue", "--type", "org.handoff.contacts.list-contacts", "--trace", "--json", "--save", file,
+                                          "--broker", frontend, backend])
+        #expect(saved.status == 0, "\(saved.output) \(saved.error)")
+        let savedReport = try #require(try JSONSerialization.jsonObject(with: Data(saved.output.utf8)) as? [String: Any], "\(saved.output)")
+        let savedHops = try #require((savedReport["trace"] as? [String: Any])?["hops"] as? [[String: Any]], "\(savedReport)")
+        let savedSteps = savedHops.map { "\($0["node"] as? String ?? "?") \($0["hop"] as? String ?? "?")" }
+        #expect(savedSteps == ["this node asked", "origin continue received", "origin continue answered", "origin stream opened",
+                               "origin stream ended", "this node ended"], "\(savedSteps)")
+        let ended = savedHops.first { $0["hop"] as? String == "stream ended" }?["detail"] as? String ?? ""
+        #expect(ended.hasPrefix("complete: \(savedReport["bytes"] as? Int ?? -1) bytes sent"), "\(ended), \(savedReport)")
     }
 }

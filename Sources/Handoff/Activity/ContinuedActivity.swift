@@ -8,6 +8,9 @@ import HandoffWire
 /// was a reference count for every string, set and map it holds.
 public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringConvertible {
     private let fields: Fields
+    /// The trace id its continue was traced with (``Node/continueActivity(_:wantingStreams:traceID:)``):
+    /// the streams opened for it carry it too. Not part of its value (equality, hash).
+    var traceID: String?
 
     /// The activity's id (the same on every node).
     public var id: String { fields.id }

@@ -104,7 +104,8 @@ extension Node {
     ///     activity is not used up, and nothing is restored).
     ///   - traceID: Trace the request (32 hexadecimal digits, ``TraceRequest/newTraceID()``): the
     ///     originator reports when it took it and when it answered, on the bus under "T:" + the id
-    ///     (wire.proto, "Tracing"; `handoff continue --trace`).
+    ///     (wire.proto, "Tracing"; `handoff continue --trace`), and so for each stream pair opened
+    ///     for the continued activity: when it answered the open, and how the pair ended.
     public func continueActivity(
         _ activity: DiscoveredActivity, wantingStreams: Bool = false, traceID: String? = nil
     ) async throws(HandoffError) -> ContinuationResult {
@@ -122,7 +123,8 @@ extension Node {
             case .webpage(let url): return .webpage(url)
             case .fetch(let handler): registered = handler
             }
-            let continued = try await fetch(activity, refresh: false, wantStreams: wantingStreams, traceID: traceID)
+            var continued = try await fetch(activity, refresh: false, wantStreams: wantingStreams, traceID: traceID)
+            continued.traceID = traceID
             try continuing.check(continued, for: registered)
             do {
                 try await registered.handler(continued)

@@ -21,7 +21,9 @@ extension Node {
                         continue
                     }
                 }
-                if !sendFrame(frame, to: session.route.peer, payload: payload) {
+                // The open of a traced continue's activity carries its trace (wire.proto, "Tracing").
+                let traceID: String? = if case .open = kind, session.isContinuer { session.traceID } else { nil }
+                if !sendFrame(frame, to: session.route.peer, payload: payload, traceID: traceID) {
                     session.pair.transportRefused(now: .now)
                 }
             case .deliver(let bytes):
@@ -41,8 +43,10 @@ extension Node {
                 session.wakeWriter()
             case .failed(let error):
                 session.failed(error)
+                traceEnded(session, "failed: \(error.code): \(error.message)")
             case .completed:
                 guard streams[session.key] != nil else { continue }
+                traceEnded(session, "complete: \(session.pair.bytesSent) bytes sent, \(session.pair.bytesArrived) received")
                 forgetSession(session)
                 publishStreamEvent(.streamFinished, session)
             case .record(let record):
@@ -100,8 +104,8 @@ extension Node {
     /// no connection, ZMQ_IMMEDIATE): the pair is interrupted. ROUTER drops frames for a peer that
     /// is gone without telling; a resume sends them again.
     @discardableResult
-    func sendFrame(_ frame: WireStreamFrame, to peer: StreamRoute.Peer, payload: Frame?) -> Bool {
-        let bytes = envelopes.bytes(.streamFrame(frame))
+    func sendFrame(_ frame: WireStreamFrame, to peer: StreamRoute.Peer, payload: Frame?, traceID: String? = nil) -> Bool {
+        let bytes = envelopes.bytes(.streamFrame(frame), traceID: traceID)
         var sent = true
         do {
             switch peer {

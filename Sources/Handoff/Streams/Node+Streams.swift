@@ -90,6 +90,7 @@ extension Node {
             activityID: activity.id, activityType: activity.activityType, direction: direction.wire,
             owner: activity.origin.id, peerChunkSize: own.configuration.streamChunkSize)
         session.originKey = activity.origin.publicKey
+        session.traceID = activity.traceID  // its open carries the continue's trace
 
         var request = WireStreamOpen()
         request.activityID = activity.id
@@ -155,11 +156,12 @@ extension Node {
 
     /// Handles a StreamFrame from a peer (the payload, if any, is the frame after the envelope).
     /// `owner` names the peer for the per-peer limit (its CURVE key, or its node id).
-    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String) {
+    /// `traceID`: its envelope's (an open of a traced continue's activity is traced).
+    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String, traceID: String = "") {
         let route = StreamRoute(peer: peer, id: frame.streamID)
         switch (frame.kind, peer) {
         case (.open(let open), .router):
-            acceptStreams(open, route: route, owner: owner)
+            acceptStreams(open, route: route, owner: owner, traceID: traceID)
             return
         case (.resume(let resume), .router):
             resumeAsOriginator(resume, route: route)
@@ -173,12 +175,13 @@ extension Node {
 
     /// The originator's side of an open: checks the activity and the limits, answers, and hands
     /// the pair to the delegate.
-    func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String) {
+    func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String, traceID: String = "") {
         func refuse(_ error: HandoffError) {
             var frame = WireStreamFrame()
             frame.streamID = route.id
             frame.error = error.wire
             sendFrame(frame, to: route.peer, payload: nil)
+            traceRefusedOpen(open, traceID: traceID, error)
         }
         guard !streams.isTaken(route) else { return }  // the same open again
         guard WireLimits.fits(activityID: open.activityID, activityType: "") else {
@@ -237,6 +240,7 @@ extension Node {
             frame.streamID = route.id
             frame.error = error
             sendFrame(frame, to: route.peer, payload: nil)
+            traceRefusedOpen(open, traceID: traceID, HandoffError(wire: error))
             return
         }
         let session = makeSession(
@@ -251,6 +255,7 @@ extension Node {
         answer.document = open.document
         answer.checksumAlgorithm = own.configuration.streamChecksum.wire
         if let document { answer.expectedLength = document.size }
+        if admitsTrace(traceID, of: "stream open") { traceOpened(session, answer, traceID: traceID) }
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
         // Refused as it opened (an end it could not verify): the application never sees it.
         guard session.pair.failure == nil else { return }

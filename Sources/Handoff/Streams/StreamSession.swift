@@ -42,6 +42,9 @@ final class StreamSession {
     /// Bytes (sent, arrived) when progress was last published.
     var reported: (sent: UInt64, received: UInt64) = (0, 0)
     var failureReported = false
+    /// The trace its open carries (wire.proto, "Tracing"): on the continuing side, the traced
+    /// continue's, set on its open; on the originating side, while its end is still to be reported.
+    var traceID: String?
 
     let incoming: AsyncStream<StreamEvent>.Continuation
     let input: ContinuationInputStream

@@ -16,19 +16,26 @@ extension Node {
     /// is answered untraced).
     func startContinueTrace(_ envelope: WireEnvelope, _ request: WireContinueRequest, requester: NodeInfo, received: Date?) -> ContinueTrace? {
         let traceID = envelope.traceID
-        guard !traceID.isEmpty else { return nil }
-        guard TraceRequest.isTraceID(traceID) else {
-            logRateLimited("answering a continue request untraced: its trace id is not \(Topic.snapshotTokenLength) hexadecimal digits")
-            return nil
-        }
-        guard observability.traceRequests.allow(now: .now) else {
-            logRateLimited("answering a traced continue request untraced: over \(TraceRequestLimit.perSecond) traces a second")
-            return nil
-        }
+        guard admitsTrace(traceID, of: "continue request") else { return nil }
         let trace = ContinueTrace(traceID: traceID, activityID: request.activityID)
         sendOnBus(topic: Topic.trace(traceID), .traceHop(.hop(
             .continueReceived, traceID: traceID, activityID: request.activityID, detail: "from \(requester)", at: received ?? Date())))
         return trace
+    }
+
+    /// Whether a request carrying `traceID` (empty: untraced) is answered traced: a well-formed
+    /// id, within the tracers' limit (``TraceRequestLimit``, shared by every kind of request).
+    func admitsTrace(_ traceID: String, of what: String) -> Bool {
+        guard !traceID.isEmpty else { return false }
+        guard TraceRequest.isTraceID(traceID) else {
+            logRateLimited("answering a \(what) untraced: its trace id is not \(Topic.snapshotTokenLength) hexadecimal digits")
+            return false
+        }
+        guard observability.traceRequests.allow(now: .now) else {
+            logRateLimited("answering a traced \(what) untraced: over \(TraceRequestLimit.perSecond) traces a second")
+            return false
+        }
+        return true
     }
 
     /// The reply to a traced request went out: reports what it said (`detail` is made only then).

@@ -28,7 +28,7 @@ struct ContinueCommand: AsyncParsableCommand {
     var documentInto: String?
     @Option(help: ArgumentHelp("A folder this machine shares with the originator (repeatable): documents under it are opened in place.", valueName: "dir"))
     var sharedFolder: [String] = []
-    @Flag(help: "Trace the continue: the originator reports on the bus when it took the request and when it answered (with will-save's time); each hop is printed with its time, on each party's clock.")
+    @Flag(help: "Trace the continue: the originator reports on the bus when it took the request and when it answered (with will-save's time), and each stream pair's open and end (a plugin's restore, --save); each hop is printed with its time, on each party's clock.")
     var trace = false
     @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save; trace with --trace).")
     var json = false

@@ -40,15 +40,26 @@ struct ContinueTracer {
     /// Marks the moment the continue is asked for.
     mutating func start() { started = Date() }
 
-    /// The originator's hops, until it reported its answer or `within` passed, and this node's own:
-    /// asked, then `outcome` (restored, or the error) at `ended`.
+    /// The originator's hops, until it reported its answer and the end of each stream pair it
+    /// reported open, or `within` passed, and this node's own: asked, then `outcome` (restored, or
+    /// the error) at `ended`.
     func hops(within: Duration, outcome: String, ended: Date, endpoint: String) async -> [TraceHopLine] {
         var reported: [(sender: WireNodeRef, hop: WireTraceHop)] = []
         let deadline = ContinuousClock.now + within
         let topic = Array(("T:" + traceID).utf8)
-        while !reported.contains(where: { $0.hop.kind == .continueAnswered }), ContinuousClock.now < deadline {
-            guard let frames = try? await socket.receiveMultipart(maxFrames: 2, timeout: max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))),
-                  frames.count == 2, frames[0].bytes.elementsEqual(topic),
+        func waiting() -> Bool {
+            let count = { (kind: WireTraceHop.Kind) in reported.count { $0.hop.kind == kind } }
+            return count(.continueAnswered) == 0 || count(.streamOpened) > count(.streamEnded)
+        }
+        // What has arrived is read whatever: a stream's hops queue behind the answer.
+        while ContinuousClock.now < deadline {
+            let wait = waiting() ? max(.milliseconds(1), ContinuousClock.now.duration(to: deadline)) : .zero
+            let received: [Frame]?
+            do { received = try await socket.receiveMultipart(maxFrames: 2, timeout: wait) } catch { break }
+            guard let frames = received else {
+                if waiting() { continue } else { break }
+            }
+            guard frames.count == 2, frames[0].bytes.elementsEqual(topic),
                   let envelope = try? WireEnvelope.decode(frames[1].data), case .traceHop(let hop) = envelope.body,
                   hop.traceID == traceID else { continue }
             reported.append((envelope.sender, hop))

@@ -35,6 +35,8 @@ struct TraceHopLine: Encodable {
         case .notDelivered: "not delivered"
         case .continueReceived: "continue received"
         case .continueAnswered: "continue answered"
+        case .streamOpened: "stream opened"
+        case .streamEnded: "stream ended"
         default: "hop"
         }
     }
