@@ -125,7 +125,7 @@ struct ContinueTraceTests {
         }
     }
 
-    @Test("a traced open that is refused is reported as its end, with the error")
+    @Test("a traced open that is refused is reported as its end, with the error; an activity id over the wire's limits is not repeated")
     func refusedOpenTraced() async throws {
         try await withTracedOrigin { node, tracer in
             let peer = try WirePeer(connectingTo: node.continuationEndpoint)
@@ -137,9 +137,16 @@ struct ContinueTraceTests {
             frame.open = open
             let id = TraceRequest.newTraceID()
             try peer.send(.streamFrame(frame), as: "tracer", traceID: id)
+            // An id over the wire's limits is refused, and not repeated on the bus.
+            frame.open.activityID = String(repeating: "x", count: 10_000)
+            frame.streamID = 2
+            let oversized = TraceRequest.newTraceID()
+            try peer.send(.streamFrame(frame), as: "tracer", traceID: oversized)
             let heard = try await hops(on: tracer, within: .seconds(1))
             let ended = try #require(heard[id]?.last, "\(heard)")
             #expect(heard[id]?.count == 1 && ended.kind == .streamEnded && ended.detail.hasPrefix("refused: activity not found"), "\(ended.detail)")
+            let refused = try #require(heard[oversized]?.last, "\(heard.keys)")
+            #expect(refused.activityID.isEmpty && refused.detail.hasPrefix("refused: malformed"), "\(refused.detail)")
         }
     }
 }

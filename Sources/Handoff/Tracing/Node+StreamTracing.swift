@@ -20,11 +20,13 @@ extension Node {
         sendOnBus(topic: Topic.trace(traceID), .traceHop(.hop(.streamOpened, traceID: traceID, activityID: session.activityID, detail: detail)))
     }
 
-    /// A traced open was refused: its only hop, its end (within the tracers' limit).
+    /// A traced open was refused: its only hop, its end (within the tracers' limit). An activity id
+    /// past the wire's limits (one reason to refuse) is not repeated on the bus.
     func traceRefusedOpen(_ open: WireStreamOpen, traceID: String, _ error: HandoffError) {
         guard admitsTrace(traceID, of: "stream open") else { return }
+        let activityID = WireLimits.fits(activityID: open.activityID, activityType: "") ? open.activityID : ""
         sendOnBus(topic: Topic.trace(traceID), .traceHop(.hop(
-            .streamEnded, traceID: traceID, activityID: open.activityID, detail: "refused: \(error.code): \(error.message)")))
+            .streamEnded, traceID: traceID, activityID: activityID, detail: "refused: \(error.code): \(error.message)")))
     }
 
     /// A traced pair ended on this side: reported, once (`outcome` is made only then).
