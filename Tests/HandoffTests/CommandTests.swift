@@ -203,6 +203,8 @@ struct CommandTests {
             (#"{"name": "a", "streamStallTimeoutSeconds": -1}"#, "must be 0 (none) or a number of seconds, not -1.0"),
             (#"{"name": "a", "streamChecksum": "md5"}"#, #"streamChecksum "md5" in the configuration: expected one of crc32c, xxh64, sha256"#),
             (#"{"name": "a", "requireVerifiedStreamEnd": true}"#, #"unknown key "requireVerifiedStreamEnd"; did you mean "requireVerifiedStreamEnds"?"#),
+            (#"{"name": "a", "logLevel": "verbose"}"#, #"logLevel "verbose" in the configuration: expected one of trace, debug, info, notice, warning, error, critical"#),
+            (#"{"name": "a", "logFormat": "xml"}"#, #"logFormat "xml" in the configuration: expected one of text, json"#),
         ] {
             let file = folder.appendingPathComponent("agent.json")
             try json.write(to: file, atomically: true, encoding: .utf8)

@@ -125,27 +125,25 @@ struct AgentCommand: AsyncParsableCommand {
     @OptionGroup var metricsOptions: MetricsOptions
     @OptionGroup var logging: LoggingOptions
 
+    /// The configuration file's `key`, one of `choices` in any case; `nil` when the file has none.
+    static func choice<Value: RawRepresentable>(_ text: String?, key: String, of choices: [Value]) throws -> Value? where Value.RawValue == String {
+        guard let text else { return nil }
+        guard let value = Value(rawValue: text.lowercased()) else {
+            throw ValidationError("\(key) \"\(text)\" in the configuration: expected one of \(choices.map(\.rawValue).joined(separator: ", "))")
+        }
+        return value
+    }
+
     func run() async throws {
         if exitWithParent { exitWhenParentExits() }
         let file = try config.map(AgentFile.read) ?? AgentFile()
-        let fileLevel = try file.logLevel.map { text in
-            guard let level = Logger.Level(rawValue: text.lowercased()) else { throw ValidationError("logLevel \"\(text)\" in the configuration: expected one of trace, debug, info, notice, warning, error, critical") }
-            return level
-        }
-        let fileFormat = try file.logFormat.map { text in
-            guard let format = LogFormat(rawValue: text.lowercased()) else { throw ValidationError("logFormat \"\(text)\" in the configuration: expected text or json") }
-            return format
-        }
+        let fileLevel = try Self.choice(file.logLevel, key: "logLevel", of: Logger.Level.allCases)
+        let fileFormat = try Self.choice(file.logFormat, key: "logFormat", of: LogFormat.allCases)
         let stallSeconds = streamStallTimeout ?? file.streamStallTimeoutSeconds
         if let stallSeconds, !(stallSeconds >= 0 && stallSeconds.isFinite) {
             throw ValidationError("the stream stall timeout (--stream-stall-timeout, streamStallTimeoutSeconds) must be 0 (none) or a number of seconds, not \(stallSeconds)")
         }
-        let checksum = try streamChecksum ?? file.streamChecksum.map { text in
-            guard let checksum = StreamChecksum(rawValue: text.lowercased()) else {
-                throw ValidationError("streamChecksum \"\(text)\" in the configuration: expected one of \(StreamChecksum.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            return checksum
-        }
+        let checksum = try streamChecksum ?? Self.choice(file.streamChecksum, key: "streamChecksum", of: StreamChecksum.allCases)
         logging.bootstrap(configuredLevel: fileLevel, configuredFormat: fileFormat)
         let logger = Logger(label: "handoff.agent")
 
