@@ -93,12 +93,16 @@ extension BrokerCore {
 
     /// What to pass to this site's publishers now for an upstream's subscription (its
     /// subscribe-all when the link comes up, a token passed down from above, a request to
-    /// re-advertise). A token passes the first time it is heard (``UpstreamCascades``); the
-    /// others at most once a second, a repeat held back and passed when the second ends
+    /// re-advertise), each subscribed and withdrawn at once; for an upstream's withdrawal,
+    /// nothing. A token passes the first time it is heard (``UpstreamCascades``); the others at
+    /// most once a second, a repeat held back and passed when the second ends
     /// (``UpstreamSubscriptionGate``), so that links misconfigured into a loop stop passing a
     /// request round; a subscribe-all goes on as a fresh token. `token`: randomness for it.
     mutating func upstreamSubscription(_ frame: Frame, now: ContinuousClock.Instant, token: () -> String) -> [[UInt8]] {
         let bytes = frame.bytes
+        // A withdrawal passes nowhere (``UpstreamCascades/publishing(_:now:token:)`` says why), and
+        // so is not the gate's either.
+        guard bytes.first == 1 else { return [] }
         if UpstreamCascades.isToken(bytes) { return upstreamCascades.publishing(bytes, now: now, token: token) }
         guard upstreamSubscriptions.offer(bytes, now: now) else { return [] }
         return upstreamCascades.publishing(bytes, now: now, token: token)

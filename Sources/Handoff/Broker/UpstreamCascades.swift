@@ -30,24 +30,28 @@ struct UpstreamCascades {
     }
 
     /// The frames to pass to this site's publishers for `subscription`, an upstream's (one that
-    /// ``UpstreamSubscriptionGate`` let through, when it gates it): its subscribe-all becomes a fresh
-    /// token, subscribed and withdrawn, and its withdrawal nothing; a token from above, the same
-    /// pair the first time it is heard and nothing after, and its withdrawal nothing (this broker
-    /// withdraws what it passes itself); anything else (`R:` + node id, `X:`) goes as it is.
+    /// ``UpstreamSubscriptionGate`` let through, when it gates it). Every subscription goes as a
+    /// pair, subscribed and withdrawn at once, and every withdrawal from above goes nowhere: this
+    /// broker withdraws what it passes itself. Its subscribe-all becomes a fresh token; a token
+    /// from above passes the first time it is heard and never after; anything else (`R:` + node
+    /// id, `X:`) goes as it is.
+    ///
+    /// Why withdrawals from above go nowhere: the site broker's XSUB counts each topic's
+    /// subscriptions and sends a withdrawal only when its count ends. The upstream's subscribe-all
+    /// withdrawn (the link dropped) would take this broker's own from its publishers, since the
+    /// upstream's was passed as a token. And a request held back by the gate, passed when its
+    /// second ends, would follow its own withdrawal, which passed at once: the request would stay
+    /// counted, and the XSUB would send it to every publisher that connects after.
     mutating func publishing(_ subscription: [UInt8], now: ContinuousClock.Instant, token: () -> String) -> [[UInt8]] {
+        guard subscription.first == 1 else { return [] }
         if subscription == [1] {
             let fresh = Topic.readvertiseAllPrefixBytes + Array(token().utf8.prefix(Self.maxTokenLength))
             passed.heard(fresh, now: now)
             return [[1] + fresh, [0] + fresh]
         }
-        // Its withdrawal (the link dropped, and the XPUB let the upstream's subscriptions go): the
-        // subscribe-all was never passed as it is, so nothing is withdrawn. Passed on, it would
-        // take this broker's own subscribe-all from its publishers with it (XSUB counts each
-        // topic's subscriptions, and sends the withdrawal when the count ends).
-        if subscription == [0] { return [] }
-        guard Self.isToken(subscription) else { return [subscription] }
         let topic = Array(subscription.dropFirst())
-        guard subscription.first == 1, topic.count <= Topic.readvertiseAllPrefixBytes.count + Self.maxTokenLength,
+        guard Self.isToken(subscription) else { return [subscription, [0] + topic] }
+        guard topic.count <= Topic.readvertiseAllPrefixBytes.count + Self.maxTokenLength,
               !passed.contains(topic, now: now) else { return [] }
         passed.heard(topic, now: now)
         return [[1] + topic, [0] + topic]
