@@ -754,6 +754,9 @@ public nonisolated struct WireContinueReply: Sendable {
 
 /// Something a node did that does not otherwise cross the bus: it answered a continue request, or a
 /// continuation stream opened, progressed, finished or failed. Both ends of a stream report it.
+/// Events about one peer's doings (its continues, and its pairs' opening and end) are published
+/// at most 50 a second, after a burst of 200; the rest are counted, not sent. Progress is not
+/// limited so: at most four a second per pair.
 public nonisolated struct WireNodeEvent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for

@@ -75,7 +75,8 @@ struct ContinuationServerTests {
             return
         }
         let follows = ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: false)
-        #expect(follows?.endsHere == true && follows?.event.topic == Topic.event("org.test.edit"))
+        #expect(follows?.endsHere == true && follows?.event.kind == .continued && follows?.event.activityType == "org.test.edit")
+        #expect(follows?.event.peer.nodeID == "c")
         #expect(ContinuationServer.continued(activity, by: NodeInfo(id: "c", name: "c", host: "h", publicKey: nil), refresh: true) == nil)
     }
 

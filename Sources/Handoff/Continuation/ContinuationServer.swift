@@ -65,13 +65,13 @@ enum ContinuationServer {
 
     /// What follows an answer that handed the activity over (not a refresh): the node event the
     /// bus hears (monitors), and whether the activity is continued once and so ends here.
-    static func continued(_ activity: UserActivity, by requester: NodeInfo, refresh: Bool) -> (event: Advertiser.Message, endsHere: Bool)? {
+    static func continued(_ activity: UserActivity, by requester: NodeInfo, refresh: Bool) -> (event: WireNodeEvent, endsHere: Bool)? {
         guard !refresh else { return nil }
         var event = WireNodeEvent()
         event.kind = .continued
         event.activityID = activity.id
         event.activityType = activity.activityType
         event.peer = requester.wire
-        return (Advertiser.Message(topic: Topic.event(activity.activityType), body: .nodeEvent(event)), activity.continuationPolicy == .once)
+        return (event, activity.continuationPolicy == .once)
     }
 }

@@ -150,8 +150,10 @@ extension Node {
             }
             observability.metrics.answeredContinue(restored: true)
             guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
-            own.logger.info("\(activity.activityType) continued by \(requester)")
-            sendOnBus(topic: event.topic, event.body)
+            // The audit line goes with the event: a peer continuing in a loop is logged once a minute.
+            if publishPeerEvent(event, about: requester.publicKey?.z85 ?? requester.id) {
+                own.logger.info("\(activity.activityType) continued by \(requester)")
+            }
             if endsHere {
                 activity.invalidateAfterContinuation()
                 publish(advertiser.continuedOnce(activity))

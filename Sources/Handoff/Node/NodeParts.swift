@@ -90,6 +90,8 @@ struct NodeObservability {
     var lastRateLimitedLog: ContinuousClock.Instant?
     /// Tracers' requests answered lately (wire.proto, "Tracing").
     var traceRequests = TraceRequestLimit()
+    /// Which events about peers' continues and stream pairs go on the bus (per peer).
+    var eventBudget = PeerEventBudget()
 }
 
 /// Who hears from the node: its discover streams and its delegate.

@@ -48,7 +48,8 @@ extension Node {
         perform(session.pair.fail(error, telling: .cancel(cancel), now: .now), on: session)
     }
 
-    /// Publishes what a stream pair did on the bus, for `handoff monitor`.
+    /// Publishes what a stream pair did on the bus, for `handoff monitor`: its progress as it
+    /// goes, its opening and end within its peer's budget (``PeerEventBudget``).
     func publishStreamEvent(_ kind: WireNodeEvent.Kind, _ session: StreamSession, detail: String = "") {
         var event = WireNodeEvent()
         event.kind = kind
@@ -60,6 +61,10 @@ extension Node {
         event.expectedLength = session.input.progress.total ?? 0
         event.detail = detail
         session.reported = (event.bytesSent, event.bytesReceived)
-        sendOnBus(topic: Topic.event(session.activityType), .nodeEvent(event))
+        if kind == .streamProgress {
+            sendOnBus(topic: Topic.event(session.activityType), .nodeEvent(event))
+        } else {
+            publishPeerEvent(event, about: session.owner)
+        }
     }
 }

@@ -134,6 +134,7 @@ struct NodeMetrics: Sendable {
         let onBus = Gauge(label: "handoff_node_on_bus")
         let discoverOverrun = Counter(label: "handoff_node_discover_streams_overrun_total")
         let snapshotsAnsweredBusy = Counter(label: "handoff_node_snapshot_answers_busy_total")
+        let eventsHeldBack = Counter(label: "handoff_node_events_held_back_total")
 
         /// Counts a message in or out on `socket`. The socket's counters are used where they are
         /// held: a `Traffic` returned (copied) cost a retain and a release for each of its counters,
@@ -188,6 +189,9 @@ struct NodeMetrics: Sendable {
 
     /// A direct peer's snapshot was answered with a reply alone: this node answered the most already.
     func snapshotAnsweredBusy() { handles.snapshotsAnsweredBusy.increment() }
+
+    /// A node event about a peer's doings was not published: the peer's budget was spent (``PeerEventBudget``).
+    func heldBackEvent() { handles.eventsHeldBack.increment() }
 
     /// Stream payload bytes that arrived or left.
     func streamed(in bytes: Int) { handles.streamBytesIn.increment(by: bytes) }

@@ -9,6 +9,8 @@ import ZeroMQ
 // what the agent keeps of failed pairs is what grows: a node keeps them a while so that their late
 // frames are dropped quietly, and at most `maxStreams` of them (64 by default). The agent's memory
 // is sampled from /proc; a legitimate `handoff continue --save` must still succeed in time after.
+// A monitor on the broker counts the node events the churn puts on the bus (two a pair, unless
+// the agent holds them back: at most 50 a second about one peer, after a burst of 200).
 
 /// What one churn run saw.
 struct ChurnFigures {
@@ -79,14 +81,22 @@ func benchChurn(contacts: Int, duration: Duration) async throws {
     let sampler = ProcessSampler(pid: pid)
     defer { sampler.stop() }
     let baseline = try scenario.legitimateContinue()
+    let monitor = try context.socket(.sub)
+    defer { monitor.close() }
+    try monitor.set(.receiveHighWaterMark, 0)
+    try monitor.subscribe("E:")
+    try monitor.connect(scenario.backend)
     try await Task.sleep(for: .milliseconds(500))
+    let eventsBefore = try await drainedMessages(monitor)
     tell("a peer that opens and fails pairs one after another against `handoff agent` (contacts plugin, \(contacts) contacts), real processes on loopback")
     let churn = try await churnPairs(context: context, endpoint: scenario.endpoint, activityID: scenario.activityID, agent: pid,
                                      sampler: sampler, for: duration)
+    let events = try await drainedMessages(monitor)
     let legit = try scenario.legitimateContinue()
     let growth = max(0, churn.residentPeak - churn.residentBefore)
     tell(String(format: "  %d pairs opened and failed in %.1f s (%.0f a second); the agent's CPU %.1f µs a pair", churn.pairs, churn.seconds,
                 Double(churn.pairs) / churn.seconds, churn.agentCPUSeconds * 1e6 / Double(max(churn.pairs, 1))))
+    tell(String(format: "  node events the churn put on the bus: %d (%.0f a second; %d before it)", events, Double(events) / churn.seconds, eventsBefore))
     tell("  agent RSS \(mebibytes(churn.residentBefore)) before, peak \(mebibytes(churn.residentPeak)) (+\(mebibytes(growth))), \(mebibytes(churn.residentAfter)) after")
     tell(String(format: "  a legitimate `continue --save`: %.3f s before, %.3f s after (%d of %d contacts)", baseline.seconds, legit.seconds, legit.contacts, contacts))
     var failures: [String] = []
@@ -96,4 +106,15 @@ func benchChurn(contacts: Int, duration: Duration) async throws {
     tell(failures.isEmpty ? "  every bound kept: growth < \(mebibytes(bounds.pushGrowthBytes)), continue < \(bounds.continueSeconds) s"
                           : failures.map { "  FAILED: \($0)" }.joined(separator: "\n"))
     if !failures.isEmpty { exit(1) }
+}
+
+/// How many messages `socket` holds, read until none arrives for 200 ms.
+private func drainedMessages(_ socket: Socket) async throws -> Int {
+    var count = 0
+    while let first = try await socket.receive(timeout: .milliseconds(200)) {
+        var more = first.hasMore
+        while more { more = try await socket.receive().hasMore }
+        count += 1
+    }
+    return count
 }
