@@ -117,7 +117,9 @@ struct ContinueTraceTests {
                     #expect(heard.keys.sorted() == [id], "\(heard.keys.sorted())")
                     let kinds = heard[id]?.map(\.kind) ?? []
                     #expect(kinds == [.continueReceived, .continueAnswered, .streamOpened, .streamEnded], "\(kinds)")
-                    #expect(heard[id]?.first { $0.kind == .streamOpened }?.detail.contains("from the originator only") == true)
+                    let opened = heard[id]?.first { $0.kind == .streamOpened }?.detail ?? ""
+                    #expect(opened.contains("from the originator only"), "\(opened)")
+                    #expect(opened.contains("with continuer (\(continuer.id.prefix(8)))"), "named as the continue hops name it: \(opened)")
                     #expect(heard[id]?.last?.detail.hasPrefix("complete: 300000 bytes sent") == true, "\(heard[id]?.last?.detail ?? "")")
                     #expect(heard[id]?.allSatisfy { $0.activityID == activity.id } == true)
                 }

@@ -156,12 +156,13 @@ extension Node {
 
     /// Handles a StreamFrame from a peer (the payload, if any, is the frame after the envelope).
     /// `owner` names the peer for the per-peer limit (its CURVE key, or its node id).
-    /// `traceID`: its envelope's (an open of a traced continue's activity is traced).
-    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String, traceID: String = "") {
+    /// `traceID`: its envelope's (an open of a traced continue's activity is traced); `peerName`:
+    /// the name its envelope's sender gives, for the trace's hops.
+    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String, traceID: String = "", peerName: String = "") {
         let route = StreamRoute(peer: peer, id: frame.streamID)
         switch (frame.kind, peer) {
         case (.open(let open), .router):
-            acceptStreams(open, route: route, owner: owner, traceID: traceID)
+            acceptStreams(open, route: route, owner: owner, traceID: traceID, peerName: peerName)
             return
         case (.resume(let resume), .router):
             resumeAsOriginator(resume, route: route)
@@ -175,7 +176,7 @@ extension Node {
 
     /// The originator's side of an open: checks the activity and the limits, answers, and hands
     /// the pair to the delegate.
-    func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String, traceID: String = "") {
+    func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String, traceID: String = "", peerName: String = "") {
         func refuse(_ error: HandoffError) {
             var frame = WireStreamFrame()
             frame.streamID = route.id
@@ -255,7 +256,7 @@ extension Node {
         answer.document = open.document
         answer.checksumAlgorithm = own.configuration.streamChecksum.wire
         if let document { answer.expectedLength = document.size }
-        if admitsTrace(traceID, of: "stream open") { traceOpened(session, answer, traceID: traceID) }
+        if admitsTrace(traceID, of: "stream open") { traceOpened(session, answer, traceID: traceID, peerName: peerName) }
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
         // Refused as it opened (an end it could not verify): the application never sees it.
         guard session.pair.failure == nil else { return }

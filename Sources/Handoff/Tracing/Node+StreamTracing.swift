@@ -7,15 +7,17 @@ import HandoffWire
 // that id on its open (``StreamSession/traceID``, from ``ContinuedActivity/traceID``).
 extension Node {
     /// A traced open was answered with `answer` (within the tracers' limit): reported, and the
-    /// pair's end will be.
-    func traceOpened(_ session: StreamSession, _ answer: WireStreamOpen, traceID: String) {
+    /// pair's end will be. `peerName`: the name the continuing node gives (the continue hops name
+    /// it so), beside the start of its id or key, which the pair is counted under.
+    func traceOpened(_ session: StreamSession, _ answer: WireStreamOpen, traceID: String, peerName: String) {
         session.traceID = traceID
         let direction = switch answer.direction {
         case .originToContinuer: "from the originator only"
         case .continuerToOrigin: "to the originator only"
         default: "both ways"
         }
-        let detail = "pair \(session.route.id) with \(session.owner), \(direction): a window of \(answer.window) chunks of up to "
+        let peer = peerName.isEmpty ? session.owner : "\(peerName) (\(session.owner.prefix(8)))"
+        let detail = "pair \(session.route.id) with \(peer), \(direction): a window of \(answer.window) chunks of up to "
             + "\(answer.chunkSize) bytes; the originator's end carries \(own.configuration.streamChecksum)"
         sendOnBus(topic: Topic.trace(traceID), .traceHop(.hop(.streamOpened, traceID: traceID, activityID: session.activityID, detail: detail)))
     }
