@@ -7,6 +7,23 @@ import ZeroMQ
 /// back through the broker before decoding them, but one answering its snapshot is counted.
 @Suite("A node's own activities in a broker's snapshot")
 struct OwnSnapshotTests {
+    @Test("rule: a node's own echo is dropped unread on a live topic, read on a snapshot topic (the broker's reply counts it); with its own activities counted, nothing is dropped")
+    func ownEchoRule() {
+        let settings = Follower.Settings(nodeID: "me", defaultLease: .seconds(6), maxKnownPerNode: 10, maxKnown: 10,
+                                         replayWindow: .seconds(30), secure: false, snapshotAnswerers: 1)
+        let follower = Follower(settings)
+        let live = Topic.activity("org.handoff.test.edit")
+        let snapshot = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.handoff.test.").utf8)
+        #expect(follower.dropsUnread(topic: live) { true })
+        #expect(!follower.dropsUnread(topic: snapshot) { true })
+        #expect(!follower.dropsUnread(topic: live) { false })
+        var counting = settings
+        counting.includeOwnActivities = true
+        var asked = false
+        #expect(!Follower(counting).dropsUnread(topic: live) { asked = true; return true })
+        #expect(!asked, "the envelope is not read when nothing would be dropped")
+    }
+
     @Test("a broker's snapshot that holds the asking node's own activities is complete at once: asked once, not five times (its own echoes were dropped before the snapshot counted them)")
     func ownActivitiesCounted() async throws {
         let context = try Context()

@@ -172,13 +172,11 @@ extension Node {
         }
         observability.metrics.received(on: .bus, bytes: message.size(ofFrame: 0) + message.size(ofFrame: 1))
         // Our own advertisements and withdrawals, come back through the broker: dropped before any
-        // decoding (the follower would drop them after it). Not those answering a snapshot of ours:
-        // the broker's reply counts them, and the follower must too, or the snapshot is short and
-        // asked for four times more.
-        if !own.configuration.includeOwnActivities, message.withUnsafeBytes(ofFrame: 1, { WireOwnEcho.matches($0, nodeID: idUTF8) }),
-           !message.withUnsafeBytes(ofFrame: 0, { $0.starts(with: Topic.snapshotPrefixBytes) }) {
-            return
+        // decoding (the follower would drop them after it), as the follower says.
+        let ownEcho = message.withUnsafeBytes(ofFrame: 0) { topic in
+            follower.dropsUnread(topic: topic) { message.withUnsafeBytes(ofFrame: 1) { WireOwnEcho.matches($0, nodeID: idUTF8) } }
         }
+        if ownEcho { return }
         do {
             // Read once: an untraced advertisement, the commonest message, into plain values (no
             // storage objects); anything else whole.

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import SwiftProtobuf
 import ZeroMQ
 
 /// A fleet of simulated nodes on one virtual clock, in one thread: every event (a tick, a
@@ -292,10 +293,17 @@ final class SimulatedWorld {
         }
     }
 
-    /// A bus message reaches a node's follower.
+    /// A bus message reaches a node's follower (unless the node drops it unread, as its own echo).
     private func deliver(_ envelope: WireEnvelope, topic: [UInt8], to: Int, connectionKey: Data?) -> Int {
         let node = nodes[to]
         deliveries += 1
+        let ownEcho = node.followerDo { follower in
+            follower.dropsUnread(topic: topic) {
+                guard envelope.sender.nodeID == node.id, let bytes: [UInt8] = try? envelope.serializedBytes() else { return false }
+                return bytes.withUnsafeBytes { WireOwnEcho.matches($0, nodeID: Array(node.id.utf8)) }
+            }
+        }
+        if ownEcho { return to }
         if node.hostile, envelope.sender.nodeID != node.id {
             node.heard.append((topic, envelope))
             if node.heard.count > 64 { node.heard.removeFirst() }
