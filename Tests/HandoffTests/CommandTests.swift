@@ -300,7 +300,7 @@ struct CommandTests {
         #expect(failed.error.contains("no broker answered at \(nobody)"), "\(failed.error)")
     }
 
-    @Test("HANDOFF_BROKER names the broker for every command; a malformed one, or a bad HANDOFF_LOG_LEVEL, is a clear error")
+    @Test("HANDOFF_BROKER names the broker for every command; a malformed one, a bad HANDOFF_LOG_LEVEL or HANDOFF_INSECURE, or --broker with one endpoint for a command that watches the bus, is a clear error")
     func environment() async throws {
         let (broker, frontend, backend) = try await startBroker()
         let advertiser = try ChildProcess(["advertise", frontend, backend, "200", "org.handoff.contacts.edit-contact", "1"])
@@ -317,6 +317,14 @@ struct CommandTests {
         let badLevel = try await runHandoff(["activities", "--wait", "1"], environment: ["HANDOFF_BROKER": "\(frontend) \(backend)", "HANDOFF_LOG_LEVEL": "loud"])
         #expect(badLevel.status != 0)
         #expect(badLevel.error.contains("HANDOFF_LOG_LEVEL must be one of"), "\(badLevel.error)")
+        let badInsecure = try await runHandoff(["activities", "--wait", "1"], environment: ["HANDOFF_BROKER": "\(frontend) \(backend)", "HANDOFF_INSECURE": "true"])
+        #expect(badInsecure.status != 0)
+        #expect(badInsecure.error.contains("HANDOFF_INSECURE must be 1"), "\(badInsecure.error)")
+        // Each command that watches the bus refuses one endpoint as monitor does (top crashed on it).
+        for command in [["top", "--count", "1"], ["trace", "--id", "x"], ["monitor", "--seconds", "1"]] {
+            let lone = try await runHandoff(command + ["--broker", frontend])
+            #expect(lone.status != 0 && lone.error.contains("--broker takes each broker's frontend and backend"), "\(command): \(lone.error)")
+        }
         _ = broker
     }
 

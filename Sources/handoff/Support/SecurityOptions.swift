@@ -41,6 +41,13 @@ struct SecurityOptions: ParsableArguments {
         return Security(keyPair: keyPair, authorizedKeys: keys, brokerKey: broker)
     }
 
+    /// `$HANDOFF_INSECURE` is 1 (allow) or 0 (do not); anything else is refused with its value,
+    /// rather than read as "secure" (`true`, `yes`) and found out only beyond loopback.
+    func validate() throws {
+        guard let text = ProcessInfo.processInfo.environment["HANDOFF_INSECURE"], !text.isEmpty else { return }
+        guard text == "0" || text == "1" else { throw ValidationError("HANDOFF_INSECURE must be 1 (allow running without CURVE beyond loopback) or 0, not \"\(text)\"") }
+    }
+
     /// Whether insecure operation was asked for here, in the environment, or in a configuration file.
     func allowsInsecure(fallback: Bool? = nil) -> Bool {
         insecure || ProcessInfo.processInfo.environment["HANDOFF_INSECURE"] == "1" || fallback == true

@@ -12,6 +12,8 @@ struct WatchedBus {
 
     /// - Parameter what: What the command does there, for the error ("watch it", "trace over it").
     init(bus: String?, broker: [String], security: SecurityOptions, what: String) throws {
+        // Refused with what it takes, not an index out of range: `--broker` with one endpoint.
+        if !broker.isEmpty { _ = try Environment.bus(broker) }
         endpoint = try bus ?? (broker.isEmpty ? Environment.brokerOrDefault() : broker)[1]
         keys = try security.resolve(needsBrokerKey: true)
         if keys == nil && !Security.isLocal(endpoint) && !security.allowsInsecure() {
