@@ -7,6 +7,7 @@ extension ClipboardPlugin {
         usage: clipboard status | copy FILE [--type MIME] [--secret] | copy --files PATH... | paste [--out PATH] [--type MIME] \
         | pause | resume | mode both|send|receive | expiry SECONDS | limit BYTES | prefetch BYTES
         """
+    static let subcommands: Set = ["status", "copy", "paste", "pause", "resume", "mode", "expiry", "limit", "prefetch"]
 
     public func command(_ arguments: [String], output: (String) -> Void) throws {
         guard let subcommand = arguments.first else { throw PluginFailure.invalidArgument(Self.usage) }
@@ -44,7 +45,8 @@ extension ClipboardPlugin {
             try change { $0.prefetchBytes = bytes }
             output("where the desktop cannot wait for a paste (Wayland), offers up to \(bytes) bytes are pulled when they appear")
         default:
-            throw PluginFailure.invalidArgument(Self.usage)
+            // docs/plugin-abi.md: an unknown subcommand is not found; a known one, bad arguments.
+            throw Self.subcommands.contains(subcommand) ? PluginFailure.invalidArgument(Self.usage) : PluginFailure.notFound(Self.usage)
         }
     }
 

@@ -180,7 +180,9 @@ public final class ContactsPlugin: HandoffPlugin {
         case ("viewing", 1):
             if let contact: Contact = try store.load("viewing.pb") { output(Self.line(contact)) }
         default:
-            throw PluginFailure.invalidArgument(usage)
+            // docs/plugin-abi.md: an unknown subcommand is not found; a known one, bad arguments.
+            let known: Set = ["add", "list", "rm", "edit", "new", "type", "save", "view", "share", "draft", "viewing", "status"]
+            throw known.contains(subcommand) ? PluginFailure.invalidArgument(usage) : PluginFailure.notFound(usage)
         }
     }
 

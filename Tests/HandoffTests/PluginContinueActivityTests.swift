@@ -47,7 +47,7 @@ private func continuingPlugin(name: String, flags: String) -> String {
 
 @Suite("continue_activity from a C plugin's command (ABI 1.2)", .exclusive)
 struct PluginContinueActivityTests {
-    @Test("each refusal comes back as its status with the reason: another plugin's type and a plugin that is not thread-safe (unsupported), nothing known in time (not found), a restore that fails (failed); a known activity continues")
+    @Test("each refusal comes back as its status with the reason: another plugin's type, by type or by id, and a plugin that is not thread-safe (unsupported), nothing known in time (not found), a restore that fails (failed); a known activity continues")
     func refusalsAndSuccess() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("continuing-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -70,6 +70,14 @@ struct PluginContinueActivityTests {
             _ = try await discovered(thing.id, on: b)
             let unknownID = try await runtime.command(plugin: "safe", ["continue", "org.handoff.test.thing", "no-such-id"])
             #expect(unknownID.first?.hasPrefix("status 3: ") == true, "\(unknownID)")
+            // An id of another type's activity (another plugin's, say): not this plugin's to continue.
+            let other = try UserActivity(activityType: "org.handoff.other.thing")
+            other.title = "someone else's"
+            try await other.becomeCurrent(on: a)
+            _ = try await discovered(other.id, on: b)
+            let othersByID = try await runtime.command(plugin: "safe", ["continue", "org.handoff.test.thing", other.id])
+            #expect(othersByID == ["status 5: activity \(other.id) is of type org.handoff.other.thing, not org.handoff.test.thing"])
+            #expect(try await runtime.command(plugin: "safe", ["restored"]) == ["restored 0"])
             let continued = try await runtime.command(plugin: "safe", ["continue", "org.handoff.test.thing", thing.id])
             #expect(continued == ["status 0: "])
             #expect(try await runtime.command(plugin: "safe", ["restored"]) == ["restored 1"])

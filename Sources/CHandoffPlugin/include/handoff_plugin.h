@@ -103,8 +103,9 @@ typedef struct handoff_stream_reader {
 
 /* Where will_save hands back the refreshed activity (ABI 1.1). set replaces the activity about to
  * be sent with `activity`, a serialized handoff.v1.Activity of the same id and type (its title,
- * userInfo, requiredUserInfoKeys, keywords, webpage URL and expiration are taken). Call it at most
- * once; not calling it sends the activity as it is. Returns HANDOFF_OK or HANDOFF_INVALID_ARGUMENT. */
+ * userInfo, requiredUserInfoKeys, keywords, webpage URL and expiration are taken; nothing else).
+ * Call it at most once (a second call replaces the first); not calling it sends the activity as it
+ * is. Returns HANDOFF_OK, or HANDOFF_INVALID_ARGUMENT for bytes that do not decode. */
 typedef struct handoff_activity_sink {
     void *context;
     int32_t (*set)(void *context, const uint8_t *activity, size_t length);
@@ -214,8 +215,8 @@ typedef struct handoff_plugin_descriptor {
     /* ABI 1.1; NULL (reserved) in a 1.0 plugin. All optional. */
 
     /* Originating side, will-save: an activity marked with host->needs_save is about to be sent to
-     * a continuing node. Refresh it through `sink` (see handoff_activity_sink). A failure refuses
-     * that continue request with the message. */
+     * a continuing node. Refresh it through `sink` (see handoff_activity_sink). A failure is
+     * logged with the message, and the activity is sent as it is. */
     int32_t (*will_save)(void *state, const uint8_t *activity, size_t length, const handoff_activity_sink *sink,
                          handoff_error_buffer error);
     /* Originating side, was-continued: node `by_node` (its name) continued this activity. */

@@ -26,6 +26,26 @@ func write(_ message: String, to buffer: handoff_error_buffer) {
     handoff_error_set(buffer, message)
 }
 
+/// The status a host function returns for `error` (docs/plugin-abi.md, "Status codes"): bytes
+/// that do not decode, a type the plugin did not declare, or an activity the node would not take
+/// as it is, `HANDOFF_INVALID_ARGUMENT`; no such activity, `HANDOFF_NOT_FOUND`; else `HANDOFF_FAILED`.
+func pluginStatus(of error: any Error) -> Int32 {
+    let status: handoff_status
+    if error is BinaryDecodingError {
+        status = HANDOFF_INVALID_ARGUMENT
+    } else if let error = error as? HandoffError {
+        switch error.code {
+        case .activityNotFound: status = HANDOFF_NOT_FOUND
+        case .invalidActivityType, .malformedMessage, .invalidConfiguration, .userInfoTooLarge, .missingRequiredUserInfoKey:
+            status = HANDOFF_INVALID_ARGUMENT
+        default: status = HANDOFF_FAILED
+        }
+    } else {
+        status = HANDOFF_FAILED
+    }
+    return Int32(status.rawValue)
+}
+
 func hostContext(_ pointer: UnsafeMutableRawPointer?) -> PluginHostContext {
     Unmanaged<PluginHostContext>.fromOpaque(pointer!).takeUnretainedValue()
 }
@@ -53,7 +73,7 @@ let hostBecomeCurrent: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<U
         return Int32(HANDOFF_OK.rawValue)
     case .failure(let failure):
         write("\(failure)", to: error)
-        return Int32(failure is BinaryDecodingError ? HANDOFF_INVALID_ARGUMENT.rawValue : HANDOFF_FAILED.rawValue)
+        return pluginStatus(of: failure)
     }
 }
 
@@ -64,7 +84,7 @@ let hostUpdateActivity: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<
         return Int32(HANDOFF_OK.rawValue)
     } catch {
         write("\(error)", to: buffer)
-        return Int32(HANDOFF_NOT_FOUND.rawValue)
+        return pluginStatus(of: error)
     }
 }
 

@@ -30,8 +30,8 @@ extension PluginHostContext: UserActivityDelegate {
     }
 
     /// will_save: the plugin refreshes an activity it marked with needs_save, through a sink; what
-    /// it hands back replaces what it may change (``apply(_:to:)``). A failure is logged, and the
-    /// activity goes as it is.
+    /// it hands back replaces what it may change (``applySaved(_:to:)``). A failure is logged, and
+    /// the activity goes as it is.
     func userActivityWillSave(_ activity: UserActivity) async {
         guard let willSave = plugin.descriptor.pointee.will_save else { return }
         let bytes = serialized(activity)
@@ -46,7 +46,7 @@ extension PluginHostContext: UserActivityDelegate {
             guard refreshed.activityID == activity.id || refreshed.activityID.isEmpty, refreshed.activityType == activity.activityType else {
                 throw HandoffError(.invalidActivityType, "will_save handed back activity \(refreshed.activityID) (\(refreshed.activityType)) for \(activity.id) (\(activity.activityType))")
             }
-            try apply(refreshed, to: activity)
+            try applySaved(refreshed, to: activity)
         } catch {
             runtime.logger.warning("plugin \(plugin.name) will_save for \(activity.activityType): \(error); sending it as it was")
         }
@@ -164,16 +164,28 @@ let hostContinueActivity: @convention(c) (UnsafeMutableRawPointer?, UnsafePointe
     let node = host.runtime.node
     let outcome = waitFor { () async throws -> Void in
         guard let activity = await node.activity(id: activityID, orNewestOf: activityType, within: .milliseconds(Int(timeoutMs))) else {
-            throw HandoffError(.activityNotFound, "no activity of type \(activityType) is known on the bus", activityType: activityType)
+            throw LookupFailure.notFound("no activity of type \(activityType) is known on the bus")
+        }
+        // By id, the activity may be any plugin's: this plugin continues only its own types.
+        guard activity.activityType == activityType else {
+            throw LookupFailure.otherType("activity \(activity.id) is of type \(activity.activityType), not \(activityType)")
         }
         _ = try await node.continueActivity(activity)
     }
     switch outcome {
     case .success: return Int32(HANDOFF_OK.rawValue)
-    case .failure(let failure as HandoffError) where failure.code == .activityNotFound: return fail(HANDOFF_NOT_FOUND, failure.message)
+    case .failure(LookupFailure.notFound(let message)): return fail(HANDOFF_NOT_FOUND, message)
+    case .failure(LookupFailure.otherType(let message)): return fail(HANDOFF_UNSUPPORTED, message)
     case .failure(let failure as HandoffError): return fail(HANDOFF_FAILED, failure.message)
     case .failure(let failure): return fail(HANDOFF_FAILED, "\(failure)")
     }
+}
+
+/// Why continue_activity found nothing to continue (a continuation that fails, its originator
+/// answering "not found" among the reasons, is `HANDOFF_FAILED` with the reason).
+private enum LookupFailure: Error {
+    case notFound(String)
+    case otherType(String)
 }
 
 extension DiscoveredActivity {

@@ -289,15 +289,11 @@ final class PluginHostContext: @unchecked Sendable {
         return true
     }
 
-    /// Copies what a plugin may set from a wire activity. Plugin activities are always eligible for
-    /// handoff (end_activity withdraws them); the team defaults to the plugin's.
+    /// Copies what a plugin may set from a wire activity (become_current, update_activity).
+    /// Plugin activities are always eligible for handoff (end_activity withdraws them); the team
+    /// defaults to the plugin's.
     func apply(_ wire: WireActivity, to activity: UserActivity) throws {
-        activity.title = wire.title
-        activity.userInfo = try Handoff.userInfo(fromWire: wire.userInfo)
-        activity.requiredUserInfoKeys = Set(wire.requiredUserInfoKeys)
-        activity.webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
-        activity.keywords = Set(wire.keywords)
-        activity.expirationDate = wire.hasExpiration ? wire.expiration.date : nil
+        try applySaved(wire, to: activity)
         activity.supportsContinuationStreams = wire.supportsContinuationStreams
         activity.teamID = wire.teamID.isEmpty ? plugin.teamID : wire.teamID
         // A document: the plugin names the file (and its version); the host hashes it when the
@@ -312,5 +308,17 @@ final class PluginHostContext: @unchecked Sendable {
         } else {
             activity.document = nil
         }
+    }
+
+    /// Copies what will_save may change (docs/plugin-abi.md): the title, userInfo, required keys,
+    /// keywords, webpage URL and expiration. The rest stays as it was: a plugin that hands back an
+    /// activity it built anew, with only those, does not take its document or streams away.
+    func applySaved(_ wire: WireActivity, to activity: UserActivity) throws {
+        activity.title = wire.title
+        activity.userInfo = try Handoff.userInfo(fromWire: wire.userInfo)
+        activity.requiredUserInfoKeys = Set(wire.requiredUserInfoKeys)
+        activity.webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
+        activity.keywords = Set(wire.keywords)
+        activity.expirationDate = wire.hasExpiration ? wire.expiration.date : nil
     }
 }

@@ -109,7 +109,8 @@ enum PluginTemplates {
                         return status;
                     }
                     handoff_error_set(error, "usage: \(name) hello | open TITLE");
-                    return HANDOFF_INVALID_ARGUMENT;
+                    /* An unknown subcommand is not found; a known one with bad arguments, invalid. */
+                    return argc >= 1 && (strcmp(argv[0], "hello") == 0 || strcmp(argv[0], "open") == 0) ? HANDOFF_INVALID_ARGUMENT : HANDOFF_NOT_FOUND;
                 }
 
                 static const char *const types[] = { "\(activityType)" };
@@ -191,7 +192,9 @@ enum PluginTemplates {
                             activity.title = arguments[1]
                             output(try host.becomeCurrent(activity))
                         default:
-                            throw PluginFailure.invalidArgument("usage: \\(Self.name) hello | open TITLE")
+                            // An unknown subcommand is not found; a known one with bad arguments, invalid.
+                            let usage = "usage: \\(Self.name) hello | open TITLE"
+                            throw ["hello", "open"].contains(arguments.first ?? "") ? PluginFailure.invalidArgument(usage) : PluginFailure.notFound(usage)
                         }
                     }
                 }
