@@ -72,7 +72,9 @@ public nonisolated struct WireTimestamp: Sendable {
 /// equivalent: property-list-like, plus URLs and dates).
 ///
 /// A Value with no `kind` set stands for null (NSNull), or for a kind added by
-/// a newer version of this contract (its bytes are kept as unknown fields).
+/// a newer version of this contract (its bytes are kept as unknown fields). A
+/// receiver that has no such value leaves it out (its key in user_info or a
+/// map, its place in a list) and keeps the rest.
 /// Field names carry a `_value` suffix so no generated language sees a keyword
 /// (`int`, `bool`, `double` are C keywords).
 public nonisolated struct WireValue: Sendable {

@@ -104,4 +104,25 @@ struct ActivityValueTests {
             }
         }
     }
+
+    @Test("contract: a userInfo value with no kind (null, or a kind a newer version added) is left out, in userInfo, a map and a list; the rest of the activity continues")
+    func kindlessValuesLeftOut() throws {
+        var wire = Self.wireActivity(userInfo: ["to": .string("b@example.org"), "count": .int(3)])
+        let kindless = WireValue()
+        wire.userInfo["cleared"] = kindless
+        var list = WireValueList()
+        list.values = [UserInfoValue.int(1).wire, kindless, UserInfoValue.int(2).wire]
+        var listValue = WireValue()
+        listValue.listValue = list
+        wire.userInfo["list"] = listValue
+        var map = WireValueMap()
+        map.entries = ["kept": UserInfoValue.bool(true).wire, "gone": kindless]
+        var mapValue = WireValue()
+        mapValue.mapValue = map
+        wire.userInfo["map"] = mapValue
+        let continued = try ContinuedActivity(wire: wire, continueEndpoint: "tcp://host-a:5600")
+        #expect(continued.userInfo == [
+            "to": .string("b@example.org"), "count": .int(3), "list": .list([.int(1), .int(2)]), "map": .map(["kept": .bool(true)]),
+        ])
+    }
 }

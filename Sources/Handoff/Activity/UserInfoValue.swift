@@ -97,10 +97,21 @@ extension UserInfoValue {
         return value
     }
 
-    /// A value received from the wire.
+    /// A value received from the wire; `nil` for one with no kind set, which the contract
+    /// (activity.proto, `Value`) says stands for null or for a kind a newer version added: it is
+    /// left out (its key, or its place in a list), and the rest of the userInfo is kept. Refused, it
+    /// made every continue of such an activity fail on this node.
+    ///
+    /// - Throws: ``HandoffError`` with `malformedMessage` for an unparseable URL.
+    static func decoded(_ wire: WireValue) throws(HandoffError) -> UserInfoValue? {
+        guard wire.kind != nil else { return nil }
+        return try UserInfoValue(wire: wire)
+    }
+
+    /// A value received from the wire, with its kind set (``decoded(_:)`` for any).
     ///
     /// - Throws: ``HandoffError`` with `malformedMessage` for an unset value or an unparseable URL.
-    init(wire: WireValue) throws(HandoffError) {
+    private init(wire: WireValue) throws(HandoffError) {
         switch wire.kind {
         case .stringValue(let string): self = .string(string)
         case .intValue(let int): self = .int(int)
@@ -116,12 +127,12 @@ extension UserInfoValue {
         case .listValue(let list):
             var values: [UserInfoValue] = []
             values.reserveCapacity(list.values.count)
-            for element in list.values { values.append(try UserInfoValue(wire: element)) }
+            for element in list.values { if let value = try UserInfoValue.decoded(element) { values.append(value) } }
             self = .list(values)
         case .mapValue(let map):
             var entries: [String: UserInfoValue] = [:]
             entries.reserveCapacity(map.entries.count)
-            for (key, element) in map.entries { entries[key] = try UserInfoValue(wire: element) }
+            for (key, element) in map.entries { entries[key] = try UserInfoValue.decoded(element) }
             self = .map(entries)
         case nil:
             throw HandoffError(.malformedMessage, "userInfo holds a value with no kind set")
@@ -138,6 +149,6 @@ func wireUserInfo(_ userInfo: [String: UserInfoValue]) -> [String: WireValue] {
 func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [String: UserInfoValue] {
     var result: [String: UserInfoValue] = [:]
     result.reserveCapacity(wire.count)
-    for (key, value) in wire { result[key] = try UserInfoValue(wire: value) }
+    for (key, value) in wire { result[key] = try UserInfoValue.decoded(value) }
     return result
 }
