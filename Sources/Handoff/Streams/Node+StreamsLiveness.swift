@@ -28,7 +28,8 @@ extension Node {
                 continue
             }
             guard !session.pair.isOpening else { continue }
-            if (session.pair.bytesSent, session.pair.bytesArrived) != session.reported {
+            if session.progressDue(now: now) {
+                session.progressReportedAt = now
                 publishStreamEvent(.streamProgress, session)
             }
             session.pair.readerTook(session.input.progress.bytes, now: now)

@@ -41,6 +41,16 @@ final class StreamSession {
     var openWaiter: CheckedContinuation<Result<WireStreamOpen, HandoffError>, Never>?
     /// Bytes (sent, arrived) when progress was last published.
     var reported: (sent: UInt64, received: UInt64) = (0, 0)
+    /// When progress was last published: at most ``progressInterval`` apart (wire.proto,
+    /// `NodeEvent`: four a second per pair), however often the node's clock wakes (every 10 ms
+    /// while it paces a pass over its activities).
+    var progressReportedAt: ContinuousClock.Instant?
+    static let progressInterval = Duration.milliseconds(250)
+
+    /// Whether progress is published now: bytes moved since the last, and that was long enough ago.
+    func progressDue(now: ContinuousClock.Instant) -> Bool {
+        (pair.bytesSent, pair.bytesArrived) != reported && progressReportedAt.map { now - $0 >= Self.progressInterval } ?? true
+    }
     var failureReported = false
     /// The trace its open carries (wire.proto, "Tracing"): on the continuing side, the traced
     /// continue's, set on its open; on the originating side, while its end is still to be reported.
