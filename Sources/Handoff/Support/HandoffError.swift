@@ -82,9 +82,16 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
 
         init(wire: WireErrorCode) { rawValue = wire.rawValue }
 
-        /// The code as it travels on the wire.
-        var wire: WireErrorCode {
-            WireErrorCode(rawValue: rawValue) ?? .handoffFailed
+        /// The code as it travels on the wire: one error.proto declares, else (a local code, 1000
+        /// and up) `ERROR_CODE_HANDOFF_FAILED`, as a receiver would read it anyway.
+        var wire: WireErrorCode { Self.declared(rawValue) ?? .handoffFailed }
+
+        /// `rawValue` as an `ErrorCode` error.proto declares, or `nil` (swift-protobuf makes any
+        /// other number `UNRECOGNIZED`).
+        static func declared(_ rawValue: Int) -> WireErrorCode? {
+            guard let code = WireErrorCode(rawValue: rawValue) else { return nil }
+            if case .UNRECOGNIZED = code { return nil }
+            return code
         }
 
         /// The matching `NSUserActivity` error number (4608–4611) for Apple's four, else `nil`.
@@ -194,10 +201,15 @@ public struct HandoffError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// An error received from a peer (or from an agent over its control socket), its code,
-    /// message and details as sent.
+    /// message and details as sent. A code this release does not know (a newer peer's) is read as
+    /// ``Code/handoffFailed``, as error.proto says; its number stays in `details["code"]`.
     public init(wire: WireError, activityType: String? = nil) {
-        self.init(
-            Code(rawValue: wire.code.rawValue), wire.message,
-            activityType: activityType ?? wire.details["activity_type"], details: wire.details)
+        var details = wire.details
+        var code = Code(rawValue: wire.code.rawValue)
+        if Code.declared(wire.code.rawValue) == nil {
+            details["code"] = "\(wire.code.rawValue)"
+            code = .handoffFailed
+        }
+        self.init(code, wire.message, activityType: activityType ?? wire.details["activity_type"], details: details)
     }
 }

@@ -356,8 +356,19 @@ extension HandoffError {
     /// The error as the control channel carries it.
     var wireForControl: WireError {
         var wire = WireError()
-        wire.code = WireErrorCode(rawValue: code.rawValue) ?? .handoffFailed
-        wire.message = "\(self)"
+        // A local code (plugin failed, say) goes as HANDOFF_FAILED, as error.proto asks, with its
+        // number in details["code"] for `handoff` to read back (HandoffError(controlReply:)); the
+        // other details (a plugin's status, a limit) go along.
+        wire.details = details
+        switch WireErrorCode(rawValue: code.rawValue) {
+        case .UNRECOGNIZED?, nil:
+            wire.code = .handoffFailed
+            wire.details["code"] = "\(code.rawValue)"
+        case let declared?:
+            wire.code = declared
+        }
+        wire.message = message
+        if let activityType { wire.details["activity_type"] = activityType }
         return wire
     }
 }

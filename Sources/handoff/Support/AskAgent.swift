@@ -36,12 +36,26 @@ func askAgent(_ endpoint: String, timeout: Duration = .seconds(60), _ command: W
         }
         if let frame = try await socket.receive(timeout: min(remaining, agentDisconnectionCheck)) {
             let reply = try WireControlReply(serializedBytes: frame.data)
-            if reply.hasError { throw HandoffError(wire: reply.error) }
+            if reply.hasError { throw HandoffError(controlReply: reply.error) }
             return reply
         }
         if try await monitor.next(matching: [.disconnected], timeout: .zero) != nil {
             throw HandoffError(.peerLost, "the agent at \(endpoint) went away before it answered (its connection closed): the command may or may not have been carried out")
         }
+    }
+}
+
+extension HandoffError {
+    /// An agent's error, as ``wireForControl`` sent it: a local code (plugin failed, say) came as
+    /// handoff failed with its number in `details["code"]`, and is itself again here.
+    init(controlReply wire: WireError) {
+        let received = HandoffError(wire: wire)
+        guard received.code == .handoffFailed, let number = received.details["code"].flatMap(Int.init), number >= 1_000 else {
+            self = received
+            return
+        }
+        self.init(Code(rawValue: number), received.message, activityType: received.activityType,
+                  details: received.details.filter { $0.key != "code" })
     }
 }
 
