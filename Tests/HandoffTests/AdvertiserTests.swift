@@ -52,6 +52,25 @@ struct AdvertiserTests {
         #expect(withdrawn(hidden).map(\.id) == [edit.id] && advertised(hidden).isEmpty)
     }
 
+    @Test("contract: a current activity changed past the text limit (16,384 bytes of type, title, keywords, webpage URL) is withdrawn and left out of presences and snapshots; changed back, it is advertised and listed again")
+    func oversizedChangeWithdrawn() throws {
+        var advertiser = Advertiser(settings, now: start)
+        let edit = try activity()
+        _ = advertiser.add(edit)
+        edit.title = String(repeating: "t", count: WireLimits.maxAdvertisedText)
+        let oversized = advertiser.changed([edit.id])
+        #expect(withdrawn(oversized).map(\.id) == [edit.id] && advertised(oversized).isEmpty)
+        let presence = presences(advertiser.tick(now: start + .seconds(2), date: Date()).messages)
+        #expect(presence.count == 1 && presence.first?.activityIds.isEmpty == true, "listed, followers would ask for it again and again")
+        let topic = Array(Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.").utf8)
+        let snapshot = advertiser.subscribed(to: topic[...], bus: .direct, now: start + .seconds(2)).messages
+        #expect(advertised(snapshot).isEmpty)
+        #expect(snapshot.contains { if case .snapshotReply(let reply) = $0.body { reply.count == 0 } else { false } }, "counted, the asker would ask again")
+        edit.title = "short again"
+        #expect(advertised(advertiser.changed([edit.id])) == [edit.id])
+        #expect(presences(advertiser.tick(now: start + .seconds(4), date: Date()).messages).first?.activityIds == [edit.id])
+    }
+
     @Test("each message goes under its own activity's type, whichever type went before (the topic kept for the last type)")
     func topicPerType() throws {
         var advertiser = Advertiser(settings, now: start)

@@ -18,12 +18,19 @@ extension UserActivity {
         if let url = state.webpageURL, !Self.isWebScheme(url.scheme) {
             return HandoffError(.handoffFailed, "webpageURL must be http or https, not \(url.absoluteString)", activityType: activityType)
         }
-        let advertised = activityType.utf8.count + state.title.utf8.count
-            + state.keywords.reduce(0) { $0 + $1.utf8.count } + (state.webpageURL?.absoluteString.utf8.count ?? 0)
+        let advertised = advertisedText(in: state)
         if advertised > WireLimits.maxAdvertisedText {
-            return HandoffError(.messageTooLarge, "the advertisement would carry \(advertised) bytes of type, title, keywords and webpage URL, over the contract's \(WireLimits.maxAdvertisedText); put large content in userInfo or a continuation stream", activityType: activityType)
+            return HandoffError(.messageTooLarge, "the advertisement would carry \(advertised) bytes of type, title, keywords and webpage URL, over the contract's \(WireLimits.maxAdvertisedText); put large content in userInfo or a continuation stream",
+                                activityType: activityType, details: ["limit": "\(WireLimits.maxAdvertisedText)"])
         }
         return nil
+    }
+
+    /// The bytes of type, title, keywords and webpage URL its advertisement carries (wire.proto,
+    /// "Limits": at most ``WireLimits/maxAdvertisedText``).
+    func advertisedText(in state: State) -> Int {
+        activityType.utf8.count + state.title.utf8.count
+            + state.keywords.reduce(0) { $0 + $1.utf8.count } + (state.webpageURL?.absoluteString.utf8.count ?? 0)
     }
 
     /// http or https, in any case (a switch: an array literal of the two was built on every check).

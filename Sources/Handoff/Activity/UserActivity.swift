@@ -364,6 +364,13 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     }
 
     /// The small advertisement of the activity for the bus.
+    /// Whether it is advertised while current: eligible for Handoff, and within the contract's text
+    /// limit (one changed past it is withdrawn, and left out of presences and snapshots, until it
+    /// fits again: ``Advertiser``).
+    var isAdvertisable: Bool {
+        state.withLock { $0.isEligibleForHandoff && advertisedText(in: $0) <= WireLimits.maxAdvertisedText }
+    }
+
     func advertisement(origin: WireNodeRef, continueEndpoint: String, lease: Duration, defaultTeamID: String?) -> WirePlainAdvertisement {
         state.withLock { state in
             var advertisement = WirePlainAdvertisement()

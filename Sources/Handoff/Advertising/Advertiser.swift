@@ -174,7 +174,8 @@ struct Advertiser {
     }
 
     /// Current activities whose properties changed: each advertised again (or withdrawn, while it
-    /// is not eligible for Handoff). Ids no longer current are skipped.
+    /// is not eligible for Handoff, or its text is past the contract's limit). Ids no longer
+    /// current are skipped.
     mutating func changed(_ ids: some Sequence<String>) -> [Message] {
         var messages: [Message] = []
         for activity in ids.compactMap({ current[$0] }) { messages.append(publication(of: activity)) }
@@ -233,9 +234,9 @@ struct Advertiser {
         return begin(Pass(purpose: .snapshot(topic: topic, typePrefix: typePrefix), ids: matching.map(\.id)), now: now)
     }
 
-    /// Whether a snapshot of `typePrefix` holds `activity`: its type starts so, and it is eligible.
+    /// Whether a snapshot of `typePrefix` holds `activity`: its type starts so, and it is advertised.
     private static func answers(_ typePrefix: String, with activity: UserActivity) -> Bool {
-        activity.activityType.hasPrefix(typePrefix) && activity.isEligibleForHandoff
+        activity.activityType.hasPrefix(typePrefix) && activity.isAdvertisable
     }
 
     /// How many current activities a busy reply for `typePrefix` counts: taken at most once per
@@ -329,7 +330,7 @@ struct Advertiser {
 
     /// What the bus hears of a current activity; `nil` while it is not eligible for Handoff.
     func advertisement(of activity: UserActivity) -> WirePlainAdvertisement? {
-        guard activity.isEligibleForHandoff else { return nil }
+        guard activity.isAdvertisable else { return nil }
         return activity.advertisement(
             origin: settings.origin, continueEndpoint: settings.continueEndpoint,
             lease: settings.lease, defaultTeamID: settings.teamID)
@@ -374,7 +375,7 @@ struct Advertiser {
         presence.continueEndpoint = settings.continueEndpoint
         presence.leaseMs = UInt32(clamping: settings.lease.milliseconds)
         var budget = WireLimits.maxBusFrame - 1_024 - presence.node.publicKey.count - presence.continueEndpoint.utf8.count
-        for activity in current.activities where activity.isEligibleForHandoff {
+        for activity in current.activities where activity.isAdvertisable {
             budget -= activity.id.utf8.count + 3
             guard budget > 0 else {
                 presence.partial = true

@@ -59,6 +59,10 @@ extension Node {
                 return pending
             }
             publish(advertiser.changed(changed))
+            for id in changed {
+                guard let activity = advertiser.current[id], activity.isEligibleForHandoff, !activity.isAdvertisable else { continue }
+                own.logger.warning("\(activity.activityType) \(id) changed past the contract's \(WireLimits.maxAdvertisedText) bytes of type, title, keywords and webpage URL: withdrawn until it fits again")
+            }
         }
     }
 
@@ -80,8 +84,7 @@ extension Node {
     }
 
     private func sendOnBus(topic: [UInt8], envelope bytes: [UInt8]) -> Bool {
-        // Over the contract's frame limit, the bus would hang up on this node: never send it. (An
-        // activity changed while current, past WireLimits.maxAdvertisedText, is the way here.)
+        // Over the contract's frame limit, the bus would hang up on this node: never send it.
         guard bytes.count <= WireLimits.maxBusFrame, topic.count <= WireLimits.maxBusFrame else {
             own.logger.error("not publishing a \(bytes.count)-byte bus message: over the contract's \(WireLimits.maxBusFrame)-byte frame limit")
             return false
