@@ -139,7 +139,8 @@ public nonisolated enum WireErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// The requester's team_id does not match the activity's team_id.
   case teamMismatch // = 51
 
-  /// The message's (sender, sequence) was already seen.
+  /// The message's (sender, sequence) was already seen. Reserved: this release
+  /// counts a replayed bus message and drops it, and answers nobody with it.
   case replayedMessage // = 52
   case UNRECOGNIZED(Int)
 

@@ -343,8 +343,8 @@ public nonisolated struct WireStreamOpen: Sendable {
   /// Set by the continuing node to ask for the activity's document (Activity.document) instead of
   /// the application's streams: direction must be ORIGIN_TO_CONTINUER. The originator's node sends the
   /// file itself (its application is not asked), expected_length its size, after checking that it
-  /// still has the advertised SHA-256 (else it refuses with ERROR_CODE_DOCUMENT_CONFLICT). The
-  /// originator's answer repeats the flag.
+  /// still has the advertised SHA-256 (else it fails the pair, after its answer, with
+  /// ERROR_CODE_DOCUMENT_CONFLICT). The originator's answer repeats the flag.
   public var document: Bool = false
 
   /// The algorithm the sender of this message computes its StreamEnd's
@@ -379,7 +379,8 @@ public nonisolated struct WireStreamData: Sendable {
   /// the next frame).
   public var payload: Data = Data()
 
-  /// Size of the payload frame when it follows out of band.
+  /// Size of the payload frame when it follows out of band (informational: a
+  /// reader takes the frame's own size).
   public var length: UInt32 = 0
 
   /// Total length of the stream, once the writer knows it (0 = unknown): lets

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import SwiftProtobuf
 import Testing
 @testable import Handoff
 
@@ -69,6 +70,20 @@ struct AdvertiserTests {
         edit.title = "short again"
         #expect(advertised(advertiser.changed([edit.id])) == [edit.id])
         #expect(presences(advertiser.tick(now: start + .seconds(4), date: Date()).messages).first?.activityIds == [edit.id])
+    }
+
+    @Test("a presence fits the 64 KiB frame however long the node's name and host: the list is cut (partial), not the presence lost")
+    func presenceFitsWithLongNames() throws {
+        var long = settings
+        long.origin.name = String(repeating: "n", count: 12_000)
+        long.origin.host = String(repeating: "h", count: 8_000)
+        var advertiser = Advertiser(long, now: start)
+        for _ in 0..<1_500 { _ = advertiser.add(try activity()) }
+        let presence = try #require(presences(advertiser.tick(now: start + .seconds(2), date: Date()).messages).first)
+        #expect(presence.partial)
+        let envelope = WireEnvelope(body: .nodePresence(presence), sender: long.origin, sequence: 1)
+        let bytes: [UInt8] = try envelope.serializedBytes()
+        #expect(bytes.count <= WireLimits.maxBusFrame, "\(bytes.count) bytes: over the frame limit, the node would not send it at all")
     }
 
     @Test("each message goes under its own activity's type, whichever type went before (the topic kept for the last type)")

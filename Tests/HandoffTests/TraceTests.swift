@@ -33,12 +33,12 @@ struct TraceRuleTests {
         #expect(nextSecond)
     }
 
-    func advertisement(traceID: String?) throws -> [Frame] {
+    func advertisement(traceID: String?, version: UInt64 = 2) throws -> [Frame] {
         var ad = WireAdvertisement()
         ad.activityID = "A-1"
         ad.activityType = "org.test.doc"
         ad.origin.nodeID = "n1"
-        ad.version = 1
+        ad.version = version
         ad.leaseMs = 6_000
         var envelope = WireEnvelope(body: .advertisement(ad), sender: ad.origin, sequence: 1)
         if let traceID { envelope.traceID = traceID }
@@ -54,6 +54,9 @@ struct TraceRuleTests {
         #expect(untraced == .forward(askToReadvertise: nil))
         let traced = core.publisherMessage(try advertisement(traceID: Self.traceID), connectionKey: nil, now: .now)
         #expect(traced == .forward(askToReadvertise: nil, trace: .init(traceID: Self.traceID, activityID: "A-1", cached: true)))
+        // An older version than the cache holds is forwarded, but not stored: no cached hop.
+        let stale = core.publisherMessage(try advertisement(traceID: Self.traceID, version: 1), connectionKey: nil, now: .now)
+        #expect(stale == .forward(askToReadvertise: nil, trace: .init(traceID: Self.traceID, activityID: "A-1", cached: false)))
         let request = TraceRequest(origin: "n1", traceID: Self.traceID, activityID: "A-1")
         let verdict = core.subscriberMessage([Frame([1] + Array(request.topic.utf8))])
         #expect(verdict == .forwardToPublishers)

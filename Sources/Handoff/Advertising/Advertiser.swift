@@ -374,7 +374,11 @@ struct Advertiser {
         presence.node = settings.origin
         presence.continueEndpoint = settings.continueEndpoint
         presence.leaseMs = UInt32(clamping: settings.lease.milliseconds)
-        var budget = WireLimits.maxBusFrame - 1_024 - presence.node.publicKey.count - presence.continueEndpoint.utf8.count
+        // The node's reference goes twice (the envelope's sender, the presence's node): a long
+        // name or host takes room from the list, not the frame limit.
+        let node = presence.node
+        let reference = node.publicKey.count + node.nodeID.utf8.count + node.name.utf8.count + node.host.utf8.count
+        var budget = WireLimits.maxBusFrame - 1_024 - 2 * reference - presence.continueEndpoint.utf8.count
         for activity in current.activities where activity.isAdvertisable {
             budget -= activity.id.utf8.count + 3
             guard budget > 0 else {

@@ -67,6 +67,9 @@ struct BrokerCore {
     private var readvertiseEveryoneDue = false
     /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
     var counted = Broker.Counters()
+    /// Whether the last advertisement ``take(_:now:fromUpstream:site:lookup:)`` saw was stored in
+    /// the cache (not stale, expired or over quota): its trace says so (wire.proto, "Tracing").
+    private var lastAdvertisementStored = false
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
     private var envelopes: EnvelopeBuilder
 
@@ -151,7 +154,9 @@ struct BrokerCore {
         switch content.fields?.body {
         case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
             let advertisement = CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
-            if cache.store(advertisement, frames: content.frames, site: site, now: now, lookup: lookup) == .overQuota {
+            let outcome = cache.store(advertisement, frames: content.frames, site: site, now: now, lookup: lookup)
+            lastAdvertisementStored = outcome == .stored
+            if outcome == .overQuota {
                 return .overQuota(activityID: content.string(activityID), origin: content.string(origin.id))
             }
         case .withdrawal(let activityID, _):
@@ -180,7 +185,7 @@ struct BrokerCore {
     /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops.
     func trace(of content: BrokerBusContent<some MessageFrames>) -> Trace? {
         guard let traceID = content.traceID else { return nil }
-        return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: content.isAdvertisement && cacheEnabled)
+        return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: content.isAdvertisement && cacheEnabled && lastAdvertisementStored)
     }
 
     /// Whether every publisher is to be asked to advertise again now (once).
