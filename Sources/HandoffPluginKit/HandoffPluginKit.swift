@@ -248,7 +248,10 @@ public enum HandoffPluginExport {
         let descriptor = UnsafeMutablePointer<handoff_plugin_descriptor>.allocate(capacity: 1)
         descriptor.initialize(to: handoff_plugin_descriptor())
         descriptor.pointee.abi_major = UInt32(HANDOFF_PLUGIN_ABI_MAJOR)
-        descriptor.pointee.abi_minor = UInt32(HANDOFF_PLUGIN_ABI_MINOR)
+        // The oldest minor that has every field the plugin sets (docs/plugin-abi.md: build for the
+        // oldest host you can): 1.1 for will_save, was_continued and did_update, 1.2 only for a
+        // plugin that watches activities. continue_activity, a host function, is checked when called.
+        descriptor.pointee.abi_minor = type.watchesActivities ? 2 : 1
         descriptor.pointee.struct_size = UInt32(MemoryLayout<handoff_plugin_descriptor>.size)
         descriptor.pointee.name = UnsafePointer(strdup(type.name))
         descriptor.pointee.version = UnsafePointer(strdup(type.version))
@@ -276,7 +279,12 @@ public enum HandoffPluginExport {
 
     // The C handlers: non-generic, capturing nothing, reaching the plugin through `instance`.
     private static let initHandler: @convention(c) (UnsafePointer<handoff_host>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?, handoff_error_buffer) -> Int32 = { host, _, error in
-        guarded(error) { instance = try pluginType!.init(host: PluginHost(table: host!)) }
+        guarded(error) {
+            guard host!.pointee.abi_major == UInt32(HANDOFF_PLUGIN_ABI_MAJOR) else {
+                throw PluginFailure(HANDOFF_UNSUPPORTED, "this plugin is built for plugin ABI \(HANDOFF_PLUGIN_ABI_MAJOR), the host speaks \(host!.pointee.abi_major)")
+            }
+            instance = try pluginType!.init(host: PluginHost(table: host!))
+        }
     }
     private static let shutdownHandler: @convention(c) (UnsafeMutableRawPointer?) -> Void = { _ in instance?.shutdown() }
     private static let restoreHandler: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<UInt8>?, Int, handoff_error_buffer) -> Int32 = { _, bytes, length, error in

@@ -145,6 +145,14 @@ struct PluginLoaderTests {
         _ = broker
     }
 
+    @Test("a Swift kit plugin declares the oldest ABI minor it needs: contacts 1.1 (it loads on a 1.1 host, as its README says), clipboard 1.2 (it watches activities)")
+    func kitDeclaresOldestMinor() throws {
+        let contacts = try PluginLoader.load(file: buildFolder.appendingPathComponent("libHandoffContactsPlugin.so").path)
+        #expect(contacts.abiVersion == (1, 1))
+        let clipboard = try PluginLoader.load(file: buildFolder.appendingPathComponent("libHandoffClipboardPlugin.so").path)
+        #expect(clipboard.abiVersion == (1, 2))
+    }
+
     @Test("a missing folder and HANDOFF_PLUGIN_PATH")
     func folders() {
         #expect(PluginLoader.folders(configured: ["/a"], environment: ["HANDOFF_PLUGIN_PATH": "/b:/c"]) == ["/a", "/b", "/c"])

@@ -68,86 +68,98 @@ struct ContinueCommand: AsyncParsableCommand {
         // The line to print, and the same as a JSON object.
         let (message, object): (String, String) = try await Node.withRunning(configuration) { node in
             let runtime = PluginRuntime(node: node, dataDirectory: URL(fileURLWithPath: data))
-            await runtime.start(loadPlugins(plugins, logger: logger))
-            let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
-            var found: DiscoveredActivity?
-            while found == nil && ContinuousClock.now < deadline {
-                found = if let id { await node.activities().first { $0.id == id } } else { await node.newestActivity(ofType: type!) }
-                if found == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            guard let found else {
-                throw HandoffError(.activityNotFound, id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
-                    ?? "no activity of type \(type!) is on the bus")
-            }
-            if let documentInto {
-                await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
-                    let document = try await node.openDocument(of: activity, into: URL(fileURLWithPath: documentInto))
-                    opened.value.withLock { $0 = document }
+            // A plugin that refuses to load is said, as the agent says it (else its type would just have no handler).
+            for refusal in await runtime.start(loadPlugins(plugins, logger: logger)) { logger.warning("\(refusal)") }
+            /// The continue itself; the plugins are shut down after it, whatever it came to.
+            func continueFound() async throws -> (String, String) {
+                let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+                var found: DiscoveredActivity?
+                while found == nil && ContinuousClock.now < deadline {
+                    found = if let id { await node.activities().first { $0.id == id } } else { await node.newestActivity(ofType: type!) }
+                    if found == nil { try await Task.sleep(for: .milliseconds(20)) }
                 }
-            }
-            if let save {
-                // Saving the raw streams is the user's explicit choice, whatever the activity's team.
-                await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
-                    try await saveStreams(of: activity, on: node, to: save)
+                guard let found else {
+                    throw HandoffError(.activityNotFound, id.map { "no activity with id \($0) is on the bus (run `handoff activities` to see what is)" }
+                        ?? "no activity of type \(type!) is on the bus")
                 }
-            }
-            var tracer = trace ? try await ContinueTracer(bus: bus, activityType: found.activityType) : nil
-            /// The traced hops, ended with `outcome`, for the JSON object and as text lines.
-            /// `asked`: a request went to the originator (not for a webpage, nor when this node
-            /// declined or had no handler), so its hops are worth waiting for, a second at most.
-            func traced(_ outcome: String, asked: Bool = true) async -> (ContinueLine.Trace, String)? {
-                guard let tracer else { return nil }
-                let hops = await tracer.hops(within: asked ? .seconds(1) : .zero, outcome: outcome, ended: Date(), endpoint: found.continueEndpoint)
-                return (ContinueLine.Trace(id: tracer.traceID, hops: hops), (["trace \(tracer.traceID):"] + TraceHopLine.format(hops)).joined(separator: "\n"))
-            }
-            let started = ContinuousClock.now
-            tracer?.start()
-            let progress = Task { if !json { await showProgress(of: node) } }
-            defer { progress.cancel() }
-            do {
-                let result: ContinuationResult
+                if let documentInto {
+                    await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
+                        let document = try await node.openDocument(of: activity, into: URL(fileURLWithPath: documentInto))
+                        opened.value.withLock { $0 = document }
+                    }
+                }
+                if let save {
+                    // Saving the raw streams is the user's explicit choice, whatever the activity's team.
+                    await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { activity in
+                        try await saveStreams(of: activity, on: node, to: save)
+                    }
+                }
+                var tracer = trace ? try await ContinueTracer(bus: bus, activityType: found.activityType) : nil
+                /// The traced hops, ended with `outcome`, for the JSON object and as text lines.
+                /// `asked`: a request went to the originator (not for a webpage, nor when this node
+                /// declined or had no handler), so its hops are worth waiting for, a second at most.
+                func traced(_ outcome: String, asked: Bool = true) async -> (ContinueLine.Trace, String)? {
+                    guard let tracer else { return nil }
+                    let hops = await tracer.hops(within: asked ? .seconds(1) : .zero, outcome: outcome, ended: Date(), endpoint: found.continueEndpoint)
+                    return (ContinueLine.Trace(id: tracer.traceID, hops: hops), (["trace \(tracer.traceID):"] + TraceHopLine.format(hops)).joined(separator: "\n"))
+                }
+                let started = ContinuousClock.now
+                tracer?.start()
+                let progress = Task { if !json { await showProgress(of: node) } }
+                defer { progress.cancel() }
                 do {
-                    result = try await node.continueActivity(found, wantingStreams: save != nil, traceID: tracer?.traceID)
-                } catch {
-                    let asked = !((error as? HandoffError).map { [.noHandler, .declined, .notRunning].contains($0.code) } ?? false)
-                    if let (object, lines) = await traced("failed: \(error)", asked: asked) { announce(json ? jsonLine(object) : lines) }
-                    throw error
-                }
-                progress.cancel()
-                await progress.value
-                var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
-                let hops = await traced(result.isWebpage ? "no handler here: the webpage, nothing asked of the originator" : "restored",
-                                        asked: !result.isWebpage)
-                object.trace = hops?.0
-                switch result {
-                case .restored(let continued):
-                    let took = milliseconds(ContinuousClock.now - started)
-                    object.title = continued.title
-                    object.milliseconds = took
-                    if let save {
-                        object.saved = save
-                        object.bytes = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
+                    let result: ContinuationResult
+                    do {
+                        result = try await node.continueActivity(found, wantingStreams: save != nil, traceID: tracer?.traceID)
+                    } catch {
+                        let asked = ![.noHandler, .declined, .notRunning].contains(error.code)
+                        if let (object, lines) = await traced("failed: \(error)", asked: asked) { announce(json ? jsonLine(object) : lines) }
+                        throw error
                     }
-                    var text = "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms"
-                    if let document = opened.value.withLock({ $0 }) {
-                        let source = switch document.source {
-                        case .sharedStorage: "sharedStorage"
-                        case .localCopy: "localCopy"
-                        case .stream: "stream"
+                    progress.cancel()
+                    await progress.value
+                    var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
+                    let hops = await traced(result.isWebpage ? "no handler here: the webpage, nothing asked of the originator" : "restored",
+                                            asked: !result.isWebpage)
+                    object.trace = hops?.0
+                    switch result {
+                    case .restored(let continued):
+                        let took = milliseconds(ContinuousClock.now - started)
+                        object.title = continued.title
+                        object.milliseconds = took
+                        if let save {
+                            object.saved = save
+                            object.bytes = (try? FileManager.default.attributesOfItem(atPath: save)[.size] as? Int) ?? 0
                         }
-                        object.document = ContinueLine.Document(path: document.url.path, source: source, version: document.version)
-                        text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
+                        var text = "continued \"\(continued.title)\" (\(continued.activityType)) from \(continued.origin.name) in \(String(format: "%.1f", took)) ms"
+                        if let document = opened.value.withLock({ $0 }) {
+                            let source = switch document.source {
+                            case .sharedStorage: "sharedStorage"
+                            case .localCopy: "localCopy"
+                            case .stream: "stream"
+                            }
+                            object.document = ContinueLine.Document(path: document.url.path, source: source, version: document.version)
+                            text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
+                        }
+                        return (text + (hops.map { "\n" + $0.1 } ?? ""), jsonLine(object))
+                    case .webpage(let url):
+                        object.webpageURL = url.absoluteString
+                        return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
                     }
-                    return (text + (hops.map { "\n" + $0.1 } ?? ""), jsonLine(object))
-                case .webpage(let url):
-                    object.webpageURL = url.absoluteString
-                    return ("no handler here for \(found.activityType): continue at \(url)", jsonLine(object))
+                } catch {
+                    let underlying = error as? HandoffError
+                    throw HandoffError(
+                        underlying?.code ?? .handoffFailed, "could not continue \"\(found.title)\": \(underlying?.message ?? "\(error)")",
+                        activityType: found.activityType, cause: error)
                 }
+            }
+            do {
+                let line = try await continueFound()
+                await runtime.shutdown()
+                return line
             } catch {
-                let underlying = error as? HandoffError
-                throw HandoffError(
-                    underlying?.code ?? .handoffFailed, "could not continue \"\(found.title)\": \(underlying?.message ?? "\(error)")",
-                    activityType: found.activityType, cause: error)
+                await runtime.shutdown()
+                throw error
             }
         }
         announce(json ? object : message)
