@@ -64,7 +64,7 @@ extension BrokerCore {
         case .taken(let askToReadvertise):
             counted.messagesOut += 1
             counted.bytesOut += size
-            return .forward(askToReadvertise: askToReadvertise, trace: trace(of: content))
+            return .forward(askToReadvertise: askToReadvertise, trace: trace(of: content, now: now))
         }
     }
 

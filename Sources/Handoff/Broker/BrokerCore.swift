@@ -70,6 +70,8 @@ struct BrokerCore {
     /// Whether the last advertisement ``take(_:now:fromUpstream:site:lookup:)`` saw was stored in
     /// the cache (not stale, expired or over quota): its trace says so (wire.proto, "Tracing").
     private var lastAdvertisementStored = false
+    /// Traced messages reported lately (``TraceRequestLimit``).
+    private var tracesReported = TraceRequestLimit()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
     private var envelopes: EnvelopeBuilder
 
@@ -130,7 +132,7 @@ struct BrokerCore {
         counted.messagesOut += 1
         counted.bytesOut += size
         if upstream { counted.upstreamOut += 1 }
-        return .forward(askToReadvertise: ask, trace: trace(of: content))
+        return .forward(askToReadvertise: ask, trace: trace(of: content, now: now))
     }
 
     enum Taken {
@@ -183,8 +185,12 @@ struct BrokerCore {
     }
 
     /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops.
-    func trace(of content: BrokerBusContent<some MessageFrames>) -> Trace? {
-        guard let traceID = content.traceID else { return nil }
+    /// Only for what a trace follows (an advertisement or a withdrawal), with a well-formed id, at
+    /// most ten a second: a publisher that sets trace ids on all it sends cannot make the broker
+    /// publish three hops for each.
+    mutating func trace(of content: BrokerBusContent<some MessageFrames>, now: ContinuousClock.Instant) -> Trace? {
+        guard let traceID = content.traceID, content.activityIDRange != nil, TraceRequest.isTraceID(traceID),
+              tracesReported.allow(now: now) else { return nil }
         return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: content.isAdvertisement && cacheEnabled && lastAdvertisementStored)
     }
 

@@ -90,6 +90,8 @@ struct NodeObservability {
     var lastRateLimitedLog: ContinuousClock.Instant?
     /// Tracers' requests answered lately (wire.proto, "Tracing").
     var traceRequests = TraceRequestLimit()
+    /// Traced envelopes received and reported lately (the same limit, on its own count).
+    var receivedTraces = TraceRequestLimit()
     /// Which events about peers' continues and stream pairs go on the bus (per peer).
     var eventBudget = PeerEventBudget()
 }

@@ -32,12 +32,16 @@ extension Node {
     func receiveTraced(_ envelope: WireEnvelope, topic: [UInt8], connectionKey: Data?, received: Date) {
         let actions = follower.received(envelope, topic: topic, connectionKey: connectionKey, now: .now, date: received)
         perform(actions)
-        let activityID: String = switch envelope.body {
+        let activityID: String? = switch envelope.body {
         case .advertisement(let advertisement): advertisement.activityID
         case .withdrawal(let withdrawal): withdrawal.activityID
-        default: ""
+        default: nil
         }
+        // Reported only for what a trace follows (an advertisement or a withdrawal), with a
+        // well-formed id, at most ten a second: a peer that sets trace ids on all it publishes
+        // cannot make every node on the bus publish two hops for each of its messages.
         let traceID = envelope.traceID
+        guard let activityID, TraceRequest.isTraceID(traceID), observability.receivedTraces.allow(now: .now) else { return }
         let hopsTopic = Topic.trace(traceID)
         sendOnBus(topic: hopsTopic, .traceHop(.hop(.received, traceID: traceID, activityID: activityID, at: received)))
         sendOnBus(topic: hopsTopic, .traceHop(outcome(of: actions, activityID: activityID, traceID: traceID)))

@@ -28,9 +28,10 @@ public struct TraceRequest: Equatable, Sendable {
     /// A new trace id: 32 lowercase hexadecimal digits, as a snapshot token.
     public static func newTraceID() -> String { Topic.newSnapshotToken() }
 
-    /// Whether `text` is a trace id as the contract has it: 32 hexadecimal digits.
+    /// Whether `text` is a trace id as the contract has it: 32 lowercase hexadecimal digits
+    /// (ASCII: `isHexDigit` also takes capitals and full-width digits).
     static func isTraceID(_ text: some StringProtocol) -> Bool {
-        text.count == Topic.snapshotTokenLength && text.allSatisfy(\.isHexDigit)
+        text.utf8.count == Topic.snapshotTokenLength && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
     /// The subscription that asks for it.
