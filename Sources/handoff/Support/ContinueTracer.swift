@@ -65,9 +65,15 @@ struct ContinueTracer {
             reported.append((envelope.sender, hop))
         }
         socket.close()
-        // In causal order: the originator's hops between this node's two, whatever its clock says.
-        let theirs = reported.sorted { $0.hop.at.date < $1.hop.at.date }.map { TraceHopLine($0.sender, $0.hop, since: started) }
+        // In causal order: the originator's hops between this node's two, whatever its clock says,
+        // but for a pair's end there, which may come after this node's restore returned (the
+        // originator's half ends when this node's end reaches it): placed by its time.
+        let theirs = reported.sorted { $0.hop.at.date < $1.hop.at.date }
+        let afterEnd = theirs.filter { $0.hop.kind == .streamEnded && $0.hop.at.date > ended }
+        let beforeEnd = theirs.filter { !($0.hop.kind == .streamEnded && $0.hop.at.date > ended) }
         return [TraceHopLine(node: "this node", nodeID: "", hop: "asked", at: started, since: started, detail: "continuing, from the originator at \(endpoint)")]
-            + theirs + [TraceHopLine(node: "this node", nodeID: "", hop: "ended", at: ended, since: started, detail: outcome)]
+            + beforeEnd.map { TraceHopLine($0.sender, $0.hop, since: started) }
+            + [TraceHopLine(node: "this node", nodeID: "", hop: "ended", at: ended, since: started, detail: outcome)]
+            + afterEnd.map { TraceHopLine($0.sender, $0.hop, since: started) }
     }
 }
