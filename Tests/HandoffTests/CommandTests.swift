@@ -205,6 +205,7 @@ struct CommandTests {
             (#"{"name": "a", "requireVerifiedStreamEnd": true}"#, #"unknown key "requireVerifiedStreamEnd"; did you mean "requireVerifiedStreamEnds"?"#),
             (#"{"name": "a", "logLevel": "verbose"}"#, #"logLevel "verbose" in the configuration: expected one of trace, debug, info, notice, warning, error, critical"#),
             (#"{"name": "a", "logFormat": "xml"}"#, #"logFormat "xml" in the configuration: expected one of text, json"#),
+            (#"{"name": "a", "livePage": "public"}"#, #"livePage "public" in the configuration: expected one of loopback, anywhere, off"#),
         ] {
             let file = folder.appendingPathComponent("agent.json")
             try json.write(to: file, atomically: true, encoding: .utf8)

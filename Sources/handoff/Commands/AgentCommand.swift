@@ -30,6 +30,8 @@ struct AgentFile: Codable {
     var logFormat: String?
     /// Where to serve metrics and health (`HOST:PORT`), as `--metrics`.
     var metrics: String?
+    /// Who may load the live page there, as `--live-page`: `loopback`, `anywhere` or `off`.
+    var livePage: String?
     /// Keys: `{"key": "node.key", "account": ["folder"], "brokerKey": "broker.pub"}`.
     var security: SecurityFile?
     /// Run without CURVE beyond loopback (local development only).
@@ -41,7 +43,7 @@ extension AgentFile {
     /// properties above).
     static let schema: [String: Set<String>] = [
         "": ["name", "broker", "plugins", "data", "control", "continuation", "advertisedHost",
-             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "streamChecksum", "requireVerifiedStreamEnds", "logLevel", "logFormat", "metrics", "security", "insecure"],
+             "advertiseIntervalSeconds", "streamStallTimeoutSeconds", "streamChecksum", "requireVerifiedStreamEnds", "logLevel", "logFormat", "metrics", "livePage", "security", "insecure"],
         "broker": ["frontend", "backend"],
         "security": ["key", "account", "brokerKey"],
     ]
@@ -104,7 +106,7 @@ struct AgentCommand: AsyncParsableCommand {
         commandName: "agent",
         abstract: "Run a node that hosts plugins (configured by a JSON file and flags).")
 
-    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, streamChecksum, requireVerifiedStreamEnds, logLevel, logFormat, metrics, security{key,account,brokerKey}, insecure).")
+    @Option(help: "A JSON configuration file (keys: name, broker{frontend,backend}, plugins, data, control, continuation, advertisedHost, advertiseIntervalSeconds, streamStallTimeoutSeconds, streamChecksum, requireVerifiedStreamEnds, logLevel, logFormat, metrics, livePage, security{key,account,brokerKey}, insecure).")
     var config: String?
     @Option(help: "The node's name.") var name: String?
     @Option(parsing: .upToNextOption, help: ArgumentHelp("The broker's frontend and backend (or the configuration's broker, or $HANDOFF_BROKER); repeat for a pair of brokers.", valueName: "frontend backend"))
@@ -165,6 +167,7 @@ struct AgentCommand: AsyncParsableCommand {
         configuration.allowInsecure = security.allowsInsecure(fallback: file.insecure)
 
         let metricsAddress = metricsOptions.metrics ?? file.metrics
+        let livePage = try metricsOptions.livePageAccess(fallback: Self.choice(file.livePage, key: "livePage", of: LivePageAccess.allCases))
         if let metricsAddress { _ = try MetricsOptions.parse(metricsAddress) }
         let registry = MetricsOptions.bootstrap(metricsAddress)
         let context = try Context()
@@ -192,10 +195,10 @@ struct AgentCommand: AsyncParsableCommand {
         }
         defer { hangup?.cancel() }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: node), .init(service: server)]
-        let observer = registry == nil ? nil : livePageObserver(configuration, node: node, context: context, logger: logger)
+        let observer = registry == nil || livePage == .off ? nil : livePageObserver(configuration, node: node, context: context, logger: logger)
         if let registry, let address = metricsAddress {
             services.append(.init(service: try MetricsEndpoint.service(
-                address: address, registry: registry, logger: logger, page: observer.map { ($0, metricsOptions.livePage) }) {
+                address: address, registry: registry, logger: logger, page: observer.map { ($0, livePage) }) {
                 let health = await node.busHealth
                 return HealthReport(healthy: health.isOnBus, reason: health.reason)
             }))
@@ -222,7 +225,6 @@ extension AgentCommand {
     /// The live page's view of the bus: a subscriber of its own at the (first) broker's backend,
     /// with the node's key; `nil` on a direct bus, which has no one place that hears everything.
     func livePageObserver(_ configuration: Node.Configuration, node: Node, context: Context, logger: Logger) -> BusObserver? {
-        guard metricsOptions.livePage != .off else { return nil }
         guard let backend = configuration.bus.brokerEndpoints?.first?.backend else {
             logger.notice("no live page: the node is on a direct bus (the page watches a broker's backend)")
             return nil

@@ -60,7 +60,7 @@ struct BrokerCommand: AsyncParsableCommand {
         configuration.allowInsecure = security.allowsInsecure()
         let registry = metricsOptions.bootstrap()
         // The live page watches the backend from inside the process, without a key.
-        let page = registry != nil && metricsOptions.livePage != .off
+        let page = registry != nil && metricsOptions.livePageAccess() != .off
         if page { configuration.viewEndpoint = "inproc://handoff-broker-view" }
         // Its one busy thread forwards; libzmq's I/O thread sends what it queued in batches.
         let context = try Context(ioThreadScheduling: .batch)
@@ -86,7 +86,7 @@ struct BrokerCommand: AsyncParsableCommand {
         if let registry, let address = metricsOptions.metrics {
             let (frontend, backend) = (broker.frontendEndpoint, broker.backendEndpoint)
             services.append(try MetricsEndpoint.service(
-                address: address, registry: registry, logger: logger, page: observer.map { ($0, metricsOptions.livePage) }) {
+                address: address, registry: registry, logger: logger, page: observer.map { ($0, metricsOptions.livePageAccess()) }) {
                 broker.isRunning
                     ? HealthReport(healthy: true, reason: "forwarding: frontend \(frontend) and backend \(backend) bound")
                     : HealthReport(healthy: false, reason: "the broker's loop has stopped")

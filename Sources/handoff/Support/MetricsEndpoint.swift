@@ -15,9 +15,13 @@ struct MetricsOptions: ParsableArguments {
         valueName: "host:port"))
     var metrics: String?
     @Option(help: ArgumentHelp(
-        "Who may load the live page of the bus at http://HOST:PORT/ (with --metrics): loopback (clients on this machine), anywhere, or off.",
+        "Who may load the live page of the bus at http://HOST:PORT/ (with --metrics): loopback (clients on this machine, the default), anywhere, or off.",
         valueName: "access"))
-    var livePage: LivePageAccess = .loopback
+    var livePage: LivePageAccess?
+
+    /// Who may load the live page: the flag's choice, else `fallback` (an agent's configuration
+    /// file), else loopback.
+    func livePageAccess(fallback: LivePageAccess? = nil) -> LivePageAccess { livePage ?? fallback ?? .loopback }
 
     func validate() throws {
         if let metrics { _ = try Self.parse(metrics) }
