@@ -58,10 +58,12 @@ extension Node {
                 defer { pending.removeAll(keepingCapacity: true) }
                 return pending
             }
-            publish(advertiser.changed(changed))
-            for id in changed {
-                guard let activity = advertiser.current[id], activity.isEligibleForHandoff, !activity.isAdvertisable else { continue }
-                own.logger.warning("\(activity.activityType) \(id) changed past the contract's \(WireLimits.maxAdvertisedText) bytes of type, title, keywords and webpage URL: withdrawn until it fits again")
+            let messages = advertiser.changed(changed)
+            publish(messages)
+            // Only a withdrawal can be a change past the text limit: the advertised ones are not looked at again.
+            for case .other(.withdrawal(let withdrawal)) in messages.lazy.map(\.content) {
+                guard let activity = advertiser.current[withdrawal.activityID], activity.isEligibleForHandoff else { continue }
+                own.logger.warning("\(activity.activityType) \(activity.id) changed past the contract's \(WireLimits.maxAdvertisedText) bytes of type, title, keywords and webpage URL: withdrawn until it fits again")
             }
         }
     }

@@ -61,10 +61,10 @@ extension BrokerCore {
         case .overQuota:
             counted.overQuota += 1
             return .drop
-        case .taken(let askToReadvertise):
+        case .taken(let askToReadvertise, let stored):
             counted.messagesOut += 1
             counted.bytesOut += size
-            return .forward(askToReadvertise: askToReadvertise, trace: trace(of: content, now: now))
+            return .forward(askToReadvertise: askToReadvertise, trace: trace(of: content, stored: stored, now: now))
         }
     }
 

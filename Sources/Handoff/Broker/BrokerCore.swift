@@ -67,9 +67,6 @@ struct BrokerCore {
     private var readvertiseEveryoneDue = false
     /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
     var counted = Broker.Counters()
-    /// Whether the last advertisement ``take(_:now:fromUpstream:site:lookup:)`` saw was stored in
-    /// the cache (not stale, expired or over quota): its trace says so (wire.proto, "Tracing").
-    private var lastAdvertisementStored = false
     /// Traced messages reported lately (``TraceRequestLimit``).
     private var tracesReported = TraceRequestLimit()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
@@ -120,23 +117,24 @@ struct BrokerCore {
         }
         // (Upstream only: no other broker needs to know which origins are its own.)
         if upstream, let origin = content.originID { localOrigins.heard(origin, now: now) }
-        let ask: String?
+        let ask: String?, stored: Bool
         switch take(content, now: now, site: fromSite, lookup: lookup) {
         case .overQuota(let activityID, let origin):
             counted.overQuota += 1
             return .overQuota(activityID: activityID, origin: origin)
-        case .taken(let askToReadvertise):
-            ask = askToReadvertise
+        case .taken(let askToReadvertise, let advertisementStored):
+            (ask, stored) = (askToReadvertise, advertisementStored)
         }
         if content.isMalformed { counted.malformed += 1 }
         counted.messagesOut += 1
         counted.bytesOut += size
         if upstream { counted.upstreamOut += 1 }
-        return .forward(askToReadvertise: ask, trace: trace(of: content, now: now))
+        return .forward(askToReadvertise: ask, trace: trace(of: content, stored: stored, now: now))
     }
 
     enum Taken {
-        case taken(askToReadvertise: String?)
+        /// `stored`: an advertisement the cache now holds (not a stale, expired or uncached one).
+        case taken(askToReadvertise: String?, stored: Bool = false)
         case overQuota(activityID: String, origin: String)
     }
 
@@ -157,10 +155,10 @@ struct BrokerCore {
         case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt):
             let advertisement = CachedAdvertisement(activityID: activityID, origin: origin, version: version, leaseMs: leaseMs, expiresAt: expiresAt)
             let outcome = cache.store(advertisement, frames: content.frames, site: site, now: now, lookup: lookup)
-            lastAdvertisementStored = outcome == .stored
             if outcome == .overQuota {
                 return .overQuota(activityID: content.string(activityID), origin: content.string(origin.id))
             }
+            return .taken(askToReadvertise: nil, stored: outcome == .stored)
         case .withdrawal(let activityID, _):
             cache.remove(lookup ?? cache.lookUp(activityID, inEnvelopeOf: content.frames))
         case .presence(let node, let leaseMs, let partial):
@@ -184,14 +182,14 @@ struct BrokerCore {
         return .taken(askToReadvertise: nil)
     }
 
-    /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops.
-    /// Only for what a trace follows (an advertisement or a withdrawal), with a well-formed id, at
-    /// most ten a second: a publisher that sets trace ids on all it sends cannot make the broker
-    /// publish three hops for each.
-    mutating func trace(of content: BrokerBusContent<some MessageFrames>, now: ContinuousClock.Instant) -> Trace? {
+    /// A traced message's trace (wire.proto, "Tracing"), or `nil`: the broker reports its hops
+    /// (`stored`: the cache took the advertisement, a hop of its own). Only for what a trace
+    /// follows (an advertisement or a withdrawal), with a well-formed id, at most ten a second: a
+    /// publisher that sets trace ids on all it sends cannot make the broker publish three hops for each.
+    mutating func trace(of content: BrokerBusContent<some MessageFrames>, stored: Bool, now: ContinuousClock.Instant) -> Trace? {
         guard let traceID = content.traceID, content.activityIDRange != nil, TraceRequest.isTraceID(traceID),
               tracesReported.allow(now: now) else { return nil }
-        return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: content.isAdvertisement && cacheEnabled && lastAdvertisementStored)
+        return Trace(traceID: traceID, activityID: content.activityID ?? "", cached: stored)
     }
 
     /// Whether every publisher is to be asked to advertise again now (once).

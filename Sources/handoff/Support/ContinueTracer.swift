@@ -69,8 +69,9 @@ struct ContinueTracer {
         // but for a pair's end there, which may come after this node's restore returned (the
         // originator's half ends when this node's end reaches it): placed by its time.
         let theirs = reported.sorted { $0.hop.at.date < $1.hop.at.date }
-        let afterEnd = theirs.filter { $0.hop.kind == .streamEnded && $0.hop.at.date > ended }
-        let beforeEnd = theirs.filter { !($0.hop.kind == .streamEnded && $0.hop.at.date > ended) }
+        let endsAfter = { (report: (sender: WireNodeRef, hop: WireTraceHop)) in report.hop.kind == .streamEnded && report.hop.at.date > ended }
+        let afterEnd = theirs.filter(endsAfter)
+        let beforeEnd = theirs.filter { !endsAfter($0) }
         return [TraceHopLine(node: "this node", nodeID: "", hop: "asked", at: started, since: started, detail: "continuing, from the originator at \(endpoint)")]
             + beforeEnd.map { TraceHopLine($0.sender, $0.hop, since: started) }
             + [TraceHopLine(node: "this node", nodeID: "", hop: "ended", at: ended, since: started, detail: outcome)]
