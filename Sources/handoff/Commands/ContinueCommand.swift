@@ -98,9 +98,10 @@ struct ContinueCommand: AsyncParsableCommand {
                 /// The traced hops, ended with `outcome`, for the JSON object and as text lines.
                 /// `asked`: a request went to the originator (not for a webpage, nor when this node
                 /// declined or had no handler), so its hops are worth waiting for, a second at most.
-                func traced(_ outcome: String, asked: Bool = true) async -> (ContinueLine.Trace, String)? {
+                func traced(_ outcome: String, asked: Bool = true, streams: Bool = false) async -> (ContinueLine.Trace, String)? {
                     guard let tracer else { return nil }
-                    let hops = await tracer.hops(within: asked ? .seconds(1) : .zero, outcome: outcome, ended: Date(), endpoint: found.continueEndpoint)
+                    let hops = await tracer.hops(within: asked ? .seconds(1) : .zero, outcome: outcome, ended: Date(), endpoint: found.continueEndpoint,
+                                                 streams: streams)
                     return (ContinueLine.Trace(id: tracer.traceID, hops: hops), (["trace \(tracer.traceID):"] + TraceHopLine.format(hops)).joined(separator: "\n"))
                 }
                 let started = ContinuousClock.now
@@ -120,7 +121,7 @@ struct ContinueCommand: AsyncParsableCommand {
                     await progress.value
                     var object = ContinueLine(activityId: found.id, activityType: found.activityType, title: found.title, origin: found.origin.name)
                     let hops = await traced(result.isWebpage ? "no handler here: the webpage, nothing asked of the originator" : "restored",
-                                            asked: !result.isWebpage)
+                                            asked: !result.isWebpage, streams: !result.isWebpage && found.supportsContinuationStreams)
                     object.trace = hops?.0
                     switch result {
                     case .restored(let continued):

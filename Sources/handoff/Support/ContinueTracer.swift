@@ -43,13 +43,15 @@ struct ContinueTracer {
     /// The originator's hops, until it reported its answer and the end of each stream pair it
     /// reported open, or `within` passed, and this node's own: asked, then `outcome` (restored, or
     /// the error) at `ended`.
-    func hops(within: Duration, outcome: String, ended: Date, endpoint: String) async -> [TraceHopLine] {
+    /// `streams`: the continue restored an activity with streams, so its pairs' hops are waited
+    /// for too (within `within`): they can arrive after the restore returned, under load.
+    func hops(within: Duration, outcome: String, ended: Date, endpoint: String, streams: Bool = false) async -> [TraceHopLine] {
         var reported: [(sender: WireNodeRef, hop: WireTraceHop)] = []
         let deadline = ContinuousClock.now + within
         let topic = Array(("T:" + traceID).utf8)
         func waiting() -> Bool {
             let count = { (kind: WireTraceHop.Kind) in reported.count { $0.hop.kind == kind } }
-            return count(.continueAnswered) == 0 || count(.streamOpened) > count(.streamEnded)
+            return count(.continueAnswered) == 0 || (streams && count(.streamOpened) == 0) || count(.streamOpened) > count(.streamEnded)
         }
         // What has arrived is read whatever: a stream's hops queue behind the answer.
         while ContinuousClock.now < deadline {
