@@ -110,15 +110,20 @@ public final class PluginRuntime: Sendable {
         watches.withLock { $0.append(task) }
     }
 
-    /// Tells every plugin the node is shutting down.
-    public func shutdown() async {
+    /// Tells every plugin the node is shutting down: its `shutdown` is its last call, made once
+    /// every other call into it has returned. From then on calls into it are refused (a
+    /// ``HandoffError/Code-swift.struct/pluginFailed`` error) and never reach it.
+    ///
+    /// Stop the node first: its stream pairs then end, and the stream handlers blocked on them
+    /// return.
+    ///
+    /// - Parameter grace: How long to wait for a plugin's calls still running. A plugin whose
+    ///   calls outlive it is not shut down (its state would be freed under them): the host logs a
+    ///   warning and leaves it as it is until the process exits.
+    public func shutdown(grace: Duration = .seconds(5)) async {
         for watch in watches.withLock({ $0 }) { watch.cancel() }
         for context in hosts.withLock({ $0 }) {
-            guard let shutdown = context.plugin.descriptor.pointee.shutdown else { continue }
-            _ = await context.call(locked: true) { state, _ in
-                shutdown(state)
-                return Int32(HANDOFF_OK.rawValue)
-            }
+            await context.shutDown(grace: grace)
         }
     }
 }
@@ -132,6 +137,8 @@ final class PluginHostContext: @unchecked Sendable {
     let plugin: LoadedPlugin
     let table: UnsafeMutablePointer<handoff_host>
     let activities = Mutex<[String: UserActivity]>([:])
+    /// The calls inside the plugin, and whether shutdown closed it to new ones.
+    let gate = Mutex(PluginCallGate())
     /// Which of its streams' failures are logged (``RefusalLog``'s once a minute per kind).
     let streamFailureLog = Mutex(RefusalLog())
     /// The plugin's data folder; continued documents are kept in its `documents` folder.
@@ -168,17 +175,61 @@ final class PluginHostContext: @unchecked Sendable {
         let plugin = self.plugin
         // A worker thread: plugin calls may block (stream handlers for a whole transfer), and
         // libdispatch on Linux adds workers to a blocked global queue only after a delay.
-        return await runtime.workers.run {
-                let serialize = locked && plugin.descriptor.pointee.flags & UInt32(HANDOFF_PLUGIN_THREAD_SAFE) == 0
-                if serialize { plugin.lock.lock() }
-                let message = UnsafeMutablePointer<CChar>.allocate(capacity: 1024)
-                message.initialize(repeating: 0, count: 1024)
-                let status = body(plugin.state, handoff_error_buffer(message: message, capacity: 1024))
-                let text = String(cString: message)
-                message.deallocate()
-                if serialize { plugin.lock.unlock() }
-                return status == Int32(HANDOFF_OK.rawValue)
-                    ? .success(()) : .failure(.pluginFailed(plugin: plugin.name, status: status, message: text))
+        return await runtime.workers.run { [self] in
+            // Entered on the worker, just before the plugin: a call that waited for a worker
+            // while shutdown began never reaches a plugin whose state is freed.
+            guard gate.withLock({ $0.enter() }) else {
+                return .failure(.pluginFailed(plugin: plugin.name, status: Int32(HANDOFF_FAILED.rawValue), message: "the plugin has shut down"))
+            }
+            defer { gate.withLock { $0.leave() } }
+            return Self.callNow(plugin, locked: locked, body)
+        }
+    }
+
+    /// Makes the call on this thread: `locked` takes the plugin's lock unless it is thread-safe.
+    private static func callNow(
+        _ plugin: LoadedPlugin, locked: Bool,
+        _ body: (UnsafeMutableRawPointer?, handoff_error_buffer) -> Int32
+    ) -> Result<Void, HandoffError> {
+        let serialize = locked && plugin.descriptor.pointee.flags & UInt32(HANDOFF_PLUGIN_THREAD_SAFE) == 0
+        if serialize { plugin.lock.lock() }
+        let message = UnsafeMutablePointer<CChar>.allocate(capacity: 1024)
+        message.initialize(repeating: 0, count: 1024)
+        let status = body(plugin.state, handoff_error_buffer(message: message, capacity: 1024))
+        let text = String(cString: message)
+        message.deallocate()
+        if serialize { plugin.lock.unlock() }
+        return status == Int32(HANDOFF_OK.rawValue)
+            ? .success(()) : .failure(.pluginFailed(plugin: plugin.name, status: status, message: text))
+    }
+
+    /// Closes the plugin to new calls, waits up to `grace` for those running to return, then
+    /// calls its `shutdown` (the last call). Calls still running after `grace` keep the plugin as
+    /// it is: freeing its state under them would be worse than leaving it until the process exits.
+    func shutDown(grace: Duration) async {
+        guard gate.withLock({ $0.close() }) else { return }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: grace)
+        // Polled: shutdown happens once in a process's life, and a few milliseconds late is nothing.
+        // Not Task.sleep: a shutdown in a cancelled task (a command interrupted) still waits.
+        var running = gate.withLock { $0.running }
+        while running > 0, clock.now < deadline {
+            await withCheckedContinuation { resumed in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { resumed.resume() }
+            }
+            running = gate.withLock { $0.running }
+        }
+        guard running == 0 else {
+            runtime.logger.warning("plugin \(plugin.name) still has \(running) call(s) running \(grace) after shutdown began; it is not shut down (its state stays until the process exits)")
+            return
+        }
+        guard let shutdown = plugin.descriptor.pointee.shutdown else { return }
+        let plugin = self.plugin
+        _ = await runtime.workers.run {
+            Self.callNow(plugin, locked: true) { state, _ in
+                shutdown(state)
+                return Int32(HANDOFF_OK.rawValue)
+            }
         }
     }
 
