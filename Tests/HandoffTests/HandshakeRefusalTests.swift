@@ -57,6 +57,15 @@ private final class Intruders {
         }
     }
 
+    /// At `endpoint`: a DEALER with a member's whole key pair, let in.
+    func welcome(at endpoint: String, serverKey: CurveKey, member: CurveKeyPair) throws {
+        let welcomed = try context.socket(.dealer)
+        try welcomed.makeCurveClient(member, serverKey: serverKey)
+        try welcomed.set(.linger, 0)
+        try welcomed.connect(endpoint)
+        sockets.append(welcomed)
+    }
+
     func leave() {
         for socket in sockets { socket.close() }
         sockets.removeAll()
@@ -99,6 +108,8 @@ struct HandshakeRefusalTests {
         try intruders.knock(at: continuation, serverKey: member.keyPair.publicKey, member: member.keyPair.publicKey)
         try knockWithoutCurve(at: frontend)
         try knockWithoutCurve(at: continuation)
+        // A member with its whole key pair is let in at the agent's continuation socket.
+        try intruders.welcome(at: continuation, serverKey: member.keyPair.publicKey, member: member.keyPair)
 
         let reasons: [HandshakeRefusals.Reason] = [.noCurve, .keyNotInAccount, .keyNotProven]
         for (what, port, family, log) in [("broker", brokerPort, "handoff_broker_refusals_total", brokerLog),
@@ -107,6 +118,10 @@ struct HandshakeRefusalTests {
                 let body = (try? httpGet(port: port, path: "/metrics").body) ?? ""
                 return metricValue(body, "\(family){reason=\"\(reason.label)\"}") ?? 0
             }
+            // The handshakes let in: the agent's at the broker, the member's at the agent.
+            let allowedFamily = what == "broker" ? "handoff_broker_handshakes_allowed_total" : "handoff_node_handshakes_allowed_total"
+            func allowed() -> Double { metricValue((try? httpGet(port: port, path: "/metrics").body) ?? "", allowedFamily) ?? 0 }
+            #expect(await eventually(within: .seconds(10)) { allowed() >= 1 }, "\(what): \(allowedFamily) is \(allowed())")
             // The impostor is refused again at each reconnection.
             for reason in reasons {
                 let least: Double = reason == .keyNotProven ? 3 : 1

@@ -248,6 +248,14 @@ extension Node {
         public init() {}
     }
 
+    /// Copies ZAP's count of handshakes let in to the counters the metrics report (ZAP counts on
+    /// its own thread; the refusals come from the socket monitors and are counted as they come).
+    func countAllowedHandshakes() {
+        guard let allowed = access.zap?.counters(forDomain: zapDomain).allowed,
+              allowed != observability.securityCounters.allowedHandshakes else { return }
+        observability.securityCounters.allowedHandshakes = allowed
+    }
+
     /// What this node's security refused or ignored so far.
     public var securityCounters: SecurityCounters {
         var counters = observability.securityCounters

@@ -315,6 +315,7 @@ public actor Node: Service {
             observability.metrics.state(streams: streams.liveCount, current: advertiser.current.count, known: follower.known.count, onBus: busHealth.isOnBus)
             pruneClients()
             pruneSequences(now: now)
+            countAllowedHandshakes()
         }
     }
 
