@@ -108,6 +108,42 @@ struct DocumentTests {
         }
     }
 
+    @Test("a document that grows at the originator while it is sent is cut off at the advertised size: nothing past it is written here, and nothing half-written is left")
+    func grewWhileSent() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let file = try write("journal.log", size: 4 << 20, seed: 8)
+        // One 16 KiB chunk in flight at a time: the send takes hundreds of round trips, so the
+        // file grows long before the originator reads to its end.
+        try await withTwoNodes(configureB: { $0.streamWindow = 1; $0.streamChunkSize = 16 * 1024 }) { a, b in
+            let activity = try UserActivity(activityType: noteType)
+            activity.document = try DocumentReference.file(at: file, version: 1)
+            try await activity.becomeCurrent(on: a)
+            let offer = try await continued(activity, from: a, on: b)
+            let opening = Task { try await b.openDocument(of: offer, into: copies) }
+            // Once bytes arrive here, the originator has checked the file: it grows by 32 MiB.
+            let partial = await eventually(within: .seconds(10)) {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: copies.path)) ?? []
+                return names.contains { name in
+                    name.contains("partial") && ((try? FileManager.default.attributesOfItem(atPath: copies.appendingPathComponent(name).path)[.size] as? Int) ?? 0) > 0
+                }
+            }
+            try #require(partial, "no bytes of the document arrived")
+            let handle = try FileHandle(forWritingTo: file)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(count: 32 << 20))
+            try handle.close()
+            do {
+                let opened = try await opening.value
+                Issue.record("a document longer than advertised was taken: \(opened)")
+            } catch let error as HandoffError {
+                #expect(error.code == .documentConflict, "\(error)")
+                #expect(error.message.contains("longer than the \(4 << 20) bytes"), "the whole grown file was taken in before it was refused: \(error)")
+            }
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: copies.path)) ?? []
+            #expect(!left.contains("journal.log") && !left.contains { $0.contains("partial") }, "\(left)")
+        }
+    }
+
     @Test("a file changed at the originator after it was advertised is refused by the originator (documentConflict), and nothing half-written is left")
     func changedAtOriginator() async throws {
         defer { try? FileManager.default.removeItem(at: root) }

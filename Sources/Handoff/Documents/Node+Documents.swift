@@ -62,11 +62,15 @@ extension Node {
         let streams = try await openStreams(for: activity, direction: .fromOriginator, document: true)
         let partial = folder.appendingPathComponent(".\(name).handoff-partial-\(UUID().uuidString.prefix(8))")
         let outcome = await Task.detached { () -> Result<([UInt8], UInt64), HandoffError> in
-            do throws(HandoffError) { return .success(try await Self.receive(streams.input, into: partial)) } catch { return .failure(error) }
+            do throws(HandoffError) {
+                return .success(try await Self.receive(streams.input, into: partial, limit: document.size, activityType: type))
+            } catch { return .failure(error) }
         }.value
         let received: ([UInt8], UInt64)
         do throws(HandoffError) { received = try outcome.get() } catch {
             try? FileManager.default.removeItem(at: partial)
+            // The originator stops writing at once (a document longer than advertised, a full disk).
+            await streams.cancel(reason: error.message)
             throw error
         }
         guard received.0 == document.sha256, received.1 == document.size else {
@@ -87,15 +91,21 @@ extension Node {
     /// detached task would block one of the process's event loops (the global executor) meanwhile.
     static func hash(of url: URL) async throws(HandoffError) -> ([UInt8], UInt64) {
         try await fileWorkers.run { () -> Result<([UInt8], UInt64), HandoffError> in
-            do throws(HandoffError) { return .success(try DocumentHash.ofFile(at: url)) } catch { return .failure(error) }
+            do throws(HandoffError) { return .success(try documentHashes.hash(of: url)) } catch { return .failure(error) }
         }.get()
     }
 
     /// The threads that hash documents, shared by every node of the process.
     static let fileWorkers = PluginWorkers(limit: 2, name: "handoff-files")
+    /// The hashes of files not changed since they were hashed, shared by every node of the process.
+    static let documentHashes = DocumentHashCache(capacity: 256)
 
-    /// Writes what `input` carries to `file`, hashing it on the way; returns hash and size.
-    private static func receive(_ input: ContinuationInputStream, into file: URL) async throws(HandoffError) -> ([UInt8], UInt64) {
+    /// Writes what `input` carries to `file`, hashing it on the way; returns hash and size. Past
+    /// `limit` bytes (the size advertised) it stops: an originator that lies about the size, or
+    /// whose file grew, does not fill this node's disk.
+    private static func receive(
+        _ input: ContinuationInputStream, into file: URL, limit: UInt64, activityType: String
+    ) async throws(HandoffError) -> ([UInt8], UInt64) {
         guard FileManager.default.createFile(atPath: file.path, contents: nil), let handle = try? FileHandle(forWritingTo: file) else {
             throw HandoffError(.invalidConfiguration, "cannot write \(file.path)")
         }
@@ -104,6 +114,9 @@ extension Node {
         var size: UInt64 = 0
         do {
             for try await chunk in input {
+                guard size + UInt64(chunk.count) <= limit else {
+                    throw HandoffError(.documentConflict, "the document that arrives is longer than the \(limit) bytes the activity refers to: it changed at the originator meanwhile", activityType: activityType)
+                }
                 try handle.write(contentsOf: chunk)
                 hasher.update(chunk)
                 size += UInt64(chunk.count)
@@ -121,7 +134,7 @@ extension Node {
     /// is the content advertised (else the pair fails with documentConflict, and its peer is told).
     static func sendDocument(_ document: DocumentReference, on pair: ContinuationStreams, key: StreamKey, node: Node, activityType: String) async {
         let (hash, size): ([UInt8], UInt64)
-        do { (hash, size) = try DocumentHash.ofFile(at: document.url) } catch {
+        do { (hash, size) = try await Self.hash(of: document.url) } catch {
             await node.failStream(key, HandoffError(.documentConflict, "the document \(document.url.lastPathComponent) cannot be read at the originator any more", activityType: activityType))
             return
         }
