@@ -293,7 +293,8 @@ public nonisolated struct WireAdvertisement: @unchecked Sendable {
 
   /// Lease: forget the activity if neither an advertisement of it nor a
   /// NodePresence of its origin listing it arrives within this many
-  /// milliseconds.
+  /// milliseconds. Receivers grant at most 3,600,000 (an hour): a longer lease
+  /// is taken as that, and a node may not be configured with one.
   public var leaseMs: UInt32 {
     get {_storage._leaseMs}
     set {_uniqueStorage()._leaseMs = newValue}
@@ -460,7 +461,7 @@ public nonisolated struct WireNodePresence: Sendable {
   public var continueEndpoint: String = String()
 
   /// Consider the node gone if no presence arrives within this many
-  /// milliseconds.
+  /// milliseconds (at most an hour, as Advertisement.lease_ms).
   public var leaseMs: UInt32 = 0
 
   /// activity_id of every activity the node currently advertises.

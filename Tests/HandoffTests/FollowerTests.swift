@@ -165,6 +165,25 @@ struct FollowerTests {
         #expect(follower.known["a"] == nil)
     }
 
+    @Test("a lease past the contract's hour is granted as an hour: an advertisement and a presence claiming 49 days are gone an hour after they were last heard")
+    func leasesAreCapped() {
+        var follower = Follower(settings())
+        let origin = node("o1")
+        guard case .advertisement(var claiming) = advertisement("a", of: origin) else { return }
+        claiming.leaseMs = .max
+        _ = hear(&follower, .advertisement(claiming), from: origin, sequence: 1)
+        var presence = WireNodePresence()
+        presence.node = origin
+        presence.activityIds = ["a"]
+        presence.leaseMs = .max
+        _ = hear(&follower, .nodePresence(presence), from: origin, sequence: 2, topic: "P:o1")
+        #expect(follower.known.count == 1 && follower.directory.nodes.count == 1)
+        #expect(events(follower.tick(now: start + .seconds(3_599), date: date.addingTimeInterval(3_599))).isEmpty)
+        let lapsed = follower.tick(now: start + .seconds(3_601), date: date.addingTimeInterval(3_601))
+        #expect(events(lapsed) == ["removed a lost"], "\(events(lapsed))")
+        #expect(follower.known.count == 0 && follower.directory.nodes.isEmpty, "a node claiming 49 days is still known after an hour")
+    }
+
     @Test("an activity is forgotten as lost when its lease runs out unrenewed; a presence renews what it lists and forgets what it stops listing")
     func leasesAndPresence() {
         var follower = Follower(settings())

@@ -71,6 +71,19 @@ struct LastValueCacheTests {
         #expect(cache.count == 1)
     }
 
+    @Test("a lease past the contract's hour is cached for an hour, and a presence renews for no longer")
+    func leasesAreCapped() {
+        var cache = LastValueCache(capacity: 10, perOriginQuota: 10, defaultLease: .seconds(30))
+        let now = ContinuousClock.now
+        let stored = cache.store(advertisement("weeks", leaseMs: .max), now: now)
+        #expect(stored == .stored)
+        let withinTheHour = cache.removeExpired(now: now + .seconds(3_599))
+        #expect(!withinTheHour)
+        let pastTheHour = cache.removeExpired(now: now + .seconds(3_601))
+        #expect(pastTheHour, "an advertisement claiming 49 days is still cached after an hour")
+        #expect(cache.count == 0)
+    }
+
     @Test("expiry and eviction give quota back; an older version is stale")
     func expiryAndEviction() {
         var cache = LastValueCache(capacity: 2, perOriginQuota: 2, defaultLease: .seconds(30))

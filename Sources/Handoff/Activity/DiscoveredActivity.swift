@@ -92,7 +92,7 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
             continueEndpoint = take(&wire.continueEndpoint)
             version = wire.version
             expirationDate = wire.expirationDate
-            lease = .milliseconds(Int64(wire.leaseMs))
+            lease = .milliseconds(Int64(WireLimits.granted(leaseMs: wire.leaseMs)))
             supportsContinuationStreams = wire.supportsContinuationStreams
             let teamID = take(&wire.teamID)
             self.teamID = teamID.isEmpty ? nil : teamID

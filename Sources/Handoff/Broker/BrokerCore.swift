@@ -163,7 +163,7 @@ struct BrokerCore {
             cache.remove(lookup ?? cache.lookUp(activityID, inEnvelopeOf: content.frames))
         case .presence(let node, let leaseMs, let partial):
             let origin = content.string(node.id)
-            let lease = leaseMs > 0 ? Duration.milliseconds(leaseMs) : cache.defaultLease
+            let lease = leaseMs > 0 ? Duration.milliseconds(WireLimits.granted(leaseMs: leaseMs)) : cache.defaultLease
             if cache.renew(origin: origin, listed: Set(content.presenceActivityIDs), partial: partial, lease: lease, now: now) > 0 {
                 switch readvertiseRequests.decide(origin, now: now, everyoneAllowed: !fromUpstream) {
                 case .origin:

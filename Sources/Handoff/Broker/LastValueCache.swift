@@ -166,7 +166,7 @@ struct LastValueCache {
         if let slot = existing, slots[slot]!.expiry > now, slots[slot]!.version > advertisement.version {
             return .stale
         }
-        var lease = advertisement.leaseMs > 0 ? Ticks(advertisement.leaseMs) * 1_000_000 : defaultLeaseTicks
+        var lease = advertisement.leaseMs > 0 ? Ticks(WireLimits.granted(leaseMs: advertisement.leaseMs)) * 1_000_000 : defaultLeaseTicks
         if let expiresAt = advertisement.expiresAt {
             lease = min(lease, Self.ticks(seconds: expiresAt.timeIntervalSinceNow))
         }

@@ -250,7 +250,7 @@ struct Follower {
             if let refusal = believe(speaker, originKey: node.publicKey, originID: HashedID(node.nodeID), subject: Self.presenceSubject, date: date, now: now) {
                 return actions + [refusal]
             }
-            let lease = presence.leaseMs > 0 ? Duration.milliseconds(presence.leaseMs) : settings.defaultLease
+            let lease = presence.leaseMs > 0 ? Duration.milliseconds(WireLimits.granted(leaseMs: presence.leaseMs)) : settings.defaultLease
             let silence = directory.heard(presence, lease: lease, now: now, wallClock: date)
             let listed = Set(presence.activityIds)
             for id in known.renew(origin: node.nodeID, listed: listed, partial: presence.partial, deadline: now + lease) {

@@ -228,6 +228,17 @@ extension Node {
 
         /// The lease other nodes are told.
         var effectiveLease: Duration { lease ?? advertiseInterval * 3 }
+
+        /// Refuses timings no node can keep: a presence interval of zero (the node's clock would
+        /// spin), or a lease past ``WireLimits/maxLease``, which other nodes would cut short.
+        func checkTimings() throws(HandoffError) {
+            guard advertiseInterval > .zero else {
+                throw HandoffError(.invalidConfiguration, "node \(name): the advertise interval must be more than zero (it is \(advertiseInterval))")
+            }
+            guard effectiveLease > advertiseInterval, effectiveLease <= WireLimits.maxLease else {
+                throw HandoffError(.invalidConfiguration, "node \(name): the lease (\(effectiveLease)) must be longer than the advertise interval (\(advertiseInterval)) and at most \(WireLimits.maxLease), the longest lease other nodes grant")
+            }
+        }
     }
 }
 

@@ -185,7 +185,7 @@ public struct BusView: Sendable {
         node.host = presence.node.host
         node.activityCount = presence.activityIds.count
         node.partial = presence.partial
-        node.lease = presence.leaseMs > 0 ? .milliseconds(presence.leaseMs) : .seconds(6)
+        node.lease = presence.leaseMs > 0 ? .milliseconds(WireLimits.granted(leaseMs: presence.leaseMs)) : .seconds(6)
         node.lastHeard = now
         if presence.hasTraffic {
             // A counter that went down is a restarted node: its rate starts again.
@@ -205,7 +205,7 @@ public struct BusView: Sendable {
     }
 
     private mutating func advertised(_ activityID: String, type: String, origin: String, leaseMs: UInt32, now: ContinuousClock.Instant) {
-        let lease: Duration = leaseMs > 0 ? .milliseconds(leaseMs) : .seconds(6)
+        let lease: Duration = leaseMs > 0 ? .milliseconds(WireLimits.granted(leaseMs: leaseMs)) : .seconds(6)
         if activities[activityID] == nil, activities.count >= limits.activities {
             overflow += 1
             return

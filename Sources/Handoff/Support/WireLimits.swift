@@ -14,6 +14,14 @@ public enum WireLimits {
     /// longer one is malformed, and its answer does not repeat it.
     public static let maxActivityID = 128
 
+    /// The longest lease a receiver grants: a longer `lease_ms` (a uint32 of milliseconds reaches
+    /// 49.7 days) is taken as one hour, so that no peer keeps its activities, or itself, alive at
+    /// other nodes and brokers for weeks after it went. A node's own lease may not be longer.
+    public static let maxLease: Duration = .seconds(3600)
+
+    /// A lease as a receiver grants it: at most ``maxLease``.
+    static func granted(leaseMs: UInt32) -> UInt32 { min(leaseMs, 3_600_000) }
+
     /// The longest activity type (``UserActivity/validate(activityType:)`` checks it).
     public static let maxActivityType = 255
 

@@ -1,0 +1,26 @@
+import Foundation
+import Handoff
+import Testing
+
+@Suite("A node's timings are checked when it is made")
+struct NodeTimingsTests {
+    private func refusal(_ change: (inout Node.Configuration) -> Void) -> HandoffError? {
+        var configuration = testConfiguration("timed")
+        change(&configuration)
+        return #expect(throws: HandoffError.self) { _ = try Node(configuration: configuration) }
+    }
+
+    @Test("a zero advertise interval, a lease no longer than it, and a lease past the hour other nodes grant are invalid configurations")
+    func refusedTimings() throws {
+        let spinning = refusal { $0.advertiseInterval = .zero }
+        #expect(spinning?.code == .invalidConfiguration)
+        let short = refusal { $0.lease = .seconds(1); $0.advertiseInterval = .seconds(2) }
+        #expect(short?.code == .invalidConfiguration)
+        let long = refusal { $0.lease = .seconds(7_200) }
+        #expect(long?.code == .invalidConfiguration)
+        #expect(long?.message.contains("at most 3600.0 seconds") == true, "\(long?.message ?? "")")
+        var hour = testConfiguration("an hour")
+        hour.lease = WireLimits.maxLease
+        _ = try Node(configuration: hour)
+    }
+}
