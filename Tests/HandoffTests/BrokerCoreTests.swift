@@ -60,6 +60,24 @@ struct BrokerCoreTests {
         #expect(core.counters.cachedActivities == 0)
     }
 
+    @Test("a message naming an activity id past 128 bytes (or none), or a node id past 128, is dropped and counted malformed, never cached")
+    func pastContractLengths() {
+        let core = core()
+        let longest = String(repeating: "i", count: WireLimits.maxActivityID)
+        #expect(core.publisherMessage(Self.advertisement(longest, from: "n1"), connectionKey: nil, now: Self.start) == .forward(askToReadvertise: nil))
+        for frames in [Self.advertisement(longest + "i", from: "n1"), Self.advertisement("", from: "n1"),
+                       Self.advertisement("a2", from: String(repeating: "n", count: WireLimits.maxNodeID + 1))] {
+            let verdict = core.publisherMessage(frames, connectionKey: nil, now: Self.start)
+            guard case .pastLengths(let reason) = verdict else {
+                Issue.record("taken: \(verdict)")
+                continue
+            }
+            #expect(reason.contains("bytes"))
+        }
+        #expect(core.counters.malformed == 3 && core.counters.messagesIn == 4 && core.counters.messagesOut == 1)
+        #expect(core.counters.cachedActivities == 1)
+    }
+
     @Test("only the broker publishes on snapshot topics")
     func snapshotTopicIsTheBrokers() {
         let core = core()

@@ -70,6 +70,11 @@ extension BrokerTests {
             try Broker.start(Broker.Configuration.ephemeral(cacheCapacity: 0), context: context)
         }
         #expect(badCapacity?.code == .invalidConfiguration)
+        var keyBelowOrigin = Broker.Configuration.ephemeral()
+        keyBelowOrigin.maxActivitiesPerKey = keyBelowOrigin.maxActivitiesPerOrigin - 1
+        let badKeyQuota = #expect(throws: HandoffError.self) { try Broker.start(keyBelowOrigin, context: context) }
+        #expect(badKeyQuota?.code == .invalidConfiguration)
+        #expect(Broker.Configuration().maxActivitiesPerKey == 4 * Broker.Configuration().maxActivitiesPerOrigin)
         #expect(badCapacity?.message.contains("cacheCapacity") == true)
 
         let broker = try Broker.start(.ephemeral(), context: context)

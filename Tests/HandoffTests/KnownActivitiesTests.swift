@@ -8,12 +8,13 @@ import Testing
 struct KnownActivitiesTests {
     let now = ContinuousClock.now
 
-    func activity(_ id: String, of origin: String = "node-a", version: UInt64 = 1, expires: Date? = nil) -> DiscoveredActivity {
+    func activity(_ id: String, of origin: String = "node-a", key: UInt8? = nil, version: UInt64 = 1, expires: Date? = nil) -> DiscoveredActivity {
         var advertisement = WireAdvertisement()
         advertisement.activityID = id
         advertisement.activityType = "org.handoff.test.known"
         advertisement.origin.nodeID = origin
         advertisement.origin.name = origin
+        if let key { advertisement.origin.publicKey = Data(repeating: key, count: 32) }
         advertisement.version = version
         advertisement.leaseMs = 6_000
         if let expires { advertisement.expiresAt = WireTimestamp(expires) }
@@ -33,6 +34,28 @@ struct KnownActivitiesTests {
         #expect(known.arrive(activity("x", version: 3), deadline: later + .seconds(6), now: later) == .updated)
         #expect(known["x"]?.changed == later)
         #expect(known["x"]?.activity.version == 3)
+    }
+
+    @Test("a key's quota holds over every node that names it; forgetting one of its activities makes room; nodes without a key are not counted by key")
+    func keyQuota() {
+        var known = KnownActivities(maxPerOrigin: 2, maxTotal: 100, maxPerKey: 3)
+        #expect(known.arrive(activity("n1-a", of: "n1", key: 7), deadline: now, now: now) == .appeared)
+        #expect(known.arrive(activity("n1-b", of: "n1", key: 7), deadline: now, now: now) == .appeared)
+        #expect(known.arrive(activity("n2-a", of: "n2", key: 7), deadline: now, now: now) == .appeared)
+        #expect(known.arrive(activity("n2-b", of: "n2", key: 7), deadline: now, now: now) == .overQuota(ofOrigin: 1, total: 3))
+        #expect(known.arrive(activity("n3-a", of: "n3", key: 7), deadline: now, now: now) == .overQuota(ofOrigin: 0, total: 3))
+        #expect(known.perKey[[UInt8](repeating: 7, count: 32)] == 3)
+        // A newer version of one it holds still comes in.
+        #expect(known.arrive(activity("n2-a", of: "n2", key: 7, version: 2), deadline: now, now: now) == .updated)
+        #expect(known.arrive(activity("n4-a", of: "n4", key: 7), deadline: now, now: now) != .appeared)
+        #expect(known.arrive(activity("n4-a", of: "n4", key: 8), deadline: now, now: now) == .appeared, "another key has its own quota")
+        for node in ["n5", "n6"] {
+            #expect(known.arrive(activity("\(node)-a", of: node), deadline: now, now: now) == .appeared, "no key, no key quota")
+            #expect(known.arrive(activity("\(node)-b", of: node), deadline: now, now: now) == .appeared)
+        }
+        _ = known.remove("n1-a")
+        #expect(known.arrive(activity("n1-c", of: "n1", key: 7), deadline: now, now: now) == .appeared, "forgetting one made room")
+        #expect(known.perKey[[UInt8](repeating: 7, count: 32)] == 3)
     }
 
     @Test("quotas: per origin and in all, for new activities only; forgetting one makes room")

@@ -6,8 +6,8 @@ import ZeroMQ
 @Suite("Last-value cache (state, no sockets)")
 struct LastValueCacheTests {
     /// An advertisement's message (topic, real envelope) as a publisher sends it.
-    private func advertisement(_ id: String, origin: String = "a", version: UInt64 = 1, leaseMs: UInt32 = 60_000, host: String = "test") -> [Frame] {
-        BrokerCoreTests.advertisement(id, from: origin, version: version, leaseMs: leaseMs, host: host)
+    private func advertisement(_ id: String, origin: String = "a", key: [UInt8] = [], version: UInt64 = 1, leaseMs: UInt32 = 60_000, host: String = "test") -> [Frame] {
+        BrokerCoreTests.advertisement(id, from: origin, key: key, version: version, leaseMs: leaseMs, host: host)
     }
 
     @Test("an origin gets its quota and no more; updates, withdrawals and other origins are not held up")
@@ -69,6 +69,29 @@ struct LastValueCacheTests {
         #expect(cache.perOrigin == ["a": 1])
         cache.renew(origin: "nobody", listed: [], partial: false, lease: .seconds(1), now: now)
         #expect(cache.count == 1)
+    }
+
+    @Test("a key's quota holds over every node that names it: it cannot fill the cache nor evict others; withdrawing one makes room; no key, no key quota")
+    func keyQuota() {
+        var cache = LastValueCache(capacity: 6, perOriginQuota: 2, perKeyQuota: 3, defaultLease: .seconds(30))
+        let now = ContinuousClock.now
+        let member = [UInt8](repeating: 7, count: 32), other = [UInt8](repeating: 8, count: 32)
+        var outcomes: [LastValueCache.Outcome] = []
+        for node in ["n1", "n2", "n3"] {
+            for id in ["a", "b"] { outcomes.append(cache.store(advertisement("\(node)-\(id)", origin: node, key: member), now: now)) }
+        }
+        #expect(outcomes == [.stored, .stored, .stored, .overKeyQuota, .overKeyQuota, .overKeyQuota])
+        #expect(cache.perKey == [member: 3])
+        // Another member's and a keyless node's still fit, and nothing of the first was evicted for them.
+        let others = [cache.store(advertisement("o-a", origin: "o", key: other), now: now),
+                      cache.store(advertisement("p-a", origin: "p"), now: now), cache.store(advertisement("p-b", origin: "p"), now: now)]
+        #expect(others == [.stored, .stored, .stored])
+        #expect(cache.count == 6 && cache.perKey == [member: 3, other: 1])
+        // An update of one it holds passes; a withdrawal gives quota back.
+        #expect(cache.store(advertisement("n1-a", origin: "n1", key: member, version: 2), now: now) == .stored)
+        cache.remove("n2-a")
+        #expect(cache.perKey == [member: 2, other: 1])
+        #expect(cache.store(advertisement("n3-a", origin: "n3", key: member), now: now) == .stored)
     }
 
     @Test("a lease past the contract's hour is cached for an hour, and a presence renews for no longer")

@@ -2,7 +2,7 @@ import Foundation
 import Handoff
 import Testing
 
-@Suite("A node's timings are checked when it is made")
+@Suite("A node's timings and id are checked when it is made")
 struct NodeTimingsTests {
     private func refusal(_ change: (inout Node.Configuration) -> Void) -> HandoffError? {
         var configuration = testConfiguration("timed")
@@ -10,7 +10,7 @@ struct NodeTimingsTests {
         return #expect(throws: HandoffError.self) { _ = try Node(configuration: configuration) }
     }
 
-    @Test("a zero advertise interval, a lease no longer than it, and a lease past the hour other nodes grant are invalid configurations")
+    @Test("a zero advertise interval, a lease no longer than it, a lease past the hour other nodes grant, and an id past 128 bytes are invalid configurations")
     func refusedTimings() throws {
         let spinning = refusal { $0.advertiseInterval = .zero }
         #expect(spinning?.code == .invalidConfiguration)
@@ -19,6 +19,8 @@ struct NodeTimingsTests {
         let long = refusal { $0.lease = .seconds(7_200) }
         #expect(long?.code == .invalidConfiguration)
         #expect(long?.message.contains("at most 3600.0 seconds") == true, "\(long?.message ?? "")")
+        let longID = refusal { $0.id = String(repeating: "n", count: WireLimits.maxNodeID + 1) }
+        #expect(longID?.code == .invalidConfiguration)
         var hour = testConfiguration("an hour")
         hour.lease = WireLimits.maxLease
         _ = try Node(configuration: hour)

@@ -58,7 +58,7 @@ public final class Broker: Sendable {
         /// about an activity of another key.
         public var forged = 0
         /// New activities dropped because their origin has ``Configuration/maxActivitiesPerOrigin``
-        /// cached already.
+        /// cached already, or their origin's key ``Configuration/maxActivitiesPerKey``.
         public var overQuota = 0
         /// Snapshot requests answered (wire.proto, "Snapshots").
         public var snapshots = 0
@@ -158,6 +158,9 @@ public final class Broker: Sendable {
     ) throws(HandoffError) -> Broker {
         guard configuration.cacheCapacity >= 1 else {
             throw HandoffError(.invalidConfiguration, "the broker's cacheCapacity is \(configuration.cacheCapacity): it must be at least 1")
+        }
+        guard configuration.maxActivitiesPerOrigin >= 1, configuration.maxActivitiesPerKey >= configuration.maxActivitiesPerOrigin else {
+            throw HandoffError(.invalidConfiguration, "the broker's maxActivitiesPerOrigin is \(configuration.maxActivitiesPerOrigin) and maxActivitiesPerKey \(configuration.maxActivitiesPerKey): the first must be at least 1, the second at least the first")
         }
         guard configuration.defaultLease > .zero else {
             throw HandoffError(.invalidConfiguration, "the broker's defaultLease is \(configuration.defaultLease): it must be more than zero")

@@ -65,6 +65,22 @@ struct BrokerBusContent<Frames: MessageFrames> {
         }
     }
 
+    /// What it names past the contract's lengths (an empty activity id among them), or `nil`:
+    /// the cache and the broker's tables are keyed by these names.
+    var pastContractLengths: String? {
+        guard let fields else { return nil }
+        if let id = activityIDRange, id.isEmpty || id.count > WireLimits.maxActivityID {
+            return "names an activity id of \(id.count) bytes (the contract allows 1 to \(WireLimits.maxActivityID))"
+        }
+        if let origin, origin.id.count > WireLimits.maxNodeID {
+            return "names a node id of \(origin.id.count) bytes (the contract allows at most \(WireLimits.maxNodeID))"
+        }
+        if fields.sender.id.count > WireLimits.maxNodeID {
+            return "names a sender id of \(fields.sender.id.count) bytes (the contract allows at most \(WireLimits.maxNodeID))"
+        }
+        return nil
+    }
+
     /// What the cache takes of an advertisement.
     var advertisement: CachedAdvertisement? {
         guard case .advertisement(let activityID, let origin, let version, let leaseMs, let expiresAt) = fields?.body else { return nil }

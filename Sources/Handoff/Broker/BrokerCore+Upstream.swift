@@ -58,7 +58,7 @@ extension BrokerCore {
             }
         }
         switch take(content, now: now, fromUpstream: true, site: fromSite, lookup: lookup) {
-        case .overQuota:
+        case .overQuota, .overKeyQuota:
             counted.overQuota += 1
             return .drop
         case .taken(let askToReadvertise, let stored):

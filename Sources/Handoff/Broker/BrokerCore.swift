@@ -19,6 +19,10 @@ struct BrokerCore {
         case forged(reason: String)
         /// Drop it: a new activity of an origin that has its quota cached already.
         case overQuota(activityID: String, origin: String)
+        /// Drop it: a new activity of a key that has its quota cached already, over its nodes.
+        case overKeyQuota(activityID: String, key: [UInt8])
+        /// Drop it: it names an activity or node past the contract's lengths (``WireLimits/fitsBus``).
+        case pastLengths(reason: String)
     }
 
     /// A traced message (wire.proto, "Tracing"): the loop reports its hops.
@@ -104,6 +108,10 @@ struct BrokerCore {
         counted.messagesIn += 1
         counted.bytesIn += size
         let content = BrokerBusContent(frames)
+        if let reason = content.pastContractLengths {
+            counted.malformed += 1
+            return .pastLengths(reason: reason)
+        }
         // The activity looked up once, for the sender check and the cache (a cache that is off
         // holds nothing to look up).
         // (Statements, not closures: a closure reading `cache` here copied the whole cache.)
@@ -122,6 +130,9 @@ struct BrokerCore {
         case .overQuota(let activityID, let origin):
             counted.overQuota += 1
             return .overQuota(activityID: activityID, origin: origin)
+        case .overKeyQuota(let activityID, let key):
+            counted.overQuota += 1
+            return .overKeyQuota(activityID: activityID, key: key)
         case .taken(let askToReadvertise, let advertisementStored):
             (ask, stored) = (askToReadvertise, advertisementStored)
         }
@@ -136,6 +147,7 @@ struct BrokerCore {
         /// `stored`: an advertisement the cache now holds (not a stale, expired or uncached one).
         case taken(askToReadvertise: String?, stored: Bool = false)
         case overQuota(activityID: String, origin: String)
+        case overKeyQuota(activityID: String, key: [UInt8])
     }
 
     /// What the cache makes of a bus message: an advertisement stored (or refused for its origin's
@@ -157,6 +169,9 @@ struct BrokerCore {
             let outcome = cache.store(advertisement, frames: content.frames, site: site, now: now, lookup: lookup)
             if outcome == .overQuota {
                 return .overQuota(activityID: content.string(activityID), origin: content.string(origin.id))
+            }
+            if outcome == .overKeyQuota {
+                return .overKeyQuota(activityID: content.string(activityID), key: content.withEnvelope { Array(WireBusFields.bytes(origin.publicKey, in: $0)) })
             }
             return .taken(askToReadvertise: nil, stored: outcome == .stored)
         case .withdrawal(let activityID, _):

@@ -94,7 +94,7 @@ final class BrokerLoop: @unchecked Sendable {
             cacheEnabled: configuration.lastValueCache,
             cache: LastValueCache(
                 capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
-                defaultLease: configuration.defaultLease),
+                perKeyQuota: configuration.maxActivitiesPerKey, defaultLease: configuration.defaultLease),
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
             upstreams: configuration.upstreams.count, site: configuration.site ?? .random())
         coreStorage = .allocate(capacity: 1)
@@ -288,6 +288,12 @@ final class BrokerLoop: @unchecked Sendable {
             if let line = refusals.overQuota(origin: origin, activityID: activityID, quota: core.cache.perOriginQuota) {
                 logger.warning("\(line)")
             }
+        case .overKeyQuota(let activityID, let key):
+            if let line = refusals.overKeyQuota(key: key, activityID: activityID, quota: core.cache.perKeyQuota) {
+                logger.warning("\(line)")
+            }
+        case .pastLengths(let reason):
+            if let line = refusals.pastLengths(reason, key: connectionKey) { logger.warning("\(line)") }
         }
     }
 

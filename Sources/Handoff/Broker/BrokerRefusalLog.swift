@@ -7,7 +7,9 @@ struct BrokerRefusalLog {
     /// The most keys, and origins, remembered as logged: past it, no more lines of that kind.
     static let capacity = 10_000
     private var loggedForgers: Set<String> = []
+    private var loggedPastLengths: Set<String> = []
     private var loggedOverQuota: Set<String> = []
+    private var loggedOverKeyQuota: Set<[UInt8]> = []
     private var loggedSites: Set<String> = []
     private var handshakes = RefusalLog()
 
@@ -19,11 +21,26 @@ struct BrokerRefusalLog {
         return "dropping a bus message from key \(name): it \(reason) (counted in forged; logged once per key)"
     }
 
+    /// The line for a message dropped because it names an activity or node past the contract's
+    /// lengths; `nil` when its key was logged already.
+    mutating func pastLengths(_ reason: String, key: [UInt8]?) -> String? {
+        let name = key.flatMap { try? CurveKey(bytes: $0).z85 } ?? "(no CURVE)"
+        guard loggedPastLengths.count < Self.capacity, loggedPastLengths.insert(name).inserted else { return nil }
+        return "dropping a bus message from key \(name): it \(reason) (counted in malformed; logged once per key)"
+    }
+
     /// The line for a new activity dropped for its origin's quota; `nil` when the origin was
     /// logged already.
     mutating func overQuota(origin: String, activityID: String, quota: Int) -> String? {
         guard loggedOverQuota.count < Self.capacity, loggedOverQuota.insert(origin).inserted else { return nil }
         return "node \(origin) advertises more than \(quota) activities: dropping its new ones (activity \(activityID) first), counted in overQuota"
+    }
+
+    /// The line for a new activity dropped for its key's quota; `nil` when the key was logged already.
+    mutating func overKeyQuota(key: [UInt8], activityID: String, quota: Int) -> String? {
+        guard loggedOverKeyQuota.count < Self.capacity, loggedOverKeyQuota.insert(key).inserted else { return nil }
+        let name = (try? CurveKey(bytes: key).z85) ?? "(\(key.count) bytes)"
+        return "key \(name) has \(quota) activities cached over all the nodes that name it: dropping its new ones (activity \(activityID) first), counted in overQuota"
     }
 
     /// The line for a site's subscription not taken; `nil` when the site was logged already.

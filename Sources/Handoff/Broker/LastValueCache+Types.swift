@@ -5,6 +5,17 @@ import HandoffWire
 import ZeroMQ
 
 extension LastValueCache {
+    /// Nanoseconds since the cache's ``epoch``.
+    typealias Ticks = Int64
+
+    /// An entry's item in the expiry heap: due no later than the entry's expiry.
+    struct Deadline: Comparable {
+        var expiry: Ticks
+        var slot: Int32
+        var generation: UInt64
+        static func < (a: Deadline, b: Deadline) -> Bool { a.expiry < b.expiry }
+    }
+
     /// A cached activity, in its slot.
     struct Entry {
         /// Where its id lies in ``frames`` (a copy of its own would be an allocation per entry).
@@ -57,6 +68,9 @@ extension LastValueCache {
         case expired
         /// A new activity of an origin that has its quota cached already: refused.
         case overQuota
+        /// A new activity whose origin's key has its quota cached already, over all the nodes
+        /// that use it: refused.
+        case overKeyQuota
     }
 
     /// An id looked up: its hash and, when it is cached, its entry's slot. Good until the cache

@@ -5,19 +5,20 @@ import ZeroMQ
 /// The newest advertisement of each live activity, by activity id, with its frames as received:
 /// what a broker answers snapshots from.
 ///
-/// Bounded twice: at most ``capacity`` activities (when full, the one that expires soonest makes
-/// room), and at most ``perOriginQuota`` of any one origin (a new activity beyond it is refused, so
-/// that one node cannot fill the cache, nor, through it, every joiner's snapshot).
+/// Bounded three times: at most ``capacity`` activities (when full, the one that expires soonest
+/// makes room), at most ``perOriginQuota`` of any one origin, and at most ``perKeyQuota`` of any
+/// one key (a new activity beyond either is refused, so that one node cannot fill the cache, nor,
+/// through it, every joiner's snapshot; and one member cannot either, by naming itself as many
+/// nodes under its key).
 ///
 /// A broker stores one advertisement per message it forwards, so storing is its hot path (it was
 /// half its thread's time in `broker-capacity`): one hash of the id to find it, one of the origin,
 /// one allocation for the frames. Entries live in slots of an array, found by id through a
 /// ``SlotIndex`` (8 bytes a bucket, the ids kept only in the entries); what refers to an entry
 /// (its origin's list, an expiry item) holds its slot number, so that keeping them in order moves
-/// plain numbers, no reference counts. An origin's entries are
-/// a list linked through their slots, so that adding or removing one hashes nothing more. Times are
-/// ``Ticks``, nanoseconds since the cache was made, compared as integers.
-/// An entry keeps its own copy of the topic and envelope (``ZeroMQ/JoinedFrames``).
+/// plain numbers, no reference counts. An origin's entries are a list linked through their slots,
+/// so that adding or removing one hashes nothing more. Times are ``Ticks``, nanoseconds since the
+/// cache was made. An entry keeps its own copy of the topic and envelope (``ZeroMQ/JoinedFrames``).
 ///
 /// Expiry is tracked with a min-heap of (time, slot, generation) holding one live item per entry,
 /// due no later than its expiry. A renewal (presence, every interval, for every activity) moves
@@ -25,18 +26,9 @@ import ZeroMQ
 /// An entry removed, or looked at earlier than first planned, leaves its old item behind, recognised
 /// as stale (generation and time) and dropped when it surfaces.
 struct LastValueCache {
-    /// Nanoseconds since the cache's ``epoch``.
-    typealias Ticks = Int64
-
-    private struct Deadline: Comparable {
-        var expiry: Ticks
-        var slot: Int32
-        var generation: UInt64
-        static func < (a: Deadline, b: Deadline) -> Bool { a.expiry < b.expiry }
-    }
-
     let capacity: Int
     let perOriginQuota: Int
+    let perKeyQuota: Int
     let defaultLease: Duration
     private let defaultLeaseTicks: Ticks
     /// What ``Ticks`` count from.
@@ -48,6 +40,8 @@ struct LastValueCache {
     /// The slot in ``origins`` of each origin with cached activities, by its id's hash.
     private var originIndex = SlotIndex(minimumCapacity: 64)
     private var deadlines = MinHeap<Deadline>()
+    /// Cached activities per origin key.
+    private var keys = KeyCounts()
     private var nextGeneration: UInt64 = 0
     private var lastConverted: (instant: ContinuousClock.Instant, ticks: Ticks)?
     /// The sites entries came from, by index (bounded: past ``maxSites`` an entry's site is unknown).
@@ -55,9 +49,10 @@ struct LastValueCache {
     private var siteIndex: [String: Int32] = [:]
     static let maxSites = 4_096
 
-    init(capacity: Int, perOriginQuota: Int = .max, defaultLease: Duration) {
+    init(capacity: Int, perOriginQuota: Int = .max, perKeyQuota: Int = .max, defaultLease: Duration) {
         self.capacity = capacity
         self.perOriginQuota = perOriginQuota
+        self.perKeyQuota = perKeyQuota
         self.defaultLease = defaultLease
         defaultLeaseTicks = Self.ticks(defaultLease)
         epoch = .now
@@ -129,6 +124,9 @@ struct LastValueCache {
         return id.withUTF8 { originRecord(UnsafeRawBufferPointer($0), hash: SlotIndex.hash(UnsafeRawBufferPointer($0))) }
     }
 
+    /// Cached activities per origin key.
+    var perKey: [[UInt8]: Int] { keys.counts }
+
     /// Cached activities per origin.
     var perOrigin: [String: Int] {
         Dictionary(uniqueKeysWithValues: origins.live.map { ($0.value.id, $0.value.count) })
@@ -184,6 +182,10 @@ struct LastValueCache {
             // A newer (or the same) version from the same origin: in place.
             slots[slot]!.frames = frames.joined()
             slots[slot]!.id = idInFrames
+            if slots[slot]!.originKey != originKey {
+                keys.remove(slots[slot]!.originKey)
+                keys.add(originKey)
+            }
             slots[slot]!.originKey = originKey
             slots[slot]!.version = advertisement.version
             slots[slot]!.site = index(ofSite: site)
@@ -199,6 +201,7 @@ struct LastValueCache {
         let originHash = SlotIndex.hash(originID)
         var origin = originRecord(originID, hash: originHash)
         if let origin, origins[origin]!.count >= perOriginQuota { return .overQuota }
+        if keys[originKey] >= perKeyQuota { return .overKeyQuota }
         if let existing {
             remove(at: existing)  // the same id from another origin: counted against the new one
         } else {
@@ -216,6 +219,7 @@ struct LastValueCache {
         if first >= 0 { slots[first]!.previousOfOrigin = slot }
         origins[originSlot]!.first = slot
         origins[originSlot]!.count += 1
+        keys.add(originKey)
         index.insert(slot, hash: hash)
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: nextGeneration))
         compactIfNeeded()
@@ -263,7 +267,9 @@ struct LastValueCache {
             originIndex.remove(origin, hash: origins[origin]!.hash)
             origins.remove(origin)
         }
+        keys.remove(entry.originKey)
     }
+
 
     /// Takes an origin's presence: renews each of its cached activities it lists for `lease` from
     /// `now`, and forgets the others (withdrawn, the withdrawal lost) unless the list is `partial`.
@@ -354,7 +360,6 @@ struct LastValueCache {
 
     /// Items in the expiry heap (for tests: bounded by the entries, not by renewals).
     var scheduled: Int { deadlines.count }
-
     /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
         guard deadlines.count > 4 * index.count + 1_024 else { return }

@@ -74,6 +74,8 @@ struct Follower {
         case replayed
         /// A new activity past the quota of its origin or of all.
         case overQuota
+        /// Names an activity, type or node past the contract's lengths (``WireLimits/fitsBus``).
+        case malformed(String)
     }
 
     /// What a follower subscribes to for its whole life, whatever it follows: presences keep
@@ -91,6 +93,8 @@ struct Follower {
     private(set) var snapshots: SnapshotRequests
     private(set) var resynchronization: Resynchronization
     private var belief: BusBelief
+    /// What replay protection remembers now (one entry per sender and subject within the window).
+    var replayEntries: Int { belief.replayGuard.count }
     /// The type prefixes some discover stream (or the configuration) follows.
     private(set) var followed: Set<String> = []
     /// Origins whose over-quota activities were logged (once each), bounded.
@@ -102,7 +106,10 @@ struct Follower {
 
     init(_ settings: Settings) {
         self.settings = settings
-        known = KnownActivities(maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown)
+        // Four nodes' worth of one key (an agent, and commands run beside it under its key): one
+        // member naming itself as many nodes cannot fill the table.
+        known = KnownActivities(maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown,
+                                maxPerKey: settings.maxKnownPerNode.multipliedReportingOverflow(by: 4).overflow ? .max : settings.maxKnownPerNode * 4)
         snapshots = SnapshotRequests(expectedReplies: settings.snapshotAnswerers)
         resynchronization = Resynchronization(capacity: settings.maxKnown)
         belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(window: settings.replayWindow))
@@ -236,6 +243,9 @@ struct Follower {
         case .withdrawal(let withdrawal):
             let origin = withdrawal.origin
             guard settings.includeOwnActivities || origin.nodeID != own else { return [] }
+            guard WireLimits.fitsBus(activityID: withdrawal.activityID.utf8, nodeID: origin.nodeID.utf8) else {
+                return [.ignored(.malformed("a withdrawal naming an activity or node id past the contract's lengths"))]
+            }
             // The id hashed once, for the replay guard's table and the known one.
             let id = HashedID(withdrawal.activityID)
             if let refusal = believe(speaker, originKey: origin.publicKey, originID: HashedID(origin.nodeID), subject: id, date: date, now: now) {
@@ -246,6 +256,10 @@ struct Follower {
             let node = presence.node
             var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
             guard settings.includeOwnActivities || node.nodeID != own else { return actions }
+            guard node.nodeID.utf8.count <= WireLimits.maxNodeID,
+                  presence.activityIds.allSatisfy({ WireLimits.fitsBus(activityID: $0.utf8, nodeID: EmptyCollection()) }) else {
+                return actions + [.ignored(.malformed("a presence naming a node or activity id past the contract's lengths"))]
+            }
             // Replay protection as for an activity, under a name no activity id can have.
             if let refusal = believe(speaker, originKey: node.publicKey, originID: HashedID(node.nodeID), subject: Self.presenceSubject, date: date, now: now) {
                 return actions + [refusal]
@@ -273,6 +287,9 @@ struct Follower {
         // Our own, come back through the broker: nothing to do (and nothing to remember).
         let originNodeID = advertisement.origin?.nodeID ?? ""
         guard settings.includeOwnActivities || originNodeID != settings.nodeID else { return .actions([]) }
+        guard WireLimits.fitsBus(activityID: advertisement.activityID.utf8, activityType: advertisement.activityType.utf8, nodeID: originNodeID.utf8) else {
+            return .actions([.ignored(.malformed("an advertisement naming an activity id, type or node id past the contract's lengths"))])
+        }
         // The id and the origin hashed once, for the replay guard's table and the known one.
         let id = HashedID(advertisement.activityID), originID = HashedID(originNodeID)
         if let refusal = believe(speaker, originKey: advertisement.origin?.publicKey ?? Data(), originID: originID, subject: id, date: date, now: now,

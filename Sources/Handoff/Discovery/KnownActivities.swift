@@ -1,4 +1,5 @@
 import Foundation
+import ZeroMQ
 
 /// Discovery's table: the activities other nodes advertise, as this node knows them — each with
 /// the lease that keeps it, its origin for the presence that renews it, and the quotas that bound
@@ -59,6 +60,9 @@ struct KnownActivities {
     let maxPerOrigin: Int
     /// The most activities this node keeps in all.
     let maxTotal: Int
+    /// The most activities of one key (over every node that names it) this node keeps.
+    let maxPerKey: Int
+    private var keys = KeyCounts()
     /// Keyed by ``HashedID`` (``HashedTable``, which never hashes again): these grow with the bus,
     /// and each advertisement heard goes through both (and a new one grows them).
     private var entries = HashedTable<HashedID, Entry>()
@@ -72,9 +76,10 @@ struct KnownActivities {
     private var expiryChecks = MinHeap<Check<Date>>()
     private var nextGeneration: UInt64 = 0
 
-    init(maxPerOrigin: Int, maxTotal: Int) {
+    init(maxPerOrigin: Int, maxTotal: Int, maxPerKey: Int = .max) {
         self.maxPerOrigin = maxPerOrigin
         self.maxTotal = maxTotal
+        self.maxPerKey = maxPerKey
     }
 
     var count: Int { entries.count }
@@ -84,6 +89,9 @@ struct KnownActivities {
 
     /// The ids known of the origin node `origin` (its node id).
     func ids(ofOrigin origin: String) -> Set<String>? { byOrigin[HashedID(origin)].map { Set($0.keys.map(\.id)) } }
+
+    /// Activities kept per origin key.
+    var perKey: [[UInt8]: Int] { keys.counts }
 
     /// Takes an advertisement believed fresh: `deadline` is now plus its lease.
     mutating func arrive(_ activity: DiscoveredActivity, deadline: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Arrival {
@@ -100,9 +108,11 @@ struct KnownActivities {
             // position. (Refused, nothing is left behind.)
             let originPosition = byOrigin.position(of: origin)
             let ofOrigin = originPosition.map { byOrigin[at: $0].count } ?? 0
-            guard ofOrigin < maxPerOrigin, entries.count < maxTotal else {
+            let key = activity.origin.publicKey?.bytes ?? []
+            guard ofOrigin < maxPerOrigin, entries.count < maxTotal, keys[key] < maxPerKey else {
                 return .overQuota(ofOrigin: ofOrigin, total: entries.count)
             }
+            keys.add(key)
             link(id, to: origin, at: originPosition)
             nextGeneration += 1
             var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
@@ -119,6 +129,10 @@ struct KnownActivities {
         if entry.activity.origin.id != origin.id {
             unlink(id, from: HashedID(entry.activity.origin.id))
             link(id, to: origin, at: byOrigin.position(of: origin))
+        }
+        if entry.activity.origin.publicKey != activity.origin.publicKey {
+            keys.remove(entry.activity.origin.publicKey?.bytes ?? [])
+            keys.add(activity.origin.publicKey?.bytes ?? [])
         }
         entry.deadline = deadline
         if deadline < entry.leaseCheck {
@@ -143,6 +157,7 @@ struct KnownActivities {
     mutating func remove(_ id: HashedID) -> DiscoveredActivity? {
         guard let entry = entries.removeValue(forKey: id) else { return nil }
         unlink(id, from: HashedID(entry.activity.origin.id))
+        keys.remove(entry.activity.origin.publicKey?.bytes ?? [])
         return entry.activity
     }
 

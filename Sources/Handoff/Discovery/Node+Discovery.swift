@@ -87,6 +87,7 @@ extension Node {
                 own.logger.debug("ignoring a stale bus message about \(subject): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(own.configuration.replayWindow))")
             case .ignored(.replayed): observability.securityCounters.replayedIgnored += 1
             case .ignored(.overQuota): observability.securityCounters.overQuotaIgnored += 1
+            case .ignored(.malformed(let why)): noteMalformed(bus: true, why)
             }
         }
     }

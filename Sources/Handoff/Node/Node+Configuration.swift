@@ -143,6 +143,8 @@ extension Node {
         /// The most activities of any one other node this node keeps track of: a new one beyond it
         /// is ignored, counted (``Node/SecurityCounters/overQuotaIgnored``) and logged once per
         /// origin, so that one node cannot fill this one's memory (a broker has its own quota).
+        /// With CURVE, one key gets four times it over all the nodes that name it, so that a
+        /// member naming itself as many nodes cannot either.
         public var maxKnownActivitiesPerNode: Int
         /// The most activities of all other nodes together this node keeps track of.
         public var maxKnownActivities: Int
@@ -229,9 +231,13 @@ extension Node {
         /// The lease other nodes are told.
         var effectiveLease: Duration { lease ?? advertiseInterval * 3 }
 
-        /// Refuses timings no node can keep: a presence interval of zero (the node's clock would
-        /// spin), or a lease past ``WireLimits/maxLease``, which other nodes would cut short.
-        func checkTimings() throws(HandoffError) {
+        /// Refuses what no node can keep: a presence interval of zero (the node's clock would
+        /// spin), a lease past ``WireLimits/maxLease``, which other nodes would cut short, or an id
+        /// past ``WireLimits/maxNodeID``, whose messages every receiver would drop.
+        func check() throws(HandoffError) {
+            if let id, id.isEmpty || id.utf8.count > WireLimits.maxNodeID {
+                throw HandoffError(.invalidConfiguration, "node \(name): its id must be 1 to \(WireLimits.maxNodeID) bytes (it is \(id.utf8.count))")
+            }
             guard advertiseInterval > .zero else {
                 throw HandoffError(.invalidConfiguration, "node \(name): the advertise interval must be more than zero (it is \(advertiseInterval))")
             }

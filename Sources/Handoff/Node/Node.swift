@@ -92,7 +92,7 @@ public actor Node: Service {
     ///   - context: The ZeroMQ context to use; a new one when `nil`.
     /// - Throws: ``ZMQError`` when an endpoint cannot be bound or connected.
     public init(configuration: Configuration, context: Context? = nil) throws {
-        try configuration.checkTimings()
+        try configuration.check()
         try Security.requireSecurity(
             for: configuration.endpoints, security: configuration.security,
             allowInsecure: configuration.allowInsecure, what: "node \(configuration.name)")

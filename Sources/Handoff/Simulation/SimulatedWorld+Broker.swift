@@ -118,6 +118,12 @@ extension SimulatedWorld {
         case .overQuota(let activityID, let origin):
             broker.refused += 1
             log("\(brokerName(b)) drops \(activityID): \(origin) is over its quota")
+        case .overKeyQuota(let activityID, _):
+            broker.refused += 1
+            log("\(brokerName(b)) drops \(activityID): its key is over its quota")
+        case .pastLengths(let reason):
+            broker.refused += 1
+            log("\(brokerName(b)) drops a message from \(sender): it \(reason)")
         }
     }
 

@@ -25,6 +25,17 @@ public enum WireLimits {
     /// The longest activity type (``UserActivity/validate(activityType:)`` checks it).
     public static let maxActivityType = 255
 
+    /// The longest node id (Handoff's are UUIDs, 36 bytes).
+    public static let maxNodeID = 128
+
+    /// Whether what a bus message names (an activity, its type when the message carries it, the
+    /// node it is about) is within the contract's lengths: a message naming longer ones is
+    /// malformed. Every table a receiver keeps is keyed by these, and each entry would otherwise
+    /// hold up to a whole frame (64 KiB) of name.
+    static func fitsBus(activityID: some Collection<UInt8>, activityType: some Collection<UInt8> = EmptyCollection(), nodeID: some Collection<UInt8>) -> Bool {
+        !activityID.isEmpty && activityID.count <= maxActivityID && activityType.count <= maxActivityType && nodeID.count <= maxNodeID
+    }
+
     /// Whether an activity id and type a peer sent are within the contract's lengths.
     static func fits(activityID: String, activityType: String) -> Bool {
         activityID.utf8.count <= maxActivityID && activityType.utf8.count <= maxActivityType

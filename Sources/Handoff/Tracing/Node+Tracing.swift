@@ -66,6 +66,7 @@ extension Node {
                 case .stale: "ignored as stale (outside the replay window)"
                 case .replayed: "ignored as a replay (a sequence already seen)"
                 case .overQuota: "ignored: over its origin's quota"
+                case .malformed(let text): "ignored as malformed: \(text)"
                 }
                 return .hop(.notDelivered, traceID: traceID, activityID: activityID, detail: reason)
             default:

@@ -18,6 +18,8 @@ struct BrokerCommand: AsyncParsableCommand {
     @Flag(help: "Do not keep the last advertisement of each activity for late joiners.") var noCache = false
     @Option(help: "The most activities of one node the broker caches and forwards; its new ones beyond are dropped and counted.")
     var maxActivitiesPerNode = Broker.Configuration().maxActivitiesPerOrigin
+    @Option(help: "With CURVE, the most activities of one key, over all the nodes that name it, the broker caches and forwards (default: 4 × --max-activities-per-node).")
+    var maxActivitiesPerKey: Int?
     @Option(help: "How many of one publisher's messages the broker holds before TCP pushes back and the rest wait in the publisher (0: unlimited).")
     var publisherQueue = Broker.Configuration().publisherQueue
     @Option(parsing: .upToNextOption,
@@ -40,6 +42,7 @@ struct BrokerCommand: AsyncParsableCommand {
         let logger = Logger(label: "handoff.broker")
         var configuration = Broker.Configuration(frontend: frontend, backend: backend, maxActivitiesPerOrigin: maxActivitiesPerNode)
         configuration.capture = capture
+        configuration.maxActivitiesPerKey = maxActivitiesPerKey ?? 4 * maxActivitiesPerNode
         configuration.publisherQueue = publisherQueue
         guard upstream.count % 2 == 0 else {
             throw ValidationError("--upstream takes two endpoints, the upstream broker's frontend and backend (got \(upstream.joined(separator: " ")))")
