@@ -54,6 +54,8 @@ struct HandoffSim: ParsableCommand {
     var slice: Int?
 
     mutating func run() throws {
+        // A test or script that starts it and is killed leaves no simulation running.
+        ParentWatch.exitWithParentIfAsked()
         HandoffSim.requireDeterministicHashing()
         var options = SimulationOptions()
         options.nodes = nodes

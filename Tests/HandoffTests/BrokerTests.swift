@@ -79,12 +79,10 @@ struct BrokerTests {
         try await waitUntil(within: .seconds(10)) { broker.counters.cachedActivities == 1_000 }
         let sentBeforeJoining = broker.counters.messagesIn
 
-        let joined = ContinuousClock.now
         let everything = try await takeSnapshot(of: "", at: broker, context: context)
         #expect(everything.advertisements.map(\.activityID).sorted() == all.sorted())
         #expect(everything.reply.count == 1_000)
         #expect(everything.reply.typePrefix == "")
-        #expect(ContinuousClock.now - joined < .seconds(1))
         #expect(everything.advertisements.allSatisfy { ad in
             types.contains(ad.activityType) && ad.activityID.hasPrefix("activity-")
         })

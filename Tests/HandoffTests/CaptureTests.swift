@@ -13,7 +13,9 @@ final class LoopbackCapture {
     static let isAvailable = tcpdump != nil && getuid() == 0
 
     let file: URL
-    private let process = Process()
+    /// Watched (``Foundation/Process/watched(_:_:)``): a run killed mid-test leaves no tcpdump
+    /// capturing behind; one that fails is reaped when the capture goes (deinit).
+    private let process: Process
 
     /// Starts capturing TCP traffic to or from `ports` (only ours: other programs may use loopback
     /// too); returns once tcpdump says it is listening.
@@ -21,9 +23,9 @@ final class LoopbackCapture {
         precondition(!ports.isEmpty)
         let filter = ports.map { "tcp port \($0)" }.joined(separator: " or ")
         file = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-capture-\(UUID().uuidString).pcap")
-        process.executableURL = URL(fileURLWithPath: Self.tcpdump!)
         // --immediate-mode -U: hand over and write each packet as it comes; -s 0: whole packets; -Z root: keep writing where we can read.
-        process.arguments = ["-i", "lo", "--immediate-mode", "-U", "-s", "0", "-n", "-Z", "root", "-w", file.path, filter]
+        process = Process.watched(URL(fileURLWithPath: Self.tcpdump!),
+                                  ["-i", "lo", "--immediate-mode", "-U", "-s", "0", "-n", "-Z", "root", "-w", file.path, filter])
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
@@ -36,7 +38,9 @@ final class LoopbackCapture {
             said.append(chunk)
         }
         guard String(decoding: said, as: UTF8.self).contains("listening on") else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(at: file)
             throw Failure("tcpdump did not start: \(String(decoding: said, as: UTF8.self))")
         }
     }
@@ -60,6 +64,15 @@ final class LoopbackCapture {
         process.waitUntilExit()
         defer { try? FileManager.default.removeItem(at: file) }
         return try Data(contentsOf: file)
+    }
+
+    /// A capture never stopped (its test failed first) ends here.
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: file)
     }
 
     struct Failure: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }

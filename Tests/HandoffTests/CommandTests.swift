@@ -12,15 +12,17 @@ func runHandoff(
     let process = Process()
     process.executableURL = buildFolder.appendingPathComponent("handoff")
     process.arguments = arguments
-    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+    // It ends with the test process (ParentWatch), whatever ends that.
+    process.environment = ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }.merging(environment) { $1 }
     let output = Pipe(), error = Pipe()
     process.standardOutput = output
     process.standardError = error
     try process.run()
+    // Reaped however this returns: a timeout, or a cancelled sleep.
+    defer { reap(process) }
     let deadline = ContinuousClock.now + timeout
     while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
     if process.isRunning {
-        process.interrupt()
         throw ProcessFailure("handoff \(arguments.joined(separator: " ")) did not finish within \(timeout)")
     }
     let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -45,16 +47,16 @@ func freePorts(_ count: Int) throws -> [String] {
     return try sockets.map { try $0.lastEndpoint }
 }
 
+/// How many `handoff agent` and `handoff broker` processes run on this machine, read from /proc
+/// (no `ps` needed: a missing one read as none would let a leak pass).
 func handoffProcesses() -> Int {
-    let output = Pipe()
-    let ps = Process()
-    ps.executableURL = URL(fileURLWithPath: "/bin/ps")
-    ps.arguments = ["-eo", "args"]
-    ps.standardOutput = output
-    try? ps.run()
-    ps.waitUntilExit()
-    return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        .split(separator: "\n").filter { $0.contains("/handoff agent") || $0.contains("/handoff broker") }.count
+    let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    precondition(!pids.isEmpty, "/proc is not readable")
+    return pids.filter { $0.allSatisfy(\.isNumber) }.count { pid in
+        guard let bytes = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+        let command = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+        return command.contains("/handoff agent") || command.contains("/handoff broker")
+    }
 }
 
 @Suite("The handoff command", .exclusive)

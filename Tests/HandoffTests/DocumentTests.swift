@@ -178,7 +178,10 @@ private func advertiseProcess(_ arguments: [String]) async throws -> Process {
     let line = await Task.detached { () -> String in
         String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
     }.value
-    guard line.contains("advertising") else { throw ProcessFailure("handoff advertise did not start: \(line)") }
+    guard line.contains("advertising") else {
+        reap(process)
+        throw ProcessFailure("handoff advertise did not start: \(line)")
+    }
     return process
 }
 

@@ -47,6 +47,9 @@ struct FuzzTests {
             }
             _ = Topic.snapshotTypePrefix(input)
         }
+        // A mutator that no longer reaches the decoders' depth, or one that never breaks an
+        // envelope, would pass as "no crash" while testing nothing.
+        #expect(decoded > 0 && decoded < FuzzBudget.inputs, "\(decoded) of \(FuzzBudget.inputs) inputs decoded as envelopes")
         print("fuzz decoders: \(FuzzBudget.inputs) inputs (seed \(FuzzBudget.seed)), \(decoded) decoded as envelopes, 0 crashes")
     }
 
@@ -86,6 +89,7 @@ struct FuzzTests {
                 }
             }
         }
+        #expect(accepted > 0 && accepted < count, "\(accepted) of \(count) fuzzed descriptors accepted")
         print("fuzz plugin descriptors: \(count) inputs (seed \(FuzzBudget.seed &+ 4)), \(accepted) accepted, 0 crashes")
     }
 

@@ -5,9 +5,9 @@ import HandoffTestSupport
 
 /// Runs a command to completion in `folder`; returns its status and output (both streams).
 private func run(_ arguments: [String], in folder: URL, environment: [String: String] = [:], timeout: Duration = .seconds(600)) async throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
+    // Watched: make or swift build ends with a run killed mid-build (a compiler it started
+    // finishes its file and exits).
+    let process = Process.watched(URL(fileURLWithPath: "/usr/bin/env"), arguments)
     process.currentDirectoryURL = folder
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     let log = folder.appendingPathComponent(".run-\(UUID().uuidString).log")
@@ -16,9 +16,11 @@ private func run(_ arguments: [String], in folder: URL, environment: [String: St
     process.standardOutput = handle
     process.standardError = handle
     try process.run()
+    // Reaped however this returns (a timeout, a cancelled sleep): SIGKILL ends the watched program.
+    defer { reap(process) }
     let deadline = ContinuousClock.now + timeout
     while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-    if process.isRunning { process.terminate(); throw ProcessFailure("\(arguments.joined(separator: " ")) did not finish within \(timeout)") }
+    if process.isRunning { throw ProcessFailure("\(arguments.joined(separator: " ")) did not finish within \(timeout)") }
     try handle.close()
     defer { try? FileManager.default.removeItem(at: log) }
     return (process.terminationStatus, String(decoding: try Data(contentsOf: log), as: UTF8.self))

@@ -11,17 +11,17 @@ func runSimulator(_ arguments: [String], timeout: Duration = .seconds(240)) asyn
     let process = Process()
     process.executableURL = buildFolder.appendingPathComponent("handoff-sim")
     process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }
     let output = Pipe()
     process.standardOutput = output
     process.standardError = output
     try process.run()
+    defer { reap(process) }
     // Read while it runs: a trace is larger than a pipe's buffer.
     let reading = Task.detached { output.fileHandleForReading.readDataToEndOfFile() }
     let deadline = ContinuousClock.now + timeout
     while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
     if process.isRunning {
-        process.terminate()
-        process.waitUntilExit()
         throw ProcessFailure("handoff-sim \(arguments.joined(separator: " ")) did not finish within \(timeout)")
     }
     let said = await reading.value
