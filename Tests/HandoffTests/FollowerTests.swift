@@ -165,45 +165,6 @@ struct FollowerTests {
         #expect(follower.known["a"] == nil)
     }
 
-    @Test("an advertisement, withdrawal or presence naming an activity id past 128 bytes (or none), a type past 255 or a node id past 128 is ignored as malformed, and nothing of it is kept")
-    func pastContractLengths() {
-        var follower = Follower(settings())
-        let origin = node("o1"), longNode = node(String(repeating: "n", count: WireLimits.maxNodeID + 1))
-        let longest = String(repeating: "i", count: WireLimits.maxActivityID)
-        #expect(events(hear(&follower, advertisement(longest, of: origin), from: origin, sequence: 1)) == ["appeared \(longest) v1"])
-        func malformed(_ actions: [Follower.Action]) -> Bool {
-            actions.contains { if case .ignored(.malformed) = $0 { true } else { false } }
-        }
-        #expect(malformed(hear(&follower, advertisement(longest + "i", of: origin), from: origin, sequence: 2)))
-        #expect(malformed(hear(&follower, advertisement("", of: origin), from: origin, sequence: 3)))
-        #expect(malformed(hear(&follower, advertisement("b", of: origin, type: "org." + String(repeating: "t", count: 252)), from: origin, sequence: 4)))
-        #expect(malformed(hear(&follower, advertisement("c", of: longNode), from: longNode, sequence: 1)))
-        #expect(malformed(hear(&follower, withdrawal(longest, of: longNode), from: longNode, sequence: 2)))
-        #expect(malformed(hear(&follower, presence(of: origin, listing: [longest, longest + "i"]), from: origin, sequence: 5, topic: "P:o1")))
-        #expect(malformed(hear(&follower, presence(of: longNode, listing: []), from: longNode, sequence: 3, topic: "P:n")))
-        #expect(follower.known.count == 1 && follower.directory.nodes.isEmpty, "\(follower.directory.nodes)")
-        #expect(follower.replayEntries == 1, "a malformed message was remembered by the replay guard")
-    }
-
-    @Test("a lease past the contract's hour is granted as an hour: an advertisement and a presence claiming 49 days are gone an hour after they were last heard")
-    func leasesAreCapped() {
-        var follower = Follower(settings())
-        let origin = node("o1")
-        guard case .advertisement(var claiming) = advertisement("a", of: origin) else { return }
-        claiming.leaseMs = .max
-        _ = hear(&follower, .advertisement(claiming), from: origin, sequence: 1)
-        var presence = WireNodePresence()
-        presence.node = origin
-        presence.activityIds = ["a"]
-        presence.leaseMs = .max
-        _ = hear(&follower, .nodePresence(presence), from: origin, sequence: 2, topic: "P:o1")
-        #expect(follower.known.count == 1 && follower.directory.nodes.count == 1)
-        #expect(events(follower.tick(now: start + .seconds(3_599), date: date.addingTimeInterval(3_599))).isEmpty)
-        let lapsed = follower.tick(now: start + .seconds(3_601), date: date.addingTimeInterval(3_601))
-        #expect(events(lapsed) == ["removed a lost"], "\(events(lapsed))")
-        #expect(follower.known.count == 0 && follower.directory.nodes.isEmpty, "a node claiming 49 days is still known after an hour")
-    }
-
     @Test("an activity is forgotten as lost when its lease runs out unrenewed; a presence renews what it lists and forgets what it stops listing")
     func leasesAndPresence() {
         var follower = Follower(settings())

@@ -18,6 +18,26 @@ struct ReplayGuardTests {
         #expect(guarding.count == 3)
     }
 
+    @Test("bounded: a sender's new subjects past its share, or any past the whole table, are not believed (nothing is forgotten to make room, so no replay gets through); known subjects go on; pruning gives room back")
+    func bounded() {
+        var guarding = ReplayGuard(window: .seconds(60), maxPerSender: 3, maxEntries: 5)
+        let clock = ContinuousClock.now
+        for subject in ["a", "b", "c"] {
+            #expect(guarding.check(sender: "flood", subject: subject, sequence: 1, sentAt: now, now: now, clock: clock) == .fresh)
+        }
+        #expect(guarding.check(sender: "flood", subject: "d", sequence: 2, sentAt: now, now: now, clock: clock) == .full)
+        #expect(guarding.check(sender: "flood", subject: "a", sequence: 3, sentAt: now, now: now, clock: clock) == .fresh, "a known subject goes on")
+        #expect(guarding.check(sender: "flood", subject: "a", sequence: 1, sentAt: now, now: now, clock: clock) == .replayed)
+        #expect(guarding.check(sender: "n2", subject: "a", sequence: 1, sentAt: now, now: now, clock: clock) == .fresh)
+        #expect(guarding.check(sender: "n3", subject: "a", sequence: 1, sentAt: now, now: now, clock: clock) == .fresh)
+        #expect(guarding.check(sender: "n4", subject: "a", sequence: 1, sentAt: now, now: now, clock: clock) == .full, "the whole table is full")
+        #expect(guarding.count == 5 && guarding.entries(of: "flood") == 3)
+        guarding.prune(now: clock + .seconds(61))
+        #expect(guarding.count == 0 && guarding.entries(of: "flood") == 0)
+        let later = now.addingTimeInterval(61)
+        #expect(guarding.check(sender: "flood", subject: "d", sequence: 4, sentAt: later, now: later, clock: clock + .seconds(61)) == .fresh)
+    }
+
     @Test("a sender whose name holds a slash is not taken for another sender about another activity")
     func senderAndSubjectApart() {
         var guarding = ReplayGuard(window: .seconds(60))

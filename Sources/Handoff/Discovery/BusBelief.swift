@@ -16,6 +16,8 @@ struct BusBelief {
         case foreign(String)
         case stale(age: TimeInterval)
         case replayed
+        /// About a new subject while replay protection holds its most for the sender (or in all).
+        case full
     }
 
     let secure: Bool
@@ -54,6 +56,7 @@ struct BusBelief {
         case .fresh: return .believed
         case .stale(let age): return .stale(age: age)
         case .replayed: return .replayed
+        case .full: return .full
         }
     }
 }

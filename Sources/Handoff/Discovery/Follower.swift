@@ -93,6 +93,11 @@ struct Follower {
     private(set) var snapshots: SnapshotRequests
     private(set) var resynchronization: Resynchronization
     private var belief: BusBelief
+    private static func tenfold(_ count: Int) -> Int {
+        let (product, overflow) = count.multipliedReportingOverflow(by: 10)
+        return overflow ? .max : product
+    }
+
     /// What replay protection remembers now (one entry per sender and subject within the window).
     var replayEntries: Int { belief.replayGuard.count }
     /// The type prefixes some discover stream (or the configuration) follows.
@@ -112,7 +117,10 @@ struct Follower {
                                 maxPerKey: settings.maxKnownPerNode.multipliedReportingOverflow(by: 4).overflow ? .max : settings.maxKnownPerNode * 4)
         snapshots = SnapshotRequests(expectedReplies: settings.snapshotAnswerers)
         resynchronization = Resynchronization(capacity: settings.maxKnown)
-        belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(window: settings.replayWindow))
+        // Ten nodes' quotas of subjects a sender may have spoken of within the window (activities
+        // made and withdrawn again count until the window passes them), ten times the table's in all.
+        belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(
+            window: settings.replayWindow, maxPerSender: Self.tenfold(settings.maxKnownPerNode), maxEntries: Self.tenfold(settings.maxKnown)))
     }
 
     /// Whether every snapshot asked for has arrived.
@@ -325,6 +333,7 @@ struct Follower {
         case .foreign(let why): return .ignored(.foreign(why))
         case .stale(let age): return .ignored(.stale(subject: subject.id, age: age))
         case .replayed: return .ignored(.replayed)
+        case .full: return .ignored(.overQuota)
         }
     }
 

@@ -5,6 +5,11 @@ import Foundation
 /// sequence than anything believed before from the same sender about the same activity — also
 /// after the activity was withdrawn, for as long as the window lasts. Entries older than the window
 /// are pruned: a replay of what they covered is stale by its own timestamp by then.
+///
+/// Bounded: at most ``maxPerSender`` subjects of one sender, and ``maxEntries`` in all, within the
+/// window. A message about a new subject past either is not believed (``Verdict/full``): forgetting
+/// an entry instead would let a replay of its subject through, and a sender naming fresh subjects
+/// as fast as it can would otherwise grow the table by its rate times the window.
 struct ReplayGuard {
     /// What became of a message.
     enum Verdict: Equatable {
@@ -13,9 +18,15 @@ struct ReplayGuard {
         case stale(age: TimeInterval)
         /// Not newer than what was believed before.
         case replayed
+        /// About a new subject, with the sender's share of the table (or the whole table) in use.
+        case full
     }
 
     let window: Duration
+    let maxPerSender: Int
+    let maxEntries: Int
+    /// Entries per sender.
+    private var perSender = HashedTable<HashedID, Int>()
     /// A sender and what it spoke about, as a pair: joining them into one string cost an
     /// allocation per message heard, and a sender whose name holds the separator could be taken
     /// for another. Each hashed once, by the caller (``HashedID``), and the pair's hash mixed from
@@ -30,8 +41,10 @@ struct ReplayGuard {
     }
     private var lastSequences = HashedTable<Key, (sequence: UInt64, seen: ContinuousClock.Instant)>()
 
-    init(window: Duration) {
+    init(window: Duration, maxPerSender: Int = .max, maxEntries: Int = .max) {
         self.window = window
+        self.maxPerSender = maxPerSender
+        self.maxEntries = maxEntries
     }
 
     /// Entries kept (one per sender and activity heard of within the window).
@@ -63,6 +76,13 @@ struct ReplayGuard {
         // One lookup for the check and the update: the entry is found once and written there.
         let key = Key(sender: sender, subject: subject)
         guard let position = lastSequences.position(of: key) else {
+            guard lastSequences.count < maxEntries else { return .full }
+            if let held = perSender.position(of: sender) {
+                guard perSender[at: held] < maxPerSender else { return .full }
+                perSender[at: held] += 1
+            } else {
+                perSender.insertNew(sender, 1)
+            }
             lastSequences.insertNew(key, (sequence, clock))
             return .fresh
         }
@@ -75,6 +95,18 @@ struct ReplayGuard {
     /// Forgets entries last renewed before the window.
     mutating func prune(now: ContinuousClock.Instant) {
         let horizon = now - window
-        lastSequences.removeAll { _, last in last.seen <= horizon }
+        var gone: [HashedID] = []
+        lastSequences.removeAll { key, last in
+            guard last.seen <= horizon else { return false }
+            gone.append(key.sender)
+            return true
+        }
+        for sender in gone {
+            guard let position = perSender.position(of: sender) else { continue }
+            if perSender[at: position] > 1 { perSender[at: position] -= 1 } else { _ = perSender.remove(at: position) }
+        }
     }
+
+    /// Entries of one sender (for tests).
+    func entries(of sender: String) -> Int { perSender[HashedID(sender)] ?? 0 }
 }
