@@ -17,67 +17,6 @@ import ZeroMQ
 /// something (``Resynchronization``); quotas bound what one origin and all of them can make this
 /// node hold.
 struct Follower {
-    struct Settings {
-        /// This node's id: its own news, come back through a broker, is not news.
-        var nodeID: String
-        /// Whether this node's own activities count as discovered (tests, monitors).
-        var includeOwnActivities = false
-        /// The lease of a presence that names none.
-        var defaultLease: Duration
-        var maxKnownPerNode: Int
-        var maxKnown: Int
-        var replayWindow: Duration
-        var secure: Bool
-        /// How many answerers each snapshot request has (brokers, or direct peers).
-        var snapshotAnswerers: Int
-    }
-
-    enum Action {
-        /// For the discover streams whose filter matches.
-        case emit(ActivityEvent)
-        case subscribe(String)
-        case unsubscribe(String)
-        /// An activity appeared or changed: the continuation client refreshes it if it holds it.
-        case changed(DiscoveredActivity)
-        /// An activity is forgotten: the continuation client lets it go.
-        case forgotten(String)
-        /// Something this node refused to believe or keep, for the node to count and log.
-        case ignored(Ignored)
-        case log(Logger.Level, String)
-        /// This node's own presence came back through the bus: it is on the bus.
-        case ownPresenceHeard
-    }
-
-    /// What hearing an advertisement came to: its commonest outcomes (known now, first or newer)
-    /// without an array of actions made for each advertisement heard.
-    enum Heard {
-        /// ``Action/emit(_:)`` an ``ActivityEvent/appeared(_:)``, then ``Action/changed(_:)``.
-        case appeared(DiscoveredActivity)
-        /// ``Action/emit(_:)`` an ``ActivityEvent/updated(_:)``, then ``Action/changed(_:)``.
-        case updated(DiscoveredActivity)
-        case actions([Action])
-
-        /// The same, as actions.
-        var actions: [Action] {
-            switch self {
-            case .appeared(let activity): [.emit(.appeared(activity)), .changed(activity)]
-            case .updated(let activity): [.emit(.updated(activity)), .changed(activity)]
-            case .actions(let actions): actions
-            }
-        }
-    }
-
-    enum Ignored: Equatable {
-        /// From a node that may not speak for it; why, in words.
-        case foreign(String)
-        case stale(subject: String, age: TimeInterval)
-        case replayed
-        /// A new activity past the quota of its origin or of all.
-        case overQuota
-        /// Names an activity, type or node past the contract's lengths (``WireLimits/fitsBus``).
-        case malformed(String)
-    }
-
     /// What a follower subscribes to for its whole life, whatever it follows: presences keep
     /// known activities alive (wire.proto, NodePresence).
     static let standingSubscriptions = [Topic.presencePrefix]
@@ -93,11 +32,6 @@ struct Follower {
     private(set) var snapshots: SnapshotRequests
     private(set) var resynchronization: Resynchronization
     private var belief: BusBelief
-    private static func tenfold(_ count: Int) -> Int {
-        let (product, overflow) = count.multipliedReportingOverflow(by: 10)
-        return overflow ? .max : product
-    }
-
     /// What replay protection remembers now (one entry per sender and subject within the window).
     var replayEntries: Int { belief.replayGuard.count }
     /// The type prefixes some discover stream (or the configuration) follows.
@@ -111,16 +45,11 @@ struct Follower {
 
     init(_ settings: Settings) {
         self.settings = settings
-        // Four nodes' worth of one key (an agent, and commands run beside it under its key): one
-        // member naming itself as many nodes cannot fill the table.
-        known = KnownActivities(maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown,
-                                maxPerKey: settings.maxKnownPerNode.multipliedReportingOverflow(by: 4).overflow ? .max : settings.maxKnownPerNode * 4)
+        known = KnownActivities(maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown, maxPerKey: settings.maxKnownPerKey)
         snapshots = SnapshotRequests(expectedReplies: settings.snapshotAnswerers)
         resynchronization = Resynchronization(capacity: settings.maxKnown)
-        // Ten nodes' quotas of subjects a sender may have spoken of within the window (activities
-        // made and withdrawn again count until the window passes them), ten times the table's in all.
         belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(
-            window: settings.replayWindow, maxPerSender: Self.tenfold(settings.maxKnownPerNode), maxEntries: Self.tenfold(settings.maxKnown)))
+            window: settings.replayWindow, maxPerSender: settings.maxReplaySubjectsPerSender, maxEntries: settings.maxReplaySubjects))
     }
 
     /// Whether every snapshot asked for has arrived.
