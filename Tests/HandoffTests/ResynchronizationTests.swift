@@ -85,6 +85,21 @@ struct ResynchronizationTests {
         #expect(r17)
     }
 
+    @Test("ids waiting for a round, or asked in one a snapshot never answers, are bounded: a presence past the capacity still asks for a round, without its ids remembered")
+    func roundsThatNeverSettleAreBounded() {
+        var resync = Resynchronization(interval: .zero, capacity: 10)
+        for round in 0..<20 {
+            let ids = Set((0..<4).map { "\(round)-\($0)" })
+            let asks = resync.presence(origin: "hostile", listed: ids, unheld: ids, now: start + .seconds(round))
+            #expect(asks, "round \(round) was not asked for")
+            #expect(resync.trackedIDs <= 10, "round \(round): \(resync.trackedIDs) ids tracked")
+        }
+        resync.settled { _ in false }
+        #expect(resync.trackedIDs == 0)
+        resync.forget(origin: "hostile")
+        #expect(resync.trackedIDs == 0 && resync.unfollowedIDs == 0)
+    }
+
     @Test("the memory of unfollowed ids is bounded: past its capacity it starts over")
     func bounded() {
         var resync = Resynchronization(interval: .zero, capacity: 10)

@@ -23,7 +23,10 @@ struct Resynchronization {
     /// At most one round of snapshots per interval, whatever the bus sends.
     let interval: Duration
     /// The most ids remembered as not followed; past it the memory starts over (it is only an
-    /// optimisation: forgetting costs one more round of snapshots).
+    /// optimisation: forgetting costs one more round of snapshots). Also the most ids waiting for
+    /// a round or asked in one: a round a snapshot never answers never settles, and presences
+    /// naming fresh ids would grow those without end; past it, a presence's news asks for a
+    /// round without its ids being remembered (they are asked about again next time).
     let capacity: Int
 
     /// Ids presences named that a round of snapshots did not bring, by origin.
@@ -32,6 +35,8 @@ struct Resynchronization {
     /// Ids for the next round, and those the round under way was started for, by origin.
     private var awaited: [String: Set<String>] = [:]
     private var asked: [String: Set<String>] = [:]
+    /// Ids in ``awaited`` and ``asked`` together (an id in both counted twice: an upper bound).
+    private var trackedCount = 0
     private var lastRound: ContinuousClock.Instant?
     /// A round is wanted but the interval since the last one has not passed.
     private(set) var isDue = false
@@ -54,7 +59,10 @@ struct Resynchronization {
         }
         let news = unheld.subtracting(unfollowed[origin] ?? []).subtracting(awaited[origin] ?? []).subtracting(asked[origin] ?? [])
         guard !news.isEmpty else { return false }
-        awaited[origin, default: []].formUnion(news)
+        if trackedCount + news.count <= capacity {
+            awaited[origin, default: []].formUnion(news)
+            trackedCount += news.count
+        }
         return want(now: now)
     }
 
@@ -92,6 +100,7 @@ struct Resynchronization {
             unfollowedCount += unfollowed[origin]!.count - before
         }
         asked.removeAll()
+        trackedCount = awaited.values.reduce(0) { $0 + $1.count }
     }
 
     /// What this node follows changed: an id not followed before may be now.
@@ -103,12 +112,14 @@ struct Resynchronization {
     /// An origin left (its presence lapsed): nothing of it to remember.
     mutating func forget(origin: String) {
         unfollowedCount -= unfollowed.removeValue(forKey: origin)?.count ?? 0
-        awaited[origin] = nil
-        asked[origin] = nil
+        trackedCount -= (awaited.removeValue(forKey: origin)?.count ?? 0) + (asked.removeValue(forKey: origin)?.count ?? 0)
     }
 
     /// Ids remembered as not followed here, for tests and metrics.
     var unfollowedIDs: Int { unfollowedCount }
+
+    /// Ids waiting for a round or asked in one (at most ``capacity``), for tests.
+    var trackedIDs: Int { trackedCount }
 
     private mutating func want(now: ContinuousClock.Instant) -> Bool {
         isDue = true
@@ -122,6 +133,7 @@ struct Resynchronization {
         lastRound = now
         for (origin, ids) in awaited { asked[origin, default: []].formUnion(ids) }
         awaited.removeAll()
+        trackedCount = asked.values.reduce(0) { $0 + $1.count }
         return true
     }
 }
