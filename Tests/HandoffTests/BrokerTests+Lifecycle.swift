@@ -70,11 +70,14 @@ extension BrokerTests {
             try Broker.start(Broker.Configuration.ephemeral(cacheCapacity: 0), context: context)
         }
         #expect(badCapacity?.code == .invalidConfiguration)
-        var keyBelowOrigin = Broker.Configuration.ephemeral()
-        keyBelowOrigin.maxActivitiesPerKey = keyBelowOrigin.maxActivitiesPerOrigin - 1
-        let badKeyQuota = #expect(throws: HandoffError.self) { try Broker.start(keyBelowOrigin, context: context) }
+        var noKeyQuota = Broker.Configuration.ephemeral()
+        noKeyQuota.maxActivitiesPerKey = 0
+        let badKeyQuota = #expect(throws: HandoffError.self) { try Broker.start(noKeyQuota, context: context) }
         #expect(badKeyQuota?.code == .invalidConfiguration)
-        #expect(Broker.Configuration().maxActivitiesPerKey == 4 * Broker.Configuration().maxActivitiesPerOrigin)
+        // Four times the origin's quota unless set, also when the origin's is set after init.
+        var raised = Broker.Configuration()
+        raised.maxActivitiesPerOrigin = 1_000_000
+        #expect(raised.effectiveMaxActivitiesPerKey == 4_000_000)
         #expect(badCapacity?.message.contains("cacheCapacity") == true)
 
         let broker = try Broker.start(.ephemeral(), context: context)

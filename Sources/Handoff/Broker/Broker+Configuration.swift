@@ -54,11 +54,19 @@ extension Broker {
         /// activities it has cached, and withdrawals, always pass.
         public var maxActivitiesPerOrigin: Int
         /// The most activities of any one CURVE key the broker caches and forwards, over all the
-        /// nodes that name it (4,000 by default: an agent and the commands run beside it under its
-        /// key). A member that names itself as many nodes cannot fill the cache past it, nor
-        /// evict the others' activities. Counted and logged as ``maxActivitiesPerOrigin``; without
-        /// ``security`` nothing proves a key, and it does not apply.
-        public var maxActivitiesPerKey: Int
+        /// nodes that name it; `nil` (the default) is four times ``maxActivitiesPerOrigin``: an
+        /// agent and the commands run beside it under its key. A member that names itself as many
+        /// nodes cannot fill the cache past it, nor evict the others' activities. Counted and
+        /// logged as ``maxActivitiesPerOrigin``; without ``security`` nothing proves a key, and it
+        /// does not apply.
+        public var maxActivitiesPerKey: Int?
+
+        /// ``maxActivitiesPerKey``, or its default.
+        var effectiveMaxActivitiesPerKey: Int {
+            if let maxActivitiesPerKey { return maxActivitiesPerKey }
+            let (fourfold, overflow) = maxActivitiesPerOrigin.multipliedReportingOverflow(by: 4)
+            return overflow ? .max : fourfold
+        }
         /// How long to cache an advertisement whose `leaseMs` is 0 (unset).
         public var defaultLease: Duration
         /// Send and receive high-water mark of every broker socket, in messages per peer, except
@@ -108,7 +116,6 @@ extension Broker {
             self.lastValueCache = lastValueCache
             self.cacheCapacity = cacheCapacity
             self.maxActivitiesPerOrigin = maxActivitiesPerOrigin
-            maxActivitiesPerKey = 4 * maxActivitiesPerOrigin
             self.defaultLease = defaultLease
             self.highWaterMark = highWaterMark
             self.publisherQueue = publisherQueue

@@ -159,8 +159,8 @@ public final class Broker: Sendable {
         guard configuration.cacheCapacity >= 1 else {
             throw HandoffError(.invalidConfiguration, "the broker's cacheCapacity is \(configuration.cacheCapacity): it must be at least 1")
         }
-        guard configuration.maxActivitiesPerOrigin >= 1, configuration.maxActivitiesPerKey >= configuration.maxActivitiesPerOrigin else {
-            throw HandoffError(.invalidConfiguration, "the broker's maxActivitiesPerOrigin is \(configuration.maxActivitiesPerOrigin) and maxActivitiesPerKey \(configuration.maxActivitiesPerKey): the first must be at least 1, the second at least the first")
+        guard configuration.maxActivitiesPerOrigin >= 1, configuration.effectiveMaxActivitiesPerKey >= 1 else {
+            throw HandoffError(.invalidConfiguration, "the broker's maxActivitiesPerOrigin is \(configuration.maxActivitiesPerOrigin) and maxActivitiesPerKey \(configuration.effectiveMaxActivitiesPerKey): each must be at least 1")
         }
         guard configuration.defaultLease > .zero else {
             throw HandoffError(.invalidConfiguration, "the broker's defaultLease is \(configuration.defaultLease): it must be more than zero")

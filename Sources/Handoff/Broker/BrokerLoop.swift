@@ -94,7 +94,7 @@ final class BrokerLoop: @unchecked Sendable {
             cacheEnabled: configuration.lastValueCache,
             cache: LastValueCache(
                 capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
-                perKeyQuota: configuration.maxActivitiesPerKey, defaultLease: configuration.defaultLease),
+                perKeyQuota: configuration.effectiveMaxActivitiesPerKey, defaultLease: configuration.defaultLease),
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
             upstreams: configuration.upstreams.count, site: configuration.site ?? .random())
         coreStorage = .allocate(capacity: 1)

@@ -42,7 +42,7 @@ struct BrokerCommand: AsyncParsableCommand {
         let logger = Logger(label: "handoff.broker")
         var configuration = Broker.Configuration(frontend: frontend, backend: backend, maxActivitiesPerOrigin: maxActivitiesPerNode)
         configuration.capture = capture
-        configuration.maxActivitiesPerKey = maxActivitiesPerKey ?? 4 * maxActivitiesPerNode
+        configuration.maxActivitiesPerKey = maxActivitiesPerKey
         configuration.publisherQueue = publisherQueue
         guard upstream.count % 2 == 0 else {
             throw ValidationError("--upstream takes two endpoints, the upstream broker's frontend and backend (got \(upstream.joined(separator: " ")))")
