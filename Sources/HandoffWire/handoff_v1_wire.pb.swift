@@ -769,7 +769,9 @@ public nonisolated struct WireNodeEvent: Sendable {
 
   public var activityType: String = String()
 
-  /// The other node, when known (the requester of a continuation).
+  /// The other node, when known: the requester of a continuation; for a stream, the
+  /// other end (the originator as it advertised itself, the continuing node as its
+  /// envelope names it).
   public var peer: WireNodeRef {
     get {_peer ?? WireNodeRef()}
     set {_peer = newValue}

@@ -35,7 +35,7 @@ extension Node {
                     // The peer, for the per-peer stream limit: its CURVE key when secure.
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
                     handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner,
-                                      traceID: envelope.traceID, peerName: envelope.sender.name)
+                                      traceID: envelope.traceID, sender: envelope.sender)
                 default:
                     noteMalformed(bus: false, "a \(envelope.body.map { "\($0)".prefix(40) } ?? "bodiless") message where continue requests and stream frames go")
                     reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))

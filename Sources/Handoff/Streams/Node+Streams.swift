@@ -90,6 +90,7 @@ extension Node {
             activityID: activity.id, activityType: activity.activityType, direction: direction.wire,
             owner: activity.origin.id, peerChunkSize: own.configuration.streamChunkSize)
         session.originKey = activity.origin.publicKey
+        session.peer = activity.origin.wire
         session.traceID = activity.traceID  // its open carries the continue's trace
 
         var request = WireStreamOpen()
@@ -156,13 +157,15 @@ extension Node {
 
     /// Handles a StreamFrame from a peer (the payload, if any, is the frame after the envelope).
     /// `owner` names the peer for the per-peer limit (its CURVE key, or its node id).
-    /// `traceID`: its envelope's (an open of a traced continue's activity is traced); `peerName`:
-    /// the name its envelope's sender gives, for the trace's hops.
-    func handleStreamFrame(_ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String, traceID: String = "", peerName: String = "") {
+    /// `traceID`: its envelope's (an open of a traced continue's activity is traced); `sender`:
+    /// its envelope's sender, for the trace's hops and the pair's node events.
+    func handleStreamFrame(
+        _ frame: WireStreamFrame, payload: Frame?, from peer: StreamRoute.Peer, owner: String, traceID: String = "", sender: WireNodeRef? = nil
+    ) {
         let route = StreamRoute(peer: peer, id: frame.streamID)
         switch (frame.kind, peer) {
         case (.open(let open), .router):
-            acceptStreams(open, route: route, owner: owner, traceID: traceID, peerName: peerName)
+            acceptStreams(open, route: route, owner: owner, traceID: traceID, sender: sender)
             return
         case (.resume(let resume), .router):
             resumeAsOriginator(resume, route: route)
@@ -176,7 +179,7 @@ extension Node {
 
     /// The originator's side of an open: checks the activity and the limits, answers, and hands
     /// the pair to the delegate.
-    func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String, traceID: String = "", peerName: String = "") {
+    func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String, traceID: String = "", sender: WireNodeRef? = nil) {
         func refuse(_ error: HandoffError) {
             var frame = WireStreamFrame()
             frame.streamID = route.id
@@ -256,7 +259,8 @@ extension Node {
         answer.document = open.document
         answer.checksumAlgorithm = own.configuration.streamChecksum.wire
         if let document { answer.expectedLength = document.size }
-        if admitsTrace(traceID, of: "stream open") { traceOpened(session, answer, traceID: traceID, peerName: peerName) }
+        session.peer = sender
+        if admitsTrace(traceID, of: "stream open") { traceOpened(session, answer, traceID: traceID, peerName: sender?.name ?? "") }
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
         // Refused as it opened (an end it could not verify): the application never sees it.
         guard session.pair.failure == nil else { return }

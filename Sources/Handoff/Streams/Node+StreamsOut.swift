@@ -60,6 +60,7 @@ extension Node {
         event.bytesReceived = session.pair.bytesArrived
         event.expectedLength = session.input.progress.total ?? 0
         event.detail = detail
+        if let peer = session.peer { event.peer = peer }
         session.reported = (event.bytesSent, event.bytesReceived)
         if kind == .streamProgress {
             sendOnBus(topic: Topic.event(session.activityType), .nodeEvent(event))

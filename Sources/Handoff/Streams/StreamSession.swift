@@ -33,6 +33,9 @@ final class StreamSession {
     let owner: String
     /// The originator's CURVE key, to connect to it again for a resume (continuing side).
     var originKey: CurveKey?
+    /// The other node as it names itself (the originator's advertisement, or the continuing
+    /// node's envelope), for the pair's node events (`NodeEvent.peer`).
+    var peer: WireNodeRef?
     /// The protocol: credit, offsets, what is kept for a resume, liveness.
     var pair: StreamPair
     /// The writer waits here for credit (or the resume).
