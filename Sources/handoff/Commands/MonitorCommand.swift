@@ -156,7 +156,8 @@ struct MonitorPrinter {
     let json: Bool
     let raw: Bool
     let started: ContinuousClock.Instant
-    var counts: [String: Int] = [:]
+    /// Advertisements so far by type (bounded as ``MonitorRates``'s).
+    var counts = BoundedTally(zero: 0)
 
     mutating func show(_ message: MonitoredMessage) {
         let elapsed = milliseconds(ContinuousClock.now - started) / 1000
@@ -172,13 +173,13 @@ struct MonitorPrinter {
         }
         switch envelope.body {
         case .advertisement(let ad):
-            counts[ad.activityType, default: 0] += 1
+            let counted = counts.add(ad.activityType) { $0 += 1 }
             if json {
                 announce(jsonLine(MonitorLine(
                     event: "advertisement", time: at, id: ad.activityID, type: ad.activityType, title: ad.title, node: ad.origin.name,
                     nodeID: ad.origin.nodeID, version: ad.version, sequence: envelope.sequence, bytes: message.frames[1].count)))
             } else {
-                let count = counts[ad.activityType]!
+                let count = counts[counted]!
                 announce("\(at)s  ad   \(ad.origin.name)  \(ad.activityType)  \"\(ad.title)\"  v\(ad.version)  (\(count) so far, \(String(format: "%.1f", Double(count) / max(elapsed, 0.001)))/s)")
             }
         case .withdrawal(let withdrawal):
@@ -226,23 +227,23 @@ struct MonitorPrinter {
 /// Per-type counts for `--stats`: messages and bytes since the last report, and in all.
 struct MonitorRates {
     let json: Bool
-    private var window: [String: (messages: Int, bytes: Int)] = [:]
-    private var total: [String: (messages: Int, bytes: Int)] = [:]
+    /// Bounded (a member may publish as many types as it likes); names past the bound are counted
+    /// as one row. A window's names are the total's.
+    private var window = BoundedTally(zero: (messages: 0, bytes: 0))
+    private var total = BoundedTally(zero: (messages: 0, bytes: 0))
     private var reports = 0
 
     init(json: Bool) { self.json = json }
 
     mutating func count(_ message: MonitoredMessage) {
         let bytes = message.frames.reduce(0) { $0 + $1.count }
-        window[message.group, default: (0, 0)].messages += 1
-        window[message.group, default: (0, 0)].bytes += bytes
-        total[message.group, default: (0, 0)].messages += 1
-        total[message.group, default: (0, 0)].bytes += bytes
+        let name = total.add(message.group) { $0.messages += 1; $0.bytes += bytes }
+        window.add(name) { $0.messages += 1; $0.bytes += bytes }
     }
 
     /// Prints the rates over the last `interval` (or, at the end, the totals) and starts a new window.
     mutating func report(over interval: Duration?) {
-        let rows = interval == nil ? total : window
+        let rows = (interval == nil ? total : window).counts
         let seconds = interval.map { milliseconds($0) / 1000 } ?? 1
         if json {
             for (group, counts) in rows.sorted(by: { $0.key < $1.key }) {
@@ -266,7 +267,7 @@ struct MonitorRates {
             }
         }
         reports += 1
-        window.removeAll(keepingCapacity: true)
+        window.removeAll()
     }
 }
 
