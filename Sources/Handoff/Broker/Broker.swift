@@ -62,9 +62,6 @@ public final class Broker: Sendable {
         public var overQuota = 0
         /// Snapshot requests answered (wire.proto, "Snapshots").
         public var snapshots = 0
-        /// Of those, answered with their count alone: the broker's snapshot budget was spent
-        /// (half its thread's time, after a burst of 2 s), and the follower asks again.
-        public var snapshotsBusy = 0
         /// Cached advertisements sent in snapshots, each to one subscriber.
         public var snapshotAdvertisements = 0
         /// Messages from publishers that are not a topic frame plus a ``HandoffWire/WireEnvelope``

@@ -71,9 +71,6 @@ struct BrokerCore {
     private var readvertiseEveryoneDue = false
     /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
     var counted = Broker.Counters()
-    /// How much of the thread snapshot answers may take, and the counts busy answers promise.
-    var snapshotBudget = SnapshotBudget()
-    var busySnapshotCounts: [String: (count: Int, at: ContinuousClock.Instant)] = [:]
     /// Traced messages reported lately (``TraceRequestLimit``).
     private var tracesReported = TraceRequestLimit()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
@@ -278,16 +275,10 @@ struct BrokerCore {
         return cache.live(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: now, excludingSite: siteAsking(topic))
     }
 
-    /// How many advertisements ``snapshot(typePrefix:topic:now:)`` holds, none copied.
-    func snapshotCount(typePrefix: String, topic: [UInt8] = [], now: ContinuousClock.Instant) -> Int {
-        cacheEnabled ? cache.liveCount(matching: Array((Topic.activityPrefix + typePrefix).utf8), now: now, excludingSite: siteAsking(topic)) : 0
-    }
-
     /// The `SnapshotReply` that ends a snapshot of which `sent` advertisements (`sentBytes` with
-    /// their topic) reached the subscriber; counts the answer. `promised`: a busy answer's count
-    /// of what matches (none sent).
-    mutating func snapshotReply(typePrefix: String, topicSize: Int, sent: Int, sentBytes: Int, promised: Int? = nil) -> [UInt8] {
-        let reply = envelopes.bytes(.snapshotReply(WireSnapshotReply(count: promised ?? sent, typePrefix: typePrefix)))
+    /// their topic) reached the subscriber; counts the answer.
+    mutating func snapshotReply(typePrefix: String, topicSize: Int, sent: Int, sentBytes: Int) -> [UInt8] {
+        let reply = envelopes.bytes(.snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)))
         counted.snapshots += 1
         counted.snapshotAdvertisements += sent
         counted.messagesOut += sent + 1

@@ -314,6 +314,21 @@ final class BrokerLoop: @unchecked Sendable {
         if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0]) }
     }
 
+    /// Publishes every live cached advertisement of `typePrefix` under one subscriber's snapshot
+    /// topic (each in its origin's own envelope), then the `SnapshotReply` that ends it.
+    private func answerSnapshot(topic: [UInt8], typePrefix: String) throws(ZMQError) {
+        let topicFrame = Frame(topic)
+        var sent = 0, sentBytes = 0
+        for envelope in core.snapshot(typePrefix: typePrefix, topic: topic, now: .now) {
+            guard try send([topicFrame, Frame(envelope)], to: backend) else { continue }
+            sent += 1
+            sentBytes += topic.count + envelope.count
+        }
+        let reply = core.snapshotReply(typePrefix: typePrefix, topicSize: topic.count, sent: sent, sentBytes: sentBytes)
+        try send([topicFrame, Frame(reply)], to: backend)
+        publishCounters()
+    }
+
     /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a
     /// subscription to "R:" + its node id, sent upstream and withdrawn at once (wire.proto), so
     /// that the next one reaches its publisher too.

@@ -69,6 +69,7 @@ struct LastValueCache {
 
     /// Activities cached (some may have expired since the last ``removeExpired(now:)``).
     var count: Int { index.count }
+
     /// The ids of the cached activities.
     var ids: Set<String> { Set(slots.live.map(\.value.idString)) }
 
@@ -269,6 +270,7 @@ struct LastValueCache {
         keys.remove(entry.originKey)
     }
 
+
     /// Takes an origin's presence: renews each of its cached activities it lists for `lease` from
     /// `now`, and forgets the others (withdrawn, the withdrawal lost) unless the list is `partial`.
     ///
@@ -340,12 +342,6 @@ struct LastValueCache {
         }
     }
 
-    /// How many ``live(matching:now:excludingSite:)`` returns, without copying them (a busy answer).
-    func liveCount(matching prefix: [UInt8], now: ContinuousClock.Instant, excludingSite: String? = nil) -> Int {
-        let now = ticks(now), excluded = excludingSite.flatMap { siteIndex[$0] } ?? -2
-        return slots.live.lazy.filter { _, entry in entry.expiry > now && entry.site != excluded && entry.frames.firstFrameStarts(with: prefix) }.count
-    }
-
     /// Removes the entry that expires soonest; false when there is none.
     private mutating func evictSoonest() -> Bool {
         while let first = deadlines.popMin() {
@@ -362,7 +358,8 @@ struct LastValueCache {
         return false
     }
 
-    var scheduled: Int { deadlines.count }  // items in the expiry heap (for tests)
+    /// Items in the expiry heap (for tests: bounded by the entries, not by renewals).
+    var scheduled: Int { deadlines.count }
     /// Rebuilds the heap when stale items (of removed entries, or looked at earlier) far outnumber live entries.
     private mutating func compactIfNeeded() {
         guard deadlines.count > 4 * index.count + 1_024 else { return }
