@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Handoff
 import Testing
+import ZeroMQ
 import HandoffTestSupport
 
 /// Where Chromium (Debian's `chromium`) is, if it is installed.
@@ -105,7 +106,20 @@ struct LivePageTests {
         // The agent's page watches the bus through its own connection, with its node's refusals.
         let agentView = try JSONDecoder().decode(BusViewSnapshot.self, from: Data(try httpGet(port: originPort, path: "/view.json").body.utf8))
         #expect(agentView.source.hasPrefix("agent origin"))
-        #expect(agentView.refusals["replayed"] != nil && agentView.refusals["handshake_no_curve"] != nil, "\(agentView.refusals)")
+        // A refusal it really counted: garbage published on the bus passes the broker (which
+        // forwards what it cannot read) and reaches the agent, which ignores it as malformed.
+        let context = try Context()
+        let garbage = try context.socket(.pub)
+        try garbage.connect(frontend)
+        try await Task.sleep(for: .milliseconds(500))  // the broker's subscribe-all reaches it
+        try await garbage.send(Array("P:garbage".utf8), more: true)
+        try await garbage.send([0xFF, 0x01])
+        func malformedSeen() -> UInt64 {
+            let body = (try? httpGet(port: originPort, path: "/view.json").body) ?? ""
+            return (try? JSONDecoder().decode(BusViewSnapshot.self, from: Data(body.utf8)))?.refusals["malformed_bus"] ?? 0
+        }
+        #expect(await eventually(within: .seconds(5)) { malformedSeen() >= 1 }, "the agent's view counts no malformed input: \(agentView.refusals)")
+        garbage.close()
         #expect(await eventually(within: .seconds(5)) {
             let view = try? JSONDecoder().decode(BusViewSnapshot.self, from: Data((try? httpGet(port: originPort, path: "/view.json").body)?.utf8 ?? "".utf8))
             return Set(view?.nodes.map(\.name) ?? []).isSuperset(of: ["origin", "continuer"])
