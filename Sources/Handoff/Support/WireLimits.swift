@@ -20,7 +20,8 @@ public enum WireLimits {
     public static let maxLease: Duration = .seconds(3600)
 
     /// A lease as a receiver grants it: at most ``maxLease``.
-    static func granted(leaseMs: UInt32) -> UInt32 { min(leaseMs, 3_600_000) }
+    static func granted(leaseMs: UInt32) -> UInt32 { min(leaseMs, maxLeaseMs) }
+    private static let maxLeaseMs = UInt32(maxLease.components.seconds) * 1000
 
     /// The longest activity type (``UserActivity/validate(activityType:)`` checks it).
     public static let maxActivityType = 255
