@@ -193,3 +193,19 @@ func waitUntil(
         try await Task.sleep(for: .milliseconds(5))
     }
 }
+
+/// What a tap subscribed to many snapshot topics received on each, until every one has its reply
+/// (or nothing arrives for 20 s): how many advertisements, and the count each reply gave.
+func snapshotAnswers(on tap: Socket, to topics: [String]) async throws -> (advertisements: [String: Int], replies: [String: Int]) {
+    var advertisements: [String: Int] = [:], replies: [String: Int] = [:]
+    while replies.count < topics.count {
+        guard let topic = try await tap.receive(timeout: .seconds(20))?.string else { break }
+        let envelope = try WireEnvelope.decode(try await tap.receive().bytes)
+        switch envelope.body {
+        case .advertisement: advertisements[topic, default: 0] += 1
+        case .snapshotReply(let reply): replies[topic] = Int(reply.count)
+        default: Issue.record("a \(String(describing: envelope.body)) on a snapshot topic")
+        }
+    }
+    return (advertisements, replies)
+}

@@ -67,16 +67,7 @@ struct SnapshotAnswerTests {
             }
             for topic in topics { try tap.subscribe(topic) }
             try tap.connect(a.busEndpoint!)
-            var advertisements: [String: Int] = [:], replies: [String: Int] = [:]
-            while replies.count < topics.count {
-                guard let topic = try await tap.receive(timeout: .seconds(20))?.string else { break }
-                let envelope = try WireEnvelope.decode(try await tap.receive().bytes)
-                switch envelope.body {
-                case .advertisement: advertisements[topic, default: 0] += 1
-                case .snapshotReply(let reply): replies[topic] = Int(reply.count)
-                default: Issue.record("a \(String(describing: envelope.body)) on a snapshot topic")
-                }
-            }
+            let (advertisements, replies) = try await snapshotAnswers(on: tap, to: topics)
             tap.close()
             #expect(replies.count == topics.count, "\(replies.count) of \(topics.count) replies")
             let busy = topics.filter { advertisements[$0] == nil }

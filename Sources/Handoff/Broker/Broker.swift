@@ -62,6 +62,9 @@ public final class Broker: Sendable {
         public var overQuota = 0
         /// Snapshot requests answered (wire.proto, "Snapshots").
         public var snapshots = 0
+        /// Of those, answered at once with a `SnapshotReply` alone, whose asker asks again: 64
+        /// answers were under way (``SnapshotAnswers``).
+        public var snapshotsBusy = 0
         /// Cached advertisements sent in snapshots, each to one subscriber.
         public var snapshotAdvertisements = 0
         /// Messages from publishers that are not a topic frame plus a ``HandoffWire/WireEnvelope``

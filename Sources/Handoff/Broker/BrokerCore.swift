@@ -71,13 +71,19 @@ struct BrokerCore {
     private var readvertiseEveryoneDue = false
     /// What it counted (internal for the upstream rules, BrokerCore+Upstream.swift).
     var counted = Broker.Counters()
+    /// Snapshot requests being answered, a slice each round of the loop.
+    var snapshotAnswers: SnapshotAnswers
     /// Traced messages reported lately (``TraceRequestLimit``).
     private var tracesReported = TraceRequestLimit()
     /// The broker's own envelopes (snapshot replies), as a node builds its own.
     private var envelopes: EnvelopeBuilder
 
-    init(cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef, upstreams: Int = 0, site: SiteName = .random()) {
+    init(
+        cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef, upstreams: Int = 0, site: SiteName = .random(),
+        snapshotSliceSize: Int = 256
+    ) {
         self.cacheEnabled = cacheEnabled
+        snapshotAnswers = SnapshotAnswers(sliceSize: snapshotSliceSize)
         self.upstreams = upstreams
         self.site = site
         upstreamInterest = UpstreamInterest(site: site)
@@ -253,6 +259,8 @@ struct BrokerCore {
                 if let typePrefix = Topic.snapshotTypePrefix(topic) { verdict = .answerSnapshot(topic: Array(topic), typePrefix: typePrefix) }
             case 0:
                 counted.unsubscriptions += 1
+                // Its asker went away or gave up: the rest of its answer would reach no one.
+                if onSnapshotTopic { snapshotAnswers.cancel(topic: topic) }
             default:
                 break
             }
@@ -276,9 +284,10 @@ struct BrokerCore {
     }
 
     /// The `SnapshotReply` that ends a snapshot of which `sent` advertisements (`sentBytes` with
-    /// their topic) reached the subscriber; counts the answer.
-    mutating func snapshotReply(typePrefix: String, topicSize: Int, sent: Int, sentBytes: Int) -> [UInt8] {
-        let reply = envelopes.bytes(.snapshotReply(WireSnapshotReply(count: sent, typePrefix: typePrefix)))
+    /// their topic) reached the subscriber; counts the answer. `promised`: a busy reply's count
+    /// (none sent), at least what matches.
+    mutating func snapshotReply(typePrefix: String, topicSize: Int, sent: Int, sentBytes: Int, promised: Int? = nil) -> [UInt8] {
+        let reply = envelopes.bytes(.snapshotReply(WireSnapshotReply(count: promised ?? sent, typePrefix: typePrefix)))
         counted.snapshots += 1
         counted.snapshotAdvertisements += sent
         counted.messagesOut += sent + 1

@@ -11,37 +11,6 @@ struct UpstreamLink {
     let down: Socket
 }
 
-/// The snapshots a site's broker asked upstream for, one per type prefix at a time: a first
-/// subscription to a prefix at this site, so that its cache (and the joiner that subscribed) gets
-/// what the other sites have of it. One that never ends is given up after ``timeout``.
-struct UpstreamSnapshots {
-    static let timeout = Duration.seconds(10)
-    /// This broker's site, named in each token (``SiteName/snapshotToken()``).
-    let site: SiteName
-    private(set) var byTopic: [[UInt8]: (typePrefix: String, asked: ContinuousClock.Instant)] = [:]
-
-    var isEmpty: Bool { byTopic.isEmpty }
-
-    func typePrefix(of topic: [UInt8]) -> String? { byTopic[topic]?.typePrefix }
-
-    /// A new request's topic, or `nil` when one for the prefix is on its way.
-    mutating func ask(_ typePrefix: String, now: ContinuousClock.Instant, randomToken: @autoclosure () -> String = Topic.newSnapshotToken()) -> [UInt8]? {
-        guard !byTopic.values.contains(where: { $0.typePrefix == typePrefix }) else { return nil }
-        let topic = Array(Topic.snapshot(token: site.snapshotToken(random: randomToken()), typePrefix: typePrefix).utf8)
-        byTopic[topic] = (typePrefix, now)
-        return topic
-    }
-
-    mutating func end(_ topic: [UInt8]) { byTopic[topic] = nil }
-
-    /// Requests past their time, taken out.
-    mutating func expired(now: ContinuousClock.Instant) -> [[UInt8]] {
-        let late = byTopic.filter { now - $0.value.asked > Self.timeout }.map(\.key)
-        for topic in late { byTopic[topic] = nil }
-        return late
-    }
-}
-
 extension BrokerLoop {
     /// An upstream broker's subscription: its XSUB's subscribe-all when the link comes up, a
     /// token passed down from a link that came up further above (``UpstreamCascades``), or a
@@ -110,7 +79,10 @@ extension BrokerLoop {
     /// An advertisement of an upstream snapshot goes on its live topic to this site's subscribers
     /// when it is news here; the reply ends the request.
     private func fromUpstreamSnapshot(_ frames: [Frame], topic: [UInt8]) throws(ZMQError) {
-        if let live = core.upstreamSnapshotAdvertisement(frames[1], now: .now) {
+        let now = ContinuousClock.now
+        if frames[1].withUnsafeBytes({ WireBusSummary.advertisedType($0) }) != nil {
+            upstreamSnapshots.advertisementArrived(on: topic, now: now)
+            guard let live = core.upstreamSnapshotAdvertisement(frames[1], now: now) else { return }
             publishCounters()
             let message = [Frame(live), frames[1]]
             try send(message, to: backend)
@@ -120,8 +92,8 @@ extension BrokerLoop {
         }
         // A SnapshotReply is far smaller than an advertisement: decode only small envelopes.
         guard frames[1].count < 512, let envelope = try? frames[1].envelope(),
-              case .snapshotReply = envelope.body else { return }
-        upstreamSnapshots.end(topic)
+              case .snapshotReply(let reply) = envelope.body else { return }
+        guard upstreamSnapshots.replyArrived(on: topic, count: Int(reply.count), now: now, jitter: .random(in: 0..<1)) else { return }
         for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
     }
 
@@ -137,11 +109,16 @@ extension BrokerLoop {
         for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }
     }
 
-    /// Gives up snapshots upstream never ended (it restarted, or the link broke).
+    /// Ends snapshots upstream that are over by time (one of a pair never replied; none began: it
+    /// restarted, or the link broke), and asks again for those whose backoff after a short answer is over.
     private func expireUpstreamSnapshots(now: ContinuousClock.Instant) throws(ZMQError) {
-        guard !upstreamSnapshots.isEmpty else { return }
+        guard !upstreamSnapshots.requests.isEmpty else { return }
         for topic in upstreamSnapshots.expired(now: now) {
             for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
+        }
+        for topic in upstreamSnapshots.dueRetries(now: now) {
+            logger.debug("asking upstream again for a snapshot that came short: \(String(decoding: topic, as: UTF8.self))")
+            for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }
         }
     }
 

@@ -100,7 +100,7 @@ final class BrokerLoop: @unchecked Sendable {
         coreStorage = .allocate(capacity: 1)
         coreStorage.initialize(to: core)
         localHop = WireSiteHop(hops: 1, origin: core.site.name, via: core.site).frame
-        upstreamSnapshots = UpstreamSnapshots(site: core.site)
+        upstreamSnapshots = UpstreamSnapshots(site: core.site, upstreams: upstreamLinks.count)
         var logger = Logger(label: "handoff.broker")
         logger[metadataKey: "broker"] = "\(configuration.frontend)"
         self.logger = logger
@@ -196,6 +196,9 @@ final class BrokerLoop: @unchecked Sendable {
                 }
             }
             let now = ContinuousClock.now
+            // A slice of the snapshots under way after the bus's bursts: the poll does not wait
+            // while they last, and the bus's messages go between their slices.
+            if inPlace({ $0.snapshotsUnderWay }) { try answerSnapshotSlice(now: now) }
             if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
             if !upstreamLinks.isEmpty { try upstreamHousekeeping(now: now) }
@@ -203,13 +206,16 @@ final class BrokerLoop: @unchecked Sendable {
         }
     }
 
-    /// Until the cache's next expiry or ZAP's next count, at most a second.
+    /// Until the cache's next expiry or ZAP's next count, at most a second; none while snapshot
+    /// answers are under way.
     private func pollTimeout() -> Duration {
+        if inPlace({ $0.snapshotsUnderWay }) { return .zero }
         let now = ContinuousClock.now
         var deadline = now + .seconds(1)
         if let expiry = inPlace({ $0.nextExpiry }) { deadline = min(deadline, expiry) }
         if zap != nil { deadline = min(deadline, nextHandshakeSync) }
         if let due = inPlace({ $0.upstreamSubscriptions.nextDue }) { deadline = min(deadline, due) }
+        if let due = upstreamSnapshots.nextRetry { deadline = min(deadline, due) }
         return max(.zero, now.duration(to: deadline))
     }
 
@@ -307,26 +313,15 @@ final class BrokerLoop: @unchecked Sendable {
         case .forwardToPublishers:
             try send(frames, to: frontend)
         case .answerSnapshot(let topic, let typePrefix):
-            try answerSnapshot(topic: topic, typePrefix: typePrefix)
+            // Queued, answered a slice a round; or answered at once (busy, or the cache off).
+            if let reply = core.beginSnapshot(topic: topic, typePrefix: typePrefix, now: .now) {
+                try send([Frame(topic), Frame(reply)], to: backend)
+                publishCounters()
+            }
         case .keep:
             break
         }
         if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0]) }
-    }
-
-    /// Publishes every live cached advertisement of `typePrefix` under one subscriber's snapshot
-    /// topic (each in its origin's own envelope), then the `SnapshotReply` that ends it.
-    private func answerSnapshot(topic: [UInt8], typePrefix: String) throws(ZMQError) {
-        let topicFrame = Frame(topic)
-        var sent = 0, sentBytes = 0
-        for envelope in core.snapshot(typePrefix: typePrefix, topic: topic, now: .now) {
-            guard try send([topicFrame, Frame(envelope)], to: backend) else { continue }
-            sent += 1
-            sentBytes += topic.count + envelope.count
-        }
-        let reply = core.snapshotReply(typePrefix: typePrefix, topicSize: topic.count, sent: sent, sentBytes: sentBytes)
-        try send([topicFrame, Frame(reply)], to: backend)
-        publishCounters()
     }
 
     /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a

@@ -33,7 +33,7 @@ struct LastValueCache {
     private let defaultLeaseTicks: Ticks
     /// What ``Ticks`` count from.
     private let epoch: ContinuousClock.Instant
-    private var slots = Slots<Entry>()
+    private(set) var slots = Slots<Entry>()
     /// The slot of each cached activity, by its id's hash.
     private var index = SlotIndex()
     private var origins = Slots<Origin>()
@@ -46,7 +46,7 @@ struct LastValueCache {
     private var lastConverted: (instant: ContinuousClock.Instant, ticks: Ticks)?
     /// The sites entries came from, by index (bounded: past ``maxSites`` an entry's site is unknown).
     private var siteNames: [String] = []
-    private var siteIndex: [String: Int32] = [:]
+    private(set) var siteIndex: [String: Int32] = [:]
     static let maxSites = 4_096
 
     init(capacity: Int, perOriginQuota: Int = .max, perKeyQuota: Int = .max, defaultLease: Duration) {
@@ -331,17 +331,6 @@ struct LastValueCache {
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: generation))
     }
 
-    /// The envelope of every unexpired entry whose topic starts with `prefix`, but those that came
-    /// from `excludingSite` (a site's broker asking for what the others have).
-    func live(matching prefix: [UInt8], now: ContinuousClock.Instant, excludingSite: String? = nil) -> [[UInt8]] {
-        let now = ticks(now)
-        let excluded = excludingSite.flatMap { siteIndex[$0] } ?? -2
-        return slots.live.compactMap { _, entry in
-            guard entry.expiry > now, entry.site != excluded, entry.frames.firstFrameStarts(with: prefix) else { return nil }
-            return entry.frames.afterFirstFrame
-        }
-    }
-
     /// Removes the entry that expires soonest; false when there is none.
     private mutating func evictSoonest() -> Bool {
         while let first = deadlines.popMin() {
@@ -383,7 +372,7 @@ struct LastValueCache {
         return slot
     }
 
-    private func ticks(_ instant: ContinuousClock.Instant) -> Ticks { Self.ticks(epoch.duration(to: instant)) }
+    func ticks(_ instant: ContinuousClock.Instant) -> Ticks { Self.ticks(epoch.duration(to: instant)) }
 
     /// ``ticks(_:)``, remembered for the next call with the same instant: a broker passes one
     /// time for each burst of messages it stores.

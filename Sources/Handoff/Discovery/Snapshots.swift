@@ -175,6 +175,9 @@ struct SnapshotRequests {
         return .incomplete(received: request.received, promised: request.promised)
     }
 
+    /// Drops the request on `topic` (its answer never began), as if never made.
+    mutating func drop(_ topic: String) { pending[topic] = nil }
+
     /// Drops the requests for `typePrefix` (nothing follows it any more), and its attempts waiting
     /// to be made; returns the topics of those under way.
     mutating func cancel(typePrefix: String) -> [String] {

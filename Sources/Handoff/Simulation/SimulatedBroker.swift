@@ -52,7 +52,9 @@ final class SimulatedBroker {
         return BrokerCore(
             cacheEnabled: true,
             cache: LastValueCache(capacity: capacity, perOriginQuota: perOriginQuota, defaultLease: SimulatedNode.settings.lease),
-            sender: sender, upstreams: joinsUpstream ? 1 : 0, site: site)
+            sender: sender, upstreams: joinsUpstream ? 1 : 0, site: site,
+            // Slices of three: a fleet's answers span rounds, and the bus's messages overtake them.
+            snapshotSliceSize: 3)
     }
 
     /// The process died and a new one starts, its cache empty.

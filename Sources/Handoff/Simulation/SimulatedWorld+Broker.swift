@@ -136,26 +136,56 @@ extension SimulatedWorld {
         let verdict = broker.coreDo { $0.subscriberMessage([frame]) }
         if broker.joinsUpstream { passInterestUpstream(b, frame) }
         guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
-        let epoch = brokerLinks[b][index].down.epoch
-        answerSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: nodes[index].id) { bytes in
-            guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return false }
-            schedule(.fromBroker(broker: b, to: index, epoch: epoch, topic: snapshotTopic, envelope: envelope), at: arriveFromBroker(b, to: index))
-            return true
-        }
+        beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: nodes[index].id)
     }
 
-    /// Answers a snapshot request from a broker's cache, as ``BrokerLoop`` does: each live
-    /// advertisement of `typePrefix` on the request's topic (without the asking site's own), then
-    /// the reply that ends it, counting what `send` took (false: it could not).
-    func answerSnapshot(_ b: Int, topic: [UInt8], typePrefix: String, asker: String, send: ([UInt8]) -> Bool) {
-        var sent = 0, sentBytes = 0
-        for bytes in brokers[b].core.snapshot(typePrefix: typePrefix, topic: topic, now: instant) where send(bytes) {
-            sent += 1
-            sentBytes += topic.count + bytes.count
+    /// A snapshot request at a broker, as ``BrokerLoop`` takes it: answered at once (busy), or
+    /// queued and answered a slice a round (``brokerSnapshotSlice(_:incarnation:)``).
+    func beginSnapshot(_ b: Int, topic: [UInt8], typePrefix: String, asker: String) {
+        let broker = brokers[b], idle = !broker.core.snapshotsUnderWay
+        if let reply = broker.coreDo({ $0.beginSnapshot(topic: topic, typePrefix: typePrefix, now: instant) }) {
+            log("\(brokerName(b)) answers \(asker)'s snapshot of \(typePrefix) at once, busy")
+            publishOnBackend(b, topic: topic, bytes: reply)
+            return
         }
-        let reply = brokers[b].coreDo { $0.snapshotReply(typePrefix: typePrefix, topicSize: topic.count, sent: sent, sentBytes: sentBytes) }
-        log("\(brokerName(b)) answers \(asker)'s snapshot of \(typePrefix): \(sent) advertisements")
-        _ = send(reply)
+        log("\(brokerName(b)) begins \(asker)'s snapshot of \(typePrefix)")
+        if idle { schedule(.brokerSnapshotSlice(broker: b, incarnation: broker.incarnation), at: now) }
+    }
+
+    /// A round of a broker's loop with snapshots under way: their next slice, then the next round.
+    func brokerSnapshotSlice(_ b: Int, incarnation: Int) {
+        let broker = brokers[b]
+        guard broker.alive, broker.incarnation == incarnation, broker.core.snapshotsUnderWay else { return }
+        broker.coreDo { core in
+            core.snapshotSlice(now: instant) { topic, bytes in
+                publishOnBackend(b, topic: topic, bytes: bytes)
+                return true
+            }
+        }
+        if broker.core.snapshotsUnderWay { schedule(.brokerSnapshotSlice(broker: b, incarnation: incarnation), at: now + .microseconds(50)) }
+    }
+
+    /// A message of a broker's own on its XPUB: to each node and site below that follows its topic.
+    private func publishOnBackend(_ b: Int, topic: [UInt8], bytes: [UInt8]) {
+        guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return }
+        if case .snapshotReply(let reply) = envelope.body {
+            log("\(brokerName(b)) ends a snapshot of \(reply.typePrefix): \(reply.count) advertisements")
+        }
+        sendToSubscribers(b, topic: topic, envelope: envelope)
+        if options.hasSites { for site in sitesBelow(b) { sendDown(site, [topic, bytes]) } }
+    }
+
+    /// A cache's next expiry: what expired taken out (and, at a site, the upstream's housekeeping).
+    func brokerTick(_ b: Int, incarnation: Int) {
+        let broker = brokers[b]
+        guard broker.alive, broker.incarnation == incarnation else { return }
+        _ = broker.coreDo { $0.expire(now: instant) }
+        if broker.joinsUpstream {
+            expireUpstreamSnapshots(b)
+            passDueUpstreamSubscriptions(b)
+        }
+        let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
+        schedule(.brokerTick(broker: b, incarnation: incarnation), at: max(next, now + .milliseconds(1)))
     }
 
     /// A message to a broker's own subscribers that follow its topic.

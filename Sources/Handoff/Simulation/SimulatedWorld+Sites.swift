@@ -213,22 +213,30 @@ extension SimulatedWorld {
     private func siteReceivesSnapshot(_ site: Int, topic: [UInt8], _ bytes: [UInt8]) {
         let broker = brokers[site]
         guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return }
-        if let live = broker.coreDo({ $0.upstreamSnapshotAdvertisement(Frame(bytes), now: instant) }) {
+        if case .advertisement = envelope.body {
+            broker.upstreamSnapshots.advertisementArrived(on: topic, now: instant)
+            guard let live = broker.coreDo({ $0.upstreamSnapshotAdvertisement(Frame(bytes), now: instant) }) else { return }
             let message = [Frame(live), Frame(bytes)]
             sendToSubscribers(site, topic: live, envelope: envelope)
             sendToSitesBelow(site, message, hop: broker.localHop, excluding: nil)
             return
         }
-        guard case .snapshotReply = envelope.body else { return }
-        broker.upstreamSnapshots.end(topic)
+        guard case .snapshotReply(let reply) = envelope.body,
+              broker.upstreamSnapshots.replyArrived(on: topic, count: Int(reply.count), now: instant, jitter: nextJitter()) else { return }
         subscribeUpstream(site, [0] + topic)
+        // Short: asked again once its backoff is over, as the broker's poll wakes for it.
+        if let due = broker.upstreamSnapshots.nextRetry {
+            schedule(.upstreamSubscriptionsDue(site: site, incarnation: broker.incarnation), at: max(due - origin, now))
+        }
     }
 
-    /// Snapshots asked upstream whose answer is overdue: asked no more (the next subscribe-all
-    /// asks again).
+    /// Snapshots asked upstream that are over by time, asked no more (the next subscribe-all asks
+    /// again); those whose backoff after a short answer is over, asked again.
     func expireUpstreamSnapshots(_ site: Int) {
-        for topic in brokers[site].upstreamSnapshots.expired(now: instant).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            subscribeUpstream(site, [0] + topic)
+        for topic in brokers[site].upstreamSnapshots.expired(now: instant, jitter: nextJitter) { subscribeUpstream(site, [0] + topic) }
+        for topic in brokers[site].upstreamSnapshots.dueRetries(now: instant, randomToken: nextToken) {
+            log("\(brokerName(site)) asks upstream again for a snapshot that came short")
+            subscribeUpstream(site, [1] + topic)
         }
     }
 
@@ -263,10 +271,7 @@ extension SimulatedWorld {
             case .forwardToPublishers:
                 frontendSends(b, frame)
             case .answerSnapshot(let snapshotTopic, let typePrefix):
-                answerSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: "site-\(site)") { bytes in
-                    sendDown(site, [snapshotTopic, bytes])
-                    return true
-                }
+                beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: "site-\(site)")
             case .keep:
                 break
             }
@@ -275,7 +280,7 @@ extension SimulatedWorld {
     }
 
     /// A message down to a site, when what the site subscribed lets it through.
-    private func sendDown(_ site: Int, _ frames: [[UInt8]]) {
+    func sendDown(_ site: Int, _ frames: [[UInt8]]) {
         guard sites[site].upSince != nil else { return }
         let topic = String(decoding: frames[0], as: UTF8.self)
         guard sites[site].upstreamHolds.contains(where: { topic.hasPrefix($0) }) else { return }

@@ -32,6 +32,8 @@ final class SimulatedWorld {
         case brokerAsks(broker: Int, to: Int, epoch: Int, topic: String, subscribe: Bool)
         /// With brokers: a cache's next expiry (`incarnation`: the broker process it was set in).
         case brokerTick(broker: Int, incarnation: Int)
+        /// With brokers: a round of a broker's loop while snapshot answers are under way.
+        case brokerSnapshotSlice(broker: Int, incarnation: Int)
         /// At sites: a site's broker → the upstream's frontend (a bus message sent up, with its hop).
         case siteUp(site: Int, epoch: Int, frames: [[UInt8]])
         /// At sites: the upstream's backend → a site's broker (a bus message sent down, with its
@@ -42,8 +44,9 @@ final class SimulatedWorld {
         case leafSubscribes(site: Int, epoch: Int, frame: [UInt8])
         /// At sites: the upstream's frontend (un)subscribes at a site's broker (everything, or "R:").
         case upstreamSubscribes(site: Int, epoch: Int, frame: [UInt8])
-        /// At sites: a held-back repeat of the upstream's subscriptions is due to pass, as the
-        /// broker's poll wakes for it (`incarnation`: the broker process that held it).
+        /// At sites: a held-back repeat of the upstream's subscriptions is due to pass, or a short
+        /// upstream snapshot to be asked again, as the broker's poll wakes for it (`incarnation`:
+        /// the broker process that held it).
         case upstreamSubscriptionsDue(site: Int, incarnation: Int)
         /// A continuation stream frame on the connection between the stream's two nodes.
         case streamFrame(stream: Int, to: SimulatedStream.Side, epoch: Int, kind: WireStreamFrame.OneOf_Kind, payload: Frame?)
@@ -270,18 +273,14 @@ final class SimulatedWorld {
             brokerAsks(b, to, topic: topic, subscribe: subscribe)
             return nil
         case .brokerTick(let b, let incarnation):
-            let broker = brokers[b]
-            guard broker.alive, broker.incarnation == incarnation else { return nil }
-            _ = broker.coreDo { $0.expire(now: instant) }
-            if broker.joinsUpstream {
-                expireUpstreamSnapshots(b)
-                passDueUpstreamSubscriptions(b)
-            }
-            let next = broker.core.nextExpiry.map { min($0 - origin, now + .seconds(1)) } ?? now + .seconds(1)
-            schedule(.brokerTick(broker: b, incarnation: incarnation), at: max(next, now + .milliseconds(1)))
+            brokerTick(b, incarnation: incarnation)
+            return nil
+        case .brokerSnapshotSlice(let b, let incarnation):
+            brokerSnapshotSlice(b, incarnation: incarnation)
             return nil
         case .upstreamSubscriptionsDue(let site, let incarnation):
             guard brokers[site].alive, brokers[site].incarnation == incarnation else { return nil }
+            expireUpstreamSnapshots(site)
             passDueUpstreamSubscriptions(site)
             return nil
         case .siteUp, .siteDown, .leafSubscribes, .upstreamSubscribes:

@@ -16,6 +16,7 @@ public enum MetricHelp {
         "handoff_broker_subscriptions_total": "Subscriptions and unsubscriptions seen at the broker's backend.",
         "handoff_broker_cached_activities": "Activities in the broker's last-value cache now.",
         "handoff_broker_snapshots_total": "Snapshot requests the broker answered.",
+        "handoff_broker_snapshots_busy_total": "Of those, answered at once with their count alone while 64 answers were under way; the asker asks again after its backoff.",
         "handoff_broker_snapshot_advertisements_total": "Cached advertisements the broker sent in snapshots.",
         "handoff_broker_refusals_total": "What the broker refused, by reason: forged and over-quota messages, and handshakes (handshake_no_curve, handshake_key_not_in_account, handshake_key_not_proven, handshake_malformed, handshake_incomplete).",
         "handoff_broker_handshakes_allowed_total": "CURVE handshakes the broker let in.",

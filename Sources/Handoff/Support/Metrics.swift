@@ -30,6 +30,7 @@ struct BrokerMetrics {
     })
     private let allowedHandshakes = Counter(label: "handoff_broker_handshakes_allowed_total")
     private let snapshots = Counter(label: "handoff_broker_snapshots_total")
+    private let snapshotsBusy = Counter(label: "handoff_broker_snapshots_busy_total")
     private let snapshotAdvertisements = Counter(label: "handoff_broker_snapshot_advertisements_total")
     private let malformed = Counter(label: "handoff_broker_malformed_total")
     /// Sites (wire.proto "Sites"): the links to upstream brokers, and to the sites joined below.
@@ -63,6 +64,7 @@ struct BrokerMetrics {
         }
         add(allowedHandshakes, counters.allowedHandshakes, old.allowedHandshakes)
         add(snapshots, counters.snapshots, old.snapshots)
+        add(snapshotsBusy, counters.snapshotsBusy, old.snapshotsBusy)
         add(snapshotAdvertisements, counters.snapshotAdvertisements, old.snapshotAdvertisements)
         add(malformed, counters.malformed, old.malformed)
         add(upstreamOut, counters.upstreamOut, old.upstreamOut)

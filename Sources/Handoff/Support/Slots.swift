@@ -33,6 +33,9 @@ struct Slots<Element> {
         _modify { yield &storage[Int(slot)] }
     }
 
+    /// One past the highest slot ever used: a cursor over the slots ends here.
+    var end: Int { storage.count }
+
     /// Every live value with its slot, in slot order.
     var live: some Sequence<(slot: Int32, value: Element)> {
         storage.indices.lazy.compactMap { index in storage[index].map { (Int32(index), $0) } }

@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+@testable import Handoff
+
+/// The snapshots a site's broker asks its upstream for (``UpstreamSnapshots``), with no socket and
+/// no clock: asks, arrivals and replies in, topics to (un)subscribe out.
+@Suite("A site's snapshots upstream (state, no sockets)")
+struct UpstreamSnapshotsTests {
+    private static let start = ContinuousClock.now
+    private static func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
+    private static let site = SiteName.random()
+
+    /// A token whose every digit differs from another value's (the site's own token keeps a part of it).
+    private static func token(_ value: Int) -> String { String(repeating: String(format: "%x", value % 16), count: 32) }
+
+    @Test("rule: one request per type prefix at a time; a whole answer ends it (unsubscribe), with nothing to ask again")
+    func wholeAnswer() throws {
+        var snapshots = UpstreamSnapshots(site: Self.site)
+        let asked = snapshots.ask("org.a.", now: Self.start, randomToken: Self.token(1))
+        let topic = try #require(asked)
+        let second = snapshots.ask("org.a.", now: Self.start, randomToken: Self.token(2))
+        #expect(second == nil)
+        #expect(snapshots.typePrefix(of: topic) == "org.a.")
+        for _ in 0..<3 { snapshots.advertisementArrived(on: topic, now: Self.at(1)) }
+        let over = snapshots.replyArrived(on: topic, count: 3, now: Self.at(2), jitter: 0)
+        #expect(over)
+        #expect(snapshots.isEmpty && snapshots.nextRetry == nil && snapshots.requests.isEmpty)
+    }
+
+    @Test("rule: a short answer (an upstream busy with 64 answers replies with its count alone) is asked again with a new token after 250 ms, doubling, at most five attempts")
+    func shortAnswerAskedAgain() throws {
+        var snapshots = UpstreamSnapshots(site: Self.site)
+        let first = snapshots.ask("org.a.", now: Self.start, randomToken: Self.token(1))
+        var topic = try #require(first)
+        var now = 0, asked: [Int] = [0]
+        for attempt in 1...5 {
+            let over = snapshots.replyArrived(on: topic, count: 10, now: Self.at(now), jitter: 0)
+            #expect(over, "attempt \(attempt): over, unsubscribed")
+            guard attempt < 5 else { break }
+            let due = try #require(snapshots.nextRetry)
+            let early = snapshots.dueRetries(now: due - .milliseconds(1), randomToken: { Self.token(99) })
+            #expect(early.isEmpty)
+            now = Int((due - Self.start) / .milliseconds(1))
+            let again = snapshots.dueRetries(now: due, randomToken: { Self.token(attempt + 1) })
+            #expect(again.count == 1 && again.first != topic)
+            topic = try #require(again.first)
+            asked.append(now)
+        }
+        #expect(zip(asked, asked.dropFirst()).map { $1 - $0 } == [250, 500, 1_000, 2_000], "the node's backoff")
+        #expect(snapshots.requests.isEmpty, "after the fifth, what there is stands (refreshes fill the rest)")
+    }
+
+    @Test("rule: with a pair upstream both replies are waited for; one that never comes is given a second after the other's last message")
+    func pairWaitsForBoth() throws {
+        var snapshots = UpstreamSnapshots(site: Self.site, upstreams: 2)
+        let asked = snapshots.ask("org.a.", now: Self.start, randomToken: Self.token(1))
+        let topic = try #require(asked)
+        for _ in 0..<2 { snapshots.advertisementArrived(on: topic, now: Self.at(1)) }
+        let over = snapshots.replyArrived(on: topic, count: 2, now: Self.at(2), jitter: 0)
+        #expect(!over, "the other's answer may still come")
+        let early = snapshots.expired(now: Self.at(500)), late = snapshots.expired(now: Self.at(1_003))
+        #expect(early.isEmpty)
+        #expect(late == [topic])
+        #expect(snapshots.requests.isEmpty, "whole: what the one that replied sent arrived")
+    }
+
+    @Test("rule: a request no upstream began to answer is given up after 10 s, unless its answer is still arriving")
+    func timeout() throws {
+        var snapshots = UpstreamSnapshots(site: Self.site)
+        let askedA = snapshots.ask("org.a.", now: Self.start, randomToken: Self.token(1))
+        let askedB = snapshots.ask("org.b.", now: Self.start, randomToken: Self.token(2))
+        let silent = try #require(askedA), slow = try #require(askedB)
+        snapshots.advertisementArrived(on: slow, now: Self.at(9_000))
+        let first = snapshots.expired(now: Self.at(10_001))
+        #expect(first == [silent])
+        #expect(snapshots.typePrefix(of: slow) == "org.b.")
+        let second = snapshots.expired(now: Self.at(19_001))
+        #expect(second == [slow])
+        let again = snapshots.ask("org.a.", now: Self.at(19_002), randomToken: Self.token(3))
+        #expect(again != nil, "asked again by the next subscribe-all")
+    }
+}
