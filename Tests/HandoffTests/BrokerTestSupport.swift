@@ -48,12 +48,12 @@ struct BusMessage {
 
     static func advertisement(
         id: String, type: String, version: UInt64 = 1, leaseMs: UInt32 = 60_000, expiresAt: Date? = nil,
-        origin: WireNodeRef = node
+        origin: WireNodeRef = node, title: String? = nil
     ) throws -> BusMessage {
         var advertisement = WireAdvertisement()
         advertisement.activityID = id
         advertisement.activityType = type
-        advertisement.title = "Activity \(id)"
+        advertisement.title = title ?? "Activity \(id)"
         advertisement.origin = origin
         advertisement.continueEndpoint = "tcp://127.0.0.1:5571"
         advertisement.version = version

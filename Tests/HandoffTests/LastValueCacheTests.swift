@@ -107,6 +107,28 @@ struct LastValueCacheTests {
         #expect(cache.count == 0)
     }
 
+    @Test("bounded in bytes as well as entries: a new or grown entry past the bytes has those that expire soonest make room, and a removal gives its bytes back")
+    func boundedInBytes() {
+        let now = ContinuousClock.now
+        func size(_ frames: [Frame]) -> Int { frames.reduce(0) { $0 + $1.count } + LastValueCache.entryOverhead }
+        let messages = ["s0", "s1", "s2", "s3"].enumerated().map { advertisement($1, leaseMs: UInt32(20_000 + 10_000 * $0)) }
+        let one = size(messages[0])
+        #expect(messages.allSatisfy { size($0) == one })
+        var cache = LastValueCache(capacity: 100, maxBytes: 3 * one, defaultLease: .seconds(30))
+        for message in messages.prefix(3) { cache.store(message, now: now) }
+        #expect(cache.count == 3 && cache.bytes == 3 * one)
+        cache.store(messages[3], now: now)
+        #expect(cache.ids == ["s1", "s2", "s3"] && cache.bytes == 3 * one, "s0 expired soonest")
+        // s3 grows (a longer host in its envelope): s1, the soonest, makes room.
+        let grown = advertisement("s3", version: 2, leaseMs: 50_000, host: String(repeating: "h", count: 60))
+        cache.store(grown, now: now)
+        #expect(cache.ids == ["s2", "s3"] && cache.bytes == one + size(grown))
+        cache.remove("s2")
+        #expect(cache.bytes == size(grown))
+        cache.remove("s3")
+        #expect(cache.bytes == 0 && cache.count == 0)
+    }
+
     @Test("expiry and eviction give quota back; an older version is stale")
     func expiryAndEviction() {
         var cache = LastValueCache(capacity: 2, perOriginQuota: 2, defaultLease: .seconds(30))

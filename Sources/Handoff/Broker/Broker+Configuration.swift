@@ -48,6 +48,13 @@ extension Broker {
         /// soonest makes room. Keep it at most ``highWaterMark`` so a full replay fits a
         /// subscriber's queue.
         public var cacheCapacity: Int
+        /// The most memory the cache's entries take, in bytes: each its frames (up to 64 KiB) and
+        /// 256 bytes of bookkeeping. When a new or grown entry would take more, the entries that
+        /// would expire soonest make room. The default, 512 MiB, holds 100,000 activities of up to
+        /// 5 KiB each (a typical advertisement is 300–600 bytes); bounded by ``cacheCapacity``
+        /// alone, members advertising the largest frames could make it 6.4 GB. At least 64 KiB
+        /// and 256 bytes: one entry of the largest frame.
+        public var cacheBytes: Int = 512 << 20
         /// The most activities of any one origin node the broker caches and forwards: a new
         /// activity beyond it is dropped, counted (``Counters/overQuota``) and logged once per origin,
         /// so that one node cannot fill the cache nor flood every subscriber. Updates to the

@@ -53,6 +53,8 @@ public final class Broker: Sendable {
         public var unsubscriptions = 0
         /// Activities in the cache now (expired ones are removed when their lease ends).
         public var cachedActivities = 0
+        /// What they take in memory: their frames, and 256 bytes each of bookkeeping.
+        public var cachedBytes = 0
         /// Bus messages dropped because their sender is not who it says (secure brokers): its
         /// envelope names another key than its connection's, it speaks for another node, or it is
         /// about an activity of another key.
@@ -159,6 +161,9 @@ public final class Broker: Sendable {
     static func start(
         _ configuration: Configuration, context: Context, onLoopExit: (@Sendable () -> Void)?
     ) throws(HandoffError) -> Broker {
+        guard configuration.cacheBytes >= WireLimits.maxBusFrame + LastValueCache.entryOverhead else {
+            throw HandoffError(.invalidConfiguration, "the broker's cacheBytes is \(configuration.cacheBytes): it must hold at least one entry of the largest frame, \(WireLimits.maxBusFrame + LastValueCache.entryOverhead) bytes")
+        }
         guard configuration.cacheCapacity >= 1 else {
             throw HandoffError(.invalidConfiguration, "the broker's cacheCapacity is \(configuration.cacheCapacity): it must be at least 1")
         }

@@ -95,6 +95,7 @@ struct BrokerCore {
     var counters: Broker.Counters {
         var counters = counted
         counters.cachedActivities = cache.count
+        counters.cachedBytes = cache.bytes
         return counters
     }
 

@@ -93,7 +93,7 @@ final class BrokerLoop: @unchecked Sendable {
         let core = BrokerCore(
             cacheEnabled: configuration.lastValueCache,
             cache: LastValueCache(
-                capacity: configuration.cacheCapacity, perOriginQuota: configuration.maxActivitiesPerOrigin,
+                capacity: configuration.cacheCapacity, maxBytes: configuration.cacheBytes, perOriginQuota: configuration.maxActivitiesPerOrigin,
                 perKeyQuota: configuration.effectiveMaxActivitiesPerKey, defaultLease: configuration.defaultLease),
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
             upstreams: configuration.upstreams.count, site: configuration.site ?? .random())

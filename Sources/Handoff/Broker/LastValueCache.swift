@@ -36,21 +36,31 @@ struct LastValueCache {
     private(set) var slots = Slots<Entry>()
     /// The slot of each cached activity, by its id's hash.
     private var index = SlotIndex()
-    private var origins = Slots<Origin>()
+    private(set) var origins = Slots<Origin>()
     /// The slot in ``origins`` of each origin with cached activities, by its id's hash.
     private var originIndex = SlotIndex(minimumCapacity: 64)
     private var deadlines = MinHeap<Deadline>()
     /// Cached activities per origin key.
-    private var keys = KeyCounts()
+    private(set) var keys = KeyCounts()
     private var nextGeneration: UInt64 = 0
     private var lastConverted: (instant: ContinuousClock.Instant, ticks: Ticks)?
     /// The sites entries came from, by index (bounded: past ``maxSites`` an entry's site is unknown).
     private var siteNames: [String] = []
     private(set) var siteIndex: [String: Int32] = [:]
     static let maxSites = 4_096
+    /// The most bytes the entries take (``bytes``); when a new or grown entry would take more,
+    /// those that expire soonest make room: an entry holds up to a whole frame (64 KiB), so a
+    /// bound in entries alone lets a cache of 100,000 grow to 6.4 GB.
+    let maxBytes: Int
+    /// What the entries take: their frames' bytes, and ``entryOverhead`` each.
+    private(set) var bytes = 0
+    /// What an entry takes beyond its frames (its slot, index bucket, heap item, key and origin),
+    /// as `handoff-bench broker-capacity` measures it (about 207 bytes), rounded up.
+    static let entryOverhead = 256
 
-    init(capacity: Int, perOriginQuota: Int = .max, perKeyQuota: Int = .max, defaultLease: Duration) {
+    init(capacity: Int, maxBytes: Int = .max, perOriginQuota: Int = .max, perKeyQuota: Int = .max, defaultLease: Duration) {
         self.capacity = capacity
+        self.maxBytes = maxBytes
         self.perOriginQuota = perOriginQuota
         self.perKeyQuota = perKeyQuota
         self.defaultLease = defaultLease
@@ -69,9 +79,6 @@ struct LastValueCache {
 
     /// Activities cached (some may have expired since the last ``removeExpired(now:)``).
     var count: Int { index.count }
-
-    /// The ids of the cached activities.
-    var ids: Set<String> { Set(slots.live.map(\.value.idString)) }
 
     /// Whether an activity is cached.
     func contains(_ id: String) -> Bool { slot(of: id) != nil }
@@ -124,14 +131,6 @@ struct LastValueCache {
         return id.withUTF8 { originRecord(UnsafeRawBufferPointer($0), hash: SlotIndex.hash(UnsafeRawBufferPointer($0))) }
     }
 
-    /// Cached activities per origin key.
-    var perKey: [[UInt8]: Int] { keys.counts }
-
-    /// Cached activities per origin.
-    var perOrigin: [String: Int] {
-        Dictionary(uniqueKeysWithValues: origins.live.map { ($0.value.id, $0.value.count) })
-    }
-
     /// When the earliest entry (or stale heap item) expires; `nil` when there is nothing to expire.
     var nextExpiry: ContinuousClock.Instant? { deadlines.min.map { epoch + .nanoseconds($0.expiry) } }
 
@@ -180,6 +179,7 @@ struct LastValueCache {
         let originKey = Array(WireBusFields.bytes(advertisement.origin.publicKey, in: envelope))
         if let slot = existing, utf8(of: origins[slots[slot]!.origin]!.id, equals: originID) {
             // A newer (or the same) version from the same origin: in place.
+            bytes += frames.totalSize - slots[slot]!.frames.header.count
             slots[slot]!.frames = frames.joined()
             slots[slot]!.id = idInFrames
             if slots[slot]!.originKey != originKey {
@@ -195,6 +195,8 @@ struct LastValueCache {
                 slots[slot]!.check = expiry
                 deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: slots[slot]!.generation))
             }
+            // Grown past the bytes: others make room (or, the soonest to expire itself, it goes).
+            while bytes > maxBytes, evictSoonest() {}
             compactIfNeeded()
             return .stored
         }
@@ -207,6 +209,8 @@ struct LastValueCache {
         } else {
             while index.count >= capacity, evictSoonest() {}
         }
+        let size = frames.totalSize + Self.entryOverhead
+        while bytes + size > maxBytes, evictSoonest() {}
         // Removing may have emptied the origin's record (no record is made meanwhile to reuse it).
         if let slot = origin, origins[slot] == nil { origin = nil }
         let originSlot = origin ?? newOrigin(String(decoding: originID, as: UTF8.self), hash: originHash)
@@ -220,6 +224,7 @@ struct LastValueCache {
         origins[originSlot]!.first = slot
         origins[originSlot]!.count += 1
         keys.add(originKey)
+        bytes += size
         index.insert(slot, hash: hash)
         deadlines.insert(Deadline(expiry: expiry, slot: slot, generation: nextGeneration))
         compactIfNeeded()
@@ -254,6 +259,7 @@ struct LastValueCache {
     /// Forgets the activity in a live slot.
     private mutating func remove(at slot: Int32) {
         guard let entry = slots.remove(slot) else { return }
+        bytes -= entry.frames.header.count + Self.entryOverhead
         index.remove(slot, hash: entry.hash)
         let origin = entry.origin
         if entry.previousOfOrigin >= 0 {

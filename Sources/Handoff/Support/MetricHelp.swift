@@ -15,6 +15,7 @@ public enum MetricHelp {
         "handoff_broker_bytes_total": "Bytes (all frames) of the bus messages in handoff_broker_messages_total.",
         "handoff_broker_subscriptions_total": "Subscriptions and unsubscriptions seen at the broker's backend.",
         "handoff_broker_cached_activities": "Activities in the broker's last-value cache now.",
+        "handoff_broker_cached_bytes": "Memory the broker's cached activities take now: their frames, and 256 bytes each of bookkeeping (at most --cache-mib).",
         "handoff_broker_snapshots_total": "Snapshot requests the broker answered.",
         "handoff_broker_snapshots_busy_total": "Of those, answered at once with their count alone while 64 answers were under way; the asker asks again after its backoff.",
         "handoff_broker_snapshot_advertisements_total": "Cached advertisements the broker sent in snapshots.",

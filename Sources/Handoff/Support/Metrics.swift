@@ -23,6 +23,7 @@ struct BrokerMetrics {
     private let subscriptions = Counter(label: "handoff_broker_subscriptions_total", dimensions: [("kind", "subscribe")])
     private let unsubscriptions = Counter(label: "handoff_broker_subscriptions_total", dimensions: [("kind", "unsubscribe")])
     private let cached = Gauge(label: "handoff_broker_cached_activities")
+    private let cachedBytes = Gauge(label: "handoff_broker_cached_bytes")
     private let forged = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "forged")])
     private let overQuota = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "over_quota")])
     private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map {
@@ -78,6 +79,7 @@ struct BrokerMetrics {
         add(readvertiseOrigin, counters.readvertiseRequests, old.readvertiseRequests)
         add(readvertiseEveryone, counters.readvertiseEveryone, old.readvertiseEveryone)
         if counters.cachedActivities != old.cachedActivities { cached.record(counters.cachedActivities) }
+        if counters.cachedBytes != old.cachedBytes { cachedBytes.record(counters.cachedBytes) }
         reported = counters
     }
 }

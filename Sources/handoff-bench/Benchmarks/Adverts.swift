@@ -168,6 +168,7 @@ func benchBrokerConfiguration() -> Broker.Configuration {
     var configuration = Broker.Configuration(frontend: "tcp://127.0.0.1:*", backend: "tcp://127.0.0.1:*")
     configuration.maxActivitiesPerOrigin = 1_000_000
     configuration.cacheCapacity = max(configuration.cacheCapacity, 1_000_000)
+    configuration.cacheBytes = max(configuration.cacheBytes, 4 << 30)  // a million of up to 4 KiB
     return configuration
 }
 

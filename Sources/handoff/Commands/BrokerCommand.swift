@@ -20,6 +20,8 @@ struct BrokerCommand: AsyncParsableCommand {
     var maxActivitiesPerNode = Broker.Configuration().maxActivitiesPerOrigin
     @Option(help: "With CURVE, the most activities of one key, over all the nodes that name it, the broker caches and forwards (default: 4 × --max-activities-per-node).")
     var maxActivitiesPerKey: Int?
+    @Option(help: "The most memory, in MiB, the cache's activities take (their frames and 256 bytes each); past it those that expire soonest make room.")
+    var cacheMib = Broker.Configuration().cacheBytes >> 20
     @Option(help: "How many of one publisher's messages the broker holds before TCP pushes back and the rest wait in the publisher (0: unlimited).")
     var publisherQueue = Broker.Configuration().publisherQueue
     @Option(parsing: .upToNextOption,
@@ -44,6 +46,8 @@ struct BrokerCommand: AsyncParsableCommand {
         configuration.capture = capture
         configuration.maxActivitiesPerKey = maxActivitiesPerKey
         configuration.publisherQueue = publisherQueue
+        guard (1...(Int.max >> 20)).contains(cacheMib) else { throw ValidationError("--cache-mib takes a whole number of MiB, at least 1 (got \(cacheMib))") }
+        configuration.cacheBytes = cacheMib << 20
         guard upstream.count % 2 == 0 else {
             throw ValidationError("--upstream takes two endpoints, the upstream broker's frontend and backend (got \(upstream.joined(separator: " ")))")
         }
@@ -101,7 +105,7 @@ struct BrokerCommand: AsyncParsableCommand {
             logger.info(message, metadata: [
                 "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
-                "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)",
+                "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)", "cached-bytes": "\(counters.cachedBytes)",
                 "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshots-busy": "\(counters.snapshotsBusy)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "upstream-out": "\(counters.upstreamOut)", "upstream-in": "\(counters.upstreamIn)", "upstream-returned": "\(counters.upstreamReturned)",
                 "upstream-duplicates": "\(counters.upstreamDuplicates)", "sites-in": "\(counters.sitesIn)", "sites-out": "\(counters.sitesOut)",

@@ -1,0 +1,14 @@
+// What the cache holds, as sets and tallies: for tests, and for what a broker reports.
+
+extension LastValueCache {
+    /// The ids of the cached activities.
+    var ids: Set<String> { Set(slots.live.map(\.value.idString)) }
+
+    /// Cached activities per origin key.
+    var perKey: [[UInt8]: Int] { keys.counts }
+
+    /// Cached activities per origin.
+    var perOrigin: [String: Int] {
+        Dictionary(uniqueKeysWithValues: origins.live.map { ($0.value.id, $0.value.count) })
+    }
+}
