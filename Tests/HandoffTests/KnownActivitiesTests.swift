@@ -8,9 +8,12 @@ import Testing
 struct KnownActivitiesTests {
     let now = ContinuousClock.now
 
-    func activity(_ id: String, of origin: String = "node-a", key: UInt8? = nil, version: UInt64 = 1, expires: Date? = nil) -> DiscoveredActivity {
+    func activity(
+        _ id: String, of origin: String = "node-a", key: UInt8? = nil, version: UInt64 = 1, expires: Date? = nil, title: String = ""
+    ) -> DiscoveredActivity {
         var advertisement = WireAdvertisement()
         advertisement.activityID = id
+        advertisement.title = title
         advertisement.activityType = "org.handoff.test.known"
         advertisement.origin.nodeID = origin
         advertisement.origin.name = origin
@@ -34,6 +37,26 @@ struct KnownActivitiesTests {
         #expect(known.arrive(activity("x", version: 3), deadline: later + .seconds(6), now: later) == .updated)
         #expect(known["x"]?.changed == later)
         #expect(known["x"]?.activity.version == 3)
+    }
+
+    @Test("bounded in memory as well as in counts: a new activity, or a newer version, that would take the table past its bytes is ignored (the old version stays); a smaller version, or forgetting one, gives bytes back")
+    func boundedInBytes() {
+        let large = String(repeating: "t", count: 10_000)
+        let one = activity("a0", title: large).footprint
+        #expect(one > 10_000)
+        var known = KnownActivities(maxPerOrigin: 100, maxTotal: 100, maxBytes: 3 * one + 100)
+        for index in 0..<3 { #expect(known.arrive(activity("a\(index)", title: large), deadline: now, now: now) == .appeared) }
+        #expect(known.bytes == 3 * one)
+        #expect(known.arrive(activity("a3", title: large), deadline: now, now: now) == .overBytes(bytes: 3 * one))
+        #expect(known.arrive(activity("a0", version: 2, title: large + large), deadline: now, now: now) == .overBytes(bytes: 3 * one))
+        #expect(known["a0"]?.activity.version == 1 && known.bytes == 3 * one)
+        let small = activity("a0", version: 3, title: "small")
+        #expect(known.arrive(small, deadline: now, now: now) == .updated)
+        #expect(known.bytes == 2 * one + small.footprint)
+        _ = known.remove("a1")
+        #expect(known.arrive(activity("a3", title: large), deadline: now, now: now) == .appeared)
+        _ = known.remove("a3")
+        #expect(known.bytes == one + small.footprint && known.count == 2)
     }
 
     @Test("a key's quota holds over every node that names it; forgetting one of its activities makes room; nodes without a key are not counted by key")

@@ -10,7 +10,7 @@ struct NodeTimingsTests {
         return #expect(throws: HandoffError.self) { _ = try Node(configuration: configuration) }
     }
 
-    @Test("a zero advertise interval, a lease no longer than it, a lease past the hour other nodes grant, and an id past 128 bytes are invalid configurations")
+    @Test("a zero advertise interval, a lease no longer than it, a lease past the hour other nodes grant, an id past 128 bytes, and room for known activities below one frame are invalid configurations")
     func refusedTimings() throws {
         let spinning = refusal { $0.advertiseInterval = .zero }
         #expect(spinning?.code == .invalidConfiguration)
@@ -21,6 +21,8 @@ struct NodeTimingsTests {
         #expect(long?.message.contains("at most 3600.0 seconds") == true, "\(long?.message ?? "")")
         let longID = refusal { $0.id = String(repeating: "n", count: WireLimits.maxNodeID + 1) }
         #expect(longID?.code == .invalidConfiguration)
+        let tooSmall = refusal { $0.maxKnownActivityBytes = WireLimits.maxBusFrame - 1 }
+        #expect(tooSmall?.code == .invalidConfiguration)
         var hour = testConfiguration("an hour")
         hour.lease = WireLimits.maxLease
         _ = try Node(configuration: hour)

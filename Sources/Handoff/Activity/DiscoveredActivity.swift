@@ -66,6 +66,17 @@ public struct DiscoveredActivity: Hashable, Sendable, Identifiable, CustomString
 
     public var description: String { "\"\(title)\" (\(activityType), v\(version)) from \(origin.name)" }
 
+    /// About what it takes in memory where a node keeps it: its strings' bytes, and 512 for the
+    /// object, its table entry and its schedule items. Each string may be nearly a whole frame
+    /// (64 KiB) from a peer that lies, so a table of them is bounded by this too.
+    var footprint: Int {
+        let fields = fields, origin = fields.origin
+        var bytes = 512 + fields.id.utf8.count + fields.activityType.utf8.count + fields.title.utf8.count
+        bytes += fields.continueEndpoint.utf8.count + (fields.teamID?.utf8.count ?? 0) + (fields.webpageURL?.absoluteString.utf8.count ?? 0)
+        for keyword in fields.keywords { bytes += 16 + keyword.utf8.count }
+        return bytes + origin.id.utf8.count + origin.name.utf8.count + origin.host.utf8.count + (origin.publicKey == nil ? 0 : 32)
+    }
+
     /// The fields, never changed once made (hence `Sendable` as they are).
     private final class Fields: Sendable {
         let id: String

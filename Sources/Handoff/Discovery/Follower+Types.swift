@@ -17,6 +17,8 @@ extension Follower {
         var secure: Bool
         /// How many answerers each snapshot request has (brokers, or direct peers).
         var snapshotAnswerers: Int
+        /// The most memory the activities it keeps take (``KnownActivities/maxBytes``).
+        var maxKnownBytes = Int.max
     }
 
     enum Action {

@@ -45,7 +45,8 @@ struct Follower {
 
     init(_ settings: Settings) {
         self.settings = settings
-        known = KnownActivities(maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown, maxPerKey: settings.maxKnownPerKey)
+        known = KnownActivities(
+            maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown, maxPerKey: settings.maxKnownPerKey, maxBytes: settings.maxKnownBytes)
         snapshots = SnapshotRequests(expectedReplies: settings.snapshotAnswerers)
         resynchronization = Resynchronization(capacity: settings.maxKnown)
         belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(
@@ -238,13 +239,21 @@ struct Follower {
         case .updated: return .updated(activity)
         case .renewed, .stale: return .actions([])
         case .overQuota(let ofOrigin, let total):
-            var actions: [Action] = [.ignored(.overQuota)]
-            let origin = activity.origin.id
-            if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
-                actions.append(.log(.warning, "ignoring new activities of node \(activity.origin.name) (\(origin)) beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \(settings.maxKnownPerNode), maxKnownActivities \(settings.maxKnown))"))
-            }
-            return .actions(actions)
+            return ignoredOverQuota(activity) { "beyond the quota: \(ofOrigin) known of it, \(total) in all (maxKnownActivitiesPerNode \($0.maxKnownPerNode), maxKnownActivities \($0.maxKnown))" }
+        case .overBytes(let bytes):
+            return ignoredOverQuota(activity) { "that would take the activities known here past \($0.maxKnownBytes >> 20) MiB (maxKnownActivityBytes; they take \(bytes >> 20) MiB)" }
         }
+    }
+
+    /// An activity (or a newer version) not kept, over a quota: counted, and logged once per
+    /// origin, saying `why` (made only then, from the settings).
+    private mutating func ignoredOverQuota(_ activity: DiscoveredActivity, why: (Settings) -> String) -> Heard {
+        var actions: [Action] = [.ignored(.overQuota)]
+        let origin = activity.origin.id
+        if loggedOverQuota.count < 10_000, loggedOverQuota.insert(origin).inserted {
+            actions.append(.log(.warning, "ignoring activities of node \(activity.origin.name) (\(origin)) \(why(settings))"))
+        }
+        return .actions(actions)
     }
 
     /// `nil` when the message is believed (``BusBelief``); otherwise what to count.

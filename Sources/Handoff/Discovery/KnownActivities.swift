@@ -16,6 +16,8 @@ struct KnownActivities {
         var deadline: ContinuousClock.Instant
         /// When this node heard of its current version (it appeared, or a newer version came).
         var changed: ContinuousClock.Instant
+        /// What it takes in memory (``DiscoveredActivity/footprint``), counted in ``bytes``.
+        fileprivate var footprint = 0
         /// Which arrival of this id the entry is (a forgotten id that comes back is a new one).
         fileprivate var generation: UInt64
         /// When its one live item in the lease schedule is due: never after ``deadline``.
@@ -54,6 +56,8 @@ struct KnownActivities {
         case stale
         /// New, but its origin already has `ofOrigin` known here, or all origins `total`: ignored.
         case overQuota(ofOrigin: Int, total: Int)
+        /// New or newer, but it would take the table past ``maxBytes`` (it holds `bytes`): ignored.
+        case overBytes(bytes: Int)
     }
 
     /// The most activities of one origin node this node keeps.
@@ -62,6 +66,11 @@ struct KnownActivities {
     let maxTotal: Int
     /// The most activities of one key (over every node that names it) this node keeps.
     let maxPerKey: Int
+    /// The most memory the activities kept take (their ``DiscoveredActivity/footprint``): the
+    /// quotas count activities, and each may carry nearly a whole frame of text from a peer that lies.
+    let maxBytes: Int
+    /// What they take now.
+    private(set) var bytes = 0
     private var keys = KeyCounts()
     /// Keyed by ``HashedID`` (``HashedTable``, which never hashes again): these grow with the bus,
     /// and each advertisement heard goes through both (and a new one grows them).
@@ -76,10 +85,11 @@ struct KnownActivities {
     private var expiryChecks = MinHeap<Check<Date>>()
     private var nextGeneration: UInt64 = 0
 
-    init(maxPerOrigin: Int, maxTotal: Int, maxPerKey: Int = .max) {
+    init(maxPerOrigin: Int, maxTotal: Int, maxPerKey: Int = .max, maxBytes: Int = .max) {
         self.maxPerOrigin = maxPerOrigin
         self.maxTotal = maxTotal
         self.maxPerKey = maxPerKey
+        self.maxBytes = maxBytes
     }
 
     var count: Int { entries.count }
@@ -112,11 +122,15 @@ struct KnownActivities {
             guard ofOrigin < maxPerOrigin, entries.count < maxTotal, keys[key] < maxPerKey else {
                 return .overQuota(ofOrigin: ofOrigin, total: entries.count)
             }
+            let footprint = activity.footprint
+            guard bytes + footprint <= maxBytes else { return .overBytes(bytes: bytes) }
+            bytes += footprint
             keys.add(key)
             link(id, to: origin, at: originPosition)
             nextGeneration += 1
             var entry = Entry(activity: activity, deadline: deadline, changed: now, generation: nextGeneration,
                               leaseCheck: deadline, expiryCheck: nil)
+            entry.footprint = footprint
             leaseChecks.insert(Check(at: deadline, id: id, generation: entry.generation))
             scheduleExpiry(of: &entry, id: id)
             entries.insertNew(id, entry)
@@ -126,6 +140,13 @@ struct KnownActivities {
         var entry = entries[at: position]
         guard activity.version >= entry.activity.version else { return .stale }
         let isNewer = activity.version > entry.activity.version
+        // A newer version may be larger (a renewal is the same): it too must fit.
+        if isNewer {
+            let footprint = activity.footprint
+            guard bytes - entry.footprint + footprint <= maxBytes else { return .overBytes(bytes: bytes) }
+            bytes += footprint - entry.footprint
+            entry.footprint = footprint
+        }
         if entry.activity.origin.id != origin.id {
             unlink(id, from: HashedID(entry.activity.origin.id))
             link(id, to: origin, at: byOrigin.position(of: origin))
@@ -156,6 +177,7 @@ struct KnownActivities {
     /// The same, with the id as the caller hashed it already.
     mutating func remove(_ id: HashedID) -> DiscoveredActivity? {
         guard let entry = entries.removeValue(forKey: id) else { return nil }
+        bytes -= entry.footprint
         unlink(id, from: HashedID(entry.activity.origin.id))
         keys.remove(entry.activity.origin.publicKey?.bytes ?? [])
         return entry.activity

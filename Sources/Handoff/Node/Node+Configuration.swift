@@ -148,6 +148,13 @@ extension Node {
         public var maxKnownActivitiesPerNode: Int
         /// The most activities of all other nodes together this node keeps track of.
         public var maxKnownActivities: Int
+        /// The most memory, in bytes, the activities of other nodes that this node keeps track of
+        /// take together (each its strings and 512 bytes): a new activity, or a newer version,
+        /// that would take more is ignored and counted as ``maxKnownActivities`` is. The counts
+        /// alone let peers that lie (each string nearly a whole 64 KiB frame) make 100,000
+        /// activities 6 GB. The default, 256 MiB, holds 100,000 of 2.6 KiB each (a typical one
+        /// is under 1 KiB). At least 64 KiB: one activity of the largest frame.
+        public var maxKnownActivityBytes = 256 << 20
         /// The most events a ``Node/discover(_:)`` stream holds for its reader beyond its first
         /// listing (an ``ActivityEvent/appeared(_:)`` for each activity known then). A reader that
         /// falls further behind has its stream ended, after the events it holds, rather than
@@ -237,6 +244,9 @@ extension Node {
         func check() throws(HandoffError) {
             if let id, id.isEmpty || id.utf8.count > WireLimits.maxNodeID {
                 throw HandoffError(.invalidConfiguration, "node \(name): its id must be 1 to \(WireLimits.maxNodeID) bytes (it is \(id.utf8.count))")
+            }
+            guard maxKnownActivityBytes >= WireLimits.maxBusFrame else {
+                throw HandoffError(.invalidConfiguration, "node \(name): maxKnownActivityBytes must hold one activity of the largest frame, \(WireLimits.maxBusFrame) bytes (it is \(maxKnownActivityBytes))")
             }
             guard advertiseInterval > .zero else {
                 throw HandoffError(.invalidConfiguration, "node \(name): the advertise interval must be more than zero (it is \(advertiseInterval))")

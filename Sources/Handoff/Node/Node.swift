@@ -112,7 +112,7 @@ public actor Node: Service {
             nodeID: info.id, includeOwnActivities: configuration.includeOwnActivities,
             defaultLease: configuration.effectiveLease, maxKnownPerNode: configuration.maxKnownActivitiesPerNode,
             maxKnown: configuration.maxKnownActivities, replayWindow: configuration.replayWindow,
-            secure: configuration.security != nil, snapshotAnswerers: snapshotAnswerers))
+            secure: configuration.security != nil, snapshotAnswerers: snapshotAnswerers, maxKnownBytes: configuration.maxKnownActivityBytes))
         envelopes = EnvelopeBuilder(sender: info.wire)
         continuing = ContinuationClient(teamPolicy: configuration.teamPolicy, timeout: configuration.continueTimeout)
 
