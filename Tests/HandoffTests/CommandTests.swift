@@ -79,6 +79,8 @@ struct CommandTests {
         let monitorOutput = Pipe()
         monitor.standardOutput = monitorOutput
         try monitor.run()
+        // Reaped whatever happens below (a throw would otherwise leave it running out its 8 s).
+        defer { reap(monitor) }
         try await Task.sleep(for: .milliseconds(200))
 
         let demo = try await runHandoff(["demo", "--frontend", frontend, "--backend", backend, "--keys", keys.path])

@@ -20,14 +20,25 @@ struct ParentWatchTests {
         shell.standardOutput = output
         try shell.run()
         let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        let pid = try #require(pid_t(line), "the shell said \(line)")
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(running(pid), "the broker did not start")
-        kill(shell.processIdentifier, SIGKILL)
-        // (Not waitUntilExit: Foundation waits there for every holder of a descriptor it gave the
-        // shell, the broker among them.)
-        #expect(await eventually(within: .seconds(2)) { !running(shell.processIdentifier) }, "the shell outlived SIGKILL")
-        try await Task.sleep(for: wait)
+        guard let pid = pid_t(line) else {
+            kill(shell.processIdentifier, SIGKILL)
+            Issue.record("the shell said \(line)")
+            throw CancellationError()
+        }
+        do {
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(running(pid), "the broker did not start")
+            kill(shell.processIdentifier, SIGKILL)
+            // (Not waitUntilExit: Foundation waits there for every holder of a descriptor it gave
+            // the shell, the broker among them.)
+            #expect(await eventually(within: .seconds(2)) { !running(shell.processIdentifier) }, "the shell outlived SIGKILL")
+            try await Task.sleep(for: wait)
+        } catch {
+            // Cancelled: neither the shell nor the broker (a daemon, when not asked) outlives the test.
+            kill(shell.processIdentifier, SIGKILL)
+            kill(pid, SIGKILL)
+            throw error
+        }
         return (pid, running(pid))
     }
 
