@@ -36,10 +36,10 @@ struct BrokerCacheBytesTests {
         await broker.stop()
     }
 
-    @Test("a cache too small for one entry of the largest frame is refused as an invalid configuration")
+    @Test("a cache too small for one entry of the largest topic and envelope is refused as an invalid configuration")
     func tooSmall() throws {
         var configuration = Broker.Configuration.ephemeral()
-        configuration.cacheBytes = WireLimits.maxBusFrame
+        configuration.cacheBytes = 2 * WireLimits.maxBusFrame
         let context = try Context()
         #expect(throws: HandoffError.self) { _ = try Broker.start(configuration, context: context) }
     }

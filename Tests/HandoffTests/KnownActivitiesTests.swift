@@ -50,6 +50,9 @@ struct KnownActivitiesTests {
         #expect(known.arrive(activity("a3", title: large), deadline: now, now: now) == .overBytes(bytes: 3 * one))
         #expect(known.arrive(activity("a0", version: 2, title: large + large), deadline: now, now: now) == .overBytes(bytes: 3 * one))
         #expect(known["a0"]?.activity.version == 1 && known.bytes == 3 * one)
+        // The same version again with larger strings (a peer that lies): counted as a newer one is.
+        #expect(known.arrive(activity("a0", title: large + large), deadline: now, now: now) == .overBytes(bytes: 3 * one))
+        #expect(known["a0"]?.activity.title == large && known.bytes == 3 * one)
         let small = activity("a0", version: 3, title: "small")
         #expect(known.arrive(small, deadline: now, now: now) == .updated)
         #expect(known.bytes == 2 * one + small.footprint)

@@ -52,8 +52,8 @@ extension Broker {
         /// 256 bytes of bookkeeping. When a new or grown entry would take more, the entries that
         /// would expire soonest make room. The default, 512 MiB, holds 100,000 activities of up to
         /// 5 KiB each (a typical advertisement is 300–600 bytes); bounded by ``cacheCapacity``
-        /// alone, members advertising the largest frames could make it 6.4 GB. At least 64 KiB
-        /// and 256 bytes: one entry of the largest frame.
+        /// alone, members advertising the largest frames could make it 6.4 GB. At least 128 KiB
+        /// and 256 bytes: one entry of the largest topic and envelope.
         public var cacheBytes: Int = 512 << 20
         /// The most activities of any one origin node the broker caches and forwards: a new
         /// activity beyond it is dropped, counted (``Counters/overQuota``) and logged once per origin,

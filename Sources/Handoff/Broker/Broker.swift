@@ -161,8 +161,10 @@ public final class Broker: Sendable {
     static func start(
         _ configuration: Configuration, context: Context, onLoopExit: (@Sendable () -> Void)?
     ) throws(HandoffError) -> Broker {
-        guard configuration.cacheBytes >= WireLimits.maxBusFrame + LastValueCache.entryOverhead else {
-            throw HandoffError(.invalidConfiguration, "the broker's cacheBytes is \(configuration.cacheBytes): it must hold at least one entry of the largest frame, \(WireLimits.maxBusFrame + LastValueCache.entryOverhead) bytes")
+        // An entry is two frames (topic and envelope), each up to the largest.
+        let largestEntry = 2 * WireLimits.maxBusFrame + LastValueCache.entryOverhead
+        guard configuration.cacheBytes >= largestEntry else {
+            throw HandoffError(.invalidConfiguration, "the broker's cacheBytes is \(configuration.cacheBytes): it must hold at least one entry of the largest frames, \(largestEntry) bytes")
         }
         guard configuration.cacheCapacity >= 1 else {
             throw HandoffError(.invalidConfiguration, "the broker's cacheCapacity is \(configuration.cacheCapacity): it must be at least 1")

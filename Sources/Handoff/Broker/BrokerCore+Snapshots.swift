@@ -11,11 +11,20 @@ extension BrokerCore {
         if snapshotAnswers.begin(topic: topic, typePrefix: typePrefix, excludingSite: siteAsking(topic)) { return nil }
         let prefix = Array((Topic.activityPrefix + typePrefix).utf8)
         let cache = cache
-        let promised = snapshotAnswers.busyCount(of: typePrefix, now: now, everything: cache.count) {
+        // At least one while anything is cached: a count of none (kept up to 100 ms) would make
+        // the reply look whole to an asker whose activity was stored since.
+        let promised = max(cache.count > 0 ? 1 : 0, snapshotAnswers.busyCount(of: typePrefix, now: now, everything: cache.count) {
             cache.liveCount(matching: prefix, now: now)
-        }
+        })
         counted.snapshotsBusy += 1
         return snapshotReply(typePrefix: typePrefix, topicSize: topic.count, sent: 0, sentBytes: 0, promised: promised)
+    }
+
+    /// What a dropped answer sent before its asker went away, counted as a whole one's reply counts it.
+    mutating func countSent(_ answer: SnapshotAnswers.Answer) {
+        counted.snapshotAdvertisements += answer.sent
+        counted.messagesOut += answer.sent
+        counted.bytesOut += answer.sentBytes
     }
 
     /// Whether answers are under way (the loop goes on with them without waiting).

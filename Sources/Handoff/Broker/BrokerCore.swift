@@ -261,7 +261,7 @@ struct BrokerCore {
             case 0:
                 counted.unsubscriptions += 1
                 // Its asker went away or gave up: the rest of its answer would reach no one.
-                if onSnapshotTopic { snapshotAnswers.cancel(topic: topic) }
+                if onSnapshotTopic, let dropped = snapshotAnswers.cancel(topic: topic) { countSent(dropped) }
             default:
                 break
             }

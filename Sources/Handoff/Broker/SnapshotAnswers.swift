@@ -72,9 +72,11 @@ struct SnapshotAnswers {
         return true
     }
 
-    /// The asker unsubscribed from `topic`: its answer, if under way, is dropped.
-    mutating func cancel(topic: some Collection<UInt8>) {
-        underWay.removeAll { $0.topic.elementsEqual(topic) }
+    /// The asker unsubscribed from `topic`: its answer, if under way, is dropped and returned (what
+    /// it sent is still counted).
+    mutating func cancel(topic: some Collection<UInt8>) -> Answer? {
+        guard let index = underWay.firstIndex(where: { $0.topic.elementsEqual(topic) }) else { return nil }
+        return underWay.remove(at: index)
     }
 
     /// The first answer's state, to go on with in place (``finishFirst()`` once it is whole).

@@ -7,9 +7,11 @@ import Foundation
 /// answer (a queue overflowed, or an upstream busy with 64 answers replied with its count alone)
 /// is asked again after a backoff, at most five attempts; with a pair upstream, each answers, and
 /// one that never replies is waited for a second after the other's last message. A request whose
-/// answer never began is given up after ``timeout``.
+/// answer has not begun after ``timeout`` (the hub restarted, the link broke, or a large cache's
+/// answers to others were ahead of it: a hub answers up to 64 at once, in the order asked) is
+/// dropped and asked again the same way, within the same five attempts.
 struct UpstreamSnapshots {
-    static let timeout = Duration.seconds(10)
+    static let timeout = Duration.seconds(30)
     /// How long the other upstream of a pair is waited for once one replied.
     static let grace = Duration.seconds(1)
     /// This broker's site, named in each token (``SiteName/snapshotToken()``).
@@ -61,7 +63,7 @@ struct UpstreamSnapshots {
 
     /// Requests over by time, taken out (unsubscribe from each): one upstream of a pair replied and
     /// the other has not for ``grace`` (what arrived is what there is: whole, or asked again), or
-    /// none answered within ``timeout`` (the next subscribe-all asks again).
+    /// no answer began within ``timeout`` (asked again after the backoff, while attempts are left).
     mutating func expired(now: ContinuousClock.Instant, jitter: () -> Double = { .random(in: 0..<1) }) -> [[UInt8]] {
         var over = requests.expire(now: now, grace: Self.grace).filter { end($0.topic, $0.outcome, now: now, jitter: jitter()) }.map(\.topic)
         for (topic, at) in asked {
@@ -70,6 +72,9 @@ struct UpstreamSnapshots {
             requests.drop(topic)
             asked[topic] = nil
             over.append(topic)
+            if request.attempt < SnapshotRequests.maxAttempts {
+                requests.scheduleRetry(typePrefix: request.typePrefix, attempt: request.attempt + 1, now: now, jitter: jitter())
+            }
         }
         return over.sorted().map { Array($0.utf8) }
     }

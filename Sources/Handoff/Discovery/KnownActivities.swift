@@ -140,8 +140,11 @@ struct KnownActivities {
         var entry = entries[at: position]
         guard activity.version >= entry.activity.version else { return .stale }
         let isNewer = activity.version > entry.activity.version
-        // A newer version may be larger (a renewal is the same): it too must fit.
-        if isNewer {
+        // Kept in place of the one held whenever it differs (a newer version; the same one from an
+        // origin that restarted with a new endpoint), its bytes counted again: it must fit. Were a
+        // same-version copy swapped in uncounted, a peer that lies could grow it without bound.
+        let replaces = isNewer || entry.activity != activity
+        if replaces {
             let footprint = activity.footprint
             guard bytes - entry.footprint + footprint <= maxBytes else { return .overBytes(bytes: bytes) }
             bytes += footprint - entry.footprint
@@ -161,7 +164,7 @@ struct KnownActivities {
             entry.leaseCheck = deadline
             leaseChecks.insert(Check(at: deadline, id: id, generation: entry.generation))
         }
-        entry.activity = activity
+        if replaces { entry.activity = activity }
         scheduleExpiry(of: &entry, id: id)
         if isNewer { entry.changed = now }
         entries[at: position] = entry

@@ -35,6 +35,8 @@ final class SimulatedBroker {
     var localHop: Frame { WireSiteHop(hops: 1, origin: site.name, via: site).frame }
     /// At sites: what it, joining upstream, asks of it (snapshots of what its site follows).
     var upstreamSnapshots: UpstreamSnapshots
+    /// Whether a round of snapshot slices is scheduled: one chain of rounds at a time, as one loop.
+    var sliceScheduled = false
 
     init(site: String = "sim", joinsUpstream: Bool = false) {
         self.site = SiteName(site)!
@@ -63,6 +65,7 @@ final class SimulatedBroker {
         subscriptionsOf = [:]
         frontendSubscriptions = XSUBSubscriptions([""])
         upstreamSnapshots = UpstreamSnapshots(site: site)
+        sliceScheduled = false
         incarnation += 1
         alive = true
     }

@@ -142,27 +142,33 @@ extension SimulatedWorld {
     /// A snapshot request at a broker, as ``BrokerLoop`` takes it: answered at once (busy), or
     /// queued and answered a slice a round (``brokerSnapshotSlice(_:incarnation:)``).
     func beginSnapshot(_ b: Int, topic: [UInt8], typePrefix: String, asker: String) {
-        let broker = brokers[b], idle = !broker.core.snapshotsUnderWay
+        let broker = brokers[b]
         if let reply = broker.coreDo({ $0.beginSnapshot(topic: topic, typePrefix: typePrefix, now: instant) }) {
             log("\(brokerName(b)) answers \(asker)'s snapshot of \(typePrefix) at once, busy")
             publishOnBackend(b, topic: topic, bytes: reply)
             return
         }
         log("\(brokerName(b)) begins \(asker)'s snapshot of \(typePrefix)")
-        if idle { schedule(.brokerSnapshotSlice(broker: b, incarnation: broker.incarnation), at: now) }
+        if !broker.sliceScheduled {
+            broker.sliceScheduled = true
+            schedule(.brokerSnapshotSlice(broker: b, incarnation: broker.incarnation), at: now)
+        }
     }
 
     /// A round of a broker's loop with snapshots under way: their next slice, then the next round.
     func brokerSnapshotSlice(_ b: Int, incarnation: Int) {
         let broker = brokers[b]
-        guard broker.alive, broker.incarnation == incarnation, broker.core.snapshotsUnderWay else { return }
+        guard broker.alive, broker.incarnation == incarnation else { return }
+        broker.sliceScheduled = broker.core.snapshotsUnderWay
+        guard broker.sliceScheduled else { return }
         broker.coreDo { core in
             core.snapshotSlice(now: instant) { topic, bytes in
                 publishOnBackend(b, topic: topic, bytes: bytes)
                 return true
             }
         }
-        if broker.core.snapshotsUnderWay { schedule(.brokerSnapshotSlice(broker: b, incarnation: incarnation), at: now + .microseconds(50)) }
+        broker.sliceScheduled = broker.core.snapshotsUnderWay
+        if broker.sliceScheduled { schedule(.brokerSnapshotSlice(broker: b, incarnation: incarnation), at: now + .microseconds(50)) }
     }
 
     /// A message of a broker's own on its XPUB: to each node and site below that follows its topic.

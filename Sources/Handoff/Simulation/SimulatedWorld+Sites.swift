@@ -233,7 +233,11 @@ extension SimulatedWorld {
     /// Snapshots asked upstream that are over by time, asked no more (the next subscribe-all asks
     /// again); those whose backoff after a short answer is over, asked again.
     func expireUpstreamSnapshots(_ site: Int) {
-        for topic in brokers[site].upstreamSnapshots.expired(now: instant, jitter: nextJitter) { subscribeUpstream(site, [0] + topic) }
+        let over = brokers[site].upstreamSnapshots.expired(now: instant, jitter: nextJitter)
+        for topic in over { subscribeUpstream(site, [0] + topic) }
+        if !over.isEmpty, let due = brokers[site].upstreamSnapshots.nextRetry {
+            schedule(.upstreamSubscriptionsDue(site: site, incarnation: brokers[site].incarnation), at: max(due - origin, now))
+        }
         for topic in brokers[site].upstreamSnapshots.dueRetries(now: instant, randomToken: nextToken) {
             log("\(brokerName(site)) asks upstream again for a snapshot that came short")
             subscribeUpstream(site, [1] + topic)
