@@ -133,9 +133,8 @@ struct Advertiser {
     private(set) var nextSlice: ContinuousClock.Instant?
     /// Snapshot requests answered with a reply alone, ``maxSnapshotAnswers`` being under way.
     private(set) var snapshotsAnsweredBusy = 0
-    /// Busy replies' counts by type prefix, and when each was taken (``busyCountLifetime``);
-    /// emptied when it holds ``maxSnapshotAnswers`` prefixes, so it stays bounded.
-    private var busyCounts: [String: (count: Int, takenAt: ContinuousClock.Instant)] = [:]
+    /// Busy replies' counts by type prefix (``busyCountLifetime``, at most ``maxSnapshotAnswers`` prefixes).
+    private var busyCounts = BusyReplyCounts(lifetime: busyCountLifetime, capacity: maxSnapshotAnswers)
     /// The topic of the type advertised last, kept: an app advertises one type or a few, and each
     /// message's topic was an allocation and a copy of the type's bytes.
     private var lastTopic: (activityType: String, bytes: [UInt8])?
@@ -242,11 +241,10 @@ struct Advertiser {
     /// How many current activities a busy reply for `typePrefix` counts: taken at most once per
     /// ``busyCountLifetime``.
     private mutating func busyCount(of typePrefix: String, now: ContinuousClock.Instant) -> Int {
-        if let kept = busyCounts[typePrefix], now - kept.takenAt < Self.busyCountLifetime { return kept.count }
-        if busyCounts.count >= Self.maxSnapshotAnswers { busyCounts.removeAll(keepingCapacity: true) }
-        let count = current.activities.count { Self.answers(typePrefix, with: $0) }
-        busyCounts[typePrefix] = (count, now)
-        return count
+        let current = current
+        return busyCounts.count(of: typePrefix, now: now, everything: current.count) {
+            current.activities.count { Self.answers(typePrefix, with: $0) }
+        }
     }
 
     /// Queues `pass` (a snapshot answer before the pass over every activity). Returns the first

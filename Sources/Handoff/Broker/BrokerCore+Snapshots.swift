@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import ZeroMQ
 
 /// Snapshot requests (wire.proto, "Snapshots"), answered in slices (``SnapshotAnswers``).
 extension BrokerCore {
@@ -41,9 +42,10 @@ extension BrokerCore {
         while !snapshotAnswers.isEmpty, messages > 0, slots > 0 {
             var answer = snapshotAnswers.first
             let from = answer.cursor
-            let next = try cache.live(
+            let next = try cache.forEachLive(
                 matching: answer.activityTopicPrefix, from: from, looking: slots, now: now, excludingSite: answer.excludingSite
-            ) { envelope throws(Failure) -> Bool in
+            ) { entry throws(Failure) -> Bool in
+                let envelope = entry.frames.afterFirstFrame
                 messages -= 1
                 if try send(answer.topic, envelope) {
                     answer.sent += 1

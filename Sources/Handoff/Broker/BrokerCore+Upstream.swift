@@ -70,9 +70,8 @@ extension BrokerCore {
 
     /// An advertisement of a snapshot this broker asked upstream for (for a type prefix its site
     /// newly follows): cached; returns the live topic to pass it to this site's subscribers on,
-    /// when it is news here.
-    mutating func upstreamSnapshotAdvertisement(_ envelope: Frame, now: ContinuousClock.Instant) -> [UInt8]? {
-        guard let type = envelope.withUnsafeBytes({ WireBusSummary.advertisedType($0) }) else { return nil }
+    /// when it is news here. `type`: its activity type (``WireBusSummary/advertisedType(_:)``).
+    mutating func upstreamSnapshotAdvertisement(_ envelope: Frame, type: String, now: ContinuousClock.Instant) -> [UInt8]? {
         let topic = Topic.activity(type)
         let frames = [Frame(topic), envelope]
         let content = BrokerBusContent(frames)

@@ -80,9 +80,9 @@ extension BrokerLoop {
     /// when it is news here; the reply ends the request.
     private func fromUpstreamSnapshot(_ frames: [Frame], topic: [UInt8]) throws(ZMQError) {
         let now = ContinuousClock.now
-        if frames[1].withUnsafeBytes({ WireBusSummary.advertisedType($0) }) != nil {
+        if let type = frames[1].withUnsafeBytes({ WireBusSummary.advertisedType($0) }) {
             upstreamSnapshots.advertisementArrived(on: topic, now: now)
-            guard let live = core.upstreamSnapshotAdvertisement(frames[1], now: now) else { return }
+            guard let live = core.upstreamSnapshotAdvertisement(frames[1], type: type, now: now) else { return }
             publishCounters()
             let message = [Frame(live), frames[1]]
             try send(message, to: backend)

@@ -276,7 +276,6 @@ struct LastValueCache {
         keys.remove(entry.originKey)
     }
 
-
     /// Takes an origin's presence: renews each of its cached activities it lists for `lease` from
     /// `now`, and forgets the others (withdrawn, the withdrawal lost) unless the list is `partial`.
     ///

@@ -41,18 +41,13 @@ struct SnapshotAnswers {
     /// Cache slots looked at per round at most, matching or not: a slice of a narrow prefix in a
     /// large cache ends here rather than walking the whole cache at once.
     var slotsPerSlice: Int { 16 * sliceSize }
-    /// How long a busy reply's count for a type prefix is given again before it is taken anew.
-    static let busyCountLifetime = Duration.milliseconds(100)
-    /// The least time between two walks of the cache to count a busy reply's prefix: a member
-    /// that floods requests for ever new prefixes costs one walk in this time, not one each.
-    /// Between them a prefix without a kept count is given every cached activity's count.
-    static let busyCountSpacing = Duration.milliseconds(10)
 
     /// In the order asked.
     private(set) var underWay: [Answer] = []
-    /// Busy replies' counts by type prefix (at most ``maxUnderWay`` of them).
-    private var busyCounts: [String: (count: Int, takenAt: ContinuousClock.Instant)] = [:]
-    private var lastBusyCount: ContinuousClock.Instant?
+    /// Busy replies' counts: kept 100 ms per prefix, as a direct peer keeps them, and the cache
+    /// walked at most once per 10 ms, so that a member asking for ever new prefixes costs one walk
+    /// in that time, not one a request.
+    private var busyCounts = BusyReplyCounts(capacity: maxUnderWay, spacing: .milliseconds(10))
 
     init(sliceSize: Int = 256) {
         precondition(sliceSize > 0, "a slice holds at least one message")
@@ -88,20 +83,8 @@ struct SnapshotAnswers {
     /// The first answer is whole: taken out and returned (its reply is due).
     mutating func finishFirst() -> Answer { underWay.removeFirst() }
 
-    /// The count for a busy reply to `typePrefix`: one kept for it, else one taken by `count` when
-    /// the last was taken long enough ago, else `everything` (at least what matches).
-    mutating func busyCount(
-        of typePrefix: String, now: ContinuousClock.Instant, everything: Int, count: () -> Int
-    ) -> Int {
-        if let kept = busyCounts[typePrefix], now - kept.takenAt < Self.busyCountLifetime { return kept.count }
-        if let last = lastBusyCount, now - last < Self.busyCountSpacing { return everything }
-        if busyCounts.count >= Self.maxUnderWay {
-            busyCounts = busyCounts.filter { now - $0.value.takenAt < Self.busyCountLifetime }
-            if busyCounts.count >= Self.maxUnderWay { return everything }
-        }
-        let counted = count()
-        busyCounts[typePrefix] = (counted, now)
-        lastBusyCount = now
-        return counted
+    /// The count for a busy reply to `typePrefix` (``BusyReplyCounts``).
+    mutating func busyCount(of typePrefix: String, now: ContinuousClock.Instant, everything: Int, count: () -> Int) -> Int {
+        busyCounts.count(of: typePrefix, now: now, everything: everything, walk: count)
     }
 }

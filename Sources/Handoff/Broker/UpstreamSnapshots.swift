@@ -17,8 +17,6 @@ struct UpstreamSnapshots {
     /// This broker's site, named in each token (``SiteName/snapshotToken()``).
     let site: SiteName
     private(set) var requests: SnapshotRequests
-    /// When each request under way was asked (for ``timeout``).
-    private var asked: [String: ContinuousClock.Instant] = [:]
 
     /// - Parameter upstreams: How many upstream brokers answer each request (two for a pair).
     init(site: SiteName, upstreams: Int = 1) {
@@ -39,8 +37,7 @@ struct UpstreamSnapshots {
         _ typePrefix: String, attempt: Int = 1, now: ContinuousClock.Instant, randomToken: @autoclosure () -> String = Topic.newSnapshotToken()
     ) -> [UInt8]? {
         guard !requests.isPending(typePrefix: typePrefix) else { return nil }
-        let topic = requests.start(typePrefix: typePrefix, attempt: attempt, token: site.snapshotToken(random: randomToken()))
-        asked[topic] = now
+        let topic = requests.start(typePrefix: typePrefix, attempt: attempt, token: site.snapshotToken(random: randomToken()), now: now)
         return Array(topic.utf8)
     }
 
@@ -53,7 +50,7 @@ struct UpstreamSnapshots {
     /// it). A short one is asked again once its backoff (stretched by `jitter`, in 0..<1) is over.
     mutating func replyArrived(on topic: [UInt8], count: Int, now: ContinuousClock.Instant, jitter: Double) -> Bool {
         let topic = String(decoding: topic, as: UTF8.self)
-        return end(topic, requests.replyArrived(on: topic, count: count, now: now), now: now, jitter: jitter)
+        return end(requests.replyArrived(on: topic, count: count, now: now), now: now, jitter: jitter)
     }
 
     /// The attempts whose backoff is over, each asked anew: the topics to subscribe to.
@@ -65,12 +62,11 @@ struct UpstreamSnapshots {
     /// the other has not for ``grace`` (what arrived is what there is: whole, or asked again), or
     /// no answer began within ``timeout`` (asked again after the backoff, while attempts are left).
     mutating func expired(now: ContinuousClock.Instant, jitter: () -> Double = { .random(in: 0..<1) }) -> [[UInt8]] {
-        var over = requests.expire(now: now, grace: Self.grace).filter { end($0.topic, $0.outcome, now: now, jitter: jitter()) }.map(\.topic)
-        for (topic, at) in asked {
+        var over = requests.expire(now: now, grace: Self.grace).filter { end($0.outcome, now: now, jitter: jitter()) }.map(\.topic)
+        for (topic, request) in requests.pending {
             // (An answer still arriving, slice after slice, is not over.)
-            guard let request = requests.pending[topic], request.replies == 0, now - (request.lastArrival ?? at) > Self.timeout else { continue }
+            guard request.replies == 0, let since = request.lastArrival ?? request.askedAt, now - since > Self.timeout else { continue }
             requests.drop(topic)
-            asked[topic] = nil
             over.append(topic)
             if request.attempt < SnapshotRequests.maxAttempts {
                 requests.scheduleRetry(typePrefix: request.typePrefix, attempt: request.attempt + 1, now: now, jitter: jitter())
@@ -79,7 +75,8 @@ struct UpstreamSnapshots {
         return over.sorted().map { Array($0.utf8) }
     }
 
-    private mutating func end(_ topic: String, _ outcome: SnapshotRequests.Outcome, now: ContinuousClock.Instant, jitter: Double) -> Bool {
+    /// Whether `outcome` ends its request; a short one is asked again after its backoff.
+    private mutating func end(_ outcome: SnapshotRequests.Outcome, now: ContinuousClock.Instant, jitter: Double) -> Bool {
         switch outcome {
         case .waiting, .unknown:
             return false
@@ -88,7 +85,6 @@ struct UpstreamSnapshots {
         case .retry(let typePrefix, let attempt):
             requests.scheduleRetry(typePrefix: typePrefix, attempt: attempt, now: now, jitter: jitter)
         }
-        asked[topic] = nil
         return true
     }
 }

@@ -56,6 +56,8 @@ struct SnapshotRequests {
         /// others runs from here, so that one still sending (its answer goes out in slices) holds
         /// it open.
         var lastArrival: ContinuousClock.Instant?
+        /// When it was asked, if the asker gives up on answers that never begin (a site's broker).
+        var askedAt: ContinuousClock.Instant?
     }
 
     /// What a node does after an answer arrived.
@@ -130,9 +132,9 @@ struct SnapshotRequests {
     }
 
     /// Starts a request for `typePrefix`; returns the topic to subscribe to.
-    mutating func start(typePrefix: String, attempt: Int = 1, token: String = Topic.newSnapshotToken()) -> String {
+    mutating func start(typePrefix: String, attempt: Int = 1, token: String = Topic.newSnapshotToken(), now: ContinuousClock.Instant? = nil) -> String {
         let topic = Topic.snapshot(token: token, typePrefix: typePrefix)
-        pending[topic] = Request(typePrefix: typePrefix, attempt: attempt)
+        pending[topic] = Request(typePrefix: typePrefix, attempt: attempt, askedAt: now)
         return topic
     }
 

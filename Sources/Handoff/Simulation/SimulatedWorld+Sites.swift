@@ -213,9 +213,9 @@ extension SimulatedWorld {
     private func siteReceivesSnapshot(_ site: Int, topic: [UInt8], _ bytes: [UInt8]) {
         let broker = brokers[site]
         guard let envelope = try? WireEnvelope.decode(Data(bytes)) else { return }
-        if case .advertisement = envelope.body {
+        if case .advertisement(let advertisement) = envelope.body {
             broker.upstreamSnapshots.advertisementArrived(on: topic, now: instant)
-            guard let live = broker.coreDo({ $0.upstreamSnapshotAdvertisement(Frame(bytes), now: instant) }) else { return }
+            guard let live = broker.coreDo({ $0.upstreamSnapshotAdvertisement(Frame(bytes), type: advertisement.activityType, now: instant) }) else { return }
             let message = [Frame(live), Frame(bytes)]
             sendToSubscribers(site, topic: live, envelope: envelope)
             sendToSitesBelow(site, message, hop: broker.localHop, excluding: nil)
