@@ -25,7 +25,7 @@ struct SiteRoutingTests {
     func downToFollowersButNotBack() {
         var hub = Self.core(site: "hub")
         for (site, prefix) in [("a", "A:org."), ("b", "A:org.test."), ("c", "A:com."), ("a", "P:")] {
-            let taken = hub.siteSubscription(Self.subscription(1, "L:\(site)|\(prefix)"))
+            let taken = hub.siteSubscription(Self.subscription(1, "L:\(site)|\(prefix)"), key: nil, relay: false)
             #expect(taken == .taken)
         }
         let frames = BrokerCoreTests.advertisement("x1", from: "n1")
@@ -45,11 +45,11 @@ struct SiteRoutingTests {
         #expect(Set(toAll) == [Array("L:a|A:org.test.type".utf8), Array("L:b|A:org.test.type".utf8)])
         #expect(hub.counters.sitesIn == 1 && hub.counters.sitesOut == 3 && hub.counters.cachedActivities == 1)
         // The last subscription of b gone (libzmq reports it once): b hears nothing more.
-        let gone = hub.siteSubscription(Self.subscription(0, "L:b|A:org.test."))
+        let gone = hub.siteSubscription(Self.subscription(0, "L:b|A:org.test."), key: nil, relay: false)
         let afterwards = hub.siteTopics(for: frames[0], excluding: "a")
         #expect(gone == .taken && afterwards.isEmpty)
         // Not a site topic: left to the other rules.
-        let plain = hub.siteSubscription(Self.subscription(1, "A:org."))
+        let plain = hub.siteSubscription(Self.subscription(1, "A:org."), key: nil, relay: false)
         #expect(plain == .notSite)
     }
 
@@ -58,21 +58,21 @@ struct SiteRoutingTests {
         var hub = Self.core(site: "hub")
         var log = BrokerRefusalLog()
         for index in 0..<SiteInterests.maxPrefixesPerSite {
-            let taken = hub.siteSubscription(Self.subscription(1, "L:a|A:org.t\(index)."))
+            let taken = hub.siteSubscription(Self.subscription(1, "L:a|A:org.t\(index)."), key: nil, relay: false)
             #expect(taken == .taken)
         }
         // The same prefix again is no new one; another is one too many.
-        let again = hub.siteSubscription(Self.subscription(1, "L:a|A:org.t0."))
-        let oneTooMany = hub.siteSubscription(Self.subscription(1, "L:a|A:org.more."))
+        let again = hub.siteSubscription(Self.subscription(1, "L:a|A:org.t0."), key: nil, relay: false)
+        let oneTooMany = hub.siteSubscription(Self.subscription(1, "L:a|A:org.more."), key: nil, relay: false)
         #expect(again == .taken)
         #expect(oneTooMany == .refused(site: "a", .tooManyPrefixes))
         for index in 1..<SiteInterests.maxSites {
-            let taken = hub.siteSubscription(Self.subscription(1, "L:s\(index)|A:org."))
+            let taken = hub.siteSubscription(Self.subscription(1, "L:s\(index)|A:org."), key: nil, relay: false)
             #expect(taken == .taken)
         }
-        let siteTooMany = hub.siteSubscription(Self.subscription(1, "L:late|A:org."))
+        let siteTooMany = hub.siteSubscription(Self.subscription(1, "L:late|A:org."), key: nil, relay: false)
         #expect(siteTooMany == .refused(site: "late", .tooManySites))
-        let badName = hub.siteSubscription(Self.subscription(1, "L:no site|A:org."))
+        let badName = hub.siteSubscription(Self.subscription(1, "L:no site|A:org."), key: nil, relay: false)
         #expect(badName == .refused(site: "no site", .invalidName))
         #expect(hub.counters.siteInterestsRefused == 3)
         // Logged once per site, however often it asks.
@@ -85,7 +85,7 @@ struct SiteRoutingTests {
     @Test("a site's broker asks upstream with a token that names its site, and gets the other sites' activities without its own; a node's snapshot has them all")
     func siteSnapshotWithoutItsOwn() {
         var hub = Self.core(site: "hub")
-        for site in ["a", "b"] { _ = hub.siteSubscription(Self.subscription(1, "L:\(site)|A:org.")) }
+        for site in ["a", "b"] { _ = hub.siteSubscription(Self.subscription(1, "L:\(site)|A:org."), key: nil, relay: false) }
         _ = hub.siteMessage(BrokerCoreTests.advertisement("from-a", from: "na"), hop: WireSiteHop(hops: 1, origin: "a", via: SiteName("a")!), now: Self.now)
         _ = hub.siteMessage(BrokerCoreTests.advertisement("from-b", from: "nb"), hop: WireSiteHop(hops: 1, origin: "b", via: SiteName("b")!), now: Self.now)
         #expect(hub.publisherMessage(BrokerCoreTests.advertisement("at-hub", from: "nh"), connectionKey: nil, now: Self.now) == .forward(askToReadvertise: nil))

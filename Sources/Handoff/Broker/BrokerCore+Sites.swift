@@ -70,8 +70,10 @@ extension BrokerCore {
     }
 
     /// A subscriber's (un)subscription to a site topic (`L:` + site + `|` + prefix), the interest
-    /// of a site joined below.
-    mutating func siteSubscription(_ frame: Frame) -> SiteSubscription {
+    /// of a site joined below. `key`: the subscriber's connection key on a secure broker, and
+    /// whether it is a relay's (``SiteInterests`` binds names to keys). An unsubscription is taken
+    /// as it comes: libzmq passes one up only when the topic's last subscriber is gone.
+    mutating func siteSubscription(_ frame: Frame, key: [UInt8]?, relay: Bool) -> SiteSubscription {
         frame.withUnsafeBytes { bytes in
             guard let action = bytes.first, action == 0 || action == 1,
                   let (site, prefix) = Topic.splitSite(bytes.dropFirst()) else { return .notSite }
@@ -82,7 +84,7 @@ extension BrokerCore {
             }
             counted.subscriptions += 1
             let name = String(decoding: site, as: UTF8.self)
-            let refusal = SiteName(name) == nil ? .invalidName : siteInterests.subscribe(site: Array(site), prefix: Array(prefix))
+            let refusal = SiteName(name) == nil ? .invalidName : siteInterests.subscribe(site: Array(site), prefix: Array(prefix), key: key, relay: relay)
             guard let refusal else { return .taken }
             counted.siteInterestsRefused += 1
             return .refused(site: name, refusal)

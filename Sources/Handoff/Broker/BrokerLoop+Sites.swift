@@ -42,7 +42,11 @@ extension BrokerLoop {
     /// A subscription to a site topic (a site below following a prefix) taken, or refused and
     /// logged; false when it is no site's.
     func tookSiteSubscription(_ frame: Frame) throws(ZMQError) -> Bool {
-        switch core.siteSubscription(frame) {
+        // A site's name is bound to the key that subscribes under it (XPUB hands each
+        // subscription over with its connection's metadata): a member cannot make up names to
+        // have each message sent once per name, nor follow more under a real site's.
+        let key = secure ? connectionKey(of: frame) : nil
+        switch core.siteSubscription(frame, key: key, relay: key.map(relayKeys.contains) ?? false) {
         case .notSite:
             return false
         case .taken:

@@ -265,7 +265,7 @@ extension SimulatedWorld {
         let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
         if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
         let b = upstream(of: site), upstream = brokers[b]
-        switch upstream.coreDo({ $0.siteSubscription(Frame(frame)) }) {
+        switch upstream.coreDo({ $0.siteSubscription(Frame(frame), key: nil, relay: false) }) {
         case .refused:
             return
         case .taken:
