@@ -141,12 +141,12 @@ struct SiteRoutingTests {
     func interestUpstreamOncePerPrefix() {
         var broker = Self.core(site: "m", upstreams: 1)
         func up(_ action: UInt8, _ topic: String) -> String? {
-            broker.interestUpstream(Self.subscription(action, topic)).send.map { String(decoding: $0.dropFirst(), as: UTF8.self) }
+            broker.interestUpstream(Self.subscription(action, topic), key: nil, relay: false).send.map { String(decoding: $0.dropFirst(), as: UTF8.self) }
         }
         #expect(up(1, "A:org.") == "L:m|A:org.")
         // A second follower of the prefix (a lower site's): nothing more goes up.
         #expect(up(1, "L:a|A:org.") == nil)
-        let firstOfCom = broker.interestUpstream(Self.subscription(1, "A:com."))
+        let firstOfCom = broker.interestUpstream(Self.subscription(1, "A:com."), key: nil, relay: false)
         #expect(firstOfCom.snapshotOf == "com.")
         #expect(up(0, "A:org.") == nil)
         #expect(up(0, "L:a|A:org.") == "L:m|A:org.")

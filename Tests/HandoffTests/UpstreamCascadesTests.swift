@@ -155,7 +155,7 @@ struct UpstreamCascadesTests {
         var core = Self.core(site: "site")
         #expect(core.subscriberMessage([Frame([1] + Self.token("forged"))]) == .keep)
         #expect(core.subscriberMessage([Frame([1] + Array("R:node-1".utf8))]) == .forwardToPublishers)
-        #expect(core.interestUpstream(Frame([1] + Self.token("forged"))).send == nil)
-        #expect(core.interestUpstream(Frame([1] + Array("R:node-1".utf8))).send == [1] + Array("R:node-1".utf8))
+        #expect(core.interestUpstream(Frame([1] + Self.token("forged")), key: nil, relay: false).send == nil)
+        #expect(core.interestUpstream(Frame([1] + Array("R:node-1".utf8)), key: nil, relay: false).send == [1] + Array("R:node-1".utf8))
     }
 }

@@ -24,7 +24,7 @@ struct UpstreamSnapshotsTests {
         for _ in 0..<3 { snapshots.advertisementArrived(on: topic, now: Self.at(1)) }
         let over = snapshots.replyArrived(on: topic, count: 3, now: Self.at(2), jitter: 0)
         #expect(over)
-        #expect(snapshots.isEmpty && snapshots.nextRetry == nil && snapshots.requests.isEmpty)
+        #expect(!snapshots.awaitsAnswers && snapshots.nextRetry == nil && snapshots.requests.isEmpty)
     }
 
     @Test("rule: a short answer (an upstream busy with 64 answers replies with its count alone) is asked again with a new token after 250 ms, doubling, at most five attempts")
@@ -80,5 +80,37 @@ struct UpstreamSnapshotsTests {
         #expect(again.count == 1 && again.first.flatMap { snapshots.typePrefix(of: $0) } == "org.a.")
         let second = snapshots.expired(now: Self.at(59_001), jitter: { 0 })
         #expect(second == [slow])
+    }
+
+    @Test("rule: at most 16 prefixes are asked at once; the others wait their turn in the order asked, each asked as one ends; a prefix nothing follows any more is dropped, asked or waiting")
+    func turnsAndCancel() throws {
+        var snapshots = UpstreamSnapshots(site: Self.site)
+        let prefixes = (0..<20).map { "org.t\($0)." }
+        var token = 0
+        func nextToken() -> String {
+            token += 1
+            return Self.token(token)
+        }
+        let asked = prefixes.map { snapshots.ask($0, now: Self.start, randomToken: nextToken()) }
+        #expect(asked.prefix(UpstreamSnapshots.maxUnderWay).allSatisfy { $0 != nil })
+        #expect(asked.dropFirst(UpstreamSnapshots.maxUnderWay).allSatisfy { $0 == nil })
+        #expect(snapshots.waitingTurn == 4 && snapshots.nextRetry == nil)
+        #expect(snapshots.ask("org.t18.", now: Self.start, randomToken: nextToken()) == nil && snapshots.waitingTurn == 4, "asked once")
+        // One answer whole: the next in line may be asked at once.
+        let first = try #require(asked[0])
+        let over = snapshots.replyArrived(on: first, count: 0, now: Self.at(5), jitter: 0)
+        #expect(over && snapshots.nextRetry == Self.at(5))
+        let turn = snapshots.dueRetries(now: Self.at(5), randomToken: nextToken)
+        #expect(turn.compactMap { snapshots.typePrefix(of: $0) } == ["org.t16."])
+        #expect(snapshots.nextRetry == nil)
+        // Cancelled while it waited: skipped. Cancelled under way: unsubscribed, and its turn freed.
+        let waiting = snapshots.cancel("org.t17.", now: Self.at(6))
+        #expect(waiting.isEmpty && snapshots.waitingTurn == 2)
+        let underWay = try #require(asked[3])
+        let cancelled = snapshots.cancel("org.t3.", now: Self.at(7))
+        #expect(cancelled == [underWay] && snapshots.typePrefix(of: underWay) == nil)
+        let next = snapshots.dueRetries(now: Self.at(7), randomToken: nextToken)
+        #expect(next.compactMap { snapshots.typePrefix(of: $0) } == ["org.t18."])
+        #expect(snapshots.waitingTurn == 1 && !snapshots.isIdle)
     }
 }

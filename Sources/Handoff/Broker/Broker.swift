@@ -90,6 +90,9 @@ public final class Broker: Sendable {
         /// the bounds of what sites may follow).
         public var siteLoops = 0
         public var siteInterestsRefused = 0
+        /// With an upstream broker: subscriptions here followed here but not upstream, past what a
+        /// site may follow there (``UpstreamInterest``: 10,000 prefixes, 256 brought by one key).
+        public var upstreamInterestsRefused = 0
         /// Origins asked to advertise again what the cache lacks (`R:` requests), and the times
         /// every publisher was asked at once (a subscribe-all) because too many lacked at once.
         public var readvertiseRequests = 0

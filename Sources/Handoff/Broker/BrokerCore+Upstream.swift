@@ -119,14 +119,34 @@ extension BrokerCore {
         upstreamSubscriptions.linkConnected(now: now).flatMap { upstreamCascades.publishing($0, now: now, token: token) }
     }
 
-    /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``): a
-    /// frame to send up, if any, and the type prefix to ask upstream's snapshot of when it is a
-    /// first subscription to activities (a node's, or a lower site's).
-    mutating func interestUpstream(_ frame: Frame) -> (send: [UInt8]?, snapshotOf: String?) {
-        let bytes = frame.bytes
-        let send = upstreamInterest.upstream(for: bytes)
-        guard let send, send.first == 1, let (_, prefix) = Topic.splitSite(send.dropFirst()),
-              prefix.starts(with: Topic.activityPrefix.utf8) else { return (send, nil) }
-        return (send, String(decoding: prefix.dropFirst(Topic.activityPrefix.utf8.count), as: UTF8.self))
+    /// What a subscriber's (un)subscription here means upstream.
+    struct InterestUpstream: Equatable {
+        /// A frame to send up, if any.
+        var send: [UInt8]?
+        /// The type prefix to ask upstream's snapshot of: a first subscription to activities (a
+        /// node's, or a lower site's).
+        var snapshotOf: String?
+        /// The type prefix whose snapshot upstream is wanted no more: its last follower went.
+        var snapshotNoLongerOf: String?
+    }
+
+    /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``).
+    /// `key`: the subscriber's connection key on a secure broker, and whether it is a relay's.
+    mutating func interestUpstream(_ frame: Frame, key: [UInt8]?, relay: Bool) -> InterestUpstream {
+        let send: [UInt8]
+        switch upstreamInterest.upstream(for: frame.bytes, key: key, relay: relay) {
+        case .nothing:
+            return InterestUpstream()
+        case .refused:
+            counted.upstreamInterestsRefused += 1
+            return InterestUpstream()
+        case .send(let frame):
+            send = frame
+        }
+        guard let (_, prefix) = Topic.splitSite(send.dropFirst()), prefix.starts(with: Topic.activityPrefix.utf8) else {
+            return InterestUpstream(send: send)
+        }
+        let typePrefix = String(decoding: prefix.dropFirst(Topic.activityPrefix.utf8.count), as: UTF8.self)
+        return send.first == 1 ? InterestUpstream(send: send, snapshotOf: typePrefix) : InterestUpstream(send: send, snapshotNoLongerOf: typePrefix)
     }
 }

@@ -45,12 +45,12 @@ extension BrokerLoop {
         // A site's name is bound to the key that subscribes under it (XPUB hands each
         // subscription over with its connection's metadata): a member cannot make up names to
         // have each message sent once per name, nor follow more under a real site's.
-        let key = secure ? connectionKey(of: frame) : nil
+        let key = subscriberKey(frame)
         switch core.siteSubscription(frame, key: key, relay: key.map(relayKeys.contains) ?? false) {
         case .notSite:
             return false
         case .taken:
-            try fromSiteSubscriber(frame)
+            try fromSiteSubscriber(frame, key: key)
         case .refused(let site, let refusal):
             publishCounters()
             if let capture { try send([frame], to: capture) }
@@ -62,13 +62,13 @@ extension BrokerLoop {
     /// A site's (un)subscription, counted and kept by the core: copied to the capture, passed on
     /// upstream as this site's own interest, and, without the cache (whose frontend hears
     /// everything), to the publishers, so that they send what the site follows.
-    private func fromSiteSubscriber(_ frame: Frame) throws(ZMQError) {
+    private func fromSiteSubscriber(_ frame: Frame, key: [UInt8]?) throws(ZMQError) {
         publishCounters()
         if let capture { try send([frame], to: capture) }
         if !core.cacheEnabled {
             let bytes = frame.bytes
             if let (_, prefix) = Topic.splitSite(bytes.dropFirst()) { _ = try frontend.trySend([bytes[0]] + prefix) }
         }
-        if !upstreamLinks.isEmpty { try passInterestUpstream(frame) }
+        if !upstreamLinks.isEmpty { try passInterestUpstream(frame, key: key) }
     }
 }

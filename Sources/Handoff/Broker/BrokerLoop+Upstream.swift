@@ -49,7 +49,7 @@ extension BrokerLoop {
     /// A bus message from upstream: an answer to a snapshot this broker asked for, or a live one,
     /// addressed to this site (topic `L:` + site + `|` + its bus topic, envelope, hop).
     func fromUpstream(_ frames: [Frame]) throws(ZMQError) {
-        if frames.count == 2, !upstreamSnapshots.isEmpty, case let topic = frames[0].bytes, upstreamSnapshots.typePrefix(of: topic) != nil {
+        if frames.count == 2, upstreamSnapshots.awaitsAnswers, case let topic = frames[0].bytes, upstreamSnapshots.typePrefix(of: topic) != nil {
             try fromUpstreamSnapshot(frames, topic: topic)
             return
         }
@@ -99,25 +99,35 @@ extension BrokerLoop {
 
     /// A subscriber's (un)subscription at this site (a node's, or a lower site's) goes upstream
     /// as this site's interest (snapshot requests stay here); a first subscription to activities
-    /// also asks upstream for its snapshot.
-    func passInterestUpstream(_ frame: Frame) throws(ZMQError) {
-        let interest = core.interestUpstream(frame)
-        guard let send = interest.send else { return }
+    /// also asks upstream for its snapshot, and the last one's withdrawal drops that request.
+    /// `key`: the subscriber's connection key on a secure broker.
+    func passInterestUpstream(_ frame: Frame, key: [UInt8]?) throws(ZMQError) {
+        let interest = core.interestUpstream(frame, key: key, relay: key.map(relayKeys.contains) ?? false)
+        guard let send = interest.send else {
+            publishCounters()
+            return
+        }
         for link in upstreamLinks { _ = try link.down.trySend(send) }
+        if let typePrefix = interest.snapshotNoLongerOf {
+            for topic in upstreamSnapshots.cancel(typePrefix, now: .now) {
+                for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
+            }
+        }
         guard let typePrefix = interest.snapshotOf, let topic = upstreamSnapshots.ask(typePrefix, now: .now) else { return }
         logger.debug("asking upstream for its snapshot of \(typePrefix)")
         for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }
     }
 
     /// Ends snapshots upstream that are over by time (one of a pair never replied; none began: it
-    /// restarted, or the link broke), and asks again for those whose backoff after a short answer is over.
+    /// restarted, or the link broke), and asks again for those whose backoff after a short answer
+    /// is over, and for those that waited their turn.
     private func expireUpstreamSnapshots(now: ContinuousClock.Instant) throws(ZMQError) {
-        guard !upstreamSnapshots.requests.isEmpty else { return }
+        guard !upstreamSnapshots.isIdle else { return }
         for topic in upstreamSnapshots.expired(now: now) {
             for link in upstreamLinks { _ = try link.down.trySend([0] + topic) }
         }
         for topic in upstreamSnapshots.dueRetries(now: now) {
-            logger.debug("asking upstream again for a snapshot that came short: \(String(decoding: topic, as: UTF8.self))")
+            logger.debug("asking upstream for a snapshot that came short or waited its turn: \(String(decoding: topic, as: UTF8.self))")
             for link in upstreamLinks { _ = try link.down.trySend([1] + topic) }
         }
     }

@@ -259,6 +259,13 @@ final class BrokerLoop: @unchecked Sendable {
         try carryOut(verdict, message, hop: localHop, fromSite: nil, connectionKey: connectionKey)
     }
 
+    /// The key a subscription's connection was authenticated with on a secure broker (XPUB hands
+    /// each subscription over with its connection's metadata); `nil` on an open one, and for an
+    /// unsubscription (libzmq makes one itself when a topic's last subscriber goes).
+    func subscriberKey(_ frame: Frame) -> [UInt8]? {
+        secure && frame.bytes.first == 1 ? connectionKey(of: frame) : nil
+    }
+
     /// The CURVE key a frame's connection was authenticated with.
     func connectionKey(of frame: Frame) -> [UInt8] {
         frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
@@ -321,7 +328,7 @@ final class BrokerLoop: @unchecked Sendable {
         case .keep:
             break
         }
-        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0]) }
+        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: subscriberKey(frames[0])) }
     }
 
     /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a

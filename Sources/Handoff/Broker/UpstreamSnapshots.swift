@@ -10,13 +10,26 @@ import Foundation
 /// answer has not begun after ``timeout`` (the hub restarted, the link broke, or a large cache's
 /// answers to others were ahead of it: a hub answers up to 64 at once, in the order asked) is
 /// dropped and asked again the same way, within the same five attempts.
+///
+/// At most ``maxUnderWay`` prefixes are asked at once (answered, or waiting to be asked again);
+/// the others wait their turn in the order they came, so that a site following thousands of
+/// prefixes, whose link comes up, does not have the hub answer all but 64 of them busy. A prefix
+/// nothing here follows any more is dropped, asked or waiting (``cancel(_:now:)``).
 struct UpstreamSnapshots {
     static let timeout = Duration.seconds(30)
+    /// Prefixes asked at once: a quarter of what a hub answers at once (``SnapshotAnswers``).
+    static let maxUnderWay = 16
     /// How long the other upstream of a pair is waited for once one replied.
     static let grace = Duration.seconds(1)
     /// This broker's site, named in each token (``SiteName/snapshotToken()``).
     let site: SiteName
     private(set) var requests: SnapshotRequests
+    /// Prefixes waiting for their turn, in the order asked (from `queueHead` on; those no longer
+    /// in `queued` were cancelled), and when a turn came free for them.
+    private var queue: [String] = []
+    private var queueHead = 0
+    private var queued: Set<String> = []
+    private var turnFreeSince: ContinuousClock.Instant?
 
     /// - Parameter upstreams: How many upstream brokers answer each request (two for a pair).
     init(site: SiteName, upstreams: Int = 1) {
@@ -24,21 +37,55 @@ struct UpstreamSnapshots {
         requests = SnapshotRequests(expectedReplies: max(1, upstreams))
     }
 
-    /// Whether no request is under way (what comes from upstream is all live).
-    var isEmpty: Bool { requests.pending.isEmpty }
+    /// Whether answers are awaited on some topic (else what comes from upstream is all live).
+    var awaitsAnswers: Bool { !requests.pending.isEmpty }
+    /// Whether nothing is asked, waiting to be asked again, or waiting its turn.
+    var isIdle: Bool { requests.isEmpty && queued.isEmpty }
+    /// Prefixes waiting their turn.
+    var waitingTurn: Int { queued.count }
 
     func typePrefix(of topic: [UInt8]) -> String? { requests.pending[String(decoding: topic, as: UTF8.self)]?.typePrefix }
 
-    /// When the next attempt after a short answer is due, if one waits.
-    var nextRetry: ContinuousClock.Instant? { requests.retries.map(\.due).min() }
+    /// When the next attempt after a short answer is due, or a prefix waiting its turn may be asked.
+    var nextRetry: ContinuousClock.Instant? {
+        let retry = requests.retries.map(\.due).min()
+        guard let turnFreeSince else { return retry }
+        return min(retry ?? turnFreeSince, turnFreeSince)
+    }
 
-    /// A new request's topic, or `nil` when one for the prefix is on its way or waits to be asked again.
+    private var underWay: Int { requests.pending.count + requests.retries.count }
+
+    /// A new request's topic; `nil` when one for the prefix is on its way, waits to be asked
+    /// again, or waits its turn (now, when ``maxUnderWay`` are under way).
     mutating func ask(
-        _ typePrefix: String, attempt: Int = 1, now: ContinuousClock.Instant, randomToken: @autoclosure () -> String = Topic.newSnapshotToken()
+        _ typePrefix: String, now: ContinuousClock.Instant, randomToken: @autoclosure () -> String = Topic.newSnapshotToken()
     ) -> [UInt8]? {
-        guard !requests.isPending(typePrefix: typePrefix) else { return nil }
-        let topic = requests.start(typePrefix: typePrefix, attempt: attempt, token: site.snapshotToken(random: randomToken()), now: now)
+        guard !queued.contains(typePrefix), !requests.isPending(typePrefix: typePrefix) else { return nil }
+        guard underWay < Self.maxUnderWay else {
+            queue.append(typePrefix)
+            queued.insert(typePrefix)
+            return nil
+        }
+        return start(typePrefix, attempt: 1, now: now, randomToken: randomToken())
+    }
+
+    private mutating func start(_ typePrefix: String, attempt: Int, now: ContinuousClock.Instant, randomToken: String) -> [UInt8] {
+        let topic = requests.start(typePrefix: typePrefix, attempt: attempt, token: site.snapshotToken(random: randomToken), now: now)
         return Array(topic.utf8)
+    }
+
+    /// Nothing here follows `typePrefix` any more: its request dropped, asked or waiting; the
+    /// topics under way to unsubscribe from.
+    mutating func cancel(_ typePrefix: String, now: ContinuousClock.Instant) -> [[UInt8]] {
+        queued.remove(typePrefix)
+        let topics = requests.cancel(typePrefix: typePrefix)
+        freedTurn(now: now)
+        return topics.map { Array($0.utf8) }
+    }
+
+    /// A turn may have come free: the prefixes waiting may be asked from `now` on.
+    private mutating func freedTurn(now: ContinuousClock.Instant) {
+        if !queued.isEmpty, underWay < Self.maxUnderWay, turnFreeSince == nil { turnFreeSince = now }
     }
 
     /// An advertisement of the answer on `topic` arrived.
@@ -50,12 +97,29 @@ struct UpstreamSnapshots {
     /// it). A short one is asked again once its backoff (stretched by `jitter`, in 0..<1) is over.
     mutating func replyArrived(on topic: [UInt8], count: Int, now: ContinuousClock.Instant, jitter: Double) -> Bool {
         let topic = String(decoding: topic, as: UTF8.self)
-        return end(requests.replyArrived(on: topic, count: count, now: now), now: now, jitter: jitter)
+        let over = end(requests.replyArrived(on: topic, count: count, now: now), now: now, jitter: jitter)
+        freedTurn(now: now)
+        return over
     }
 
-    /// The attempts whose backoff is over, each asked anew: the topics to subscribe to.
+    /// The attempts whose backoff is over, each asked anew, then the prefixes waiting whose turn
+    /// came: the topics to subscribe to.
     mutating func dueRetries(now: ContinuousClock.Instant, randomToken: () -> String = Topic.newSnapshotToken) -> [[UInt8]] {
-        requests.dueRetries(now: now).compactMap { ask($0.typePrefix, attempt: $0.attempt, now: now, randomToken: randomToken()) }
+        var topics = requests.dueRetries(now: now).map { start($0.typePrefix, attempt: $0.attempt, now: now, randomToken: randomToken()) }
+        guard let since = turnFreeSince, since <= now else { return topics }
+        turnFreeSince = nil
+        while underWay < Self.maxUnderWay, queueHead < queue.count {
+            let typePrefix = queue[queueHead]
+            queueHead += 1
+            guard queued.remove(typePrefix) != nil else { continue }  // cancelled while it waited
+            topics.append(start(typePrefix, attempt: 1, now: now, randomToken: randomToken()))
+        }
+        // What was taken from the front, let go once it is most of the array.
+        if queueHead > 1_024, queueHead * 2 > queue.count {
+            queue.removeFirst(queueHead)
+            queueHead = 0
+        }
+        return topics
     }
 
     /// Requests over by time, taken out (unsubscribe from each): one upstream of a pair replied and
@@ -72,6 +136,7 @@ struct UpstreamSnapshots {
                 requests.scheduleRetry(typePrefix: request.typePrefix, attempt: request.attempt + 1, now: now, jitter: jitter())
             }
         }
+        if !over.isEmpty { freedTurn(now: now) }
         return over.sorted().map { Array($0.utf8) }
     }
 

@@ -146,9 +146,13 @@ extension SimulatedWorld {
     /// A subscriber's (un)subscription at a site's broker, passed up as its site's interest
     /// (``BrokerLoop/passInterestUpstream(_:)``).
     func passInterestUpstream(_ b: Int, _ frame: Frame) {
-        let interest = brokers[b].coreDo { $0.interestUpstream(frame) }
+        let interest = brokers[b].coreDo { $0.interestUpstream(frame, key: nil, relay: false) }
         guard let send = interest.send else { return }
         subscribeUpstream(b, send)
+        if let typePrefix = interest.snapshotNoLongerOf {
+            for topic in brokers[b].upstreamSnapshots.cancel(typePrefix, now: instant) { subscribeUpstream(b, [0] + topic) }
+            scheduleUpstreamSnapshotsDue(b)
+        }
         guard let typePrefix = interest.snapshotOf,
               let topic = brokers[b].upstreamSnapshots.ask(typePrefix, now: instant, randomToken: nextToken()) else { return }
         log("\(brokerName(b)) asks upstream for its snapshot of \(typePrefix)")
@@ -224,10 +228,15 @@ extension SimulatedWorld {
         guard case .snapshotReply(let reply) = envelope.body,
               broker.upstreamSnapshots.replyArrived(on: topic, count: Int(reply.count), now: instant, jitter: nextJitter()) else { return }
         subscribeUpstream(site, [0] + topic)
-        // Short: asked again once its backoff is over, as the broker's poll wakes for it.
-        if let due = broker.upstreamSnapshots.nextRetry {
-            schedule(.upstreamSubscriptionsDue(site: site, incarnation: broker.incarnation), at: max(due - origin, now))
-        }
+        // Short: asked again once its backoff is over, as the broker's poll wakes for it (and
+        // a prefix waiting its turn asked now).
+        scheduleUpstreamSnapshotsDue(site)
+    }
+
+    /// The broker's poll wakes when an upstream snapshot is due to be asked (again).
+    private func scheduleUpstreamSnapshotsDue(_ site: Int) {
+        guard let due = brokers[site].upstreamSnapshots.nextRetry else { return }
+        schedule(.upstreamSubscriptionsDue(site: site, incarnation: brokers[site].incarnation), at: max(due - origin, now))
     }
 
     /// Snapshots asked upstream that are over by time, asked no more (the next subscribe-all asks
@@ -235,13 +244,11 @@ extension SimulatedWorld {
     func expireUpstreamSnapshots(_ site: Int) {
         let over = brokers[site].upstreamSnapshots.expired(now: instant, jitter: nextJitter)
         for topic in over { subscribeUpstream(site, [0] + topic) }
-        if !over.isEmpty, let due = brokers[site].upstreamSnapshots.nextRetry {
-            schedule(.upstreamSubscriptionsDue(site: site, incarnation: brokers[site].incarnation), at: max(due - origin, now))
-        }
         for topic in brokers[site].upstreamSnapshots.dueRetries(now: instant, randomToken: nextToken) {
-            log("\(brokerName(site)) asks upstream again for a snapshot that came short")
+            log("\(brokerName(site)) asks upstream for a snapshot that came short or waited its turn")
             subscribeUpstream(site, [1] + topic)
         }
+        if !over.isEmpty { scheduleUpstreamSnapshotsDue(site) }
     }
 
     // MARK: The upstream
