@@ -19,7 +19,7 @@ struct BrokerCoreTests {
         func publisherMessage(_ frames: [Frame], connectionKey: [UInt8]?, now: ContinuousClock.Instant) -> BrokerCore.PublisherVerdict {
             state.publisherMessage(frames, connectionKey: connectionKey, now: now)
         }
-        func subscriberMessage(_ frames: [Frame]) -> BrokerCore.SubscriberVerdict { state.subscriberMessage(frames) }
+        func subscriberMessage(_ frames: [Frame]) -> BrokerCore.SubscriberVerdict { state.subscriberMessage(frames, key: nil, relay: false, now: .now) }
         func snapshot(typePrefix: String, now: ContinuousClock.Instant) -> [[UInt8]] { state.snapshot(typePrefix: typePrefix, now: now) }
         func snapshotReply(typePrefix: String, topicSize: Int, sent: Int, sentBytes: Int) -> [UInt8] {
             state.snapshotReply(typePrefix: typePrefix, topicSize: topicSize, sent: sent, sentBytes: sentBytes)

@@ -138,11 +138,11 @@ struct BrokerSnapshotSliceTests {
         #expect(core.beginSnapshot(topic: Self.topic(1), typePrefix: "org.test.", now: Self.start) == nil)
         #expect(core.beginSnapshot(topic: Self.topic(2), typePrefix: "org.test.", now: Self.start) == nil)
         _ = Self.slice(&core)
-        #expect(core.subscriberMessage([Frame([0] + Self.topic(1))]) == .keep)
+        #expect(core.subscriberMessage([Frame([0] + Self.topic(1))], key: nil, relay: false, now: Self.start) == .keep)
         #expect(core.snapshotAnswers.underWay.map(\.topic) == [Self.topic(2)])
         #expect(core.counters.snapshotAdvertisements == 1 && core.counters.snapshots == 0)
         // A live topic's unsubscription cancels nothing.
-        _ = core.subscriberMessage([Frame([0] + Array("A:org.test.".utf8))])
+        _ = core.subscriberMessage([Frame([0] + Array("A:org.test.".utf8))], key: nil, relay: false, now: Self.start)
         #expect(core.snapshotAnswers.underWay.count == 1)
     }
 

@@ -150,9 +150,10 @@ struct SiteRoutingTests {
         #expect(firstOfCom.snapshotOf == "com.")
         #expect(up(0, "A:org.") == nil)
         #expect(up(0, "L:a|A:org.") == "L:m|A:org.")
-        // Snapshot requests stay here; re-advertising and trace requests go up as they are.
+        // Snapshot requests stay here; re-advertising and trace requests are no interest (they go
+        // up as requests, ``PublisherRequests``).
         #expect(up(1, "S:0123/org.") == nil)
-        #expect(up(1, "R:node-1") == "R:node-1")
+        #expect(up(1, "R:node-1") == nil)
         #expect(up(0, "A:never-followed.") == nil)
     }
 

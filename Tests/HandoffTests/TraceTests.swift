@@ -58,8 +58,8 @@ struct TraceRuleTests {
         let stale = core.publisherMessage(try advertisement(traceID: Self.traceID, version: 1), connectionKey: nil, now: .now)
         #expect(stale == .forward(askToReadvertise: nil, trace: .init(traceID: Self.traceID, activityID: "A-1", cached: false)))
         let request = TraceRequest(origin: "n1", traceID: Self.traceID, activityID: "A-1")
-        let verdict = core.subscriberMessage([Frame([1] + Array(request.topic.utf8))])
-        #expect(verdict == .forwardToPublishers)
+        let verdict = core.subscriberMessage([Frame([1] + Array(request.topic.utf8))], key: nil, relay: false, now: .now)
+        #expect(verdict == .passRequest(topic: Array(request.topic.utf8)))
         let hopBytes = core.traceHop(.brokerCached, .init(traceID: Self.traceID, activityID: "A-1", cached: true), at: Date())
         let hop = try WireEnvelope.decode(hopBytes)
         guard case .traceHop(let decoded) = hop.body else {

@@ -104,6 +104,21 @@ struct UpstreamSubscriptionGateTests {
         return passes
     }
 
+    @Test("bounded: 10,000 subscriptions remembered at most; when every one waits for its trailing pass, a newcomer passes unremembered")
+    func bounded() {
+        var gate = UpstreamSubscriptionGate()
+        let subscriptions = (0..<UpstreamSubscriptionGate.capacity).map { [1] + Array("R:node-\($0)".utf8) }
+        for subscription in subscriptions {
+            _ = gate.offer(subscription, now: Self.at(0))
+            _ = gate.offer(subscription, now: Self.at(1))  // held: its trailing pass waits
+        }
+        let newcomers = (0..<100).map { gate.offer([1] + Array("R:new-\($0)".utf8), now: Self.at(2)) }
+        #expect(newcomers.allSatisfy { $0 })
+        #expect(gate.remembered == UpstreamSubscriptionGate.capacity)
+        let trailing = gate.due(now: Self.at(1_000))
+        #expect(trailing.count == UpstreamSubscriptionGate.capacity)
+    }
+
     @Test("links misconfigured into a loop of two or three brokers stop passing a subscribe-all round within seconds, at any delay under a second round the loop")
     func loopsEnd() {
         for count in [2, 3] {

@@ -93,6 +93,9 @@ public final class Broker: Sendable {
         /// With an upstream broker: subscriptions here followed here but not upstream, past what a
         /// site may follow there (``UpstreamInterest``: 10,000 prefixes, 256 brought by one key).
         public var upstreamInterestsRefused = 0
+        /// Subscribers' requests for the publishers (`R:`, `X:`) not passed on: malformed, or past
+        /// their key's budget (``PublisherRequests``: ten a second).
+        public var requestsRefused = 0
         /// Origins asked to advertise again what the cache lacks (`R:` requests), and the times
         /// every publisher was asked at once (a subscribe-all) because too many lacked at once.
         public var readvertiseRequests = 0

@@ -42,6 +42,9 @@ struct BrokerCore {
         case answerSnapshot(topic: [UInt8], typePrefix: String)
         /// Nothing more than the capture copy.
         case keep
+        /// A request for the publishers (``PublisherRequests``): subscribed and withdrawn at once
+        /// on the frontend, and up each upstream link.
+        case passRequest(topic: [UInt8])
     }
 
     let cacheEnabled: Bool
@@ -53,6 +56,8 @@ struct BrokerCore {
     let site: SiteName
     /// What the sites joined below this broker follow (internal for BrokerCore+Sites.swift).
     var siteInterests = SiteInterests()
+    /// Subscribers' requests for the publishers, within their budget.
+    private var publisherRequests = PublisherRequests()
     /// What this site asks of its upstreams.
     var upstreamInterest: UpstreamInterest
     private(set) var cache: LastValueCache
@@ -242,22 +247,26 @@ struct BrokerCore {
         counted.malformed += 1
     }
 
-    /// A subscriber's message (a subscription is one frame: 1 or 0, then the topic).
-    mutating func subscriberMessage(_ frames: [Frame]) -> SubscriberVerdict {
+    /// A subscriber's message (a subscription is one frame: 1 or 0, then the topic). `key`: the
+    /// subscriber's connection key on a secure broker, and whether it is a relay's.
+    mutating func subscriberMessage(_ frames: [Frame], key: [UInt8]?, relay: Bool, now: ContinuousClock.Instant) -> SubscriberVerdict {
         guard frames.count == 1 else { return cacheEnabled ? .keep : .forwardToPublishers }
         var verdict = SubscriberVerdict.keep
         var onSnapshotTopic = false
-        var forPublishers = false
+        var request = false
         frames[0].withUnsafeBytes { bytes in
             let topic = bytes.dropFirst()
             onSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
             // (`R:*` is a site's broker's own, passed from above: never a subscriber's to send.)
-            forPublishers = (topic.starts(with: Topic.readvertisePrefixBytes) && !topic.starts(with: Topic.readvertiseAllPrefixBytes))
-                || topic.starts(with: Topic.traceRequestPrefixBytes)
+            request = PublisherRequests.isRequest(topic)
             switch bytes.first {
             case 1:
                 counted.subscriptions += 1
                 if let typePrefix = Topic.snapshotTypePrefix(topic) { verdict = .answerSnapshot(topic: Array(topic), typePrefix: typePrefix) }
+                // A site's broker asking, for its cache, that a node of another site advertise
+                // again, or a tracer asking an origin for a traced advertisement: on to the
+                // publishers, cache or not (the other sites' brokers pass it on to theirs).
+                if request { verdict = admitRequest(topic, key: key, relay: relay, now: now) }
             case 0:
                 counted.unsubscriptions += 1
                 // Its asker went away or gave up: the rest of its answer would reach no one.
@@ -267,11 +276,19 @@ struct BrokerCore {
             }
         }
         if case .answerSnapshot = verdict { return verdict }
-        // A site's broker asking, for its cache, that a node of another site advertise again, or
-        // a tracer asking an origin for a traced advertisement: on to the publishers, cache or
-        // not (the other sites' brokers pass it on to theirs).
-        if forPublishers { return .forwardToPublishers }
-        return onSnapshotTopic || cacheEnabled ? .keep : .forwardToPublishers
+        if case .passRequest = verdict { return verdict }
+        // A request's withdrawal: what it asked went on withdrawn already.
+        return onSnapshotTopic || request || cacheEnabled ? .keep : .forwardToPublishers
+    }
+
+    /// A subscriber's request for the publishers, passed on when well formed and within its
+    /// key's budget; else counted.
+    private mutating func admitRequest(_ topic: UnsafeRawBufferPointer.SubSequence, key: [UInt8]?, relay: Bool, now: ContinuousClock.Instant) -> SubscriberVerdict {
+        guard PublisherRequests.isWellFormed(topic), publisherRequests.admit(key: key, relay: relay, now: now) else {
+            counted.requestsRefused += 1
+            return .keep
+        }
+        return .passRequest(topic: Array(topic))
     }
 
     /// The envelope of every live cached advertisement of `typePrefix` (each its origin's own):

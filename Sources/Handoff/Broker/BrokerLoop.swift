@@ -313,7 +313,8 @@ final class BrokerLoop: @unchecked Sendable {
     /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.
     private func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
         if frames.count == 1, try tookSiteSubscription(frames[0]) { return }
-        let verdict = core.subscriberMessage(frames)
+        let key = frames.count == 1 ? subscriberKey(frames[0]) : nil
+        let verdict = core.subscriberMessage(frames, key: key, relay: key.map(relayKeys.contains) ?? false, now: .now)
         publishCounters()
         if let capture { try send(frames, to: capture) }
         switch verdict {
@@ -325,10 +326,19 @@ final class BrokerLoop: @unchecked Sendable {
                 try send([Frame(topic), Frame(reply)], to: backend)
                 publishCounters()
             }
+        case .passRequest(let topic):
+            // Subscribed and withdrawn at once: nothing of it stands at the publishers, nor above.
+            _ = try frontend.trySend([1] + topic)
+            _ = try frontend.trySend([0] + topic)
+            for link in upstreamLinks {
+                _ = try link.down.trySend([1] + topic)
+                _ = try link.down.trySend([0] + topic)
+            }
+            return
         case .keep:
             break
         }
-        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: subscriberKey(frames[0])) }
+        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: key) }
     }
 
     /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a

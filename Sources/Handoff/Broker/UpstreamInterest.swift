@@ -2,7 +2,7 @@
 /// subscriber of its own follows (a node, or a site joined below it), one subscription to
 /// `L:` + its name + `|` + prefix, made when the first subscriber comes and withdrawn when the
 /// last one goes. Snapshot requests are not interest (answered here); "R:" and "X:" requests go
-/// up as they are.
+/// up as requests, subscribed and withdrawn at once (``PublisherRequests``).
 ///
 /// Bounded as the upstream bounds a site (``SiteInterests``): at most ``maxPrefixes`` prefixes of
 /// at most ``SiteInterests/maxPrefixLength`` bytes. On a secure broker, each prefix followed
@@ -42,7 +42,8 @@ struct UpstreamInterest {
         let topic = frame.dropFirst()
         if topic.starts(with: Topic.snapshotPrefixBytes) { return .nothing }
         if topic.starts(with: Topic.readvertiseAllPrefixBytes) { return .nothing }  // a broker's own, passed down only
-        if topic.starts(with: Topic.readvertisePrefixBytes) || topic.starts(with: Topic.traceRequestPrefixBytes) { return .send(frame) }
+        // Requests for the publishers go up as requests (``PublisherRequests``), not interest.
+        if topic.starts(with: Topic.readvertisePrefixBytes) || topic.starts(with: Topic.traceRequestPrefixBytes) { return .nothing }
         // A lower site's interest is the same interest here: this site follows it upstream.
         let prefix = Topic.splitSite(topic).map { Array($0.topic) } ?? Array(topic)
         let source = Array(topic)

@@ -24,7 +24,8 @@ import ZeroMQ
 struct UpstreamSubscriptionGate {
     static let window = Duration.seconds(1)
     /// Distinct subscriptions remembered at most; past it, those whose window ended are forgotten,
-    /// and if none has, all but the held ones (at worst a repeat passes once more).
+    /// and if none has, all but the held ones (at worst a repeat passes once more); if all are
+    /// held, a newcomer passes unremembered.
     static let capacity = 10_000
 
     private struct Passed {
@@ -57,8 +58,9 @@ struct UpstreamSubscriptionGate {
                 return true
             }
         }
-        makeRoom(now: now)
-        passed[subscription] = Passed(at: now, trailing: false)
+        // Remembered when there is room; a table full of held repeats (each waiting for its
+        // trailing pass) leaves a newcomer passed unremembered: at worst its repeat passes too.
+        if makeRoom(now: now) { passed[subscription] = Passed(at: now, trailing: false) }
         return true
     }
 
@@ -89,9 +91,14 @@ struct UpstreamSubscriptionGate {
         }.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
-    private mutating func makeRoom(now: ContinuousClock.Instant) {
-        guard passed.count >= Self.capacity else { return }
+    /// Whether there is room for one more, after forgetting what may be forgotten.
+    private mutating func makeRoom(now: ContinuousClock.Instant) -> Bool {
+        guard passed.count >= Self.capacity else { return true }
         passed = passed.filter { now - $0.value.at < Self.window }
         if passed.count >= Self.capacity { passed = passed.filter { $0.value.repeatedAt != nil } }
+        return passed.count < Self.capacity
     }
+
+    /// Subscriptions remembered (for tests: the bound).
+    var remembered: Int { passed.count }
 }

@@ -11,9 +11,9 @@
 /// Progress events are not this budget's: they are bounded per pair (four a second) and pairs
 /// per peer.
 ///
-/// A token bucket per peer (its CURVE key when secure, else the node id it gave). Bounded: past
-/// ``capacity`` peers, those whose bucket has refilled are forgotten, and if none has, the
-/// newcomers share one bucket. No I/O: the node passes the time in.
+/// A token bucket per peer (its CURVE key when secure, else the node id it gave;
+/// ``TokenBuckets``). Bounded: past ``capacity`` peers, those whose bucket has refilled are
+/// forgotten, and if none has, the newcomers share one bucket. No I/O: the node passes the time in.
 struct PeerEventBudget {
     static let perSecond = 50.0
     static let burst = 200.0
@@ -21,32 +21,10 @@ struct PeerEventBudget {
     /// The shared bucket's name.
     static let otherPeers = "(other peers)"
 
-    private struct Bucket {
-        var tokens: Double
-        var at: ContinuousClock.Instant
-
-        mutating func refill(now: ContinuousClock.Instant) {
-            tokens = min(PeerEventBudget.burst, tokens + (now - at).seconds * PeerEventBudget.perSecond)
-            at = now
-        }
-    }
-
-    private var buckets: [String: Bucket] = [:]
+    private var buckets = TokenBuckets(perSecond: perSecond, burst: burst, capacity: capacity, overflowKey: otherPeers)
 
     /// Whether an event about `peer` goes on the bus now (one of its tokens is taken if so).
-    mutating func admit(_ peer: String, now: ContinuousClock.Instant) -> Bool {
-        var key = peer
-        if buckets[key] == nil, buckets.count >= Self.capacity {
-            buckets = buckets.filter { var bucket = $0.value; bucket.refill(now: now); return bucket.tokens < Self.burst }
-            if buckets.count >= Self.capacity { key = Self.otherPeers }
-        }
-        var bucket = buckets[key] ?? Bucket(tokens: Self.burst, at: now)
-        bucket.refill(now: now)
-        let admitted = bucket.tokens >= 1
-        if admitted { bucket.tokens -= 1 }
-        buckets[key] = bucket
-        return admitted
-    }
+    mutating func admit(_ peer: String, now: ContinuousClock.Instant) -> Bool { buckets.admit(peer, now: now) }
 
     /// Peers remembered (for tests: the bound).
     var peers: Int { buckets.count }

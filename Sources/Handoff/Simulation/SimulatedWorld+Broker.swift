@@ -133,7 +133,7 @@ extension SimulatedWorld {
         let broker = brokers[b]
         if subscribe { broker.subscriptionsOf[index, default: []].insert(topic) } else { broker.subscriptionsOf[index]?.remove(topic) }
         let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
-        let verdict = broker.coreDo { $0.subscriberMessage([frame]) }
+        let verdict = broker.coreDo { $0.subscriberMessage([frame], key: nil, relay: false, now: instant) }
         if broker.joinsUpstream { passInterestUpstream(b, frame) }
         guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
         beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: nodes[index].id)

@@ -278,9 +278,17 @@ extension SimulatedWorld {
         case .taken:
             break
         case .notSite:
-            switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)]) }) {
+            switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)], key: nil, relay: false, now: instant) }) {
             case .forwardToPublishers:
                 frontendSends(b, frame)
+            case .passRequest(let topic):
+                // Subscribed and withdrawn at once, at the publishers and above.
+                frontendSends(b, [1] + topic)
+                frontendSends(b, [0] + topic)
+                if upstream.joinsUpstream {
+                    subscribeUpstream(b, [1] + topic)
+                    subscribeUpstream(b, [0] + topic)
+                }
             case .answerSnapshot(let snapshotTopic, let typePrefix):
                 beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: "site-\(site)")
             case .keep:

@@ -44,6 +44,7 @@ struct BrokerMetrics {
     private let siteLoops = Counter(label: "handoff_broker_site_dropped_total", dimensions: [("reason", "loop")])
     private let siteInterestsRefused = Counter(label: "handoff_broker_site_interests_refused_total")
     private let upstreamInterestsRefused = Counter(label: "handoff_broker_upstream_interests_refused_total")
+    private let requestsRefused = Counter(label: "handoff_broker_requests_refused_total")
     private let readvertiseOrigin = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "origin")])
     private let readvertiseEveryone = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "everyone")])
     private var reported = Broker.Counters()
@@ -78,6 +79,7 @@ struct BrokerMetrics {
         add(siteLoops, counters.siteLoops, old.siteLoops)
         add(siteInterestsRefused, counters.siteInterestsRefused, old.siteInterestsRefused)
         add(upstreamInterestsRefused, counters.upstreamInterestsRefused, old.upstreamInterestsRefused)
+        add(requestsRefused, counters.requestsRefused, old.requestsRefused)
         add(readvertiseOrigin, counters.readvertiseRequests, old.readvertiseRequests)
         add(readvertiseEveryone, counters.readvertiseEveryone, old.readvertiseEveryone)
         if counters.cachedActivities != old.cachedActivities { cached.record(counters.cachedActivities) }

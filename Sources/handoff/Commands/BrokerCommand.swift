@@ -109,7 +109,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshots-busy": "\(counters.snapshotsBusy)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "upstream-out": "\(counters.upstreamOut)", "upstream-in": "\(counters.upstreamIn)", "upstream-returned": "\(counters.upstreamReturned)",
                 "upstream-duplicates": "\(counters.upstreamDuplicates)", "sites-in": "\(counters.sitesIn)", "sites-out": "\(counters.sitesOut)",
-                "site-loops": "\(counters.siteLoops)", "site-interests-refused": "\(counters.siteInterestsRefused)", "upstream-interests-refused": "\(counters.upstreamInterestsRefused)", "readvertise-requests": "\(counters.readvertiseRequests)", "readvertise-everyone": "\(counters.readvertiseEveryone)",
+                "site-loops": "\(counters.siteLoops)", "site-interests-refused": "\(counters.siteInterestsRefused)", "upstream-interests-refused": "\(counters.upstreamInterestsRefused)", "requests-refused": "\(counters.requestsRefused)", "readvertise-requests": "\(counters.readvertiseRequests)", "readvertise-everyone": "\(counters.readvertiseEveryone)",
                 "handshakes-allowed": "\(counters.allowedHandshakes)", "handshakes-refused": "\(counters.handshakeRefusals.total)",
                 "handshake-refusals": "\(HandshakeRefusals.Reason.allCases.map { "\($0.rawValue)=\(counters.handshakeRefusals[$0])" }.joined(separator: " "))",
             ])
