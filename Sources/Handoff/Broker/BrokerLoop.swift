@@ -259,18 +259,6 @@ final class BrokerLoop: @unchecked Sendable {
         try carryOut(verdict, message, hop: localHop, fromSite: nil, connectionKey: connectionKey)
     }
 
-    /// The key a subscription's connection was authenticated with on a secure broker (XPUB hands
-    /// each subscription over with its connection's metadata); `nil` on an open one, and for an
-    /// unsubscription (libzmq makes one itself when a topic's last subscriber goes).
-    func subscriberKey(_ frame: Frame) -> [UInt8]? {
-        secure && frame.bytes.first == 1 ? connectionKey(of: frame) : nil
-    }
-
-    /// The CURVE key a frame's connection was authenticated with.
-    func connectionKey(of frame: Frame) -> [UInt8] {
-        frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
-    }
-
     /// Forwards a publisher's message (to the subscribers, the capture, the sites below that
     /// follow it but the one it came from, and upstream), or logs why not.
     func carryOut(
@@ -308,47 +296,6 @@ final class BrokerLoop: @unchecked Sendable {
         case .pastLengths(let reason):
             if let line = refusals.pastLengths(reason, key: connectionKey) { logger.warning("\(line)") }
         }
-    }
-
-    /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.
-    private func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
-        if frames.count == 1, try tookSiteSubscription(frames[0]) { return }
-        let key = frames.count == 1 ? subscriberKey(frames[0]) : nil
-        let verdict = core.subscriberMessage(frames, key: key, relay: key.map(relayKeys.contains) ?? false, now: .now)
-        publishCounters()
-        if let capture { try send(frames, to: capture) }
-        switch verdict {
-        case .forwardToPublishers:
-            try send(frames, to: frontend)
-        case .answerSnapshot(let topic, let typePrefix):
-            // Queued, answered a slice a round; or answered at once (busy, or the cache off).
-            if let reply = core.beginSnapshot(topic: topic, typePrefix: typePrefix, now: .now) {
-                try send([Frame(topic), Frame(reply)], to: backend)
-                publishCounters()
-            }
-        case .passRequest(let topic):
-            // Subscribed and withdrawn at once: nothing of it stands at the publishers, nor above.
-            _ = try frontend.trySend([1] + topic)
-            _ = try frontend.trySend([0] + topic)
-            for link in upstreamLinks {
-                _ = try link.down.trySend([1] + topic)
-                _ = try link.down.trySend([0] + topic)
-            }
-            return
-        case .keep:
-            break
-        }
-        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: key) }
-    }
-
-    /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a
-    /// subscription to "R:" + its node id, sent upstream and withdrawn at once (wire.proto), so
-    /// that the next one reaches its publisher too.
-    private func askToAdvertiseAgain(_ origin: String) throws(ZMQError) {
-        let topic = Array((Topic.readvertisePrefix + origin).utf8)
-        logger.debug("the presence of \(origin) lists activities the cache lacks; asking it to advertise them again")
-        _ = try frontend.trySend([1] + topic)
-        _ = try frontend.trySend([0] + topic)
     }
 
     /// Sends frames as they are (libzmq shares their bytes), then `trailing` when given; false

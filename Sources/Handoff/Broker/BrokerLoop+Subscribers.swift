@@ -1,0 +1,65 @@
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// Carries out what ``BrokerCore`` decides for the subscribers' side: their (un)subscriptions,
+/// snapshot requests and requests for the publishers, and the keys their connections hold.
+extension BrokerLoop {
+    /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.
+    func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
+        if frames.count == 1, try tookSiteSubscription(frames[0]) { return }
+        let key = frames.count == 1 ? subscriberKey(frames[0]) : nil
+        let verdict = core.subscriberMessage(frames, key: key, relay: key.map(relayKeys.contains) ?? false, now: .now)
+        publishCounters()
+        if let capture { try send(frames, to: capture) }
+        switch verdict {
+        case .forwardToPublishers:
+            try send(frames, to: frontend)
+        case .answerSnapshot(let topic, let typePrefix):
+            // Queued, answered a slice a round; or answered at once (busy, or the cache off).
+            if let reply = core.beginSnapshot(topic: topic, typePrefix: typePrefix, now: .now) {
+                try send([Frame(topic), Frame(reply)], to: backend)
+                publishCounters()
+            }
+        case .passRequest(let topic):
+            try passRequest(topic, upstream: true)
+            return
+        case .keep:
+            break
+        }
+        if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: key) }
+    }
+
+    /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a
+    /// subscription to "R:" + its node id, sent upstream and withdrawn at once (wire.proto), so
+    /// that the next one reaches its publisher too.
+    func askToAdvertiseAgain(_ origin: String) throws(ZMQError) {
+        logger.debug("the presence of \(origin) lists activities the cache lacks; asking it to advertise them again")
+        try passRequest(Array((Topic.readvertisePrefix + origin).utf8), upstream: false)
+    }
+
+    /// A request for the publishers (``PublisherRequests``), subscribed and withdrawn at once on
+    /// the frontend, and up each upstream link when `upstream`: nothing of it stands at the
+    /// publishers, nor above.
+    private func passRequest(_ topic: [UInt8], upstream: Bool) throws(ZMQError) {
+        _ = try frontend.trySend([1] + topic)
+        _ = try frontend.trySend([0] + topic)
+        guard upstream else { return }
+        for link in upstreamLinks {
+            _ = try link.down.trySend([1] + topic)
+            _ = try link.down.trySend([0] + topic)
+        }
+    }
+
+    /// The key a subscription's connection was authenticated with on a secure broker (XPUB hands
+    /// each subscription over with its connection's metadata); `nil` on an open one, and for an
+    /// unsubscription (libzmq makes one itself when a topic's last subscriber goes).
+    func subscriberKey(_ frame: Frame) -> [UInt8]? {
+        secure && frame.bytes.first == 1 ? connectionKey(of: frame) : nil
+    }
+
+    /// The CURVE key a frame's connection was authenticated with.
+    func connectionKey(of frame: Frame) -> [UInt8] {
+        frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
+    }
+}
