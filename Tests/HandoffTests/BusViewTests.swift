@@ -184,4 +184,26 @@ struct BusViewTests {
         #expect(snapshot.overflow == 48 + 47 + 4)
         #expect(snapshot.malformed == 2)
     }
+
+    @Test("a presence renews and drops its own node's activities only, however many others are in view; one past the contract's lengths (a 300-byte name) is counted malformed, never kept")
+    func presencesTouchTheirOwn() throws {
+        var view = BusView(now: start)
+        for index in 0..<2_000 { feed(&view, try advertisement("other-\(index)", type: "org.test.doc", origin: "n\(index % 20 + 1)"), at: 0.1) }
+        for index in 0..<3 { feed(&view, try advertisement("mine-\(index)", type: "org.test.doc", origin: "n0"), at: 0.1) }
+        // n0 lists two of its three: the third is withdrawn, the others renewed past their lease.
+        feed(&view, try presence("n0", activities: ["mine-0", "mine-1"]), at: 5)
+        let snapshot = view.snapshot(source: "test", now: at(8))
+        #expect(snapshot.types.first?.activities == 2, "n0's renewed two; every other lapsed at 6 s")
+        // An activity that changes origin is its new origin's to renew.
+        feed(&view, try advertisement("mine-0", type: "org.test.doc", origin: "n1"), at: 8.5)
+        feed(&view, try presence("n0", activities: []), at: 9)
+        #expect(view.snapshot(source: "test", now: at(9)).types.first?.activities == 1)
+        var long = WireNodePresence()
+        long.node = node("n-long")
+        long.node.name = String(repeating: "x", count: WireLimits.maxNodeName + 44)
+        feed(&view, (Array("P:n-long".utf8), try envelope(.nodePresence(long), from: node("n-long"))), at: 9.5)
+        let after = view.snapshot(source: "test", now: at(10))
+        #expect(after.malformed == 1)
+        #expect(!after.nodes.contains { $0.name.utf8.count > WireLimits.maxNodeName })
+    }
 }

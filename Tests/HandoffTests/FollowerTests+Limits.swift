@@ -6,7 +6,7 @@ import Testing
 /// The follower's bounds on what a peer may make it hold: names within the contract's lengths,
 /// replay protection's share per sender, leases of at most an hour.
 extension FollowerTests {
-    @Test("an advertisement, withdrawal or presence naming an activity id past 128 bytes (or none), a type past 255 or a node id past 128 is ignored as malformed, and nothing of it is kept")
+    @Test("an advertisement, withdrawal or presence naming an activity id past 128 bytes (or none), a type past 255 or a node id past 128, or a presence whose node name, host or endpoint is past 256, 255 or 512, is ignored as malformed, and nothing of it is kept")
     func pastContractLengths() {
         var follower = Follower(settings())
         let origin = node("o1"), longNode = node(String(repeating: "n", count: WireLimits.maxNodeID + 1))
@@ -22,6 +22,16 @@ extension FollowerTests {
         #expect(malformed(hear(&follower, withdrawal(longest, of: longNode), from: longNode, sequence: 2)))
         #expect(malformed(hear(&follower, presence(of: origin, listing: [longest, longest + "i"]), from: origin, sequence: 5, topic: "P:o1")))
         #expect(malformed(hear(&follower, presence(of: longNode, listing: []), from: longNode, sequence: 3, topic: "P:n")))
+        // A name, host or continue endpoint past 256, 255 or 512 bytes: the directory would hold it.
+        var longName = node("o2"), longHost = node("o3")
+        longName.name = String(repeating: "x", count: WireLimits.maxNodeName + 1)
+        longHost.host = String(repeating: "h", count: WireLimits.maxHost + 1)
+        #expect(malformed(hear(&follower, presence(of: longName, listing: []), from: longName, sequence: 1, topic: "P:o2")))
+        #expect(malformed(hear(&follower, presence(of: longHost, listing: []), from: longHost, sequence: 1, topic: "P:o3")))
+        var longEndpoint = WireNodePresence()
+        longEndpoint.node = node("o4")
+        longEndpoint.continueEndpoint = "tcp://" + String(repeating: "e", count: WireLimits.maxEndpoint)
+        #expect(malformed(hear(&follower, .nodePresence(longEndpoint), from: node("o4"), sequence: 1, topic: "P:o4")))
         #expect(follower.known.count == 1 && follower.directory.nodes.isEmpty, "\(follower.directory.nodes)")
         #expect(follower.replayEntries == 1, "a malformed message was remembered by the replay guard")
     }

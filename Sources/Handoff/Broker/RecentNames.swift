@@ -2,8 +2,10 @@ import ZeroMQ
 
 /// Names heard lately (a site broker's own nodes, an upstream's subscriptions passed on, the
 /// hashes of envelopes taken), each remembered for `memory` after it was last heard; bounded:
-/// past `capacity` names, those not heard within `memory` are forgotten, and if none is, the
-/// oldest half.
+/// past `capacity` names, those not heard within `memory` are forgotten, and if that leaves more
+/// than three quarters, the oldest down to half. Each rebuild of the table so frees at least a
+/// quarter of it: fresh names arriving as fast as others expire cannot make every new one walk
+/// the whole table.
 struct RecentNames<Name: Hashable> {
     let memory: Duration
     let capacity: Int
@@ -19,7 +21,7 @@ struct RecentNames<Name: Hashable> {
     mutating func heard(_ name: Name, now: ContinuousClock.Instant) {
         if lastHeard.count >= capacity, lastHeard[name] == nil {
             lastHeard = lastHeard.filter { now - $0.value < memory }
-            if lastHeard.count >= capacity {
+            if lastHeard.count > capacity / 4 * 3 {
                 let newest = lastHeard.sorted { $0.value > $1.value }.prefix(capacity / 2)
                 lastHeard = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })
             }

@@ -194,9 +194,8 @@ struct Follower {
             let node = presence.node
             var actions: [Action] = node.nodeID == own ? [.ownPresenceHeard] : []
             guard settings.includeOwnActivities || node.nodeID != own else { return actions }
-            guard node.nodeID.utf8.count <= WireLimits.maxNodeID,
-                  presence.activityIds.allSatisfy({ WireLimits.fitsBus(activityID: $0.utf8, nodeID: EmptyCollection()) }) else {
-                return actions + [.ignored(.malformed("a presence naming a node or activity id past the contract's lengths"))]
+            guard WireLimits.fits(presence) else {
+                return actions + [.ignored(.malformed("a presence whose node id, name, host, continue endpoint or an activity id it lists is past the contract's lengths"))]
             }
             // Replay protection as for an activity, under a name no activity id can have.
             if let refusal = believe(speaker, originKey: node.publicKey, originID: HashedID(node.nodeID), subject: Self.presenceSubject, date: date, now: now) {

@@ -239,11 +239,14 @@ extension Node {
         var effectiveLease: Duration { lease ?? advertiseInterval * 3 }
 
         /// Refuses what no node can keep: a presence interval of zero (the node's clock would
-        /// spin), a lease past ``WireLimits/maxLease``, which other nodes would cut short, or an id
-        /// past ``WireLimits/maxNodeID``, whose messages every receiver would drop.
+        /// spin), a lease past ``WireLimits/maxLease``, which other nodes would cut short, or an id,
+        /// name or host past ``WireLimits``' lengths, whose messages every receiver would drop.
         func check() throws(HandoffError) {
             if let id, id.isEmpty || id.utf8.count > WireLimits.maxNodeID {
                 throw HandoffError(.invalidConfiguration, "node \(name): its id must be 1 to \(WireLimits.maxNodeID) bytes (it is \(id.utf8.count))")
+            }
+            guard name.utf8.count <= WireLimits.maxNodeName, (advertisedHost?.utf8.count ?? 0) <= WireLimits.maxHost else {
+                throw HandoffError(.invalidConfiguration, "node \(name.prefix(64)): its name must be at most \(WireLimits.maxNodeName) bytes and its advertised host at most \(WireLimits.maxHost), or no node hears its presence")
             }
             guard maxKnownActivityBytes >= WireLimits.maxBusFrame else {
                 throw HandoffError(.invalidConfiguration, "node \(name): maxKnownActivityBytes must hold one activity of the largest frame, \(WireLimits.maxBusFrame) bytes (it is \(maxKnownActivityBytes))")

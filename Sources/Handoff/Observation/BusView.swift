@@ -72,6 +72,8 @@ public struct BusView: Sendable {
     let snapshotToken: String?
     private(set) var nodes: [String: NodeRecord] = [:]
     private(set) var activities: [String: ActivityRecord] = [:]
+    /// The ids of each origin's activities in view: a presence renews its own, not a walk of all.
+    private var activityIDsByOrigin: [String: Set<String>] = [:]
     private(set) var streams: [String: StreamRecord] = [:]
     private var perSecond: [Count]
     private var currentSecond: Int = 0
@@ -111,7 +113,7 @@ public struct BusView: Sendable {
         switch decoded.body {
         case .advertisement(let advertisement):
             advertised(advertisement.activityID, type: advertisement.activityType, origin: advertisement.origin.nodeID, leaseMs: advertisement.leaseMs, now: now)
-        case .withdrawal(let withdrawal): activities[withdrawal.activityID] = nil
+        case .withdrawal(let withdrawal): forget(withdrawal.activityID)
         case .nodePresence(let presence): heard(presence, now: now)
         case .nodeEvent(let event): happened(event, sender: decoded.sender, now: now)
         default: break
@@ -129,7 +131,8 @@ public struct BusView: Sendable {
     public mutating func expire(now: ContinuousClock.Instant) {
         advanceSeconds(to: now)
         nodes = nodes.filter { now - $0.value.lastHeard < $0.value.lease + Self.goneNodeShown }
-        activities = activities.filter { $0.value.expires > now }
+        let lapsed = activities.filter { $0.value.expires <= now }.keys
+        for activityID in lapsed { forget(activityID) }
         streams = streams.filter { _, stream in
             switch stream.state {
             case .open: now - stream.updated < Self.silentStreamDropped
@@ -152,7 +155,7 @@ public struct BusView: Sendable {
             return true
         case .withdrawal(let activityID, _):
             publishedBy(summary.sender.id, bytes: bytes, now: now)
-            activities[activityID] = nil
+            forget(activityID)
             return true
         case .presence, .other:
             return false
@@ -179,6 +182,11 @@ public struct BusView: Sendable {
     }
 
     private mutating func heard(_ presence: WireNodePresence, now: ContinuousClock.Instant) {
+        // Past the contract's lengths: every node's record would hold up to a frame of name.
+        guard WireLimits.fits(presence) else {
+            malformed += 1
+            return
+        }
         let id = presence.node.nodeID
         guard var node = nodes[id] ?? newNode(now: now) else { return }
         node.name = presence.node.name
@@ -195,13 +203,20 @@ public struct BusView: Sendable {
         nodes[id] = node
         // The presence renews what it lists; unless partial, what it leaves out was withdrawn.
         let listed = Set(presence.activityIds)
-        for (activityID, activity) in activities where activity.origin == id {
+        for activityID in activityIDsByOrigin[id] ?? [] {
             if listed.contains(activityID) {
                 activities[activityID]?.expires = now + node.lease
             } else if !presence.partial {
-                activities[activityID] = nil
+                forget(activityID)
             }
         }
+    }
+
+    /// An activity out of view (withdrawn, lapsed, or left out of its origin's presence).
+    private mutating func forget(_ activityID: String) {
+        guard let record = activities.removeValue(forKey: activityID) else { return }
+        activityIDsByOrigin[record.origin]?.remove(activityID)
+        if activityIDsByOrigin[record.origin]?.isEmpty == true { activityIDsByOrigin[record.origin] = nil }
     }
 
     private mutating func advertised(_ activityID: String, type: String, origin: String, leaseMs: UInt32, now: ContinuousClock.Instant) {
@@ -210,7 +225,9 @@ public struct BusView: Sendable {
             overflow += 1
             return
         }
+        if let held = activities[activityID], held.origin != origin { forget(activityID) }
         activities[activityID] = ActivityRecord(type: type, origin: origin, expires: now + lease)
+        activityIDsByOrigin[origin, default: []].insert(activityID)
     }
 
     private mutating func happened(_ event: WireNodeEvent, sender: WireNodeRef, now: ContinuousClock.Instant) {

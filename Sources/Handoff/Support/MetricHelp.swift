@@ -24,7 +24,9 @@ public enum MetricHelp {
         "handoff_broker_malformed_total": "Messages at the broker that are not what the contract says (not a topic and an envelope, too many frames, an unreadable envelope).",
         "handoff_broker_site_messages_total": "Bus messages on the links between sites: to and from the upstream brokers (link=upstream), from the sites joined below and the copies sent down to them, one per site (link=sites).",
         "handoff_broker_site_dropped_total": "Site messages dropped: this site's own come back (returned), a pair's second copy (duplicate), one that went round a loop of links or crossed too many (loop).",
-        "handoff_broker_site_interests_refused_total": "Subscriptions of sites below not taken: past the bounds of what sites may follow (1,000 sites, 10,000 topic prefixes each), or naming no valid site (logged once per site).",
+        "handoff_broker_site_interests_refused_total": "Subscriptions of sites below not taken: past the bounds of what sites may follow (1,000 sites, 10,000 topic prefixes each, 257 bytes a prefix), naming no valid site, or (CURVE) a name another key holds or a ninth name of one key (logged once per site).",
+        "handoff_broker_upstream_interests_refused_total": "A site broker's subscriptions followed at the site but not upstream: past 10,000 prefixes, 256 brought by one key (CURVE; relays aside), or longer than any topic.",
+        "handoff_broker_requests_refused_total": "Subscribers' requests for the publishers (R:, X:) not passed on: malformed, or past their key's budget (50 at once, then 10 a second; relays unbounded).",
         "handoff_broker_readvertise_requests_total": "Requests that nodes advertise again what the cache lacks: one origin (R:), or every node at once (a subscribe-all, when too many lack at once).",
         // The node (an agent, or any process that hosts a Node).
         "handoff_node_messages_total": "Messages per socket kind (bus, continuation_server, continuation_client) and direction.",

@@ -1,3 +1,5 @@
+import HandoffWire
+
 /// The size limits of the wire contract (wire.proto, "Limits"): what a peer may send, and what a
 /// node may put on the bus.
 public enum WireLimits {
@@ -28,6 +30,21 @@ public enum WireLimits {
 
     /// The longest node id (Handoff's are UUIDs, 36 bytes).
     public static let maxNodeID = 128
+
+    /// The longest node name, host (a DNS name is at most 253) and continue endpoint a presence
+    /// may carry: each node and operator's view keeps them for every node it hears.
+    public static let maxNodeName = 256
+    public static let maxHost = 255
+    public static let maxEndpoint = 512
+
+    /// Whether a presence is within the contract's lengths: its node's id, name and host, its
+    /// continue endpoint, and every activity id it lists.
+    static func fits(_ presence: WireNodePresence) -> Bool {
+        let node = presence.node
+        return node.nodeID.utf8.count <= maxNodeID && node.name.utf8.count <= maxNodeName && node.host.utf8.count <= maxHost
+            && presence.continueEndpoint.utf8.count <= maxEndpoint
+            && presence.activityIds.allSatisfy { fitsBus(activityID: $0.utf8, nodeID: EmptyCollection()) }
+    }
 
     /// Whether what a bus message names (an activity, its type when the message carries it, the
     /// node it is about) is within the contract's lengths: a message naming longer ones is
