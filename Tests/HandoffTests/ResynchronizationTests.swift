@@ -35,7 +35,7 @@ struct ResynchronizationTests {
         let r6 = resync.presence(origin: "a", listed: ["x", "y"], unheld: ["x", "y"], now: start)
         #expect(r6)
         // The snapshots brought y (a type followed here), not x.
-        resync.settled { $0 == "y" }
+        resync.settled(now: start) { $0 == "y" }
         #expect(resync.unfollowedIDs == 1)
         let r7 = resync.presence(origin: "a", listed: ["x", "y"], unheld: ["x"], now: start + .seconds(5))
         #expect(!r7)
@@ -50,7 +50,7 @@ struct ResynchronizationTests {
         var resync = Resynchronization(interval: .seconds(1), capacity: 100)
         let r9 = resync.presence(origin: "a", listed: ["x"], unheld: ["x"], now: start)
         #expect(r9)
-        resync.settled { _ in false }
+        resync.settled(now: start) { _ in false }
         #expect(resync.unfollowedIDs == 1)
         let r10 = resync.presence(origin: "a", listed: [], unheld: [], now: start + .seconds(2))
         #expect(!r10)
@@ -66,11 +66,11 @@ struct ResynchronizationTests {
         #expect(r12)
         let r13 = resync.presence(origin: "a", listed: ["x", "z"], unheld: ["x", "z"], now: start + .milliseconds(200))
         #expect(!r13)
-        resync.settled { _ in false }
+        resync.settled(now: start) { _ in false }
         #expect(resync.unfollowedIDs == 1)  // x only
         let r14 = resync.due(now: start + .seconds(1))
         #expect(r14)
-        resync.settled { $0 == "z" }
+        resync.settled(now: start) { $0 == "z" }
         #expect(resync.unfollowedIDs == 1)
     }
 
@@ -94,10 +94,42 @@ struct ResynchronizationTests {
             #expect(asks, "round \(round) was not asked for")
             #expect(resync.trackedIDs <= 10, "round \(round): \(resync.trackedIDs) ids tracked")
         }
-        resync.settled { _ in false }
+        resync.settled(now: start) { _ in false }
         #expect(resync.trackedIDs == 0)
         resync.forget(origin: "hostile")
         #expect(resync.trackedIDs == 0 && resync.unfollowedIDs == 0)
+    }
+
+    @Test("a sender whose named ids a round brought none of asks for no round for 2 s, doubling to a minute; one it brought an id of is forgiven; others are not held back")
+    func liarsHeldBack() {
+        var resync = Resynchronization(interval: .seconds(1), capacity: 100)
+        var rounds: [Int] = []
+        // A member listing fresh made-up ids in a presence every 100 ms, under fresh origin ids, for five minutes.
+        for tick in 0..<3_000 {
+            let now = start + .milliseconds(tick * 100)
+            if resync.due(now: now) { rounds.append(tick) }
+            let ids: Set<String> = ["fake-\(tick)"]
+            if resync.presence(origin: "made-up-\(tick)", sender: "key L", listed: ids, unheld: ids, now: now) { rounds.append(tick) }
+            if resync.inRound { resync.settled(now: now) { _ in false } }
+        }
+        // Every second without the hold: 300 rounds. With it: 2, 4, 8, 16, 32 s, then a minute each.
+        #expect(rounds.count <= 12, "\(rounds.count) rounds at \(rounds)")
+        let end = start + .seconds(300)
+        #expect(resync.isHeldBack("key L", now: end))
+        // Another sender's news still asks for a round at once.
+        let honest = resync.presence(origin: "n1", sender: "key H", listed: ["lost"], unheld: ["lost"], now: end)
+        #expect(honest)
+        // A round that brings one of a sender's ids forgives it.
+        resync.settled(now: end) { $0 == "lost" }
+        #expect(!resync.isHeldBack("key H", now: end))
+        var single = Resynchronization(interval: .zero, capacity: 100)
+        _ = single.presence(origin: "o", listed: ["x"], unheld: ["x"], now: start)
+        single.settled(now: start) { _ in false }
+        #expect(single.isHeldBack("o", now: start + .seconds(1)) && !single.isHeldBack("o", now: start + .seconds(2)))
+        let afterwards = single.presence(origin: "o", listed: ["x", "y"], unheld: ["y"], now: start + .seconds(2))
+        #expect(afterwards)
+        single.settled(now: start + .seconds(2)) { $0 == "y" }
+        #expect(!single.isHeldBack("o", now: start + .seconds(2)))
     }
 
     @Test("the memory of unfollowed ids is bounded: past its capacity it starts over")
@@ -107,7 +139,7 @@ struct ResynchronizationTests {
             let ids = Set((0..<4).map { "\(round)-\($0)" })
             let r18 = resync.presence(origin: "o\(round)", listed: ids, unheld: ids, now: start + .seconds(round))
             #expect(r18)
-            resync.settled { _ in false }
+            resync.settled(now: start) { _ in false }
             #expect(resync.unfollowedIDs <= 10)
         }
         resync.forget(origin: "o4")

@@ -210,7 +210,8 @@ struct Follower {
             // More than half a lease since the last one (a lease is three presences by default):
             // one or more went past this node, and so may what its origin changed meanwhile.
             let late = silence.map { $0 > lease / 2 } ?? false
-            return actions + resynchronize(afterPresenceOf: node.nodeID, listing: listed, late: late, now: now)
+            let sender = node.publicKey.isEmpty ? "node " + node.nodeID : "key " + node.publicKey.base64EncodedString()
+            return actions + resynchronize(afterPresenceOf: node.nodeID, sender: sender, listing: listed, late: late, now: now)
         default:
             return []
         }
@@ -308,10 +309,10 @@ struct Follower {
     /// a type this node follows. A `late` one (its origin silent here for over half a lease: a
     /// partition that healed with no reconnection seen, an origin stopped and gone on) may follow
     /// changes this node never heard, to activities it still holds.
-    private mutating func resynchronize(afterPresenceOf origin: String, listing listed: Set<String>, late: Bool, now: ContinuousClock.Instant) -> [Action] {
+    private mutating func resynchronize(afterPresenceOf origin: String, sender: String, listing listed: Set<String>, late: Bool, now: ContinuousClock.Instant) -> [Action] {
         guard !followed.isEmpty else { return [] }
         let unheld = listed.filter { known[$0] == nil }
-        if resynchronization.presence(origin: origin, listed: listed, unheld: unheld, now: now) {
+        if resynchronization.presence(origin: origin, sender: sender, listed: listed, unheld: unheld, now: now) {
             return [.log(.debug, "a presence of \(origin) names \(unheld.count) activities not known here; asking for the snapshots again")]
                 + askForSnapshotsAgain()
         }
@@ -346,7 +347,7 @@ struct Follower {
         if resynchronization.due(now: now) { actions += askForSnapshotsAgain() }
         if resynchronization.inRound, snapshots.isEmpty {
             let known = self.known
-            resynchronization.settled { known[$0] != nil }
+            resynchronization.settled(now: now) { known[$0] != nil }
         }
         return actions
     }

@@ -18,6 +18,13 @@ import Foundation
 /// not bring are remembered as not followed here (or over this node's quota) and not asked about
 /// again while their origin keeps listing them, until what this node follows changes.
 ///
+/// A presence whose named ids a round then brought none of (a member that lists made-up ids, or
+/// an origin whose new activities are all of types not followed here) is held back: its sender's
+/// key (its node id on an open bus) asks for no round for ``firstBackoff``, doubled after each
+/// such round up to ``longestBackoff``, and forgiven once a round brings one of its ids. So one
+/// member naming fresh ids cannot make every follower on the bus ask all its snapshots again
+/// every second.
+///
 /// Pure state, with time passed in: the node asks for the snapshots when this says so.
 struct Resynchronization {
     /// At most one round of snapshots per interval, whatever the bus sends.
@@ -37,6 +44,12 @@ struct Resynchronization {
     private var asked: [String: Set<String>] = [:]
     /// Ids in ``awaited`` and ``asked`` together (an id in both counted twice: an upper bound).
     private var trackedCount = 0
+    /// The sender (key, or node id on an open bus) of each origin in ``awaited`` and ``asked``.
+    private var senderOfOrigin: [String: String] = [:]
+    /// Senders held back, with how many rounds in a row brought none of their ids.
+    private var heldBack: [String: (rounds: Int, until: ContinuousClock.Instant)] = [:]
+    static let firstBackoff = Duration.seconds(2)
+    static let longestBackoff = Duration.seconds(60)
     private var lastRound: ContinuousClock.Instant?
     /// A round is wanted but the interval since the last one has not passed.
     private(set) var isDue = false
@@ -48,9 +61,10 @@ struct Resynchronization {
         self.capacity = capacity
     }
 
-    /// A presence of `origin` listed these ids (`unheld`: those this node does not hold). Returns
-    /// whether to ask for the snapshots now.
-    mutating func presence(origin: String, listed: Set<String>, unheld: Set<String>, now: ContinuousClock.Instant) -> Bool {
+    /// A presence of `origin` listed these ids (`unheld`: those this node does not hold), sent by
+    /// `sender` (its key; its node id on an open bus; `origin` when not given). Returns whether
+    /// to ask for the snapshots now.
+    mutating func presence(origin: String, sender: String? = nil, listed: Set<String>, unheld: Set<String>, now: ContinuousClock.Instant) -> Bool {
         if let known = unfollowed[origin] {
             // Forget what the origin no longer lists: it ended.
             let kept = known.intersection(listed)
@@ -59,9 +73,12 @@ struct Resynchronization {
         }
         let news = unheld.subtracting(unfollowed[origin] ?? []).subtracting(awaited[origin] ?? []).subtracting(asked[origin] ?? [])
         guard !news.isEmpty else { return false }
+        let sender = sender ?? origin
+        if let held = heldBack[sender], now < held.until { return false }
         if trackedCount + news.count <= capacity {
             awaited[origin, default: []].formUnion(news)
             trackedCount += news.count
+            senderOfOrigin[origin] = sender
         }
         return want(now: now)
     }
@@ -83,13 +100,15 @@ struct Resynchronization {
         return start(now: now)
     }
 
-    /// The snapshots of a round have all arrived: the ids it was asked for that this node still does
-    /// not hold are not followed here.
-    mutating func settled(holds: (String) -> Bool) {
+    /// The snapshots of a round have all arrived (at `now`): the ids it was asked for that this
+    /// node still does not hold are not followed here; a sender none of whose ids it brought is
+    /// held back, one it brought some of forgiven.
+    mutating func settled(now: ContinuousClock.Instant, holds: (String) -> Bool) {
         guard inRound else { return }
         inRound = false
         for (origin, ids) in asked {
             let missing = ids.filter { !holds($0) }
+            if let sender = senderOfOrigin[origin] { judge(sender, broughtNone: !ids.isEmpty && missing.count == ids.count, now: now) }
             guard !missing.isEmpty else { continue }
             if unfollowedCount + missing.count > capacity {
                 unfollowed.removeAll()
@@ -100,7 +119,22 @@ struct Resynchronization {
             unfollowedCount += unfollowed[origin]!.count - before
         }
         asked.removeAll()
+        senderOfOrigin = senderOfOrigin.filter { awaited[$0.key] != nil }
         trackedCount = awaited.values.reduce(0) { $0 + $1.count }
+    }
+
+    /// Holds `sender` back for longer after a round that brought none of its ids; forgives it
+    /// after one that brought some. Bounded by ``capacity`` senders (past it the memory starts
+    /// over: at worst one more round each).
+    private mutating func judge(_ sender: String, broughtNone: Bool, now: ContinuousClock.Instant) {
+        guard broughtNone else {
+            heldBack[sender] = nil
+            return
+        }
+        if heldBack[sender] == nil, heldBack.count >= capacity { heldBack.removeAll() }
+        let rounds = (heldBack[sender]?.rounds ?? 0) + 1
+        let backoff = min(Self.firstBackoff * (1 << min(rounds - 1, 16)), Self.longestBackoff)
+        heldBack[sender] = (rounds, now + backoff)
     }
 
     /// What this node follows changed: an id not followed before may be now.
@@ -113,7 +147,11 @@ struct Resynchronization {
     mutating func forget(origin: String) {
         unfollowedCount -= unfollowed.removeValue(forKey: origin)?.count ?? 0
         trackedCount -= (awaited.removeValue(forKey: origin)?.count ?? 0) + (asked.removeValue(forKey: origin)?.count ?? 0)
+        senderOfOrigin[origin] = nil
     }
+
+    /// Senders held back now, for tests.
+    func isHeldBack(_ sender: String, now: ContinuousClock.Instant) -> Bool { heldBack[sender].map { now < $0.until } ?? false }
 
     /// Ids remembered as not followed here, for tests and metrics.
     var unfollowedIDs: Int { unfollowedCount }
