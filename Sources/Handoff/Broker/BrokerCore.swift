@@ -185,6 +185,8 @@ struct BrokerCore {
             if outcome == .overKeyQuota {
                 return .overKeyQuota(activityID: content.string(activityID), key: content.withEnvelope { Array(WireBusFields.bytes(origin.publicKey, in: $0)) })
             }
+            // An origin asked to advertise again (``ReadvertiseRequests``) answered.
+            if readvertiseRequests.awaitsAnswers { readvertiseRequests.advertised(by: content.string(origin.id)) }
             return .taken(askToReadvertise: nil, stored: outcome == .stored)
         case .withdrawal(let activityID, _):
             cache.remove(lookup ?? cache.lookUp(activityID, inEnvelopeOf: content.frames))
@@ -192,7 +194,8 @@ struct BrokerCore {
             let origin = content.string(node.id)
             let lease = leaseMs > 0 ? Duration.milliseconds(WireLimits.granted(leaseMs: leaseMs)) : cache.defaultLease
             if cache.renew(origin: origin, listed: Set(content.presenceActivityIDs), partial: partial, lease: lease, now: now) > 0 {
-                switch readvertiseRequests.decide(origin, now: now, everyoneAllowed: !fromUpstream) {
+                let key = node.publicKey.isEmpty ? nil : content.withEnvelope { Array(WireBusFields.bytes(node.publicKey, in: $0)) }
+                switch readvertiseRequests.decide(origin, key: key, now: now, everyoneAllowed: !fromUpstream) {
                 case .origin:
                     counted.readvertiseRequests += 1
                     return .taken(askToReadvertise: origin)
