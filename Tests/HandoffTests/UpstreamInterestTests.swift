@@ -26,9 +26,17 @@ struct UpstreamInterestTests {
         #expect(interest.upstream(for: Self.frame(0, "A:junk.0"), key: nil, relay: false) == .nothing)
         #expect(interest.upstream(for: Self.frame(0, "L:below|A:junk.0"), key: nil, relay: false) == .send(Self.frame(0, "L:m|A:junk.0")))
         #expect(interest.upstream(for: Self.frame(1, "A:junk.more"), key: member, relay: false) == .send(Self.frame(1, "L:m|A:junk.more")))
+        // A withdrawal carrying a key that never subscribed to it (libzmq passes those up) is
+        // ignored; the key that subscribed withdraws it.
+        #expect(interest.upstream(for: Self.frame(0, "A:org.real."), key: member, relay: false) == .nothing)
+        #expect(interest.upstream(for: Self.frame(0, "A:org.real."), key: other, relay: false) == .send(Self.frame(0, "L:m|A:org.real.")))
+        // Requests and snapshot topics, also under a lower site's name, are no interest.
+        for topic in ["L:below|R:*token", "L:below|R:node-1", "L:below|S:x", "L:below|X:n/t/a", "R:*token", "S:x"] {
+            #expect(interest.upstream(for: Self.frame(1, topic), key: nil, relay: false) == .nothing, "\(topic)")
+        }
         let long = "A:" + String(repeating: "x", count: SiteInterests.maxPrefixLength)
         #expect(interest.upstream(for: Self.frame(1, long), key: nil, relay: false) == .refused)
-        #expect(interest.prefixCount == UpstreamInterest.maxPrefixesPerKey + 1 + UpstreamInterest.maxPrefixesPerKey + 10)
+        #expect(interest.prefixCount == UpstreamInterest.maxPrefixesPerKey + UpstreamInterest.maxPrefixesPerKey + 10)
     }
 
     @Test("a site's broker follows at most 10,000 prefixes upstream, what its upstream lets a site follow; past that it counts the refusal, and withdrawing the last follower of a prefix drops its snapshot request")

@@ -112,5 +112,12 @@ struct UpstreamSnapshotsTests {
         let next = snapshots.dueRetries(now: Self.at(7), randomToken: nextToken)
         #expect(next.compactMap { snapshots.typePrefix(of: $0) } == ["org.t18."])
         #expect(snapshots.waitingTurn == 1 && !snapshots.isIdle)
+        // A subscriber following and leaving a prefix over and over while every turn is taken:
+        // the queue holds a bounded number of entries.
+        for cycle in 0..<10_000 {
+            _ = snapshots.ask("org.churn.", now: Self.at(10 + cycle), randomToken: nextToken())
+            _ = snapshots.cancel("org.churn.", now: Self.at(10 + cycle))
+        }
+        #expect(snapshots.queueEntries <= 2 * snapshots.waitingTurn + 65, "\(snapshots.queueEntries) entries")
     }
 }

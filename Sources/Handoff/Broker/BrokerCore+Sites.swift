@@ -65,22 +65,23 @@ extension BrokerCore {
         case notSite
         /// Taken (or withdrawn).
         case taken
+        /// An unsubscription from another key than the name's owner's: ignored.
+        case ignored
         /// Not taken, past a bound or malformed: the site named, and why.
         case refused(site: String, SiteInterests.Refusal)
     }
 
     /// A subscriber's (un)subscription to a site topic (`L:` + site + `|` + prefix), the interest
-    /// of a site joined below. `key`: the subscriber's connection key on a secure broker, and
-    /// whether it is a relay's (``SiteInterests`` binds names to keys). An unsubscription is taken
-    /// as it comes: libzmq passes one up only when the topic's last subscriber is gone.
+    /// of a site joined below. `key`: the key the (un)subscription carried on a secure broker
+    /// (none on an unsubscription libzmq made itself), and whether it is a relay's
+    /// (``SiteInterests`` binds names to keys).
     mutating func siteSubscription(_ frame: Frame, key: [UInt8]?, relay: Bool) -> SiteSubscription {
         frame.withUnsafeBytes { bytes in
             guard let action = bytes.first, action == 0 || action == 1,
                   let (site, prefix) = Topic.splitSite(bytes.dropFirst()) else { return .notSite }
             guard action == 1 else {
                 counted.unsubscriptions += 1
-                siteInterests.unsubscribe(site: Array(site), prefix: Array(prefix))
-                return .taken
+                return siteInterests.unsubscribe(site: Array(site), prefix: Array(prefix), key: key) ? .taken : .ignored
             }
             counted.subscriptions += 1
             let name = String(decoding: site, as: UTF8.self)

@@ -280,8 +280,10 @@ struct BrokerCore {
         }
         if case .answerSnapshot = verdict { return verdict }
         if case .passRequest = verdict { return verdict }
-        // A request's withdrawal: what it asked went on withdrawn already.
-        return onSnapshotTopic || request || cacheEnabled ? .keep : .forwardToPublishers
+        // A request's withdrawal: what it asked went on withdrawn already. (`R:*` is a broker's
+        // own, passed from above: never a subscriber's to send, cache or not.)
+        let brokersOwn = frames[0].withUnsafeBytes { $0.dropFirst().starts(with: Topic.readvertiseAllPrefixBytes) }
+        return onSnapshotTopic || request || brokersOwn || cacheEnabled ? .keep : .forwardToPublishers
     }
 
     /// A subscriber's request for the publishers, passed on when well formed and within its

@@ -49,6 +49,8 @@ extension BrokerLoop {
         switch core.siteSubscription(frame, key: key, relay: key.map(relayKeys.contains) ?? false) {
         case .notSite:
             return false
+        case .ignored:
+            publishCounters()
         case .taken:
             try fromSiteSubscriber(frame, key: key)
         case .refused(let site, let refusal):

@@ -51,11 +51,14 @@ extension BrokerLoop {
         }
     }
 
-    /// The key a subscription's connection was authenticated with on a secure broker (XPUB hands
-    /// each subscription over with its connection's metadata); `nil` on an open one, and for an
-    /// unsubscription (libzmq makes one itself when a topic's last subscriber goes).
+    /// The key a subscriber's (un)subscription carries on a secure broker (XPUB hands each over
+    /// with its connection's metadata): `nil` on an open broker, and for an unsubscription libzmq
+    /// made itself (a topic's last subscriber went), which carries none. A subscription always
+    /// carries one (`[]` should it ever not: bound to no member's key).
     func subscriberKey(_ frame: Frame) -> [UInt8]? {
-        secure && frame.bytes.first == 1 ? connectionKey(of: frame) : nil
+        guard secure else { return nil }
+        guard let userID = frame.property("User-Id") else { return frame.bytes.first == 1 ? [] : nil }
+        return (try? CurveKey(z85: userID).bytes) ?? []
     }
 
     /// The CURVE key a frame's connection was authenticated with.

@@ -10,10 +10,19 @@
 /// hears nothing of it.
 ///
 /// On a secure broker a site's name belongs to the key that first subscribed under it, for as
-/// long as it follows something, and one key speaks for at most ``maxNamesPerKey`` names: a member
-/// cannot make the broker send each message once per name it makes up, nor follow more under a
-/// real site's name. A relay's key (`--relay`) takes a name from a key that is none, and what was
-/// followed under it before is dropped.
+/// long as it follows anything, and a key that is no relay's speaks for at most
+/// ``maxNamesPerKey`` names: a member cannot make the broker send each message once per name it
+/// makes up, nor have more sent under a real site's name. A relay's key (`--relay`) takes a name
+/// from any other key (a site broker restarted with a new key while its old connection lingers),
+/// and what was followed under it before is dropped. An unsubscription that carries a key
+/// (libzmq passes one up from a subscriber that never held the topic, too) is taken only from the
+/// name's owner; one libzmq makes itself, when a topic's last subscriber goes, carries none.
+/// (libzmq still sends a refused subscriber what goes down under the topics it subscribed to:
+/// the binding bounds the copies this broker makes, not what a member of the bus may read.)
+///
+/// A site follows bus topics only: a prefix of a request or snapshot topic (`R:`, `X:`, `S:`) or
+/// of a site topic (`L:`) is refused, so that no request reaches the publishers as a site's
+/// standing interest.
 ///
 /// Indexed by prefix, and by the lengths the prefixes have: the sites a message goes down to are
 /// found with one lookup per distinct length, not a comparison with every prefix of every site.
@@ -22,9 +31,11 @@ struct SiteInterests {
     static let maxSites = 1_000
     /// The longest bus topic (`A:` + the longest activity type): a longer prefix matches nothing.
     static let maxPrefixLength = Topic.activityPrefix.utf8.count + WireLimits.maxActivityType
-    /// Names one key may speak for at once: a site's broker needs one, a few more while a
-    /// restarted one's old connection is not yet found dead.
+    /// Names one key that is no relay's may speak for at once: a site's broker needs one, a few
+    /// more while a restarted one's old connection is not yet found dead.
     static let maxNamesPerKey = 8
+    /// Topic prefixes nothing is published on to a site.
+    static let notPublishedToSites = [Topic.readvertisePrefixBytes, Topic.traceRequestPrefixBytes, Topic.snapshotPrefixBytes, Topic.sitePrefixBytes]
 
     private var prefixes: [[UInt8]: Set<[UInt8]>] = [:]
     /// For each prefix some site follows, the sites that follow it.
@@ -35,8 +46,6 @@ struct SiteInterests {
     /// Secure brokers: the key each site's name belongs to, and the names each key speaks for.
     private var owners: [[UInt8]: [UInt8]] = [:]
     private var namesOfKey: [[UInt8]: Set<[UInt8]>] = [:]
-    /// The keys among them that are relays'.
-    private var relayOwners: Set<[UInt8]> = []
 
     var isEmpty: Bool { prefixes.isEmpty }
     /// The sites that follow something.
@@ -57,6 +66,8 @@ struct SiteInterests {
         case nameHeld
         /// The subscriber's key speaks for ``maxNamesPerKey`` names already (secure brokers).
         case tooManyNames
+        /// Not a bus topic's prefix: a request's, a snapshot's or a site topic's.
+        case notBusTopic
 
         var reason: String {
             switch self {
@@ -66,6 +77,7 @@ struct SiteInterests {
             case .prefixTooLong: "a prefix it follows is longer than any topic (\(SiteInterests.maxPrefixLength) bytes)"
             case .nameHeld: "a subscriber with another key follows topics under its name here"
             case .tooManyNames: "the subscriber's key speaks for \(SiteInterests.maxNamesPerKey) site names here already"
+            case .notBusTopic: "a prefix it follows is a request's, a snapshot's or a site topic's (R:, X:, S:, L:), never published to sites"
             }
         }
     }
@@ -75,19 +87,19 @@ struct SiteInterests {
     /// whether it is a relay's.
     mutating func subscribe(site: [UInt8], prefix: [UInt8], key: [UInt8]?, relay: Bool) -> Refusal? {
         guard prefix.count <= Self.maxPrefixLength else { return .prefixTooLong }
+        guard !Self.notPublishedToSites.contains(where: { prefix.starts(with: $0) }) else { return .notBusTopic }
         if let key {
             if let owner = owners[site], owner != key {
-                guard relay, !relayOwners.contains(owner) else { return .nameHeld }
+                guard relay else { return .nameHeld }
                 drop(site: site)
             }
-            if owners[site] == nil, namesOfKey[key, default: []].count >= Self.maxNamesPerKey { return .tooManyNames }
+            if owners[site] == nil, !relay, namesOfKey[key, default: []].count >= Self.maxNamesPerKey { return .tooManyNames }
         }
         if prefixes[site] == nil, prefixes.count >= Self.maxSites { return .tooManySites }
         if let known = prefixes[site], known.count >= Self.maxPrefixesPerSite, !known.contains(prefix) { return .tooManyPrefixes }
         if let key, owners[site] == nil {
             owners[site] = key
             namesOfKey[key, default: []].insert(site)
-            if relay { relayOwners.insert(key) }
         }
         guard prefixes[site, default: []].insert(prefix).inserted else { return nil }
         if followers[prefix] == nil { countLength(of: prefix, by: 1) }
@@ -95,11 +107,16 @@ struct SiteInterests {
         return nil
     }
 
-    /// The last of a site's subscriptions to `prefix` is gone.
-    mutating func unsubscribe(site: [UInt8], prefix: [UInt8]) {
-        guard var known = prefixes[site], known.remove(prefix) != nil else { return }
+    /// The last of a site's subscriptions to `prefix` is gone. `key`: the key the unsubscription
+    /// carried (`nil` when libzmq made it, or on an open broker): another than the name's owner's
+    /// is ignored (false).
+    @discardableResult
+    mutating func unsubscribe(site: [UInt8], prefix: [UInt8], key: [UInt8]?) -> Bool {
+        if let key, let owner = owners[site], owner != key { return false }
+        guard var known = prefixes[site], known.remove(prefix) != nil else { return true }
         if known.isEmpty { release(site) } else { prefixes[site] = known }
         unfollow(prefix, by: site)
+        return true
     }
 
     /// Everything followed under `site`, dropped (a relay takes its name).
@@ -113,10 +130,7 @@ struct SiteInterests {
         prefixes[site] = nil
         guard let owner = owners.removeValue(forKey: site) else { return }
         namesOfKey[owner]?.remove(site)
-        if namesOfKey[owner]?.isEmpty == true {
-            namesOfKey[owner] = nil
-            relayOwners.remove(owner)
-        }
+        if namesOfKey[owner]?.isEmpty == true { namesOfKey[owner] = nil }
     }
 
     private mutating func unfollow(_ prefix: [UInt8], by site: [UInt8]) {
@@ -134,13 +148,14 @@ struct SiteInterests {
 
     /// Every site, other than `excluded`, that follows a prefix of `topic`.
     func sites(following topic: UnsafeRawBufferPointer, excluding excluded: [UInt8]?) -> [[UInt8]] {
-        var found: [[UInt8]] = []
+        var found: Set<[UInt8]> = []
         for length in lengths {
             guard length <= topic.count else { break }
             guard let sites = followers[Array(topic.prefix(length))] else { continue }
-            for site in sites where site != excluded && !found.contains(site) { found.append(site) }
+            found.formUnion(sites)
         }
-        return found
+        if let excluded { found.remove(excluded) }
+        return Array(found)
     }
 
     /// The prefixes a site follows (tests, the view).

@@ -21,6 +21,12 @@ struct UpstreamInterest {
     /// Secure brokers: the key that brought each prefix (relays' not counted), and how many each brought.
     private var broughtBy: [[UInt8]: [UInt8]] = [:]
     private var prefixesOfKey: [[UInt8]: Int] = [:]
+    /// Secure brokers: the keys whose subscribers subscribed to each source (the one of them
+    /// whose withdrawal libzmq passes up withdraws it).
+    private var subscribedKeys: [[UInt8]: Set<[UInt8]>] = [:]
+    /// Keys remembered a source at most (past it, another's withdrawal is ignored: the interest
+    /// stays until libzmq's own withdrawal, when the last of them goes).
+    static let maxKeysPerSource = 1_024
     let site: SiteName
 
     init(site: SiteName) { self.site = site }
@@ -36,16 +42,21 @@ struct UpstreamInterest {
     }
 
     /// What to send upstream for a subscriber's (un)subscription frame here (1 or 0, then the
-    /// topic). `key`: the subscriber's connection key on a secure broker, and whether it is a relay's.
+    /// topic). `key`: the key it carried on a secure broker (none on an unsubscription libzmq made
+    /// itself, when a topic's last subscriber went), and whether it is a relay's.
+    ///
+    /// libzmq also passes up an unsubscription from a subscriber that never held the topic: one
+    /// carrying a key that never subscribed to it is ignored, so that no member withdraws what
+    /// others follow.
     mutating func upstream(for frame: [UInt8], key: [UInt8]?, relay: Bool) -> Upstream {
         guard let action = frame.first, action == 0 || action == 1 else { return .nothing }
         let topic = frame.dropFirst()
-        if topic.starts(with: Topic.snapshotPrefixBytes) { return .nothing }
-        if topic.starts(with: Topic.readvertiseAllPrefixBytes) { return .nothing }  // a broker's own, passed down only
-        // Requests for the publishers go up as requests (``PublisherRequests``), not interest.
-        if topic.starts(with: Topic.readvertisePrefixBytes) || topic.starts(with: Topic.traceRequestPrefixBytes) { return .nothing }
         // A lower site's interest is the same interest here: this site follows it upstream.
         let prefix = Topic.splitSite(topic).map { Array($0.topic) } ?? Array(topic)
+        // Snapshot requests are answered here; requests for the publishers go up as requests
+        // (``PublisherRequests``); `R:*` is a broker's own, passed down only: none is interest.
+        // (The topic may be a lower site's, `L:` + its name + `|` + prefix: its prefix is checked.)
+        guard !SiteInterests.notPublishedToSites.contains(where: { prefix.starts(with: $0) }) else { return .nothing }
         let source = Array(topic)
         if action == 1 {
             if followers[prefix] == nil {
@@ -58,8 +69,11 @@ struct UpstreamInterest {
             }
             let first = followers[prefix] == nil
             followers[prefix, default: []].insert(source)
+            if let key, subscribedKeys[source, default: []].count < Self.maxKeysPerSource { subscribedKeys[source, default: []].insert(key) }
             return first ? .send([1] + Topic.site(site.bytes, prefix)) : .nothing
         }
+        if let key, subscribedKeys[source]?.contains(key) != true { return .nothing }
+        subscribedKeys[source] = nil
         guard var sources = followers[prefix], sources.remove(source) != nil else { return .nothing }
         guard sources.isEmpty else {
             followers[prefix] = sources

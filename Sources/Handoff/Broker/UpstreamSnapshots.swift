@@ -41,8 +41,9 @@ struct UpstreamSnapshots {
     var awaitsAnswers: Bool { !requests.pending.isEmpty }
     /// Whether nothing is asked, waiting to be asked again, or waiting its turn.
     var isIdle: Bool { requests.isEmpty && queued.isEmpty }
-    /// Prefixes waiting their turn.
+    /// Prefixes waiting their turn, and the entries the queue holds for them (tests: the bound).
     var waitingTurn: Int { queued.count }
+    var queueEntries: Int { queue.count - queueHead }
 
     func typePrefix(of topic: [UInt8]) -> String? { requests.pending[String(decoding: topic, as: UTF8.self)]?.typePrefix }
 
@@ -62,6 +63,9 @@ struct UpstreamSnapshots {
     ) -> [UInt8]? {
         guard !queued.contains(typePrefix), !requests.isPending(typePrefix: typePrefix) else { return nil }
         guard underWay < Self.maxUnderWay else {
+            // Entries of prefixes cancelled while they waited (a subscriber following and
+            // leaving a prefix over and over) are let go before they outnumber those waiting.
+            if queue.count - queueHead > 2 * queued.count + 64 { compactQueue() }
             queue.append(typePrefix)
             queued.insert(typePrefix)
             return nil
@@ -72,6 +76,14 @@ struct UpstreamSnapshots {
     private mutating func start(_ typePrefix: String, attempt: Int, now: ContinuousClock.Instant, randomToken: String) -> [UInt8] {
         let topic = requests.start(typePrefix: typePrefix, attempt: attempt, token: site.snapshotToken(random: randomToken), now: now)
         return Array(topic.utf8)
+    }
+
+    /// The queue without what was taken from its front or cancelled, each prefix once (at its
+    /// first place).
+    private mutating func compactQueue() {
+        var seen: Set<String> = []
+        queue = queue[queueHead...].filter { queued.contains($0) && seen.insert($0).inserted }
+        queueHead = 0
     }
 
     /// Nothing here follows `typePrefix` any more: its request dropped, asked or waiting; the

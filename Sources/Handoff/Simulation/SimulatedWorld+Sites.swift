@@ -273,7 +273,7 @@ extension SimulatedWorld {
         if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
         let b = upstream(of: site), upstream = brokers[b]
         switch upstream.coreDo({ $0.siteSubscription(Frame(frame), key: nil, relay: false) }) {
-        case .refused:
+        case .refused, .ignored:
             return
         case .taken:
             break
