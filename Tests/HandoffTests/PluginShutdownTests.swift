@@ -97,7 +97,7 @@ struct PluginShutdownTests {
             let continuing = Task { try await b.continueActivity(found) }
             defer { held.release.continuation.finish() }
             let reading = await within(.seconds(5)) {
-                while !calls(in: folder).contains("read_stream began") { try? await Task.sleep(for: .milliseconds(10)) }
+                while !calls(in: folder).contains("read_stream began"), !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
                 return true
             }
             try #require(reading != nil, "read_stream never began: \(calls(in: folder))")
@@ -131,7 +131,7 @@ struct PluginShutdownTests {
             #expect(clock.now - started < .seconds(3), "shutdown did not give up after its grace")
             held.release.continuation.finish()
             let ended = await within(.seconds(5)) {
-                while !Self.calls(in: folder).contains("read_stream returned") { try? await Task.sleep(for: .milliseconds(10)) }
+                while !Self.calls(in: folder).contains("read_stream returned"), !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
                 return true
             }
             #expect(ended != nil)

@@ -19,11 +19,14 @@ extension SimulatorTests {
     /// lost with a connection and the last chunk, beyond the gap, dropped while the resume was
     /// unanswered; but the end that followed it was taken as the stream's, and the reader got an end
     /// of 26,405 bytes after 24,576. An end beyond a gap is now dropped too, and comes again.
-    @Test("regression, seed 134620943: an end beyond a gap while the reader's resume is unanswered is dropped, and the stream is read whole after the resume")
+    /// Since followers hold back a sender whose presences name ids a round never brings
+    /// (2026-12-03), the seed's run no longer loses that chunk, and 7,000 fresh seeds reached no end
+    /// beyond a gap: the rule itself is StreamPairTests' (`endDroppedAheadOfResume`); the seed
+    /// stays as a replay that must pass, its stream read whole.
+    @Test("regression, seed 134620943: the run that once dropped an end beyond a gap passes, its stream 6 read whole")
     func endBeyondAGap() async throws {
         let run = try await runSimulator(["--seed", "134620943", "--trace"])
         #expect(run.status == 0, "\(run.output.suffix(3_000))")
-        #expect(run.output.contains("stream 6 dropped its end (26405 bytes) beyond a gap, its resume unanswered"), "the seed no longer reaches the end beyond the gap")
         #expect(run.output.contains("stream 6 complete (continuing side)"))
         #expect(!run.output.contains("the peer broke the rules"), "\(run.output.suffix(3_000))")
     }

@@ -1,0 +1,67 @@
+import Foundation
+import HandoffWire
+import Testing
+import ZeroMQ
+@testable import Handoff
+import HandoffTestSupport
+
+/// A member holding a valid key that publishes presences listing made-up activities, under
+/// made-up node ids, ten a second: real secure broker, real nodes, real sockets.
+@Suite("Hostile members: presences listing made-up activities", .serialized)
+struct HostilePresenceTests {
+    @Test("followers ask their snapshots again a few times, not every second, and the broker asks every node to advertise again at most once; an honest activity still reaches them")
+    func madeUpPresences() async throws {
+        let account = try TestAccount()
+        let broker = try secureBroker(account)
+        let context = try Context()
+        let hostile = try context.socket(.xpub)
+        try account.security(account.a).secureClient(hostile, serverKey: account.broker.publicKey)
+        try hostile.set(.sendHighWaterMark, 0)
+        try hostile.connect(broker.frontendEndpoint)
+        let ready = try await receiveUntil(hostile, within: .seconds(5)) { $0.bytes == subscription("") }
+        try #require(ready, "the broker never subscribed its frontend")
+        let followers = (0..<3).map { index in
+            var configuration = nodeOnBroker("follower-\(index)", broker: broker, security: account.security(account.b))
+            configuration.subscriptions = ["org.hostile."]
+            return configuration
+        }
+        var author = nodeOnBroker("author", broker: broker, security: account.security(account.b))
+        author.subscriptions = []
+        try await withNodes(followers + [author]) { nodes in
+            try await waitUntil(within: .seconds(5)) { broker.counters.snapshots >= 3 }
+            try await Task.sleep(for: .milliseconds(300))
+            let before = broker.counters
+            // Twelve seconds of presences, ten a second, each of a fresh node listing a fresh id.
+            for tick in 0..<120 {
+                var sender = WireNodeRef()
+                sender.nodeID = "made-up-\(tick)"
+                sender.publicKey = Data(account.a.publicKey.bytes)
+                var presence = WireNodePresence()
+                presence.node = sender
+                presence.activityIds = ["fake-\(tick)"]
+                presence.leaseMs = 6_000
+                let message = try BusMessage.make(topic: "P:" + sender.nodeID, body: .nodePresence(presence), sender: sender)
+                try await publish(message, on: hostile)
+                if tick == 60 {
+                    let honest = try UserActivity(activityType: "org.hostile.edit")
+                    try await honest.becomeCurrent(on: nodes[3])
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let snapshots = broker.counters.snapshots - before.snapshots
+            let everyone = broker.counters.readvertiseEveryone - before.readvertiseEveryone
+            let asked = broker.counters.readvertiseRequests - before.readvertiseRequests
+            print("made-up presences, 12 s: \(snapshots) snapshots answered to 3 followers, every node asked \(everyone) times, \(asked) origins asked")
+            // Held back 2, 4, 8 s after each round that brought none of the ids: about three rounds
+            // each (every second, before: about 36 in all), and the broker's subscribe-all once at
+            // most (every 10 s before), its requests for about five seconds (80 a minute before).
+            #expect(snapshots <= 18, "\(snapshots) snapshots answered to three followers in 12 s")
+            #expect(everyone <= 1 && asked <= 48, "everyone asked \(everyone) times, \(asked) origins asked")
+            for follower in nodes.prefix(3) {
+                #expect(await follower.activities().map(\.activityType) == ["org.hostile.edit"])
+            }
+        }
+        hostile.close()
+        await broker.stop()
+    }
+}
