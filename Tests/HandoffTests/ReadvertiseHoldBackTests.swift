@@ -7,7 +7,7 @@ import Testing
 struct ReadvertiseHoldBackTests {
     private static let start = ContinuousClock.now
 
-    @Test("a key whose asked origins never advertise is held back (2 s, doubling to 5 min): a minute of fresh made-up origins ten a second asks about 40 and everyone once, not 480 and six times")
+    @Test("a key whose asked origins never answer is held back (2 s, doubling to 5 min, a step a second at most): a minute of fresh made-up origins ten a second asks about 80 and everyone twice, not 480 and six times")
     func liarHeldBack() {
         var requests = ReadvertiseRequests()
         let liar = Array("liar-key".utf8)
@@ -19,30 +19,45 @@ struct ReadvertiseHoldBackTests {
             case .none: break
             }
         }
-        #expect(origins <= 48 && everyone <= 1, "\(origins) origins asked, everyone \(everyone) times")
+        #expect(origins <= 96 && everyone <= 2, "\(origins) origins asked, everyone \(everyone) times")
         #expect(requests.isHeldBack(liar, now: Self.start + .seconds(60)))
         // Another key's origin is asked as before.
         let honest = requests.decide("n1", key: Array("honest".utf8), now: Self.start + .seconds(60), everyoneAllowed: true)
         #expect(honest == .origin)
     }
 
-    @Test("an origin that advertises after it was asked keeps its key in good standing; one that never does (it died) holds its key back 2 s, and an advertisement of that key's forgives it")
+    @Test("an origin whose presence lacks nothing after it was asked keeps its key in good standing; one that never sends one (it died) holds its key back 2 s, once however many such there were at once; an asked origin's presence lacking nothing forgives it; a hold wears off")
     func answeredOriginsKeepTheirKey() {
         var requests = ReadvertiseRequests()
         let key = Array("fleet-key".utf8)
         for second in 0..<30 {
             let now = Self.start + .seconds(second)
             #expect(requests.decide("n\(second)", key: key, now: now, everyoneAllowed: true) == .origin)
-            requests.advertised(by: "n\(second)")
+            requests.satisfied("n\(second)")
         }
         #expect(!requests.isHeldBack(key, now: Self.start + .seconds(40)))
-        // One that never answers: its key waits 2 s after the 5 s it had.
-        #expect(requests.decide("dead", key: key, now: Self.start + .seconds(40), everyoneAllowed: true) == .origin)
+        // Three that never answer, asked at once: its key waits 2 s after the 5 s they had.
+        for dead in ["dead-1", "dead-2", "dead-3"] {
+            #expect(requests.decide(dead, key: key, now: Self.start + .seconds(40), everyoneAllowed: true) == .origin)
+        }
         #expect(requests.decide("n-other", key: key, now: Self.start + .seconds(45), everyoneAllowed: true) == .none)
         #expect(requests.isHeldBack(key, now: Self.start + .milliseconds(46_900)))
+        #expect(!requests.isHeldBack(key, now: Self.start + .seconds(47)), "one step for the three, not three")
         #expect(requests.decide("n-other", key: key, now: Self.start + .seconds(47), everyoneAllowed: true) == .origin)
-        requests.advertised(by: "n-other")
-        #expect(!requests.isHeldBack(key, now: Self.start + .seconds(47)))
+        // n-other's presence lacks nothing: the key is forgiven, and the next one that never
+        // answers (dead-4) holds it back 2 s again, not 4.
+        #expect(requests.decide("dead-4", key: key, now: Self.start + .seconds(47), everyoneAllowed: true) == .origin)
+        requests.satisfied("n-other")
+        #expect(requests.decide("n-late", key: key, now: Self.start + .seconds(53), everyoneAllowed: true) == .none)
+        #expect(requests.isHeldBack(key, now: Self.start + .milliseconds(54_900)) && !requests.isHeldBack(key, now: Self.start + .milliseconds(55_100)))
+        // A key held long ago starts again from 2 s.
+        var worn = ReadvertiseRequests()
+        for round in 0..<8 {
+            let at = Self.start + .seconds(round * 400)
+            _ = worn.decide("gone-\(round)", key: key, now: at, everyoneAllowed: true)
+            _ = worn.decide("probe-\(round)", key: key, now: at + .seconds(5), everyoneAllowed: true)
+            #expect(worn.isHeldBack(key, now: at + .seconds(6)) && !worn.isHeldBack(key, now: at + .seconds(7) + .milliseconds(1)), "round \(round)")
+        }
         // An open broker (no key) holds nothing back.
         var open = ReadvertiseRequests()
         for tick in 0..<100 { _ = open.decide("made-up-\(tick)", now: Self.start + .milliseconds(tick * 100), everyoneAllowed: true) }

@@ -132,6 +132,32 @@ struct ResynchronizationTests {
         #expect(!single.isHeldBack("o", now: start + .seconds(2)))
     }
 
+    @Test("a round judges each sender once, over all its origins (one brought: forgiven, whatever the order); what this node follows changing forgives every sender; a hold long over wears off")
+    func senderJudgedOncePerRound() {
+        var resync = Resynchronization(interval: .zero, capacity: 100)
+        for origin in ["o1", "o2", "o3"] {
+            _ = resync.presence(origin: origin, sender: "fleet", listed: [origin + "-x"], unheld: [origin + "-x"], now: start)
+        }
+        resync.settled(now: start) { $0 == "o2-x" }
+        #expect(!resync.isHeldBack("fleet", now: start))
+        for origin in ["o4", "o5", "o6"] {
+            _ = resync.presence(origin: origin, sender: "fleet", listed: [origin + "-x"], unheld: [origin + "-x"], now: start + .seconds(1))
+        }
+        resync.settled(now: start + .seconds(1)) { _ in false }
+        // One step (2 s), not three (2, 4, 8 s).
+        #expect(resync.isHeldBack("fleet", now: start + .seconds(2)) && !resync.isHeldBack("fleet", now: start + .seconds(3) + .milliseconds(1)))
+        resync.followingChanged()
+        #expect(!resync.isHeldBack("fleet", now: start + .seconds(2)))
+        // Five rounds bringing nothing, then a long quiet: the next starts again from 2 s.
+        var worn = Resynchronization(interval: .zero, capacity: 100)
+        for round in 0..<5 {
+            let at = start + .seconds(round * 70)
+            _ = worn.presence(origin: "w\(round)", sender: "w", listed: ["w\(round)-x"], unheld: ["w\(round)-x"], now: at)
+            worn.settled(now: at) { _ in false }
+            #expect(!worn.isHeldBack("w", now: at + .seconds(2) + .milliseconds(1)), "round \(round): 2 s again after a hold long over")
+        }
+    }
+
     @Test("the memory of unfollowed ids is bounded: past its capacity it starts over")
     func bounded() {
         var resync = Resynchronization(interval: .zero, capacity: 10)

@@ -27,7 +27,12 @@ struct UpstreamInterestTests {
         #expect(interest.upstream(for: Self.frame(0, "L:below|A:junk.0"), key: nil, relay: false) == .send(Self.frame(0, "L:m|A:junk.0")))
         #expect(interest.upstream(for: Self.frame(1, "A:junk.more"), key: member, relay: false) == .send(Self.frame(1, "L:m|A:junk.more")))
         // A withdrawal carrying a key that never subscribed to it (libzmq passes those up) is
-        // ignored; the key that subscribed withdraws it.
+        // ignored.
+        #expect(interest.upstream(for: Self.frame(0, "A:org.real."), key: member, relay: false) == .nothing)
+        // A member that subscribed too, and withdrew twice (libzmq passes the second up), withdraws
+        // only itself; the last key that subscribed withdraws it.
+        #expect(interest.upstream(for: Self.frame(1, "A:org.real."), key: member, relay: false) == .nothing)
+        #expect(interest.upstream(for: Self.frame(0, "A:org.real."), key: member, relay: false) == .nothing)
         #expect(interest.upstream(for: Self.frame(0, "A:org.real."), key: member, relay: false) == .nothing)
         #expect(interest.upstream(for: Self.frame(0, "A:org.real."), key: other, relay: false) == .send(Self.frame(0, "L:m|A:org.real.")))
         // Requests and snapshot topics, also under a lower site's name, are no interest.

@@ -65,7 +65,8 @@ extension BrokerCore {
         case notSite
         /// Taken (or withdrawn).
         case taken
-        /// An unsubscription from another key than the name's owner's: ignored.
+        /// An unsubscription from another key than the name's owner's, or of a prefix the site
+        /// does not hold: ignored (nothing goes on to the publishers or upstream).
         case ignored
         /// Not taken, past a bound or malformed: the site named, and why.
         case refused(site: String, SiteInterests.Refusal)

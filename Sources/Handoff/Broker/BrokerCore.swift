@@ -48,6 +48,9 @@ struct BrokerCore {
     }
 
     let cacheEnabled: Bool
+    /// Whether the keys messages name were checked against their connections' (a secure broker):
+    /// only then may a key be held back (``ReadvertiseRequests``).
+    let keysChecked: Bool
     /// Whether this broker joins an upstream broker (its site's bus joins a wider one).
     var upstream: Bool { upstreams > 0 }
     /// How many upstream brokers it joins (two: a pair, each sending every message down).
@@ -85,9 +88,10 @@ struct BrokerCore {
 
     init(
         cacheEnabled: Bool, cache: LastValueCache, sender: WireNodeRef, upstreams: Int = 0, site: SiteName = .random(),
-        snapshotSliceSize: Int = 256
+        snapshotSliceSize: Int = 256, keysChecked: Bool = false
     ) {
         self.cacheEnabled = cacheEnabled
+        self.keysChecked = keysChecked
         snapshotAnswers = SnapshotAnswers(sliceSize: snapshotSliceSize)
         self.upstreams = upstreams
         self.site = site
@@ -185,16 +189,16 @@ struct BrokerCore {
             if outcome == .overKeyQuota {
                 return .overKeyQuota(activityID: content.string(activityID), key: content.withEnvelope { Array(WireBusFields.bytes(origin.publicKey, in: $0)) })
             }
-            // An origin asked to advertise again (``ReadvertiseRequests``) answered.
-            if readvertiseRequests.awaitsAnswers { readvertiseRequests.advertised(by: content.string(origin.id)) }
             return .taken(askToReadvertise: nil, stored: outcome == .stored)
         case .withdrawal(let activityID, _):
             cache.remove(lookup ?? cache.lookUp(activityID, inEnvelopeOf: content.frames))
         case .presence(let node, let leaseMs, let partial):
             let origin = content.string(node.id)
             let lease = leaseMs > 0 ? Duration.milliseconds(WireLimits.granted(leaseMs: leaseMs)) : cache.defaultLease
-            if cache.renew(origin: origin, listed: Set(content.presenceActivityIDs), partial: partial, lease: lease, now: now) > 0 {
-                let key = node.publicKey.isEmpty ? nil : content.withEnvelope { Array(WireBusFields.bytes(node.publicKey, in: $0)) }
+            let listed = Set(content.presenceActivityIDs)
+            if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0 {
+                // (A presence's key is checked on secure brokers only: an open one holds no key back.)
+                let key = !keysChecked || node.publicKey.isEmpty ? nil : content.withEnvelope { Array(WireBusFields.bytes(node.publicKey, in: $0)) }
                 switch readvertiseRequests.decide(origin, key: key, now: now, everyoneAllowed: !fromUpstream) {
                 case .origin:
                     counted.readvertiseRequests += 1
@@ -205,6 +209,8 @@ struct BrokerCore {
                 case .none:
                     break
                 }
+            } else if readvertiseRequests.awaitsAnswers, !listed.isEmpty {
+                readvertiseRequests.satisfied(origin)
             }
         case .other, nil:
             break

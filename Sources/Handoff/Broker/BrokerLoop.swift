@@ -96,7 +96,7 @@ final class BrokerLoop: @unchecked Sendable {
                 capacity: configuration.cacheCapacity, maxBytes: configuration.cacheBytes, perOriginQuota: configuration.maxActivitiesPerOrigin,
                 perKeyQuota: configuration.effectiveMaxActivitiesPerKey, defaultLease: configuration.defaultLease),
             sender: NodeInfo(id: "broker@\(host)", name: "broker", host: host, publicKey: configuration.security?.keyPair.publicKey).wire,
-            upstreams: configuration.upstreams.count, site: configuration.site ?? .random())
+            upstreams: configuration.upstreams.count, site: configuration.site ?? .random(), keysChecked: secure)
         coreStorage = .allocate(capacity: 1)
         coreStorage.initialize(to: core)
         localHop = WireSiteHop(hops: 1, origin: core.site.name, via: core.site).frame

@@ -12,11 +12,17 @@ import Foundation
 /// made a second; past that, one subscribe-all (every node advertises everything again: one
 /// message to each publisher) at most every ``everyoneInterval``, where the broker may send one.
 ///
-/// On a secure broker an origin asked is expected to advertise within ``answerWait``. A key
-/// whose origin did not (a member whose presences list made-up activities, under made-up node
-/// ids) is held back: its presences ask nothing, nor count towards asking everyone, for
-/// ``firstBackoff``, doubling to ``longestBackoff``; an advertisement from one of its origins
-/// forgives it. So one member cannot keep every node of the bus advertising everything again.
+/// On a secure broker an origin asked is expected to send, within ``answerWait``, a presence that
+/// lists nothing the cache lacks. A key whose origin did not (a member whose presences list
+/// made-up activities, under made-up node ids; a node that went away; or activities nothing here
+/// can take: past a quota, or of types a site does not follow) is held back: its
+/// presences ask nothing, nor count towards asking everyone, for ``firstBackoff``, doubling to
+/// ``longestBackoff`` (one more step a second at most; worn off a ``longestBackoff``
+/// after a hold ended). A presence of an asked origin that lists activities, none lacking,
+/// forgives its key. So one member cannot keep every node of the bus advertising everything
+/// again. (A member that also advertises a real activity under each made-up origin, and lists it
+/// alone next, is forgiven each time: it is then bounded as everyone is, ``perSecond`` and one
+/// subscribe-all per ``everyoneInterval``.)
 struct ReadvertiseRequests {
     enum Decision: Equatable {
         case none
@@ -33,18 +39,23 @@ struct ReadvertiseRequests {
     private var lastAsked: [String: ContinuousClock.Instant] = [:]
     private var window: (start: ContinuousClock.Instant, asked: Int)?
     private var lastEveryone: ContinuousClock.Instant?
-    /// Origins asked and not yet heard advertising, with their key and when they were asked.
-    private var unanswered: [String: (key: [UInt8], askedAt: ContinuousClock.Instant)] = [:]
-    /// Keys held back, with how many of their origins in a row did not answer.
-    private var heldBack: [[UInt8]: (strikes: Int, until: ContinuousClock.Instant)] = [:]
+    /// Origins asked whose presence has not yet lacked nothing, with their key and when asked.
+    private var awaited: [String: (key: [UInt8], askedAt: ContinuousClock.Instant)] = [:]
+    /// Keys held back: how many times in a row, until when, and when last struck.
+    private var heldBack: [[UInt8]: (strikes: Int, until: ContinuousClock.Instant, struckAt: ContinuousClock.Instant)] = [:]
+    /// When the oldest origin awaited is due to be judged.
+    private var nextJudgement: ContinuousClock.Instant?
     static let answerWait = Duration.seconds(5)
+    /// At most one step a key a second: the origins asked in one second (as many as
+    /// ``perSecond``), judged together, are one judgement.
+    static let strikeInterval = Duration.seconds(1)
     static let firstBackoff = Duration.seconds(2)
     static let longestBackoff = Duration.seconds(300)
     /// Origins awaited, and keys held back, at most (past it the memory starts over).
     static let memory = 1_024
 
-    /// Whether an origin's advertisement is awaited (the caller tells ``advertised(by:)`` only then).
-    var awaitsAnswers: Bool { !unanswered.isEmpty }
+    /// Whether an asked origin's presence is awaited (the caller tells ``satisfied(_:)`` only then).
+    var awaitsAnswers: Bool { !awaited.isEmpty }
 
     /// Origins asked one by one a second, unless told otherwise.
     static let defaultPerSecond = 8
@@ -62,7 +73,7 @@ struct ReadvertiseRequests {
     ///
     /// - Parameter key: The presence's key on a secure broker (`nil` on an open one).
     mutating func decide(_ origin: String, key: [UInt8]? = nil, now: ContinuousClock.Instant, everyoneAllowed: Bool) -> Decision {
-        if !unanswered.isEmpty { judgeUnanswered(now: now) }
+        if let due = nextJudgement, now >= due { judgeAwaited(now: now) }
         if let key, let held = heldBack[key], now < held.until { return .none }
         if let last = lastAsked[origin], now - last < interval { return .none }
         if let everyone = lastEveryone, now - everyone < interval { return .none }
@@ -71,7 +82,13 @@ struct ReadvertiseRequests {
             window!.asked += 1
             if lastAsked.count >= capacity { lastAsked.removeAll() }
             lastAsked[origin] = now
-            if let key, unanswered[origin] == nil, unanswered.count < Self.memory { unanswered[origin] = (key, now) }
+            if let key, awaited[origin] == nil {
+                if awaited.count >= Self.memory { judgeAwaited(now: now) }
+                if awaited.count < Self.memory {
+                    awaited[origin] = (key, now)
+                    if nextJudgement == nil { nextJudgement = now + Self.answerWait }
+                }
+            }
             return .origin
         }
         guard everyoneAllowed, lastEveryone.map({ now - $0 >= everyoneInterval }) ?? true else { return .none }
@@ -79,21 +96,36 @@ struct ReadvertiseRequests {
         return .everyone
     }
 
-    /// An advertisement from `origin` arrived: it answered, and its key is forgiven.
-    mutating func advertised(by origin: String) {
-        guard let asked = unanswered.removeValue(forKey: origin) else { return }
+    /// A presence of `origin` lists activities, none of which the cache lacks: if it was asked,
+    /// it made up what was lacking, and its key is forgiven.
+    mutating func satisfied(_ origin: String) {
+        guard let asked = awaited.removeValue(forKey: origin) else { return }
         heldBack[asked.key] = nil
     }
 
-    /// Origins asked over ``answerWait`` ago that never advertised: their keys held back longer.
-    private mutating func judgeUnanswered(now: ContinuousClock.Instant) {
-        for (origin, asked) in unanswered where now - asked.askedAt >= Self.answerWait {
-            unanswered[origin] = nil
-            if heldBack[asked.key] == nil, heldBack.count >= Self.memory { heldBack.removeAll() }
-            let strikes = (heldBack[asked.key]?.strikes ?? 0) + 1
-            let backoff = min(Self.firstBackoff * (1 << min(strikes - 1, 16)), Self.longestBackoff)
-            heldBack[asked.key] = (strikes, now + backoff)
+    /// Origins asked over ``answerWait`` ago whose presence never lacked nothing since: their
+    /// keys held back.
+    private mutating func judgeAwaited(now: ContinuousClock.Instant) {
+        for (origin, asked) in awaited where now - asked.askedAt >= Self.answerWait {
+            awaited[origin] = nil
+            strike(asked.key, now: now)
         }
+        nextJudgement = awaited.values.map { $0.askedAt + Self.answerWait }.min()
+    }
+
+    /// `key` held back one step longer: at most one step per ``strikeInterval`` (several of its
+    /// origins judged at once are one judgement), the count started again once a hold ended over
+    /// ``longestBackoff`` ago.
+    private mutating func strike(_ key: [UInt8], now: ContinuousClock.Instant) {
+        if let held = heldBack[key] {
+            if now - held.struckAt < Self.strikeInterval { return }
+            if now - held.until > Self.longestBackoff { heldBack[key] = nil }
+        } else if heldBack.count >= Self.memory {
+            heldBack.removeAll()
+        }
+        let strikes = (heldBack[key]?.strikes ?? 0) + 1
+        let backoff = min(Self.firstBackoff * (1 << min(strikes - 1, 16)), Self.longestBackoff)
+        heldBack[key] = (strikes, now + backoff, now)
     }
 
     /// Whether `key`'s presences ask nothing now (tests).

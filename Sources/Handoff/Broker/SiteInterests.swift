@@ -109,11 +109,12 @@ struct SiteInterests {
 
     /// The last of a site's subscriptions to `prefix` is gone. `key`: the key the unsubscription
     /// carried (`nil` when libzmq made it, or on an open broker): another than the name's owner's
-    /// is ignored (false).
+    /// is ignored, as is one of a prefix the site does not hold (false).
     @discardableResult
     mutating func unsubscribe(site: [UInt8], prefix: [UInt8], key: [UInt8]?) -> Bool {
         if let key, let owner = owners[site], owner != key { return false }
-        guard var known = prefixes[site], known.remove(prefix) != nil else { return true }
+        // (Not held: nothing to withdraw, here or at the publishers.)
+        guard var known = prefixes[site], known.remove(prefix) != nil else { return false }
         if known.isEmpty { release(site) } else { prefixes[site] = known }
         unfollow(prefix, by: site)
         return true

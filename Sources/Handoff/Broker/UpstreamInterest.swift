@@ -46,8 +46,10 @@ struct UpstreamInterest {
     /// itself, when a topic's last subscriber went), and whether it is a relay's.
     ///
     /// libzmq also passes up an unsubscription from a subscriber that never held the topic: one
-    /// carrying a key that never subscribed to it is ignored, so that no member withdraws what
-    /// others follow.
+    /// carrying a key takes only that key off the source, which goes once no key that subscribed
+    /// to it is left, so that no member withdraws what others follow. (A key whose subscriber left
+    /// quietly, while others held the topic, stays counted: the interest may outlast its last
+    /// follower until libzmq's own withdrawal, within the bound on prefixes.)
     mutating func upstream(for frame: [UInt8], key: [UInt8]?, relay: Bool) -> Upstream {
         guard let action = frame.first, action == 0 || action == 1 else { return .nothing }
         let topic = frame.dropFirst()
@@ -72,7 +74,14 @@ struct UpstreamInterest {
             if let key, subscribedKeys[source, default: []].count < Self.maxKeysPerSource { subscribedKeys[source, default: []].insert(key) }
             return first ? .send([1] + Topic.site(site.bytes, prefix)) : .nothing
         }
-        if let key, subscribedKeys[source]?.contains(key) != true { return .nothing }
+        if let key {
+            // A key's withdrawal takes only that key off: the source goes once no key that
+            // subscribed to it is left (or with libzmq's own withdrawal, which carries none). A
+            // member that subscribed, withdrew (held by others: not passed up) and withdrew again
+            // (not held: passed up) so withdraws only itself.
+            guard subscribedKeys[source]?.remove(key) != nil else { return .nothing }
+            guard subscribedKeys[source]?.isEmpty != false else { return .nothing }
+        }
         subscribedKeys[source] = nil
         guard var sources = followers[prefix], sources.remove(source) != nil else { return .nothing }
         guard sources.isEmpty else {

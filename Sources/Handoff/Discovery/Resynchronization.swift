@@ -106,9 +106,13 @@ struct Resynchronization {
     mutating func settled(now: ContinuousClock.Instant, holds: (String) -> Bool) {
         guard inRound else { return }
         inRound = false
+        // Each sender judged once a round, over all its origins: whether the round brought any.
+        var broughtAny: [String: Bool] = [:]
         for (origin, ids) in asked {
             let missing = ids.filter { !holds($0) }
-            if let sender = senderOfOrigin[origin] { judge(sender, broughtNone: !ids.isEmpty && missing.count == ids.count, now: now) }
+            if let sender = senderOfOrigin[origin], !ids.isEmpty {
+                broughtAny[sender] = (broughtAny[sender] ?? false) || missing.count < ids.count
+            }
             guard !missing.isEmpty else { continue }
             if unfollowedCount + missing.count > capacity {
                 unfollowed.removeAll()
@@ -118,29 +122,34 @@ struct Resynchronization {
             unfollowed[origin, default: []].formUnion(missing)
             unfollowedCount += unfollowed[origin]!.count - before
         }
+        for (sender, brought) in broughtAny { judge(sender, broughtNone: !brought, now: now) }
         asked.removeAll()
         senderOfOrigin = senderOfOrigin.filter { awaited[$0.key] != nil }
         trackedCount = awaited.values.reduce(0) { $0 + $1.count }
     }
 
     /// Holds `sender` back for longer after a round that brought none of its ids; forgives it
-    /// after one that brought some. Bounded by ``capacity`` senders (past it the memory starts
-    /// over: at worst one more round each).
+    /// after one that brought some. A hold that ended over ``longestBackoff`` ago is worn off:
+    /// the count starts again. Bounded by ``capacity`` senders (past it the memory starts over:
+    /// at worst one more round each).
     private mutating func judge(_ sender: String, broughtNone: Bool, now: ContinuousClock.Instant) {
         guard broughtNone else {
             heldBack[sender] = nil
             return
         }
         if heldBack[sender] == nil, heldBack.count >= capacity { heldBack.removeAll() }
+        if let held = heldBack[sender], now - held.until > Self.longestBackoff { heldBack[sender] = nil }
         let rounds = (heldBack[sender]?.rounds ?? 0) + 1
         let backoff = min(Self.firstBackoff * (1 << min(rounds - 1, 16)), Self.longestBackoff)
         heldBack[sender] = (rounds, now + backoff)
     }
 
-    /// What this node follows changed: an id not followed before may be now.
+    /// What this node follows changed: an id not followed before may be now, and a sender held
+    /// back for ids no round brought may bring them now.
     mutating func followingChanged() {
         unfollowed.removeAll()
         unfollowedCount = 0
+        heldBack.removeAll()
     }
 
     /// An origin left (its presence lapsed): nothing of it to remember.
