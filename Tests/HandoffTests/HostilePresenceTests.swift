@@ -7,7 +7,7 @@ import HandoffTestSupport
 
 /// A member holding a valid key that publishes presences listing made-up activities, under
 /// made-up node ids, ten a second: real secure broker, real nodes, real sockets.
-@Suite("Hostile members: presences listing made-up activities", .serialized)
+@Suite("Hostile members: presences listing made-up activities", .exclusive, .serialized)
 struct HostilePresenceTests {
     @Test("followers ask their snapshots again a few times, not every second, and the broker asks every node to advertise again at most once; an honest activity still reaches them")
     func madeUpPresences() async throws {

@@ -3,10 +3,11 @@ import HandoffWire
 import Testing
 import ZeroMQ
 @testable import Handoff
+import HandoffTestSupport
 
 /// How many node events about one peer's doings go on the bus (``PeerEventBudget``): the rule on
 /// its own, with no clock, and a real node answering a peer that continues in a loop.
-@Suite("Node events about one peer's doings, within its budget")
+@Suite("Node events about one peer's doings, within its budget", .exclusive)
 struct PeerEventBudgetTests {
     private static let start = ContinuousClock.now
 

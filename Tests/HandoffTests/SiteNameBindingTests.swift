@@ -7,7 +7,7 @@ import HandoffTestSupport
 /// A secure broker binds each site's name to the key that subscribed under it (SiteInterests):
 /// a member holding a valid key cannot pose as many sites, to have every message sent once per
 /// name it makes up, nor follow more under a real site's name. Real brokers, CURVE, raw sockets.
-@Suite("Sites: a site's name belongs to one key")
+@Suite("Sites: a site's name belongs to one key", .exclusive)
 struct SiteNameBindingTests {
     /// A CURVE subscriber to `broker`'s backend under `keys`, subscribed to `topics` in order.
     private static func secureSubscriber(_ keys: CurveKeyPair, account: TestAccount, to broker: Broker, topics: [String], context: Context) throws -> Socket {

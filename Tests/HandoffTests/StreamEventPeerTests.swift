@@ -3,10 +3,11 @@ import HandoffWire
 import Testing
 import ZeroMQ
 @testable import Handoff
+import HandoffTestSupport
 
 /// Which node a pair's events name (wire.proto, `NodeEvent.peer`): operators see who streams with
 /// whom on the live page and in `handoff top`.
-@Suite("Stream events name the other end")
+@Suite("Stream events name the other end", .exclusive)
 struct StreamEventPeerTests {
     /// The stream events `monitor` received, by kind, with the peer each names.
     private func streamEvents(_ monitor: Socket) async throws -> [(kind: WireNodeEvent.Kind, peer: String)] {

@@ -3,10 +3,11 @@ import HandoffWire
 import Testing
 import ZeroMQ
 @testable import Handoff
+import HandoffTestSupport
 
 /// How often a node publishes a stream pair's progress (wire.proto, `NodeEvent`): at most four
 /// times a second per pair, however often its clock wakes.
-@Suite("Stream progress events, four a second per pair")
+@Suite("Stream progress events, four a second per pair", .exclusive)
 struct StreamProgressEventsTests {
     @Test("a pair read slowly for about a second, on a node whose clock wakes every 25 ms (a short continue timeout): its progress is published at most four times a second (every wake, before)")
     func progressAtMostFourASecond() async throws {
