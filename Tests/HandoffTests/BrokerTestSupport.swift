@@ -91,8 +91,10 @@ func unsubscription(_ prefix: String) -> [UInt8] { [0] + Array(prefix.utf8) }
 ///
 /// It is an XPUB rather than a PUB so that it can see subscriptions arrive: with the cache on, the
 /// broker subscribes to everything, and once that subscription is here nothing published is lost.
-func connectPublisher(to broker: Broker, context: Context) async throws -> Socket {
+/// `secure`: a member's security and the broker's key, for a secure broker.
+func connectPublisher(to broker: Broker, context: Context, secure: (Security, CurveKey)? = nil) async throws -> Socket {
     let publisher = try context.socket(.xpub)
+    if let (security, brokerKey) = secure { try security.secureClient(publisher, serverKey: brokerKey) }
     try publisher.set(.sendHighWaterMark, 0)
     try publisher.connect(broker.frontendEndpoint)
     if broker.configuration.lastValueCache {

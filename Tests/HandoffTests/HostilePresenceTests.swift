@@ -14,12 +14,7 @@ struct HostilePresenceTests {
         let account = try TestAccount()
         let broker = try secureBroker(account)
         let context = try Context()
-        let hostile = try context.socket(.xpub)
-        try account.security(account.a).secureClient(hostile, serverKey: account.broker.publicKey)
-        try hostile.set(.sendHighWaterMark, 0)
-        try hostile.connect(broker.frontendEndpoint)
-        let ready = try await receiveUntil(hostile, within: .seconds(5)) { $0.bytes == subscription("") }
-        try #require(ready, "the broker never subscribed its frontend")
+        let hostile = try await connectPublisher(to: broker, context: context, secure: (account.security(account.a), account.broker.publicKey))
         let followers = (0..<3).map { index in
             var configuration = nodeOnBroker("follower-\(index)", broker: broker, security: account.security(account.b))
             configuration.subscriptions = ["org.hostile."]

@@ -263,10 +263,13 @@ struct BrokerCore {
         var verdict = SubscriberVerdict.keep
         var onSnapshotTopic = false
         var request = false
+        var brokersOwn = false
         frames[0].withUnsafeBytes { bytes in
             let topic = bytes.dropFirst()
             onSnapshotTopic = topic.starts(with: Topic.snapshotPrefixBytes)
-            // (`R:*` is a site's broker's own, passed from above: never a subscriber's to send.)
+            // (`R:*` is a site's broker's own, passed from above: never a subscriber's to send,
+            // cache or not.)
+            brokersOwn = topic.starts(with: Topic.readvertiseAllPrefixBytes)
             request = PublisherRequests.isRequest(topic)
             switch bytes.first {
             case 1:
@@ -286,9 +289,7 @@ struct BrokerCore {
         }
         if case .answerSnapshot = verdict { return verdict }
         if case .passRequest = verdict { return verdict }
-        // A request's withdrawal: what it asked went on withdrawn already. (`R:*` is a broker's
-        // own, passed from above: never a subscriber's to send, cache or not.)
-        let brokersOwn = frames[0].withUnsafeBytes { $0.dropFirst().starts(with: Topic.readvertiseAllPrefixBytes) }
+        // A request's withdrawal: what it asked went on withdrawn already.
         return onSnapshotTopic || request || brokersOwn || cacheEnabled ? .keep : .forwardToPublishers
     }
 

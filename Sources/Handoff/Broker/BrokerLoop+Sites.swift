@@ -46,7 +46,7 @@ extension BrokerLoop {
         // subscription over with its connection's metadata): a member cannot make up names to
         // have each message sent once per name, nor follow more under a real site's.
         let key = subscriberKey(frame)
-        switch core.siteSubscription(frame, key: key, relay: key.map(relayKeys.contains) ?? false) {
+        switch core.siteSubscription(frame, key: key, relay: isRelay(key)) {
         case .notSite:
             return false
         case .ignored:

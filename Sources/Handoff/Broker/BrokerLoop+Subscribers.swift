@@ -9,7 +9,7 @@ extension BrokerLoop {
     func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
         if frames.count == 1, try tookSiteSubscription(frames[0]) { return }
         let key = frames.count == 1 ? subscriberKey(frames[0]) : nil
-        let verdict = core.subscriberMessage(frames, key: key, relay: key.map(relayKeys.contains) ?? false, now: .now)
+        let verdict = core.subscriberMessage(frames, key: key, relay: isRelay(key), now: .now)
         publishCounters()
         if let capture { try send(frames, to: capture) }
         switch verdict {
@@ -57,12 +57,17 @@ extension BrokerLoop {
     /// carries one (`[]` should it ever not: bound to no member's key).
     func subscriberKey(_ frame: Frame) -> [UInt8]? {
         guard secure else { return nil }
-        guard let userID = frame.property("User-Id") else { return frame.bytes.first == 1 ? [] : nil }
-        return (try? CurveKey(z85: userID).bytes) ?? []
+        let userID = frame.property("User-Id")
+        guard userID != nil || frame.withUnsafeBytes({ $0.first }) == 1 else { return nil }
+        return Self.key(ofUserID: userID)
     }
 
+    /// Whether a subscriber's key (``subscriberKey(_:)``) is a relay's (`--relay`).
+    func isRelay(_ key: [UInt8]?) -> Bool { key.map(relayKeys.contains) ?? false }
+
     /// The CURVE key a frame's connection was authenticated with.
-    func connectionKey(of frame: Frame) -> [UInt8] {
-        frame.property("User-Id").flatMap { try? CurveKey(z85: $0).bytes } ?? []
-    }
+    func connectionKey(of frame: Frame) -> [UInt8] { Self.key(ofUserID: frame.property("User-Id")) }
+
+    /// The key a "User-Id" property names (the Z85 text ZAP set); empty for none.
+    private static func key(ofUserID text: String?) -> [UInt8] { text.flatMap { try? CurveKey(z85: $0).bytes } ?? [] }
 }

@@ -102,7 +102,7 @@ extension BrokerLoop {
     /// also asks upstream for its snapshot, and the last one's withdrawal drops that request.
     /// `key`: the subscriber's connection key on a secure broker.
     func passInterestUpstream(_ frame: Frame, key: [UInt8]?) throws(ZMQError) {
-        let interest = core.interestUpstream(frame, key: key, relay: key.map(relayKeys.contains) ?? false)
+        let interest = core.interestUpstream(frame, key: key, relay: isRelay(key))
         guard let send = interest.send else {
             publishCounters()
             return

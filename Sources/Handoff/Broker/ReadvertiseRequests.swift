@@ -41,8 +41,8 @@ struct ReadvertiseRequests {
     private var lastEveryone: ContinuousClock.Instant?
     /// Origins asked whose presence has not yet lacked nothing, with their key and when asked.
     private var awaited: [String: (key: [UInt8], askedAt: ContinuousClock.Instant)] = [:]
-    /// Keys held back: how many times in a row, until when, and when last struck.
-    private var heldBack: [[UInt8]: (strikes: Int, until: ContinuousClock.Instant, struckAt: ContinuousClock.Instant)] = [:]
+    /// Keys held back (``HoldBacks``): a step for each judgement, a second apart at most.
+    private var heldBack = HoldBacks<[UInt8]>(firstBackoff: firstBackoff, longestBackoff: longestBackoff, stepInterval: strikeInterval, capacity: memory)
     /// When the oldest origin awaited is due to be judged.
     private var nextJudgement: ContinuousClock.Instant?
     static let answerWait = Duration.seconds(5)
@@ -74,7 +74,7 @@ struct ReadvertiseRequests {
     /// - Parameter key: The presence's key on a secure broker (`nil` on an open one).
     mutating func decide(_ origin: String, key: [UInt8]? = nil, now: ContinuousClock.Instant, everyoneAllowed: Bool) -> Decision {
         if let due = nextJudgement, now >= due { judgeAwaited(now: now) }
-        if let key, let held = heldBack[key], now < held.until { return .none }
+        if let key, heldBack.isHeld(key, now: now) { return .none }
         if let last = lastAsked[origin], now - last < interval { return .none }
         if let everyone = lastEveryone, now - everyone < interval { return .none }
         if window.map({ now - $0.start >= .seconds(1) }) ?? true { window = (now, 0) }
@@ -100,7 +100,7 @@ struct ReadvertiseRequests {
     /// it made up what was lacking, and its key is forgiven.
     mutating func satisfied(_ origin: String) {
         guard let asked = awaited.removeValue(forKey: origin) else { return }
-        heldBack[asked.key] = nil
+        heldBack.forgive(asked.key)
     }
 
     /// Origins asked over ``answerWait`` ago whose presence never lacked nothing since: their
@@ -108,26 +108,11 @@ struct ReadvertiseRequests {
     private mutating func judgeAwaited(now: ContinuousClock.Instant) {
         for (origin, asked) in awaited where now - asked.askedAt >= Self.answerWait {
             awaited[origin] = nil
-            strike(asked.key, now: now)
+            heldBack.step(asked.key, now: now)
         }
         nextJudgement = awaited.values.map { $0.askedAt + Self.answerWait }.min()
     }
 
-    /// `key` held back one step longer: at most one step per ``strikeInterval`` (several of its
-    /// origins judged at once are one judgement), the count started again once a hold ended over
-    /// ``longestBackoff`` ago.
-    private mutating func strike(_ key: [UInt8], now: ContinuousClock.Instant) {
-        if let held = heldBack[key] {
-            if now - held.struckAt < Self.strikeInterval { return }
-            if now - held.until > Self.longestBackoff { heldBack[key] = nil }
-        } else if heldBack.count >= Self.memory {
-            heldBack.removeAll()
-        }
-        let strikes = (heldBack[key]?.strikes ?? 0) + 1
-        let backoff = min(Self.firstBackoff * (1 << min(strikes - 1, 16)), Self.longestBackoff)
-        heldBack[key] = (strikes, now + backoff, now)
-    }
-
     /// Whether `key`'s presences ask nothing now (tests).
-    func isHeldBack(_ key: [UInt8], now: ContinuousClock.Instant) -> Bool { heldBack[key].map { now < $0.until } ?? false }
+    func isHeldBack(_ key: [UInt8], now: ContinuousClock.Instant) -> Bool { heldBack.isHeld(key, now: now) }
 }

@@ -46,8 +46,8 @@ struct Resynchronization {
     private var trackedCount = 0
     /// The sender (key, or node id on an open bus) of each origin in ``awaited`` and ``asked``.
     private var senderOfOrigin: [String: String] = [:]
-    /// Senders held back, with how many rounds in a row brought none of their ids.
-    private var heldBack: [String: (rounds: Int, until: ContinuousClock.Instant)] = [:]
+    /// Senders held back (``HoldBacks``): a step for each round in a row that brought none of their ids.
+    private var heldBack: HoldBacks<String>
     static let firstBackoff = Duration.seconds(2)
     static let longestBackoff = Duration.seconds(60)
     private var lastRound: ContinuousClock.Instant?
@@ -59,6 +59,7 @@ struct Resynchronization {
     init(interval: Duration = .seconds(1), capacity: Int) {
         self.interval = interval
         self.capacity = capacity
+        heldBack = HoldBacks(firstBackoff: Self.firstBackoff, longestBackoff: Self.longestBackoff, capacity: capacity)
     }
 
     /// A presence of `origin` listed these ids (`unheld`: those this node does not hold), sent by
@@ -74,7 +75,7 @@ struct Resynchronization {
         let news = unheld.subtracting(unfollowed[origin] ?? []).subtracting(awaited[origin] ?? []).subtracting(asked[origin] ?? [])
         guard !news.isEmpty else { return false }
         let sender = sender ?? origin
-        if let held = heldBack[sender], now < held.until { return false }
+        if heldBack.isHeld(sender, now: now) { return false }
         if trackedCount + news.count <= capacity {
             awaited[origin, default: []].formUnion(news)
             trackedCount += news.count
@@ -122,26 +123,13 @@ struct Resynchronization {
             unfollowed[origin, default: []].formUnion(missing)
             unfollowedCount += unfollowed[origin]!.count - before
         }
-        for (sender, brought) in broughtAny { judge(sender, broughtNone: !brought, now: now) }
+        // A sender none of whose ids it brought is held back longer; one it brought some of forgiven.
+        for (sender, brought) in broughtAny {
+            if brought { heldBack.forgive(sender) } else { heldBack.step(sender, now: now) }
+        }
         asked.removeAll()
         senderOfOrigin = senderOfOrigin.filter { awaited[$0.key] != nil }
         trackedCount = awaited.values.reduce(0) { $0 + $1.count }
-    }
-
-    /// Holds `sender` back for longer after a round that brought none of its ids; forgives it
-    /// after one that brought some. A hold that ended over ``longestBackoff`` ago is worn off:
-    /// the count starts again. Bounded by ``capacity`` senders (past it the memory starts over:
-    /// at worst one more round each).
-    private mutating func judge(_ sender: String, broughtNone: Bool, now: ContinuousClock.Instant) {
-        guard broughtNone else {
-            heldBack[sender] = nil
-            return
-        }
-        if heldBack[sender] == nil, heldBack.count >= capacity { heldBack.removeAll() }
-        if let held = heldBack[sender], now - held.until > Self.longestBackoff { heldBack[sender] = nil }
-        let rounds = (heldBack[sender]?.rounds ?? 0) + 1
-        let backoff = min(Self.firstBackoff * (1 << min(rounds - 1, 16)), Self.longestBackoff)
-        heldBack[sender] = (rounds, now + backoff)
     }
 
     /// What this node follows changed: an id not followed before may be now, and a sender held
@@ -149,7 +137,7 @@ struct Resynchronization {
     mutating func followingChanged() {
         unfollowed.removeAll()
         unfollowedCount = 0
-        heldBack.removeAll()
+        heldBack.forgiveAll()
     }
 
     /// An origin left (its presence lapsed): nothing of it to remember.
@@ -160,7 +148,7 @@ struct Resynchronization {
     }
 
     /// Senders held back now, for tests.
-    func isHeldBack(_ sender: String, now: ContinuousClock.Instant) -> Bool { heldBack[sender].map { now < $0.until } ?? false }
+    func isHeldBack(_ sender: String, now: ContinuousClock.Instant) -> Bool { heldBack.isHeld(sender, now: now) }
 
     /// Ids remembered as not followed here, for tests and metrics.
     var unfollowedIDs: Int { unfollowedCount }
