@@ -50,6 +50,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "No graceful departures (a node shutting down, withdrawing its activities, and coming back).")
     var noDepartures = false
 
+    @Flag(help: "The hostile node also publishes presences of made-up nodes under its own key, listing made-up activities, every 100-300 ms; prints what they cost (snapshot rounds, origins asked to advertise again).")
+    var madeUpPresences = false
+
     @Option(help: "Messages per slice of a node's pass over many activities and of its snapshot answers (default: the production 1,000, which no simulated node reaches); 1 or more.")
     var slice: Int?
 
@@ -71,6 +74,7 @@ struct HandoffSim: ParsableCommand {
         options.departures = !noDepartures
         if let slice, slice < 1 { throw ValidationError("--slice takes 1 or more") }
         options.sliceSize = slice
+        options.madeUpPresences = madeUpPresences
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -79,9 +83,10 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")\(madeUpPresences ? ", made-up presences" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0, liesCaught = 0, stalled = 0
+        var madeUp = 0, rounds = 0, originsAsked = 0, everyoneAsked = 0
         let clock = ContinuousClock.now
         for seed in start..<(start + UInt64(seeds)) {
             let report = Simulation.run(seed: seed, options: options)
@@ -93,25 +98,30 @@ struct HandoffSim: ParsableCommand {
             whole += report.streamsWhole
             liesCaught += report.streamLiesCaught
             stalled += report.streamsStalled
+            madeUp += report.madeUpPresences
+            rounds += report.snapshotRounds
+            originsAsked += report.originsAsked
+            everyoneAsked += report.everyoneAsked
             if let failure = report.failure {
                 print("seed \(seed) FAILED: \(failure)")
                 failed.append(report)
             }
         }
         let elapsed = ContinuousClock.now - clock
+        print("snapshot rounds \(rounds), origins asked to advertise again \(originsAsked), everyone asked \(everyoneAsked)\(madeUpPresences ? ", made-up presences \(madeUp)" : "")")
         print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(continuations) continuations, \(streams) streams (\(whole) read whole, \(liesCaught) lies caught, \(stalled) stuck given up on), \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
         if let first = failed.first {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")")
             throw ExitCode(1)
         }
     }
 
     func summary(_ report: SimulationReport) -> String {
         let outcome = report.failure.map { "FAILED: \($0)" } ?? "passed"
-        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.continuations) continuations, \(report.streams) streams (\(report.streamsWhole) read whole, \(report.streamLiesCaught) lies caught, \(report.streamsStalled) stuck given up on), \(report.refused) refused)"
+        return "seed \(report.seed): \(outcome) (\(report.steps) steps, \(report.deliveries) messages, \(report.activities) activities, \(report.continuations) continuations, \(report.streams) streams (\(report.streamsWhole) read whole, \(report.streamLiesCaught) lies caught, \(report.streamsStalled) stuck given up on), \(report.refused) refused; \(report.snapshotRounds) snapshot rounds, \(report.originsAsked) origins and everyone \(report.everyoneAsked) times asked to advertise again\(report.madeUpPresences > 0 ? ", \(report.madeUpPresences) made-up presences" : ""))"
     }
 
     /// Dictionaries iterate in an order seeded per process unless SWIFT_DETERMINISTIC_HASHING is

@@ -7,7 +7,7 @@ import Testing
 struct ReadvertiseHoldBackTests {
     private static let start = ContinuousClock.now
 
-    @Test("a key whose asked origins never answer is held back (2 s, doubling to 5 min, a step a second at most): a minute of fresh made-up origins ten a second asks about 80 and everyone twice, not 480 and six times")
+    @Test("a key whose asked origins never answer is held back (2 s, doubling to 5 min, a step a second at most): a minute of fresh made-up origins ten a second asks 20 (four at a time) and never everyone, not 480 and six times")
     func liarHeldBack() {
         var requests = ReadvertiseRequests()
         let liar = Array("liar-key".utf8)
@@ -19,11 +19,28 @@ struct ReadvertiseHoldBackTests {
             case .none: break
             }
         }
-        #expect(origins <= 96 && everyone <= 2, "\(origins) origins asked, everyone \(everyone) times")
+        #expect(origins <= 24 && everyone == 0, "\(origins) origins asked, everyone \(everyone) times")
         #expect(requests.isHeldBack(liar, now: Self.start + .seconds(60)))
         // Another key's origin is asked as before.
         let honest = requests.decide("n1", key: Array("honest".utf8), now: Self.start + .seconds(60), everyoneAllowed: true)
         #expect(honest == .origin)
+    }
+
+    @Test("a key with four origins asked and awaited asks for no more until one answers or is judged: five seconds of fresh made-up origins ten a second ask four, not forty; another key is asked as before")
+    func awaitedOriginsPerKeyBounded() {
+        var requests = ReadvertiseRequests()
+        let liar = Array("liar-key".utf8)
+        var asked: [String] = []
+        for tick in 0..<50 {
+            let origin = "made-up-\(tick)"
+            if requests.decide(origin, key: liar, now: Self.start + .milliseconds(tick * 100), everyoneAllowed: true) == .origin { asked.append(origin) }
+        }
+        #expect(asked.count == ReadvertiseRequests.maxAwaitedPerKey, "\(asked)")
+        // One of them answers (its presence lacks nothing): the key may have one more asked.
+        requests.satisfied(asked[0])
+        #expect(requests.decide("made-up-50", key: liar, now: Self.start + .milliseconds(4_950), everyoneAllowed: true) == .origin)
+        #expect(requests.decide("made-up-51", key: liar, now: Self.start + .milliseconds(4_960), everyoneAllowed: true) == .none)
+        #expect(requests.decide("n1", key: Array("honest".utf8), now: Self.start + .milliseconds(4_970), everyoneAllowed: true) == .origin)
     }
 
     @Test("an origin whose presence lacks nothing after it was asked keeps its key in good standing; one that never sends one (it died) holds its key back 2 s, once however many such there were at once; an asked origin's presence lacking nothing forgives it; a hold wears off")

@@ -19,8 +19,11 @@ import Foundation
 /// presences ask nothing, nor count towards asking everyone, for ``firstBackoff``, doubling to
 /// ``longestBackoff`` (one more step a second at most; worn off a ``longestBackoff``
 /// after a hold ended). A presence of an asked origin that lists activities, none lacking,
-/// forgives its key. So one member cannot keep every node of the bus advertising everything
-/// again. (A member that also advertises a real activity under each made-up origin, and lists it
+/// forgives its key. A key with ``maxAwaitedPerKey`` origins asked and not yet answered or judged
+/// asks for no more meanwhile (an honest node speaks for one origin): the simulator's made-up
+/// presences, four a second under fresh node ids, had a third of them asked before the first
+/// judgement came. So one member cannot keep every node of the bus advertising everything
+/// again, nor use up the origins asked a second while it waits to be judged. (A member that also advertises a real activity under each made-up origin, and lists it
 /// alone next, is forgiven each time: it is then bounded as everyone is, ``perSecond`` and one
 /// subscribe-all per ``everyoneInterval``.)
 struct ReadvertiseRequests {
@@ -41,6 +44,8 @@ struct ReadvertiseRequests {
     private var lastEveryone: ContinuousClock.Instant?
     /// Origins asked whose presence has not yet lacked nothing, with their key and when asked.
     private var awaited: [String: (key: [UInt8], askedAt: ContinuousClock.Instant)] = [:]
+    /// How many of ``awaited`` each key's are.
+    private var awaitedOfKey: [[UInt8]: Int] = [:]
     /// Keys held back (``HoldBacks``): a step for each judgement, a second apart at most.
     private var heldBack = HoldBacks<[UInt8]>(firstBackoff: firstBackoff, longestBackoff: longestBackoff, stepInterval: strikeInterval, capacity: memory)
     /// When the oldest origin awaited is due to be judged.
@@ -53,6 +58,8 @@ struct ReadvertiseRequests {
     static let longestBackoff = Duration.seconds(300)
     /// Origins awaited, and keys held back, at most (past it the memory starts over).
     static let memory = 1_024
+    /// Origins of one key asked and awaited at once, at most.
+    static let maxAwaitedPerKey = 4
 
     /// Whether an asked origin's presence is awaited (the caller tells ``satisfied(_:)`` only then).
     var awaitsAnswers: Bool { !awaited.isEmpty }
@@ -74,7 +81,7 @@ struct ReadvertiseRequests {
     /// - Parameter key: The presence's key on a secure broker (`nil` on an open one).
     mutating func decide(_ origin: String, key: [UInt8]? = nil, now: ContinuousClock.Instant, everyoneAllowed: Bool) -> Decision {
         if let due = nextJudgement, now >= due { judgeAwaited(now: now) }
-        if let key, heldBack.isHeld(key, now: now) { return .none }
+        if let key, heldBack.isHeld(key, now: now) || awaitedOfKey[key, default: 0] >= Self.maxAwaitedPerKey { return .none }
         if let last = lastAsked[origin], now - last < interval { return .none }
         if let everyone = lastEveryone, now - everyone < interval { return .none }
         if window.map({ now - $0.start >= .seconds(1) }) ?? true { window = (now, 0) }
@@ -86,6 +93,7 @@ struct ReadvertiseRequests {
                 if awaited.count >= Self.memory { judgeAwaited(now: now) }
                 if awaited.count < Self.memory {
                     awaited[origin] = (key, now)
+                    awaitedOfKey[key, default: 0] += 1
                     if nextJudgement == nil { nextJudgement = now + Self.answerWait }
                 }
             }
@@ -100,6 +108,7 @@ struct ReadvertiseRequests {
     /// it made up what was lacking, and its key is forgiven.
     mutating func satisfied(_ origin: String) {
         guard let asked = awaited.removeValue(forKey: origin) else { return }
+        noLongerAwaited(asked.key)
         heldBack.forgive(asked.key)
     }
 
@@ -108,9 +117,15 @@ struct ReadvertiseRequests {
     private mutating func judgeAwaited(now: ContinuousClock.Instant) {
         for (origin, asked) in awaited where now - asked.askedAt >= Self.answerWait {
             awaited[origin] = nil
+            noLongerAwaited(asked.key)
             heldBack.step(asked.key, now: now)
         }
         nextJudgement = awaited.values.map { $0.askedAt + Self.answerWait }.min()
+    }
+
+    private mutating func noLongerAwaited(_ key: [UInt8]) {
+        let left = awaitedOfKey[key, default: 1] - 1
+        awaitedOfKey[key] = left > 0 ? left : nil
     }
 
     /// Whether `key`'s presences ask nothing now (tests).

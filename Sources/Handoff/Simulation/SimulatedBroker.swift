@@ -26,6 +26,9 @@ final class SimulatedBroker {
 
     let id: String
     let site: SiteName
+    /// Its CURVE key: the one its upstream knows it by, as a relay (`--relay`), and takes its
+    /// site's name and interest from. Made from its site's name, so that runs stay seed for seed.
+    let key: [UInt8]
     /// Whether it joins an upstream broker (a site's, below the first).
     let joinsUpstream: Bool
     /// At sites: the frontend's (XSUB's) subscriptions at its publishers, its own subscribe-all
@@ -42,6 +45,7 @@ final class SimulatedBroker {
         self.site = SiteName(site)!
         self.joinsUpstream = joinsUpstream
         id = "broker@\(site)"
+        key = Array(Array("key of the broker of \(site)".utf8).prefix(32))
         upstreamSnapshots = UpstreamSnapshots(site: self.site)
         core = Self.newCore(id: id, site: self.site, joinsUpstream: joinsUpstream)
     }
@@ -56,7 +60,9 @@ final class SimulatedBroker {
             cache: LastValueCache(capacity: capacity, perOriginQuota: perOriginQuota, defaultLease: SimulatedNode.settings.lease),
             sender: sender, upstreams: joinsUpstream ? 1 : 0, site: site,
             // Slices of three: a fleet's answers span rounds, and the bus's messages overtake them.
-            snapshotSliceSize: 3)
+            snapshotSliceSize: 3,
+            // Every node's messages come with its connection's key, as on a CURVE bus.
+            keysChecked: true)
     }
 
     /// The process died and a new one starts, its cache empty.

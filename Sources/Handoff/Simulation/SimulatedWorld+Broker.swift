@@ -91,6 +91,7 @@ extension SimulatedWorld {
         let topic = frames[0].bytes
         switch verdict {
         case .forward(let askToReadvertise, _):
+            if askToReadvertise != nil { originsAsked += 1 }
             if let origin = askToReadvertise, let asked = nodes.firstIndex(where: { $0.id == origin }), connectedToBroker(b, asked) {
                 log("\(brokerName(b)) asks \(origin) to advertise again what its cache lacks")
                 let topic = Topic.readvertisePrefix + origin
@@ -100,6 +101,7 @@ extension SimulatedWorld {
             }
             if options.hasSites, let origin = askToReadvertise { askSitesBelowToReadvertise(b, origin) }
             if broker.coreDo({ $0.takeReadvertiseEveryone() }) {
+                everyoneAsked += 1
                 log("\(brokerName(b)) asks every node to advertise again: too many lack at once")
                 for asked in nodes.indices where connectedToBroker(b, asked) {
                     let epoch = brokerLinks[b][asked].down.epoch
@@ -133,8 +135,10 @@ extension SimulatedWorld {
         let broker = brokers[b]
         if subscribe { broker.subscriptionsOf[index, default: []].insert(topic) } else { broker.subscriptionsOf[index]?.remove(topic) }
         let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
-        let verdict = broker.coreDo { $0.subscriberMessage([frame], key: nil, relay: false, now: instant) }
-        if broker.joinsUpstream { passInterestUpstream(b, frame) }
+        // As XPUB hands it over: with the metadata of the connection it came on, the node's key.
+        let key = [UInt8](nodes[index].key)
+        let verdict = broker.coreDo { $0.subscriberMessage([frame], key: key, relay: false, now: instant) }
+        if broker.joinsUpstream { passInterestUpstream(b, frame, key: key, relay: false) }
         guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
         beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: nodes[index].id)
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 // The connections between simulated nodes: broken by partitions and crashes (what was on its way
-// is lost), made again when they heal.
+// is lost), made again when they heal; and when what is sent on one arrives.
 extension SimulatedWorld {
     /// A connection between `a` and `b` breaks: what was on its way is lost, and each side's
     /// publisher forgets the other's subscriptions.
@@ -47,4 +47,24 @@ extension SimulatedWorld {
 
     /// The connection `from` → `to` as it is now (it changes when the connection breaks).
     func epoch(from: Int, to: Int) -> Int { links[from][to].epoch }
+
+    /// When a message sent now on a connection arrives: after its delay, and never before the
+    /// one sent before it on the same connection.
+    func arrive(from: Int, to: Int) -> Duration {
+        arrival(on: &links[from][to])
+    }
+
+    /// When a message sent now on `link` arrives: after its delay, never before the one sent
+    /// before it (node to node, and each way between a node and the broker).
+    func arrival(on link: inout Link) -> Duration {
+        let arrival = max(now + network.duration(.microseconds(100)...options.maxLatency), link.lastArrival)
+        link.lastArrival = arrival
+        return arrival
+    }
+
+    /// When a message sent now from `from` to `to` arrives (in order after the last one), and the
+    /// connection's epoch it travels under.
+    func route(from: Int, to: Int) -> (at: Duration, epoch: Int) {
+        (arrive(from: from, to: to), links[from][to].epoch)
+    }
 }

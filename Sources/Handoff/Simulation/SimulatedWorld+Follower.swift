@@ -5,6 +5,10 @@ extension SimulatedWorld {
     /// Carries out what a node's follower decided: subscriptions go to every connected peer.
     func perform(_ index: Int, _ actions: [Follower.Action]) {
         let node = nodes[index]
+        // A round asks for the snapshot of every prefix the node follows at once.
+        if actions.contains(where: { if case .subscribe(let topic) = $0 { topic.hasPrefix(Topic.snapshotPrefix) } else { false } }) {
+            snapshotRounds += 1
+        }
         for action in actions {
             switch action {
             case .subscribe(let topic), .unsubscribe(let topic):

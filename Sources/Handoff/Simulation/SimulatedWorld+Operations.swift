@@ -75,6 +75,9 @@ extension SimulatedWorld {
         case .lie(let index, let pick):
             guard running(index) else { return nil }
             lie(index, pick: pick)
+        case .madeUpPresence(let index, let serial, let activities):
+            guard running(index) else { return nil }
+            madeUpPresence(index, serial: serial, activities: activities)
         case .crashBroker(let b):
             crashBroker(b)
         case .restartBroker(let b):
@@ -115,6 +118,27 @@ extension SimulatedWorld {
     func current(of index: Int, _ pick: Int) -> UserActivity? {
         let activities = nodes[index].advertiserDo { $0.current.activities }.sorted { $0.id < $1.id }
         return activities.isEmpty ? nil : activities[pick % activities.count]
+    }
+
+    /// A hostile member's presence of a node that does not exist, under the member's own key (so
+    /// that every check of sender and key passes), listing activities no one made.
+    private func madeUpPresence(_ index: Int, serial: Int, activities: Int) {
+        var node = WireNodeRef()
+        node.nodeID = "made-up-\(serial)"
+        node.name = node.nodeID
+        node.host = "sim"
+        node.publicKey = nodes[index].key
+        var presence = WireNodePresence()
+        presence.node = node
+        presence.activityIds = (0..<activities).map { "\(node.nodeID)-activity-\($0)" }
+        presence.leaseMs = UInt32(SimulatedNode.settings.lease.milliseconds)
+        madeUpPresences += 1
+        log("\(nodes[index].id) publishes a presence of \(node.nodeID), listing \(activities) made-up activities")
+        // In an envelope of its own, its sequence next after its last: the replay guard, which
+        // keeps one sequence per key for all presences, takes it, and its own still pass.
+        var envelope = nodes[index].envelope(.nodePresence(presence), date: date)
+        envelope.sender = node
+        send(from: index, topic: Array((Topic.presencePrefix + node.nodeID).utf8), envelope)
     }
 
     /// A hostile member's lies: a withdrawal of another node's activity in its own envelope (the

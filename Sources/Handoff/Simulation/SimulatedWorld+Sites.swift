@@ -34,7 +34,7 @@ extension SimulatedWorld {
         case .siteDown(let site, let epoch, let frames):
             if arrivesDown(site, epoch) { siteReceivesFromUpstream(site, frames) }
         case .leafSubscribes(let site, let epoch, let frame):
-            if arrivesUp(site, epoch) { upstreamBackendSubscription(frame, from: site) }
+            if arrivesUp(site, epoch) { upstreamBackendSubscription(frame, from: site, key: brokers[site].key) }
         case .upstreamSubscribes(let site, let epoch, let frame):
             if arrivesDown(site, epoch) { siteUpSubscription(site, frame) }
         default:
@@ -109,7 +109,8 @@ extension SimulatedWorld {
             sites[site][keyPath: direction].lastArrival = now
         }
         let upstreamHeld = sites[site].upstreamHolds.sorted(), siteHeld = sites[site].siteHolds.sorted()
-        if brokers[upstream(of: site)].alive { for topic in upstreamHeld { upstreamBackendSubscription([0] + Array(topic.utf8), from: site) } }
+        // libzmq's own withdrawals, made as the connection goes: no metadata, no key.
+        if brokers[upstream(of: site)].alive { for topic in upstreamHeld { upstreamBackendSubscription([0] + Array(topic.utf8), from: site, key: nil) } }
         if brokers[site].alive { for topic in siteHeld { siteUpSubscription(site, [0] + Array(topic.utf8)) } }
         sites[site].upstreamHolds = []
         sites[site].siteHolds = []
@@ -144,9 +145,10 @@ extension SimulatedWorld {
     }
 
     /// A subscriber's (un)subscription at a site's broker, passed up as its site's interest
-    /// (``BrokerLoop/passInterestUpstream(_:)``).
-    func passInterestUpstream(_ b: Int, _ frame: Frame) {
-        let interest = brokers[b].coreDo { $0.interestUpstream(frame, key: nil, relay: false) }
+    /// (``BrokerLoop/passInterestUpstream(_:)``), with the key it came with (`nil`: libzmq's own,
+    /// as a connection went) and whether that key is a relay's (a site's below).
+    func passInterestUpstream(_ b: Int, _ frame: Frame, key: [UInt8]?, relay: Bool) {
+        let interest = brokers[b].coreDo { $0.interestUpstream(frame, key: key, relay: relay) }
         guard let send = interest.send else { return }
         subscribeUpstream(b, send)
         if let typePrefix = interest.snapshotNoLongerOf {
@@ -203,6 +205,7 @@ extension SimulatedWorld {
             return
         }
         if let origin = askToReadvertise {
+            originsAsked += 1
             log("\(brokerName(site)) asks upstream that \(origin) advertise again what its cache lacks")
             let ask = Array((Topic.readvertisePrefix + origin).utf8)
             subscribeUpstream(site, [1] + ask)
@@ -268,17 +271,17 @@ extension SimulatedWorld {
 
     /// A site's (un)subscription at its upstream's backend (``BrokerLoop/fromSubscriber(_:)``);
     /// an upstream that joins one of its own passes it on as its site's interest.
-    private func upstreamBackendSubscription(_ frame: [UInt8], from site: Int) {
+    private func upstreamBackendSubscription(_ frame: [UInt8], from site: Int, key: [UInt8]?) {
         let topic = String(decoding: frame.dropFirst(), as: UTF8.self)
         if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
         let b = upstream(of: site), upstream = brokers[b]
-        switch upstream.coreDo({ $0.siteSubscription(Frame(frame), key: nil, relay: false) }) {
+        switch upstream.coreDo({ $0.siteSubscription(Frame(frame), key: key, relay: true) }) {
         case .refused, .ignored:
             return
         case .taken:
             break
         case .notSite:
-            switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)], key: nil, relay: false, now: instant) }) {
+            switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)], key: key, relay: true, now: instant) }) {
             case .forwardToPublishers:
                 frontendSends(b, frame)
             case .passRequest(let topic):
@@ -295,7 +298,7 @@ extension SimulatedWorld {
                 break
             }
         }
-        if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame)) }
+        if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame), key: key, relay: true) }
     }
 
     /// A message down to a site, when what the site subscribed lets it through.

@@ -96,7 +96,8 @@ final class SimulatedWorld {
     /// Since when each pair's connection has been up (key as ``partitions``).
     var upSince: [Int: Duration] = [:]
     private var queue = EventQueue()
-    private var network: SimulationRandom
+    /// The messages' delays and the snapshot tokens, drawn from the seed.
+    var network: SimulationRandom
     var truth = SimulationTruth()
     /// The invariants' own bookkeeping: did-updates already checked, and since when each held
     /// activity has lagged behind a version its node knows (SimulationInvariants).
@@ -118,6 +119,9 @@ final class SimulatedWorld {
     var departures: [Departure] = []
     private(set) var steps = 0
     private(set) var deliveries = 0
+    /// What made-up presences cost (``SimulationReport``): the presences, the followers' rounds
+    /// of snapshot requests, and the origins brokers asked to advertise again, singly and all.
+    var madeUpPresences = 0, snapshotRounds = 0, originsAsked = 0, everyoneAsked = 0
 
     /// `follows`: what each node follows, instead of drawing it from the seed (tests).
     init(options: SimulationOptions, seed: UInt64, hostile: Set<Int>, follows: [[String]]? = nil, trace: ((String) -> Void)?) {
@@ -368,26 +372,6 @@ final class SimulatedWorld {
                 schedule(.bus(from: index, to: peer, epoch: links[index][peer].epoch, topic: topic, envelope: envelope), at: arrive(from: index, to: peer))
             }
         }
-    }
-
-    /// When a message sent now on a connection arrives: after its delay, and never before the
-    /// one sent before it on the same connection.
-    private func arrive(from: Int, to: Int) -> Duration {
-        arrival(on: &links[from][to])
-    }
-
-    /// When a message sent now on `link` arrives: after its delay, never before the one sent
-    /// before it (node to node, and each way between a node and the broker).
-    func arrival(on link: inout Link) -> Duration {
-        let arrival = max(now + network.duration(.microseconds(100)...options.maxLatency), link.lastArrival)
-        link.lastArrival = arrival
-        return arrival
-    }
-
-    /// When a message sent now from `from` to `to` arrives (in order after the last one), and the
-    /// connection's epoch it travels under.
-    func route(from: Int, to: Int) -> (at: Duration, epoch: Int) {
-        (arrive(from: from, to: to), links[from][to].epoch)
     }
 
     func sendSubscription(from: Int, to: Int, _ topic: String, subscribe: Bool) {

@@ -44,6 +44,13 @@ public struct SimulationOptions: Sendable, Hashable {
     /// Whether nodes leave gracefully (shut down, withdrawing what they advertised) and come back
     /// (drawn apart too; a seed with departures differs from one without from the first).
     public var departures = true
+    /// Whether the hostile nodes also publish presences of made-up nodes (a fresh node id each,
+    /// under their own key, listing one to three made-up activity ids), every 100–300 ms (drawn
+    /// apart, as streams are; the messages change every later step). Such a presence would have
+    /// every follower ask all its snapshots again, and every broker ask its origin to advertise
+    /// again, each time: the hold-backs (``Resynchronization``, ``ReadvertiseRequests``) bound
+    /// that, and honest repair must still meet every invariant.
+    public var madeUpPresences = false
     /// Messages per slice of a node's pass over many activities (`nil`: the production
     /// ``Advertiser/bulkSlice``, 1,000, which no simulated node reaches). A few make the passes
     /// and snapshot answers of every node go out in slices, under the same faults.
@@ -87,6 +94,14 @@ public struct SimulationReport: Sendable {
     public let streamLiesCaught: Int
     /// Streams whose writing applications got stuck, given up on by the stall timeout.
     public let streamsStalled: Int
+    /// Presences of made-up nodes the hostile nodes published (``SimulationOptions/madeUpPresences``).
+    public let madeUpPresences: Int
+    /// Rounds of snapshot requests the followers started (every reason: a reconnection, a
+    /// presence naming what they lack, a silence), and origins the brokers asked to advertise
+    /// again, one by one and all at once: what made-up presences would multiply.
+    public let snapshotRounds: Int
+    public let originsAsked: Int
+    public let everyoneAsked: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -112,6 +127,10 @@ public enum Simulation {
             var streamRandom = SimulationRandom(seed: seed ^ 0x0057_4EA3_5EED_0001)
             schedule.addStreams(options: options, hostile: hostile, random: &streamRandom)
         }
+        if options.madeUpPresences {
+            var liarRandom = SimulationRandom(seed: seed ^ 0x0F4C_E0FF_1CE5_0003)
+            schedule.addMadeUpPresences(options: options, hostile: hostile, random: &liarRandom)
+        }
         if options.departures {
             var departureRandom = SimulationRandom(seed: seed ^ 0x00DE_9A27_0BE5_0002)
             schedule.addDepartures(options: options, random: &departureRandom)
@@ -127,6 +146,8 @@ public enum Simulation {
             streams: world.streams.count, streamsWhole: world.streams.count { $0.ends.contains { $0?.readWhole == true } },
             streamLiesCaught: world.streams.count(where: \.lieCaught),
             streamsStalled: world.streams.count { $0.stuck && $0.ends.contains { $0?.failure?.details["scope"] == "stalled" } },
+            madeUpPresences: world.madeUpPresences, snapshotRounds: world.snapshotRounds,
+            originsAsked: world.originsAsked, everyoneAsked: world.everyoneAsked,
             entries: schedule.entries, skipped: skipping, trace: lines)
     }
 

@@ -38,6 +38,9 @@ struct SimulationSchedule {
         /// The node opens a continuation stream pair with the origin of the `pick`-th activity it
         /// knows; each writing end writes `bytes`. A flooding (hostile) node ignores its credit.
         case openStream(node: Int, pick: Int, bytes: Int, direction: WireStreamDirection, reader: SimulatedStream.Reader, floods: Bool)
+        /// A hostile node publishes a presence of a made-up node (the `serial`-th) under its own
+        /// key, listing `activities` made-up ids.
+        case madeUpPresence(node: Int, serial: Int, activities: Int)
     }
 
     struct Planned {
@@ -144,6 +147,21 @@ struct SimulationSchedule {
             default: .cancels(atByte: Int.random(in: 0...max(0, bytes), using: &random))
             }
             add(at, .openStream(node: node, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: false))
+        }
+        planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
+    }
+
+    /// Adds presences of made-up nodes, each from a hostile node (drawn), every 100–300 ms, from
+    /// their own randomness like the streams.
+    mutating func addMadeUpPresences(options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom) {
+        let liars = hostile.sorted()
+        guard !liars.isEmpty else { return }
+        var at = Duration.zero, serial = 0
+        while true {
+            at += random.duration(.milliseconds(100)...(.milliseconds(300)))
+            guard at < options.duration else { break }
+            add(at, .madeUpPresence(node: liars[Int.random(in: 0..<liars.count, using: &random)], serial: serial, activities: Int.random(in: 1...3, using: &random)))
+            serial += 1
         }
         planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
     }
