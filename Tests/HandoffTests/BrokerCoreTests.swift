@@ -132,7 +132,7 @@ struct BrokerCoreTests {
         #expect(core.subscriberMessage([Frame([0] + topic)]) == .keep)
         #expect(core.subscriberMessage([Frame([1] + Array("A:org.".utf8))]) == .keep)
         let plain = self.core(cache: false)
-        #expect(plain.subscriberMessage([Frame([1] + Array("A:org.".utf8))]) == .forwardToPublishers)
+        #expect(plain.subscriberMessage([Frame([1] + Array("A:org.".utf8))]) == .forwardToPublishers([1] + Array("A:org.".utf8)))
         #expect(plain.subscriberMessage([Frame([0] + topic)]) == .keep)
         #expect(core.counters.subscriptions == 2 && core.counters.unsubscriptions == 1)
     }

@@ -47,7 +47,7 @@ struct SiteNameBindingTests {
         #expect(hub.counters.siteInterestsRefused == 13, "12 names past the eight, and the real site's")
         // (A withdrawal of what the real site follows, from a member that never followed it,
         // libzmq's XPUB passes up too; libzmq's own sockets never send one, so SiteInterestsTests
-        // and UpstreamInterestTests hold that rule.)
+        // and ForwardedInterestTests hold that rule.)
 
         var node = nodeOnBroker("author", broker: hub, security: account.security(account.a))
         node.subscriptions = []

@@ -91,7 +91,7 @@ public final class Broker: Sendable {
         public var siteLoops = 0
         public var siteInterestsRefused = 0
         /// With an upstream broker: subscriptions here followed here but not upstream, past what a
-        /// site may follow there (``UpstreamInterest``: 10,000 prefixes, 256 brought by one key).
+        /// site may follow there (``ForwardedInterest``: 10,000 prefixes, 256 brought by one key).
         public var upstreamInterestsRefused = 0
         /// Subscribers' requests for the publishers (`R:`, `X:`) not passed on: malformed, or past
         /// their key's budget (``PublisherRequests``: ten a second).

@@ -130,11 +130,11 @@ extension BrokerCore {
         var snapshotNoLongerOf: String?
     }
 
-    /// What goes upstream for a subscriber's (un)subscription here (``UpstreamInterest``).
+    /// What goes upstream for a subscriber's (un)subscription here (``ForwardedInterest``).
     /// `key`: the subscriber's connection key on a secure broker, and whether it is a relay's.
     mutating func interestUpstream(_ frame: Frame, key: [UInt8]?, relay: Bool) -> InterestUpstream {
         let send: [UInt8]
-        switch upstreamInterest.upstream(for: frame.bytes, key: key, relay: relay) {
+        switch upstreamInterest.forward(frame.bytes, key: key, relay: relay) {
         case .nothing:
             return InterestUpstream()
         case .refused:

@@ -35,9 +35,11 @@ struct BrokerCore {
 
     /// What to do with a subscriber's message (a subscription, or anything else a SUB sends).
     enum SubscriberVerdict: Equatable {
-        /// Pass it to the publishers (only without the cache: with it the frontend subscribes to
-        /// everything, so publishers hear nothing of subscribers).
-        case forwardToPublishers
+        /// Send this (un)subscription to the publishers (only without the cache: with it the
+        /// frontend subscribes to everything, so publishers hear nothing of subscribers): a
+        /// prefix's first subscription or last withdrawal (``ForwardedInterest``), or, past its
+        /// bounds, a subscription to everything.
+        case forwardToPublishers([UInt8])
         /// A snapshot request (wire.proto, "Snapshots"): answered to that subscriber alone.
         case answerSnapshot(topic: [UInt8], typePrefix: String)
         /// Nothing more than the capture copy.
@@ -62,7 +64,11 @@ struct BrokerCore {
     /// Subscribers' requests for the publishers, within their budget.
     private var publisherRequests = PublisherRequests()
     /// What this site asks of its upstreams.
-    var upstreamInterest: UpstreamInterest
+    var upstreamInterest: ForwardedInterest
+    /// Without the cache: what the publishers are asked to send, and whether, past its bounds,
+    /// they were asked for everything (internal for BrokerCore+Sites.swift).
+    var publisherInterest = ForwardedInterest(.publishers)
+    var publishersSendEverything = false
     private(set) var cache: LastValueCache
     /// With an upstream: the nodes heard on this broker's own frontend lately, whose messages
     /// coming back from upstream are this site's own, returned.
@@ -95,7 +101,7 @@ struct BrokerCore {
         snapshotAnswers = SnapshotAnswers(sliceSize: snapshotSliceSize)
         self.upstreams = upstreams
         self.site = site
-        upstreamInterest = UpstreamInterest(site: site)
+        upstreamInterest = ForwardedInterest(site: site)
         self.cache = cache
         envelopes = EnvelopeBuilder(sender: sender)
     }
@@ -259,7 +265,8 @@ struct BrokerCore {
     /// A subscriber's message (a subscription is one frame: 1 or 0, then the topic). `key`: the
     /// subscriber's connection key on a secure broker, and whether it is a relay's.
     mutating func subscriberMessage(_ frames: [Frame], key: [UInt8]?, relay: Bool, now: ContinuousClock.Instant) -> SubscriberVerdict {
-        guard frames.count == 1 else { return cacheEnabled ? .keep : .forwardToPublishers }
+        // (Anything else a subscriber sends is no subscription: it goes nowhere.)
+        guard frames.count == 1 else { return .keep }
         var verdict = SubscriberVerdict.keep
         var onSnapshotTopic = false
         var request = false
@@ -290,7 +297,26 @@ struct BrokerCore {
         if case .answerSnapshot = verdict { return verdict }
         if case .passRequest = verdict { return verdict }
         // A request's withdrawal: what it asked went on withdrawn already.
-        return onSnapshotTopic || request || brokersOwn || cacheEnabled ? .keep : .forwardToPublishers
+        if onSnapshotTopic || request || brokersOwn || cacheEnabled { return .keep }
+        return forwardToPublishers(frames[0].bytes, key: key, relay: relay)
+    }
+
+    /// Without the cache: what to send the publishers for a subscriber's or a site's
+    /// (un)subscription frame (``ForwardedInterest``). A withdrawal carrying a key that never
+    /// subscribed goes nowhere: libzmq passes it up all the same, and forwarded it would have
+    /// the publishers stop sending what others follow. Past the bounds (a member subscribing to
+    /// made-up topics), the publishers are asked for everything, as with the cache, once.
+    mutating func forwardToPublishers(_ frame: [UInt8], key: [UInt8]?, relay: Bool) -> SubscriberVerdict {
+        guard !publishersSendEverything else { return .keep }
+        switch publisherInterest.forward(frame, key: key, relay: relay) {
+        case .nothing:
+            return .keep
+        case .send(let frame):
+            return .forwardToPublishers(frame)
+        case .refused:
+            publishersSendEverything = true
+            return .forwardToPublishers([1])
+        }
     }
 
     /// A subscriber's request for the publishers, passed on when well formed and within its

@@ -67,9 +67,8 @@ extension BrokerLoop {
     private func fromSiteSubscriber(_ frame: Frame, key: [UInt8]?) throws(ZMQError) {
         publishCounters()
         if let capture { try send([frame], to: capture) }
-        if !core.cacheEnabled {
-            let bytes = frame.bytes
-            if let (_, prefix) = Topic.splitSite(bytes.dropFirst()) { _ = try frontend.trySend([bytes[0]] + prefix) }
+        if !core.cacheEnabled, case .forwardToPublishers(let send) = core.forwardToPublishers(frame.bytes, key: key, relay: isRelay(key)) {
+            try forwardToPublishers(send)
         }
         if !upstreamLinks.isEmpty { try passInterestUpstream(frame, key: key) }
     }

@@ -13,8 +13,8 @@ extension BrokerLoop {
         publishCounters()
         if let capture { try send(frames, to: capture) }
         switch verdict {
-        case .forwardToPublishers:
-            try send(frames, to: frontend)
+        case .forwardToPublishers(let frame):
+            try forwardToPublishers(frame)
         case .answerSnapshot(let topic, let typePrefix):
             // Queued, answered a slice a round; or answered at once (busy, or the cache off).
             if let reply = core.beginSnapshot(topic: topic, typePrefix: typePrefix, now: .now) {
@@ -28,6 +28,14 @@ extension BrokerLoop {
             break
         }
         if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: key) }
+    }
+
+    /// Without the cache: a subscription or withdrawal for the publishers (``BrokerCore/forwardToPublishers(_:key:relay:)``).
+    func forwardToPublishers(_ frame: [UInt8]) throws(ZMQError) {
+        if frame == [1] {
+            logger.warning("subscribers follow more prefixes than this broker forwards (\(ForwardedInterest.maxPrefixes) in all, \(ForwardedInterest.maxPrefixesPerKey) a key): the publishers now send it everything, as with the cache")
+        }
+        try send([Frame(frame)], to: frontend)
     }
 
     /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a

@@ -282,8 +282,8 @@ extension SimulatedWorld {
             break
         case .notSite:
             switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)], key: key, relay: true, now: instant) }) {
-            case .forwardToPublishers:
-                frontendSends(b, frame)
+            case .forwardToPublishers(let send):
+                frontendSends(b, send)
             case .passRequest(let topic):
                 // Subscribed and withdrawn at once, at the publishers and above.
                 frontendSends(b, [1] + topic)
