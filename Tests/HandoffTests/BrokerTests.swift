@@ -66,6 +66,8 @@ struct BrokerTests {
         let context = try Context()
         let broker = try Broker.start(.ephemeral(lastValueCache: false), context: context)
         let publisher = try await connectPublisher(to: broker, context: context)
+        // Verbose, as a node's publisher is: duplicates reach it (before, both subscriptions did).
+        try publisher.set(.xpubVerbose, true)
         let subscribers = try (0..<2).map { _ in
             let subscriber = try context.socket(.sub)
             try subscriber.subscribe("A:org.two.")

@@ -7,18 +7,29 @@ import Testing
 struct ReadvertiseHoldBackTests {
     private static let start = ContinuousClock.now
 
-    @Test("a key whose asked origins never answer is held back (2 s, doubling to 5 min, a step a second at most): a minute of fresh made-up origins ten a second asks 20 (four at a time) and never everyone, not 480 and six times")
-    func liarHeldBack() {
-        var requests = ReadvertiseRequests()
-        let liar = Array("liar-key".utf8)
+    /// A minute of presences of fresh made-up origins under `key`, ten a second; each origin
+    /// asked is `answering` (its next presence lacks nothing) or never heard of again. Returns
+    /// the origins asked and the times everyone was.
+    private static func aMinuteOfMadeUpOrigins(_ requests: inout ReadvertiseRequests, key: [UInt8], answering: Bool) -> (origins: Int, everyone: Int) {
         var origins = 0, everyone = 0
         for tick in 0..<600 {
-            switch requests.decide("made-up-\(tick)", key: liar, now: Self.start + .milliseconds(tick * 100), everyoneAllowed: true) {
-            case .origin: origins += 1
+            let origin = "made-up-\(tick)"
+            switch requests.decide(origin, key: key, now: start + .milliseconds(tick * 100), everyoneAllowed: true) {
+            case .origin:
+                origins += 1
+                if answering { requests.satisfied(origin) }
             case .everyone: everyone += 1
             case .none: break
             }
         }
+        return (origins, everyone)
+    }
+
+    @Test("a key whose asked origins never answer is held back (2 s, doubling to 5 min, a step a second at most): a minute of fresh made-up origins ten a second asks 20 (four at a time) and never everyone, not 480 and six times")
+    func liarHeldBack() {
+        var requests = ReadvertiseRequests()
+        let liar = Array("liar-key".utf8)
+        let (origins, everyone) = Self.aMinuteOfMadeUpOrigins(&requests, key: liar, answering: false)
         #expect(origins <= 24 && everyone == 0, "\(origins) origins asked, everyone \(everyone) times")
         #expect(requests.isHeldBack(liar, now: Self.start + .seconds(60)))
         // Another key's origin is asked as before.
@@ -41,6 +52,16 @@ struct ReadvertiseHoldBackTests {
         #expect(requests.decide("made-up-50", key: liar, now: Self.start + .milliseconds(4_950), everyoneAllowed: true) == .origin)
         #expect(requests.decide("made-up-51", key: liar, now: Self.start + .milliseconds(4_960), everyoneAllowed: true) == .none)
         #expect(requests.decide("n1", key: Array("honest".utf8), now: Self.start + .milliseconds(4_970), everyoneAllowed: true) == .origin)
+    }
+
+    @Test("a key forgiven each time (a member that advertises a real activity under each made-up origin and lists it alone next) has four origins asked at once, then one a second: a minute of it ten a second asks about 64, not 480, and never everyone (six times before); an honest key is asked meanwhile")
+    func forgivenLiarRated() {
+        var requests = ReadvertiseRequests()
+        let liar = Array("liar-key".utf8)
+        let (origins, everyone) = Self.aMinuteOfMadeUpOrigins(&requests, key: liar, answering: true)
+        #expect(origins <= 66 && everyone == 0, "\(origins) origins asked, everyone \(everyone) times")
+        #expect(!requests.isHeldBack(liar, now: Self.start + .seconds(60)), "forgiven each time")
+        #expect(requests.decide("n1", key: Array("honest".utf8), now: Self.start + .seconds(60), everyoneAllowed: true) == .origin)
     }
 
     @Test("an origin whose presence lacks nothing after it was asked keeps its key in good standing; one that never sends one (it died) holds its key back 2 s, once however many such there were at once; an asked origin's presence lacking nothing forgives it; a hold wears off")

@@ -11,8 +11,9 @@ import ZeroMQ
 /// Nodes publish to the broker's frontend and subscribe at its backend. Every bus message has two
 /// frames: a topic (`"A:" + activityType` for advertisements and withdrawals, `"P:" + nodeID` for
 /// node presence) and a serialized ``HandoffWire/WireEnvelope``. The broker forwards every message
-/// from the frontend to the backend and every subscription from the backend to the frontend, frames
-/// as they are, without copying them.
+/// from the frontend to the backend, frames as they are, without copying them. Without the cache,
+/// the publishers are asked for each prefix some subscriber follows, once (``ForwardedInterest``);
+/// with it, the frontend subscribes to everything.
 ///
 /// With the last-value cache on, the broker also remembers the newest advertisement of every live
 /// activity (kept alive by its origin's presence), and answers a joiner's snapshot subscription

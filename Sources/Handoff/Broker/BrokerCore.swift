@@ -37,9 +37,11 @@ struct BrokerCore {
     enum SubscriberVerdict: Equatable {
         /// Send this (un)subscription to the publishers (only without the cache: with it the
         /// frontend subscribes to everything, so publishers hear nothing of subscribers): a
-        /// prefix's first subscription or last withdrawal (``ForwardedInterest``), or, past its
-        /// bounds, a subscription to everything.
+        /// prefix's first subscription or last withdrawal (``ForwardedInterest``).
         case forwardToPublishers([UInt8])
+        /// Without the cache, past the bounds of what is forwarded: subscribe to everything at
+        /// the publishers, as with the cache (once; nothing is forwarded after it).
+        case publishersSendEverything
         /// A snapshot request (wire.proto, "Snapshots"): answered to that subscriber alone.
         case answerSnapshot(topic: [UInt8], typePrefix: String)
         /// Nothing more than the capture copy.
@@ -65,10 +67,13 @@ struct BrokerCore {
     private var publisherRequests = PublisherRequests()
     /// What this site asks of its upstreams.
     var upstreamInterest: ForwardedInterest
-    /// Without the cache: what the publishers are asked to send, and whether, past its bounds,
-    /// they were asked for everything (internal for BrokerCore+Sites.swift).
-    var publisherInterest = ForwardedInterest(.publishers)
-    var publishersSendEverything = false
+    /// Without the cache: what the publishers are asked to send, whether, past its bounds, they
+    /// were asked for everything, and when a further subscriber to everything last had them
+    /// advertise everything again.
+    private var publisherInterest = ForwardedInterest(.publishers)
+    private(set) var publishersSendEverything = false
+    private var lastEveryoneAgain: ContinuousClock.Instant?
+    static let everyoneAgainInterval = Duration.seconds(10)
     private(set) var cache: LastValueCache
     /// With an upstream: the nodes heard on this broker's own frontend lately, whose messages
     /// coming back from upstream are this site's own, returned.
@@ -298,24 +303,33 @@ struct BrokerCore {
         if case .passRequest = verdict { return verdict }
         // A request's withdrawal: what it asked went on withdrawn already.
         if onSnapshotTopic || request || brokersOwn || cacheEnabled { return .keep }
-        return forwardToPublishers(frames[0].bytes, key: key, relay: relay)
+        return forwardToPublishers(frames[0].bytes, key: key, relay: relay, now: now)
     }
 
     /// Without the cache: what to send the publishers for a subscriber's or a site's
     /// (un)subscription frame (``ForwardedInterest``). A withdrawal carrying a key that never
     /// subscribed goes nowhere: libzmq passes it up all the same, and forwarded it would have
     /// the publishers stop sending what others follow. Past the bounds (a member subscribing to
-    /// made-up topics), the publishers are asked for everything, as with the cache, once.
-    mutating func forwardToPublishers(_ frame: [UInt8], key: [UInt8]?, relay: Bool) -> SubscriberVerdict {
-        guard !publishersSendEverything else { return .keep }
+    /// made-up topics), the publishers are asked for everything, as with the cache, once. A
+    /// prefix longer than any topic matches nothing: it goes nowhere.
+    ///
+    /// A node advertises everything again when a subscription to everything reaches it: a
+    /// further subscriber to everything (another observer) passes one on as a request
+    /// (subscribed and withdrawn at once, the standing one untouched), at most once every
+    /// ``everyoneAgainInterval``, since each costs every node a pass over its activities.
+    mutating func forwardToPublishers(_ frame: [UInt8], key: [UInt8]?, relay: Bool, now: ContinuousClock.Instant) -> SubscriberVerdict {
+        guard !publishersSendEverything, frame.count - 1 <= SiteInterests.maxPrefixLength else { return .keep }
         switch publisherInterest.forward(frame, key: key, relay: relay) {
         case .nothing:
-            return .keep
+            guard frame == [1], lastEveryoneAgain.map({ now - $0 >= Self.everyoneAgainInterval }) ?? true else { return .keep }
+            lastEveryoneAgain = now
+            return .passRequest(topic: [])
         case .send(let frame):
+            if frame == [1] { lastEveryoneAgain = now }
             return .forwardToPublishers(frame)
         case .refused:
             publishersSendEverything = true
-            return .forwardToPublishers([1])
+            return .publishersSendEverything
         }
     }
 

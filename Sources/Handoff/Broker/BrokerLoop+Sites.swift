@@ -51,6 +51,9 @@ extension BrokerLoop {
             return false
         case .ignored:
             publishCounters()
+            // libzmq's own withdrawal (no key): no connection holds that site topic now, so
+            // what was forwarded for it goes (a name taken over by a relay kept it).
+            if key == nil, frame.withUnsafeBytes({ $0.first }) == 0 { try forwardSiteInterest(frame, key: nil) }
         case .taken:
             try fromSiteSubscriber(frame, key: key)
         case .refused(let site, let refusal):
@@ -67,8 +70,17 @@ extension BrokerLoop {
     private func fromSiteSubscriber(_ frame: Frame, key: [UInt8]?) throws(ZMQError) {
         publishCounters()
         if let capture { try send([frame], to: capture) }
-        if !core.cacheEnabled, case .forwardToPublishers(let send) = core.forwardToPublishers(frame.bytes, key: key, relay: isRelay(key)) {
-            try forwardToPublishers(send)
+        try forwardSiteInterest(frame, key: key)
+    }
+
+    /// A site's interest on to the publishers (without the cache) and upstream.
+    private func forwardSiteInterest(_ frame: Frame, key: [UInt8]?) throws(ZMQError) {
+        if !core.cacheEnabled {
+            switch core.forwardToPublishers(frame.bytes, key: key, relay: isRelay(key), now: .now) {
+            case .forwardToPublishers(let send): try self.send([Frame(send)], to: frontend)
+            case .publishersSendEverything: try publishersSendEverything()
+            default: break
+            }
         }
         if !upstreamLinks.isEmpty { try passInterestUpstream(frame, key: key) }
     }

@@ -14,7 +14,9 @@ extension BrokerLoop {
         if let capture { try send(frames, to: capture) }
         switch verdict {
         case .forwardToPublishers(let frame):
-            try forwardToPublishers(frame)
+            try send([Frame(frame)], to: frontend)
+        case .publishersSendEverything:
+            try publishersSendEverything()
         case .answerSnapshot(let topic, let typePrefix):
             // Queued, answered a slice a round; or answered at once (busy, or the cache off).
             if let reply = core.beginSnapshot(topic: topic, typePrefix: typePrefix, now: .now) {
@@ -30,12 +32,10 @@ extension BrokerLoop {
         if !upstreamLinks.isEmpty, frames.count == 1 { try passInterestUpstream(frames[0], key: key) }
     }
 
-    /// Without the cache: a subscription or withdrawal for the publishers (``BrokerCore/forwardToPublishers(_:key:relay:)``).
-    func forwardToPublishers(_ frame: [UInt8]) throws(ZMQError) {
-        if frame == [1] {
-            logger.warning("subscribers follow more prefixes than this broker forwards (\(ForwardedInterest.maxPrefixes) in all, \(ForwardedInterest.maxPrefixesPerKey) a key): the publishers now send it everything, as with the cache")
-        }
-        try send([Frame(frame)], to: frontend)
+    /// Without the cache, past the bounds of what is forwarded (``BrokerCore/forwardToPublishers(_:key:relay:now:)``).
+    func publishersSendEverything() throws(ZMQError) {
+        logger.warning("subscribers follow more prefixes than this broker forwards (\(ForwardedInterest.maxPrefixes) in all, \(ForwardedInterest.maxPrefixesPerKey) a key): the publishers now send it everything, as with the cache")
+        try send([Frame([1])], to: frontend)
     }
 
     /// Asks an origin whose presence lists activities the cache lacks to advertise them again: a

@@ -34,7 +34,10 @@ struct ForwardedInterest {
     /// whose withdrawal libzmq passes up withdraws it).
     private var subscribedKeys: [[UInt8]: Set<[UInt8]>] = [:]
     /// Keys remembered a source at most (past it, another's withdrawal is ignored: the interest
-    /// stays until libzmq's own withdrawal, when the last of them goes).
+    /// stays until libzmq's own withdrawal, when the last of them goes). A source followed by more
+    /// keys (`P:` in a fleet of thousands) could be withdrawn by the last remembered key's
+    /// withdrawal of it while unremembered keys follow it: that takes a member withdrawing what
+    /// it never held, after every remembered key withdrew.
     static let maxKeysPerSource = 1_024
     /// Where the interest goes.
     enum Destination: Equatable {

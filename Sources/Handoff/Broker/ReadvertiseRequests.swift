@@ -19,13 +19,18 @@ import Foundation
 /// presences ask nothing, nor count towards asking everyone, for ``firstBackoff``, doubling to
 /// ``longestBackoff`` (one more step a second at most; worn off a ``longestBackoff``
 /// after a hold ended). A presence of an asked origin that lists activities, none lacking,
-/// forgives its key. A key with ``maxAwaitedPerKey`` origins asked and not yet answered or judged
-/// asks for no more meanwhile (an honest node speaks for one origin): the simulator's made-up
-/// presences, four a second under fresh node ids, had a third of them asked before the first
-/// judgement came. So one member cannot keep every node of the bus advertising everything
-/// again, nor use up the origins asked a second while it waits to be judged. (A member that also advertises a real activity under each made-up origin, and lists it
-/// alone next, is forgiven each time: it is then bounded as everyone is, ``perSecond`` and one
-/// subscribe-all per ``everyoneInterval``.)
+/// forgives its key.
+///
+/// An honest node speaks for one origin, asked at most once an interval. So a key with
+/// ``maxAwaitedPerKey`` origins asked and not yet answered or judged asks for no more meanwhile
+/// (the simulator's made-up presences, five a second under fresh node ids, had a third of them
+/// asked before the first judgement came), and a key has at most ``keyBurst`` origins asked at
+/// once, then one a second (``keyPerSecond``): a member that also advertises a real activity
+/// under each made-up origin, and lists it alone next, is forgiven each time, and would otherwise
+/// use up the ``perSecond`` the whole bus shares and have everyone asked every
+/// ``everyoneInterval``. Neither counts towards asking everyone. So one member cannot keep every
+/// node of the bus advertising everything again, nor crowd out the origins that lack for real.
+/// (Keys shared by many nodes share these bounds too.)
 struct ReadvertiseRequests {
     enum Decision: Equatable {
         case none
@@ -64,6 +69,11 @@ struct ReadvertiseRequests {
     /// Whether an asked origin's presence is awaited (the caller tells ``satisfied(_:)`` only then).
     var awaitsAnswers: Bool { !awaited.isEmpty }
 
+    /// Origins of one key asked a second, after a burst (``keyBurst``).
+    static let keyPerSecond = 1.0
+    static let keyBurst = 4.0
+    private var askedOfKey = TokenBuckets<[UInt8]>(perSecond: keyPerSecond, burst: keyBurst, capacity: memory, overflowKey: [])
+
     /// Origins asked one by one a second, unless told otherwise.
     static let defaultPerSecond = 8
 
@@ -84,6 +94,7 @@ struct ReadvertiseRequests {
         if let key, heldBack.isHeld(key, now: now) || awaitedOfKey[key, default: 0] >= Self.maxAwaitedPerKey { return .none }
         if let last = lastAsked[origin], now - last < interval { return .none }
         if let everyone = lastEveryone, now - everyone < interval { return .none }
+        if let key, !askedOfKey.admit(key, now: now) { return .none }
         if window.map({ now - $0.start >= .seconds(1) }) ?? true { window = (now, 0) }
         if window!.asked < perSecond {
             window!.asked += 1

@@ -276,7 +276,11 @@ extension SimulatedWorld {
         if frame.first == 1 { sites[site].upstreamHolds.insert(topic) } else { sites[site].upstreamHolds.remove(topic) }
         let b = upstream(of: site), upstream = brokers[b]
         switch upstream.coreDo({ $0.siteSubscription(Frame(frame), key: key, relay: true) }) {
-        case .refused, .ignored:
+        case .refused:
+            return
+        case .ignored:
+            // libzmq's own withdrawal: what was forwarded upstream for the topic goes (BrokerLoop+Sites.swift).
+            if key == nil, frame.first == 0, upstream.joinsUpstream { passInterestUpstream(b, Frame(frame), key: nil, relay: true) }
             return
         case .taken:
             break
@@ -284,6 +288,8 @@ extension SimulatedWorld {
             switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)], key: key, relay: true, now: instant) }) {
             case .forwardToPublishers(let send):
                 frontendSends(b, send)
+            case .publishersSendEverything:
+                frontendSends(b, [1])
             case .passRequest(let topic):
                 // Subscribed and withdrawn at once, at the publishers and above.
                 frontendSends(b, [1] + topic)
