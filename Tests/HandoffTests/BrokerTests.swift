@@ -59,42 +59,6 @@ struct BrokerTests {
         await broker.stop()
     }
 
-    /// Before, each subscription went on as it came: the frontend's XSUB counted two, libzmq's
-    /// backend passed only the last withdrawal, and the prefix stood at the publishers for good.
-    @Test("without the cache, two subscribers of a prefix make one subscription at the publishers, withdrawn when the second leaves")
-    func withoutTheCacheOneSubscriptionPerPrefix() async throws {
-        let context = try Context()
-        let broker = try Broker.start(.ephemeral(lastValueCache: false), context: context)
-        let publisher = try await connectPublisher(to: broker, context: context)
-        // Verbose, as a node's publisher is: duplicates reach it (before, both subscriptions did).
-        try publisher.set(.xpubVerbose, true)
-        let subscribers = try (0..<2).map { _ in
-            let subscriber = try context.socket(.sub)
-            try subscriber.subscribe("A:org.two.")
-            try subscriber.connect(broker.backendEndpoint)
-            return subscriber
-        }
-        // Probes until each has one (the second may hear the probes sent while waiting for the first).
-        var reached = [false, false]
-        let deadline = ContinuousClock.now + .seconds(5)
-        while reached.contains(false), ContinuousClock.now < deadline {
-            try await publish(.presence(node: "probe", topic: "A:org.two.probe"), on: publisher)
-            for (index, subscriber) in subscribers.enumerated() where try await receiveMessage(subscriber, timeout: .milliseconds(20)) != nil {
-                reached[index] = true
-            }
-        }
-        #expect(reached == [true, true])
-        try await waitUntil(within: .seconds(5)) { broker.counters.subscriptions >= 2 }
-        var heard: [[UInt8]] = []
-        while let frames = try await receiveMessage(publisher, timeout: .milliseconds(300)) { heard.append(frames[0].bytes) }
-        #expect(heard.filter { $0 == subscription("A:org.two.") }.count == 1, "\(heard.map { String(decoding: $0, as: UTF8.self) })")
-        subscribers[0].close()
-        #expect(try await !receiveUntil(publisher, within: .milliseconds(500)) { $0.bytes == unsubscription("A:org.two.") })
-        subscribers[1].close()
-        #expect(try await receiveUntil(publisher, within: .seconds(5)) { $0.bytes == unsubscription("A:org.two.") })
-        await broker.stop()
-    }
-
     @Test("a late joiner's snapshot holds every cached advertisement, once; a narrower prefix only the matching ones")
     func lateJoinerSnapshot() async throws {
         let context = try Context()
