@@ -23,8 +23,8 @@ import Foundation
 ///
 /// An honest node speaks for one origin, asked at most once an interval. So a key with
 /// ``maxAwaitedPerKey`` origins asked and not yet answered or judged asks for no more meanwhile
-/// (the simulator's made-up presences, five a second under fresh node ids, had a third of them
-/// asked before the first judgement came), and a key has at most ``keyBurst`` origins asked at
+/// (the simulator's made-up presences, five a second under fresh node ids, had over a quarter
+/// of them asked before the first judgement came), and a key has at most ``keyBurst`` origins asked at
 /// once, then one a second (``keyPerSecond``): a member that also advertises a real activity
 /// under each made-up origin, and lists it alone next, is forgiven each time, and would otherwise
 /// use up the ``perSecond`` the whole bus shares and have everyone asked every

@@ -21,6 +21,9 @@ final class SimulatedBroker {
     private(set) var incarnation = 0
     /// Which topics each node's subscriber subscribed to here.
     var subscriptionsOf: [Int: Set<String>] = [:]
+
+    /// Whether some node's subscriber holds `topic` here (XPUB's count of it).
+    func holds(_ topic: String) -> Bool { subscriptionsOf.values.contains { $0.contains(topic) } }
     /// Messages it refused as forged or over quota (for the report).
     var refused = 0
 

@@ -54,15 +54,20 @@ extension SimulatedWorld {
     func brokerName(_ b: Int) -> String { options.hasSites ? "site-\(b)'s broker" : brokers.count == 1 ? "the broker" : "broker \(b)" }
 
     /// A node's connection to the broker breaks: what was on its way is lost, and each side
-    /// forgets the other's subscriptions.
-    func disconnectBroker(_ b: Int, _ index: Int) {
+    /// forgets the other's subscriptions. A broker that lives on hears libzmq's own withdrawal
+    /// (no key) of each topic the node alone held, as XPUB passes them when a connection goes.
+    func disconnectBroker(_ b: Int, _ index: Int, brokerLivesOn: Bool = true) {
         brokerLinks[b][index].up.epoch += 1
         brokerLinks[b][index].down.epoch += 1
         brokerLinks[b][index].up.lastArrival = now
         brokerLinks[b][index].down.lastArrival = now
         nodes[index].subscriptionsOfPeer[brokerPeer(b)] = nil
-        brokers[b].subscriptionsOf[index] = nil
+        let held = brokers[b].subscriptionsOf.removeValue(forKey: index) ?? []
         brokerUpSince[b][index] = nil
+        guard brokerLivesOn else { return }
+        for topic in held.sorted() where !brokers[b].holds(topic) {
+            brokerHears(b, topic, subscribe: false, key: nil, asker: nodes[index].id)
+        }
     }
 
     /// A node's subscriber (un)subscribes at the broker.
@@ -133,14 +138,25 @@ extension SimulatedWorld {
     /// alone from the cache, then the reply.
     func brokerSubscription(_ b: Int, _ topic: String, subscribe: Bool, from index: Int) {
         let broker = brokers[b]
-        if subscribe { broker.subscriptionsOf[index, default: []].insert(topic) } else { broker.subscriptionsOf[index]?.remove(topic) }
-        let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
+        if subscribe {
+            broker.subscriptionsOf[index, default: []].insert(topic)
+        } else if broker.subscriptionsOf[index]?.remove(topic) != nil, broker.holds(topic) {
+            // XPUB (not verbose for withdrawals) passes one only when the last holder withdraws.
+            return
+        }
         // As XPUB hands it over: with the metadata of the connection it came on, the node's key.
-        let key = [UInt8](nodes[index].key)
+        brokerHears(b, topic, subscribe: subscribe, key: [UInt8](nodes[index].key), asker: nodes[index].id)
+    }
+
+    /// A (un)subscription XPUB passed to a broker's core (`key`: the connection's; none on one
+    /// libzmq made itself), and, at a site, on upstream as the site's interest.
+    private func brokerHears(_ b: Int, _ topic: String, subscribe: Bool, key: [UInt8]?, asker: String) {
+        let broker = brokers[b]
+        let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
         let verdict = broker.coreDo { $0.subscriberMessage([frame], key: key, relay: false, now: instant) }
         if broker.joinsUpstream { passInterestUpstream(b, frame, key: key, relay: false) }
         guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
-        beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: nodes[index].id)
+        beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: asker)
     }
 
     /// A snapshot request at a broker, as ``BrokerLoop`` takes it: answered at once (busy), or
@@ -229,7 +245,7 @@ extension SimulatedWorld {
     func crashBroker(_ b: Int) {
         guard brokers[b].alive else { return }
         log("\(brokerName(b)) is killed (-9)")
-        for index in nodes.indices where connectedToBroker(b, index) { disconnectBroker(b, index) }
+        for index in nodes.indices where connectedToBroker(b, index) { disconnectBroker(b, index, brokerLivesOn: false) }
         if options.hasSites { for site in sitesJoined(to: b) { disconnectSite(site) } }
         brokers[b].alive = false
     }
