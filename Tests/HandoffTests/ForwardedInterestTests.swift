@@ -11,7 +11,7 @@ struct ForwardedInterestTests {
 
     @Test("on a secure site broker one key brings at most 256 prefixes upstream (a relay's any number); a prefix already followed is another's to share; a withdrawn one frees its place; longer than any topic is never followed")
     func boundedPerKey() {
-        var interest = ForwardedInterest(site: SiteName("m")!)
+        var interest = ForwardedInterest(.upstream(SiteName("m")!))
         let (member, other, relay) = (Array("member".utf8), Array("other".utf8), Array("relay".utf8))
         for index in 0..<ForwardedInterest.maxPrefixesPerKey {
             #expect(interest.forward(Self.frame(1, "A:junk.\(index)"), key: member, relay: false) == .send(Self.frame(1, "L:m|A:junk.\(index)")))
@@ -96,6 +96,9 @@ struct ForwardedInterestTests {
         // Anything else a subscriber sends, and a prefix longer than any topic, go nowhere.
         #expect(core.subscriberMessage([Frame(Self.frame(1, "A:x")), Frame([1])], key: alice, relay: false, now: start) == .keep)
         #expect(subscriber(1, "A:" + String(repeating: "x", count: SiteInterests.maxPrefixLength), member) == .keep)
+        // A site's longest prefix is forwarded: its length is the prefix's, not its site topic's.
+        let longest = "A:" + String(repeating: "y", count: SiteInterests.maxPrefixLength - 2)
+        #expect(core.forwardToPublishers(Self.frame(1, "L:site-b|" + longest), key: nil, relay: true, now: start) == .forwardToPublishers(Self.frame(1, longest)))
         // A member past its 256 prefixes: the publishers are asked for everything, once, and
         // nothing more is forwarded (all of it reaches the broker, as with the cache).
         for index in 0..<ForwardedInterest.maxPrefixesPerKey {

@@ -106,7 +106,7 @@ struct BrokerCore {
         snapshotAnswers = SnapshotAnswers(sliceSize: snapshotSliceSize)
         self.upstreams = upstreams
         self.site = site
-        upstreamInterest = ForwardedInterest(site: site)
+        upstreamInterest = ForwardedInterest(.upstream(site))
         self.cache = cache
         envelopes = EnvelopeBuilder(sender: sender)
     }
@@ -318,7 +318,7 @@ struct BrokerCore {
     /// (subscribed and withdrawn at once, the standing one untouched), at most once every
     /// ``everyoneAgainInterval``, since each costs every node a pass over its activities.
     mutating func forwardToPublishers(_ frame: [UInt8], key: [UInt8]?, relay: Bool, now: ContinuousClock.Instant) -> SubscriberVerdict {
-        guard !publishersSendEverything, frame.count - 1 <= SiteInterests.maxPrefixLength else { return .keep }
+        guard !publishersSendEverything else { return .keep }
         switch publisherInterest.forward(frame, key: key, relay: relay) {
         case .nothing:
             guard frame == [1], lastEveryoneAgain.map({ now - $0 >= Self.everyoneAgainInterval }) ?? true else { return .keep }

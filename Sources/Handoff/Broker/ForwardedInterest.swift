@@ -49,8 +49,6 @@ struct ForwardedInterest {
 
     let destination: Destination
 
-    init(site: SiteName) { destination = .upstream(site) }
-
     init(_ destination: Destination) { self.destination = destination }
 
     /// What a subscriber's (un)subscription here means at the destination.
@@ -59,7 +57,8 @@ struct ForwardedInterest {
         case nothing
         /// This frame goes on: a (un)subscription to a site topic, or to the prefix as it is.
         case send([UInt8])
-        /// A first subscription to a prefix past a bound: not forwarded.
+        /// A first subscription to a prefix past a bound (upstream, also one longer than any
+        /// topic): not forwarded.
         case refused
     }
 
@@ -93,7 +92,10 @@ struct ForwardedInterest {
         let source = Array(topic)
         if action == 1 {
             if followers[prefix] == nil {
-                guard prefix.count <= SiteInterests.maxPrefixLength, followers.count < Self.maxPrefixes else { return .refused }
+                // Longer than any topic, it matches nothing: the publishers are not asked for it;
+                // upstream it is a refusal the site's operator is told of.
+                guard prefix.count <= SiteInterests.maxPrefixLength else { return destination == .publishers ? .nothing : .refused }
+                guard followers.count < Self.maxPrefixes else { return .refused }
                 if let key, !relay {
                     guard prefixesOfKey[key, default: 0] < Self.maxPrefixesPerKey else { return .refused }
                     prefixesOfKey[key, default: 0] += 1
