@@ -53,6 +53,9 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "The hostile node also publishes presences of made-up nodes under its own key, listing made-up activities, every 100-300 ms; prints what they cost (snapshot rounds, origins asked to advertise again).")
     var madeUpPresences = false
 
+    @Flag(help: "With --broker or --broker-pair: brokers without their last-value cache (handoff broker --no-cache), which ask their publishers for what their subscribers follow and answer snapshots empty; prints the messages the publishers sent them that no subscriber followed.")
+    var noCache = false
+
     @Option(help: "Messages per slice of a node's pass over many activities and of its snapshot answers (default: the production 1,000, which no simulated node reaches); 1 or more.")
     var slice: Int?
 
@@ -75,6 +78,10 @@ struct HandoffSim: ParsableCommand {
         if let slice, slice < 1 { throw ValidationError("--slice takes 1 or more") }
         options.sliceSize = slice
         options.madeUpPresences = madeUpPresences
+        guard !noCache || (options.broker && sites < 2) else {
+            throw ValidationError("--no-cache takes --broker or --broker-pair")
+        }
+        options.lastValueCache = !noCache
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -83,10 +90,10 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")\(madeUpPresences ? ", made-up presences" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")\(madeUpPresences ? ", made-up presences" : "")\(noCache ? ", no cache" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0, liesCaught = 0, stalled = 0
-        var madeUp = 0, rounds = 0, originsAsked = 0, everyoneAsked = 0
+        var madeUp = 0, rounds = 0, originsAsked = 0, everyoneAsked = 0, unfollowed = 0
         let clock = ContinuousClock.now
         for seed in start..<(start + UInt64(seeds)) {
             let report = Simulation.run(seed: seed, options: options)
@@ -102,6 +109,7 @@ struct HandoffSim: ParsableCommand {
             rounds += report.snapshotRounds
             originsAsked += report.originsAsked
             everyoneAsked += report.everyoneAsked
+            unfollowed += report.unfollowedAtBrokers
             if let failure = report.failure {
                 print("seed \(seed) FAILED: \(failure)")
                 failed.append(report)
@@ -109,12 +117,13 @@ struct HandoffSim: ParsableCommand {
         }
         let elapsed = ContinuousClock.now - clock
         print("snapshot rounds \(rounds), origins asked to advertise again \(originsAsked), everyone asked \(everyoneAsked)\(madeUpPresences ? ", made-up presences \(madeUp)" : "")")
+        if options.broker && sites < 2 { print("messages the brokers took that no subscriber followed \(unfollowed)") }
         print("\(seeds) seeds, \(failed.count) failed (\(steps) steps, \(deliveries) messages delivered, \(continuations) continuations, \(streams) streams (\(whole) read whole, \(liesCaught) lies caught, \(stalled) stuck given up on), \(refused) refused as forged, replayed or stale; \(elapsed.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow))))")
         if let first = failed.first {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")\(noCache ? " --no-cache" : "")")
             throw ExitCode(1)
         }
     }

@@ -39,13 +39,15 @@ extension SimulatedWorld {
         arrival(on: &brokerLinks[b][index].down)
     }
 
-    /// A node's connection to the broker comes up: the broker's XSUB subscribes to everything at
-    /// the node's publisher, the node's subscriber sends what it subscribes to, and (`notify`) its
-    /// follower hears that the bus came back.
+    /// A node's connection to the broker comes up: the broker's XSUB sends the node's publisher
+    /// all its subscriptions (everything, with the cache), the node's subscriber sends what it
+    /// subscribes to, and (`notify`) its follower hears that the bus came back.
     func connectBroker(_ b: Int, _ index: Int, notify: Bool) {
         guard connectedToBroker(b, index) else { return }
         brokerUpSince[b][index] = now
-        schedule(.brokerAsks(broker: b, to: index, epoch: brokerLinks[b][index].down.epoch, topic: "", subscribe: true), at: arriveFromBroker(b, to: index))
+        for topic in brokers[b].frontendSubscriptions.topics {
+            schedule(.brokerAsks(broker: b, to: index, epoch: brokerLinks[b][index].down.epoch, topic: topic, subscribe: true), at: arriveFromBroker(b, to: index))
+        }
         for topic in nodes[index].subscriptions.sorted() { subscribeAtBroker(b, from: index, topic, subscribe: true) }
         if notify { perform(index, nodes[index].followerDo { $0.busReconnected(to: "tcp://\(brokerName(b))", now: instant) }) }
     }
@@ -83,6 +85,7 @@ extension SimulatedWorld {
         let broker = brokers[b]
         guard let bytes: [UInt8] = try? envelope.serializedBytes() else { return }
         let frames = [Frame(topic), Frame(bytes)]
+        if !options.hasSites, !followedAtBroker(b, topic) { unfollowedAtBrokers += 1 }
         let verdict = broker.coreDo { $0.publisherMessage(frames, connectionKey: [UInt8](nodes[index].key), now: instant) }
         carryOut(b, verdict, frames, envelope: envelope, hop: broker.localHop, fromSite: nil, from: nodes[index].id)
     }
@@ -155,8 +158,26 @@ extension SimulatedWorld {
         let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
         let verdict = broker.coreDo { $0.subscriberMessage([frame], key: key, relay: false, now: instant) }
         if broker.joinsUpstream { passInterestUpstream(b, frame, key: key, relay: false) }
-        guard case .answerSnapshot(let snapshotTopic, let typePrefix) = verdict else { return }
-        beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: asker)
+        switch verdict {
+        case .answerSnapshot(let snapshotTopic, let typePrefix):
+            beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: asker)
+        case .forwardToPublishers(let forwarded):
+            log("\(brokerName(b)) \(forwarded.first == 1 ? "asks its publishers for" : "withdraws at its publishers") \(String(decoding: forwarded.dropFirst(), as: UTF8.self))")
+            frontendSends(b, forwarded)
+        case .publishersSendEverything:
+            log("\(brokerName(b)) has its publishers send everything: its subscribers follow more prefixes than it forwards")
+            frontendSends(b, [1])
+        case .keep, .passRequest:
+            // (A node's subscriber asks for no requests: they come from the brokers of sites
+            // below, carried out in SimulatedWorld+Sites.swift.)
+            break
+        }
+    }
+
+    /// Whether some node's subscriber at a broker follows a topic.
+    private func followedAtBroker(_ b: Int, _ topic: [UInt8]) -> Bool {
+        let topic = String(decoding: topic, as: UTF8.self)
+        return brokers[b].subscriptionsOf.contains { peer, topics in connectedToBroker(b, peer) && topics.contains { topic.hasPrefix($0) } }
     }
 
     /// A snapshot request at a broker, as ``BrokerLoop`` takes it: answered at once (busy), or

@@ -78,6 +78,9 @@ extension SimulatedWorld {
         case .madeUpPresence(let index, let serial, let activities):
             guard running(index) else { return nil }
             madeUpPresence(index, serial: serial, activities: activities)
+        case .forgedWithdrawal(let index, let pick):
+            guard running(index) else { return nil }
+            forgedWithdrawal(index, pick: pick)
         case .crashBroker(let b):
             crashBroker(b)
         case .restartBroker(let b):
@@ -139,6 +142,18 @@ extension SimulatedWorld {
         var envelope = nodes[index].envelope(.nodePresence(presence), date: date)
         envelope.sender = node
         send(from: index, topic: Array((Topic.presencePrefix + node.nodeID).utf8), envelope)
+    }
+
+    /// A hostile member's subscriber withdraws at its brokers a topic that other running nodes
+    /// follow and it does not: it may not stop what others are sent (``ForwardedInterest``,
+    /// ``SiteInterests``).
+    private func forgedWithdrawal(_ index: Int, pick: Int) {
+        let own = nodes[index].subscriptions
+        let others = Set(nodes.indices.filter { $0 != index && running($0) }.flatMap { nodes[$0].subscriptions }).subtracting(own).sorted()
+        guard !others.isEmpty else { return }
+        let topic = others[pick % others.count]
+        log("\(nodes[index].id) withdraws \(topic) at its brokers, which it never followed")
+        for b in brokers.indices { subscribeAtBroker(b, from: index, topic, subscribe: false) }
     }
 
     /// A hostile member's lies: a withdrawal of another node's activity in its own envelope (the

@@ -122,6 +122,8 @@ final class SimulatedWorld {
     /// What made-up presences cost (``SimulationReport``): the presences, the followers' rounds
     /// of snapshot requests, and the origins brokers asked to advertise again, singly and all.
     var madeUpPresences = 0, snapshotRounds = 0, originsAsked = 0, everyoneAsked = 0
+    /// Messages a broker took from its publishers that none of its subscribers followed (``SimulationReport``).
+    var unfollowedAtBrokers = 0
 
     /// `follows`: what each node follows, instead of drawing it from the seed (tests).
     init(options: SimulationOptions, seed: UInt64, hostile: Set<Int>, follows: [[String]]? = nil, trace: ((String) -> Void)?) {
@@ -133,7 +135,7 @@ final class SimulatedWorld {
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
         brokers = options.hasSites
             ? (0..<options.sites).map { SimulatedBroker(site: "site-\($0)", joinsUpstream: $0 > 0) }
-            : (0..<options.brokerCount).map { _ in SimulatedBroker() }
+            : (0..<options.brokerCount).map { _ in SimulatedBroker(cacheEnabled: options.lastValueCache) }
         sites = options.hasSites ? (0..<options.sites).map { _ in SiteLinkState() } : []
         brokerLinks = Array(repeating: Array(repeating: (Link(), Link()), count: options.nodes), count: options.brokerCount)
         brokerPartitions = Array(repeating: [:], count: options.brokerCount)

@@ -55,6 +55,12 @@ public struct SimulationOptions: Sendable, Hashable {
     /// ``Advertiser/bulkSlice``, 1,000, which no simulated node reaches). A few make the passes
     /// and snapshot answers of every node go out in slices, under the same faults.
     public var sliceSize: Int?
+    /// With `broker` (one or a pair, not at sites): whether the brokers keep their last-value
+    /// cache. Without it (`handoff broker --no-cache`) a broker's frontend asks its publishers for
+    /// each prefix its subscribers follow (``ForwardedInterest``), with XSUB's counting and
+    /// libzmq's withdrawals, instead of everything; its snapshots come back empty, so a follower
+    /// learns what went past it at the origin's next refresh.
+    public var lastValueCache = true
 
     public init() {}
 }
@@ -102,6 +108,10 @@ public struct SimulationReport: Sendable {
     public let snapshotRounds: Int
     public let originsAsked: Int
     public let everyoneAsked: Int
+    /// Bus messages that reached a broker from its publishers while none of its subscribers
+    /// followed their topic: without the cache (``SimulationOptions/lastValueCache``), what the
+    /// publishers send that the prefixes forwarded to them should have kept at home.
+    public let unfollowedAtBrokers: Int
     /// The schedule's entries (workload and faults), and those left out.
     public let entries: Int
     public let skipped: Set<Int>
@@ -131,12 +141,16 @@ public enum Simulation {
             var liarRandom = SimulationRandom(seed: seed ^ 0x0F4C_E0FF_1CE5_0003)
             schedule.addMadeUpPresences(options: options, hostile: hostile, random: &liarRandom)
         }
+        if options.broker {
+            var withdrawalRandom = SimulationRandom(seed: seed ^ 0x00F0_26ED_0A11_0004)
+            schedule.addForgedWithdrawals(options: options, hostile: hostile, random: &withdrawalRandom)
+        }
         if options.departures {
             var departureRandom = SimulationRandom(seed: seed ^ 0x00DE_9A27_0BE5_0002)
             schedule.addDepartures(options: options, random: &departureRandom)
         }
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
-        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.hasSites ? " at \(options.sites) sites" : options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
+        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.hasSites ? " at \(options.sites) sites" : options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "")\(options.lastValueCache ? "" : " without its cache") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
         let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
         if let failure, trace { world.log("FAILED: \(failure)") }
         return SimulationReport(
@@ -148,7 +162,7 @@ public enum Simulation {
             streamsStalled: world.streams.count { $0.stuck && $0.ends.contains { $0?.failure?.details["scope"] == "stalled" } },
             madeUpPresences: world.madeUpPresences, snapshotRounds: world.snapshotRounds,
             originsAsked: world.originsAsked, everyoneAsked: world.everyoneAsked,
-            entries: schedule.entries, skipped: skipping, trace: lines)
+            unfollowedAtBrokers: world.unfollowedAtBrokers, entries: schedule.entries, skipped: skipping, trace: lines)
     }
 
     /// The shortest schedule found that still breaks the same invariant: entries (a crash with

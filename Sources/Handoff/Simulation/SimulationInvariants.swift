@@ -138,7 +138,8 @@ enum SimulationInvariants {
     /// "live-activity-known", "ended-activity-forgotten" and "expired-activity-dropped": every live activity of a reachable
     /// origin is known, at its version, to every running follower of its type within
     /// ``discoveryBound(_:)`` of the last change that could hide it (a refresh interval more for
-    /// an origin that publishes made-up presences, ``liar(_:_:)``); nothing ended stays known past
+    /// an origin that publishes made-up presences, or for what went past a follower of brokers
+    /// that keep no cache, ``untilRefresh(_:_:changedAt:pathUp:)``); nothing ended stays known past
     /// ``forgetBound(_:)``, nor anything expired past a sweep after its expiration date.
     static func knownWithinBounds(_ world: SimulatedWorld) -> SimulationFailure? {
         let now = world.now, discovery = discoveryBound(world.options), forget = forgetBound(world.options)
@@ -161,8 +162,9 @@ enum SimulationInvariants {
                 }
                 let origin = world.nodes[truth.origin]
                 guard world.running(truth.origin), let linkUp = world.reachableSince(truth.origin, follower.index) else { continue }
-                let since = max(truth.changedAt, linkUp, origin.resumedAt, follower.resumedAt)
-                guard now - since > discovery + (liar(world, truth.origin) ? SimulatedNode.settings.refreshInterval : .zero) else { continue }
+                let pathUp = max(linkUp, origin.resumedAt, follower.resumedAt)
+                let since = max(truth.changedAt, pathUp)
+                guard now - since > discovery + untilRefresh(world, truth.origin, changedAt: truth.changedAt, pathUp: pathUp) else { continue }
                 guard let known else {
                     return failure(world, "live-activity-known", "\(follower.id) does not know \(id) of \(origin.id), current since \(truth.changedAt) and reachable since \(since)")
                 }
@@ -172,6 +174,18 @@ enum SimulationInvariants {
             }
         }
         return nil
+    }
+
+    /// A refresh interval more, where what a follower missed reaches it only with its origin's
+    /// next refresh: the origin is a liar (``liar(_:_:)``), or the brokers keep no cache to answer
+    /// snapshots from (``SimulationOptions/lastValueCache``) and the change may have gone past the
+    /// follower: it came before the path between them was up (`pathUp`) and the follower's
+    /// subscription had reached the origin's publisher through the broker (two hops). A change
+    /// made on a path that was up gets no more time without the cache than with it, so a
+    /// subscription the broker lost (a member's withdrawal of what others follow) fails the run.
+    static func untilRefresh(_ world: SimulatedWorld, _ origin: Int, changedAt: Duration, pathUp: Duration) -> Duration {
+        let mayHaveGonePast = !world.options.lastValueCache && changedAt < pathUp + world.options.maxLatency * 4
+        return liar(world, origin) || mayHaveGonePast ? SimulatedNode.settings.refreshInterval : .zero
     }
 
     /// Whether `origin` publishes made-up presences: a follower holds back its key, so that a

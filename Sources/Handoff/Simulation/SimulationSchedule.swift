@@ -41,6 +41,10 @@ struct SimulationSchedule {
         /// A hostile node publishes a presence of a made-up node (the `serial`-th) under its own
         /// key, listing `activities` made-up ids.
         case madeUpPresence(node: Int, serial: Int, activities: Int)
+        /// With brokers: a hostile node's subscriber withdraws, at each broker, the `pick`-th
+        /// (modulo) of the topics other running nodes follow and it does not; libzmq's XPUB passes
+        /// such a withdrawal up, with the member's key.
+        case forgedWithdrawal(node: Int, pick: Int)
     }
 
     struct Planned {
@@ -162,6 +166,20 @@ struct SimulationSchedule {
             guard at < options.duration else { break }
             add(at, .madeUpPresence(node: liars[Int.random(in: 0..<liars.count, using: &random)], serial: serial, activities: Int.random(in: 1...3, using: &random)))
             serial += 1
+        }
+        planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
+    }
+
+    /// Adds a hostile node's withdrawals of what others follow, every 1–4 s, drawn from their own
+    /// randomness like the made-up presences.
+    mutating func addForgedWithdrawals(options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom) {
+        let liars = hostile.sorted()
+        guard !liars.isEmpty else { return }
+        var at = Duration.zero
+        while true {
+            at += random.duration(.seconds(1)...(.seconds(4)))
+            guard at < options.duration else { break }
+            add(at, .forgedWithdrawal(node: liars[Int.random(in: 0..<liars.count, using: &random)], pick: Int.random(in: 0..<1_000, using: &random)))
         }
         planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
     }
