@@ -7,6 +7,10 @@ extension LastValueCache {
     /// Cached activities per origin key.
     var perKey: [[UInt8]: Int] { keys.counts }
 
+    /// Whether some origin has more than `quota` activities cached (without making ``perOrigin``:
+    /// the simulator asks after every step).
+    func hasOrigin(over quota: Int) -> Bool { origins.live.contains { $0.value.count > quota } }
+
     /// Cached activities per origin.
     var perOrigin: [String: Int] {
         Dictionary(uniqueKeysWithValues: origins.live.map { ($0.value.id, $0.value.count) })

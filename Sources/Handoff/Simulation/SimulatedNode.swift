@@ -111,6 +111,8 @@ final class SimulatedNode {
     func advertiserDo<T>(_ body: (inout Advertiser) -> T) -> T { body(&advertiser) }
 
     func followerDo<T>(_ body: (inout Follower) -> T) -> T { body(&follower) }
+    /// What its follower knows of an activity, if anything (read, not modified: the invariants ask it often).
+    func knows(_ id: String) -> KnownActivities.Entry? { follower.known[id] }
 
     func subscribed(_ topic: String) { subscriptions.insert(topic) }
 

@@ -23,10 +23,14 @@ extension SimulatedWorld {
             guard let up = brokerUpSince[site(of: a)][a] else { return nil }
             return pathUpSince(fromSite: site(of: a), to: b).map { max($0, up) }
         }
-        return brokers.indices.compactMap { broker -> Duration? in
-            guard let up = brokerUpSince[broker][a], let other = brokerUpSince[broker][b] else { return nil }
-            return max(up, other)
-        }.min()
+        // (A loop, not compactMap and min: the invariants ask after every step.)
+        var earliest: Duration?
+        for broker in brokers.indices {
+            guard let up = brokerUpSince[broker][a], let other = brokerUpSince[broker][b] else { continue }
+            let both = max(up, other)
+            if earliest.map({ both < $0 }) ?? true { earliest = both }
+        }
+        return earliest
     }
 
     /// When a message a node sends now reaches the broker, in order after the last one.
