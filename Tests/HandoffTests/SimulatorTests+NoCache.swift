@@ -5,10 +5,11 @@ import Testing
 /// each asks its publishers for the prefixes its subscribers follow (``ForwardedInterest``, with
 /// XSUB's counting and libzmq's withdrawals), while the hostile node withdraws what others follow.
 extension SimulatorTests {
-    @Test("through a broker and a broker pair without their caches, fresh seeds pass every invariant: a follower learns what it missed by the origin's next refresh, and a member's withdrawals of what others follow stop nothing")
+    @Test("through a broker, a broker pair and a hub of four sites without their caches, fresh seeds pass every invariant: a follower learns what it missed by the origin's next refresh, and a member's withdrawals of what others follow stop nothing")
     func noCacheFreshSeeds() async throws {
         try await passesFreshSeeds(10, "--broker", "--no-cache")
         try await passesFreshSeeds(6, "--broker-pair", "--no-cache")
+        try await passesFreshSeeds(6, "--sites", "4", "--no-cache")
     }
 
     /// Measured when it was written (seeds 1000..<1012): 69 messages no subscriber followed reached

@@ -279,11 +279,12 @@ extension SimulatedWorld {
         case .refused:
             return
         case .ignored:
-            // libzmq's own withdrawal: what was forwarded upstream for the topic goes (BrokerLoop+Sites.swift).
-            if key == nil, frame.first == 0, upstream.joinsUpstream { passInterestUpstream(b, Frame(frame), key: nil, relay: true) }
+            // libzmq's own withdrawal: what was forwarded for the topic goes (BrokerLoop+Sites.swift).
+            if key == nil, frame.first == 0 { forwardSiteInterest(b, frame, key: nil) }
             return
         case .taken:
-            break
+            forwardSiteInterest(b, frame, key: key)
+            return
         case .notSite:
             switch upstream.coreDo({ $0.subscriberMessage([Frame(frame)], key: key, relay: true, now: instant) }) {
             case .forwardToPublishers(let send):
@@ -305,6 +306,20 @@ extension SimulatedWorld {
             }
         }
         if upstream.joinsUpstream { passInterestUpstream(b, Frame(frame), key: key, relay: true) }
+    }
+
+    /// A site's interest on to the publishers (without the cache, whose frontend hears
+    /// everything) and upstream, as ``BrokerLoop`` forwards it (BrokerLoop+Sites.swift).
+    private func forwardSiteInterest(_ b: Int, _ frame: [UInt8], key: [UInt8]?) {
+        let broker = brokers[b]
+        if !broker.cacheEnabled {
+            switch broker.coreDo({ $0.forwardToPublishers(frame, key: key, relay: true, now: instant) }) {
+            case .forwardToPublishers(let send): frontendSends(b, send)
+            case .publishersSendEverything: frontendSends(b, [1])
+            default: break
+            }
+        }
+        if broker.joinsUpstream { passInterestUpstream(b, Frame(frame), key: key, relay: true) }
     }
 
     /// A message down to a site, when what the site subscribed lets it through.

@@ -134,7 +134,8 @@ final class SimulatedWorld {
         jitters = SimulationRandom(seed: seed ^ 0x1F7E_B0C5_0FF5_EED5)
         links = Array(repeating: Array(repeating: Link(), count: options.nodes), count: options.nodes)
         brokers = options.hasSites
-            ? (0..<options.sites).map { SimulatedBroker(site: "site-\($0)", joinsUpstream: $0 > 0) }
+            // (Without the cache, the hub only: a broker that joins an upstream needs its cache, Broker.start.)
+            ? (0..<options.sites).map { site in SimulatedBroker(site: "site-\(site)", joinsUpstream: site > 0, cacheEnabled: options.lastValueCache || site > 0) }
             : (0..<options.brokerCount).map { _ in SimulatedBroker(cacheEnabled: options.lastValueCache) }
         sites = options.hasSites ? (0..<options.sites).map { _ in SiteLinkState() } : []
         brokerLinks = Array(repeating: Array(repeating: (Link(), Link()), count: options.nodes), count: options.brokerCount)

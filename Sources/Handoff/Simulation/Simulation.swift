@@ -55,11 +55,13 @@ public struct SimulationOptions: Sendable, Hashable {
     /// ``Advertiser/bulkSlice``, 1,000, which no simulated node reaches). A few make the passes
     /// and snapshot answers of every node go out in slices, under the same faults.
     public var sliceSize: Int?
-    /// With `broker` (one or a pair, not at sites): whether the brokers keep their last-value
-    /// cache. Without it (`handoff broker --no-cache`) a broker's frontend asks its publishers for
-    /// each prefix its subscribers follow (``ForwardedInterest``), with XSUB's counting and
-    /// libzmq's withdrawals, instead of everything; its snapshots come back empty, so a follower
-    /// learns what went past it at the origin's next refresh.
+    /// With `broker`: whether the brokers keep their last-value cache (at sites, the hub's: a
+    /// broker that joins an upstream needs its cache, ``Broker/start(_:context:)``). Without it
+    /// (`handoff broker --no-cache`) a broker's frontend asks its publishers (at the hub, the
+    /// sites' up sockets among them) for each prefix its subscribers and sites below follow
+    /// (``ForwardedInterest``), with XSUB's counting and libzmq's withdrawals, instead of
+    /// everything; its snapshots come back empty, so a follower learns what went past it at the
+    /// origin's next refresh.
     public var lastValueCache = true
 
     public init() {}
