@@ -53,7 +53,7 @@ struct HandoffSim: ParsableCommand {
     @Flag(help: "The hostile node also publishes presences of made-up nodes under its own key, listing made-up activities, every 100-300 ms; prints what they cost (snapshot rounds, origins asked to advertise again).")
     var madeUpPresences = false
 
-    @Flag(help: "Brokers without their last-value cache (handoff broker --no-cache; at --sites, the hub's: a broker that joins an upstream keeps its cache), which ask their publishers for what their subscribers follow and answer snapshots empty; with --broker or --broker-pair, prints the messages the publishers sent them that no subscriber followed.")
+    @Flag(help: "Brokers without their last-value cache (handoff broker --no-cache; at --sites, the hub's: a broker that joins an upstream keeps its cache), which ask their publishers for what their subscribers follow and answer snapshots empty. (Every --broker and --broker-pair run prints the messages the publishers sent the brokers that no subscriber followed.)")
     var noCache = false
 
     @Option(help: "Messages per slice of a node's pass over many activities and of its snapshot answers (default: the production 1,000, which no simulated node reaches); 1 or more.")

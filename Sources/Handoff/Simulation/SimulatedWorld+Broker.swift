@@ -171,9 +171,16 @@ extension SimulatedWorld {
         case .publishersSendEverything:
             log("\(brokerName(b)) has its publishers send everything: its subscribers follow more prefixes than it forwards")
             frontendSends(b, [1])
-        case .keep, .passRequest:
-            // (A node's subscriber asks for no requests: they come from the brokers of sites
-            // below, carried out in SimulatedWorld+Sites.swift.)
+        case .passRequest(let topic):
+            // (A request, or without the cache a further subscription to everything: no
+            // simulated node makes either; carried out as BrokerLoop does all the same.)
+            frontendSends(b, [1] + topic)
+            frontendSends(b, [0] + topic)
+            if broker.joinsUpstream {
+                subscribeUpstream(b, [1] + topic)
+                subscribeUpstream(b, [0] + topic)
+            }
+        case .keep:
             break
         }
     }
@@ -189,7 +196,7 @@ extension SimulatedWorld {
     func beginSnapshot(_ b: Int, topic: [UInt8], typePrefix: String, asker: String) {
         let broker = brokers[b]
         if let reply = broker.coreDo({ $0.beginSnapshot(topic: topic, typePrefix: typePrefix, now: instant) }) {
-            log("\(brokerName(b)) answers \(asker)'s snapshot of \(typePrefix) at once, busy")
+            log("\(brokerName(b)) answers \(asker)'s snapshot of \(typePrefix) at once\(broker.cacheEnabled ? ", busy" : ", with no cache")")
             publishOnBackend(b, topic: topic, bytes: reply)
             return
         }
@@ -248,8 +255,9 @@ extension SimulatedWorld {
         }
     }
 
-    /// The broker's XSUB (un)subscribes at a node's publisher: everything (it connected), or "R:"
-    /// and the node's id (advertise again what the cache lacks).
+    /// The broker's XSUB (un)subscribes at a node's publisher: everything (it connected), a
+    /// prefix its subscribers follow (without the cache), or "R:" and the node's id (advertise
+    /// again what the cache lacks).
     func brokerAsks(_ b: Int, _ index: Int, topic: String, subscribe: Bool) {
         let node = nodes[index]
         guard subscribe else {

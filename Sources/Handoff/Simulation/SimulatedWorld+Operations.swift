@@ -146,10 +146,12 @@ extension SimulatedWorld {
 
     /// A hostile member's subscriber withdraws at its brokers a topic that other running nodes
     /// follow and it does not: it may not stop what others are sent (``ForwardedInterest``,
-    /// ``SiteInterests``).
+    /// ``SiteInterests``). (Not a snapshot answer's topic: each carries a random token a member
+    /// cannot know.)
     private func forgedWithdrawal(_ index: Int, pick: Int) {
         let own = nodes[index].subscriptions
-        let others = Set(nodes.indices.filter { $0 != index && running($0) }.flatMap { nodes[$0].subscriptions }).subtracting(own).sorted()
+        let followed = nodes.indices.filter { $0 != index && running($0) }.flatMap { nodes[$0].subscriptions }
+        let others = Set(followed.filter { !$0.hasPrefix(Topic.snapshotPrefix) }).subtracting(own).sorted()
         guard !others.isEmpty else { return }
         let topic = others[pick % others.count]
         log("\(nodes[index].id) withdraws \(topic) at its brokers, which it never followed")

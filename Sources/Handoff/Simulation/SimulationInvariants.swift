@@ -206,11 +206,12 @@ enum SimulationInvariants {
     /// next refresh: the origin is a liar (``liar(_:_:)``), or the brokers keep no cache to answer
     /// snapshots from (``SimulationOptions/lastValueCache``) and the change may have gone past the
     /// follower: it came before the path between them was up (`pathUp`) and the follower's
-    /// subscription had reached the origin's publisher through the broker (two hops). A change
+    /// subscription had reached the origin's publisher (a hop to its broker, one per site level up
+    /// to the hub and one down from it: at most the tree's depth and two; two more for slack). A change
     /// made on a path that was up gets no more time without the cache than with it, so a
     /// subscription the broker lost (a member's withdrawal of what others follow) fails the run.
     static func untilRefresh(_ world: SimulatedWorld, _ origin: Int, changedAt: Duration, pathUp: Duration) -> Duration {
-        let mayHaveGonePast = !world.options.lastValueCache && changedAt < pathUp + world.options.maxLatency * 4
+        let mayHaveGonePast = !world.options.lastValueCache && changedAt < pathUp + world.options.maxLatency * (4 + world.options.siteDepth)
         return liar(world, origin) || mayHaveGonePast ? SimulatedNode.settings.refreshInterval : .zero
     }
 
@@ -227,7 +228,7 @@ enum SimulationInvariants {
     static func memoryBounded(_ world: SimulatedWorld) -> SimulationFailure? {
         for broker in world.brokers {
             let cache = broker.core.cache
-            if cache.count > SimulatedBroker.capacity || (cache.count > SimulatedBroker.perOriginQuota && cache.hasOrigin(over: SimulatedBroker.perOriginQuota)) {
+            if cache.count > SimulatedBroker.capacity || cache.hasOrigin(over: SimulatedBroker.perOriginQuota) {
                 return failure(world, "memory-bounded", "the broker caches \(cache.count) activities, over its bounds")
             }
         }
