@@ -174,12 +174,7 @@ extension SimulatedWorld {
         case .passRequest(let topic):
             // (A request, or without the cache a further subscription to everything: no
             // simulated node makes either; carried out as BrokerLoop does all the same.)
-            frontendSends(b, [1] + topic)
-            frontendSends(b, [0] + topic)
-            if broker.joinsUpstream {
-                subscribeUpstream(b, [1] + topic)
-                subscribeUpstream(b, [0] + topic)
-            }
+            passRequest(b, topic)
         case .keep:
             break
         }

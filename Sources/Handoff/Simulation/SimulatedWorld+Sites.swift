@@ -292,13 +292,7 @@ extension SimulatedWorld {
             case .publishersSendEverything:
                 frontendSends(b, [1])
             case .passRequest(let topic):
-                // Subscribed and withdrawn at once, at the publishers and above.
-                frontendSends(b, [1] + topic)
-                frontendSends(b, [0] + topic)
-                if upstream.joinsUpstream {
-                    subscribeUpstream(b, [1] + topic)
-                    subscribeUpstream(b, [0] + topic)
-                }
+                passRequest(b, topic)
             case .answerSnapshot(let snapshotTopic, let typePrefix):
                 beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: "site-\(site)")
             case .keep:
@@ -355,6 +349,17 @@ extension SimulatedWorld {
     }
 
     // MARK: Both
+
+    /// A request for the publishers, subscribed and withdrawn at once at them and above
+    /// (``BrokerLoop``'s passRequest).
+    func passRequest(_ b: Int, _ topic: [UInt8]) {
+        frontendSends(b, [1] + topic)
+        frontendSends(b, [0] + topic)
+        if brokers[b].joinsUpstream {
+            subscribeUpstream(b, [1] + topic)
+            subscribeUpstream(b, [0] + topic)
+        }
+    }
 
     /// A broker's frontend (XSUB) (un)subscribes at its publishers: its nodes, and the up sockets
     /// of the sites below it.
