@@ -183,7 +183,12 @@ extension SimulatedWorld {
     /// Whether some node's subscriber at a broker follows a topic.
     private func followedAtBroker(_ b: Int, _ topic: [UInt8]) -> Bool {
         let topic = String(decoding: topic, as: UTF8.self)
-        return brokers[b].subscriptionsOf.contains { peer, topics in connectedToBroker(b, peer) && topics.contains { topic.hasPrefix($0) } }
+        return nodes.indices.contains { subscriberFollows(b, $0, topic) }
+    }
+
+    /// Whether a node's subscriber, connected to a broker, subscribed there to a prefix of `topic`.
+    private func subscriberFollows(_ b: Int, _ peer: Int, _ topic: String) -> Bool {
+        connectedToBroker(b, peer) && brokers[b].subscriptionsOf[peer]?.contains(where: { topic.hasPrefix($0) }) == true
     }
 
     /// A snapshot request at a broker, as ``BrokerLoop`` takes it: answered at once (busy), or
@@ -244,8 +249,7 @@ extension SimulatedWorld {
     /// A message to a broker's own subscribers that follow its topic.
     func sendToSubscribers(_ b: Int, topic: [UInt8], envelope: WireEnvelope) {
         let topicString = String(decoding: topic, as: UTF8.self)
-        for peer in nodes.indices where connectedToBroker(b, peer) {
-            guard brokers[b].subscriptionsOf[peer]?.contains(where: { topicString.hasPrefix($0) }) == true else { continue }
+        for peer in nodes.indices where subscriberFollows(b, peer, topicString) {
             schedule(.fromBroker(broker: b, to: peer, epoch: brokerLinks[b][peer].down.epoch, topic: topic, envelope: envelope), at: arriveFromBroker(b, to: peer))
         }
     }

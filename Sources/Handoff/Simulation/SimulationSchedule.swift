@@ -158,28 +158,34 @@ struct SimulationSchedule {
     /// Adds presences of made-up nodes, each from a hostile node (drawn), every 100–300 ms, from
     /// their own randomness like the streams.
     mutating func addMadeUpPresences(options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom) {
-        let liars = hostile.sorted()
-        guard !liars.isEmpty else { return }
-        var at = Duration.zero, serial = 0
-        while true {
-            at += random.duration(.milliseconds(100)...(.milliseconds(300)))
-            guard at < options.duration else { break }
-            add(at, .madeUpPresence(node: liars[Int.random(in: 0..<liars.count, using: &random)], serial: serial, activities: Int.random(in: 1...3, using: &random)))
-            serial += 1
+        addHostile(every: .milliseconds(100)...(.milliseconds(300)), options: options, hostile: hostile, random: &random) { liar, serial, random in
+            .madeUpPresence(node: liar, serial: serial, activities: Int.random(in: 1...3, using: &random))
         }
-        planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
     }
 
     /// Adds a hostile node's withdrawals of what others follow, every 1–4 s, drawn from their own
     /// randomness like the made-up presences.
     mutating func addForgedWithdrawals(options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom) {
+        addHostile(every: .seconds(1)...(.seconds(4)), options: options, hostile: hostile, random: &random) { liar, _, random in
+            .forgedWithdrawal(node: liar, pick: Int.random(in: 0..<1_000, using: &random))
+        }
+    }
+
+    /// Adds what a hostile node (drawn) does, every `interval` (drawn), through the run: the
+    /// `serial`-th operation `operation` makes, from what it draws.
+    private mutating func addHostile(
+        every interval: ClosedRange<Duration>, options: SimulationOptions, hostile: Set<Int>, random: inout SimulationRandom,
+        _ operation: (_ liar: Int, _ serial: Int, inout SimulationRandom) -> Operation
+    ) {
         let liars = hostile.sorted()
         guard !liars.isEmpty else { return }
-        var at = Duration.zero
+        var at = Duration.zero, serial = 0
         while true {
-            at += random.duration(.seconds(1)...(.seconds(4)))
+            at += random.duration(interval)
             guard at < options.duration else { break }
-            add(at, .forgedWithdrawal(node: liars[Int.random(in: 0..<liars.count, using: &random)], pick: Int.random(in: 0..<1_000, using: &random)))
+            let liar = liars[Int.random(in: 0..<liars.count, using: &random)]
+            add(at, operation(liar, serial, &random))
+            serial += 1
         }
         planned.sort { ($0.at, $0.entry) < ($1.at, $1.entry) }
     }
