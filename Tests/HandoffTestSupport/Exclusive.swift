@@ -23,8 +23,8 @@ public struct Exclusive: TestTrait, SuiteTrait, TestScoping {
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         _ = Self.childrenEndWithTheRun
-        await ExclusiveLock.shared.acquire()
-        defer { ExclusiveLock.shared.release() }
+        await TaskLimit.exclusive.acquire()
+        defer { TaskLimit.exclusive.release() }
         try await function()
     }
 }
