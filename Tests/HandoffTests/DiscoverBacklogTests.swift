@@ -15,7 +15,10 @@ struct DiscoverBacklogTests {
 
     @Test("a reader more than maxDiscoverBacklog events behind gets the events held, in order, then its stream ends; discovering again lists every activity known, and the node goes on")
     func overrunEndsTheStreamAfterWhatItHolds() async throws {
-        try await withTwoNodes(configureB: { $0.maxDiscoverBacklog = 20 }) { a, b in
+        // A's activities are leased for 30 s, not the tests' 600 ms: the stream must hold appearances
+        // only, and under a loaded parallel pass a stall of 600 ms had B lose Contact 0 and learn it
+        // again (appeared, removed, appeared) before anything else.
+        try await withTwoNodes(configureA: { $0.lease = .seconds(30) }, configureB: { $0.maxDiscoverBacklog = 20 }) { a, b in
             let contacts = ActivityFilter.type(prefix: "org.handoff.contacts.")
             let stalled = await b.discover(contacts)
             _ = try await viewContacts(1, currentOn: a)
