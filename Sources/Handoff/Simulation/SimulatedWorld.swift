@@ -103,6 +103,9 @@ final class SimulatedWorld {
     /// activity has lagged behind a version its node knows (SimulationInvariants).
     var didUpdatesChecked = 0
     var heldLagging: [String: Duration] = [:]
+    /// The nodes that follow each activity type, by index (what a node follows never changes in a
+    /// run): worked out once per type, not at every step's check.
+    var followersOfType: [String: [Int]] = [:]
     let trace: ((String) -> Void)?
     /// The delegate of activities whose will-save runs (activities hold their delegate weakly).
     let saver = SimulatedSaver()

@@ -143,24 +143,24 @@ enum SimulationInvariants {
     /// ``forgetBound(_:)``, nor anything expired past a sweep after its expiration date.
     ///
     /// Checked after every step over every activity the run made and every follower, so what does
-    /// not change within a step is worked out once (which nodes run, which types each follows,
-    /// paths), and a follower's knowledge is looked up only where a bound has passed: this was
+    /// not change within a step is worked out once (which nodes run, paths; which nodes follow a
+    /// type, once a run), and a follower's knowledge is looked up only where a bound has passed: this was
     /// over half of a debug run's time.
     static func knownWithinBounds(_ world: SimulatedWorld) -> SimulationFailure? {
         let now = world.now, discovery = discoveryBound(world.options), forget = forgetBound(world.options)
         let expirySweep = Self.sweep + .milliseconds(50)
         let running = world.nodes.map { world.running($0.index) }
-        var followersOfType: [String: [SimulatedNode]] = [:]
         var reachable: [Int: Duration?] = [:]
         for id in world.truth.order {
             guard let truth = world.truth[id] else { continue }
             let end = earlier(truth.endedAt, truth.expiresAt)
-            let followers = followersOfType[truth.type] ?? {
-                let found = world.nodes.filter { node in node.follows.contains { truth.type.hasPrefix($0) } }
-                followersOfType[truth.type] = found
+            let followers = world.followersOfType[truth.type] ?? {
+                let found = world.nodes.filter { node in node.follows.contains { truth.type.hasPrefix($0) } }.map(\.index)
+                world.followersOfType[truth.type] = found
                 return found
             }()
-            for follower in followers where follower.index != truth.origin && running[follower.index] {
+            for index in followers where index != truth.origin && running[index] {
+                let follower = world.nodes[index]
                 // Its expiration date is in every advertisement: a follower drops it on its next
                 // sweep, whatever it hears or does not hear.
                 let pastExpiry = truth.expiresAt.map { now > max($0, follower.resumedAt) + expirySweep } ?? false
