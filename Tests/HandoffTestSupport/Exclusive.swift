@@ -23,9 +23,7 @@ public struct Exclusive: TestTrait, SuiteTrait, TestScoping {
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         _ = Self.childrenEndWithTheRun
-        await TaskLimit.exclusive.acquire()
-        defer { TaskLimit.exclusive.release() }
-        try await function()
+        try await TaskLimit.exclusive.run { try await function() }
     }
 }
 

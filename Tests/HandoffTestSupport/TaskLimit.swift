@@ -20,7 +20,7 @@ public final class TaskLimit: Sendable {
     }
 
     /// Waits for a place, then holds it until `release()`.
-    public func acquire() async {
+    private func acquire() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let granted = state.withLock { state -> Bool in
                 guard state.running < width else {
@@ -35,7 +35,7 @@ public final class TaskLimit: Sendable {
     }
 
     /// Hands the place to the first waiter, or frees it.
-    public func release() {
+    private func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.waiters.isEmpty else {
                 state.running -= 1
