@@ -22,11 +22,7 @@ private func knockWithoutCurve(at endpoint: String, timeout: Duration = .seconds
     defer { close(fd) }
     var wait = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-    // Signature, version 3.0, mechanism NULL, as-server 0, filler.
-    var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0]
-    greeting += Array("NULL".utf8) + [UInt8](repeating: 0, count: 16)
-    greeting += [0] + [UInt8](repeating: 0, count: 31)
-    guard send(fd, greeting, greeting.count, Int32(MSG_NOSIGNAL)) == greeting.count else { throw ProcessFailure("send: errno \(errno)") }
+    try sendRaw(zmtpGreeting(mechanism: "NULL"), on: fd)
     var buffer = [UInt8](repeating: 0, count: 256)
     while recv(fd, &buffer, buffer.count, 0) > 0 {}  // until the server hangs up (or the timeout)
 }

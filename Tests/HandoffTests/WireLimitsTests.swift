@@ -3,6 +3,7 @@ import Glibc
 import Handoff
 import HandoffWire
 import Testing
+import HandoffTestSupport
 
 /// A peer speaking the wire contract by hand, with identifiers far over its limits.
 @Suite("The contract's limits, against a peer that ignores them")
@@ -105,10 +106,7 @@ func declareHugeHandshake(to endpoint: String, within timeout: Duration = .secon
     var timeoutValue = timeval(tv_sec: 1, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeoutValue, socklen_t(MemoryLayout<timeval>.size))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeoutValue, socklen_t(MemoryLayout<timeval>.size))
-    // Greeting: signature, version 3.0, mechanism CURVE, as-server 0, filler.
-    var greeting: [UInt8] = [0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0]
-    greeting += Array("CURVE".utf8) + [UInt8](repeating: 0, count: 15)
-    greeting += [0] + [UInt8](repeating: 0, count: 31)
+    let greeting = zmtpGreeting(mechanism: "CURVE")
     guard send(fd, greeting, greeting.count, Int32(MSG_NOSIGNAL)) == greeting.count else { return 0 }
     var theirs = [UInt8](repeating: 0, count: 64)
     guard recv(fd, &theirs, 64, Int32(MSG_WAITALL)) == 64, theirs[0] == 0xFF, theirs[10] == 3 else {
