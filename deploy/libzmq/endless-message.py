@@ -14,15 +14,12 @@ prints the receiver's resident memory before and after. On this project's 2-core
 (2026-12-03, libzmq 4.3.4) a broker grew from 36 MiB to 2.3 GiB in 6 s. No socket option
 bounds it; the deploy/systemd units set MemoryMax so that it costs a restart, not the host.
 """
-import socket
 import struct
 import sys
 import time
 
+from zmtp import connect_null, resident
 
-def resident(pid):
-    with open(f"/proc/{pid}/status") as status:
-        return next(line.split(":")[1].strip() for line in status if line.startswith("VmRSS"))
 
 
 def main():
@@ -30,14 +27,7 @@ def main():
     pid = sys.argv[4] if len(sys.argv) > 4 else None
     if pid:
         print("receiver before:", resident(pid))
-    peer = socket.create_connection((host, port))
-    # Greeting: signature, version 3.0, mechanism NULL, as-server 0, filler.
-    peer.sendall(b"\xff" + b"\x00" * 8 + b"\x7f" + bytes([3, 0]) + b"NULL" + b"\x00" * 16 + b"\x00" + b"\x00" * 31)
-    greeting = b""
-    while len(greeting) < 64:
-        greeting += peer.recv(64 - len(greeting))
-    ready = b"\x05READY" + bytes([11]) + b"Socket-Type" + struct.pack(">I", 3) + b"PUB"
-    peer.sendall(bytes([0x04, len(ready)]) + ready)
+    peer = connect_null(host, port, "PUB")
     frame = b"x" * 60_000
     peer.sendall(bytes([0x01, 10]) + b"A:org.test")  # the topic, MORE set
     header = bytes([0x03]) + struct.pack(">Q", len(frame))  # MORE and LONG, forever

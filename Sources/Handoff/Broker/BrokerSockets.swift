@@ -52,7 +52,9 @@ struct BrokerSockets {
             try backend.set(.sendHighWaterMark, hwm)
             try backend.set(.receiveHighWaterMark, hwm)
             try backend.set(.xpubVerbose, true)
-            try backend.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+            // Subscribers send only subscriptions, and libzmq keeps each distinct one while its
+            // subscriber is connected: a frame past the longest the contract makes cuts it off.
+            try backend.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
             try backend.bind(configuration.backend)
             let backendEndpoint = try backend.lastEndpoint
             if let view = configuration.viewEndpoint { try backend.bind(view) }
@@ -61,7 +63,7 @@ struct BrokerSockets {
                 let socket = try open(.pub, linger: Self.sendingLinger)
                 try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
-                try socket.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+                try socket.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
                 try socket.bind(captureAddress)
                 capture = socket
             }
@@ -81,7 +83,7 @@ struct BrokerSockets {
                 if let security, let key = security.brokerKey { try security.secureClient(up, serverKey: key) }
                 try up.set(.sendHighWaterMark, hwm)
                 try up.set(.xpubVerbose, true)
-                try up.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+                try up.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
                 try up.connect(upstream.frontend)
                 // Down: what this site's subscribers subscribe to, from the upstream's backend.
                 let down = try open(.xsub)

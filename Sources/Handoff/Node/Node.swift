@@ -136,8 +136,9 @@ public actor Node: Service {
         // requests), which can take 10 ms now and then; its sends are every advertisement
         // (ZeroMQ's Socket.wakeOtherWaiters(afterSending:flags:)).
         publisher.coalescesReadingsAfterSends = true
-        // The contract's frame limit on the bus, both ways in (subscriptions come in on the publisher).
-        try publisher.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+        // Only subscriptions come in on the publisher: a peer sending a larger frame is cut off
+        // before libzmq keeps it (each distinct one stays in its trie while the peer is connected).
+        try publisher.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
         func makeSubscriber() throws(ZMQError) -> Socket {
             let subscriber = try context.socket(.sub)
             try subscriber.set(.receiveHighWaterMark, 100_000)

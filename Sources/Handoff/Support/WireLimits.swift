@@ -8,6 +8,14 @@ public enum WireLimits {
     /// handshake command, disconnects its sender before anything is buffered.
     public static let maxBusFrame = 65_536
 
+    /// The largest frame a peer may send to a socket that takes only subscriptions: a node's
+    /// publisher, a broker's backend and capture, a site's link up. The longest subscription the
+    /// contract makes is under 330 bytes (`L:` + site + `|` + `A:` + type); libzmq keeps every
+    /// distinct one in a trie until its connection goes, at about 30 bytes of memory per byte of
+    /// topic (a flood of 500 subscriptions of 60,000 random bytes took a broker from 35 to 951
+    /// MiB). A larger frame disconnects its sender before anything is kept.
+    public static let maxSubscriptionFrame = 1_024
+
     /// The most UTF-8 bytes an advertisement may carry in an activity's type, title, keywords and
     /// webpage URL together (what it carries besides fixed-size fields), well inside ``maxBusFrame``.
     public static let maxAdvertisedText = 16_384
