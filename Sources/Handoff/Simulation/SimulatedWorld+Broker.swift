@@ -156,12 +156,13 @@ extension SimulatedWorld {
     }
 
     /// A (un)subscription XPUB passed to a broker's core (`key`: the connection's; none on one
-    /// libzmq made itself), and, at a site, on upstream as the site's interest.
+    /// libzmq made itself), and, at a site, on upstream as the site's interest: in
+    /// ``BrokerLoop/fromSubscriber(_:)``'s order, and a request not as interest (it went up as
+    /// a request).
     private func brokerHears(_ b: Int, _ topic: String, subscribe: Bool, key: [UInt8]?, asker: String) {
         let broker = brokers[b]
         let frame = Frame([subscribe ? 1 : 0] + Array(topic.utf8))
         let verdict = broker.coreDo { $0.subscriberMessage([frame], key: key, relay: false, now: instant) }
-        if broker.joinsUpstream { passInterestUpstream(b, frame, key: key, relay: false) }
         switch verdict {
         case .answerSnapshot(let snapshotTopic, let typePrefix):
             beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: asker)
@@ -175,9 +176,11 @@ extension SimulatedWorld {
             // (A request, or without the cache a further subscription to everything: no
             // simulated node makes either; carried out as BrokerLoop does all the same.)
             passRequest(b, topic)
+            return
         case .keep:
             break
         }
+        if broker.joinsUpstream { passInterestUpstream(b, frame, key: key, relay: false) }
     }
 
     /// Whether some node's subscriber at a broker follows a topic.

@@ -292,7 +292,9 @@ extension SimulatedWorld {
             case .publishersSendEverything:
                 frontendSends(b, [1])
             case .passRequest(let topic):
+                // Up as a request, not as the site's interest (BrokerLoop.fromSubscriber).
                 passRequest(b, topic)
+                return
             case .answerSnapshot(let snapshotTopic, let typePrefix):
                 beginSnapshot(b, topic: snapshotTopic, typePrefix: typePrefix, asker: "site-\(site)")
             case .keep:
