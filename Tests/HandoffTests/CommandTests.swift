@@ -193,6 +193,34 @@ struct CommandTests {
         #expect(broker.isRunning)
     }
 
+    @Test("`handoff broker` without an account lives through SIGHUP (`systemctl reload`) and says there is nothing to reload")
+    func keylessBrokerTakesHangup() async throws {
+        let ports = try freePorts(2)
+        let broker = Process()
+        broker.executableURL = buildFolder.appendingPathComponent("handoff")
+        broker.arguments = ["broker", "--frontend", ports[0], "--backend", ports[1], "--log-level", "notice"]
+        let brokerOutput = Pipe(), brokerLog = Pipe()
+        broker.standardOutput = brokerOutput
+        broker.standardError = brokerLog
+        try broker.run()
+        defer {
+            kill(broker.processIdentifier, SIGKILL)
+            broker.waitUntilExit()
+        }
+        let ready = String(decoding: brokerOutput.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(ready.contains("broker ready"), "\(ready)")
+
+        kill(broker.processIdentifier, SIGHUP)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(broker.isRunning, "SIGHUP's default action ended the broker")
+        let after = try await runHandoff(["activities", "--broker", ports[0], ports[1], "--wait", "0.5", "--log-level", "critical"])
+        #expect(after.status == 0, "stderr: \(after.error)")
+        kill(broker.processIdentifier, SIGTERM)
+        broker.waitUntilExit()
+        let log = String(decoding: brokerLog.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(log.contains("nothing to reload"), "\(log)")
+    }
+
     @Test("`handoff agent` refuses a configuration with an unknown key, naming it and the closest known one, or a value out of range")
     func agentConfigurationTypos() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("handoff-config-\(UUID().uuidString)")

@@ -62,8 +62,11 @@ struct SecurityTests {
 
             // Continue: even knowing A's endpoint and key, the stranger is refused at A's handshake.
             await stranger.setContinuationHandler(forType: activity.activityType) { _ in }
+            let asked = ContinuousClock.now
             let refusal = await #expect(throws: HandoffError.self) { try await stranger.continueActivity(found) }
             #expect(refusal?.code == .unauthorized)
+            // As soon as it is refused, not when its connect timeout runs out.
+            #expect(asked.duration(to: .now) < strangerConfiguration.connectTimeout)
             #expect(refusal?.message.contains("refused this node's key") == true)
 
             // Refused at the handshake, and counted where it was refused.

@@ -176,6 +176,8 @@ extension Node {
             }
             awaited.end()
             if refusedUnconnected {
+                // Refused at the handshake moments ago: say so (connectedClient would make it again).
+                if client.refusedAtHandshake { try await awaitConnection(of: client, activityType: activityType) }
                 client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
                 waitedForConnection = true
                 continue
@@ -215,16 +217,34 @@ extension Node {
     /// authenticates it by that key at the CURVE handshake.
     func connectedClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) async throws(HandoffError) -> Client {
         let client = try originClient(endpoint, serverKey: serverKey, activityType: activityType)
-        // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
-        let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: own.configuration.connectTimeout)
-        guard let ready, ready.contains(.writable) else {
-            if client.refusedAtHandshake {
-                throw HandoffError(.unauthorized, "the originator at \(endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
-            }
-            throw HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
-        }
+        try await awaitConnection(of: client, activityType: activityType)
         return client
     }
+
+    /// Waits until `client` has a live connection, as long as `connectTimeout`; `unauthorized` as
+    /// soon as the originator refuses this node's key at the handshake.
+    ///
+    /// In slices, so that a refusal (``watchConnection(to:client:)`` reads it while this waits) ends
+    /// the wait at once, and one read late on a loaded machine is still named, not a timeout.
+    func awaitConnection(of client: Client, activityType: String) async throws(HandoffError) {
+        let deadline = ContinuousClock.now + own.configuration.connectTimeout
+        while !client.refusedAtHandshake {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                throw HandoffError(.connectionUnavailable, "no connection to the originator at \(client.endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
+            }
+            // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
+            let ready = try? await client.socket.waitUntilReady(for: .writable, timeout: min(remaining, Self.refusalCheckInterval))
+            if ready?.contains(.writable) == true { return }
+            if ready == nil, !client.refusedAtHandshake {
+                throw HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) was closed while this node waited for it", activityType: activityType)
+            }
+        }
+        throw HandoffError(.unauthorized, "the originator at \(client.endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
+    }
+
+    /// How often a wait for a connection looks whether the originator refused the handshake.
+    static let refusalCheckInterval: Duration = .milliseconds(50)
 
     /// The DEALER for an originator, connected or connecting (``connectedClient(_:serverKey:activityType:)``
     /// without the wait).

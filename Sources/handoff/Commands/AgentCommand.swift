@@ -188,12 +188,12 @@ struct AgentCommand: AsyncParsableCommand {
             "continuation": "\(node.continuationEndpoint)",
         ])
         let options = security, fileSecurity = file.security
-        let hangup = configuration.security == nil ? nil : reloadAccountOnHangup(logger: logger) {
+        let hangup = reloadAccountOnHangup(logger: logger, hasAccount: configuration.security != nil) {
             let keys = try options.resolve(fallback: fileSecurity, needsBrokerKey: true)?.authorizedKeys ?? []
             try await node.updateAccount(keys)
             return keys.count
         }
-        defer { hangup?.cancel() }
+        defer { hangup.cancel() }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: node), .init(service: server)]
         let observer = registry == nil || livePage == .off ? nil : livePageObserver(configuration, node: node, context: context, logger: logger)
         if let registry, let address = metricsAddress {

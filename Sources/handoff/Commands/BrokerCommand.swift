@@ -73,12 +73,12 @@ struct BrokerCommand: AsyncParsableCommand {
         let context = try Context(ioThreadScheduling: .batch)
         let broker = try Broker.start(configuration, context: context)
         let options = security
-        let hangup = configuration.security == nil ? nil : reloadAccountOnHangup(logger: logger) {
+        let hangup = reloadAccountOnHangup(logger: logger, hasAccount: configuration.security != nil) {
             let keys = try options.resolve(needsBrokerKey: false)?.authorizedKeys ?? []
             try broker.updateAccount(keys)
             return keys.count
         }
-        defer { hangup?.cancel() }
+        defer { hangup.cancel() }
         let ready = "broker ready" + (configuration.security == nil ? "" : " (CURVE)") + ": frontend \(broker.frontendEndpoint) backend \(broker.backendEndpoint)" + (broker.captureEndpoint.map { " capture \($0)" } ?? "")
         let status = "READY=1\nSTATUS=frontend \(broker.frontendEndpoint), backend \(broker.backendEndpoint)"
         var services: [any Service] = [broker, ReadinessAnnouncement {
