@@ -28,10 +28,12 @@
  *  - Every string is UTF-8 and NUL-terminated. Strings and arrays in the descriptor must stay valid
  *    for the life of the process (plugins are never unloaded).
  *
- * Threads: the host calls init, restore, command, will_save, was_continued and did_update on a
- * thread of its choosing, one call at a time per plugin unless HANDOFF_PLUGIN_THREAD_SAFE is set; write_stream and read_stream are called
- * on a thread of their own and may block for as long as the transfer takes. Host functions may be
- * called from any thread.
+ * Threads: the host calls init, restore, command, will_save, was_continued, did_update,
+ * activity_changed and shutdown on a thread of its choosing, one call at a time per plugin unless
+ * HANDOFF_PLUGIN_THREAD_SAFE is set (activity_changed is one at a time, in order, either way;
+ * shutdown is the last call, made once every other has returned); write_stream and read_stream
+ * are called on a thread of their own and may block for as long as the transfer takes. Host
+ * functions may be called from any thread.
  */
 #ifndef HANDOFF_PLUGIN_H
 #define HANDOFF_PLUGIN_H
@@ -140,9 +142,10 @@ typedef struct handoff_host {
 
     void (*log)(void *context, handoff_log_level level, const char *message);
 
-    /* Makes an activity current on the node. `activity` is a serialized handoff.v1.Activity; an
-     * empty activity_id asks the host to assign one, written to id_out (at least 64 bytes). Only
-     * types the plugin declared may be made current. */
+    /* Makes an activity current on the node. `activity` is a serialized handoff.v1.Activity; the
+     * host always assigns its id (an activity_id in the bytes is not kept) and writes it,
+     * NUL-terminated, to id_out (at least 64 bytes). Only types the plugin declared may be made
+     * current. */
     int32_t (*become_current)(void *context, const uint8_t *activity, size_t length, char *id_out,
                               size_t id_capacity, handoff_error_buffer error);
 

@@ -77,14 +77,14 @@ extension BusOptions {
 /// Reloads the account on SIGHUP, as daemons reload their configuration: `reload` reads it again
 /// and applies it. Returns the signal source; keep it for as long as reloading should work.
 ///
-/// A process with no account (`hasAccount` false) takes the signal too and says there is nothing
+/// A process without a key (`hasAccount` false) takes the signal too and says there is nothing
 /// to reload: SIGHUP's default action ends a process, and `systemctl reload` sends it to any unit.
 func reloadAccountOnHangup(logger: Logger, hasAccount: Bool, _ reload: @escaping @Sendable () async throws -> Int) -> any DispatchSourceSignal {
     signal(SIGHUP, SIG_IGN)
     let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
     source.setEventHandler {
         guard hasAccount else {
-            logger.notice("SIGHUP: this process runs without an account (no --account): nothing to reload")
+            logger.notice("SIGHUP: this process runs without a key (no --key), so it has no account: nothing to reload")
             return
         }
         Task {
