@@ -163,16 +163,17 @@ struct BrokerTests {
             .advertisement(id: "expiring", type: type, leaseMs: 60_000, expiresAt: Date().addingTimeInterval(0.2)),
             on: publisher)
         try await publish(.advertisement(id: "long-lease", type: type, leaseMs: 60_000), on: publisher)
-        let renewed = try BusMessage.advertisement(id: "renewed", type: type, leaseMs: 400)
+        // Its lease leaves room for the test's task to be held up (with 400 ms, a 300 ms stall would lapse it).
+        let renewed = try BusMessage.advertisement(id: "renewed", type: type, leaseMs: 1_000)
         try await publish(renewed, on: publisher)
         try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == 4 }
 
-        // Renew one of them (same version) for 600 ms; the other short ones lapse meanwhile.
-        for _ in 0..<6 {
+        // Renew one of them (same version) for 1.5 s, past its lease; the short ones lapse meanwhile.
+        for _ in 0..<15 {
             try await Task.sleep(for: .milliseconds(100))
             try await publish(renewed, on: publisher)
         }
-        try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == 10 }
+        try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == 19 }
         // Expired entries leave the cache on their own, with nobody subscribing.
         #expect(broker.counters.cachedActivities == 2)
 

@@ -75,11 +75,12 @@ struct CommandTests {
         }
         let monitor = Process()
         monitor.executableURL = buildFolder.appendingPathComponent("handoff")
-        monitor.arguments = ["monitor", "--bus", backend, "--json", "--seconds", "8", "--key", keys.appendingPathComponent("monitor.key").path]
+        monitor.arguments = ["monitor", "--bus", backend, "--json", "--seconds", "60", "--key", keys.appendingPathComponent("monitor.key").path]
         let monitorOutput = Pipe()
         monitor.standardOutput = monitorOutput
         try monitor.run()
-        // Reaped whatever happens below (a throw would otherwise leave it running out its 8 s).
+        // Stopped once the demo has ended (it sees the demo's last withdrawals, however long the demo
+        // takes on a loaded machine), and reaped whatever happens below.
         defer { reap(monitor) }
         try await Task.sleep(for: .milliseconds(200))
 
@@ -272,19 +273,31 @@ struct CommandTests {
         let environment = ["HANDOFF_BROKER": "\(frontend) \(backend)"]
         // Refreshes come every 25 s: the monitor sees presence within an interval, and the type
         // filter leaves it (and the notes) out; so an edit to one activity is what it waits for.
-        let typed = Task { try await runHandoff(["monitor", "--json", "--type", "org.handoff.contacts.", "--count", "1", "--seconds", "10"], environment: environment) }
-        try await Task.sleep(for: .milliseconds(500))
-        let restarted = try ChildProcess(["advertise", frontend, backend, "100", "org.handoff.contacts.view-contact", "1"])
-        _ = try await restarted.ready()
-        let result = try await typed.value
-        #expect(result.status == 0, "\(result.error)")
-        let lines = result.output.split(separator: "\n").filter { $0.hasPrefix("{") }
-        #expect(lines.count == 1, "\(result.output)")
-        #expect(lines.first?.contains("org.handoff.contacts.view-contact") == true, "\(result.output)")
+        let typedOutput = Pipe()
+        let typed = try startHandoff(
+            ["monitor", "--json", "--type", "org.handoff.contacts.", "--count", "1", "--seconds", "20"],
+            standardOutput: typedOutput.fileHandleForWriting, environment: environment)
+        defer { reap(typed) }
+        // A monitor still starting misses an advertisement made before its subscription reached the
+        // broker: another view-contact advertiser each second until it has shown one and stopped.
+        var viewers: [ChildProcess] = []
+        while typed.isRunning, viewers.count < 15 {
+            let viewer = try ChildProcess(["advertise", frontend, backend, "100", "org.handoff.contacts.view-contact", "1"])
+            _ = try await viewer.ready()
+            viewers.append(viewer)
+            for _ in 0..<10 where typed.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        typed.waitUntilExit()
+        try typedOutput.fileHandleForWriting.close()
+        let output = String(decoding: typedOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(typed.terminationStatus == 0)
+        let lines = output.split(separator: "\n").filter { $0.hasPrefix("{") }
+        #expect(lines.count == 1, "\(output)")
+        #expect(lines.first?.contains("org.handoff.contacts.view-contact") == true, "\(output)")
 
         // By node: only presence and news of the notes advertiser.
         let notesNode = "advertiser-\(notes.process.processIdentifier)"
-        let filtered = try await runHandoff(["monitor", "--json", "--node", notesNode, "--seconds", "1"], environment: environment)
+        let filtered = try await runHandoff(["monitor", "--json", "--node", notesNode, "--seconds", "2"], environment: environment)
         let filteredNodes = Set(filtered.output.split(separator: "\n").compactMap { line -> String? in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["node"] as? String
         })

@@ -109,9 +109,10 @@ struct LivePageTests {
         // A refusal it really counted: garbage published on the bus passes the broker (which
         // forwards what it cannot read) and reaches the agent, which ignores it as malformed.
         let context = try Context()
-        let garbage = try context.socket(.pub)
+        let garbage = try context.socket(.xpub)
         try garbage.connect(frontend)
-        try await Task.sleep(for: .milliseconds(500))  // the broker's subscribe-all reaches it
+        // Sent once the broker's subscribe-all has reached it (before, libzmq drops what it sends).
+        try #require(try await receiveUntil(garbage, within: .seconds(5)) { $0.bytes == subscription("") }, "the broker never subscribed")
         try await garbage.send(Array("P:garbage".utf8), more: true)
         try await garbage.send([0xFF, 0x01])
         func malformedSeen() -> UInt64 {

@@ -22,11 +22,14 @@ struct PresenceTests {
             try tap.subscribe("A:")
             try tap.subscribe("P:" + a.id)
             try tap.connect(broker.backendEndpoint)
-            try await Task.sleep(for: .milliseconds(300))
+            // Subscribed once a presence arrives (one comes every 100 ms); what came before is passed over.
+            #expect(try await tap.receive(timeout: .seconds(5)) != nil, "no presence reached the tap")
+            try await Task.sleep(for: .milliseconds(50))
             while try tap.tryReceive() != nil {}
             // One second of a quiet bus: 10 presence intervals, and each lease (300 ms) three times over.
             var advertisements = 0, presences = 0
             let until = ContinuousClock.now + .seconds(1)
+            let probe = StallProbe.start()
             while ContinuousClock.now < until {
                 guard let topic = try await tap.receive(timeout: ContinuousClock.now.duration(to: until)) else { break }
                 let envelope = try WireEnvelope.decode(try await tap.receive().bytes)
@@ -37,8 +40,10 @@ struct PresenceTests {
                     #expect(!presence.partial)
                 }
             }
+            // A machine that held the node or this task back for a while has that many intervals fewer.
+            let stall = probe.stop(), missed = Int(stall / .milliseconds(100))
             #expect(advertisements == 0, "re-advertised \(advertisements) times")
-            #expect((7...13).contains(presences), "\(presences) presences")
+            #expect((max(1, 7 - missed)...13).contains(presences), "\(presences) presences (stalled \(stall))")
             // And presence alone kept every activity alive, at the watcher and at the broker.
             #expect(await watcher.activities().count == 20)
             #expect(broker.counters.cachedActivities == 20)

@@ -124,9 +124,11 @@ struct StreamTests {
             let chunk = 256 * 1024
             let peer = StreamPeer(sending: patternBytes(40 * chunk, seed: 3))
             let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
-            try await Task.sleep(for: .milliseconds(300))
+            // The writer sends the window (4 chunks), however slowly a loaded machine lets it, and may
+            // be holding the next one; given a moment more, it has stopped.
+            try await waitUntil(within: .seconds(10)) { (peer.streams?.output.progress.bytes ?? 0) >= UInt64(4 * chunk) }
+            try await Task.sleep(for: .milliseconds(200))
             let stalled = try #require(peer.streams).output.progress.bytes
-            // The writer may have sent the window (4 chunks) and be holding the next one.
             #expect(stalled <= UInt64(5 * chunk))
             #expect(stalled >= UInt64(4 * chunk))
             try await Task.sleep(for: .milliseconds(200))

@@ -26,14 +26,16 @@ enum Transport: String, CaseIterable, CustomTestStringConvertible, Sendable {
 }
 
 /// Until a subscriber sees messages, a publisher's sends are dropped (the "slow joiner"):
-/// publish `probe` until `subscriber` receives it, then drain any duplicates.
+/// publish `probe` until `subscriber` receives it, then drain the duplicates (probes published
+/// while the first was on its way) until 100 ms pass without one: a copy that came later would be
+/// taken for what the test sends next.
 func awaitSubscription(publisher: Socket, subscriber: Socket, probe: String) async throws {
     let deadline = ContinuousClock.now + .seconds(5)
     while ContinuousClock.now < deadline {
         try await publisher.send(Array(probe.utf8))
         if let message = try await subscriber.receive(timeout: .milliseconds(20)) {
             #expect(message.string == probe)
-            while try await subscriber.receive(timeout: .milliseconds(20)) != nil {}
+            while try await subscriber.receive(timeout: .milliseconds(100)) != nil {}
             return
         }
     }
