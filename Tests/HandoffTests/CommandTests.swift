@@ -172,10 +172,7 @@ struct CommandTests {
         let brokerOutput = Pipe()
         broker.standardOutput = brokerOutput
         try broker.run()
-        defer {
-            kill(broker.processIdentifier, SIGKILL)
-            broker.waitUntilExit()
-        }
+        defer { reap(broker) }
         let ready = String(decoding: brokerOutput.fileHandleForReading.availableData, as: UTF8.self)
         #expect(ready.contains("broker ready (CURVE)"), "\(ready)")
 
@@ -194,32 +191,23 @@ struct CommandTests {
         #expect(broker.isRunning)
     }
 
-    @Test("`handoff broker` without an account lives through SIGHUP (`systemctl reload`) and says there is nothing to reload")
-    func keylessBrokerTakesHangup() async throws {
-        let ports = try freePorts(2)
-        let broker = Process()
-        broker.executableURL = buildFolder.appendingPathComponent("handoff")
-        broker.arguments = ["broker", "--frontend", ports[0], "--backend", ports[1], "--log-level", "notice"]
-        let brokerOutput = Pipe(), brokerLog = Pipe()
-        broker.standardOutput = brokerOutput
-        broker.standardError = brokerLog
-        try broker.run()
-        defer {
-            kill(broker.processIdentifier, SIGKILL)
-            broker.waitUntilExit()
+    @Test("`handoff broker` and `handoff agent` without a key live through SIGHUP (`systemctl reload`) and say there is nothing to reload")
+    func keylessProcessesTakeHangup() async throws {
+        let deployment = try await ServedDeployment.start(agents: ["solo"])
+        defer { deployment.stop() }
+        #expect(await deployment.untilHealthy())
+        let agent = deployment.agent("solo")
+        for (process, log) in [(deployment.broker, "broker.log"), (agent.process, "solo.log")] {
+            kill(process.processIdentifier, SIGHUP)
+            #expect(await eventually(within: .seconds(5)) {
+                ((try? String(contentsOf: deployment.folder.appendingPathComponent(log), encoding: .utf8)) ?? "").contains("nothing to reload")
+            }, "\(log) says nothing of the SIGHUP")
+            #expect(process.isRunning, "SIGHUP's default action ended the process of \(log)")
         }
-        let ready = String(decoding: brokerOutput.fileHandleForReading.availableData, as: UTF8.self)
-        #expect(ready.contains("broker ready"), "\(ready)")
-
-        kill(broker.processIdentifier, SIGHUP)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(broker.isRunning, "SIGHUP's default action ended the broker")
-        let after = try await runHandoff(["activities", "--broker", ports[0], ports[1], "--wait", "0.5", "--log-level", "critical"])
-        #expect(after.status == 0, "stderr: \(after.error)")
-        kill(broker.processIdentifier, SIGTERM)
-        broker.waitUntilExit()
-        let log = String(decoding: brokerLog.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(log.contains("nothing to reload"), "\(log)")
+        // Both still serve: the agent's node is on the bus through the broker.
+        #expect(await deployment.untilHealthy())
+        let listed = try await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--wait", "0.5", "--log-level", "critical"])
+        #expect(listed.status == 0, "stderr: \(listed.error)")
     }
 
     @Test("`handoff agent` refuses a configuration with an unknown key, naming it and the closest known one, or a value out of range")

@@ -1,0 +1,168 @@
+import Foundation
+import HandoffWire
+import Logging
+import ZeroMQ
+
+/// The node's DEALERs to originators: made on the first continue towards an endpoint, awaited
+/// until their connection is up (or refused at the handshake), watched for drops and refusals,
+/// read for replies and stream chunks, and closed once nothing needs them.
+extension Node {
+    /// The DEALER for an originator, with a live connection, or `connectionUnavailable`.
+    ///
+    /// Secure, it connects only to an originator whose advertised key is in the account, and
+    /// authenticates it by that key at the CURVE handshake.
+    func connectedClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) async throws(HandoffError) -> Client {
+        let client = try originClient(endpoint, serverKey: serverKey, activityType: activityType)
+        try await awaitConnection(of: client, activityType: activityType)
+        return client
+    }
+
+    /// Waits until `client` has a live connection, as long as `connectTimeout`; `unauthorized` as
+    /// soon as the originator refuses this node's key at the handshake.
+    ///
+    /// In slices, so that a refusal (``watchConnection(to:client:)`` reads it while this waits) ends
+    /// the wait as soon as it is read, not when `connectTimeout` runs out.
+    func awaitConnection(of client: Client, activityType: String) async throws(HandoffError) {
+        let deadline = ContinuousClock.now + own.configuration.connectTimeout
+        while !client.refusedAtHandshake {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                throw HandoffError(.connectionUnavailable, "no connection to the originator at \(client.endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
+            }
+            // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
+            let ready: PollEvents
+            do {
+                ready = try await client.socket.waitUntilReady(for: .writable, timeout: min(remaining, Self.refusalCheckInterval))
+            } catch {
+                if client.refusedAtHandshake { break }
+                let why = Task.isCancelled ? "the continue was cancelled while" : "the connection was closed while"
+                throw HandoffError(.connectionUnavailable, "no connection to the originator at \(client.endpoint): \(why) this node waited for it", activityType: activityType)
+            }
+            if ready.contains(.writable) { return }
+        }
+        throw HandoffError(.unauthorized, "the originator at \(client.endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
+    }
+
+    /// How often a wait for a connection looks whether the originator refused the handshake.
+    static let refusalCheckInterval: Duration = .milliseconds(50)
+
+    /// The DEALER for an originator, connected or connecting (``connectedClient(_:serverKey:activityType:)``
+    /// without the wait).
+    func originClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) throws(HandoffError) -> Client {
+        if let security {
+            guard let serverKey else {
+                throw HandoffError(.unauthorized, "the originator at \(endpoint) advertised no public key; this node continues only from nodes of its account", activityType: activityType)
+            }
+            guard security.authorizes(serverKey) else {
+                throw HandoffError(.unauthorized, "the originator at \(endpoint) has key \(serverKey.z85), which is not in this node's account", activityType: activityType)
+            }
+        }
+        if let existing = sockets.clients[endpoint], existing.serverKey != serverKey || existing.refusedAtHandshake {
+            // Another node (another key) now answers at this endpoint, or it refused this node's key
+            // before: libzmq does not retry a refused handshake, and the account may have changed.
+            existing.close()
+            sockets.clients[endpoint] = nil
+        }
+        let client: Client
+        do {
+            client = try self.client(for: endpoint, serverKey: serverKey)
+        } catch {
+            throw HandoffError(.connectionUnavailable, "cannot connect to the originator at \(endpoint): \(error)", activityType: activityType)
+        }
+        return client
+    }
+
+    /// The DEALER for an originator, made (and connecting) when there is none.
+    func client(for endpoint: String, serverKey: CurveKey?) throws(ZMQError) -> Client {
+        if let existing = sockets.clients[endpoint] { return existing }
+        let client = try Client(endpoint: endpoint, context: context, security: security, serverKey: serverKey, limits: continuationLimits)
+        sockets.clients[endpoint] = client
+        let identity = ObjectIdentifier(client)
+        spawn { await self.receiveReplies(from: endpoint, client: identity) }
+        spawn { await self.watchConnection(to: endpoint, client: identity) }
+        return client
+    }
+
+    /// Drops the connection to an originator as a broken network would (a new DEALER, a new TCP
+    /// connection, a new routing id at the originator); streams with it resume. For tests.
+    func dropConnection(to endpoint: String) {
+        guard let client = sockets.clients.removeValue(forKey: endpoint) else { return }
+        try? client.socket.set(.linger, 0)
+        client.close()
+        interruptStreams(to: endpoint)
+    }
+
+    /// Forgets every stream pair without telling anyone, as a process that died would. For tests.
+    func forgetAllStreamsForTesting() {
+        streams.removeAll()
+        for client in sockets.clients.values {
+            try? client.socket.set(.linger, 0)
+            client.close()
+        }
+        sockets.clients.removeAll()
+    }
+
+    /// Receives what the originator at `endpoint` sends, for as long as the client `identity` is
+    /// the node's client for that endpoint.
+    func receiveReplies(from endpoint: String, client identity: ObjectIdentifier) async {
+        var burst = ReceiveBurst()
+        while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, await burst.next() {
+            let received: [Frame]?
+            do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
+            if let received { observability.metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }
+            // An envelope, and a stream chunk's payload.
+            guard let frames = received else {
+                noteMalformed(bus: false, "a message of more than 2 frames from the originator at \(endpoint)")
+                continue
+            }
+            do {
+                let envelope = try frames[0].envelope()
+                if case .streamFrame(let frame) = envelope.body {
+                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
+                } else {
+                    resolve(envelope.correlationID, .success(envelope))
+                }
+            } catch {
+                noteMalformed(bus: false, "a reply from \(endpoint) that is not an envelope: \(error)")
+            }
+        }
+    }
+
+    /// Fails requests to an originator whose connection drops, instead of letting them time out.
+    func watchConnection(to endpoint: String, client identity: ObjectIdentifier) async {
+        while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, !Task.isCancelled {
+            let event: MonitorEvent?
+            do {
+                event = try await client.monitor.next(matching: Client.watchedEvents, timeout: .seconds(60))
+            } catch { return }
+            guard let event else { continue }
+            if event.kind == .connectRetried {
+                reconnectFailed(to: endpoint, client: identity)
+                continue
+            }
+            if event.kind != .disconnected {
+                client.refusedAtHandshake = true
+                own.logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
+                continue
+            }
+            resume(continuing.disconnected(from: endpoint))
+            interruptStreams(to: endpoint)
+        }
+    }
+
+    /// Closes DEALERs to originators this node no longer has any reason to talk to.
+    func pruneClients() {
+        // Few clients, possibly 100,000 known activities: look for the clients' endpoints among the
+        // activities (stopping once all are found) rather than collect every activity's endpoint.
+        var unused = Set(sockets.clients.keys)
+        unused.subtract(continuing.pending.endpoints)
+        unused.subtract(streams.dealerEndpoints)
+        for entry in follower.known.values {
+            if unused.isEmpty { return }
+            unused.remove(entry.activity.continueEndpoint)
+        }
+        for endpoint in unused {
+            sockets.clients.removeValue(forKey: endpoint)?.close()
+        }
+    }
+}
