@@ -198,15 +198,12 @@ struct X11ClipboardTests {
         _ = FileManager.default.createFile(atPath: watching.path, contents: nil)
         // The broker's verbose backend counts every subscription: the monitor's two ("A:" and "E:"
         // of the type) have reached it when the count has risen by two.
-        func subscriptions() -> Double? {
-            (try? httpGet(port: deployment.brokerPort, path: "/metrics")).flatMap { metricValue($0.body, #"handoff_broker_subscriptions_total{kind="subscribe"}"#) }
-        }
-        let subscribed = try #require(subscriptions(), "the broker's /metrics had no subscription count")
+        let subscribed = try #require(try deployment.brokerSubscriptions(), "the broker's /metrics had no subscription count")
         let monitor = try startHandoff(
             ["monitor", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard", "--node", "laptop", "--json", "--seconds", "60"],
             standardOutput: try FileHandle(forWritingTo: watching))
         defer { reap(monitor) }
-        #expect(await eventually(within: .seconds(10)) { (subscriptions() ?? 0) >= subscribed + 2 }, "the monitor's subscriptions did not reach the broker")
+        #expect(await eventually(within: .seconds(10)) { ((try? deployment.brokerSubscriptions()) ?? 0) >= subscribed + 2 }, "the monitor's subscriptions did not reach the broker")
         let secret = Process.watched(manager, ["hunter2 is my password"])
         secret.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": a.name]) { $1 }
         let said = Pipe()
@@ -214,9 +211,8 @@ struct X11ClipboardTests {
         try secret.run()
         a.owners.add(secret)
         #expect(String(decoding: said.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("READY"))
-        let laptopLog = deployment.folder.appendingPathComponent("laptop.log")
         #expect(await eventually(within: .seconds(5)) {
-            ((try? String(contentsOf: laptopLog, encoding: .utf8)) ?? "").contains("marked secret by a password manager: not offered")
+            deployment.log("laptop").contains("marked secret by a password manager: not offered")
         }, "the laptop did not see the password manager's copy")
         let listed = try await runHandoff(["activities", "--broker", deployment.frontend, deployment.backend, "--type", "org.handoff.clipboard"])
         #expect(!listed.output.contains("hunter2") && !listed.output.contains("from laptop"), "\(listed.output)")

@@ -197,12 +197,11 @@ struct CommandTests {
         defer { deployment.stop() }
         #expect(await deployment.untilHealthy())
         let agent = deployment.agent("solo")
-        for (process, log) in [(deployment.broker, "broker.log"), (agent.process, "solo.log")] {
+        for (process, name) in [(deployment.broker, "broker"), (agent.process, "solo")] {
             kill(process.processIdentifier, SIGHUP)
-            #expect(await eventually(within: .seconds(5)) {
-                ((try? String(contentsOf: deployment.folder.appendingPathComponent(log), encoding: .utf8)) ?? "").contains("nothing to reload")
-            }, "\(log) says nothing of the SIGHUP")
-            #expect(process.isRunning, "SIGHUP's default action ended the process of \(log)")
+            #expect(await eventually(within: .seconds(5)) { deployment.log(name).contains("nothing to reload") },
+                    "\(name)'s log says nothing of the SIGHUP: \(deployment.logTail(name))")
+            #expect(process.isRunning, "SIGHUP's default action ended \(name)'s process")
         }
         // Both still serve: the agent's node is on the bus through the broker.
         #expect(await deployment.untilHealthy())

@@ -77,9 +77,7 @@ struct LivePageTests {
         #expect(await deployment.untilHealthy())
 
         // Nobody looks yet: the broker has only the agents' subscriptions, no view's.
-        func subscriptions() throws -> Double {
-            metricValue(try httpGet(port: brokerPort, path: "/metrics").body, #"handoff_broker_subscriptions_total{kind="subscribe"}"#) ?? 0
-        }
+        func subscriptions() throws -> Double { try deployment.brokerSubscriptions() ?? 0 }
         let before = try subscriptions()
         try await Task.sleep(for: .milliseconds(500))
         #expect(try subscriptions() == before, "something subscribed while nobody looked")

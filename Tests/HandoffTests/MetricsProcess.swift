@@ -89,11 +89,21 @@ struct ServedDeployment {
 
     func agent(_ name: String) -> Agent { agents[name]! }
 
-    /// The last `lines` lines of a process's log (an agent's name, or "broker"): for a failure's
-    /// message, since the folder goes with ``stop()``.
+    /// A process's log so far (an agent's name, or "broker").
+    func log(_ name: String) -> String {
+        (try? String(contentsOf: folder.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+    }
+
+    /// The last `lines` lines of a process's log: for a failure's message, since the folder goes
+    /// with ``stop()``.
     func logTail(_ name: String, lines: Int = 40) -> String {
-        let log = (try? String(contentsOf: folder.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
-        return log.split(separator: "\n").suffix(lines).joined(separator: "\n")
+        log(name).split(separator: "\n").suffix(lines).joined(separator: "\n")
+    }
+
+    /// The subscriptions the broker's backend has seen (it is verbose: duplicates too), from its
+    /// `/metrics`; `nil` when the page has no such sample.
+    func brokerSubscriptions() throws -> Double? {
+        metricValue(try httpGet(port: brokerPort, path: "/metrics").body, #"handoff_broker_subscriptions_total{kind="subscribe"}"#)
     }
 
     /// Ends every process (SIGKILL where still running), reaps it, and removes the folder.

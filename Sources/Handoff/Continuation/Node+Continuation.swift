@@ -177,7 +177,7 @@ extension Node {
             awaited.end()
             if refusedUnconnected {
                 // Refused at the handshake moments ago: say so (connectedClient would make it again).
-                if client.refusedAtHandshake { try await awaitConnection(of: client, activityType: activityType) }
+                if client.refusedAtHandshake { throw handshakeRefusal(by: client, activityType: activityType) }
                 client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
                 waitedForConnection = true
                 continue

@@ -40,7 +40,12 @@ extension Node {
             }
             if ready.contains(.writable) { return }
         }
-        throw HandoffError(.unauthorized, "the originator at \(client.endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
+        throw handshakeRefusal(by: client, activityType: activityType)
+    }
+
+    /// The error for a continue towards an originator that refused this node's key.
+    func handshakeRefusal(by client: Client, activityType: String) -> HandoffError {
+        HandoffError(.unauthorized, "the originator at \(client.endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
     }
 
     /// How often a wait for a connection looks whether the originator refused the handshake.
