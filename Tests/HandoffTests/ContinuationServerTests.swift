@@ -1,6 +1,7 @@
 import Foundation
 import HandoffWire
 import Testing
+import ZeroMQ
 @testable import Handoff
 
 /// The originating side's continuation rules on ``ContinuationServer``, with no socket.
@@ -153,5 +154,55 @@ struct ContinuationServerTests {
             return
         }
         #expect(found === activity && error.code == .activityExpired)
+    }
+
+    @Test("rule: with maxHandOversWaiting requests waiting on the delegate a request is refused (remoteApplicationTimedOut) before its decision, and a continue-once activity is not claimed; one fewer and it is answered")
+    func overloadedBeforeTheClaim() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        activity.continuationPolicy = .once
+        let all = current(activity)
+        let limit = ContinuationServer.maxHandOversWaiting
+        guard case .overloaded(let error) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date, handOversWaiting: limit) else {
+            Issue.record("a request was decided with \(limit) waiting on the delegate")
+            return
+        }
+        #expect(error.code == .remoteApplicationTimedOut && error.activityType == "org.test.edit")
+        #expect(error.message.contains("\(limit) continue requests waiting"))
+        guard case .answer(_, claimed: true, _) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date, handOversWaiting: limit - 1) else {
+            Issue.record("the overloaded refusal used the continue-once activity up, or one fewer waiting was refused")
+            return
+        }
+    }
+
+    @Test("rule: will-save runs in the first round when decided, again while the activity is marked, at most maxSaveRounds times, and never without a delegate")
+    func saveRounds() throws {
+        let activity = try UserActivity(activityType: "org.test.edit")
+        let saver = Saver()
+        activity.delegate = saver
+        #expect(ContinuationServer.saveDue(activity, decided: true, rounds: 0))
+        #expect(!ContinuationServer.saveDue(activity, decided: false, rounds: 0), "will-save ran for an activity neither decided nor marked")
+        activity.didSave()
+        #expect(!ContinuationServer.saveDue(activity, decided: true, rounds: 1), "the decision asked for a second round of an activity saved since")
+        // An app that marks its activity again at every save: rounds 1 and 2 run, the fourth does not.
+        var rounds = 0
+        while ContinuationServer.saveDue(activity, decided: true, rounds: rounds) {
+            activity.didSave()
+            activity.needsSave = true
+            rounds += 1
+        }
+        #expect(rounds == ContinuationServer.maxSaveRounds)
+        activity.delegate = nil
+        #expect(!ContinuationServer.saveDue(activity, decided: true, rounds: 0), "will-save was due with no delegate to call")
+    }
+
+    @Test("rule: a secure node takes the requester to be the key its CURVE handshake authenticated (or none), not the one its envelope claims; an open node takes the envelope's word")
+    func requesterIdentity() throws {
+        let claimedKey = try CurveKeyPair.generate().publicKey
+        let authenticated = try CurveKeyPair.generate().publicKey
+        let claimed = NodeInfo(id: "laptop", name: "Laptop", host: "h", publicKey: claimedKey)
+        #expect(ContinuationServer.requester(claimed: claimed, authenticatedKey: authenticated, secure: true).publicKey == authenticated)
+        #expect(ContinuationServer.requester(claimed: claimed, authenticatedKey: nil, secure: true).publicKey == nil)
+        #expect(ContinuationServer.requester(claimed: claimed, authenticatedKey: authenticated, secure: true).id == "laptop")
+        #expect(ContinuationServer.requester(claimed: claimed, authenticatedKey: authenticated, secure: false) == claimed)
     }
 }

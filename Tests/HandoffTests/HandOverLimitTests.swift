@@ -30,18 +30,18 @@ struct HandOverLimitTests {
             let found = try await discovered(activity.id, on: b)
 
             // Each continue is answered before was-continued is called, which then waits.
-            for round in 0..<Node.maxHandOversWaiting {
+            for round in 0..<ContinuationServer.maxHandOversWaiting {
                 let result = try await b.continueActivity(found)
                 guard case .restored = result else {
                     Issue.record("round \(round): \(result)")
                     return
                 }
             }
-            #expect(await eventually { stuck.waiting.load(ordering: .relaxed) == Node.maxHandOversWaiting })
+            #expect(await eventually { stuck.waiting.load(ordering: .relaxed) == ContinuationServer.maxHandOversWaiting })
             let refused = await #expect(throws: HandoffError.self) { try await b.continueActivity(found) }
             #expect(refused?.code == .remoteApplicationTimedOut)
             #expect(refused?.message.contains("waiting on its application's delegate") == true, "\(String(describing: refused))")
-            #expect(stuck.waiting.load(ordering: .relaxed) == Node.maxHandOversWaiting, "the refused request did not reach the delegate")
+            #expect(stuck.waiting.load(ordering: .relaxed) == ContinuationServer.maxHandOversWaiting, "the refused request did not reach the delegate")
 
             stuck.released.store(true, ordering: .relaxed)
             #expect(await eventually { stuck.waiting.load(ordering: .relaxed) == 0 })

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import ZeroMQ
 
 /// The originating side of continuation, deciding with no I/O: whether a continue request is
 /// answered with the activity or refused with a precise error, the continue-once claim (taken
@@ -9,20 +10,39 @@ import HandoffWire
 /// the reply, publishes. Tested without sockets (ContinuationServerTests); the simulator drives
 /// the same machine.
 enum ContinuationServer {
+    /// The most continue requests waiting on the application's delegate at once (will-save,
+    /// was-continued): each waits in a task of its own, and a peer asking faster than the delegate
+    /// returns would otherwise make tasks without end.
+    static let maxHandOversWaiting = 256
+
+    /// The most will-save rounds before one reply: an app that marks its activity as needing a save
+    /// again at every save does not hold the reply for ever.
+    static let maxSaveRounds = 3
+
     /// What to do with a request, as far as is decided before anything awaits.
     enum Decision {
         /// Refuse with this error.
         case refuse(HandoffError)
+        /// Refuse with this error (`remoteApplicationTimedOut`): ``maxHandOversWaiting`` requests
+        /// wait on the application's delegate already. Decided before anything else, so that no
+        /// continue-once claim is taken for a request that cannot be answered now.
+        case overloaded(HandoffError)
         /// Its expiration date passed: the node lets it go, withdraws it, and refuses.
         case expired(UserActivity, HandoffError)
         /// Answer with this activity: first will-save when `save` (then ``finish(_:claimed:maxUserInfoSize:date:)``).
         case answer(UserActivity, claimed: Bool, save: Bool)
     }
 
-    /// Decides on `request` against the node's current activities (claiming a continue-once one).
+    /// Decides on `request` against the node's current activities (claiming a continue-once one),
+    /// while `handOversWaiting` earlier answers wait on the application's delegate.
     static func decide(
-        _ request: WireContinueRequest, current: CurrentActivities, node: String, date: Date
+        _ request: WireContinueRequest, current: CurrentActivities, node: String, date: Date, handOversWaiting: Int = 0
     ) -> Decision {
+        guard handOversWaiting < maxHandOversWaiting else {
+            return .overloaded(HandoffError(
+                .remoteApplicationTimedOut, "\(node) has \(handOversWaiting) continue requests waiting on its application's delegate; try again later",
+                activityType: request.activityType))
+        }
         let activity: UserActivity
         switch ContinueRequestCheck.check(activityID: request.activityID, activityType: request.activityType, in: current, node: node, now: date) {
         case .answer(let found): activity = found
@@ -49,6 +69,23 @@ enum ContinuationServer {
     /// unsaved state must not go out as the newest version (the continuing node would not ask again).
     static func mustSave(_ activity: UserActivity) -> Bool {
         activity.needsSave && activity.delegate != nil
+    }
+
+    /// Whether will-save runs (once more) before the reply, after `rounds` of it: in the first round
+    /// when the decision said so (``Decision/answer(_:claimed:save:)``), in any round while the
+    /// activity is marked as needing one (``mustSave(_:)``), never past ``maxSaveRounds`` or with no
+    /// delegate to call.
+    static func saveDue(_ activity: UserActivity, decided: Bool, rounds: Int) -> Bool {
+        guard rounds < maxSaveRounds, activity.delegate != nil else { return false }
+        return (rounds == 0 && decided) || mustSave(activity)
+    }
+
+    /// Who asks: secure, the node its CURVE key authenticated (the ZAP handler's `User-Id`),
+    /// whatever node the envelope claims it is, and no key when none was authenticated; otherwise
+    /// the node the envelope names.
+    static func requester(claimed: NodeInfo, authenticatedKey: CurveKey?, secure: Bool) -> NodeInfo {
+        guard secure else { return claimed }
+        return NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
     }
 
     /// After will-save (when it ran): the activity as it will be sent, or why not (its claim is

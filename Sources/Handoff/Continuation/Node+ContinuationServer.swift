@@ -66,24 +66,17 @@ extension Node {
     func answer(
         _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?, received: Date?
     ) async {
-        let claimed = NodeInfo(wire: envelope.sender)
-        let requester = own.configuration.security == nil ? claimed
-            : NodeInfo(id: claimed.id, name: claimed.name, host: claimed.host, publicKey: authenticatedKey)
+        let requester = ContinuationServer.requester(
+            claimed: NodeInfo(wire: envelope.sender), authenticatedKey: authenticatedKey, secure: own.configuration.security != nil)
         let correlationID = envelope.correlationID
         // A traced request (wire.proto, "Tracing") is answered as any other, and reported.
         let trace = startContinueTrace(envelope, request, requester: requester, received: received)
-        // Each request whose delegate is called waits in a task of its own: a peer asking faster
-        // than the application's delegate returns would otherwise make tasks without end. Refused
-        // before the decision, so that no continue-once claim is taken for nothing.
-        guard lifecycle.handOversWaiting < Self.maxHandOversWaiting else {
-            let busy = HandoffError(
-                .remoteApplicationTimedOut,
-                "\(own.info.name) has \(lifecycle.handOversWaiting) continue requests waiting on its application's delegate; try again later")
-            refuse(request, busy, to: identity, correlationID: correlationID, requester: requester, trace: trace)
+        let decision = ContinuationServer.decide(
+            request, current: advertiser.current, node: own.info.name, date: Date(), handOversWaiting: lifecycle.handOversWaiting)
+        switch decision {
+        case .overloaded(let error):
+            refuse(request, error, to: identity, correlationID: correlationID, requester: requester, trace: trace)
             logRateLimited("refusing continue requests while \(lifecycle.handOversWaiting) wait on the application's delegate (the last from \(requester))")
-            return
-        }
-        switch ContinuationServer.decide(request, current: advertiser.current, node: own.info.name, date: Date()) {
         case .refuse(let error):
             refuse(request, error, to: identity, correlationID: correlationID, requester: requester, trace: trace)
         case .expired(let activity, let error):
@@ -104,9 +97,6 @@ extension Node {
         }
     }
 
-    /// The most continue requests waiting on the application's delegate at once (``answer``).
-    static let maxHandOversWaiting = 256
-
     private func handOverEnded() { lifecycle.handOversWaiting -= 1 }
 
     private func refuse(
@@ -125,16 +115,13 @@ extension Node {
         _ activity: UserActivity, claimed: Bool, save: Bool, _ request: WireContinueRequest, to identity: [UInt8],
         correlationID: UInt64, requester: NodeInfo, trace: ContinueTrace?
     ) async {
-        // Will-save when decided, and when the activity was marked as needing one since (at most
-        // three rounds: an app that marks it again at every save does not hold the reply for ever).
-        var due = save
+        // Will-save as often as ContinuationServer says: when decided, and again while the activity
+        // is marked as needing one (an app may mark it after a change, during a save).
         var saves = 0
         let saving: ContinuousClock.Instant? = trace == nil ? nil : .now  // read only when traced
-        for _ in 0..<3 {
-            guard due || ContinuationServer.mustSave(activity), let delegate = activity.delegate else { break }
+        while ContinuationServer.saveDue(activity, decided: save, rounds: saves), let delegate = activity.delegate {
             await delegate.userActivityWillSave(activity)
             activity.didSave()
-            due = false
             saves += 1
         }
         switch ContinuationServer.finish(activity, claimed: claimed, maxUserInfoSize: own.configuration.maxUserInfoSize, date: Date()) {

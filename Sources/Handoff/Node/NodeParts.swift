@@ -59,7 +59,7 @@ struct NodeLifecycle {
     /// The node's own tasks (delegates, plugin calls), run in its task group.
     var jobs: AsyncStream<@Sendable () async -> Void>.Continuation?
     /// Continue requests answered in a task of their own because the activity's delegate is
-    /// called (will-save, was-continued), not yet done: bounded by ``Node/maxHandOversWaiting``.
+    /// called (will-save, was-continued), not yet done: bounded by ``ContinuationServer/maxHandOversWaiting``.
     var handOversWaiting = 0
 }
 

@@ -13,6 +13,8 @@ struct PendingAnswer {
     let request: WireContinueRequest
     let requester: Int
     let correlationID: UInt64
+    /// Will-save rounds begun for it (``ContinuationServer/saveDue(_:decided:rounds:)``).
+    var saves = 0
 }
 
 /// Continuation in the simulated world: the continuing side is each node's ``ContinuationClient``,
@@ -58,28 +60,26 @@ extension SimulatedWorld {
     func serve(_ request: WireContinueRequest, from requester: Int, at index: Int, correlationID: UInt64) {
         let node = nodes[index]
         switch ContinuationServer.decide(request, current: node.advertiserDo({ $0.current }), node: node.id, date: date) {
-        case .refuse(let error):
+        case .refuse(let error), .overloaded(let error):
             reply(.error(error.wire), from: index, to: requester, correlationID: correlationID)
         case .expired(let activity, let error):
             truth.ended(activity.id, at: now)
             publish(from: index, node.advertiserDo { $0.remove(activity, reason: .expired) })
             reply(.error(error.wire), from: index, to: requester, correlationID: correlationID)
         case .answer(let activity, let claimed, let save):
-            let answer = PendingAnswer(activity: activity, claimed: claimed, request: request, requester: requester, correlationID: correlationID)
-            if save {
-                schedule(.saved(node: index, incarnation: node.incarnation, answer: answer), at: now + delay(.microseconds(100)...(.milliseconds(300))))
-            } else {
-                handOver(answer, at: index)
-            }
+            handOver(PendingAnswer(activity: activity, claimed: claimed, request: request, requester: requester, correlationID: correlationID),
+                     decided: save, at: index)
         }
     }
 
-    /// The last checks and the reply; a continue-once activity ends here.
-    func handOver(_ answer: PendingAnswer, at index: Int) {
+    /// Will-save while it is due, as ``Node`` runs it (``ContinuationServer/saveDue(_:decided:rounds:)``);
+    /// then the last checks and the reply; a continue-once activity ends here.
+    func handOver(_ answer: PendingAnswer, decided save: Bool = false, at index: Int) {
         let node = nodes[index]
-        // Marked as needing a save again meanwhile: will-save once more, as Node does.
-        if ContinuationServer.mustSave(answer.activity) {
-            schedule(.saved(node: index, incarnation: node.incarnation, answer: answer), at: now + delay(.microseconds(100)...(.milliseconds(300))))
+        if ContinuationServer.saveDue(answer.activity, decided: save, rounds: answer.saves) {
+            var saving = answer
+            saving.saves += 1
+            schedule(.saved(node: index, incarnation: node.incarnation, answer: saving), at: now + delay(.microseconds(100)...(.milliseconds(300))))
             return
         }
         switch ContinuationServer.finish(answer.activity, claimed: answer.claimed, maxUserInfoSize: 4_096, date: date) {
