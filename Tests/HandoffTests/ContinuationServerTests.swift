@@ -22,18 +22,12 @@ struct ContinuationServerTests {
         return request
     }
 
-    func current(_ activities: UserActivity...) -> CurrentActivities {
-        var current = CurrentActivities()
-        for activity in activities { current.add(activity) }
-        return current
-    }
-
     @Test("a current activity is answered; one not current, of another type, or not eligible is refused with its precise error")
     func answerOrRefuse() throws {
         let activity = try UserActivity(activityType: "org.test.edit")
         let hidden = try UserActivity(activityType: "org.test.hidden")
         hidden.isEligibleForHandoff = false
-        let all = current(activity, hidden)
+        let all = CurrentActivities.holding(activity, hidden)
         guard case .answer(let answered, claimed: false, save: false) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
             Issue.record("a current activity was not answered")
             return
@@ -61,7 +55,7 @@ struct ContinuationServerTests {
         let saver = Saver()
         activity.delegate = saver
         activity.needsSave = true
-        let all = current(activity)
+        let all = CurrentActivities.holding(activity)
         guard case .answer(_, claimed: true, save: true) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
             Issue.record("the first request did not claim it, with will-save to run")
             return
@@ -87,7 +81,7 @@ struct ContinuationServerTests {
         activity.continuationPolicy = .once
         let streaming = try UserActivity(activityType: "org.test.list")
         streaming.supportsContinuationStreams = true
-        let all = current(activity, streaming)
+        let all = CurrentActivities.holding(activity, streaming)
         guard case .refuse(let error) = ContinuationServer.decide(request(activity, wantStreams: true), current: all, node: "n", date: date) else {
             Issue.record("a request wanting streams was answered with an activity that has none")
             return
@@ -110,7 +104,7 @@ struct ContinuationServerTests {
         let activity = try UserActivity(activityType: "org.test.edit")
         let saver = Saver()
         activity.delegate = saver
-        let all = current(activity)
+        let all = CurrentActivities.holding(activity)
         guard case .answer(let answered, _, save: false) = ContinuationServer.decide(request(activity, refresh: true), current: all, node: "n", date: date) else {
             Issue.record("not answered, or will-save asked for an activity not marked")
             return
@@ -128,7 +122,7 @@ struct ContinuationServerTests {
         let activity = try UserActivity(activityType: "org.test.edit")
         activity.continuationPolicy = .once
         activity.requiredUserInfoKeys = ["draft"]
-        let all = current(activity)
+        let all = CurrentActivities.holding(activity)
         guard case .answer(let answered, let claimed, _) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date) else {
             Issue.record("not answered")
             return
@@ -149,7 +143,7 @@ struct ContinuationServerTests {
     func expired() throws {
         let activity = try UserActivity(activityType: "org.test.edit")
         activity.expirationDate = date.addingTimeInterval(-1)
-        guard case .expired(let found, let error) = ContinuationServer.decide(request(activity), current: current(activity), node: "n", date: date) else {
+        guard case .expired(let found, let error) = ContinuationServer.decide(request(activity), current: CurrentActivities.holding(activity), node: "n", date: date) else {
             Issue.record("an expired activity was not refused as such")
             return
         }
@@ -160,7 +154,7 @@ struct ContinuationServerTests {
     func overloadedBeforeTheClaim() throws {
         let activity = try UserActivity(activityType: "org.test.edit")
         activity.continuationPolicy = .once
-        let all = current(activity)
+        let all = CurrentActivities.holding(activity)
         let limit = ContinuationServer.maxHandOversWaiting
         guard case .overloaded(let error) = ContinuationServer.decide(request(activity), current: all, node: "n", date: date, handOversWaiting: limit) else {
             Issue.record("a request was decided with \(limit) waiting on the delegate")

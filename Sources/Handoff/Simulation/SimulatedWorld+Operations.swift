@@ -12,10 +12,11 @@ extension SimulatedWorld {
             guard let activity = try? UserActivity(activityType: type, id: id) else { return nil }
             activity.title = "\(id) made"
             if once { activity.continuationPolicy = .once }
-            if saves {
-                activity.delegate = saver
-                activity.needsSave = true
-            }
+            // Every simulated activity takes continuation streams (the world writes and reads the
+            // originator's ends), so its delegate is there to receive them; only some need saving.
+            activity.supportsContinuationStreams = true
+            activity.delegate = saver
+            if saves { activity.needsSave = true }
             if let expiresIn { activity.expirationDate = date.addingTimeInterval(expiresIn.seconds) }
             truth.made(activity, origin: index, at: now, expires: expiresIn.map { now + $0 })
             log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")

@@ -97,26 +97,27 @@ extension SimulatedWorld {
         drive(stream)
     }
 
-    /// The originating node's side of an open: the activity must be current there.
+    /// The originating node's side of an open, decided as ``Node`` decides it (``StreamOpenCheck``;
+    /// the world keeps no count of pairs per node, so no limit refuses one here).
     private func acceptStream(_ stream: SimulatedStream, _ request: WireStreamOpen) {
         let index = streamNode(stream, .origin)
         guard stream[.origin] == nil || !endAlive(stream, .origin) else { return }  // the same open again
-        guard let activity = nodes[index].advertiserDo({ $0.current[request.activityID] }) else {
-            refuseStream(stream, HandoffError(.activityNotFound, "\(nodes[index].id) has no current activity \(request.activityID)"))
+        let activity: UserActivity
+        switch StreamOpenCheck.check(request, in: nodes[index].advertiserDo({ $0.current }), node: nodes[index].id) {
+        case .refuse(let error):
+            refuseStream(stream, error)
             return
+        case .accept(let accepted, _):
+            activity = accepted
         }
         let pair = StreamPair(
             isContinuer: false, direction: request.direction, peerName: "the continuing node \(nodes[stream[.continuer]!.node].id)",
             activityType: activity.activityType, window: Int(request.window), chunkSize: SimulatedStream.settings.chunkSize,
             peerChunkSize: StreamPair.chunkSize(announced: request.chunkSize), now: instant)
         stream[.origin] = .init(node: index, incarnation: nodes[index].incarnation, pair: pair)
-        var answer = WireStreamOpen()
-        answer.activityID = request.activityID
-        answer.direction = request.direction
-        answer.window = request.window
-        answer.chunkSize = UInt32(SimulatedStream.settings.chunkSize)
-        answer.resumeToken = Data(streamNetwork.token().utf8)
-        answer.checksumAlgorithm = stream.checksumAlgorithm(writtenBy: .origin).wire
+        let answer = StreamOpenCheck.answer(
+            request, document: nil, window: Int(request.window), chunkSize: SimulatedStream.settings.chunkSize,
+            checksum: stream.checksumAlgorithm(writtenBy: .origin).wire, resumeToken: Data(streamNetwork.token().utf8))
         perform(stream, .origin, stream.pairDo(.origin) { $0.accept(request, answer: answer, now: instant) })
         stream[.origin]!.read = ReceivedBytes(checksum: pair.peerChecksum)
         drive(stream)

@@ -188,77 +188,40 @@ extension Node {
             traceRefusedOpen(open, traceID: traceID, error)
         }
         guard !streams.isTaken(route) else { return }  // the same open again
-        guard WireLimits.fits(activityID: open.activityID, activityType: "") else {
-            refuse(WireLimits.oversizedIdentifiers(activityID: open.activityID, activityType: ""))
+        let (activity, document): (UserActivity, DocumentReference?)
+        switch StreamOpenCheck.check(open, in: advertiser.current, node: own.info.name) {
+        case .refuse(let error):
+            refuse(error)
             return
+        case .accept(let accepted, let sent):
+            (activity, document) = (accepted, sent)
         }
-        guard let activity = advertiser.current[open.activityID] else {
-            refuse(HandoffError(.activityNotFound, "\(own.info.name) has no current activity \(open.activityID)"))
-            return
+        let (maxStreams, maxStreamsPerPeer) = (own.configuration.maxStreams, own.configuration.maxStreamsPerPeer)
+        var admission = streams.admission(owner: owner, maxStreams: maxStreams, maxStreamsPerPeer: maxStreamsPerPeer)
+        if StreamOpenCheck.evictionMayAdmit(admission, maxStreamsPerPeer: maxStreamsPerPeer),
+           evictStalledStream(because: "\(own.info.name) reached its limit of \(maxStreams) stream pairs and a new one was opened") {
+            admission = streams.admission(owner: owner, maxStreams: maxStreams, maxStreamsPerPeer: maxStreamsPerPeer)
         }
-        // The document (StreamOpen.document) is sent by the node itself; other streams go to the delegate.
-        let document = open.document ? activity.document : nil
-        if open.document {
-            guard let document, document.url.isFileURL, open.direction == .originToContinuer else {
-                refuse(HandoffError(.streamsNotSupported, activity.document == nil
-                    ? "the activity refers to no document" : "a document is sent from the originator only (direction ORIGIN_TO_CONTINUER)",
-                    activityType: activity.activityType))
-                return
-            }
-        }
-        let delegate = activity.delegate
-        guard document != nil || (activity.supportsContinuationStreams && delegate != nil) else {
-            refuse(HandoffError(.streamsNotSupported, activity.supportsContinuationStreams
-                ? "the activity has no delegate to receive streams" : "the activity does not support continuation streams",
-                activityType: activity.activityType))
-            return
-        }
-        if case .UNRECOGNIZED(let value) = open.direction {
-            refuse(HandoffError(.malformedMessage, "unknown stream direction \(value)", activityType: activity.activityType))
-            return
-        }
-        var admission = streams.admission(owner: owner, maxStreams: own.configuration.maxStreams, maxStreamsPerPeer: own.configuration.maxStreamsPerPeer)
-        if case .nodeFull(_, let fromPeer) = admission, fromPeer < own.configuration.maxStreamsPerPeer,
-           evictStalledStream(because: "\(own.info.name) reached its limit of \(own.configuration.maxStreams) stream pairs and a new one was opened") {
-            admission = streams.admission(owner: owner, maxStreams: own.configuration.maxStreams, maxStreamsPerPeer: own.configuration.maxStreamsPerPeer)
-        }
-        let refusal: (scope: String, limit: Int, logged: String, message: String)? = switch admission {
-        case .admitted:
-            nil
-        case .nodeFull(let open, _):
-            ("node", own.configuration.maxStreams, "the node has \(open) pairs open",
-             "\(own.info.name) already has \(open) stream pairs open, its limit")
-        case .peerFull(let fromPeer):
-            ("peer", own.configuration.maxStreamsPerPeer, "peer \(owner) has \(fromPeer) pairs open",
-             "\(own.info.name) already has \(fromPeer) stream pairs open with this peer, its limit per peer")
-        }
-        if let refusal {
+        if let refusal = StreamOpenCheck.overLimit(
+            admission, node: own.info.name, owner: owner, activityType: activity.activityType, maxStreams: maxStreams, maxStreamsPerPeer: maxStreamsPerPeer
+        ) {
             observability.streamCounters.refusedOverLimit += 1
             if observability.streamCounters.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
                 own.logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(observability.streamCounters.refusedOverLimit) refused so far)")
             }
-            var error = HandoffError(.tooManyStreams, refusal.message, activityType: activity.activityType).wire
-            error.details["scope"] = refusal.scope
-            error.details["limit"] = "\(refusal.limit)"
             var frame = WireStreamFrame()
             frame.streamID = route.id
-            frame.error = error
+            frame.error = refusal.wire
             sendFrame(frame, to: route.peer, payload: nil)
-            traceRefusedOpen(open, traceID: traceID, HandoffError(wire: error))
+            traceRefusedOpen(open, traceID: traceID, HandoffError(wire: refusal.wire))
             return
         }
         let session = makeSession(
             route: route, isContinuer: false, activityID: activity.id, activityType: activity.activityType,
             direction: open.direction, owner: owner, peerChunkSize: StreamPair.chunkSize(announced: open.chunkSize))
-        var answer = WireStreamOpen()
-        answer.activityID = activity.id
-        answer.direction = open.direction
-        answer.window = UInt32(own.configuration.streamWindow)
-        answer.chunkSize = UInt32(own.configuration.streamChunkSize)
-        answer.resumeToken = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
-        answer.document = open.document
-        answer.checksumAlgorithm = own.configuration.streamChecksum.wire
-        if let document { answer.expectedLength = document.size }
+        let answer = StreamOpenCheck.answer(
+            open, document: document, window: own.configuration.streamWindow, chunkSize: own.configuration.streamChunkSize,
+            checksum: own.configuration.streamChecksum.wire, resumeToken: Data((0..<16).map { _ in UInt8.random(in: 0...255) }))
         session.peer = sender
         if admitsTrace(traceID, of: "stream open") { traceOpened(session, answer, traceID: traceID, peerName: sender?.name ?? "") }
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
@@ -270,7 +233,7 @@ extension Node {
         if let document {
             let key = session.key
             spawn { await Self.sendDocument(document, on: pair, key: key, node: self, activityType: activity.activityType) }
-        } else if let delegate {
+        } else if let delegate = activity.delegate {
             spawn { await delegate.userActivity(activity, didReceive: pair) }
         }
     }

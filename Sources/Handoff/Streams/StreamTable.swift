@@ -26,6 +26,15 @@ extension StreamTableEntry {
     var isLive: Bool { failedAt == nil }
 }
 
+/// Whether the limits on open pairs let one more in (``StreamTable/admission(owner:maxStreams:maxStreamsPerPeer:)``).
+enum StreamAdmission: Equatable {
+    case admitted
+    /// The node has `open` live pairs, its limit; the peer has `fromPeer` of them.
+    case nodeFull(open: Int, fromPeer: Int)
+    /// The peer has `fromPeer` live pairs, its limit.
+    case peerFull(fromPeer: Int)
+}
+
 /// A node's stream pairs: by their key for their whole life, by their route for the frames that
 /// arrive, the limits on how many are open, and the lookups a resume makes.
 ///
@@ -40,13 +49,7 @@ struct StreamTable<Session: StreamTableEntry> {
     private var lastRouteID: UInt64 = 0
 
     /// Why an open is refused, if it is.
-    enum Admission: Equatable {
-        case admitted
-        /// The node has `open` live pairs, its limit; the peer has `fromPeer` of them.
-        case nodeFull(open: Int, fromPeer: Int)
-        /// The peer has `fromPeer` live pairs, its limit.
-        case peerFull(fromPeer: Int)
-    }
+    typealias Admission = StreamAdmission
 
     /// A key no pair had before.
     mutating func newKey() -> StreamKey {
