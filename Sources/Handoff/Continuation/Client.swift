@@ -4,20 +4,17 @@ import ZeroMQ
 /// A DEALER connected to one originator's continuation endpoint, with a monitor that tells when the
 /// connection drops. Owned by the node actor.
 final class Client {
-    let endpoint: String
-    /// The originator's CURVE key this client authenticates, when secure.
-    let serverKey: CurveKey?
     let socket: Socket
     let monitor: SocketMonitor
-    /// Set when the originator refused this node's key at the handshake.
-    var refusedAtHandshake = false
+    /// What the connection's events mean, and what a continue waiting on it does (``OriginConnection``).
+    var connection: OriginConnection
+    var endpoint: String { connection.endpoint }
     /// Reconnects in a row that found nothing listening at the endpoint (``EndpointProbe``), and
     /// whether a probe is under way: whether the originator is gone (``OriginRefusals``).
     var refusals = OriginRefusals()
 
     init(endpoint: String, context: Context, security: Security?, serverKey: CurveKey?, limits: Node.ContinuationLimits) throws(ZMQError) {
-        self.endpoint = endpoint
-        self.serverKey = serverKey
+        connection = OriginConnection(endpoint: endpoint, serverKey: serverKey)
         socket = try context.socket(.dealer)
         if let security, let serverKey { try security.secureClient(socket, serverKey: serverKey) }
         try socket.set(.sendHighWaterMark, 10_000)

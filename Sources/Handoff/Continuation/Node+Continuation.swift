@@ -156,7 +156,7 @@ extension Node {
         var client = try originClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
         var waitedForConnection = false
         while true {
-            var refusedUnconnected = false
+            var sendRefused = false
             // A loop polls for the reply rather than sleeping (EventLoops.awaitReply).
             let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
             let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
@@ -164,7 +164,7 @@ extension Node {
                 let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID, traceID: traceID)
                 do {
                     guard try client.socket.trySend(bytes) else {
-                        refusedUnconnected = !waitedForConnection
+                        sendRefused = true
                         resolve(correlationID, .failure(HandoffError(.connectionUnavailable, "the connection to the originator at \(client.endpoint) dropped before the request could be sent", activityType: activityType)))
                         return
                     }
@@ -175,12 +175,17 @@ extension Node {
                 }
             }
             awaited.end()
-            if refusedUnconnected {
-                // Refused at the handshake moments ago: say so (connectedClient would make it again).
-                if client.refusedAtHandshake { throw handshakeRefusal(by: client, activityType: activityType) }
-                client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
-                waitedForConnection = true
-                continue
+            if sendRefused {
+                switch client.connection.afterRefusedSend(waitedAlready: waitedForConnection, activityType: activityType) {
+                case .awaitConnection:
+                    client = try await connectedClient(activity.continueEndpoint, serverKey: activity.origin.publicKey, activityType: activityType)
+                    waitedForConnection = true
+                    continue
+                case .fail(let error):
+                    throw error
+                case .failAsResolved:
+                    break
+                }
             }
             return try ContinuationClient<ReplyWaiter, ContinuationHandler>.interpret(try outcome.get(), for: activity)
         }

@@ -17,54 +17,36 @@ extension Node {
         return client
     }
 
-    /// Waits until `client` has a live connection, as long as `connectTimeout`; `unauthorized` as
-    /// soon as the originator refuses this node's key at the handshake.
-    ///
-    /// In slices, so that a refusal (``watchConnection(to:client:)`` reads it while this waits) ends
-    /// the wait as soon as it is read, not when `connectTimeout` runs out.
+    /// Waits until `client` has a live connection, as ``OriginConnection`` says: as long as
+    /// `connectTimeout`, `unauthorized` as soon as the originator refuses this node's key at the
+    /// handshake (``watchConnection(to:client:)`` reads it while this waits).
     func awaitConnection(of client: Client, activityType: String) async throws(HandoffError) {
-        let deadline = ContinuousClock.now + own.configuration.connectTimeout
-        while !client.refusedAtHandshake {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            guard remaining > .zero else {
-                throw HandoffError(.connectionUnavailable, "no connection to the originator at \(client.endpoint) within \(own.configuration.connectTimeout): its node is gone or unreachable", activityType: activityType)
+        let connectTimeout = own.configuration.connectTimeout
+        let deadline = ContinuousClock.now + connectTimeout
+        var writable = false
+        while true {
+            switch client.connection.wait(writable: writable, remaining: ContinuousClock.now.duration(to: deadline), connectTimeout: connectTimeout, activityType: activityType) {
+            case .connected:
+                return
+            case .fail(let error):
+                throw error
+            case .wait(let slice):
+                // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
+                do {
+                    writable = try await client.socket.waitUntilReady(for: .writable, timeout: slice).contains(.writable)
+                } catch {
+                    throw client.connection.waitEnded(cancelled: Task.isCancelled, activityType: activityType)
+                }
             }
-            // With ZMQ_IMMEDIATE the DEALER is writable only while a connection is up.
-            let ready: PollEvents
-            do {
-                ready = try await client.socket.waitUntilReady(for: .writable, timeout: min(remaining, Self.refusalCheckInterval))
-            } catch {
-                if client.refusedAtHandshake { break }
-                let why = Task.isCancelled ? "the continue was cancelled while" : "the connection was closed while"
-                throw HandoffError(.connectionUnavailable, "no connection to the originator at \(client.endpoint): \(why) this node waited for it", activityType: activityType)
-            }
-            if ready.contains(.writable) { return }
         }
-        throw handshakeRefusal(by: client, activityType: activityType)
     }
-
-    /// The error for a continue towards an originator that refused this node's key.
-    func handshakeRefusal(by client: Client, activityType: String) -> HandoffError {
-        HandoffError(.unauthorized, "the originator at \(client.endpoint) refused this node's key at the CURVE handshake: this node is not in its account", activityType: activityType)
-    }
-
-    /// How often a wait for a connection looks whether the originator refused the handshake.
-    static let refusalCheckInterval: Duration = .milliseconds(50)
 
     /// The DEALER for an originator, connected or connecting (``connectedClient(_:serverKey:activityType:)``
     /// without the wait).
     func originClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) throws(HandoffError) -> Client {
-        if let security {
-            guard let serverKey else {
-                throw HandoffError(.unauthorized, "the originator at \(endpoint) advertised no public key; this node continues only from nodes of its account", activityType: activityType)
-            }
-            guard security.authorizes(serverKey) else {
-                throw HandoffError(.unauthorized, "the originator at \(endpoint) has key \(serverKey.z85), which is not in this node's account", activityType: activityType)
-            }
-        }
-        if let existing = sockets.clients[endpoint], existing.serverKey != serverKey || existing.refusedAtHandshake {
-            // Another node (another key) now answers at this endpoint, or it refused this node's key
-            // before: libzmq does not retry a refused handshake, and the account may have changed.
+        let authorizes = security.map { security in { (key: CurveKey) in security.authorizes(key) } }
+        try OriginConnection.authorize(endpoint: endpoint, serverKey: serverKey, authorizes: authorizes, activityType: activityType)
+        if let existing = sockets.clients[endpoint], !existing.connection.serves(serverKey: serverKey) {
             existing.close()
             sockets.clients[endpoint] = nil
         }
@@ -141,17 +123,15 @@ extension Node {
                 event = try await client.monitor.next(matching: Client.watchedEvents, timeout: .seconds(60))
             } catch { return }
             guard let event else { continue }
-            if event.kind == .connectRetried {
+            switch client.connection.observe(event.kind) {
+            case .reconnectFailed:
                 reconnectFailed(to: endpoint, client: identity)
-                continue
-            }
-            if event.kind != .disconnected {
-                client.refusedAtHandshake = true
+            case .refused:
                 own.logger.warning("the originator at \(endpoint) refused the CURVE handshake (\(event.kind)): this node's key is not in its account, or the key it advertised is not its own")
-                continue
+            case .dropped:
+                resume(continuing.disconnected(from: endpoint))
+                interruptStreams(to: endpoint)
             }
-            resume(continuing.disconnected(from: endpoint))
-            interruptStreams(to: endpoint)
         }
     }
 
