@@ -79,19 +79,12 @@ extension Node {
     /// The handshake events a node watches on its bus sockets.
     static let handshakeEvents: MonitorEvents = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded, .disconnected]
 
-    /// Notices the bus refusing this node at the handshake — a key not in the server's account, or
-    /// no key for a server that runs CURVE — logs it, keeps the reason in ``busRefusal``, and tries
-    /// again with a backoff (1 s doubling to 30 s): libzmq itself does not reconnect after a refused
-    /// handshake, and the key may be added to the account later. A later handshake that succeeds
-    /// clears ``busRefusal``.
-    ///
-    /// A keyless node against a CURVE server may see only a disconnect (the server hangs up before
-    /// libzmq reports the mechanism mismatch): a connection closed before its handshake succeeded
-    /// counts as a refusal for a node without a key.
+    /// Notices the bus refusing this node at the handshake, as ``BusHandshakes`` decides from the
+    /// socket's monitor: logs it, keeps the reason in ``busRefusal`` (cleared once a handshake
+    /// passes), and reconnects after the backoff it says; asks again for what the bus lost after a
+    /// reconnect of a subscriber.
     func watchBusHandshakes(_ index: Int) async {
-        var backoff = Duration.seconds(1)
-        var accepted: Set<String> = []  // endpoints whose current connection passed the handshake
-        var everAccepted: Set<String> = []  // endpoints connected before: a handshake there is a reconnect
+        var handshakes = BusHandshakes(keyless: own.configuration.security == nil)
         while !Task.isCancelled, index < sockets.busMonitors.count {
             let (socket, monitor) = sockets.busMonitors[index]
             guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
@@ -99,42 +92,31 @@ extension Node {
                 continue
             }
             noteBusConnection(monitor: index, event)
-            if event.kind == .handshakeSucceeded {
+            switch handshakes.observe(event.kind, endpoint: event.endpoint) {
+            case .none:
+                continue
+            case .accepted(let reconnected):
                 if busRefusal != nil { own.logger.info("\(event.endpoint) accepted this node at the handshake now") }
                 sockets.busRefusal = nil
-                backoff = .seconds(1)
-                accepted.insert(event.endpoint)
-                if !everAccepted.insert(event.endpoint).inserted, sockets.subscribers.contains(where: { $0 === socket }) {
-                    busReconnected(to: event.endpoint)
+                if reconnected, sockets.subscribers.contains(where: { $0 === socket }) { busReconnected(to: event.endpoint) }
+            case .refused(let retryAfter):
+                let server = switch own.configuration.bus {
+                case .broker, .brokers: "the broker"
+                case .direct: "the peer"
                 }
-                continue
-            }
-            if event.kind == .disconnected {
-                // After a handshake: the server went away, and libzmq reconnects. Before one: a
-                // refusal for a keyless node; for a node with a key, libzmq's retry will tell.
-                if accepted.remove(event.endpoint) != nil || own.configuration.security != nil { continue }
-            }
-            let server = switch own.configuration.bus {
-            case .broker, .brokers: "the broker"
-            case .direct: "the peer"
-            }
-            let refusal = if own.configuration.security == nil {
-                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node at the handshake: it runs CURVE and this node has no key; give the node its key (--key, or security.key) and the account")
-            } else {
-                HandoffError(.unauthorized, "\(server) at \(event.endpoint) refused this node's key at the CURVE handshake: the key (\(own.info.publicKey?.z85 ?? "none")) is not in its account, or this node has the wrong public key for it")
-            }
-            if busRefusal?.message != refusal.message { own.logger.error("\(refusal.message)") }
-            sockets.busRefusal = refusal
-            // Try again later, on a fresh connection.
-            do { try await Task.sleep(for: backoff) } catch { return }
-            backoff = min(backoff * 2, .seconds(30))
-            guard !sockets.busMonitors.isEmpty else { return }
-            do {
-                try socket.disconnect(event.endpoint)
-                try socket.connect(event.endpoint)
-                own.logger.debug("reconnecting to \(event.endpoint) after a refused handshake")
-            } catch {
-                own.logger.warning("could not reconnect to \(event.endpoint): \(error)")
+                let refusal = BusHandshakes.refusal(by: server, at: event.endpoint, keyless: handshakes.keyless, publicKey: own.info.publicKey)
+                if busRefusal?.message != refusal.message { own.logger.error("\(refusal.message)") }
+                sockets.busRefusal = refusal
+                // Try again later, on a fresh connection.
+                do { try await Task.sleep(for: retryAfter) } catch { return }
+                guard !sockets.busMonitors.isEmpty else { return }
+                do {
+                    try socket.disconnect(event.endpoint)
+                    try socket.connect(event.endpoint)
+                    own.logger.debug("reconnecting to \(event.endpoint) after a refused handshake")
+                } catch {
+                    own.logger.warning("could not reconnect to \(event.endpoint): \(error)")
+                }
             }
         }
     }
