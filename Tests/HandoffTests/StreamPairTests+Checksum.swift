@@ -101,3 +101,22 @@ extension StreamPairTests {
         #expect(actions.contains { if case .deliverEnd(0, nil) = $0 { true } else { false } })
     }
 }
+
+/// What a pair does when its own node stops.
+extension StreamPairTests {
+    @Test("rule: when the node stops, a live pair fails here with notRunning and tells its peer peerLost at once (not left to wait out its resume window); a failed pair says nothing more")
+    func nodeStopped() {
+        for continuer in [true, false] {
+            var stopping = pair(continuer: continuer)
+            let actions = stopping.nodeStopped(node: "laptop", now: start + .seconds(1))
+            guard case .error(let notice)? = sent(actions).first else {
+                Issue.record("the peer was not told (continuer: \(continuer)): \(actions)")
+                continue
+            }
+            #expect(notice.code == .peerLost && notice.message == "laptop shut down" && notice.details["activity_type"] == "org.handoff.test.bulk")
+            #expect(failure(actions)?.code == .notRunning)
+            #expect(stopping.failedAt == start + .seconds(1))
+            #expect(stopping.nodeStopped(node: "laptop", now: start + .seconds(2)).isEmpty, "a failed pair told its peer again")
+        }
+    }
+}

@@ -95,6 +95,31 @@ struct StreamTableTests {
         #expect(table.resumable(id: 5, token: Data([9, 9])) == nil)  // a failed pair is not resumed
     }
 
+    @Test("rule: a resume of no pair (ended, past its window, a wrong token) is answered with peerLost naming the pair and the window, so that the peer stops trying")
+    func unresumable() throws {
+        var table = StreamTable<Pair>()
+        let pair = accepted(&table, from: [1], id: 5, owner: "alice", token: Data([9, 9]))
+        guard case .success(let found) = table.resumeTarget(id: 5, token: Data([9, 9]), node: "desk", resumeWindow: .seconds(30)) else {
+            Issue.record("a live pair with its token was not found")
+            return
+        }
+        #expect(found === pair)
+        guard case .failure(let error) = table.resumeTarget(id: 5, token: Data([9, 8]), node: "desk", resumeWindow: .seconds(30)) else {
+            Issue.record("a guessed token resumed a pair")
+            return
+        }
+        #expect(error.code == .peerLost && error.message.hasPrefix("desk has no stream pair 5 to resume") && error.message.contains("30"))
+    }
+
+    @Test("rule: a failed pair is kept for failedPairKept (its late frames dropped quietly), then forgotten")
+    func failedPairsForgotten() {
+        let failedAt = StreamTableTests.start
+        let kept = StreamTable<Pair>.failedPairKept
+        #expect(kept == .seconds(60))
+        #expect(!StreamTable<Pair>.forgets(failedAt: failedAt, now: failedAt + kept))
+        #expect(StreamTable<Pair>.forgets(failedAt: failedAt, now: failedAt + kept + .milliseconds(1)))
+    }
+
     @Test("a route another pair took since is not freed when the old pair goes")
     func routeTakenOver() {
         var table = StreamTable<Pair>()

@@ -11,11 +11,8 @@ extension Node {
     func failOutstanding() {
         resume(continuing.failAll(HandoffError(.notRunning, "the node shut down before the originator answered")))
         for session in streams.all {
-            // The peer is told at once (its pair fails with peerLost) rather than left to wait out
-            // its resume window for a node that is not coming back.
             if session.failure == nil {
-                let notice = HandoffError(.peerLost, "\(own.info.name) shut down", activityType: session.activityType).wire
-                perform(session.pair.fail(HandoffError(.notRunning, "the node shut down"), telling: .error(notice), now: .now), on: session)
+                perform(session.pair.nodeStopped(node: own.info.name, now: .now), on: session)
                 // Sockets close with linger 0: give the notice half a second to leave.
                 switch session.route.peer {
                 case .router: try? sockets.server.set(.linger, 500)

@@ -23,8 +23,7 @@ extension Node {
         for session in streams.all {
             if let failedAt = session.pair.failedAt {
                 reportFailure(session)
-                // Kept a while so that late frames for it are dropped quietly.
-                if now - failedAt > .seconds(60) { forgetSession(session) }
+                if StreamTable<StreamSession>.forgets(failedAt: failedAt, now: now) { forgetSession(session) }
                 continue
             }
             guard !session.pair.isOpening else { continue }

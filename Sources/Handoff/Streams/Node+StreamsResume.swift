@@ -8,10 +8,14 @@ extension Node {
     /// new routing id) and moves it there; its machine answers with what it has and sends again
     /// what the peer lacks.
     func resumeAsOriginator(_ resume: WireStreamResume, route: StreamRoute) {
-        guard let session = streams.resumable(id: route.id, token: resume.resumeToken) else {
+        let session: StreamSession
+        switch streams.resumeTarget(id: route.id, token: resume.resumeToken, node: own.info.name, resumeWindow: own.configuration.streamResumeWindow) {
+        case .success(let found):
+            session = found
+        case .failure(let error):
             var frame = WireStreamFrame()
             frame.streamID = route.id
-            frame.error = HandoffError(.peerLost, "\(own.info.name) has no stream pair \(route.id) to resume: it ended, or its resume window (\(own.configuration.streamResumeWindow)) passed").wire
+            frame.error = error.wire
             sendFrame(frame, to: route.peer, payload: nil)
             return
         }

@@ -275,6 +275,14 @@ struct StreamPair {
         return actions
     }
 
+    /// The node stops (`node`: its name): the pair fails here with `notRunning`, and the peer is
+    /// told at once (its pair fails with `peerLost`) rather than left to wait out its resume window
+    /// for a node that is not coming back.
+    mutating func nodeStopped(node: String, now: ContinuousClock.Instant) -> [Action] {
+        let notice = HandoffError(.peerLost, "\(node) shut down", activityType: activityType).wire
+        return fail(HandoffError(.notRunning, "the node shut down"), telling: .error(notice), now: now)
+    }
+
     /// The peer broke the stream's rules: it is told, and the pair is over.
     mutating func violate(_ reason: String, now: ContinuousClock.Instant) -> [Action] {
         let error = HandoffError(.streamProtocolViolation, reason, activityType: activityType)

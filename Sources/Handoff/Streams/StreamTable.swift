@@ -136,6 +136,23 @@ struct StreamTable<Session: StreamTableEntry> {
         sessions.values.first { !$0.isContinuer && $0.route.id == id && $0.isLive && !$0.resumeToken.isEmpty && $0.resumeToken == token }
     }
 
+    /// The originator's pair a resume names (``resumable(id:token:)``), or the error the peer is
+    /// answered with when there is none (`peerLost`: it ended, its resume window passed, or the
+    /// token is not its own), so that it stops trying.
+    func resumeTarget(id: UInt64, token: Data, node: String, resumeWindow: Duration) -> Result<Session, HandoffError> {
+        if let session = resumable(id: id, token: token) { return .success(session) }
+        return .failure(HandoffError(.peerLost, "\(node) has no stream pair \(id) to resume: it ended, or its resume window (\(resumeWindow)) passed"))
+    }
+
+    /// How long a failed pair is kept, so that its late frames are dropped quietly (as frames of no
+    /// pair are) rather than taken for a new pair's.
+    static var failedPairKept: Duration { .seconds(60) }
+
+    /// Whether a pair that failed at `failedAt` is kept no longer.
+    static func forgets(failedAt: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Bool {
+        now - failedAt > failedPairKept
+    }
+
     /// The live pairs this node opened to the originator at `endpoint`.
     func live(toDealer endpoint: String) -> [Session] {
         sessions.values.filter { $0.isLive && $0.route.peer == .dealer(endpoint) }
