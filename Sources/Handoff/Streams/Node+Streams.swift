@@ -76,13 +76,9 @@ extension Node {
         guard lifecycle.runState == .running else {
             throw HandoffError(.notRunning, "start the node with run() before opening streams", activityType: activity.activityType)
         }
-        guard activity.supportsContinuationStreams || document else {
-            throw HandoffError(.streamsNotSupported, "the activity does not support continuation streams", activityType: activity.activityType)
-        }
-        let open = streams.liveCount
-        guard open < own.configuration.maxStreams else {
-            throw HandoffError(.tooManyStreams, "this node already has \(open) stream pairs open, its limit (maxStreams)", activityType: activity.activityType)
-        }
+        try StreamOpenRequest.check(
+            supportsStreams: activity.supportsContinuationStreams, document: document, livePairs: streams.liveCount,
+            maxStreams: own.configuration.maxStreams, activityType: activity.activityType)
         let endpoint = activity.continueEndpoint
         _ = try await connectedClient(endpoint, serverKey: activity.origin.publicKey, activityType: activity.activityType)
         let session = makeSession(
@@ -93,20 +89,16 @@ extension Node {
         session.peer = activity.origin.wire
         session.traceID = activity.traceID  // its open carries the continue's trace
 
-        var request = WireStreamOpen()
-        request.activityID = activity.id
-        request.direction = direction.wire
-        request.window = UInt32(own.configuration.streamWindow)
-        request.chunkSize = UInt32(own.configuration.streamChunkSize)
-        request.document = document
-        request.checksumAlgorithm = own.configuration.streamChecksum.wire
+        let request = StreamOpenRequest.open(
+            activityID: activity.id, direction: direction.wire, window: own.configuration.streamWindow,
+            chunkSize: own.configuration.streamChunkSize, checksum: own.configuration.streamChecksum.wire, document: document)
         let timeout = own.configuration.continueTimeout
         let activityType = activity.activityType
         let key = session.key
         // Bounds the wait for the answer, and only that: cancelled as soon as the answer arrives.
         let timer = Task(executorPreference: EventLoops.shared) { [weak self] in
             do { try await Task.sleep(for: timeout) } catch { return }
-            await self?.failUnansweredOpen(key, HandoffError(.remoteApplicationTimedOut, "the originator at \(endpoint) did not answer the request to open streams within \(timeout) (continueTimeout)", activityType: activityType))
+            await self?.failUnansweredOpen(key, StreamOpenRequest.unanswered(endpoint: endpoint, timeout: timeout, activityType: activityType))
         }
         // A loop polls for the answer rather than sleeping (EventLoops.awaitReply), as for a continue.
         let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
