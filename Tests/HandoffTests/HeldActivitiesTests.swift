@@ -77,6 +77,17 @@ struct HeldActivitiesTests {
         for code in [HandoffError.Code.activityNotFound, .activityExpired, .activityInvalidated, .unauthorized, .declined, .userInfoTooLarge] {
             #expect(!HeldActivities.worthRetrying(code), "\(code)")
         }
+        // refreshFailed applies it: a failure on the way is due again after the delay, a refusal never.
+        var held = HeldActivities()
+        let start = ContinuousClock.now
+        held.hold("a", version: 1)
+        held.hold("b", version: 1)
+        _ = held.beginRefresh("a", advertised: 2, now: start)
+        _ = held.beginRefresh("b", advertised: 2, now: start)
+        let retried = held.refreshFailed("a", with: .remoteApplicationTimedOut, now: start)
+        let refused = held.refreshFailed("b", with: .activityNotFound, now: start)
+        #expect(retried && !refused)
+        #expect(held.dueRetries(now: start + HeldActivities.retryDelay, knownVersion: { _ in 2 }) == ["a"])
     }
 
     @Test("continuing again keeps the newest version; an activity that left the bus is let go")

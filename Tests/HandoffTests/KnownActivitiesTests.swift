@@ -9,12 +9,14 @@ struct KnownActivitiesTests {
     let now = ContinuousClock.now
 
     func activity(
-        _ id: String, of origin: String = "node-a", key: UInt8? = nil, version: UInt64 = 1, expires: Date? = nil, title: String = ""
+        _ id: String, of origin: String = "node-a", key: UInt8? = nil, version: UInt64 = 1, expires: Date? = nil, title: String = "",
+        type: String = "org.handoff.test.known", updated: Date? = nil
     ) -> DiscoveredActivity {
         var advertisement = WireAdvertisement()
         advertisement.activityID = id
         advertisement.title = title
-        advertisement.activityType = "org.handoff.test.known"
+        advertisement.activityType = type
+        if let updated { advertisement.updatedAt = WireTimestamp(updated) }
         advertisement.origin.nodeID = origin
         advertisement.origin.name = origin
         if let key { advertisement.origin.publicKey = Data(repeating: key, count: 32) }
@@ -191,5 +193,22 @@ struct KnownActivitiesTests {
         #expect(known.arrive(activity("x", of: "node-b", version: 2), deadline: now, now: now) == .updated)
         #expect(known.ids(ofOrigin: "node-a") == nil)
         #expect(known.ids(ofOrigin: "node-b") == ["x"])
+    }
+
+    @Test("rule: the newest activity of a type is the one its originator made current or changed last (updatedAt), whatever order they were heard in; without that time, the one heard changing last; other types never count")
+    func newest() {
+        var known = KnownActivities(maxPerOrigin: 10, maxTotal: 10)
+        let date = Date(timeIntervalSince1970: 2_000_000_000)
+        #expect(known.newest(ofType: "org.handoff.test.known") == nil)
+        _ = known.arrive(activity("later", version: 1, updated: date + 5), deadline: now + .seconds(6), now: now)
+        // Heard after, with a higher version, but changed earlier by its originator's clock.
+        _ = known.arrive(activity("earlier", version: 9, updated: date), deadline: now + .seconds(6), now: now + .seconds(1))
+        _ = known.arrive(activity("other", type: "org.handoff.test.other", updated: date + 60), deadline: now + .seconds(6), now: now + .seconds(2))
+        #expect(known.newest(ofType: "org.handoff.test.known")?.id == "later")
+        var old = KnownActivities(maxPerOrigin: 10, maxTotal: 10)
+        _ = old.arrive(activity("first"), deadline: now + .seconds(6), now: now)
+        _ = old.arrive(activity("second"), deadline: now + .seconds(6), now: now + .seconds(1))
+        _ = old.arrive(activity("first", version: 2), deadline: now + .seconds(6), now: now + .seconds(2))
+        #expect(old.newest(ofType: "org.handoff.test.known")?.id == "first", "without updatedAt, the one heard changing last")
     }
 }

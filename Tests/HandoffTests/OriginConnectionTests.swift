@@ -96,3 +96,21 @@ struct OriginConnectionTests {
         #expect(connection.afterRefusedSend(waitedAlready: true, activityType: "t") == .failAsResolved)
     }
 }
+
+extension OriginConnectionTests {
+    @Test("rule: a DEALER is closed once no request waits on its originator, no stream pair is routed through it, and no known activity names it")
+    func unusedClients() {
+        let clients = ["tcp://a:1", "tcp://b:1", "tcp://c:1", "tcp://d:1"]
+        let unused = OriginConnection.unused(clients, pending: ["tcp://a:1"], pairs: ["tcp://b:1"], knownEndpoints: ["tcp://c:1", "tcp://e:1"])
+        #expect(unused == ["tcp://d:1"])
+        #expect(OriginConnection.unused([String](), pending: [], pairs: [], knownEndpoints: ["tcp://a:1"]).isEmpty)
+        // Every client needed before the known activities are all read: the rest are not read.
+        var read = 0
+        let known = (0..<100_000).lazy.map { index -> String in
+            read += 1
+            return index == 0 ? "tcp://a:1" : "tcp://z:\(index)"
+        }
+        #expect(OriginConnection.unused(["tcp://a:1"], pending: [], pairs: [], knownEndpoints: known).isEmpty)
+        #expect(read == 1)
+    }
+}

@@ -90,6 +90,15 @@ struct HeldActivities {
         entries[id]?.retryAt = now.map { $0 + Self.retryDelay }
     }
 
+    /// The fetch failed with `code`: over, and tried again after ``retryDelay`` when the failure
+    /// was on the way (``worthRetrying(_:)``), not the originator's answer. Returns whether it will be.
+    @discardableResult
+    mutating func refreshFailed(_ id: String, with code: HandoffError.Code, now: ContinuousClock.Instant) -> Bool {
+        let retry = Self.worthRetrying(code)
+        endRefresh(id, failed: retry ? now : nil)
+        return retry
+    }
+
     /// The held activities whose failed fetch is due again: a newer version than the one held is
     /// still known (`knownVersion`), no fetch runs, and the retry delay has passed.
     func dueRetries(now: ContinuousClock.Instant, knownVersion: (String) -> UInt64?) -> [String] {

@@ -58,10 +58,7 @@ extension Node {
     /// snapshot, a slow link); without that time (older nodes), the one whose newest version this
     /// node heard of last. Versions count per activity, so they are never compared across activities.
     public func newestActivity(ofType activityType: String) -> DiscoveredActivity? {
-        follower.known.values.filter { $0.activity.activityType == activityType }.max { a, b in
-            let (first, second) = (a.activity.updatedAt ?? .distantPast, b.activity.updatedAt ?? .distantPast)
-            return first != second ? first < second : a.changed < b.changed
-        }?.activity
+        follower.known.newest(ofType: activityType)
     }
 
     /// The activity with id `id`, or (`id` nil or empty) the newest of `activityType`, waiting up to
@@ -235,9 +232,8 @@ extension Node {
         do {
             updated = try await fetch(activity, refresh: true)
         } catch {
-            let retry = HeldActivities.worthRetrying(error.code)
+            let retry = continuing.held.refreshFailed(activity.id, with: error.code, now: .now)
             own.logger.debug("could not refresh \(activity.id)\(retry ? " (tried again in a second)" : ""): \(error)")
-            continuing.held.endRefresh(activity.id, failed: retry ? .now : nil)
             return
         }
         if continuing.held.accept(activity.id, fetched: updated.version) {

@@ -135,17 +135,11 @@ extension Node {
         }
     }
 
-    /// Closes DEALERs to originators this node no longer has any reason to talk to.
+    /// Closes DEALERs to originators this node no longer has any reason to talk to (``OriginConnection/unused(_:pending:pairs:knownEndpoints:)``).
     func pruneClients() {
-        // Few clients, possibly 100,000 known activities: look for the clients' endpoints among the
-        // activities (stopping once all are found) rather than collect every activity's endpoint.
-        var unused = Set(sockets.clients.keys)
-        unused.subtract(continuing.pending.endpoints)
-        unused.subtract(streams.dealerEndpoints)
-        for entry in follower.known.values {
-            if unused.isEmpty { return }
-            unused.remove(entry.activity.continueEndpoint)
-        }
+        let unused = OriginConnection.unused(
+            sockets.clients.keys, pending: continuing.pending.endpoints, pairs: streams.dealerEndpoints,
+            knownEndpoints: follower.known.values.lazy.map(\.activity.continueEndpoint))
         for endpoint in unused {
             sockets.clients.removeValue(forKey: endpoint)?.close()
         }

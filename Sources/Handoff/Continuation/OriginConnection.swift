@@ -47,6 +47,24 @@ struct OriginConnection: Equatable {
         self.serverKey == serverKey && !refusedAtHandshake
     }
 
+    /// The endpoints of the DEALERs in `clients` that nothing needs any more: no request waits on
+    /// its originator, no stream pair (live or failed) is routed through it, and no known activity
+    /// names it (a continue may come). Stops reading `knownEndpoints` once every client is needed:
+    /// few clients, possibly 100,000 known activities.
+    static func unused(
+        _ clients: some Sequence<String>, pending: some Sequence<String>, pairs: some Sequence<String>, knownEndpoints: some Sequence<String>
+    ) -> Set<String> {
+        var unused = Set(clients)
+        unused.subtract(pending)
+        unused.subtract(pairs)
+        guard !unused.isEmpty else { return unused }
+        for endpoint in knownEndpoints {
+            unused.remove(endpoint)
+            if unused.isEmpty { break }
+        }
+        return unused
+    }
+
     // MARK: The monitor's events
 
     /// What an event of the DEALER's monitor means.

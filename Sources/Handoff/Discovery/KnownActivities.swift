@@ -94,6 +94,17 @@ struct KnownActivities {
 
     var count: Int { entries.count }
     var values: [Entry] { entries.values }
+
+    /// The known activity of `activityType` made current or changed last, by its originator's
+    /// clock (``DiscoveredActivity/updatedAt``), also when this node heard of them in another order
+    /// (a snapshot, a slow link); without that time (older nodes), the one whose newest version this
+    /// node heard of last. Versions count per activity, so they are never compared across activities.
+    func newest(ofType activityType: String) -> DiscoveredActivity? {
+        entries.values.filter { $0.activity.activityType == activityType }.max { a, b in
+            let (first, second) = (a.activity.updatedAt ?? .distantPast, b.activity.updatedAt ?? .distantPast)
+            return first != second ? first < second : a.changed < b.changed
+        }?.activity
+    }
     subscript(id: String) -> Entry? { entries[HashedID(id)] }
     subscript(id: HashedID) -> Entry? { entries[id] }
 

@@ -15,10 +15,10 @@ extension Node {
     }
 
     /// How long the bus may stay silent about this node's own presence before the node counts as
-    /// cut off: three presence intervals, and never less than a second.
-    var busProofWindow: Duration { max(own.configuration.advertiseInterval * 3, .seconds(1)) }
+    /// cut off (``BusHealthCheck/proofWindow(advertiseInterval:)``).
+    var busProofWindow: Duration { BusHealthCheck.proofWindow(advertiseInterval: own.configuration.advertiseInterval) }
 
-    /// Whether this node is on the bus now.
+    /// Whether this node is on the bus now, as ``BusHealthCheck`` decides.
     ///
     /// - On brokers: its publisher and its subscriber are each connected to a broker, and its own
     ///   `NodePresence` (sent every ``Configuration-swift.struct/advertiseInterval``) came back
@@ -28,35 +28,14 @@ extension Node {
     ///
     /// A node that is not running, or that the bus refused at the handshake, is not on the bus.
     public var busHealth: BusHealth {
-        let connected = Set(sockets.busConnections.map(\.endpoint)).sorted()
-        func health(_ isOnBus: Bool, _ reason: String) -> BusHealth {
-            BusHealth(isOnBus: isOnBus, reason: reason, connectedEndpoints: connected)
+        let connections = sockets.busConnections
+        let monitored = sockets.busMonitors.enumerated().map { index, monitor in
+            (isPublisher: monitor.socket === publisher, connected: connections.contains { $0.monitor == index })
         }
-        guard lifecycle.runState == .running else { return health(false, "the node is not running") }
-        if let busRefusal { return health(false, busRefusal.message) }
-        switch own.configuration.bus {
-        case .direct(_, let peers):
-            if peers.isEmpty { return health(true, "direct, with no peers to connect to") }
-            let reached = sockets.busConnections.count
-            return reached > 0
-                ? health(true, "connected to \(reached) of \(peers.count) peers")
-                : health(false, "connected to none of its \(peers.count) peers (\(peers.joined(separator: ", ")))")
-        case .broker, .brokers:
-            let brokers = own.configuration.bus.brokerEndpoints ?? []
-            for (index, (socket, _)) in sockets.busMonitors.enumerated() where !sockets.busConnections.contains(where: { $0.monitor == index }) {
-                let side = socket === publisher ? "frontend" : "backend"
-                let endpoints = brokers.map { side == "frontend" ? $0.frontend : $0.backend }
-                return health(false, "not connected to any broker's \(side) (\(endpoints.joined(separator: ", ")))")
-            }
-            guard let proof = sockets.lastBusProof else {
-                return health(false, "connected, but its own presence has not come back through a broker yet")
-            }
-            let silence = ContinuousClock.now - proof
-            guard silence <= busProofWindow else {
-                return health(false, "its own presence has not come back through a broker for \(String(format: "%.1f", silence.seconds)) s")
-            }
-            return health(true, "connected to \(connected.joined(separator: ", ")); its presence came back \(Int(silence.seconds * 1000)) ms ago")
-        }
+        return BusHealthCheck.health(BusHealthCheck.Facts(
+            running: lifecycle.runState == .running, refusal: busRefusal, bus: own.configuration.bus, sockets: monitored,
+            connections: connections.count, connectedEndpoints: connections.map(\.endpoint), lastProof: sockets.lastBusProof,
+            now: .now, proofWindow: busProofWindow))
     }
 
     /// Keeps ``busConnections`` up to date from a bus socket's monitor event.

@@ -137,7 +137,7 @@ extension SimulatedWorld {
         } catch {
             log("\(node.id) could not \(refreshed == nil ? "continue" : "refresh") \(activity.id): \(error)")
             // (The originator's answer: tried again only for a failure on the way, as Node does.)
-            if let refreshed { node.client.held.endRefresh(refreshed, failed: HeldActivities.worthRetrying(error.code) ? instant : nil) }
+            if let refreshed { node.client.held.refreshFailed(refreshed, with: error.code, now: instant) }
             return
         }
         if let refreshed { endRefresh(refreshed, at: index) }
