@@ -6,6 +6,20 @@ import Testing
 /// The follower's bounds on what a peer may make it hold: names within the contract's lengths,
 /// replay protection's share per sender, leases of at most an hour.
 extension FollowerTests {
+    @Test("rule: one length rule for nodes and brokers: an activity id of 1 to 128 bytes, a type of at most 255, a node and a sender id of at most 128; each breach named in words, the first first")
+    func busLengthRule() {
+        let (id, type, node) = (WireLimits.maxActivityID, WireLimits.maxActivityType, WireLimits.maxNodeID)
+        #expect(WireLimits.pastBusLengths(activityID: id, activityType: type, nodeID: node, senderID: node) == nil)
+        #expect(WireLimits.pastBusLengths(activityID: nil, nodeID: node) == nil, "a presence names no activity")
+        #expect(WireLimits.pastBusLengths(activityID: 0, nodeID: 1) == "names an activity id of 0 bytes (the contract allows 1 to \(id))")
+        #expect(WireLimits.pastBusLengths(activityID: id + 1, nodeID: node + 1)?.hasPrefix("names an activity id of \(id + 1) bytes") == true)
+        #expect(WireLimits.pastBusLengths(activityID: 1, activityType: type + 1, nodeID: 1)?.contains("activity type of \(type + 1) bytes") == true)
+        #expect(WireLimits.pastBusLengths(activityID: 1, nodeID: node + 1)?.contains("node id of \(node + 1) bytes") == true)
+        #expect(WireLimits.pastBusLengths(activityID: 1, nodeID: 1, senderID: node + 1)?.contains("sender id of \(node + 1) bytes") == true)
+        #expect(WireLimits.fitsBus(activityID: [UInt8](repeating: 1, count: id), activityType: [UInt8](repeating: 1, count: type), nodeID: [UInt8](repeating: 1, count: node)))
+        #expect(!WireLimits.fitsBus(activityID: [UInt8](), nodeID: [UInt8]()))
+    }
+
     @Test("an advertisement, withdrawal or presence naming an activity id past 128 bytes (or none), a type past 255 or a node id past 128, or a presence whose node name, host or endpoint is past 256, 255 or 512, is ignored as malformed, and nothing of it is kept")
     func pastContractLengths() {
         var follower = Follower(settings())

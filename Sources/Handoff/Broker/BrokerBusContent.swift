@@ -66,19 +66,11 @@ struct BrokerBusContent<Frames: MessageFrames> {
     }
 
     /// What it names past the contract's lengths (an empty activity id among them), or `nil`:
-    /// the cache and the broker's tables are keyed by these names.
+    /// the cache and the broker's tables are keyed by these names (``WireLimits/pastBusLengths(activityID:activityType:nodeID:senderID:)``,
+    /// the rule nodes apply too).
     var pastContractLengths: String? {
         guard let fields else { return nil }
-        if let id = activityIDRange, id.isEmpty || id.count > WireLimits.maxActivityID {
-            return "names an activity id of \(id.count) bytes (the contract allows 1 to \(WireLimits.maxActivityID))"
-        }
-        if let origin, origin.id.count > WireLimits.maxNodeID {
-            return "names a node id of \(origin.id.count) bytes (the contract allows at most \(WireLimits.maxNodeID))"
-        }
-        if fields.sender.id.count > WireLimits.maxNodeID {
-            return "names a sender id of \(fields.sender.id.count) bytes (the contract allows at most \(WireLimits.maxNodeID))"
-        }
-        return nil
+        return WireLimits.pastBusLengths(activityID: activityIDRange?.count, nodeID: origin?.id.count ?? 0, senderID: fields.sender.id.count)
     }
 
     /// What the cache takes of an advertisement.

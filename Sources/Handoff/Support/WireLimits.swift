@@ -59,7 +59,28 @@ public enum WireLimits {
     /// malformed. Every table a receiver keeps is keyed by these, and each entry would otherwise
     /// hold up to a whole frame (64 KiB) of name.
     static func fitsBus(activityID: some Collection<UInt8>, activityType: some Collection<UInt8> = EmptyCollection(), nodeID: some Collection<UInt8>) -> Bool {
-        !activityID.isEmpty && activityID.count <= maxActivityID && activityType.count <= maxActivityType && nodeID.count <= maxNodeID
+        pastBusLengths(activityID: activityID.count, activityType: activityType.count, nodeID: nodeID.count) == nil
+    }
+
+    /// What a bus message names past the contract's lengths, in words, or `nil`: the one rule that
+    /// nodes (``fitsBus(activityID:activityType:nodeID:)``) and brokers (``BrokerBusContent``)
+    /// apply, given the lengths in bytes of what the message names (`nil`: it names no activity).
+    /// An activity id is 1 to ``maxActivityID`` bytes; a type at most ``maxActivityType``; the node
+    /// it is about and its sender at most ``maxNodeID``.
+    static func pastBusLengths(activityID: Int?, activityType: Int = 0, nodeID: Int, senderID: Int = 0) -> String? {
+        if let activityID, activityID == 0 || activityID > maxActivityID {
+            return "names an activity id of \(activityID) bytes (the contract allows 1 to \(maxActivityID))"
+        }
+        if activityType > maxActivityType {
+            return "names an activity type of \(activityType) bytes (the contract allows at most \(maxActivityType))"
+        }
+        if nodeID > maxNodeID {
+            return "names a node id of \(nodeID) bytes (the contract allows at most \(maxNodeID))"
+        }
+        if senderID > maxNodeID {
+            return "names a sender id of \(senderID) bytes (the contract allows at most \(maxNodeID))"
+        }
+        return nil
     }
 
     /// Whether an activity id and type a peer sent are within the contract's lengths.
