@@ -218,3 +218,21 @@ func snapshotAnswers(on tap: Socket, to topics: [String]) async throws -> (adver
     }
     return (advertisements, replies)
 }
+
+/// A SUB at `endpoint` following `topics`, returned once they are in place at the publisher: it
+/// follows the presence of the node `nodeID` as well until one arrives (a publisher applies a
+/// connection's subscriptions in the order they were sent, so `topics` are in place by then), then
+/// no longer; what arrived before is passed over.
+func subscribedTap(_ context: Context, at endpoint: String, following topics: [String], presenceOf nodeID: String) async throws -> Socket {
+    let tap = try context.socket(.sub)
+    for topic in topics { try tap.subscribe(topic) }
+    let presence = "P:" + nodeID
+    try tap.subscribe(presence)
+    try tap.connect(endpoint)
+    let arrived = try await receiveUntil(tap, within: .seconds(10)) { $0.string == presence }
+    try #require(arrived, "no presence of \(nodeID) reached the tap at \(endpoint) within 10 s")
+    try tap.unsubscribe(presence)
+    try await Task.sleep(for: .milliseconds(50))
+    while try tap.tryReceive() != nil {}
+    return tap
+}

@@ -10,17 +10,21 @@ import HandoffTestSupport
 /// it reports on the bus, and what it answers untraced.
 @Suite("Tracing a continue: what the originator reports", .exclusive)
 struct ContinueTraceTests {
-    /// The hops heard on "T:" within `within`, by trace id.
-    func hops(on socket: Socket, within: Duration) async throws -> [String: [WireTraceHop]] {
+    /// The hops heard on "T:", by trace id.
+    func hops(on socket: Socket, expecting expected: Int, within: Duration = .seconds(10)) async throws -> [String: [WireTraceHop]] {
         var heard: [String: [WireTraceHop]] = [:]
         let deadline = ContinuousClock.now + within
-        while let first = try await socket.receive(timeout: max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))) {
+        // Until the hops expected have come (at most `within`), then until 300 ms pass without another:
+        // hops past those expected are heard too, and fail the test that did not expect them.
+        while true {
+            let count = heard.values.reduce(0) { $0 + $1.count }
+            let wait = count >= expected ? .milliseconds(300) : ContinuousClock.now.duration(to: deadline)
+            guard wait > .zero, let first = try await socket.receive(timeout: wait) else { return heard }
             var frames = [first]
             while frames.last!.hasMore { frames.append(try await socket.receive()) }
             guard frames.count == 2 else { continue }
             if case .traceHop(let hop)? = try? WireEnvelope.decode(frames[1].data).body { heard[hop.traceID, default: []].append(hop) }
         }
-        return heard
     }
 
     /// A broker of its own, and a subscriber there to every trace's hops: `body` gets the
@@ -69,7 +73,7 @@ struct ContinueTraceTests {
                 if answered == 13 { break }
             }
             #expect(answered == 13)
-            let heard = try await hops(on: tracer, within: .milliseconds(700))
+            let heard = try await hops(on: tracer, expecting: 20)  // ten traced, two hops each
             // Ten a second: the first ten ids are traced, each with both hops, in order.
             #expect(heard.count == 10 && ids.prefix(10).allSatisfy { heard[$0] != nil }, "\(heard.keys.sorted())")
             for id in ids.prefix(10) {
@@ -91,7 +95,7 @@ struct ContinueTraceTests {
             request.activityType = "org.handoff.test.traced"
             let id = TraceRequest.newTraceID()
             try peer.send(.continueRequest(request), as: "tracer", correlationID: 1, traceID: id)
-            let heard = try await hops(on: tracer, within: .seconds(1))
+            let heard = try await hops(on: tracer, expecting: 2)
             let answered = try #require(heard[id]?.last, "\(heard)")
             #expect(answered.kind == .continueAnswered && answered.detail.hasPrefix("refused: activity not found"), "\(answered.detail)")
         }
@@ -113,7 +117,7 @@ struct ContinueTraceTests {
                     let untraced = try #require(try await continuer.continueActivity(found, wantingStreams: true).restored)
                     let other = try await continuer.openStreams(for: untraced, direction: .fromOriginator)
                     #expect(try await other.input.readAll() == peer.outgoing)
-                    let heard = try await hops(on: tracer, within: .seconds(1))
+                    let heard = try await hops(on: tracer, expecting: 4)
                     #expect(heard.keys.sorted() == [id], "\(heard.keys.sorted())")
                     let kinds = heard[id]?.map(\.kind) ?? []
                     #expect(kinds == [.continueReceived, .continueAnswered, .streamOpened, .streamEnded], "\(kinds)")
@@ -144,7 +148,7 @@ struct ContinueTraceTests {
             frame.streamID = 2
             let oversized = TraceRequest.newTraceID()
             try peer.send(.streamFrame(frame), as: "tracer", traceID: oversized)
-            let heard = try await hops(on: tracer, within: .seconds(1))
+            let heard = try await hops(on: tracer, expecting: 2)
             let ended = try #require(heard[id]?.last, "\(heard)")
             #expect(heard[id]?.count == 1 && ended.kind == .streamEnded && ended.detail.hasPrefix("refused: activity not found"), "\(ended.detail)")
             let refused = try #require(heard[oversized]?.last, "\(heard.keys)")

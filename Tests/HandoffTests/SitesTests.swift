@@ -106,9 +106,12 @@ struct SitesTests {
             // nodes advertise again at its upstream's request, and site B learns what it missed.
             hub = try Broker.start(.init(frontend: hubFrontend, backend: hubBackend), context: context)
             let back = ContinuousClock.now
+            let probe = StallProbe.start()
             #expect(await eventually(within: .seconds(5)) { await reader.activities().count == 2 })
-            print("site B knew what changed at site A during the cut \(ContinuousClock.now - back) after the upstream came back")
-            #expect(ContinuousClock.now - back < .seconds(3))
+            let took = ContinuousClock.now - back, stall = probe.stop()
+            print("site B knew what changed at site A during the cut \(took) after the upstream came back")
+            // Within seconds, plus whatever the machine held the brokers and nodes back.
+            #expect(took < .seconds(3) + stall, "took \(took) (stalled \(stall))")
             #expect(await eventually(within: .seconds(5)) { hub.counters.cachedActivities == 2 })
             // The snapshots the sites asked for when their links came back brought each the
             // other's activities, never its own (the token names the site that asks).

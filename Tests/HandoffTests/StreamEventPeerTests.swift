@@ -9,15 +9,19 @@ import HandoffTestSupport
 /// whom on the live page and in `handoff top`.
 @Suite("Stream events name the other end", .exclusive)
 struct StreamEventPeerTests {
-    /// The stream events `monitor` received, by kind, with the peer each names.
+    /// The stream events `monitor` receives, by kind, with the peer each names: until both the
+    /// opened and the finished event have come (at most 10 s), then until 300 ms pass without another.
     private func streamEvents(_ monitor: Socket) async throws -> [(kind: WireNodeEvent.Kind, peer: String)] {
         var events: [(kind: WireNodeEvent.Kind, peer: String)] = []
-        while let frames = try await receiveMessage(monitor, timeout: .milliseconds(300)), frames.count >= 2 {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let complete = events.contains { $0.kind == .streamOpened } && events.contains { $0.kind == .streamFinished }
+            let wait = complete ? .milliseconds(300) : ContinuousClock.now.duration(to: deadline)
+            guard wait > .zero, let frames = try await receiveMessage(monitor, timeout: wait), frames.count >= 2 else { return events }
             if case .nodeEvent(let event)? = try WireEnvelope.decode(frames[1].bytes).body, event.kind != .continued {
                 events.append((event.kind, event.peer.name))
             }
         }
-        return events
     }
 
     @Test("both ends' opened and finished events name the other node: the originator the continuing node, the continuing node the originator")
@@ -28,17 +32,12 @@ struct StreamEventPeerTests {
             let context = try Context()
             var monitors: [Socket] = []
             for node in [a, b] {
-                let monitor = try context.socket(.sub)
-                try monitor.subscribe("E:")
-                try monitor.connect(try #require(node.busEndpoint))
-                monitors.append(monitor)
+                monitors.append(try await subscribedTap(context, at: try #require(node.busEndpoint), following: ["E:"], presenceOf: node.id))
             }
-            try await Task.sleep(for: .milliseconds(300))  // the subscriptions reach the publishers
             await b.setContinuationHandler(forType: activity.activityType) { _ in }
             let continued = try #require(try await b.continueActivity(try await discovered(activity.id, on: b), wantingStreams: true).restored)
             let streams = try await b.openStreams(for: continued, direction: .fromOriginator)
             #expect(try await streams.input.readAll().count == peer.outgoing.count)
-            try await Task.sleep(for: .milliseconds(300))
             let atOriginator = try await streamEvents(monitors[0]), atContinuer = try await streamEvents(monitors[1])
             for (events, other) in [(atOriginator, "node-b"), (atContinuer, "node-a")] {
                 #expect(events.contains { $0.kind == .streamOpened }, "\(events)")

@@ -22,10 +22,7 @@ struct StreamProgressEventsTests {
             let peer = StreamPeer(sending: patternBytes(400 * 1024, seed: 9))
             let activity = try await currentStreamingActivity(on: a, delegate: peer)
             let context = try Context()
-            let monitor = try context.socket(.sub)
-            try monitor.subscribe("E:")
-            try monitor.connect(try #require(a.busEndpoint))
-            try await Task.sleep(for: .milliseconds(300))  // the subscription reaches a's publisher
+            let monitor = try await subscribedTap(context, at: try #require(a.busEndpoint), following: ["E:"], presenceOf: a.id)
             await b.setContinuationHandler(forType: activity.activityType) { _ in }
             let continued = try #require(try await b.continueActivity(try await discovered(activity.id, on: b), wantingStreams: true).restored)
             let streams = try await b.openStreams(for: continued, direction: .fromOriginator)
