@@ -14,11 +14,11 @@ struct ContinueTraceTests {
     func hops(on socket: Socket, expecting expected: Int, within: Duration = .seconds(10)) async throws -> [String: [WireTraceHop]] {
         var heard: [String: [WireTraceHop]] = [:]
         let deadline = ContinuousClock.now + within
-        // Until the hops expected have come (at most `within`), then until 300 ms pass without another:
-        // hops past those expected are heard too, and fail the test that did not expect them.
+        // Until the hops expected have come (at most `within`), then until a second passes without
+        // another: hops past those expected are heard too, and fail the test that did not expect them.
         while true {
             let count = heard.values.reduce(0) { $0 + $1.count }
-            let wait = count >= expected ? .milliseconds(300) : ContinuousClock.now.duration(to: deadline)
+            let wait = count >= expected ? .seconds(1) : ContinuousClock.now.duration(to: deadline)
             guard wait > .zero, let first = try await socket.receive(timeout: wait) else { return heard }
             var frames = [first]
             while frames.last!.hasMore { frames.append(try await socket.receive()) }

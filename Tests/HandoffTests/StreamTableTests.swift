@@ -104,11 +104,17 @@ struct StreamTableTests {
             return
         }
         #expect(found === pair)
-        guard case .failure(let error) = table.resumeTarget(id: 5, token: Data([9, 8]), node: "desk", resumeWindow: .seconds(30)) else {
-            Issue.record("a guessed token resumed a pair")
-            return
+        let other = accepted(&table, from: [1], id: 6, owner: "alice", token: Data([7, 7]))
+        other.failedAt = StreamTableTests.start  // it ended (or its resume window passed: the pair failed then)
+        // A wrong token, a pair that ended, and an id no pair ever had: each answered with peerLost.
+        for (id, token) in [(UInt64(5), Data([9, 8])), (6, Data([7, 7])), (9, Data([9, 9]))] {
+            guard case .failure(let error) = table.resumeTarget(id: id, token: token, node: "desk", resumeWindow: .seconds(30)) else {
+                Issue.record("pair \(id) was resumed with token \(Array(token))")
+                continue
+            }
+            #expect(error.code == .peerLost && error.message.hasPrefix("desk has no stream pair \(id) to resume"))
+            #expect(error.message.contains("resume window (\(Duration.seconds(30))) passed"), "\(error.message)")
         }
-        #expect(error.code == .peerLost && error.message.hasPrefix("desk has no stream pair 5 to resume") && error.message.contains("30"))
     }
 
     @Test("rule: a failed pair is kept for failedPairKept (its late frames dropped quietly), then forgotten")

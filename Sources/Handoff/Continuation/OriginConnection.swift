@@ -98,10 +98,11 @@ struct OriginConnection: Equatable {
     }
 
     /// After a slice of the wait (or before the first, `writable` false), `remaining` before the
-    /// connect timeout: a refusal ends it first, then a live connection, then the timeout.
+    /// connect timeout: a live connection ends it (a refusal read meanwhile was of an earlier
+    /// attempt: this one passed its handshake), then a refusal, then the timeout.
     func wait(writable: Bool, remaining: Duration, connectTimeout: Duration, activityType: String) -> Wait {
-        if refusedAtHandshake { return .fail(refusal(activityType: activityType)) }
         if writable { return .connected }
+        if refusedAtHandshake { return .fail(refusal(activityType: activityType)) }
         guard remaining > .zero else {
             return .fail(HandoffError(.connectionUnavailable, "no connection to the originator at \(endpoint) within \(connectTimeout): its node is gone or unreachable", activityType: activityType))
         }

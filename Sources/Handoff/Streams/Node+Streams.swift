@@ -188,6 +188,7 @@ extension Node {
         case .accept(let accepted, let sent):
             (activity, document) = (accepted, sent)
         }
+        let delegate = activity.delegate  // held from the check on: the activity holds it weakly
         let (maxStreams, maxStreamsPerPeer) = (own.configuration.maxStreams, own.configuration.maxStreamsPerPeer)
         var admission = streams.admission(owner: owner, maxStreams: maxStreams, maxStreamsPerPeer: maxStreamsPerPeer)
         if StreamOpenCheck.evictionMayAdmit(admission, maxStreamsPerPeer: maxStreamsPerPeer),
@@ -225,7 +226,7 @@ extension Node {
         if let document {
             let key = session.key
             spawn { await Self.sendDocument(document, on: pair, key: key, node: self, activityType: activity.activityType) }
-        } else if let delegate = activity.delegate {
+        } else if let delegate {
             spawn { await delegate.userActivity(activity, didReceive: pair) }
         }
     }
