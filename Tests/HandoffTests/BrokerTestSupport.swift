@@ -157,6 +157,20 @@ func receiveMessage(_ socket: Socket, timeout: Duration) async throws -> [Frame]
     return frames
 }
 
+/// Receives messages, each handed to `take`, until `complete` says all a test waits for have come
+/// (at most `within`), then until `quiet` passes without another: what comes past those waited
+/// for is taken too, for the test to find what it did not expect.
+func receiveMessages(
+    _ socket: Socket, within: Duration, quiet: Duration, until complete: () -> Bool, _ take: ([Frame]) throws -> Void
+) async throws {
+    let deadline = ContinuousClock.now + within
+    while true {
+        let wait = complete() ? quiet : ContinuousClock.now.duration(to: deadline)
+        guard wait > .zero, let frames = try await receiveMessage(socket, timeout: wait) else { return }
+        try take(frames)
+    }
+}
+
 /// Receives single frames until one satisfies `match`; false when `within` passes first.
 func receiveUntil(_ socket: Socket, within timeout: Duration, _ match: (Frame) -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout

@@ -50,9 +50,9 @@ struct BusHandshakesTests {
     @Test("the refusal names the server and endpoint, and says what to do: give a keyless node its key; check a keyed node's key and account")
     func refusalMessages() throws {
         let key = try CurveKeyPair.generate().publicKey
-        let keyless = BusHandshakes.refusal(by: "the broker", at: broker, keyless: true, publicKey: nil)
+        let keyless = BusHandshakes(keyless: true).refusal(by: "the broker", at: broker, publicKey: nil)
         #expect(keyless.code == .unauthorized && keyless.message.hasPrefix("the broker at \(broker)") && keyless.message.contains("--key"))
-        let keyed = BusHandshakes.refusal(by: "the peer", at: broker, keyless: false, publicKey: key)
+        let keyed = BusHandshakes(keyless: false).refusal(by: "the peer", at: broker, publicKey: key)
         #expect(keyed.code == .unauthorized && keyed.message.hasPrefix("the peer at") && keyed.message.contains(key.z85))
     }
 }

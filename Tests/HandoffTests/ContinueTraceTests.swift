@@ -13,18 +13,12 @@ struct ContinueTraceTests {
     /// The hops heard on "T:", by trace id.
     func hops(on socket: Socket, expecting expected: Int, within: Duration = .seconds(10)) async throws -> [String: [WireTraceHop]] {
         var heard: [String: [WireTraceHop]] = [:]
-        let deadline = ContinuousClock.now + within
-        // Until the hops expected have come (at most `within`), then until a second passes without
-        // another: hops past those expected are heard too, and fail the test that did not expect them.
-        while true {
-            let count = heard.values.reduce(0) { $0 + $1.count }
-            let wait = count >= expected ? .seconds(1) : ContinuousClock.now.duration(to: deadline)
-            guard wait > .zero, let first = try await socket.receive(timeout: wait) else { return heard }
-            var frames = [first]
-            while frames.last!.hasMore { frames.append(try await socket.receive()) }
-            guard frames.count == 2 else { continue }
+        // A second past the hops expected: hops past them are heard too, and fail the test that did not expect them.
+        try await receiveMessages(socket, within: within, quiet: .seconds(1), until: { heard.values.reduce(0) { $0 + $1.count } >= expected }) { frames in
+            guard frames.count == 2 else { return }
             if case .traceHop(let hop)? = try? WireEnvelope.decode(frames[1].data).body { heard[hop.traceID, default: []].append(hop) }
         }
+        return heard
     }
 
     /// A broker of its own, and a subscriber there to every trace's hops: `body` gets the

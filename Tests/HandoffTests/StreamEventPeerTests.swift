@@ -13,15 +13,15 @@ struct StreamEventPeerTests {
     /// opened and the finished event have come (at most 10 s), then until 300 ms pass without another.
     private func streamEvents(_ monitor: Socket) async throws -> [(kind: WireNodeEvent.Kind, peer: String)] {
         var events: [(kind: WireNodeEvent.Kind, peer: String)] = []
-        let deadline = ContinuousClock.now + .seconds(10)
-        while true {
-            let complete = events.contains { $0.kind == .streamOpened } && events.contains { $0.kind == .streamFinished }
-            let wait = complete ? .milliseconds(300) : ContinuousClock.now.duration(to: deadline)
-            guard wait > .zero, let frames = try await receiveMessage(monitor, timeout: wait), frames.count >= 2 else { return events }
+        try await receiveMessages(monitor, within: .seconds(10), quiet: .milliseconds(300), until: {
+            events.contains { $0.kind == .streamOpened } && events.contains { $0.kind == .streamFinished }
+        }) { frames in
+            guard frames.count >= 2 else { return }
             if case .nodeEvent(let event)? = try WireEnvelope.decode(frames[1].bytes).body, event.kind != .continued {
                 events.append((event.kind, event.peer.name))
             }
         }
+        return events
     }
 
     @Test("both ends' opened and finished events name the other node: the originator the continuing node, the continuing node the originator")

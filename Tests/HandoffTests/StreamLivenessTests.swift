@@ -82,4 +82,13 @@ struct StreamLivenessTests {
         #expect(decide(interrupted, at: .seconds(8), stallTimeout: .seconds(1)).action == .resume)
         #expect(decide(interrupted, at: .milliseconds(36_001), stallTimeout: .seconds(1)).action == .expire)
     }
+
+    @Test("rule: a failed pair is kept for failedPairKept (its late frames dropped quietly), then forgotten")
+    func failedPairsForgotten() {
+        let failedAt = ContinuousClock.now
+        let kept = StreamLiveness.failedPairKept
+        #expect(kept == .seconds(60))
+        #expect(!StreamLiveness.forgets(failedAt: failedAt, now: failedAt + kept))
+        #expect(StreamLiveness.forgets(failedAt: failedAt, now: failedAt + kept + .milliseconds(1)))
+    }
 }

@@ -117,15 +117,6 @@ struct StreamTableTests {
         }
     }
 
-    @Test("rule: a failed pair is kept for failedPairKept (its late frames dropped quietly), then forgotten")
-    func failedPairsForgotten() {
-        let failedAt = StreamTableTests.start
-        let kept = StreamTable<Pair>.failedPairKept
-        #expect(kept == .seconds(60))
-        #expect(!StreamTable<Pair>.forgets(failedAt: failedAt, now: failedAt + kept))
-        #expect(StreamTable<Pair>.forgets(failedAt: failedAt, now: failedAt + kept + .milliseconds(1)))
-    }
-
     @Test("a route another pair took since is not freed when the old pair goes")
     func routeTakenOver() {
         var table = StreamTable<Pair>()

@@ -44,8 +44,7 @@ extension Node {
     /// The DEALER for an originator, connected or connecting (``connectedClient(_:serverKey:activityType:)``
     /// without the wait).
     func originClient(_ endpoint: String, serverKey: CurveKey?, activityType: String) throws(HandoffError) -> Client {
-        let authorizes = security.map { security in { (key: CurveKey) in security.authorizes(key) } }
-        try OriginConnection.authorize(endpoint: endpoint, serverKey: serverKey, authorizes: authorizes, activityType: activityType)
+        try OriginConnection.authorize(endpoint: endpoint, serverKey: serverKey, authorizes: security?.authorizes, activityType: activityType)
         if let existing = sockets.clients[endpoint], !existing.connection.serves(serverKey: serverKey) {
             existing.close()
             sockets.clients[endpoint] = nil

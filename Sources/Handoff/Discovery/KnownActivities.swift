@@ -105,6 +105,7 @@ struct KnownActivities {
             return first != second ? first < second : a.changed < b.changed
         }?.activity
     }
+
     subscript(id: String) -> Entry? { entries[HashedID(id)] }
     subscript(id: HashedID) -> Entry? { entries[id] }
 

@@ -54,7 +54,7 @@ struct BusHandshakes {
     }
 
     /// The error a refusal by `server` (the broker, the peer) at `endpoint` is reported with.
-    static func refusal(by server: String, at endpoint: String, keyless: Bool, publicKey: CurveKey?) -> HandoffError {
+    func refusal(by server: String, at endpoint: String, publicKey: CurveKey?) -> HandoffError {
         if keyless {
             HandoffError(.unauthorized, "\(server) at \(endpoint) refused this node at the handshake: it runs CURVE and this node has no key; give the node its key (--key, or security.key) and the account")
         } else {

@@ -20,8 +20,7 @@ enum BusHealthCheck {
         /// Each bus socket in its monitor's order: whether it is the publisher (a broker's frontend
         /// side) and whether it has a connection that passed its handshake.
         var sockets: [(isPublisher: Bool, connected: Bool)]
-        /// The connections up now (one socket may have several), and their endpoints.
-        var connections: Int
+        /// The endpoint of each connection up now (one socket may have several).
         var connectedEndpoints: [String]
         /// When the node's own presence last came back through a broker.
         var lastProof: ContinuousClock.Instant?
@@ -45,8 +44,9 @@ enum BusHealthCheck {
         switch facts.bus {
         case .direct(_, let peers):
             if peers.isEmpty { return health(true, "direct, with no peers to connect to") }
-            return facts.connections > 0
-                ? health(true, "connected to \(facts.connections) of \(peers.count) peers")
+            let reached = facts.connectedEndpoints.count
+            return reached > 0
+                ? health(true, "connected to \(reached) of \(peers.count) peers")
                 : health(false, "connected to none of its \(peers.count) peers (\(peers.joined(separator: ", ")))")
         case .broker, .brokers:
             let brokers = facts.bus.brokerEndpoints ?? []

@@ -34,7 +34,7 @@ extension Node {
         }
         return BusHealthCheck.health(BusHealthCheck.Facts(
             running: lifecycle.runState == .running, refusal: busRefusal, bus: own.configuration.bus, sockets: monitored,
-            connections: connections.count, connectedEndpoints: connections.map(\.endpoint), lastProof: sockets.lastBusProof,
+            connectedEndpoints: connections.map(\.endpoint), lastProof: sockets.lastBusProof,
             now: .now, proofWindow: busProofWindow))
     }
 
@@ -83,7 +83,7 @@ extension Node {
                 case .broker, .brokers: "the broker"
                 case .direct: "the peer"
                 }
-                let refusal = BusHandshakes.refusal(by: server, at: event.endpoint, keyless: handshakes.keyless, publicKey: own.info.publicKey)
+                let refusal = handshakes.refusal(by: server, at: event.endpoint, publicKey: own.info.publicKey)
                 if busRefusal?.message != refusal.message { own.logger.error("\(refusal.message)") }
                 sockets.busRefusal = refusal
                 // Try again later, on a fresh connection.

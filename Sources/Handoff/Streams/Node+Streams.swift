@@ -172,18 +172,18 @@ extension Node {
     /// The originator's side of an open: checks the activity and the limits, answers, and hands
     /// the pair to the delegate.
     func acceptStreams(_ open: WireStreamOpen, route: StreamRoute, owner: String, traceID: String = "", sender: WireNodeRef? = nil) {
-        func refuse(_ error: HandoffError) {
+        func refuse(_ error: WireError) {
             var frame = WireStreamFrame()
             frame.streamID = route.id
-            frame.error = error.wire
+            frame.error = error
             sendFrame(frame, to: route.peer, payload: nil)
-            traceRefusedOpen(open, traceID: traceID, error)
+            traceRefusedOpen(open, traceID: traceID, HandoffError(wire: error))
         }
         guard !streams.isTaken(route) else { return }  // the same open again
         let (activity, document): (UserActivity, DocumentReference?)
         switch StreamOpenCheck.check(open, in: advertiser.current, node: own.info.name) {
         case .refuse(let error):
-            refuse(error)
+            refuse(error.wire)
             return
         case .accept(let accepted, let sent):
             (activity, document) = (accepted, sent)
@@ -202,11 +202,7 @@ extension Node {
             if observability.streamCounters.refusedOverLimit.nonzeroBitCount == 1 {  // 1, 2, 4, 8…: logged, not flooded
                 own.logger.warning("refused to open streams for \(activity.activityType): \(refusal.logged), its limit (\(observability.streamCounters.refusedOverLimit) refused so far)")
             }
-            var frame = WireStreamFrame()
-            frame.streamID = route.id
-            frame.error = refusal.wire
-            sendFrame(frame, to: route.peer, payload: nil)
-            traceRefusedOpen(open, traceID: traceID, HandoffError(wire: refusal.wire))
+            refuse(refusal.wire)
             return
         }
         let session = makeSession(

@@ -23,7 +23,7 @@ extension Node {
         for session in streams.all {
             if let failedAt = session.pair.failedAt {
                 reportFailure(session)
-                if StreamTable<StreamSession>.forgets(failedAt: failedAt, now: now) { forgetSession(session) }
+                if StreamLiveness.forgets(failedAt: failedAt, now: now) { forgetSession(session) }
                 continue
             }
             guard !session.pair.isOpening else { continue }

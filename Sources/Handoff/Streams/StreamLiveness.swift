@@ -58,6 +58,15 @@ enum StreamLiveness {
     static let keepAliveInterval = Duration.seconds(1)
     static let resumeInterval = Duration.seconds(1)
 
+    /// How long a failed pair is kept, so that its late frames are dropped quietly (as frames of no
+    /// pair are) rather than taken for a new pair's.
+    static let failedPairKept = Duration.seconds(60)
+
+    /// Whether a pair that failed at `failedAt` is kept no longer.
+    static func forgets(failedAt: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Bool {
+        now - failedAt > failedPairKept
+    }
+
     static func decide(_ state: State, now: ContinuousClock.Instant, limits: Limits) -> Decision {
         var decision = Decision()
         var interruptedSince = state.interruptedSince

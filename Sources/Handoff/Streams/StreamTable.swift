@@ -144,15 +144,6 @@ struct StreamTable<Session: StreamTableEntry> {
         return .failure(HandoffError(.peerLost, "\(node) has no stream pair \(id) to resume: it ended, or its resume window (\(resumeWindow)) passed"))
     }
 
-    /// How long a failed pair is kept, so that its late frames are dropped quietly (as frames of no
-    /// pair are) rather than taken for a new pair's.
-    static var failedPairKept: Duration { .seconds(60) }
-
-    /// Whether a pair that failed at `failedAt` is kept no longer.
-    static func forgets(failedAt: ContinuousClock.Instant, now: ContinuousClock.Instant) -> Bool {
-        now - failedAt > failedPairKept
-    }
-
     /// The live pairs this node opened to the originator at `endpoint`.
     func live(toDealer endpoint: String) -> [Session] {
         sessions.values.filter { $0.isLive && $0.route.peer == .dealer(endpoint) }
