@@ -47,15 +47,16 @@ func freePorts(_ count: Int) throws -> [String] {
     return try sockets.map { try $0.lastEndpoint }
 }
 
-/// How many `handoff agent` and `handoff broker` processes run on this machine, read from /proc
-/// (no `ps` needed: a missing one read as none would let a leak pass).
-func handoffProcesses() -> Int {
+/// How many `handoff agent` and `handoff broker` processes on this machine name `endpoint` in their
+/// arguments (a test's own: scripts/test runs other scenarios' brokers and agents beside the suite),
+/// read from /proc (no `ps` needed: a missing one read as none would let a leak pass).
+func handoffProcesses(naming endpoint: String) -> Int {
     let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
     precondition(!pids.isEmpty, "/proc is not readable")
     return pids.filter { $0.allSatisfy(\.isNumber) }.count { pid in
         guard let bytes = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
         let command = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
-        return command.contains("/handoff agent") || command.contains("/handoff broker")
+        return (command.contains("/handoff agent") || command.contains("/handoff broker")) && command.contains(endpoint)
     }
 }
 
@@ -92,7 +93,7 @@ struct CommandTests {
             #expect(demo.output.contains(step), "missing: \(step)\n\(demo.output)")
         }
         try await Task.sleep(for: .milliseconds(300))
-        #expect(handoffProcesses() == 0, "the demo left agents or a broker running")
+        #expect(handoffProcesses(naming: backend) == 0, "the demo left agents or a broker running")
 
         monitor.interrupt()
         monitor.waitUntilExit()
