@@ -1,7 +1,10 @@
 import Foundation
 @testable import Handoff
+import HandoffWire
+import SwiftProtobuf
 import Testing
 import HandoffTestSupport
+import ZeroMQ
 
 /// The two-node suite: a request goes out at once over a live connection, and waits for one only
 /// when the DEALER refuses it (Node.fetch).
@@ -36,6 +39,55 @@ extension ContinuationTests {
             }
             try await Task.sleep(for: .milliseconds(300))
             #expect(originator.log.filter { $0.hasPrefix("wasContinued") }.count == 4)
+        }
+    }
+
+    @Test("a continue waiting for its originator's connection keeps the DEALER through the presences meanwhile, though this node knows no activity there (each presence closes the DEALERs nothing needs)")
+    func waitOutlivesPresences() async throws {
+        // Nothing listens at the originator's endpoint for the first 800 ms: eight presences.
+        let endpoint = try freePort()
+        var configuration = testConfiguration("waiting", interval: .milliseconds(100))
+        configuration.connectTimeout = .seconds(5)
+        try await Node.withRunning(configuration) { node in
+            var advertisement = WireAdvertisement()
+            advertisement.activityID = "of-a-late-originator"
+            advertisement.activityType = editContact
+            advertisement.origin.nodeID = "late"
+            advertisement.continueEndpoint = endpoint
+            advertisement.version = 1
+            advertisement.leaseMs = 6_000
+            let activity = DiscoveredActivity(wire: advertisement)
+            await node.setContinuationHandler(forType: editContact) { _ in }
+            let continuing = Task { () async -> HandoffError? in
+                do throws(HandoffError) {
+                    _ = try await node.continueActivity(activity)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            try await Task.sleep(for: .milliseconds(800))
+
+            // The originator comes up, and answers the request that reaches it.
+            let context = try Context()
+            let router = try context.socket(.router)
+            defer { router.close() }
+            try router.bind(endpoint)
+            let identity = try #require(try await router.receive(timeout: .seconds(5)))
+            let request = try WireEnvelope.decode(try await router.receive().data)
+            guard case .continueRequest(let asked) = request.body else {
+                Issue.record("the originator got \(request.body as Any), not a continue request")
+                return
+            }
+            #expect(asked.activityID == activity.id)
+            var reply = WireContinueReply()
+            reply.result = .error(HandoffError(.activityNotFound, "ended meanwhile").wire)
+            let answer = WireEnvelope(body: .continueReply(reply), sender: WireNodeRef(), sequence: 1, correlationID: request.correlationID)
+            try await router.send(identity.bytes, more: true)
+            try await router.send(try answer.serializedBytes() as [UInt8])
+            // The originator's answer ends the continue, not a closed connection.
+            let error = await continuing.value
+            #expect(error?.code == .activityNotFound, "\(error as Any)")
         }
     }
 }

@@ -99,19 +99,34 @@ struct OriginConnectionTests {
 }
 
 extension OriginConnectionTests {
-    @Test("rule: a DEALER is closed once no request waits on its originator, no stream pair is routed through it, and no known activity names it")
+    @Test("rule: a DEALER is closed once no request waits on its originator, no continue waits for its connection, no stream pair is routed through it, and no known activity names it")
     func unusedClients() {
-        let clients = ["tcp://a:1", "tcp://b:1", "tcp://c:1", "tcp://d:1"]
-        let unused = OriginConnection.unused(clients, pending: ["tcp://a:1"], pairs: ["tcp://b:1"], knownEndpoints: ["tcp://c:1", "tcp://e:1"])
+        let clients = ["tcp://a:1", "tcp://b:1", "tcp://c:1", "tcp://d:1", "tcp://f:1"]
+        let unused = OriginConnection.unused(
+            clients, pending: ["tcp://a:1"], awaited: ["tcp://f:1"], pairs: ["tcp://b:1"], knownEndpoints: ["tcp://c:1", "tcp://e:1"])
         #expect(unused == ["tcp://d:1"])
-        #expect(OriginConnection.unused([String](), pending: [], pairs: [], knownEndpoints: ["tcp://a:1"]).isEmpty)
+        #expect(OriginConnection.unused([String](), pending: [], awaited: [], pairs: [], knownEndpoints: ["tcp://a:1"]).isEmpty)
         // Every client needed before the known activities are all read: the rest are not read.
         var read = 0
         let known = (0..<100_000).lazy.map { index -> String in
             read += 1
             return index == 0 ? "tcp://a:1" : "tcp://z:\(index)"
         }
-        #expect(OriginConnection.unused(["tcp://a:1"], pending: [], pairs: [], knownEndpoints: known).isEmpty)
+        #expect(OriginConnection.unused(["tcp://a:1"], pending: [], awaited: [], pairs: [], knownEndpoints: known).isEmpty)
         #expect(read == 1)
+    }
+}
+
+extension OriginConnectionTests {
+    @Test("rule: a connection is awaited from the first wait's start to the last one's end")
+    func waitsCounted() {
+        var connection = OriginConnection(endpoint: "tcp://a:1", serverKey: nil)
+        #expect(connection.waits == 0)
+        connection.waitBegins()
+        connection.waitBegins()
+        connection.waitEnds()
+        #expect(connection.waits == 1)
+        connection.waitEnds()
+        #expect(connection.waits == 0)
     }
 }

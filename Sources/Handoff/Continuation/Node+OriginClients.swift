@@ -23,6 +23,9 @@ extension Node {
     func awaitConnection(of client: Client, activityType: String) async throws(HandoffError) {
         let connectTimeout = own.configuration.connectTimeout
         let deadline = ContinuousClock.now + connectTimeout
+        // Kept open meanwhile: pruneClients, once per presence, closes DEALERs nothing needs.
+        client.connection.waitBegins()
+        defer { client.connection.waitEnds() }
         var writable = false
         while true {
             switch client.connection.wait(writable: writable, remaining: ContinuousClock.now.duration(to: deadline), connectTimeout: connectTimeout, activityType: activityType) {
@@ -134,10 +137,11 @@ extension Node {
         }
     }
 
-    /// Closes DEALERs to originators this node no longer has any reason to talk to (``OriginConnection/unused(_:pending:pairs:knownEndpoints:)``).
+    /// Closes DEALERs to originators this node no longer has any reason to talk to (``OriginConnection/unused(_:pending:awaited:pairs:knownEndpoints:)``).
     func pruneClients() {
         let unused = OriginConnection.unused(
-            sockets.clients.keys, pending: continuing.pending.endpoints, pairs: streams.dealerEndpoints,
+            sockets.clients.keys, pending: continuing.pending.endpoints,
+            awaited: sockets.clients.lazy.filter { $0.value.connection.waits > 0 }.map(\.key), pairs: streams.dealerEndpoints,
             knownEndpoints: follower.known.values.lazy.map(\.activity.continueEndpoint))
         for endpoint in unused {
             sockets.clients.removeValue(forKey: endpoint)?.close()

@@ -15,6 +15,9 @@ struct OriginConnection: Equatable {
     /// The originator refused this node's key at the handshake. libzmq does not try a refused
     /// handshake again, so the DEALER is of no more use (and the account may have changed since).
     private(set) var refusedAtHandshake = false
+    /// Continues and stream opens waiting for this connection to come up (``waitBegins()``): the
+    /// DEALER is in use while any does, though no request is pending on it yet.
+    private(set) var waits = 0
 
     /// How often a wait for the connection looks again whether the originator refused the
     /// handshake, so that a refusal ends the wait once it is read, not when the timeout runs out.
@@ -48,14 +51,18 @@ struct OriginConnection: Equatable {
     }
 
     /// The endpoints of the DEALERs in `clients` that nothing needs any more: no request waits on
-    /// its originator, no stream pair (live or failed) is routed through it, and no known activity
-    /// names it (a continue may come). Stops reading `knownEndpoints` once every client is needed:
-    /// few clients, possibly 100,000 known activities.
+    /// its originator, no continue or stream open waits for its connection (`awaited`; a continue
+    /// whose first send found no connection has no pending request while it waits), no stream pair
+    /// (live or failed) is routed through it, and no known activity names it (a continue may come).
+    /// Stops reading `knownEndpoints` once every client is needed: few clients, possibly 100,000
+    /// known activities.
     static func unused(
-        _ clients: some Sequence<String>, pending: some Sequence<String>, pairs: some Sequence<String>, knownEndpoints: some Sequence<String>
+        _ clients: some Sequence<String>, pending: some Sequence<String>, awaited: some Sequence<String>, pairs: some Sequence<String>,
+        knownEndpoints: some Sequence<String>
     ) -> Set<String> {
         var unused = Set(clients)
         unused.subtract(pending)
+        unused.subtract(awaited)
         unused.subtract(pairs)
         guard !unused.isEmpty else { return unused }
         for endpoint in knownEndpoints {
@@ -96,6 +103,12 @@ struct OriginConnection: Equatable {
         /// The continue fails with this error.
         case fail(HandoffError)
     }
+
+    /// A continue or a stream open starts waiting for the connection.
+    mutating func waitBegins() { waits += 1 }
+
+    /// It stopped waiting, connected or not.
+    mutating func waitEnds() { waits -= 1 }
 
     /// After a slice of the wait (or before the first, `writable` false), `remaining` before the
     /// connect timeout: a live connection ends it (a refusal read meanwhile was of an earlier
