@@ -200,3 +200,35 @@ struct ContinuationServerTests {
         #expect(ContinuationServer.requester(claimed: claimed, authenticatedKey: authenticated, secure: false) == claimed)
     }
 }
+
+extension ContinuationServerTests {
+    @Test("rule: the continuation endpoint takes continue requests and stream frames; anything else is refused as malformed, saying what it was")
+    func inboundRouted() {
+        var request = WireContinueRequest()
+        request.activityID = "a"
+        guard case .continueRequest(let routed) = ContinuationServer.route(.continueRequest(request)) else {
+            Issue.record("a continue request was not routed as one")
+            return
+        }
+        #expect(routed.activityID == "a")
+        var frame = WireStreamFrame()
+        frame.streamID = 7
+        guard case .streamFrame(let routedFrame) = ContinuationServer.route(.streamFrame(frame)) else {
+            Issue.record("a stream frame was not routed as one")
+            return
+        }
+        #expect(routedFrame.streamID == 7)
+        guard case .refuse(let error, let noted) = ContinuationServer.route(.advertisement(WireAdvertisement())) else {
+            Issue.record("an advertisement was not refused")
+            return
+        }
+        #expect(error.code == .malformedMessage)
+        #expect(noted.hasPrefix("a advertisement("), "\(noted)")
+        guard case .refuse(let bodiless, let notedBodiless) = ContinuationServer.route(nil) else {
+            Issue.record("a bodiless envelope was not refused")
+            return
+        }
+        #expect(bodiless.code == .malformedMessage)
+        #expect(notedBodiless == "a bodiless message where continue requests and stream frames go")
+    }
+}

@@ -1,5 +1,5 @@
 import Foundation
-import Handoff
+@testable import Handoff
 import Testing
 
 @Suite("A node's timings and id are checked when it is made")
@@ -26,5 +26,19 @@ struct NodeTimingsTests {
         var hour = testConfiguration("an hour")
         hour.lease = WireLimits.maxLease
         _ = try Node(configuration: hour)
+    }
+
+    @Test("rule: the node ticks at least every quarter of its shortest lease, stream idle timeout or continue timeout, and at least every 250 ms")
+    func tickInterval() {
+        var configuration = testConfiguration("ticking", interval: .milliseconds(200))  // lease 600 ms
+        configuration.continueTimeout = .seconds(2)
+        configuration.streamIdleTimeout = .seconds(5)
+        #expect(configuration.tickInterval == .milliseconds(150))
+        configuration.lease = .seconds(30)
+        #expect(configuration.tickInterval == .milliseconds(250))
+        configuration.continueTimeout = .milliseconds(400)
+        #expect(configuration.tickInterval == .milliseconds(100))
+        configuration.streamIdleTimeout = .milliseconds(200)
+        #expect(configuration.tickInterval == .milliseconds(50))
     }
 }

@@ -61,7 +61,7 @@ extension StreamPairTests {
         // …the continuing side, from the originator's answer.
         var reader = pair(continuer: true, direction: .originToContinuer)
         reader.requiresVerifiedEnd = true
-        _ = reader.open(WireStreamOpen.with { $0.direction = .originToContinuer }, now: start)
+        _ = reader.open(WireStreamOpen.with { $0.direction = .originToContinuer }, now: start, answerWithin: .seconds(2))
         let answered = reader.received(.open(WireStreamOpen.with { $0.direction = .originToContinuer; $0.window = 4; $0.checksumAlgorithm = unknown }), now: start)
         #expect(refused(answered) && !answered.contains { if case .opened = $0 { true } else { false } }, "\(answered)")
         // A known algorithm opens; so does an unknown one on the direction this side only writes.
@@ -79,7 +79,7 @@ extension StreamPairTests {
         for (announced, algorithm) in [(WireChecksumAlgorithm.xxh64, StreamChecksum.xxh64), (.sha256, .sha256), (.unspecified, .crc32c), (.crc32C, .crc32c)] {
             // The continuing side learns it from the originator's answer…
             var reader = pair(continuer: true, direction: .originToContinuer)
-            _ = reader.open(WireStreamOpen.with { $0.direction = .originToContinuer }, now: start)
+            _ = reader.open(WireStreamOpen.with { $0.direction = .originToContinuer }, now: start, answerWithin: .seconds(2))
             _ = reader.received(.open(WireStreamOpen.with { $0.direction = .originToContinuer; $0.window = 4; $0.checksumAlgorithm = announced }), now: start)
             #expect(reader.peerChecksum == algorithm)
             var end = WireStreamEnd()

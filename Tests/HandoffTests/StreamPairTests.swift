@@ -245,10 +245,10 @@ struct StreamPairTests {
         #expect(writer.received(.credit(WireStreamCredit.with { $0.chunks = 4 }), now: start).isEmpty)  // frames after it change nothing
     }
 
-    @Test("the open: its answer sets the credit, chunk size and token; an answer for another direction is a violation; no answer fails only the opener")
+    @Test("the open: its answer sets the credit, chunk size and token; an answer for another direction is a violation; unanswered at its due time it fails, not before, and an answered one never")
     func open() {
         var opener = pair(chunkSize: 1_000)
-        _ = opener.open(WireStreamOpen(), now: start)
+        _ = opener.open(WireStreamOpen(), now: start, answerWithin: .seconds(2))
         #expect(opener.isOpening && !opener.awaitsResume)
         opener.transportRefused(now: start)  // a refused open is not an interruption to resume
         #expect(opener.interruptedSince == nil)
@@ -259,15 +259,20 @@ struct StreamPairTests {
         let opened = opener.received(.open(answer), now: start)
         #expect(opened.contains { if case .opened = $0 { true } else { false } })
         #expect(!opener.isOpening && opener.sendCredit == 6 && opener.writeChunkSize == 500 && opener.resumeToken == Data([9]))
+        #expect(opener.expireOpen(now: start + .seconds(3), unanswered: HandoffError(.remoteApplicationTimedOut, "no answer")).isEmpty)
 
         var mismatched = pair(direction: .originToContinuer)
-        _ = mismatched.open(WireStreamOpen(), now: start)
+        _ = mismatched.open(WireStreamOpen(), now: start, answerWithin: .seconds(2))
         #expect(failure(mismatched.received(.open(answer), now: start))?.code == .streamProtocolViolation)
 
         var unanswered = pair()
-        _ = unanswered.open(WireStreamOpen(), now: start)
-        #expect(failure(unanswered.tick(now: start + .seconds(60), limits: limits)) == nil)  // the opener's timer decides
-        #expect(failure(unanswered.openUnanswered(HandoffError(.remoteApplicationTimedOut, "no answer"), now: start))?.code == .remoteApplicationTimedOut)
+        _ = unanswered.open(WireStreamOpen(), now: start, answerWithin: .seconds(2))
+        #expect(failure(unanswered.tick(now: start + .seconds(60), limits: limits)) == nil)  // the open's own due time decides
+        let noAnswer = HandoffError(.remoteApplicationTimedOut, "no answer")
+        #expect(unanswered.expireOpen(now: start + .milliseconds(1_999), unanswered: noAnswer).isEmpty)
+        #expect(unanswered.isOpening)
+        #expect(failure(unanswered.expireOpen(now: start + .seconds(2), unanswered: noAnswer))?.code == .remoteApplicationTimedOut)
+        #expect(unanswered.expireOpen(now: start + .seconds(3), unanswered: noAnswer).isEmpty)  // once
     }
 
     @Test("liveness: a keep-alive after a quiet second; silence past the idle timeout interrupts; resumes once a second; lost past the window")
@@ -317,7 +322,7 @@ struct StreamPairTests {
         open.direction = .originToContinuer
         open.window = 4
         open.chunkSize = 10
-        for case .send(.open(let request), _) in continuer.open(open, now: now) {
+        for case .send(.open(let request), _) in continuer.open(open, now: now, answerWithin: .seconds(2)) {
             var answer = request
             answer.resumeToken = Data([1, 2])
             carry(origin.accept(request, answer: answer, now: now), toward: &toContinuer)

@@ -19,6 +19,28 @@ enum ContinuationServer {
     /// again at every save does not hold the reply for ever.
     static let maxSaveRounds = 3
 
+    /// What the continuation endpoint does with an envelope it received: wire.proto sends continue
+    /// requests and stream frames there, and nothing else.
+    enum Inbound {
+        case continueRequest(WireContinueRequest)
+        case streamFrame(WireStreamFrame)
+        /// Anything else: noted as malformed (`noted` says what it was) and answered with this
+        /// error (`malformedMessage`), so that a peer speaking another version learns why.
+        case refuse(HandoffError, noted: String)
+    }
+
+    /// Where an envelope's body goes (``Inbound``).
+    static func route(_ body: WireEnvelope.OneOf_Body?) -> Inbound {
+        switch body {
+        case .continueRequest(let request): .continueRequest(request)
+        case .streamFrame(let frame): .streamFrame(frame)
+        default:
+            .refuse(
+                HandoffError(.malformedMessage, "this endpoint answers continue requests only"),
+                noted: "a \(body.map { "\($0)".prefix(40) } ?? "bodiless") message where continue requests and stream frames go")
+        }
+    }
+
     /// What to do with a request, as far as is decided before anything awaits.
     enum Decision {
         /// Refuse with this error.

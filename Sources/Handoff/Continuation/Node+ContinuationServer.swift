@@ -23,7 +23,7 @@ extension Node {
             let identity = frames[0].bytes
             do {
                 let envelope = try frames[1].envelope()
-                switch envelope.body {
+                switch ContinuationServer.route(envelope.body) {
                 case .continueRequest(let request):
                     // Read off the clock only for a traced request: tracing costs nothing when off.
                     let received = envelope.traceID.isEmpty ? nil : Date()
@@ -36,9 +36,9 @@ extension Node {
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
                     handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner,
                                       traceID: envelope.traceID, sender: envelope.sender)
-                default:
-                    noteMalformed(bus: false, "a \(envelope.body.map { "\($0)".prefix(40) } ?? "bodiless") message where continue requests and stream frames go")
-                    reply(to: identity, correlationID: envelope.correlationID, .error(HandoffError(.malformedMessage, "this endpoint answers continue requests only").wire))
+                case .refuse(let error, let noted):
+                    noteMalformed(bus: false, noted)
+                    reply(to: identity, correlationID: envelope.correlationID, .error(error.wire))
                 }
             } catch {
                 noteMalformed(bus: false, "a message that is not an envelope: \(error)")

@@ -238,6 +238,13 @@ extension Node {
         /// The lease other nodes are told.
         var effectiveLease: Duration { lease ?? advertiseInterval * 3 }
 
+        /// The longest the node's scheduler sleeps between two ticks (it also wakes when a presence
+        /// is due): a quarter of the shortest of the lease, the stream idle timeout and the continue
+        /// timeout, so that each is noticed at most a quarter of itself late, and at most 250 ms.
+        var tickInterval: Duration {
+            min(effectiveLease / 4, streamIdleTimeout / 4, continueTimeout / 4, .milliseconds(250))
+        }
+
         /// Refuses what no node can keep: a presence interval of zero (the node's clock would
         /// spin), a lease past ``WireLimits/maxLease``, which other nodes would cut short, or an id,
         /// name or host past ``WireLimits``' lengths, whose messages every receiver would drop.

@@ -300,8 +300,7 @@ public actor Node: Service {
     /// advertiser's presence is due, and asks each part to expire what is due. Once per presence,
     /// the upkeep that needs no more (metrics, idle connections, old sequences).
     private func runSchedule() async {
-        let sweep = min(configuration.effectiveLease / 4, own.configuration.streamIdleTimeout / 4,
-                        own.configuration.continueTimeout / 4, .milliseconds(250))
+        let sweep = own.configuration.tickInterval
         while !Task.isCancelled {
             do { try await Task.sleep(until: min(.now + sweep, advertiser.nextDue), clock: .continuous) } catch { return }
             let now = ContinuousClock.now

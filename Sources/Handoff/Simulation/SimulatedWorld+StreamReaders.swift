@@ -166,6 +166,6 @@ extension SimulatedWorld {
     func streamOpenTimedOut(_ stream: SimulatedStream) {
         guard endAlive(stream, .continuer) else { return }
         let error = HandoffError(.remoteApplicationTimedOut, "the originator did not answer the request to open streams within \(SimulatedNode.continueTimeout)")
-        perform(stream, .continuer, stream.pairDo(.continuer) { $0.openUnanswered(error, now: instant) })
+        perform(stream, .continuer, stream.pairDo(.continuer) { $0.expireOpen(now: instant, unanswered: error) })
     }
 }

@@ -40,7 +40,7 @@ extension SimulatedWorld {
         request.window = UInt32(pair.window)
         request.chunkSize = UInt32(SimulatedStream.settings.chunkSize)
         request.checksumAlgorithm = stream.checksumAlgorithm(writtenBy: .continuer).wire
-        perform(stream, .continuer, stream.pairDo(.continuer) { $0.open(request, now: instant) })
+        perform(stream, .continuer, stream.pairDo(.continuer) { $0.open(request, now: instant, answerWithin: SimulatedNode.continueTimeout) })
         schedule(.streamOpenTimeout(stream: stream.number), at: now + SimulatedNode.continueTimeout)
     }
 

@@ -92,22 +92,14 @@ extension Node {
         let request = StreamOpenRequest.open(
             activityID: activity.id, direction: direction.wire, window: own.configuration.streamWindow,
             chunkSize: own.configuration.streamChunkSize, checksum: own.configuration.streamChecksum.wire, document: document)
-        let timeout = own.configuration.continueTimeout
-        let activityType = activity.activityType
-        let key = session.key
-        // Bounds the wait for the answer, and only that: cancelled as soon as the answer arrives.
-        let timer = Task(executorPreference: EventLoops.shared) { [weak self] in
-            do { try await Task.sleep(for: timeout) } catch { return }
-            await self?.failUnansweredOpen(key, StreamOpenRequest.unanswered(endpoint: endpoint, timeout: timeout, activityType: activityType))
-        }
         // A loop polls for the answer rather than sleeping (EventLoops.awaitReply), as for a continue.
         let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
         let answer: Result<WireStreamOpen, HandoffError> = await withCheckedContinuation { continuation in
             session.openWaiter = continuation
-            perform(session.pair.open(request, now: .now), on: session)
+            // Unanswered, it fails on the node's tick once the continue timeout has passed (superviseStreams).
+            perform(session.pair.open(request, now: .now, answerWithin: own.configuration.continueTimeout), on: session)
         }
         awaited.end()
-        timer.cancel()
         switch answer {
         case .success:
             own.logger.debug("streams \(session.route.id) open with \(endpoint) (\(direction))")
@@ -117,11 +109,6 @@ extension Node {
             forgetSession(session)
             throw error
         }
-    }
-
-    func failUnansweredOpen(_ key: StreamKey, _ error: HandoffError) {
-        guard let session = streams[key] else { return }
-        perform(session.pair.openUnanswered(error, now: .now), on: session)
     }
 
     func makeSession(

@@ -26,7 +26,10 @@ extension Node {
                 if StreamLiveness.forgets(failedAt: failedAt, now: now) { forgetSession(session) }
                 continue
             }
-            guard !session.pair.isOpening else { continue }
+            if session.pair.isOpening {
+                perform(session.pair.expireOpen(now: now, unanswered: unansweredOpen(session)), on: session)
+                continue
+            }
             if session.progressDue(now: now) {
                 session.progressReportedAt = now
                 publishStreamEvent(.streamProgress, session)
@@ -35,6 +38,15 @@ extension Node {
             let actions = session.pair.tick(now: now, limits: limits, writerWaiting: session.creditWaiter != nil)
             perform(actions, on: session)
         }
+    }
+
+    /// The error an open of this node's fails with when its originator does not answer it in time.
+    private func unansweredOpen(_ session: StreamSession) -> HandoffError {
+        let endpoint = switch session.route.peer {
+        case .dealer(let endpoint): endpoint
+        case .router: "its continuation endpoint"
+        }
+        return StreamOpenRequest.unanswered(endpoint: endpoint, timeout: own.configuration.continueTimeout, activityType: session.activityType)
     }
 
     /// Publishes a failed pair's `streamFailed` event, once.

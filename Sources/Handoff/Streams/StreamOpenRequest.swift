@@ -3,9 +3,10 @@ import HandoffWire
 
 /// The continuing side of a stream open (wire.proto, StreamOpen), deciding with no I/O: whether
 /// this node may open a pair for a continued activity now, the open it sends, and the error when
-/// the originator does not answer it in time. The node connects, sends and times the wait
-/// (``Node/openStreams(for:direction:)``); tested without sockets (StreamOpenRequestTests). The
-/// originator's answer is ``StreamOpenCheck``'s.
+/// the originator does not answer it in time. The node connects and sends
+/// (``Node/openStreams(for:direction:)``), the pair keeps the open's due time and fails it on a
+/// tick past it (``StreamPair/expireOpen(now:unanswered:)``); tested without sockets
+/// (StreamOpenRequestTests, StreamPairTests). The originator's answer is ``StreamOpenCheck``'s.
 enum StreamOpenRequest {
     /// Whether a pair may be opened: for the activity's document (its originator's node sends it),
     /// or when the activity supports continuation streams; and while this node has fewer than

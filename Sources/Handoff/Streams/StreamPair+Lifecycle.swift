@@ -6,9 +6,11 @@ import HandoffWire
 extension StreamPair {
     // MARK: Opening
 
-    /// The continuing side sends its open and waits for the answer.
-    mutating func open(_ request: WireStreamOpen, now: ContinuousClock.Instant) -> [Action] {
+    /// The continuing side sends its open and waits for the answer, at most `timeout` (the node's
+    /// continue timeout): ``expireOpen(now:unanswered:)`` fails it after that.
+    mutating func open(_ request: WireStreamOpen, now: ContinuousClock.Instant, answerWithin timeout: Duration) -> [Action] {
         isOpening = true
+        openAnswerDue = now + timeout
         return [send(.open(request), now: now)]
     }
 
@@ -25,10 +27,11 @@ extension StreamPair {
         return actions
     }
 
-    /// The open was not answered in time (or could not be sent).
-    mutating func openUnanswered(_ error: HandoffError, now: ContinuousClock.Instant) -> [Action] {
-        guard isOpening else { return [] }
-        return fail(error, now: now)
+    /// On a tick: an open still unanswered at its due time fails with `unanswered`
+    /// (``StreamOpenRequest/unanswered(endpoint:timeout:activityType:)``); before it, or answered, nothing.
+    mutating func expireOpen(now: ContinuousClock.Instant, unanswered: @autoclosure () -> HandoffError) -> [Action] {
+        guard isOpening, let due = openAnswerDue, now >= due else { return [] }
+        return fail(unanswered(), now: now)
     }
 
     /// With verified ends required (``requiresVerifiedEnd``), a peer that announces it will end

@@ -27,6 +27,8 @@ struct StreamPair {
     var resumeToken = Data()
     /// Waiting for the originator's answer to this side's open.
     var isOpening = false
+    /// When the open's wait for its answer ends (``open(_:now:answerWithin:)``).
+    var openAnswerDue: ContinuousClock.Instant?
 
     // MARK: Writing half
 
