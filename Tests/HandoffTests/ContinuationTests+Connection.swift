@@ -48,6 +48,9 @@ extension ContinuationTests {
         let endpoint = try freePort()
         var configuration = testConfiguration("waiting", interval: .milliseconds(100))
         configuration.connectTimeout = .seconds(5)
+        // The originator here is the test's own task: under CI's parallel pass it once took more
+        // than the usual 2 s to answer, and the continue timed out before its answer came.
+        configuration.continueTimeout = .seconds(15)
         try await Node.withRunning(configuration) { node in
             var advertisement = WireAdvertisement()
             advertisement.activityID = "of-a-late-originator"
