@@ -74,6 +74,9 @@ extension Broker {
             let (fourfold, overflow) = maxActivitiesPerOrigin.multipliedReportingOverflow(by: 4)
             return overflow ? .max : fourfold
         }
+        /// How many subscriptions a subscriber may hold here, per connection and per key; past
+        /// them its connection is cut (``SubscriptionBounds``, ``Counters/subscribersCut``).
+        public var subscriptionBounds = SubscriptionBounds()
         /// How long to cache an advertisement whose `leaseMs` is 0 (unset).
         public var defaultLease: Duration
         /// Send and receive high-water mark of every broker socket, in messages per peer, except

@@ -63,6 +63,9 @@ public final class Broker: Sendable {
         /// New activities dropped because their origin has ``Configuration/maxActivitiesPerOrigin``
         /// cached already, or their origin's key ``Configuration/maxActivitiesPerKey``.
         public var overQuota = 0
+        /// Subscribers' connections cut off for holding more subscriptions than
+        /// ``Configuration/subscriptionBounds`` allows (libzmq then frees all they held).
+        public var subscribersCut = 0
         /// Snapshot requests answered (wire.proto, "Snapshots").
         public var snapshots = 0
         /// Of those, answered at once with a `SnapshotReply` alone, whose asker asks again: 64

@@ -7,6 +7,7 @@ import ZeroMQ
 extension BrokerLoop {
     /// Subscribers → publishers: one (un)subscription, or a snapshot request answered here.
     func fromSubscriber(_ frames: [Frame]) throws(ZMQError) {
+        if frames.count == 1, !withinSubscriptionBounds(frames[0]) { return }
         if frames.count == 1, try tookSiteSubscription(frames[0]) { return }
         let key = frames.count == 1 ? subscriberKey(frames[0]) : nil
         let verdict = core.subscriberMessage(frames, key: key, relay: isRelay(key), now: .now)

@@ -61,6 +61,10 @@ final class BrokerLoop: @unchecked Sendable {
     private let received = ReceivedMessage(capacity: maxFrames)
     let logger: Logger
     var refusals = BrokerRefusalLog()
+    /// What each subscriber's connection holds at the backend, against the configuration's bounds.
+    var subscriptionLedger: SubscriptionLedger<[UInt8]>
+    /// When the ledger next lets go of the connections that have gone.
+    var nextLedgerPrune = ContinuousClock.now
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
     /// read by tasks of their own while the loop runs.
     private let handshakeMonitors: [SocketMonitor]
@@ -89,6 +93,7 @@ final class BrokerLoop: @unchecked Sendable {
         self.zap = zap
         secure = configuration.security != nil
         relayKeys = Set(configuration.relayKeys.map(\.bytes))
+        subscriptionLedger = SubscriptionLedger(bounds: configuration.subscriptionBounds)
         let host = ProcessInfo.processInfo.hostName
         let core = BrokerCore(
             cacheEnabled: configuration.lastValueCache,
@@ -202,6 +207,7 @@ final class BrokerLoop: @unchecked Sendable {
             if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
             if !upstreamLinks.isEmpty { try upstreamHousekeeping(now: now) }
+            if now >= nextLedgerPrune { pruneSubscriptionLedger(now: now) }
             metrics.report(inPlace({ $0.counters }))
         }
     }

@@ -11,6 +11,7 @@ struct BrokerRefusalLog {
     private var loggedOverQuota: Set<String> = []
     private var loggedOverKeyQuota: Set<[UInt8]> = []
     private var loggedSites: Set<String> = []
+    private var loggedCutSubscribers: Set<String> = []
     private var handshakes = RefusalLog()
 
     /// The line for a message dropped because its sender is not who it says, or it publishes
@@ -48,6 +49,14 @@ struct BrokerRefusalLog {
         let name = site.count <= 64 ? site : String(site.prefix(64)) + "…"
         guard loggedSites.count < Self.capacity, loggedSites.insert(name).inserted else { return nil }
         return "not following topics for site \"\(name)\" below: \(refusal.reason) (counted in siteInterestsRefused; logged once per site)"
+    }
+
+    /// The line for a subscriber's connection cut for what its subscriptions hold
+    /// (``SubscriptionLedger``); `nil` when its key (without CURVE, its address) was logged already.
+    mutating func subscriberCut(key: [UInt8]?, address: String?, past bound: String) -> String? {
+        let name = key.flatMap { try? CurveKey(bytes: $0).z85 }.map { "key \($0)" } ?? "address \(address ?? "unknown")"
+        guard loggedCutSubscribers.count < Self.capacity, loggedCutSubscribers.insert(name).inserted else { return nil }
+        return "cut off a subscriber's connection (\(name)): its subscriptions went past \(bound) (counted in subscribersCut; logged once per key or address)"
     }
 
     /// The line for a handshake that failed before the account was asked, if one is due.

@@ -26,6 +26,7 @@ struct BrokerMetrics {
     private let cachedBytes = Gauge(label: "handoff_broker_cached_bytes")
     private let forged = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "forged")])
     private let overQuota = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "over_quota")])
+    private let subscribersCut = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "subscriptions_over_bound")])
     private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map {
         ($0, Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", $0.label)]))
     })
@@ -62,6 +63,7 @@ struct BrokerMetrics {
         add(unsubscriptions, counters.unsubscriptions, old.unsubscriptions)
         add(forged, counters.forged, old.forged)
         add(overQuota, counters.overQuota, old.overQuota)
+        add(subscribersCut, counters.subscribersCut, old.subscribersCut)
         for (reason, counter) in handshakeRefusals {
             add(counter, counters.handshakeRefusals[reason], old.handshakeRefusals[reason])
         }

@@ -24,6 +24,10 @@ struct BrokerCommand: AsyncParsableCommand {
     var cacheMib = Broker.Configuration().cacheBytes >> 20
     @Option(help: "How many of one publisher's messages the broker holds before TCP pushes back and the rest wait in the publisher (0: unlimited).")
     var publisherQueue = Broker.Configuration().publisherQueue
+    @Option(help: "The most distinct subscriptions one subscriber's connection may hold; past it the connection is cut and counted (with CURVE, 4 × this over all the connections of one key).")
+    var maxSubscriptionsPerConnection = Broker.SubscriptionBounds().perConnection
+    @Option(help: "The most KiB of topic one subscriber's connection's subscriptions may take; past it the connection is cut and counted (with CURVE, 4 × this over all the connections of one key).")
+    var maxSubscriptionKibPerConnection = Broker.SubscriptionBounds().bytesPerConnection >> 10
     @Option(parsing: .upToNextOption,
             help: ArgumentHelp("Join an upstream broker: its frontend and backend (repeat for a pair). This broker's nodes form a site of a wider bus: their messages go up, and what they follow comes down.",
                                valueName: "frontend backend"))
@@ -48,6 +52,15 @@ struct BrokerCommand: AsyncParsableCommand {
         configuration.publisherQueue = publisherQueue
         guard (1...(Int.max >> 20)).contains(cacheMib) else { throw ValidationError("--cache-mib takes a whole number of MiB, at least 1 (got \(cacheMib))") }
         configuration.cacheBytes = cacheMib << 20
+        guard (1...(Int.max >> 12)).contains(maxSubscriptionsPerConnection) else {
+            throw ValidationError("--max-subscriptions-per-connection takes a whole number, at least 1 (got \(maxSubscriptionsPerConnection))")
+        }
+        guard (1...(Int.max >> 12)).contains(maxSubscriptionKibPerConnection) else {
+            throw ValidationError("--max-subscription-kib-per-connection takes a whole number of KiB, at least 1 (got \(maxSubscriptionKibPerConnection))")
+        }
+        configuration.subscriptionBounds = Broker.SubscriptionBounds(
+            perConnection: maxSubscriptionsPerConnection, bytesPerConnection: maxSubscriptionKibPerConnection << 10,
+            perKey: 4 * maxSubscriptionsPerConnection, bytesPerKey: 4 * maxSubscriptionKibPerConnection << 10)
         guard upstream.count % 2 == 0 else {
             throw ValidationError("--upstream takes two endpoints, the upstream broker's frontend and backend (got \(upstream.joined(separator: " ")))")
         }
@@ -106,7 +119,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)", "cached-bytes": "\(counters.cachedBytes)",
-                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "forged": "\(counters.forged)", "snapshots-busy": "\(counters.snapshotsBusy)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
+                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "subscribers-cut": "\(counters.subscribersCut)", "forged": "\(counters.forged)", "snapshots-busy": "\(counters.snapshotsBusy)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "upstream-out": "\(counters.upstreamOut)", "upstream-in": "\(counters.upstreamIn)", "upstream-returned": "\(counters.upstreamReturned)",
                 "upstream-duplicates": "\(counters.upstreamDuplicates)", "sites-in": "\(counters.sitesIn)", "sites-out": "\(counters.sitesOut)",
                 "site-loops": "\(counters.siteLoops)", "site-interests-refused": "\(counters.siteInterestsRefused)", "upstream-interests-refused": "\(counters.upstreamInterestsRefused)", "requests-refused": "\(counters.requestsRefused)", "readvertise-requests": "\(counters.readvertiseRequests)", "readvertise-everyone": "\(counters.readvertiseEveryone)",

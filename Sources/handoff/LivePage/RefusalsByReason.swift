@@ -7,6 +7,7 @@ extension Broker.Counters {
     var refusalsByReason: [String: UInt64] {
         var reasons: [String: UInt64] = [
             "forged": UInt64(forged), "over_quota": UInt64(overQuota), "malformed": UInt64(malformed),
+            "subscriptions_over_bound": UInt64(subscribersCut),
         ]
         for reason in HandshakeRefusals.Reason.allCases { reasons[reason.label] = UInt64(handshakeRefusals[reason]) }
         return reasons

@@ -1,0 +1,33 @@
+extension Broker {
+    /// How many distinct subscriptions a subscriber may hold at the broker, and how many bytes of
+    /// topic they may take, on one connection and over all the connections of one CURVE key.
+    ///
+    /// libzmq keeps every distinct subscription of a connected subscriber, in a trie costing about
+    /// 35 bytes of memory per byte of topic (docs/operations.md), and bounds neither their number
+    /// nor their size. The broker counts what each connection to its backend holds (the
+    /// subscriptions it made and has not withdrawn) and cuts off the connection whose subscription
+    /// goes past a bound: libzmq then frees all it kept for it. What an honest subscriber holds is
+    /// far below these: a node follows a few prefixes per activity type it watches, a
+    /// `handoff monitor` one; the keys of ``Configuration/relayKeys`` (site brokers, which pass up
+    /// the interests of a whole site) are not bounded.
+    public struct SubscriptionBounds: Hashable, Sendable {
+        /// The most distinct subscriptions one connection holds.
+        public var perConnection: Int
+        /// The most bytes of topic one connection's subscriptions take.
+        public var bytesPerConnection: Int
+        /// The most distinct subscriptions held over all the connections of one key (a secure
+        /// broker's; without ``Configuration/security`` nothing proves a key, and it does not apply).
+        public var perKey: Int
+        /// The most bytes of topic held over all the connections of one key.
+        public var bytesPerKey: Int
+
+        /// At most 10,000 subscriptions and 512 KiB of topic a connection (libzmq's trie: about
+        /// 18 MiB at most), four times that a key.
+        public init(perConnection: Int = 10_000, bytesPerConnection: Int = 512 << 10, perKey: Int = 40_000, bytesPerKey: Int = 2 << 20) {
+            self.perConnection = perConnection
+            self.bytesPerConnection = bytesPerConnection
+            self.perKey = perKey
+            self.bytesPerKey = bytesPerKey
+        }
+    }
+}
