@@ -101,7 +101,7 @@ extension BrokerTests {
         await restarted?.stop()
     }
 
-    @Test("a publisher's messages beyond publisherQueue wait in the publisher, not the broker; the other queues keep highWaterMark")
+    @Test("a publisher's messages beyond publisherQueue wait in the publisher, not the broker; a subscriber's subscriptions beyond a few wait in the subscriber; the other queues keep highWaterMark")
     func publisherQueueBoundsTheFrontend() throws {
         let context = try Context()
         for (configuration, expected) in [
@@ -113,7 +113,7 @@ extension BrokerTests {
             #expect(try sockets.frontend.get(.receiveHighWaterMark) == expected)
             #expect(try sockets.frontend.get(.sendHighWaterMark) == configuration.highWaterMark)
             #expect(try sockets.backend.get(.sendHighWaterMark) == configuration.highWaterMark)
-            #expect(try sockets.backend.get(.receiveHighWaterMark) == configuration.highWaterMark)
+            #expect(try sockets.backend.get(.receiveHighWaterMark) == BrokerSockets.subscriptionQueue)
         }
         var negative = Broker.Configuration.ephemeral()
         negative.publisherQueue = -1

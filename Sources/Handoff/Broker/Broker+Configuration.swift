@@ -80,7 +80,9 @@ extension Broker {
         /// How long to cache an advertisement whose `leaseMs` is 0 (unset).
         public var defaultLease: Duration
         /// Send and receive high-water mark of every broker socket, in messages per peer, except
-        /// the frontend's receive queue (``publisherQueue``).
+        /// the frontend's receive queue (``publisherQueue``) and the backend's (a subscriber's
+        /// subscriptions: 10, so that libzmq keeps only a few ahead of the broker's bounds,
+        /// ``subscriptionBounds``).
         public var highWaterMark: Int32
         /// How many of one publisher's messages the broker holds received but not yet handled
         /// (the frontend's receive high-water mark). Beyond it libzmq stops reading that

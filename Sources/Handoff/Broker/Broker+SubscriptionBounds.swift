@@ -21,9 +21,11 @@ extension Broker {
         /// The most bytes of topic held over all the connections of one key.
         public var bytesPerKey: Int
 
-        /// At most 10,000 subscriptions and 512 KiB of topic a connection (libzmq's trie: about
-        /// 18 MiB at most), four times that a key.
-        public init(perConnection: Int = 10_000, bytesPerConnection: Int = 512 << 10, perKey: Int = 40_000, bytesPerKey: Int = 2 << 20) {
+        /// At most 12,000 subscriptions and 1 MiB of topic a connection (libzmq's trie: about
+        /// 35 MiB at most), four times that a key: room for a site broker's link on a bus without
+        /// CURVE (no relay keys), which holds up to 10,000 prefixes its site follows
+        /// (`SiteInterests`), besides its snapshot and request topics.
+        public init(perConnection: Int = 12_000, bytesPerConnection: Int = 1 << 20, perKey: Int = 48_000, bytesPerKey: Int = 4 << 20) {
             self.perConnection = perConnection
             self.bytesPerConnection = bytesPerConnection
             self.perKey = perKey

@@ -24,6 +24,16 @@ struct BrokerSockets {
     /// does not read.
     static let sendingLinger: Int32 = 200
 
+    /// How many of one subscriber's (un)subscriptions libzmq reads off its connection ahead of the
+    /// broker (the backend's receive high-water mark). An XPUB adds each to its trie as it takes it
+    /// from that queue, before the broker reads it, and takes on while the queue refills: with
+    /// 100,000 (the bus's high-water mark) a flood was all in the trie before the broker read the
+    /// subscription past the flooder's bound (``SubscriptionLedger``; docs/operations.md). A short
+    /// queue keeps libzmq a few steps ahead, and TCP holds the rest back at the subscriber. An
+    /// honest subscriber sends a handful, and a SUB or XSUB that sends more than its own send
+    /// high-water mark at once (1,000 by default) loses the rest before they leave it anyway.
+    static let subscriptionQueue: Int32 = 10
+
     /// Opens every socket the configuration asks for; when one fails, closes those it opened and
     /// throws (a taken port, a bad endpoint).
     static func open(_ configuration: Broker.Configuration, context: Context) throws(ZMQError) -> BrokerSockets {
@@ -50,7 +60,8 @@ struct BrokerSockets {
             let backend = try open(.xpub, linger: Self.sendingLinger)
             try secure(backend)
             try backend.set(.sendHighWaterMark, hwm)
-            try backend.set(.receiveHighWaterMark, hwm)
+            // Subscriptions in from each subscriber a few at a time (``subscriptionQueue``).
+            try backend.set(.receiveHighWaterMark, Self.subscriptionQueue)
             try backend.set(.xpubVerbose, true)
             // Subscribers send only subscriptions, and libzmq keeps each distinct one while its
             // subscriber is connected: a frame past the longest the contract makes cuts it off.
