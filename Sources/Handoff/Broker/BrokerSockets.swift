@@ -34,6 +34,11 @@ struct BrokerSockets {
     /// high-water mark at once (1,000 by default) loses the rest before they leave it anyway.
     static let subscriptionQueue: Int32 = 10
 
+    /// A link's down socket's send queue: what this site follows upstream (at most
+    /// ``ForwardedInterest/maxPrefixes``) and the snapshot requests for it, sent again whole on
+    /// every reconnection.
+    static let linkSubscriptionQueue = Int32(4 * ForwardedInterest.maxPrefixes)
+
     /// Opens every socket the configuration asks for; when one fails, closes those it opened and
     /// throws (a taken port, a bad endpoint).
     static func open(_ configuration: Broker.Configuration, context: Context) throws(ZMQError) -> BrokerSockets {
@@ -101,6 +106,11 @@ struct BrokerSockets {
                 try watchLiveness(down)
                 if let security, let key = security.brokerKey { try security.secureClient(down, serverKey: key) }
                 try down.set(.receiveHighWaterMark, hwm)
+                // What the site follows goes up as subscriptions, and libzmq sends them all again
+                // at once when the link reconnects (an upstream restarted): past the send queue
+                // (libzmq's default 1,000) the rest were lost, and those prefixes no longer came
+                // down. Room for every prefix a site may follow and a snapshot request for each.
+                try down.set(.sendHighWaterMark, Self.linkSubscriptionQueue)
                 try down.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
                 try down.connect(upstream.backend)
                 return UpstreamLink(up: up, down: down)
