@@ -1,0 +1,57 @@
+import Foundation
+import HandoffWire
+import Testing
+import ZeroMQ
+@testable import Handoff
+import HandoffTestSupport
+
+/// A node that follows many type prefixes: libzmq sends a SUB's subscriptions through its send
+/// queue, each as it is made and all again when the connection comes back, and drops what does
+/// not fit, with no error to the caller.
+@Suite("A node following many prefixes", .exclusive)
+struct ManySubscriptionsTests {
+    @Test("a node following 1,500 type prefixes hears each, from the start and after its broker restarts")
+    func everyPrefixHeard() async throws {
+        let context = try Context()
+        var broker = try Broker.start(.ephemeral(), context: context)
+        let (frontend, backend) = (broker.frontendEndpoint, broker.backendEndpoint)
+        let prefixes = 1_500
+        var configuration = nodeOnBroker("many", broker: broker, security: nil)
+        configuration.subscriptions = (0..<prefixes).map { "org.many.t\($0)." }
+        try await withNodes([configuration]) { nodes in
+            let node = nodes[0]
+            /// Advertises one activity of each prefix at the broker, each of its own origin (the
+            /// broker forwards at most 1,000 of one), and returns the prefixes the node never heard.
+            func unheard(_ round: String) async throws -> [Int] {
+                let publisher = try await connectPublisher(to: broker, context: context)
+                defer { publisher.close() }
+                for index in 0..<prefixes {
+                    var origin = BusMessage.node
+                    origin.nodeID = "\(round)-node-\(index)"
+                    try await publish(.advertisement(id: "\(round)-\(index)", type: "org.many.t\(index).edit", origin: origin), on: publisher)
+                }
+                let wanted = Set((0..<prefixes).map { "\(round)-\($0)" })
+                var known = Set<String>()
+                let deadline = ContinuousClock.now + .seconds(10)
+                while ContinuousClock.now < deadline {
+                    known = Set(await node.activities().map(\.id)).intersection(wanted)
+                    if known.count == prefixes { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                return (0..<prefixes).filter { !known.contains("\(round)-\($0)") }
+            }
+            // The node subscribed before the broker's first subscriber connected: give its
+            // subscriptions a moment to arrive (a slow joiner misses what comes before them).
+            try await waitUntil(within: .seconds(10)) { broker.counters.subscriptions >= prefixes }
+            let first = try await unheard("first")
+            #expect(first.isEmpty, "\(first.count) prefixes unheard, \(first.prefix(10))…")
+
+            await broker.stop()
+            broker = try await SitesTests.restart(frontend: frontend, backend: backend, context: context)
+            try await waitUntil(within: .seconds(10)) { broker.counters.subscriptions >= prefixes }
+            let again = try await unheard("again")
+            #expect(again.isEmpty, "\(again.count) prefixes unheard after the broker restarted, \(again.prefix(10))…")
+        }
+        await broker.stop()
+    }
+}
