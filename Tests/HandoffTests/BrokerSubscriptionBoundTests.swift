@@ -80,4 +80,34 @@ struct BrokerSubscriptionBoundTests {
         try await waitUntil(within: .seconds(10)) { broker.counters.subscribersCut == 1 }
         await broker.stop()
     }
+
+    @Test("a node's publisher (direct mode) cuts off a peer whose subscriptions go past a broker's default bound; another peer still hears the node")
+    func nodePublisherFloodIsCut() async throws {
+        try await withNodes([testConfiguration("flooded")]) { nodes in
+            let node = nodes[0]
+            let endpoint = try #require(node.busEndpoint)
+            let context = try Context()
+            let flooder = try context.socket(.sub)
+            try flooder.set(.reconnectInterval, Int32(60_000))
+            try flooder.set(.sendHighWaterMark, Int32(0))
+            try flooder.connect(endpoint)
+            let flood = Broker.SubscriptionBounds().perConnection + 1_000
+            for index in 0..<flood { try flooder.subscribe("A:flood.\(index)") }
+            #expect(await eventually(within: .seconds(20)) { await node.securityCounters.subscribersCut == 1 })
+
+            let honest = try context.socket(.sub)
+            try honest.subscribe("A:org.bounds.")
+            try honest.connect(endpoint)
+            // (A slow joiner: what the node advertises before the peer's subscription reached it
+            // goes to nobody, so a new activity each try until one is heard.)
+            var heard = false
+            for _ in 0..<20 where !heard {
+                try await UserActivity(activityType: "org.bounds.edit").becomeCurrent(on: node)
+                heard = try await receiveUntil(honest, within: .milliseconds(250)) { $0.string == "A:org.bounds.edit" }
+            }
+            #expect(heard, "the honest peer never heard the node")
+            #expect(try await receiveUntil(flooder, within: .milliseconds(300)) { _ in true } == false)
+            #expect(await node.securityCounters.subscribersCut == 1)
+        }
+    }
 }

@@ -21,7 +21,7 @@ struct SubscriptionLedgerTests {
         var ledger = SubscriptionLedger<String>(bounds: Self.bounds)
         for topic in ["A:x", "A:y", "A:x", "P:", "A:y"] { #expect(subscribe(&ledger, topic) == .within) }
         #expect(ledger.held(descriptor: 7) == .init(subscriptions: 3, bytes: 8))
-        #expect(subscribe(&ledger, "A:z") == .cut(held: .init(subscriptions: 4, bytes: 11), key: false))
+        #expect(subscribe(&ledger, "A:z") == .cut(held: .init(subscriptions: 4, bytes: 11), overKey: false))
         #expect(ledger.held(descriptor: 7) == .init())
         #expect(subscribe(&ledger, "A:w") == .refused)
         #expect(subscribe(&ledger, "A:x") == .refused)
@@ -33,7 +33,7 @@ struct SubscriptionLedgerTests {
     func byteBound() {
         var ledger = SubscriptionLedger<String>(bounds: Self.bounds)
         #expect(subscribe(&ledger, String(repeating: "a", count: 40)) == .within)
-        #expect(subscribe(&ledger, "b") == .cut(held: .init(subscriptions: 2, bytes: 41), key: false))
+        #expect(subscribe(&ledger, "b") == .cut(held: .init(subscriptions: 2, bytes: 41), overKey: false))
     }
 
     @Test("a withdrawal frees its topic's room; one for a topic the connection never held (libzmq passes those up too) frees nothing")
@@ -75,7 +75,7 @@ struct SubscriptionLedgerTests {
         for topic in ["A:1", "A:2", "A:3"] { #expect(subscribe(&ledger, topic, on: 1, key: Self.alice) == .within) }
         for topic in ["A:4", "A:5"] { #expect(subscribe(&ledger, topic, on: 2, peer: "b", key: Self.alice) == .within) }
         #expect(ledger.held(key: Self.alice) == .init(subscriptions: 5, bytes: 15))
-        #expect(subscribe(&ledger, "A:6", on: 2, peer: "b", key: Self.alice) == .cut(held: .init(subscriptions: 3, bytes: 9), key: true))
+        #expect(subscribe(&ledger, "A:6", on: 2, peer: "b", key: Self.alice) == .cut(held: .init(subscriptions: 3, bytes: 9), overKey: true))
         // The cut connection's topics are off the key's count; the other connection's stay.
         #expect(ledger.held(key: Self.alice) == .init(subscriptions: 3, bytes: 9))
         // Another key, and no key (an open broker), count apart.

@@ -245,6 +245,10 @@ extension Node {
         /// New activities ignored because their origin (or all origins together) had the quota
         /// known here already (``Configuration-swift.struct/maxKnownActivitiesPerNode``).
         public var overQuotaIgnored = 0
+        /// Connections to this node's publisher cut off for holding more subscriptions than a
+        /// broker allows its subscribers by default (``Broker/SubscriptionBounds``): in direct
+        /// mode, a peer's; with brokers, a broker's.
+        public var subscribersCut = 0
 
         public init() {}
     }

@@ -226,6 +226,7 @@ struct NodeCounterMetrics {
     private let stale = refusal("stale")
     private let foreign = refusal("foreign")
     private let overQuota = refusal("over_quota")
+    private let subscribersCut = refusal("subscriptions_over_bound")
     private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map { ($0, refusal($0.label)) })
     private let streamsOverLimit = refusal("streams_over_limit")
     private let streamViolations = refusal("stream_protocol_violation")
@@ -248,6 +249,7 @@ struct NodeCounterMetrics {
         add(stale, new.staleIgnored, old.staleIgnored)
         add(foreign, new.foreignIgnored, old.foreignIgnored)
         add(overQuota, new.overQuotaIgnored, old.overQuotaIgnored)
+        add(subscribersCut, new.subscribersCut, old.subscribersCut)
         for (reason, counter) in handshakeRefusals {
             add(counter, new.handshakeRefusals[reason], old.handshakeRefusals[reason])
         }

@@ -19,7 +19,7 @@ extension Node.SecurityCounters {
         var reasons: [String: UInt64] = [
             "replayed": UInt64(replayedIgnored), "stale": UInt64(staleIgnored), "foreign": UInt64(foreignIgnored),
             "over_quota": UInt64(overQuotaIgnored), "malformed_bus": UInt64(malformedBus),
-            "malformed_continuation": UInt64(malformedContinuation),
+            "malformed_continuation": UInt64(malformedContinuation), "subscriptions_over_bound": UInt64(subscribersCut),
         ]
         for reason in HandshakeRefusals.Reason.allCases { reasons[reason.label] = UInt64(handshakeRefusals[reason]) }
         return reasons

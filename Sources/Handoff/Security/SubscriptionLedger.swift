@@ -26,9 +26,9 @@ struct SubscriptionLedger<Peer: Equatable> {
     enum Verdict: Equatable, Sendable {
         /// Within the bounds (or from a connection not counted): handle it as usual.
         case within
-        /// This subscription took its connection past a bound (`key`: the key's bound, over all
-        /// its connections): cut the connection, and do nothing else with it.
-        case cut(held: Held, key: Bool)
+        /// This subscription took its connection past a bound (`overKey`: the key's bound, over
+        /// all its connections): cut the connection, and do nothing else with it.
+        case cut(held: Held, overKey: Bool)
         /// From a connection already cut, not yet gone: do nothing with it.
         case refused
     }
@@ -69,7 +69,7 @@ struct SubscriptionLedger<Peer: Equatable> {
             connection.topics = [:]
             connection.held = Held()
             connection.cut = true
-            return .cut(held: afterward, key: !overConnection)
+            return .cut(held: afterward, overKey: !overConnection)
         }
         connection.topics[hash] = topic.count
         connection.held = afterward
