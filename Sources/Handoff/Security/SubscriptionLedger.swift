@@ -79,12 +79,15 @@ struct SubscriptionLedger<Peer: Equatable> {
 
     /// A withdrawal of `topic` on connection `descriptor` with `peer`.
     mutating func unsubscribed(_ topic: UnsafeRawBufferPointer, descriptor: Int32, peer: Peer) {
-        guard var connection = connections[descriptor], connection.peer == peer, !connection.cut,
+        // Taken out of the table while it changes, so that its topics are changed in place, not
+        // copied whole for each withdrawal.
+        guard var connection = connections.removeValue(forKey: descriptor) else { return }
+        defer { connections[descriptor] = connection }
+        guard connection.peer == peer, !connection.cut,
               let length = connection.topics.removeValue(forKey: Self.hash(topic)) else { return }
         connection.held.subscriptions -= 1
         connection.held.bytes -= length
         if let key = connection.key { subtract(Held(subscriptions: 1, bytes: length), from: key) }
-        connections[descriptor] = connection
     }
 
     /// Lets go of the connections `gone` says are closed, or now another's (the loop asks the
@@ -106,10 +109,14 @@ struct SubscriptionLedger<Peer: Equatable> {
     /// The connections counted (cut ones included, until they are gone).
     var connectionCount: Int { connections.count }
 
-    /// The entry for `descriptor`, afresh when the number now belongs to another peer.
+    /// The entry for `descriptor`, taken out of the table (the caller puts it back: while it is out,
+    /// its topics are changed in place, not copied whole for each subscription); afresh when the
+    /// number now belongs to another peer.
     private mutating func take(_ descriptor: Int32, peer: Peer, key: [UInt8]?) -> Connection {
-        if let known = connections[descriptor], known.peer == peer { return known }
-        if let stale = connections.removeValue(forKey: descriptor) { release(stale) }
+        if let known = connections.removeValue(forKey: descriptor) {
+            if known.peer == peer { return known }
+            release(known)
+        }
         return Connection(peer: peer, key: key)
     }
 

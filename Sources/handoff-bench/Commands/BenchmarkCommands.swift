@@ -154,6 +154,15 @@ struct FuzzMemoryBenchmark: Benchmark {
     func measure() async throws { try benchFuzzMemory(inputs: inputs, rounds: rounds) }
 }
 
+struct SubscriptionFloodBenchmark: Benchmark {
+    static let configuration = CommandConfiguration(
+        commandName: "subscription-flood", abstract: "A broker's memory under a member flooding its backend with distinct subscriptions, against the same broker unbounded.")
+    @OptionGroup var common: CommonOptions
+    @Option(help: "Distinct subscriptions sent.") var count = 500_000
+    @Option(help: "Bytes of each subscription's topic.") var length = 60
+    func measure() async throws { try benchSubscriptionFlood(count: count, length: length) }
+}
+
 struct BrokerCapacityBenchmark: Benchmark {
     static let configuration = CommandConfiguration(
         commandName: "broker-capacity", abstract: "What one broker forwards on one CPU, against a raw zmq_proxy; its floor; its memory per cached activity.")

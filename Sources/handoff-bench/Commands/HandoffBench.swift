@@ -23,7 +23,7 @@ struct HandoffBench: AsyncParsableCommand {
     static let benchmarks: [any ParsableCommand.Type] = [
         AllBenchmarks.self, AdvertsBenchmark.self, AdvertFloorBenchmark.self, ContinueBenchmark.self, StreamsBenchmark.self,
         LateJoinerBenchmark.self, ChecksumBenchmark.self, BecomeCurrentBenchmark.self, SlowReaderBenchmark.self,
-        HostileBenchmark.self, StallBenchmark.self, ChurnBenchmark.self, FuzzMemoryBenchmark.self, BrokerCapacityBenchmark.self, LivePageBenchmark.self, FleetBenchmark.self,
+        HostileBenchmark.self, StallBenchmark.self, ChurnBenchmark.self, FuzzMemoryBenchmark.self, SubscriptionFloodBenchmark.self, BrokerCapacityBenchmark.self, LivePageBenchmark.self, FleetBenchmark.self,
     ]
 
     /// Runs the command with every task on the event loops, as the `handoff` command does (task
