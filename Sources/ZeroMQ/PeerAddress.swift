@@ -13,12 +13,7 @@ enum PeerAddress {
     /// without the port, which changes at every reconnection — or, for IPC, the peer process;
     /// `nil` when the descriptor is no longer a connected socket.
     static func of(descriptor: Int32) -> String? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
-        }
-        guard status == 0 else { return nil }
+        guard let (storage, _) = socketName(of: descriptor) else { return nil }
         switch Int32(storage.ss_family) {
         case AF_INET:
             return text(of: storage, family: AF_INET, at: MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!, length: INET_ADDRSTRLEN)
@@ -26,13 +21,29 @@ enum PeerAddress {
             return text(of: storage, family: AF_INET6, at: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!, length: INET6_ADDRSTRLEN)
         case AF_UNIX:
             // An IPC peer has no address; its process is what tells one peer from another.
-            var credentials = PeerCredentials()
-            var size = socklen_t(MemoryLayout<PeerCredentials>.size)
-            guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0 else { return "ipc" }
+            guard let credentials = credentials(of: descriptor) else { return "ipc" }
             return "ipc (pid \(credentials.pid), uid \(credentials.uid))"
         default:
             return nil
         }
+    }
+
+    /// The kernel's name for the peer of `descriptor` (`getpeername`) and its length; `nil` when
+    /// the descriptor is no longer a connected socket.
+    static func socketName(of descriptor: Int32) -> (sockaddr_storage, socklen_t)? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
+        }
+        return status == 0 ? (storage, length) : nil
+    }
+
+    /// The process at the other end of an IPC connection (`SO_PEERCRED`).
+    static func credentials(of descriptor: Int32) -> PeerCredentials? {
+        var credentials = PeerCredentials()
+        var size = socklen_t(MemoryLayout<PeerCredentials>.size)
+        return getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0 ? credentials : nil
     }
 
     /// The text of the IP address at byte `offset` of a socket address.
@@ -45,7 +56,7 @@ enum PeerAddress {
 }
 
 /// `struct ucred` (SO_PEERCRED), which Glibc declares only under `_GNU_SOURCE`.
-private struct PeerCredentials {
+struct PeerCredentials {
     var pid: Int32 = 0
     var uid: UInt32 = 0
     var gid: UInt32 = 0

@@ -42,26 +42,16 @@ public struct SourceConnection: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String { "connection \(descriptor)" + (peerAddress.map { " from \($0)" } ?? "") }
 
-    /// The kernel's name for the peer of `descriptor`, or `nil` when it is not a connected socket.
+    /// The kernel's name for the peer of `descriptor` (and, for IPC, the peer's pid, uid and
+    /// gid), or `nil` when it is not a connected socket.
     private static func peer(of descriptor: Int32) -> [UInt8]? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) }
-        }
-        guard status == 0 else { return nil }
+        guard let (storage, length) = PeerAddress.socketName(of: descriptor) else { return nil }
         var name = withUnsafeBytes(of: storage) { Array($0.prefix(Int(length))) }
-        if Int32(storage.ss_family) == AF_UNIX {
-            var credentials = ucredBytes()
-            var size = socklen_t(credentials.count)
-            guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0 else { return name }
-            name += credentials
+        if Int32(storage.ss_family) == AF_UNIX, let credentials = PeerAddress.credentials(of: descriptor) {
+            name += withUnsafeBytes(of: credentials) { Array($0) }
         }
         return name
     }
-
-    /// Room for `struct ucred` (pid, uid, gid), which Glibc declares only under `_GNU_SOURCE`.
-    private static func ucredBytes() -> [UInt8] { [UInt8](repeating: 0, count: 12) }
 }
 
 extension Frame {

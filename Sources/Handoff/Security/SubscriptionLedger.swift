@@ -9,8 +9,9 @@
 /// removes it, and one for a topic the connection never held (libzmq passes those up too) changes
 /// nothing. (The backend's XPUB, verbose for subscriptions, passes a withdrawal up only when no
 /// other connection holds the topic: one withdrawn while others hold it stays counted until its
-/// connection goes. The count errs towards more, never less, than libzmq keeps.) A connection that goes past a bound is cut: its topics are let go here as libzmq lets
-/// them go, and what it still sends until it is gone is refused.
+/// connection goes. The count errs towards more, never less, than libzmq keeps.) A connection
+/// that goes past a bound is cut: its topics are let go here as libzmq lets them go, and what it
+/// still sends until it is gone is refused.
 ///
 /// Each topic is kept as its 64-bit hash (Swift's `Hasher`, seeded afresh in every process, so a
 /// member cannot aim at a collision) and its length: a few dozen bytes however long the topic,
