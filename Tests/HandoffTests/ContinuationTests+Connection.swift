@@ -69,28 +69,59 @@ extension ContinuationTests {
                     return error
                 }
             }
-            try await Task.sleep(for: .milliseconds(800))
-
             // The originator comes up, and answers the request that reaches it.
-            let context = try Context()
-            let router = try context.socket(.router)
-            defer { router.close() }
-            try router.bind(endpoint)
-            let identity = try #require(try await router.receive(timeout: .seconds(5)))
-            let request = try WireEnvelope.decode(try await router.receive().data)
-            guard case .continueRequest(let asked) = request.body else {
-                Issue.record("the originator got \(request.body as Any), not a continue request")
+            let release = DispatchSemaphore(value: 0)
+            defer { release.signal() }
+            let asked = await lateOriginator(at: endpoint, after: .milliseconds(800), until: release) { request in
+                var reply = WireContinueReply()
+                reply.result = .error(HandoffError(.activityNotFound, "ended meanwhile").wire)
+                return WireEnvelope(body: .continueReply(reply), sender: WireNodeRef(), sequence: 1, correlationID: request.correlationID)
+            }
+            guard case .continueRequest(let request)? = try asked.get().body else {
+                Issue.record("the originator got \(asked), not a continue request")
                 return
             }
-            #expect(asked.activityID == activity.id)
-            var reply = WireContinueReply()
-            reply.result = .error(HandoffError(.activityNotFound, "ended meanwhile").wire)
-            let answer = WireEnvelope(body: .continueReply(reply), sender: WireNodeRef(), sequence: 1, correlationID: request.correlationID)
-            try await router.send(identity.bytes, more: true)
-            try await router.send(try answer.serializedBytes() as [UInt8])
+            #expect(request.activityID == activity.id)
             // The originator's answer ends the continue, not a closed connection.
             let error = await continuing.value
             #expect(error?.code == .activityNotFound, "\(error as Any)")
         }
+    }
+}
+
+/// What reached ``lateOriginator(at:after:until:answer:)`` was not a routing id and an envelope.
+struct NotARequest: Error { let frames: Int }
+
+/// A raw originator that binds a ROUTER at `endpoint` after `delay`, answers the first envelope that
+/// reaches it with `answer`'s, and keeps its connection until `release` is signalled. It runs on a
+/// thread of its own, as it would in a process of its own: a task of the test's shares the
+/// cooperative pool with every test running beside it, and under CI's parallel pass such a task
+/// once waited past the continue's 15 s timeout to read the request and answer it.
+func lateOriginator(
+    at endpoint: String, after delay: Duration, until release: DispatchSemaphore,
+    answer: @escaping @Sendable (WireEnvelope) -> WireEnvelope
+) async -> Result<WireEnvelope, any Error> {
+    await withCheckedContinuation { reported in
+        let thread = Thread {
+            Thread.sleep(forTimeInterval: Double(delay / .milliseconds(1)) / 1_000)
+            do {
+                let context = try Context()
+                let router = try context.socket(.router)
+                defer { router.close() }
+                try router.set(.receiveTimeout, 10_000)
+                try router.bind(endpoint)
+                let frames = try router.receiveMultipart()
+                guard frames.count == 2 else { throw NotARequest(frames: frames.count) }
+                let request = try WireEnvelope.decode(frames[1].data)
+                try router.send(frames[0], more: true)
+                try router.send(try answer(request).serializedBytes() as [UInt8])
+                reported.resume(returning: .success(request))
+                release.wait()
+            } catch {
+                reported.resume(returning: .failure(error))
+            }
+        }
+        thread.name = "late originator"
+        thread.start()
     }
 }

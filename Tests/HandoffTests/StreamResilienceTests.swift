@@ -247,21 +247,33 @@ struct StreamPressureTests {
             func open(_ stream: UInt64, as nodeID: String) throws {
                 try hostile.openStream(stream, activityID: activity.id, window: 2, as: nodeID)
             }
-            // Every stream frame that comes back, by stream id: opens answered, errors.
-            func answers(within timeout: Duration) async throws -> [(UInt64, WireStreamFrame.OneOf_Kind?)] {
-                var seen: [(UInt64, WireStreamFrame.OneOf_Kind?)] = []
-                let deadline = ContinuousClock.now + timeout
-                while ContinuousClock.now < deadline, let (envelope, _) = try await hostile.receive(within: deadline - ContinuousClock.now) {
+            // Every stream frame that comes back, by stream id (opens answered, data, errors), until `enough` holds
+            // of them. Waiting on what came rather than for a fixed time: on a loaded machine answers come late.
+            typealias Answer = (UInt64, WireStreamFrame.OneOf_Kind?)
+            func answers(until enough: ([Answer]) -> Bool) async throws -> [Answer] {
+                var seen: [Answer] = []
+                let deadline = ContinuousClock.now + .seconds(15)
+                while !enough(seen), ContinuousClock.now < deadline,
+                    let (envelope, _) = try await hostile.receive(within: deadline - ContinuousClock.now)
+                {
                     if case .streamFrame(let frame) = envelope.body { seen.append((frame.streamID, frame.kind)) }
                 }
                 return seen
             }
+            func dataFrames(on stream: UInt64, in seen: [Answer]) -> Int {
+                seen.count { id, kind in if id == stream, case .data? = kind { true } else { false } }
+            }
             try open(1, as: "stalling-1")
             try open(2, as: "stalling-2")
-            _ = try await answers(within: .milliseconds(600))  // both answered; their writers now wait for credit
+            // Both answered and their 2-chunk windows spent: the writers now wait for credit. Then past the grace.
+            let stalled = try await answers { seen in dataFrames(on: 1, in: seen) >= 2 && dataFrames(on: 2, in: seen) >= 2 }
+            #expect(dataFrames(on: 1, in: stalled) == 2 && dataFrames(on: 2, in: stalled) == 2, "\(stalled.map(\.0))")
+            try await Task.sleep(for: .milliseconds(600))
 
             try open(3, as: "newcomer")
-            let after = try await answers(within: .seconds(1))
+            let after = try await answers { seen in
+                seen.contains { $0.0 == 3 } && seen.contains { id, kind in if id != 3, case .error? = kind { true } else { false } }
+            }
             let opened = after.contains { id, kind in if id == 3, case .open? = kind { true } else { false } }
             #expect(opened, "the newcomer's open must be answered, got \(after.map(\.0))")
             let evicted = after.compactMap { id, kind -> WireError? in
