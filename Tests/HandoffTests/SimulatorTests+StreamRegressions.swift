@@ -43,4 +43,16 @@ extension SimulatorTests {
         #expect(run.output.contains("opens stream 3 with node-3 for a7-n3: 0 bytes to the originator, flooding, ignoring its credit"), "the seed no longer opens the flood")
         #expect(run.output.contains("node-3: stream 3 resumed"), "the seed no longer resumes it")
     }
+
+    /// Regression (2026-12-05, found by the fresh-clone CI's seeds): a continuing node was stopped
+    /// (SIGSTOP) for 7 s while its stream waited to resume, past the bound in which an end must make
+    /// progress or end. The invariant excused a stop of the peer's node, not of the end's own; a
+    /// stopped process does nothing, and this one fails its pair (peer lost) the moment it goes on.
+    @Test("regression, seed 69868643 (through a broker): an end whose own node is stopped past its bound ends its pair when it goes on, which is no stall of the protocol's")
+    func endStoppedPastItsBound() async throws {
+        let run = try await runSimulator(["--seed", "69868643", "--broker", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("[   23.364] node-2 is stopped (SIGSTOP) for 6.993267 seconds"), "the seed no longer stops the continuing node")
+        #expect(run.output.contains("[   30.357] node-2: stream 0 failed (continuing side): peer lost"), "\(run.output.suffix(3_000))")
+    }
 }

@@ -119,7 +119,7 @@ struct SitesTests {
 
             // Back on the same endpoints, with an empty cache: the sites' links reconnect, site A's
             // nodes advertise again at its upstream's request, and site B learns what it missed.
-            hub = try Broker.start(.init(frontend: hubFrontend, backend: hubBackend), context: context)
+            hub = try await Self.restart(frontend: hubFrontend, backend: hubBackend, context: context)
             let back = ContinuousClock.now
             let probe = StallProbe.start()
             #expect(await eventually(within: .seconds(5)) { await reader.activities().count == 2 })

@@ -66,7 +66,11 @@ extension SimulationInvariants {
             if let until = stream[other]?.pausedUntil { anchor = max(anchor, until) }
             if let node = stream[other]?.node { anchor = max(anchor, world.nodes[node].resumedAt) }
         }
-        if let resumed = world.nodes[world.streamNode(stream, side.other)].stoppedUntil { anchor = max(anchor, resumed) }
+        // A stopped process does nothing, this end's own included: stopped past its resume window,
+        // it gives its pair up once it goes on, not before (seed 69868643).
+        for node in [world.streamNode(stream, side.other), end.node] {
+            if let resumed = world.nodes[node].stoppedUntil { anchor = max(anchor, resumed) }
+        }
         // A stuck writer's pair ends by the stall timeout, counted from the start of the peer's
         // turn (which the time spent interrupted moves on); or, cut off near its end, by the
         // resume window after the idle timeout; and a tick and a stop of the peer more.
