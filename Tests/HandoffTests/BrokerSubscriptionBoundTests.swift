@@ -81,6 +81,37 @@ struct BrokerSubscriptionBoundTests {
         await broker.stop()
     }
 
+    @Test("the capture bounds its subscribers as the backend does: a monitor flooding it with subscriptions is cut off and counted; a monitor beside it still sees the bus")
+    func captureFloodIsCut() async throws {
+        let context = try Context()
+        var configuration = Broker.Configuration.ephemeral()
+        configuration.subscriptionBounds = .init(perConnection: 100, bytesPerConnection: 4_096)
+        configuration.capture = "tcp://127.0.0.1:*"
+        let broker = try Broker.start(configuration, context: context)
+        let capture = try #require(broker.captureEndpoint)
+        let publisher = try await connectPublisher(to: broker, context: context)
+        let tap = try context.socket(.sub)
+        try tap.subscribe("A:")
+        try tap.connect(capture)
+        try await awaitDelivery(from: publisher, to: tap, probe: .presence(node: "probe", topic: "A:probe"))
+
+        let flooder = try context.socket(.sub)
+        try flooder.set(.reconnectInterval, Int32(60_000))
+        let monitor = try flooder.monitor([.disconnected])
+        try flooder.connect(capture)
+        for index in 0..<1_000 { try flooder.subscribe("A:flood.\(index)") }
+        try await waitUntil(within: .seconds(10)) { broker.counters.subscribersCut >= 1 }
+        #expect(try await monitor.next(matching: .disconnected, timeout: .seconds(5)) != nil, "the flooder's connection was not cut")
+        #expect(broker.counters.subscribersCut == 1)
+
+        let after = try BusMessage.advertisement(id: "after", type: "flood.5")
+        try await publish(after, on: publisher)
+        #expect(try await receiveUntil(tap, within: .seconds(5)) { $0.bytes == after.topic })
+        #expect(try await receiveUntil(flooder, within: .milliseconds(300)) { _ in true } == false)
+        monitor.stop()
+        await broker.stop()
+    }
+
     @Test("a node's publisher (direct mode) cuts off a peer whose subscriptions go past a broker's default bound; another peer still hears the node")
     func nodePublisherFloodIsCut() async throws {
         try await withNodes([testConfiguration("flooded")]) { nodes in

@@ -5,7 +5,8 @@ extension Broker {
     /// libzmq keeps every distinct subscription of a connected subscriber, in a trie costing about
     /// 35 bytes of memory per byte of topic (docs/operations.md), and bounds neither their number
     /// nor their size. The broker counts what each connection to its backend holds (the
-    /// subscriptions it made and has not withdrawn) and cuts off the connection whose subscription
+    /// subscriptions it made and has not withdrawn), and apart from them each connection to its
+    /// capture (``Configuration/capture``), and cuts off the connection whose subscription
     /// goes past a bound: libzmq then frees all it kept for it. What an honest subscriber holds is
     /// far below these: a node follows a few prefixes per activity type it watches, a
     /// `handoff monitor` one; the keys of ``Configuration/relayKeys`` (site brokers, which pass up

@@ -6,5 +6,7 @@ extension BrokerLoop {
         case upstreamSubscriber
         /// An upstream broker's XPUB, over the link's XSUB: bus messages.
         case upstream
+        /// The capture's subscribers (operators' monitors): their subscriptions, counted and bounded.
+        case captureSubscribers
     }
 }

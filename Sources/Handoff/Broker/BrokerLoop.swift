@@ -63,6 +63,8 @@ final class BrokerLoop: @unchecked Sendable {
     var refusals = BrokerRefusalLog()
     /// What each subscriber's connection holds at the backend, against the configuration's bounds.
     var subscriptionLedger: SubscriptionLedger<[UInt8]>
+    /// The same for the capture's subscribers, with the same bounds.
+    var captureLedger: SubscriptionLedger<[UInt8]>
     /// When the ledger next lets go of the connections that have gone.
     var nextLedgerPrune = ContinuousClock.now
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
@@ -94,6 +96,7 @@ final class BrokerLoop: @unchecked Sendable {
         secure = configuration.security != nil
         relayKeys = Set(configuration.relayKeys.map(\.bytes))
         subscriptionLedger = SubscriptionLedger(bounds: configuration.subscriptionBounds)
+        captureLedger = SubscriptionLedger(bounds: configuration.subscriptionBounds)
         let host = ProcessInfo.processInfo.hostName
         let core = BrokerCore(
             cacheEnabled: configuration.lastValueCache,
@@ -177,6 +180,7 @@ final class BrokerLoop: @unchecked Sendable {
         let backendIndex = poller.add(backend, .readable)
         let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor, .readable)
         let upstreamIndices = upstreamLinks.map { (up: poller.add($0.up, .readable), down: poller.add($0.down, .readable)) }
+        let captureIndex = capture.map { poller.add($0, .readable) }
         while true {
             let ready = try poller.poll(timeout: pollTimeout())
             if ready[wakeIndex].contains(.readable) {
@@ -198,6 +202,9 @@ final class BrokerLoop: @unchecked Sendable {
                 for (link, indices) in zip(upstreamLinks, upstreamIndices) {
                     if ready[indices.up].contains(.readable) { more = try drain(link.up, from: .upstreamSubscriber) || more }
                     if ready[indices.down].contains(.readable) { more = try drain(link.down, from: .upstream) || more }
+                }
+                if let capture, let captureIndex, ready[captureIndex].contains(.readable) {
+                    more = try drain(capture, from: .captureSubscribers) || more
                 }
             }
             let now = ContinuousClock.now
@@ -245,6 +252,7 @@ final class BrokerLoop: @unchecked Sendable {
             case .subscribers: try fromSubscriber(received.frames())
             case .upstreamSubscriber: try fromUpstreamSubscriber(received.frames())
             case .upstream: try fromUpstream(received.frames())
+            case .captureSubscribers: fromCaptureSubscriber(received.frames())
             }
         }
         return true

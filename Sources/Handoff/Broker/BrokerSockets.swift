@@ -76,9 +76,13 @@ struct BrokerSockets {
             if let view = configuration.viewEndpoint { try backend.bind(view) }
             var capture: Socket?
             if let captureAddress = configuration.capture {
-                let socket = try open(.pub, linger: Self.sendingLinger)
+                // An XPUB, verbose, so that the broker reads each subscription its subscribers
+                // make and bounds what each holds, as on the backend (a PUB keeps them unseen).
+                let socket = try open(.xpub, linger: Self.sendingLinger)
                 try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
+                try socket.set(.receiveHighWaterMark, Self.subscriptionQueue)
+                try socket.set(.xpubVerbose, true)
                 try socket.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
                 try socket.bind(captureAddress)
                 capture = socket

@@ -115,6 +115,13 @@ struct MonitoredMessage {
         envelope = frames.count == 2 ? try? WireEnvelope.decode(frames[1].data) : nil
     }
 
+    /// A subscriber's subscription (or its withdrawal) as a broker's capture copies it: one frame,
+    /// 1 (or 0) and the topic.
+    var subscription: (subscribes: Bool, topic: String)? {
+        guard frames.count == 1, let kind = frames[0].bytes.first, kind <= 1 else { return nil }
+        return (kind == 1, String(decoding: frames[0].bytes.dropFirst(), as: UTF8.self))
+    }
+
     /// The activity type it is about, if any.
     var activityType: String? {
         switch envelope?.body {
@@ -128,6 +135,7 @@ struct MonitoredMessage {
     /// What the rates are grouped by: the activity type, else the kind of message.
     var group: String {
         if let activityType { return activityType }
+        if subscription != nil { return "(subscriptions)" }
         switch envelope?.body {
         case .nodePresence: return "(presence)"
         case .snapshotReply: return "(snapshot)"
@@ -165,6 +173,11 @@ struct MonitorPrinter {
         if raw {
             let hex = message.frames.map { $0.bytes.map { String(format: "%02x", $0) }.joined() }
             if json { announce(jsonLine(MonitorLine(event: "raw", time: at, topic: message.topic, frames: hex))) } else { announce("\(at)s  \(message.topic)  \(hex.joined(separator: " "))") }
+            return
+        }
+        if let (subscribes, topic) = message.subscription {
+            let event = subscribes ? "subscription" : "unsubscription"
+            if json { announce(jsonLine(MonitorLine(event: event, time: at, topic: topic))) } else { announce("\(at)s  \(subscribes ? "sub  " : "unsub")  \(topic)") }
             return
         }
         guard let envelope = message.envelope else {
