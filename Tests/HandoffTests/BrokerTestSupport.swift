@@ -98,7 +98,10 @@ func connectPublisher(to broker: Broker, context: Context, secure: (Security, Cu
     try publisher.set(.sendHighWaterMark, 0)
     try publisher.connect(broker.frontendEndpoint)
     if broker.configuration.lastValueCache {
-        let ready = try await receiveUntil(publisher, within: .seconds(5)) { $0.bytes == subscription("") }
+        // A wait for readiness, not a latency: the parallel pass starts hundreds of tests at once,
+        // and with a CPU hog beside it on this 2-core VM, unit tests with no I/O took 6 s to pass
+        // and three tests' brokers were not heard within 5 s.
+        let ready = try await receiveUntil(publisher, within: .seconds(20)) { $0.bytes == subscription("") }
         try #require(ready, "the broker never subscribed its frontend")
     }
     return publisher

@@ -62,10 +62,11 @@ struct PublisherRequestsTests {
         let publisher = try context.socket(.xpub)
         try account.security(account.b).secureClient(publisher, serverKey: account.broker.publicKey)
         try publisher.connect(broker.frontendEndpoint)
-        // The broker's own subscribe-all first: the frontend is connected.
+        // The broker's own subscribe-all first: the frontend is connected (as long as the start of
+        // the parallel pass takes, as in connectPublisher).
         var heard: [String] = []
         while heard.isEmpty {
-            guard let frame = try await publisher.receive(timeout: .seconds(5)) else { break }
+            guard let frame = try await publisher.receive(timeout: .seconds(20)) else { break }
             heard.append(String(decoding: frame.bytes, as: UTF8.self))
         }
         #expect(heard == ["\u{1}"], "the broker's subscribe-all")
