@@ -137,14 +137,10 @@ extension Node {
         }
         // What each connection to the publisher holds there, as a broker counts its subscribers'.
         var ledger = SubscriptionLedger<[UInt8]>(bounds: Broker.SubscriptionBounds())
-        var nextPrune = ContinuousClock.now + SubscriptionLedger<[UInt8]>.pruneInterval
         while !Task.isCancelled {
             guard let frame = try? await sockets.publisher.receive() else { return }
             guard withinSubscriptionBounds(frame, ledger: &ledger) else { continue }
-            if ContinuousClock.now >= nextPrune {
-                ledger.forgetGone()
-                nextPrune = ContinuousClock.now + SubscriptionLedger<[UInt8]>.pruneInterval
-            }
+            ledger.forgetGoneIfDue(now: .now)
             let bytes = frame.bytes
             guard bytes.first == 1 else { continue }
             let topic = bytes.dropFirst()

@@ -29,11 +29,4 @@ extension BrokerLoop {
         }
         return admission.goesOn
     }
-
-    /// Lets the ledger go of the connections that have gone (libzmq let go of their subscriptions).
-    func pruneSubscriptionLedger(now: ContinuousClock.Instant) {
-        nextLedgerPrune = now + SubscriptionLedger<[UInt8]>.pruneInterval
-        subscriptionLedger.forgetGone()
-        captureLedger.forgetGone()
-    }
 }

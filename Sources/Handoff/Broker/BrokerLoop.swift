@@ -65,8 +65,6 @@ final class BrokerLoop: @unchecked Sendable {
     var subscriptionLedger: SubscriptionLedger<[UInt8]>
     /// The same for the capture's subscribers, with the same bounds.
     var captureLedger: SubscriptionLedger<[UInt8]>
-    /// When the ledger next lets go of the connections that have gone.
-    var nextLedgerPrune = ContinuousClock.now
     /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
     /// read by tasks of their own while the loop runs.
     private let handshakeMonitors: [SocketMonitor]
@@ -214,7 +212,9 @@ final class BrokerLoop: @unchecked Sendable {
             if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
             if !upstreamLinks.isEmpty { try upstreamHousekeeping(now: now) }
-            if now >= nextLedgerPrune { pruneSubscriptionLedger(now: now) }
+            // Both ledgers let go of the connections that have gone (libzmq let go of their subscriptions).
+            subscriptionLedger.forgetGoneIfDue(now: now)
+            captureLedger.forgetGoneIfDue(now: now)
             metrics.report(inPlace({ $0.counters }))
         }
     }

@@ -47,6 +47,18 @@ extension SubscriptionLedger where Peer == [UInt8] {
         }
     }
 
+    /// ``forgetGone()`` at most once per ``pruneInterval``, the first an interval after the first
+    /// call: the owner calls it as often as it likes (each round of its loop, each frame it reads).
+    mutating func forgetGoneIfDue(now: ContinuousClock.Instant) {
+        guard let due = nextPrune else {
+            nextPrune = now + Self.pruneInterval
+            return
+        }
+        guard now >= due else { return }
+        nextPrune = now + Self.pruneInterval
+        forgetGone()
+    }
+
     /// Lets go of the connections that have gone, or whose descriptor is now another's.
     mutating func forgetGone() {
         forget { descriptor, peer in SourceConnection(descriptor: descriptor)?.peer != peer }

@@ -44,6 +44,8 @@ struct SubscriptionLedger<Peer: Equatable> {
     }
     private var connections: [Int32: Connection] = [:]
     private var keys: [[UInt8]: Held] = [:]
+    /// When the owner next lets go of the connections that have gone (``forgetGoneIfDue(now:)``).
+    var nextPrune: ContinuousClock.Instant?
 
     init(bounds: Broker.SubscriptionBounds) {
         self.bounds = bounds
