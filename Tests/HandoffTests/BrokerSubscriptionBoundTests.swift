@@ -97,6 +97,8 @@ struct BrokerSubscriptionBoundTests {
         try await withNodes([testConfiguration("flooded")]) { nodes in
             let node = nodes[0]
             let endpoint = try #require(node.busEndpoint)
+            // libzmq takes a peer's subscriptions into its trie ahead of the node by this many.
+            #expect(try await node.publisherReceiveHighWaterMark() == Node.publisherSubscriptionQueue)
             let context = try Context()
             let flooder = try context.socket(.sub)
             try flooder.set(.reconnectInterval, Int32(60_000))
@@ -121,4 +123,9 @@ struct BrokerSubscriptionBoundTests {
             #expect(await node.securityCounters.subscribersCut == 1)
         }
     }
+}
+
+extension Node {
+    /// The publisher's receive high-water mark, read on the node (its sockets are its own).
+    fileprivate func publisherReceiveHighWaterMark() throws -> Int32 { try sockets.publisher.get(.receiveHighWaterMark) }
 }

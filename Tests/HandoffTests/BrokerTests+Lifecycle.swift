@@ -113,7 +113,7 @@ extension BrokerTests {
             #expect(try sockets.frontend.get(.receiveHighWaterMark) == expected)
             #expect(try sockets.frontend.get(.sendHighWaterMark) == configuration.highWaterMark)
             #expect(try sockets.backend.get(.sendHighWaterMark) == configuration.highWaterMark)
-            #expect(try sockets.backend.get(.receiveHighWaterMark) == BrokerSockets.subscriptionQueue)
+            #expect(try sockets.backend.get(.receiveHighWaterMark) == Broker.SubscriptionBounds.receiveQueue)
         }
         var negative = Broker.Configuration.ephemeral()
         negative.publisherQueue = -1

@@ -22,6 +22,18 @@ extension Broker {
         /// The most bytes of topic held over all the connections of one key.
         public var bytesPerKey: Int
 
+        /// How many of one subscriber's (un)subscriptions libzmq reads off its connection ahead of
+        /// the broker (the receive high-water mark of its backend and capture). An XPUB adds each
+        /// to its trie as it takes it from that queue, before the broker reads it, and takes on
+        /// while the queue refills: with 100,000 (the bus's high-water mark) a flood was all in the
+        /// trie before the broker read the subscription past the flooder's bound
+        /// (``SubscriptionLedger``; docs/operations.md). A short queue keeps libzmq a few steps
+        /// ahead, and TCP holds the rest back at the subscriber. An honest subscriber sends a
+        /// handful, and a SUB or XSUB that sends more than its own send high-water mark at once
+        /// (1,000 by default) loses the rest before they leave it anyway. (A node's publisher takes
+        /// them one at a time: ``Node``'s `publisherSubscriptionQueue`.)
+        static let receiveQueue: Int32 = 10
+
         /// At most 12,000 subscriptions and 1 MiB of topic a connection (libzmq's trie: about
         /// 35 MiB at most), four times that a key: room for a site broker's link on a bus without
         /// CURVE (no relay keys), which holds up to 10,000 prefixes its site follows

@@ -24,16 +24,6 @@ struct BrokerSockets {
     /// does not read.
     static let sendingLinger: Int32 = 200
 
-    /// How many of one subscriber's (un)subscriptions libzmq reads off its connection ahead of the
-    /// broker (the backend's receive high-water mark). An XPUB adds each to its trie as it takes it
-    /// from that queue, before the broker reads it, and takes on while the queue refills: with
-    /// 100,000 (the bus's high-water mark) a flood was all in the trie before the broker read the
-    /// subscription past the flooder's bound (``SubscriptionLedger``; docs/operations.md). A short
-    /// queue keeps libzmq a few steps ahead, and TCP holds the rest back at the subscriber. An
-    /// honest subscriber sends a handful, and a SUB or XSUB that sends more than its own send
-    /// high-water mark at once (1,000 by default) loses the rest before they leave it anyway.
-    static let subscriptionQueue: Int32 = 10
-
     /// A link's down socket's send queue: what this site follows upstream (at most
     /// ``ForwardedInterest/maxPrefixes``) and the snapshot requests for it, sent again whole on
     /// every reconnection.
@@ -65,8 +55,8 @@ struct BrokerSockets {
             let backend = try open(.xpub, linger: Self.sendingLinger)
             try secure(backend)
             try backend.set(.sendHighWaterMark, hwm)
-            // Subscriptions in from each subscriber a few at a time (``subscriptionQueue``).
-            try backend.set(.receiveHighWaterMark, Self.subscriptionQueue)
+            // Subscriptions in from each subscriber a few at a time (``Broker/SubscriptionBounds/receiveQueue``).
+            try backend.set(.receiveHighWaterMark, Broker.SubscriptionBounds.receiveQueue)
             try backend.set(.xpubVerbose, true)
             // Subscribers send only subscriptions, and libzmq keeps each distinct one while its
             // subscriber is connected: a frame past the longest the contract makes cuts it off.
@@ -81,7 +71,7 @@ struct BrokerSockets {
                 let socket = try open(.xpub, linger: Self.sendingLinger)
                 try secure(socket)
                 try socket.set(.sendHighWaterMark, hwm)
-                try socket.set(.receiveHighWaterMark, Self.subscriptionQueue)
+                try socket.set(.receiveHighWaterMark, Broker.SubscriptionBounds.receiveQueue)
                 try socket.set(.xpubVerbose, true)
                 try socket.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
                 try socket.bind(captureAddress)

@@ -139,6 +139,8 @@ public actor Node: Service {
         // Only subscriptions come in on the publisher: a peer sending a larger frame is cut off
         // before libzmq keeps it (each distinct one stays in its trie while the peer is connected).
         try publisher.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
+        // And one at a time (``publisherSubscriptionQueue``).
+        try publisher.set(.receiveHighWaterMark, Self.publisherSubscriptionQueue)
         func makeSubscriber() throws(ZMQError) -> Socket {
             let subscriber = try context.socket(.sub)
             try subscriber.set(.receiveHighWaterMark, 100_000)
