@@ -21,6 +21,14 @@ public final class ReceivedMessage {
     /// and a broker reads the count a dozen times a message.
     @usableFromInline let state: UnsafeMutablePointer<(count: Int, isOverlong: Bool)>
 
+    /// The descriptor of the connection the message came in on (``Frame/sourceDescriptor``, of its
+    /// first frame); `nil` for none held, or one the socket made itself or an inproc peer sent.
+    public var sourceDescriptor: Int32? {
+        guard count > 0 else { return nil }
+        let descriptor = zmq_msg_get(messages, ZMQ_SRCFD)
+        return descriptor < 0 ? nil : descriptor
+    }
+
     /// The frames received (at most ``capacity``).
     @inlinable public var count: Int { state.pointee.count }
     /// The message had more frames than ``capacity``: the rest were read and dropped.

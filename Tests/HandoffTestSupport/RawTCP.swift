@@ -43,3 +43,47 @@ public func zmtpGreeting(mechanism: String) -> [UInt8] {
 public func sendRaw(_ bytes: [UInt8], on fd: Int32) throws {
     guard send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else { throw RawTCPFailure("send: errno \(errno)") }
 }
+
+/// ZMTP 3.0's READY command of a NULL peer, claiming to be a socket of `type` ("PUB", "DEALER").
+public func zmtpReady(as type: String) -> [UInt8] {
+    let name = Array("Socket-Type".utf8), value = Array(type.utf8)
+    let body = [5] + Array("READY".utf8) + [UInt8(name.count)] + name + withUnsafeBytes(of: UInt32(value.count).bigEndian, Array.init) + value
+    return [0x04, UInt8(body.count)] + body
+}
+
+/// Sends frames of 200 bytes on a raw ZMTP connection, each marked "more" (one message that never
+/// ends), until `limit` bytes are sent or a send fails (the connection gone, or nothing taken for
+/// the socket's send timeout); returns how many were sent.
+public func sendFramesOfOneMessage(on fd: Int32, upTo limit: Int) -> Int {
+    let frame: [UInt8] = [0x01, 200] + [UInt8](repeating: 0x02, count: 200)
+    let chunk = [UInt8]((0..<5_000).map { _ in frame }.joined())
+    var sent = 0
+    while sent < limit {
+        // (Each chunk whole, a partial send's rest next: the stream stays frame after frame.)
+        let offset = sent % chunk.count
+        let written = chunk.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+        guard written > 0 else { break }
+        sent += written
+    }
+    return sent
+}
+
+/// Whether the other end has ended a raw connection (its end, or a reset, read after whatever
+/// it sent before), waiting up to `timeout`.
+public func rawConnectionEnded(_ fd: Int32, within timeout: Duration) async throws -> Bool {
+    var buffer = [UInt8](repeating: 0, count: 4_096)
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        var read = 0
+        repeat { read = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) } while read > 0
+        if read == 0 || errno != EAGAIN { return true }
+        if ContinuousClock.now >= deadline { return false }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+}
+
+/// A send timeout on a raw connection, so that a peer that stops reading ends a send.
+public func setRawSendTimeout(_ fd: Int32, seconds: Int) {
+    var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+}

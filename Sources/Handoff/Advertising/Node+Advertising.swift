@@ -139,6 +139,7 @@ extension Node {
         var ledger = SubscriptionLedger<[UInt8]>(bounds: Broker.SubscriptionBounds())
         while !Task.isCancelled {
             guard let frame = try? await sockets.publisher.receive() else { return }
+            if let descriptor = frame.sourceDescriptor { sockets.unfinishedMessages.delivered(on: descriptor) }
             guard withinSubscriptionBounds(frame, ledger: &ledger) else { continue }
             ledger.forgetGoneIfDue(now: .now)
             let bytes = frame.bytes

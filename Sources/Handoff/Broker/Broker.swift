@@ -66,6 +66,10 @@ public final class Broker: Sendable {
         /// Subscribers' connections cut off for holding more subscriptions than
         /// ``Configuration/subscriptionBounds`` allows (libzmq then frees all they held).
         public var subscribersCut = 0
+        /// Connections cut off for handing the broker more than 8 MiB without finishing a message
+        /// (a peer that speaks ZMTP itself can send the frames of one message forever, and libzmq
+        /// keeps them all: ``UnfinishedMessageBound``).
+        public var unfinishedMessagesCut = 0
         /// Snapshot requests answered (wire.proto, "Snapshots").
         public var snapshots = 0
         /// Of those, answered at once with a `SnapshotReply` alone, whose asker asks again: 64

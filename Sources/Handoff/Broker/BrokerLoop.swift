@@ -65,9 +65,11 @@ final class BrokerLoop: @unchecked Sendable {
     var subscriptionLedger: SubscriptionLedger<[UInt8]>
     /// The same for the capture's subscribers, with the same bounds.
     var captureLedger: SubscriptionLedger<[UInt8]>
-    /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP;
-    /// read by tasks of their own while the loop runs.
-    private let handshakeMonitors: [SocketMonitor]
+    /// Monitors of the frontend, backend and capture (connections accepted; secure, handshakes that
+    /// fail before ZAP), read by tasks of their own while the loop runs.
+    private let connectionMonitors: [SocketMonitor]
+    /// What each connection to the frontend, backend and capture hands libzmq between whole messages.
+    var unfinishedMessages = UnfinishedMessageBound<[UInt8]>(bound: BrokerLoop.unfinishedMessageBound)
     /// The links' up sockets' monitors: a connection that came up.
     private let linkMonitors: [SocketMonitor]
 
@@ -75,6 +77,8 @@ final class BrokerLoop: @unchecked Sendable {
     private struct Mailbox {
         var stop = false
         var failedHandshakes: [MonitorEvent] = []
+        /// Connections accepted, each with its peer as the kernel named it then.
+        var accepted: [(descriptor: Int32, peer: [UInt8])] = []
         /// An upstream link's connection came up.
         var linkConnected = false
     }
@@ -87,7 +91,7 @@ final class BrokerLoop: @unchecked Sendable {
     init(_ configuration: Broker.Configuration, context: Context, shared: SharedState, zap: ZAPHandler?) throws(ZMQError) {
         let sockets = try BrokerSockets.open(configuration, context: context)
         (frontend, backend, capture) = (sockets.frontend, sockets.backend, sockets.capture)
-        (upstreamLinks, handshakeMonitors, endpoints) = (sockets.upstreamLinks, sockets.handshakeMonitors, sockets.endpoints)
+        (upstreamLinks, connectionMonitors, endpoints) = (sockets.upstreamLinks, sockets.connectionMonitors, sockets.endpoints)
         linkMonitors = sockets.linkMonitors
         self.shared = shared
         self.zap = zap
@@ -183,11 +187,12 @@ final class BrokerLoop: @unchecked Sendable {
             let ready = try poller.poll(timeout: pollTimeout())
             if ready[wakeIndex].contains(.readable) {
                 wake.drain()
-                let (stop, failed, linkConnected) = mailbox.withLock { mailbox in
-                    defer { (mailbox.failedHandshakes, mailbox.linkConnected) = ([], false) }
-                    return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected)
+                let (stop, failed, linkConnected, accepted) = mailbox.withLock { mailbox in
+                    defer { (mailbox.failedHandshakes, mailbox.linkConnected, mailbox.accepted) = ([], false, []) }
+                    return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected, mailbox.accepted)
                 }
                 if stop { return }
+                for connection in accepted { unfinishedMessages.watch(connection.descriptor, peer: connection.peer) }
                 for event in failed { noteFailedHandshake(event) }
                 if linkConnected { try upstreamLinkConnected() }
             }
@@ -212,6 +217,7 @@ final class BrokerLoop: @unchecked Sendable {
             if let expiry = inPlace({ $0.nextExpiry }), expiry <= now, core.expire(now: now) { publishCounters() }
             syncHandshakes(now: now)
             if !upstreamLinks.isEmpty { try upstreamHousekeeping(now: now) }
+            cutUnfinishedMessagesIfDue(now: now)
             // Both ledgers let go of the connections that have gone (libzmq let go of their subscriptions).
             subscriptionLedger.forgetGoneIfDue(now: now)
             captureLedger.forgetGoneIfDue(now: now)
@@ -229,6 +235,7 @@ final class BrokerLoop: @unchecked Sendable {
         if zap != nil { deadline = min(deadline, nextHandshakeSync) }
         if let due = inPlace({ $0.upstreamSubscriptions.nextDue }) { deadline = min(deadline, due) }
         if let due = upstreamSnapshots.nextRetry { deadline = min(deadline, due) }
+        if let due = unfinishedMessages.nextCheckDue { deadline = min(deadline, due) }
         return max(.zero, now.duration(to: deadline))
     }
 
@@ -242,6 +249,7 @@ final class BrokerLoop: @unchecked Sendable {
             guard try socket.tryReceive(into: received) else { return false }
             // Its share of libzmq's receive buffer let go at once (see ReceivedMessage.release).
             defer { received.release() }
+            if source.isWatched, let descriptor = received.sourceDescriptor { unfinishedMessages.delivered(on: descriptor) }
             if received.isOverlong {
                 core.droppedOverlong(fromPublisher: source == .publishers)
                 publishCounters()
@@ -355,9 +363,17 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// Reads each handshake monitor in a task of its own, handing its events to the loop.
     private func watchHandshakes() -> HandshakeMonitorWatch {
-        HandshakeMonitorWatch(handshakeMonitors + linkMonitors) { [self] event in
+        HandshakeMonitorWatch(connectionMonitors + linkMonitors) { [self] event in
             if event.kind == .connected {
                 mailbox.withLock { $0.linkConnected = true }
+                wake.signal()
+                return
+            }
+            if event.kind == .accepted {
+                // Its peer asked now, while the descriptor surely names it. Bounded as below: a
+                // connection past it is not watched.
+                guard let connection = SourceConnection(descriptor: Int32(bitPattern: event.value)) else { return }
+                mailbox.withLock { if $0.accepted.count < 10_000 { $0.accepted.append((connection.descriptor, connection.peer)) } }
                 wake.signal()
                 return
             }

@@ -12,6 +12,7 @@ struct BrokerRefusalLog {
     private var loggedOverKeyQuota: Set<[UInt8]> = []
     private var loggedSites: Set<String> = []
     private var loggedCutSubscribers: Set<String> = []
+    private var loggedUnfinished: Set<String> = []
     private var handshakes = RefusalLog()
 
     /// The line for a message dropped because its sender is not who it says, or it publishes
@@ -57,6 +58,14 @@ struct BrokerRefusalLog {
         let name = key.flatMap { try? CurveKey(bytes: $0).z85 }.map { "key \($0)" } ?? "address \(address ?? "unknown")"
         guard loggedCutSubscribers.count < Self.capacity, loggedCutSubscribers.insert(name).inserted else { return nil }
         return "cut off a subscriber's connection (\(name)): its subscriptions went past \(bound) (counted in subscribersCut; logged once per key or address)"
+    }
+
+    /// The line for a connection cut for a message it did not finish (``UnfinishedMessageBound``);
+    /// `nil` when its address was logged already.
+    mutating func unfinishedMessageCut(address: String?, bytes: Int, bound: Int) -> String? {
+        let name = address ?? "unknown"
+        guard loggedUnfinished.count < Self.capacity, loggedUnfinished.insert(name).inserted else { return nil }
+        return "cut off a connection from \(name): it handed the broker \(bytes) bytes without finishing a message (the bound: \(bound)); counted in unfinishedMessagesCut; logged once per address"
     }
 
     /// The line for a handshake that failed before the account was asked, if one is due.

@@ -8,8 +8,9 @@ struct BrokerSockets {
     let backend: Socket
     let capture: Socket?
     let upstreamLinks: [UpstreamLink]
-    /// Secure: monitors of the frontend, backend and capture for handshakes that fail before ZAP.
-    let handshakeMonitors: [SocketMonitor]
+    /// Monitors of the frontend, backend and capture: each connection accepted, and (secure)
+    /// handshakes that fail before ZAP.
+    let connectionMonitors: [SocketMonitor]
     /// Monitors of the links' up sockets for their connections coming up (``BrokerCore/upstreamLinkConnected(now:token:)``).
     let linkMonitors: [SocketMonitor]
     let endpoints: BoundEndpoints
@@ -109,10 +110,13 @@ struct BrokerSockets {
                 try down.connect(upstream.backend)
                 return UpstreamLink(up: up, down: down)
             }
-            // ZAP counts the keys it refuses; a peer without CURVE, or one that cannot prove the
-            // key it claims, fails before ZAP is asked, and only a monitor sees it.
-            let handshakeMonitors = security == nil ? [] : try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
-                (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail])
+            // Each connection accepted, for the loop to watch what it hands libzmq
+            // (``UnfinishedMessageBound``). And ZAP counts the keys it refuses; a peer without
+            // CURVE, or one that cannot prove the key it claims, fails before ZAP is asked, and
+            // only a monitor sees it.
+            let watched: MonitorEvents = security == nil ? [.accepted] : [.accepted, .handshakeFailedProtocol, .handshakeFailedNoDetail]
+            let connectionMonitors = try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
+                (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor(watched)
             }
             let linkMonitors = try upstreamLinks.map { (link) throws(ZMQError) -> SocketMonitor in try link.up.monitor([.connected]) }
             let endpoints = BoundEndpoints(
@@ -126,7 +130,7 @@ struct BrokerSockets {
             }
             return BrokerSockets(
                 frontend: frontend, backend: backend, capture: capture, upstreamLinks: upstreamLinks,
-                handshakeMonitors: handshakeMonitors, linkMonitors: linkMonitors, endpoints: endpoints)
+                connectionMonitors: connectionMonitors, linkMonitors: linkMonitors, endpoints: endpoints)
         } catch {
             for socket in opened { socket.close() }
             throw error

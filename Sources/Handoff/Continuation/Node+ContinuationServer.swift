@@ -15,7 +15,11 @@ extension Node {
             let received: [Frame]?
             // The peer's routing id, an envelope, and a stream chunk's payload.
             do { received = try await sockets.server.receiveMultipart(maxFrames: 3) } catch { return }
-            if let received { observability.metrics.received(on: .continuationServer, bytes: received.reduce(0) { $0 + $1.count }) }
+            if let received {
+                observability.metrics.received(on: .continuationServer, bytes: received.reduce(0) { $0 + $1.count })
+                // (The routing id is the ROUTER's own frame: the envelope names the connection.)
+                if let descriptor = received.last?.sourceDescriptor { sockets.unfinishedMessages.delivered(on: descriptor) }
+            }
             guard let frames = received, frames.count >= 2 else {
                 noteMalformed(bus: false, received == nil ? "a message of more than 3 frames" : "a message without an envelope")
                 continue

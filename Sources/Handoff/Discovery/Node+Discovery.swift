@@ -249,6 +249,9 @@ extension Node {
         /// broker allows its subscribers by default (``Broker/SubscriptionBounds``): in direct
         /// mode, a peer's; with brokers, a broker's.
         public var subscribersCut = 0
+        /// Connections to this node's continuation ROUTER (and, direct, its publisher) cut off for
+        /// handing it more than 8 MiB without finishing a message (``UnfinishedMessageBound``).
+        public var unfinishedMessagesCut = 0
 
         public init() {}
     }

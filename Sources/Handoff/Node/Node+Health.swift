@@ -100,13 +100,20 @@ extension Node {
         }
     }
 
-    /// Counts the handshakes refused at this node's server sockets, by reason, and logs those that
-    /// fail before ZAP is asked (a peer without CURVE, or one that cannot prove the key it claims)
-    /// at most once a minute per peer address and reason; ZAP's policy logs the keys it refuses.
+    /// Watches each connection accepted at this node's server sockets (``UnfinishedMessageBound``);
+    /// counts the handshakes refused there, by reason, and logs those that fail before ZAP is asked
+    /// (a peer without CURVE, or one that cannot prove the key it claims) at most once a minute per
+    /// peer address and reason; ZAP's policy logs the keys it refuses.
     func watchFailedHandshakes(_ index: Int) async {
         while !Task.isCancelled, index < sockets.serverMonitors.count {
             guard let event = try? await sockets.serverMonitors[index].next(timeout: .seconds(3600)) else {
                 if Task.isCancelled || sockets.serverMonitors.isEmpty { return }
+                continue
+            }
+            if event.kind == .accepted {
+                if let connection = SourceConnection(descriptor: Int32(bitPattern: event.value)) {
+                    sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer)
+                }
                 continue
             }
             guard let reason = HandshakeRefusals.Reason(event) else { continue }

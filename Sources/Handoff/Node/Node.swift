@@ -207,13 +207,11 @@ public actor Node: Service {
         try server.set(.heartbeatInterval, 1000)
         try server.set(.heartbeatTimeout, 3000)
         try security?.secureServer(server, domain: zapDomain)
-        var serverMonitors: [SocketMonitor] = []
-        if security != nil {
-            let served = if case .direct = configuration.bus { [server, publisher] } else { [server] }
-            serverMonitors = try served.map { (socket: Socket) throws(ZMQError) -> SocketMonitor in
-                try socket.monitor([.handshakeFailedProtocol, .handshakeFailedNoDetail, .handshakeFailedAuth])
-            }
-        }
+        // Each connection accepted, watched for messages that never end (Node+UnfinishedMessages);
+        // secure, also the handshakes that fail before ZAP is asked.
+        let served = if case .direct = configuration.bus { [server, publisher] } else { [server] }
+        let watched: MonitorEvents = security == nil ? [.accepted] : [.accepted, .handshakeFailedProtocol, .handshakeFailedNoDetail, .handshakeFailedAuth]
+        let serverMonitors = try served.map { (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor(watched) }
         try server.bind(configuration.continuationEndpoint)
         let continuationEndpoint = Self.advertisable(try server.lastEndpoint, host: configuration.advertisedHost ?? host)
         own = NodeIdentity(
@@ -221,7 +219,8 @@ public actor Node: Service {
             busEndpoint: busEndpoint, logger: logger)
         sockets = NodeSockets(
             context: context, publisher: publisher, subscribers: subscribers, subscriberKeys: subscriberKeys, server: server,
-            busMonitors: busMonitors, serverMonitors: serverMonitors)
+            busMonitors: busMonitors, serverMonitors: serverMonitors,
+            unfinishedMessages: UnfinishedMessageBound(bound: Self.unfinishedMessageBound(limits)))
         advertiser = Advertiser(.init(
             origin: info.wire, continueEndpoint: continuationEndpoint, lease: configuration.effectiveLease,
             teamID: configuration.teamID, advertiseInterval: configuration.advertiseInterval,
@@ -285,6 +284,7 @@ public actor Node: Service {
                     group.addTask { await self.applyChanges() }
                     for index in self.sockets.busMonitors.indices { group.addTask { await self.watchBusHandshakes(index) } }
                     for index in self.sockets.serverMonitors.indices { group.addTask { await self.watchFailedHandshakes(index) } }
+                    group.addTask { await self.cutUnfinishedMessages() }
                     for await job in jobStream { group.addTask { await job() } }
                     group.cancelAll()
                     // Jobs (delegates, plugin calls) may wait on a stream or a continue: end those now,

@@ -37,9 +37,11 @@ struct NodeSockets {
     /// Monitors of the bus sockets that connect (to the broker, or to direct peers), to notice a
     /// server that refuses this node at the handshake, each with the socket it watches.
     var busMonitors: [(socket: Socket, monitor: SocketMonitor)]
-    /// Secure: monitors of the sockets this node serves on (the continuation ROUTER, and the bus
-    /// XPUB in direct mode), for handshakes that fail before ZAP is asked.
+    /// Monitors of the sockets this node serves on (the continuation ROUTER, and the bus XPUB in
+    /// direct mode): each connection accepted, and (secure) handshakes that fail before ZAP is asked.
     var serverMonitors: [SocketMonitor]
+    /// What each connection accepted there hands libzmq between whole messages.
+    var unfinishedMessages: UnfinishedMessageBound<[UInt8]>
     /// The connections of the bus sockets now (handshake done), from their monitors.
     var busConnections: Set<Node.BusConnection> = []
     /// When the bus last proved it carries this node's messages: its own presence came back

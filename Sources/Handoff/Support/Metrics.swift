@@ -27,6 +27,7 @@ struct BrokerMetrics {
     private let forged = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "forged")])
     private let overQuota = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "over_quota")])
     private let subscribersCut = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "subscriptions_over_bound")])
+    private let unfinishedMessagesCut = Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", "unfinished_message")])
     private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map {
         ($0, Counter(label: "handoff_broker_refusals_total", dimensions: [("reason", $0.label)]))
     })
@@ -64,6 +65,7 @@ struct BrokerMetrics {
         add(forged, counters.forged, old.forged)
         add(overQuota, counters.overQuota, old.overQuota)
         add(subscribersCut, counters.subscribersCut, old.subscribersCut)
+        add(unfinishedMessagesCut, counters.unfinishedMessagesCut, old.unfinishedMessagesCut)
         for (reason, counter) in handshakeRefusals {
             add(counter, counters.handshakeRefusals[reason], old.handshakeRefusals[reason])
         }
@@ -227,6 +229,7 @@ struct NodeCounterMetrics {
     private let foreign = refusal("foreign")
     private let overQuota = refusal("over_quota")
     private let subscribersCut = refusal("subscriptions_over_bound")
+    private let unfinishedMessagesCut = refusal("unfinished_message")
     private let handshakeRefusals = Dictionary(uniqueKeysWithValues: HandshakeRefusals.Reason.allCases.map { ($0, refusal($0.label)) })
     private let streamsOverLimit = refusal("streams_over_limit")
     private let streamViolations = refusal("stream_protocol_violation")
@@ -250,6 +253,7 @@ struct NodeCounterMetrics {
         add(foreign, new.foreignIgnored, old.foreignIgnored)
         add(overQuota, new.overQuotaIgnored, old.overQuotaIgnored)
         add(subscribersCut, new.subscribersCut, old.subscribersCut)
+        add(unfinishedMessagesCut, new.unfinishedMessagesCut, old.unfinishedMessagesCut)
         for (reason, counter) in handshakeRefusals {
             add(counter, new.handshakeRefusals[reason], old.handshakeRefusals[reason])
         }

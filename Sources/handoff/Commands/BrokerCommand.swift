@@ -119,7 +119,7 @@ struct BrokerCommand: AsyncParsableCommand {
                 "messages-in": "\(counters.messagesIn)", "bytes-in": "\(counters.bytesIn)",
                 "messages-out": "\(counters.messagesOut)", "bytes-out": "\(counters.bytesOut)",
                 "subscriptions": "\(counters.subscriptions)", "cached": "\(counters.cachedActivities)", "cached-bytes": "\(counters.cachedBytes)",
-                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "subscribers-cut": "\(counters.subscribersCut)", "forged": "\(counters.forged)", "snapshots-busy": "\(counters.snapshotsBusy)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
+                "snapshots": "\(counters.snapshots)", "over-quota": "\(counters.overQuota)", "subscribers-cut": "\(counters.subscribersCut)", "unfinished-messages-cut": "\(counters.unfinishedMessagesCut)", "forged": "\(counters.forged)", "snapshots-busy": "\(counters.snapshotsBusy)", "snapshot-advertisements": "\(counters.snapshotAdvertisements)", "malformed": "\(counters.malformed)",
                 "upstream-out": "\(counters.upstreamOut)", "upstream-in": "\(counters.upstreamIn)", "upstream-returned": "\(counters.upstreamReturned)",
                 "upstream-duplicates": "\(counters.upstreamDuplicates)", "sites-in": "\(counters.sitesIn)", "sites-out": "\(counters.sitesOut)",
                 "site-loops": "\(counters.siteLoops)", "site-interests-refused": "\(counters.siteInterestsRefused)", "upstream-interests-refused": "\(counters.upstreamInterestsRefused)", "requests-refused": "\(counters.requestsRefused)", "readvertise-requests": "\(counters.readvertiseRequests)", "readvertise-everyone": "\(counters.readvertiseEveryone)",

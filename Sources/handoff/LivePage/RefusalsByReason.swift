@@ -7,7 +7,7 @@ extension Broker.Counters {
     var refusalsByReason: [String: UInt64] {
         var reasons: [String: UInt64] = [
             "forged": UInt64(forged), "over_quota": UInt64(overQuota), "malformed": UInt64(malformed),
-            "subscriptions_over_bound": UInt64(subscribersCut),
+            "subscriptions_over_bound": UInt64(subscribersCut), "unfinished_message": UInt64(unfinishedMessagesCut),
         ]
         for reason in HandshakeRefusals.Reason.allCases { reasons[reason.label] = UInt64(handshakeRefusals[reason]) }
         return reasons
@@ -20,6 +20,7 @@ extension Node.SecurityCounters {
             "replayed": UInt64(replayedIgnored), "stale": UInt64(staleIgnored), "foreign": UInt64(foreignIgnored),
             "over_quota": UInt64(overQuotaIgnored), "malformed_bus": UInt64(malformedBus),
             "malformed_continuation": UInt64(malformedContinuation), "subscriptions_over_bound": UInt64(subscribersCut),
+            "unfinished_message": UInt64(unfinishedMessagesCut),
         ]
         for reason in HandshakeRefusals.Reason.allCases { reasons[reason.label] = UInt64(handshakeRefusals[reason]) }
         return reasons

@@ -1,0 +1,29 @@
+import Logging
+import ZeroMQ
+
+/// Carries out ``UnfinishedMessageBound`` for the connections the broker accepted (publishers at
+/// the frontend, subscribers at the backend and the capture): what the kernel says each handed
+/// libzmq, asked at each check, and the connection past the bound cut.
+extension BrokerLoop {
+    /// The most a connection hands the broker between two whole messages: 8 MiB, a hundred times
+    /// the largest message the contract makes (a topic and an envelope of at most 64 KiB each).
+    /// A connection that sends nothing but ZMTP heartbeats (a site's link, over CURVE about 40 to
+    /// 80 bytes a second) reaches it after a day or more of silence, is cut, and reconnects.
+    static let unfinishedMessageBound = 8 << 20
+
+    /// Checks the connections when due, and cuts those past the bound (if the descriptor still
+    /// names the connection watched), each counted and logged once per address.
+    func cutUnfinishedMessagesIfDue(now: ContinuousClock.Instant) {
+        let unfinished = unfinishedMessages.checkIfDue(now: now) { descriptor, _ in SourceConnection.bytesRead(descriptor: descriptor) }
+        for connection in unfinished {
+            guard let open = SourceConnection(descriptor: connection.descriptor), open.peer == connection.peer else { continue }
+            let address = open.peerAddress  // (asked first: a socket shut down has no peer)
+            guard open.cut() else { continue }
+            core.counted.unfinishedMessagesCut += 1
+            if let line = refusals.unfinishedMessageCut(address: address, bytes: connection.bytes, bound: unfinishedMessages.bound) {
+                logger.warning("\(line)")
+            }
+            publishCounters()
+        }
+    }
+}

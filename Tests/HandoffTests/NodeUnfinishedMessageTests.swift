@@ -1,0 +1,55 @@
+import Foundation
+import Glibc
+import Testing
+import ZeroMQ
+@testable import Handoff
+import HandoffTestSupport
+
+/// A peer that speaks ZMTP itself and never finishes a message, against a real node's sockets
+/// that any member may connect to (BrokerUnfinishedMessageTests does the same at a broker).
+@Suite("Node: a message that never ends", .exclusive)
+struct NodeUnfinishedMessageTests {
+    /// The node's bound sockets a peer sends to, with the socket type it claims there.
+    enum Side: String, CaseIterable, CustomTestStringConvertible {
+        /// As a continuing node's DEALER, at the continuation ROUTER.
+        case continuation
+        /// As a direct peer's subscriber, at the publisher.
+        case publisher
+        var testDescription: String { rawValue }
+        var claimedType: String { self == .continuation ? "DEALER" : "XSUB" }
+    }
+
+    @Test("a peer that sends the frames of one message forever to a node (its continuation ROUTER, or its publisher in direct mode) is cut once past the bound, and counted; its connection ends, and a continue from the node still works",
+          arguments: Side.allCases)
+    func endlessMessageIsCut(at side: Side) async throws {
+        try await withNodes([testConfiguration("originator")]) { nodes in
+            let originator = nodes[0]
+            let fd = try connectRawTCP(to: side == .continuation ? originator.continuationEndpoint : try #require(originator.busEndpoint))
+            defer { close(fd) }
+            setRawSendTimeout(fd, seconds: 2)
+            try sendRaw(zmtpGreeting(mechanism: "NULL") + zmtpReady(as: side.claimedType), on: fd)
+            let limit = 256 << 20
+            let sent = await Task.detached { sendFramesOfOneMessage(on: fd, upTo: limit) }.value
+
+            #expect(await eventually(within: .seconds(10)) { await originator.securityCounters.unfinishedMessagesCut == 1 })
+            let bound = Node.unfinishedMessageBound(await originator.continuationLimits)
+            #expect(sent > bound, "cut before the bound (\(bound)): after \(sent) bytes")
+            #expect(sent < limit, "never cut: it sent \(sent) bytes")
+            #expect(try await rawConnectionEnded(fd, within: .seconds(5)), "the peer's connection is still open")
+
+            try await withNodes([testConfiguration("continuer", peers: [try #require(originator.busEndpoint)])]) { continuers in
+                let activity = try UserActivity(activityType: "org.unfinished.edit")
+                activity.userInfo = ["page": 7]
+                try await activity.becomeCurrent(on: originator)
+                await continuers[0].setContinuationHandler(forType: "org.unfinished.edit") { _ in }
+                let found = try await discovered(activity.id, on: continuers[0])
+                guard case .restored(let continued) = try await continuers[0].continueActivity(found) else {
+                    Issue.record("the continue after the cut was not restored")
+                    return
+                }
+                #expect(continued.userInfo["page"] == 7)
+            }
+            #expect(await originator.securityCounters.unfinishedMessagesCut == 1)
+        }
+    }
+}
