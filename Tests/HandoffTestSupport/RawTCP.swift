@@ -68,6 +68,18 @@ public func sendFramesOfOneMessage(on fd: Int32, upTo limit: Int) -> Int {
     return sent
 }
 
+/// ``sendFramesOfOneMessage(on:upTo:)`` on a thread of its own, as a peer in a process of its own
+/// sends: its sends block (up to the send timeout once the other end stops taking them), and a
+/// task of the test's would hold one of the cooperative pool's threads, which every test running
+/// beside it shares, all that time.
+public func sendFramesOfOneMessageOnThread(on fd: Int32, upTo limit: Int) async -> Int {
+    await withCheckedContinuation { sent in
+        let thread = Thread { sent.resume(returning: sendFramesOfOneMessage(on: fd, upTo: limit)) }
+        thread.name = "endless message"
+        thread.start()
+    }
+}
+
 /// Whether the other end has ended a raw connection (its end, or a reset, read after whatever
 /// it sent before), waiting up to `timeout`.
 public func rawConnectionEnded(_ fd: Int32, within timeout: Duration) async throws -> Bool {

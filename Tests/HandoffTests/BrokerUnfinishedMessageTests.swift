@@ -39,7 +39,7 @@ struct BrokerUnfinishedMessageTests {
         // Far past the bound, or until the broker stops taking them (its end of the connection
         // gone, or nothing read for 2 s).
         let limit = 256 << 20
-        let sent = await Task.detached { sendFramesOfOneMessage(on: fd, upTo: limit) }.value
+        let sent = await sendFramesOfOneMessageOnThread(on: fd, upTo: limit)
 
         try await waitUntil(within: .seconds(10)) { broker.counters.unfinishedMessagesCut >= 1 }
         #expect(broker.counters.unfinishedMessagesCut == 1)

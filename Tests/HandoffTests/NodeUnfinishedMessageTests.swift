@@ -29,7 +29,7 @@ struct NodeUnfinishedMessageTests {
             setRawSendTimeout(fd, seconds: 2)
             try sendRaw(zmtpGreeting(mechanism: "NULL") + zmtpReady(as: side.claimedType), on: fd)
             let limit = 256 << 20
-            let sent = await Task.detached { sendFramesOfOneMessage(on: fd, upTo: limit) }.value
+            let sent = await sendFramesOfOneMessageOnThread(on: fd, upTo: limit)
 
             #expect(await eventually(within: .seconds(10)) { await originator.securityCounters.unfinishedMessagesCut == 1 })
             let bound = Node.unfinishedMessageBound(await originator.continuationLimits)
