@@ -31,7 +31,7 @@ extension Broker {
         /// ahead, and TCP holds the rest back at the subscriber. An honest subscriber sends a
         /// handful, and a SUB or XSUB that sends more than its own send high-water mark at once
         /// (1,000 by default) loses the rest before they leave it anyway. (A node's publisher takes
-        /// them one at a time: ``Node``'s `publisherSubscriptionQueue`.)
+        /// them two at a time: ``Node``'s `publisherSubscriptionQueue`.)
         static let receiveQueue: Int32 = 10
 
         /// At most 12,000 subscriptions and 1 MiB of topic a connection (libzmq's trie: about

@@ -14,13 +14,9 @@ extension BrokerLoop {
     /// Checks the connections when due, and cuts those past the bound (if the descriptor still
     /// names the connection watched), each counted and logged once per address.
     func cutUnfinishedMessagesIfDue(now: ContinuousClock.Instant) {
-        let unfinished = unfinishedMessages.checkIfDue(now: now) { descriptor, _ in SourceConnection.bytesRead(descriptor: descriptor) }
-        for connection in unfinished {
-            guard let open = SourceConnection(descriptor: connection.descriptor), open.peer == connection.peer else { continue }
-            let address = open.peerAddress  // (asked first: a socket shut down has no peer)
-            guard open.cut() else { continue }
+        for cut in unfinishedMessages.cutIfDue(now: now) {
             core.counted.unfinishedMessagesCut += 1
-            if let line = refusals.unfinishedMessageCut(address: address, bytes: connection.bytes, bound: unfinishedMessages.bound) {
+            if let line = refusals.unfinishedMessageCut(address: cut.address, bytes: cut.bytes, bound: unfinishedMessages.bound) {
                 logger.warning("\(line)")
             }
             publishCounters()

@@ -370,10 +370,9 @@ final class BrokerLoop: @unchecked Sendable {
                 return
             }
             if event.kind == .accepted {
-                // Its peer asked now, while the descriptor surely names it. Bounded as below: a
-                // connection past it is not watched.
-                guard let connection = SourceConnection(descriptor: Int32(bitPattern: event.value)) else { return }
-                mailbox.withLock { if $0.accepted.count < 10_000 { $0.accepted.append((connection.descriptor, connection.peer)) } }
+                // Bounded as below: a connection past it is not watched.
+                guard let connection = UnfinishedMessageBound.accepted(event) else { return }
+                mailbox.withLock { if $0.accepted.count < 10_000 { $0.accepted.append(connection) } }
                 wake.signal()
                 return
             }

@@ -111,7 +111,7 @@ extension Node {
                 continue
             }
             if event.kind == .accepted {
-                if let connection = SourceConnection(descriptor: Int32(bitPattern: event.value)) {
+                if let connection = UnfinishedMessageBound.accepted(event) {
                     sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer)
                 }
                 continue

@@ -19,13 +19,9 @@ extension Node {
     func cutUnfinishedMessages() async {
         while !Task.isCancelled {
             let now = ContinuousClock.now
-            let unfinished = sockets.unfinishedMessages.checkIfDue(now: now) { descriptor, _ in SourceConnection.bytesRead(descriptor: descriptor) }
-            for connection in unfinished {
-                guard let open = SourceConnection(descriptor: connection.descriptor), open.peer == connection.peer else { continue }
-                let address = open.peerAddress  // (asked first: a socket shut down has no peer)
-                guard open.cut() else { continue }
+            for cut in sockets.unfinishedMessages.cutIfDue(now: now) {
                 observability.securityCounters.unfinishedMessagesCut += 1
-                logRateLimited("cut off a connection to this node from \(address ?? "unknown"): it handed the node \(connection.bytes) bytes without finishing a message (the bound: \(sockets.unfinishedMessages.bound)); counted in unfinishedMessagesCut")
+                logRateLimited("cut off a connection to this node from \(cut.address ?? "unknown"): it handed the node \(cut.bytes) bytes without finishing a message (the bound: \(sockets.unfinishedMessages.bound)); counted in unfinishedMessagesCut")
             }
             // With nothing watched, a look a quarter of a second: a connection accepted meanwhile is
             // counted from its first check on, so what it sends before counts as sent before the bound.
