@@ -99,3 +99,45 @@ public func setRawSendTimeout(_ fd: Int32, seconds: Int) {
     var timeout = timeval(tv_sec: seconds, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
 }
+
+/// A plain TCP listener on loopback, for tests whose node connects to a peer that speaks ZMTP
+/// bytes by hand (a hostile originator or direct peer). Closed by ``close()``.
+public struct RawTCPListener: Sendable {
+    public let descriptor: Int32
+    /// The `tcp://127.0.0.1:port` endpoint it listens at.
+    public let endpoint: String
+
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw RawTCPFailure("socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else {
+            let error = errno
+            Glibc.close(fd)
+            throw RawTCPFailure("bind or listen on loopback: errno \(error)")
+        }
+        descriptor = fd
+        endpoint = "tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+    }
+
+    /// The next connection made to it (a blocking descriptor, which the caller closes), waiting up
+    /// to `timeout`.
+    public func accept(within timeout: Duration) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let fd = Glibc.accept(descriptor, nil, nil)
+            if fd >= 0 { return fd }
+            guard errno == EAGAIN || errno == EWOULDBLOCK else { throw RawTCPFailure("accept: errno \(errno)") }
+            guard ContinuousClock.now < deadline else { throw RawTCPFailure("nothing connected to \(endpoint) within \(timeout)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    public func close() { Glibc.close(descriptor) }
+}

@@ -26,16 +26,7 @@ struct NodeUnfinishedMessageTests {
             let originator = nodes[0]
             let fd = try connectRawTCP(to: side == .continuation ? originator.continuationEndpoint : try #require(originator.busEndpoint))
             defer { close(fd) }
-            setRawSendTimeout(fd, seconds: 2)
-            try sendRaw(zmtpGreeting(mechanism: "NULL") + zmtpReady(as: side.claimedType), on: fd)
-            let limit = 256 << 20
-            let sent = await sendFramesOfOneMessageOnThread(on: fd, upTo: limit)
-
-            #expect(await eventually(within: .seconds(10)) { await originator.securityCounters.unfinishedMessagesCut == 1 })
-            let bound = Node.unfinishedMessageBound(await originator.continuationLimits)
-            #expect(sent > bound, "cut before the bound (\(bound)): after \(sent) bytes")
-            #expect(sent < limit, "never cut: it sent \(sent) bytes")
-            #expect(try await rawConnectionEnded(fd, within: .seconds(5)), "the peer's connection is still open")
+            try await expectEndlessMessageCut(on: fd, claiming: side.claimedType, by: originator)
 
             try await withNodes([testConfiguration("continuer", peers: [try #require(originator.busEndpoint)])]) { continuers in
                 let activity = try UserActivity(activityType: "org.unfinished.edit")
@@ -52,4 +43,20 @@ struct NodeUnfinishedMessageTests {
             #expect(await originator.securityCounters.unfinishedMessagesCut == 1)
         }
     }
+}
+
+/// Sends the frames of one message forever on `fd`, a raw TCP connection to or from `node` (after
+/// the greeting and READY of a NULL socket of `type`), and checks that `node` cut it once past its
+/// bound, and counted it.
+func expectEndlessMessageCut(on fd: Int32, claiming type: String, by node: Node) async throws {
+    setRawSendTimeout(fd, seconds: 2)
+    try sendRaw(zmtpGreeting(mechanism: "NULL") + zmtpReady(as: type), on: fd)
+    let limit = 256 << 20
+    let sent = await sendFramesOfOneMessageOnThread(on: fd, upTo: limit)
+
+    #expect(await eventually(within: .seconds(10)) { await node.securityCounters.unfinishedMessagesCut == 1 })
+    let bound = Node.unfinishedMessageBound(await node.continuationLimits)
+    #expect(sent > bound, "cut before the bound (\(bound)): after \(sent) bytes")
+    #expect(sent < limit, "never cut: it sent \(sent) bytes")
+    #expect(try await rawConnectionEnded(fd, within: .seconds(5)), "the peer's connection is still open")
 }

@@ -371,7 +371,7 @@ final class BrokerLoop: @unchecked Sendable {
             }
             if event.kind == .accepted {
                 // Bounded as below: a connection past it is not watched.
-                guard let connection = UnfinishedMessageBound.accepted(event) else { return }
+                guard let connection = UnfinishedMessageBound.opened(event) else { return }
                 mailbox.withLock { if $0.accepted.count < 10_000 { $0.accepted.append(connection) } }
                 wake.signal()
                 return

@@ -31,8 +31,10 @@ final class Client {
         try socket.connect(endpoint)
     }
 
-    /// The drops and refusals the node acts on; a failed reconnect, to ask whether the peer is gone.
-    static let watchedEvents: MonitorEvents = [.disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
+    /// The drops and refusals the node acts on; a failed reconnect, to ask whether the peer is gone;
+    /// each connection made, to watch it for a message that never ends (``UnfinishedMessageBound``:
+    /// the originator is whoever advertised the endpoint, any member of the bus).
+    static let watchedEvents: MonitorEvents = [.connected, .disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
 
     func close() {
         monitor.stop()

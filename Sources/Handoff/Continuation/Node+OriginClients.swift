@@ -98,7 +98,10 @@ extension Node {
         while let client = sockets.clients[endpoint], ObjectIdentifier(client) == identity, await burst.next() {
             let received: [Frame]?
             do { received = try await client.socket.receiveMultipart(maxFrames: 2) } catch { return }
-            if let received { observability.metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count }) }
+            if let received {
+                observability.metrics.received(on: .continuationClient, bytes: received.reduce(0) { $0 + $1.count })
+                if let descriptor = received.last?.sourceDescriptor { sockets.unfinishedMessages.delivered(on: descriptor) }
+            }
             // An envelope, and a stream chunk's payload.
             guard let frames = received else {
                 noteMalformed(bus: false, "a message of more than 2 frames from the originator at \(endpoint)")
@@ -125,6 +128,10 @@ extension Node {
                 event = try await client.monitor.next(matching: Client.watchedEvents, timeout: .seconds(60))
             } catch { return }
             guard let event else { continue }
+            if event.kind == .connected {
+                if let connection = UnfinishedMessageBound.opened(event) { sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer) }
+                continue
+            }
             switch client.connection.observe(event.kind) {
             case .reconnectFailed:
                 reconnectFailed(to: endpoint, client: identity)

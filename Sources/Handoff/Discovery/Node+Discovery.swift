@@ -160,6 +160,7 @@ extension Node {
             } catch {
                 return  // cancelled, or the socket closed
             }
+            if let descriptor = message.sourceDescriptor { sockets.unfinishedMessages.delivered(on: descriptor) }
             handleBus(message, connectionKey: connectionKey)
             message.release()
         }

@@ -55,8 +55,9 @@ extension Node {
 
     // MARK: Watching the bus sockets
 
-    /// The handshake events a node watches on its bus sockets.
-    static let handshakeEvents: MonitorEvents = [.handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded, .disconnected]
+    /// The handshake events a node watches on its bus sockets, and each connection made (a
+    /// subscriber's are watched for a message that never ends, ``UnfinishedMessageBound``).
+    static let handshakeEvents: MonitorEvents = [.connected, .handshakeFailedAuth, .handshakeFailedProtocol, .handshakeSucceeded, .disconnected]
 
     /// Notices the bus refusing this node at the handshake, as ``BusHandshakes`` decides from the
     /// socket's monitor: logs it, keeps the reason in ``busRefusal`` (cleared once a handshake
@@ -68,6 +69,14 @@ extension Node {
             let (socket, monitor) = sockets.busMonitors[index]
             guard let event = try? await monitor.next(timeout: .seconds(3600)) else {
                 if Task.isCancelled || sockets.busMonitors.isEmpty { return }
+                continue
+            }
+            if event.kind == .connected {
+                // What a subscriber reads (a peer's publisher, or a broker's backend): a publisher
+                // in broker mode reads nothing but what libzmq takes in itself (subscriptions).
+                if sockets.subscribers.contains(where: { $0 === socket }), let connection = UnfinishedMessageBound.opened(event) {
+                    sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer)
+                }
                 continue
             }
             noteBusConnection(monitor: index, event)
@@ -111,7 +120,7 @@ extension Node {
                 continue
             }
             if event.kind == .accepted {
-                if let connection = UnfinishedMessageBound.accepted(event) {
+                if let connection = UnfinishedMessageBound.opened(event) {
                     sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer)
                 }
                 continue

@@ -1,9 +1,11 @@
 import Logging
 import ZeroMQ
 
-/// Carries out ``UnfinishedMessageBound`` for the connections this node accepted (at its
-/// continuation ROUTER, and in direct mode at its publisher), as a broker does for its own: any
-/// member may connect there, and libzmq keeps every frame of a message until its last arrives.
+/// Carries out ``UnfinishedMessageBound`` for the connections this node reads from, as a broker
+/// does for its own: those it accepted (at its continuation ROUTER, and in direct mode at its
+/// publisher: any member may connect there), and those it made (its DEALERs to originators, whose
+/// endpoints any member may advertise; its bus subscribers, to direct peers or brokers). libzmq
+/// keeps every frame of a message until its last arrives.
 extension Node {
     /// The most a connection hands the node between two whole messages: 8 MiB, as at a broker, or
     /// four of the largest frame the continuation sockets take (a stream chunk of a larger
@@ -21,9 +23,9 @@ extension Node {
             let now = ContinuousClock.now
             for cut in sockets.unfinishedMessages.cutIfDue(now: now) {
                 observability.securityCounters.unfinishedMessagesCut += 1
-                logRateLimited("cut off a connection to this node from \(cut.address ?? "unknown"): it handed the node \(cut.bytes) bytes without finishing a message (the bound: \(sockets.unfinishedMessages.bound)); counted in unfinishedMessagesCut")
+                logRateLimited("cut off a connection of this node's with \(cut.address ?? "unknown"): it handed the node \(cut.bytes) bytes without finishing a message (the bound: \(sockets.unfinishedMessages.bound)); counted in unfinishedMessagesCut")
             }
-            // With nothing watched, a look a quarter of a second: a connection accepted meanwhile is
+            // With nothing watched, a look a quarter of a second: a connection opened meanwhile is
             // counted from its first check on, so what it sends before counts as sent before the bound.
             let due = sockets.unfinishedMessages.nextCheckDue ?? now + .milliseconds(250)
             do { try await Task.sleep(until: due, clock: .continuous) } catch { return }

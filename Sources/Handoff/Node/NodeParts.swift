@@ -40,7 +40,8 @@ struct NodeSockets {
     /// Monitors of the sockets this node serves on (the continuation ROUTER, and the bus XPUB in
     /// direct mode): each connection accepted, and (secure) handshakes that fail before ZAP is asked.
     var serverMonitors: [SocketMonitor]
-    /// What each connection accepted there hands libzmq between whole messages.
+    /// What each connection the node reads from hands libzmq between whole messages: those
+    /// accepted there, and those its bus subscribers and its DEALERs to originators made.
     var unfinishedMessages: UnfinishedMessageBound<[UInt8]>
     /// The connections of the bus sockets now (handshake done), from their monitors.
     var busConnections: Set<Node.BusConnection> = []

@@ -3,9 +3,9 @@ import ZeroMQ
 /// The shell's side of ``UnfinishedMessageBound``, shared by the broker and the node: connections
 /// as libzmq's monitors and frames name them, what the kernel says each handed libzmq, and the cut.
 extension UnfinishedMessageBound where Peer == [UInt8] {
-    /// Starts watching the connection an `accepted` monitor event names (its descriptor), asking the
-    /// kernel for its peer now, while the descriptor surely names it; nothing when it has gone.
-    static func accepted(_ event: MonitorEvent) -> (descriptor: Int32, peer: [UInt8])? {
+    /// The connection an `accepted` or `connected` monitor event names (its descriptor), with its
+    /// peer as the kernel names it now, while the descriptor surely names it; nothing when it has gone.
+    static func opened(_ event: MonitorEvent) -> (descriptor: Int32, peer: [UInt8])? {
         SourceConnection(descriptor: Int32(bitPattern: event.value)).map { ($0.descriptor, $0.peer) }
     }
 
