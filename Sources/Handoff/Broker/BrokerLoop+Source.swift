@@ -8,14 +8,5 @@ extension BrokerLoop {
         case upstream
         /// The capture's subscribers (operators' monitors): their subscriptions, counted and bounded.
         case captureSubscribers
-
-        /// Whether its connections are ones the broker accepted, watched for messages that never
-        /// end (``UnfinishedMessageBound``); the links' are the broker's own, to its upstream.
-        var isWatched: Bool {
-            switch self {
-            case .publishers, .subscribers, .captureSubscribers: true
-            case .upstreamSubscriber, .upstream: false
-            }
-        }
     }
 }

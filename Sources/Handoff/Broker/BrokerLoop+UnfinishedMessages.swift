@@ -1,9 +1,10 @@
 import Logging
 import ZeroMQ
 
-/// Carries out ``UnfinishedMessageBound`` for the connections the broker accepted (publishers at
-/// the frontend, subscribers at the backend and the capture): what the kernel says each handed
-/// libzmq, asked at each check, and the connection past the bound cut.
+/// Carries out ``UnfinishedMessageBound`` for the connections the broker reads from: those it
+/// accepted (publishers at the frontend, subscribers at the backend and the capture) and those its
+/// links to upstreams made: what the kernel says each handed libzmq, asked at each check, and the
+/// connection past the bound cut.
 extension BrokerLoop {
     /// The most a connection hands the broker between two whole messages: 8 MiB, a hundred times
     /// the largest message the contract makes (a topic and an envelope of at most 64 KiB each).

@@ -68,17 +68,18 @@ final class BrokerLoop: @unchecked Sendable {
     /// Monitors of the frontend, backend and capture (connections accepted; secure, handshakes that
     /// fail before ZAP), read by tasks of their own while the loop runs.
     private let connectionMonitors: [SocketMonitor]
-    /// What each connection to the frontend, backend and capture hands libzmq between whole messages.
+    /// What each connection the loop reads from hands libzmq between whole messages: those accepted
+    /// at the frontend, backend and capture, and the links' to their upstreams.
     var unfinishedMessages = UnfinishedMessageBound<[UInt8]>(bound: BrokerLoop.unfinishedMessageBound)
-    /// The links' up sockets' monitors: a connection that came up.
-    private let linkMonitors: [SocketMonitor]
+    /// The links' up and down sockets' monitors: a connection that came up.
+    private let linkMonitors: [SocketMonitor], downLinkMonitors: [SocketMonitor]
 
     /// What other threads hand the loop: a request to stop, failed handshakes.
     private struct Mailbox {
         var stop = false
         var failedHandshakes: [MonitorEvent] = []
-        /// Connections accepted, each with its peer as the kernel named it then.
-        var accepted: [(descriptor: Int32, peer: [UInt8])] = []
+        /// Connections accepted or made, each with its peer as the kernel named it then.
+        var opened: [(descriptor: Int32, peer: [UInt8])] = []
         /// An upstream link's connection came up.
         var linkConnected = false
     }
@@ -92,7 +93,7 @@ final class BrokerLoop: @unchecked Sendable {
         let sockets = try BrokerSockets.open(configuration, context: context)
         (frontend, backend, capture) = (sockets.frontend, sockets.backend, sockets.capture)
         (upstreamLinks, connectionMonitors, endpoints) = (sockets.upstreamLinks, sockets.connectionMonitors, sockets.endpoints)
-        linkMonitors = sockets.linkMonitors
+        (linkMonitors, downLinkMonitors) = (sockets.linkMonitors, sockets.downLinkMonitors)
         self.shared = shared
         self.zap = zap
         secure = configuration.security != nil
@@ -187,12 +188,12 @@ final class BrokerLoop: @unchecked Sendable {
             let ready = try poller.poll(timeout: pollTimeout())
             if ready[wakeIndex].contains(.readable) {
                 wake.drain()
-                let (stop, failed, linkConnected, accepted) = mailbox.withLock { mailbox in
-                    defer { (mailbox.failedHandshakes, mailbox.linkConnected, mailbox.accepted) = ([], false, []) }
-                    return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected, mailbox.accepted)
+                let (stop, failed, linkConnected, opened) = mailbox.withLock { mailbox in
+                    defer { (mailbox.failedHandshakes, mailbox.linkConnected, mailbox.opened) = ([], false, []) }
+                    return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected, mailbox.opened)
                 }
                 if stop { return }
-                for connection in accepted { unfinishedMessages.watch(connection.descriptor, peer: connection.peer) }
+                for connection in opened { unfinishedMessages.watch(connection.descriptor, peer: connection.peer) }
                 for event in failed { noteFailedHandshake(event) }
                 if linkConnected { try upstreamLinkConnected() }
             }
@@ -249,7 +250,7 @@ final class BrokerLoop: @unchecked Sendable {
             guard try socket.tryReceive(into: received) else { return false }
             // Its share of libzmq's receive buffer let go at once (see ReceivedMessage.release).
             defer { received.release() }
-            if source.isWatched, let descriptor = received.sourceDescriptor { unfinishedMessages.delivered(on: descriptor) }
+            if let descriptor = received.sourceDescriptor { unfinishedMessages.delivered(on: descriptor) }
             if received.isOverlong {
                 core.droppedOverlong(fromPublisher: source == .publishers)
                 publishCounters()
@@ -363,16 +364,15 @@ final class BrokerLoop: @unchecked Sendable {
 
     /// Reads each handshake monitor in a task of its own, handing its events to the loop.
     private func watchHandshakes() -> HandshakeMonitorWatch {
-        HandshakeMonitorWatch(connectionMonitors + linkMonitors) { [self] event in
-            if event.kind == .connected {
-                mailbox.withLock { $0.linkConnected = true }
-                wake.signal()
-                return
-            }
-            if event.kind == .accepted {
+        let upLinks = connectionMonitors.count..<(connectionMonitors.count + linkMonitors.count)
+        return HandshakeMonitorWatch(connectionMonitors + linkMonitors + downLinkMonitors) { [self] monitor, event in
+            if event.kind == .accepted || event.kind == .connected {
                 // Bounded as below: a connection past it is not watched.
-                guard let connection = UnfinishedMessageBound.opened(event) else { return }
-                mailbox.withLock { if $0.accepted.count < 10_000 { $0.accepted.append(connection) } }
+                let connection = UnfinishedMessageBound.opened(event)
+                mailbox.withLock { mailbox in
+                    if let connection, mailbox.opened.count < 10_000 { mailbox.opened.append(connection) }
+                    if upLinks.contains(monitor) { mailbox.linkConnected = true }
+                }
                 wake.signal()
                 return
             }

@@ -65,7 +65,7 @@ struct BrokerRefusalLog {
     mutating func unfinishedMessageCut(address: String?, bytes: Int, bound: Int) -> String? {
         let name = address ?? "unknown"
         guard loggedUnfinished.count < Self.capacity, loggedUnfinished.insert(name).inserted else { return nil }
-        return "cut off a connection from \(name): it handed the broker \(bytes) bytes without finishing a message (the bound: \(bound)); counted in unfinishedMessagesCut; logged once per address"
+        return "cut off a connection with \(name): it handed the broker \(bytes) bytes without finishing a message (the bound: \(bound)); counted in unfinishedMessagesCut; logged once per address"
     }
 
     /// The line for a handshake that failed before the account was asked, if one is due.

@@ -11,8 +11,11 @@ struct BrokerSockets {
     /// Monitors of the frontend, backend and capture: each connection accepted, and (secure)
     /// handshakes that fail before ZAP.
     let connectionMonitors: [SocketMonitor]
-    /// Monitors of the links' up sockets for their connections coming up (``BrokerCore/upstreamLinkConnected(now:token:)``).
+    /// Monitors of the links' up sockets for their connections coming up (``BrokerCore/upstreamLinkConnected(now:token:)``,
+    /// and watched as the accepted ones are, ``UnfinishedMessageBound``).
     let linkMonitors: [SocketMonitor]
+    /// Monitors of the links' down sockets for their connections coming up, watched likewise.
+    let downLinkMonitors: [SocketMonitor]
     let endpoints: BoundEndpoints
 
     /// The linger of the sockets that send the bus's two-frame messages (the backend, the capture,
@@ -119,6 +122,7 @@ struct BrokerSockets {
                 (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor(watched)
             }
             let linkMonitors = try upstreamLinks.map { (link) throws(ZMQError) -> SocketMonitor in try link.up.monitor([.connected]) }
+            let downLinkMonitors = try upstreamLinks.map { (link) throws(ZMQError) -> SocketMonitor in try link.down.monitor([.connected]) }
             let endpoints = BoundEndpoints(
                 frontend: try frontend.lastEndpoint,
                 backend: backendEndpoint,
@@ -130,7 +134,7 @@ struct BrokerSockets {
             }
             return BrokerSockets(
                 frontend: frontend, backend: backend, capture: capture, upstreamLinks: upstreamLinks,
-                connectionMonitors: connectionMonitors, linkMonitors: linkMonitors, endpoints: endpoints)
+                connectionMonitors: connectionMonitors, linkMonitors: linkMonitors, downLinkMonitors: downLinkMonitors, endpoints: endpoints)
         } catch {
             for socket in opened { socket.close() }
             throw error

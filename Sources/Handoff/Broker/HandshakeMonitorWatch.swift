@@ -1,8 +1,9 @@
 import Dispatch
 import ZeroMQ
 
-/// A secure broker's handshake monitors, each read by a task of its own that hands every event it
-/// reports to `deliver` (the broker loop's mailbox).
+/// A broker's monitors (connections accepted and made, handshakes refused), each read by a task of
+/// its own that hands every event it reports to `deliver` (the broker loop's mailbox), with the
+/// monitor's index among those given.
 ///
 /// Each task owns its monitor from the start: it reads it, and stops it (detaching it from the
 /// socket it watches) when cancelled. ``stop()`` cancels them and blocks until every monitor is
@@ -11,10 +12,10 @@ final class HandshakeMonitorWatch: Sendable {
     private let tasks: [Task<Void, Never>]
     private let stopped: DispatchSemaphore
 
-    init(_ monitors: [SocketMonitor], deliver: @escaping @Sendable (MonitorEvent) -> Void) {
+    init(_ monitors: [SocketMonitor], deliver: @escaping @Sendable (_ monitor: Int, MonitorEvent) -> Void) {
         let stopped = DispatchSemaphore(value: 0)
         self.stopped = stopped
-        tasks = monitors.map { monitor in
+        tasks = monitors.enumerated().map { index, monitor in
             let owned = OwnedMonitor(monitor)
             return Task { [stopped] in
                 defer {
@@ -23,7 +24,7 @@ final class HandshakeMonitorWatch: Sendable {
                 }
                 while !Task.isCancelled {
                     do {
-                        if let event = try await owned.monitor.next(timeout: .seconds(3_600)) { deliver(event) }
+                        if let event = try await owned.monitor.next(timeout: .seconds(3_600)) { deliver(index, event) }
                     } catch {
                         return  // cancelled, or the context is gone
                     }
