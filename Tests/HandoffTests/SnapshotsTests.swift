@@ -128,4 +128,30 @@ struct SnapshotsTests {
         do { let result = requests.replyArrived(on: contacts, count: 0); #expect(result == .unknown) }
         do { let result = requests.replyArrived(on: notes, count: 0); #expect(result == .complete) }
     }
+
+    @Test("rule: a round that wants a snapshot while one asked before its news is under way is owed one of its own, asked once that one ends (not while an attempt waits to be asked again), and the requests are not empty until then")
+    func roundOwedItsOwnSnapshot() {
+        var requests = SnapshotRequests(expectedReplies: 2)
+        let start = ContinuousClock.now
+        let before = requests.start(typePrefix: "org.", now: start)
+        do { let asked = requests.wanted(typePrefix: "com."); #expect(asked, "none under way: asked now") }
+        do { let asked = requests.wanted(typePrefix: "org."); #expect(!asked, "one under way: owed, not asked") }
+        do { let asked = requests.wanted(typePrefix: "org."); #expect(!asked) }
+        do { let owed = requests.owedNow(); #expect(owed.isEmpty, "still under way") }
+        // One answerer replies, the other (stopped when asked) never does: it ends on the grace.
+        do { let outcome = requests.replyArrived(on: before, count: 0, now: start); #expect(outcome == .waiting) }
+        do { let ended = requests.expire(now: start + .seconds(1), grace: .milliseconds(500)); #expect(ended.map(\.topic) == [before]) }
+        #expect(!requests.isEmpty, "owed: not settled")
+        do { let owed = requests.owedNow(); #expect(owed == ["org."]) }
+        do { let owed = requests.owedNow(); #expect(owed.isEmpty && requests.isEmpty, "handed out once") }
+
+        // An attempt waiting to be asked again is asked after the news: nothing more is owed.
+        let short = requests.start(typePrefix: "org.", now: start)
+        do { let asked = requests.wanted(typePrefix: "org."); #expect(!asked) }
+        requests.scheduleRetry(typePrefix: "org.", attempt: 2, now: start, jitter: 0)
+        requests.drop(short)
+        do { let owed = requests.owedNow(); #expect(owed.isEmpty) }
+        do { let asked = requests.wanted(typePrefix: "org."); #expect(!asked, "an attempt waits") }
+        do { let topics = requests.cancel(typePrefix: "org."); #expect(topics.isEmpty && requests.isEmpty) }
+    }
 }

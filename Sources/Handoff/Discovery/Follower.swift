@@ -88,7 +88,13 @@ struct Follower {
     }
 
     private mutating func askForSnapshotsAgain() -> [Action] {
-        followed.sorted().filter { !snapshots.isPending(typePrefix: $0) }.flatMap { requestSnapshot(typePrefix: $0) }
+        followed.sorted().filter { snapshots.wanted(typePrefix: $0) }.flatMap { requestSnapshot(typePrefix: $0) }
+    }
+
+    /// Asks for the snapshots a round was owed (``SnapshotRequests/wanted(typePrefix:)``) whose
+    /// earlier request has ended.
+    private mutating func askOwedSnapshots() -> [Action] {
+        snapshots.owedNow().filter { followed.contains($0) }.flatMap { requestSnapshot(typePrefix: $0) }
     }
 
     // MARK: What the bus says
@@ -300,7 +306,7 @@ struct Follower {
         case .incomplete(let received, let promised):
             actions.append(.log(.warning, "a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest"))
         }
-        return actions + [.unsubscribe(topic)]
+        return actions + [.unsubscribe(topic)] + askOwedSnapshots()
     }
 
     // MARK: Recovery
@@ -345,6 +351,7 @@ struct Follower {
             actions += requestSnapshot(typePrefix: retry.typePrefix, attempt: retry.attempt)
         }
         if resynchronization.due(now: now) { actions += askForSnapshotsAgain() }
+        actions += askOwedSnapshots()
         if resynchronization.inRound, snapshots.isEmpty {
             let known = self.known
             resynchronization.settled(now: now) { known[$0] != nil }

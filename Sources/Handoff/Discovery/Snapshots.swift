@@ -94,18 +94,49 @@ struct SnapshotRequests {
     private(set) var pending: [String: Request] = [:]
     /// Short snapshots waiting for their backoff to end, in the order they came short.
     private(set) var retries: [Retry] = []
+    /// Type prefixes a round of resynchronization wanted while a request for them was under way,
+    /// asked before the round's news: asked again once it ends (``wanted(typePrefix:)``).
+    private(set) var owed: Set<String> = []
 
     init(expectedReplies: Int) {
         self.expectedReplies = expectedReplies
     }
 
     /// Whether every snapshot asked for has arrived whole (or given up on): none under way, none
-    /// waiting to be asked again.
-    var isEmpty: Bool { pending.isEmpty && retries.isEmpty }
+    /// waiting to be asked again, none owed.
+    var isEmpty: Bool { pending.isEmpty && retries.isEmpty && owed.isEmpty }
 
     /// Whether a snapshot of `typePrefix` is asked for and not yet answered, or waits to be asked again.
     func isPending(typePrefix: String) -> Bool {
         pending.values.contains { $0.typePrefix == typePrefix } || retries.contains { $0.typePrefix == typePrefix }
+    }
+
+    /// A round of resynchronization wants a snapshot of `typePrefix` (something it heard says this
+    /// node missed what the bus carried): whether to ask for one now. Not while one waits to be
+    /// asked again (that attempt is asked after the news). Not while one is under way either, but
+    /// that one was asked before the news, so its answers need not hold what the round is for (an
+    /// answerer stopped when it was asked, and gone on since, answers it too late or not at all):
+    /// the prefix is owed a request of its own once that one ends (``owedNow()``), and the round
+    /// settles only after it (``isEmpty``). Found by the simulator, seed 335836501 with `--slice 2`.
+    mutating func wanted(typePrefix: String) -> Bool {
+        if isUnderWay(typePrefix) {
+            owed.insert(typePrefix)
+            return false
+        }
+        return !retries.contains { $0.typePrefix == typePrefix }
+    }
+
+    /// The owed type prefixes whose earlier request has ended, taken off the list: each to ask
+    /// for now, but those waiting to be asked again (their attempt is asked after the news).
+    mutating func owedNow() -> [String] {
+        guard !owed.isEmpty else { return [] }
+        let ended = owed.filter { !isUnderWay($0) }
+        owed.subtract(ended)
+        return ended.filter { prefix in !retries.contains { $0.typePrefix == prefix } }.sorted()
+    }
+
+    private func isUnderWay(_ typePrefix: String) -> Bool {
+        pending.values.contains { $0.typePrefix == typePrefix }
     }
 
     /// How long `attempt` (the second or a later one) waits after the short answer before it:
@@ -184,6 +215,7 @@ struct SnapshotRequests {
     /// to be made; returns the topics of those under way.
     mutating func cancel(typePrefix: String) -> [String] {
         retries.removeAll { $0.typePrefix == typePrefix }
+        owed.remove(typePrefix)
         let topics = pending.filter { $0.value.typePrefix == typePrefix }.map(\.key)
         for topic in topics { pending[topic] = nil }
         return topics
