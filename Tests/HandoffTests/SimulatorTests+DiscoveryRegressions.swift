@@ -17,4 +17,19 @@ extension SimulatorTests {
                 "the seed no longer starts the round while node-2's snapshots from its restart are under way")
         #expect(run.output.contains("[   32.219] node-2: appeared: \"a6-n1 changed at 7.107978 seconds\""), "the round's own snapshot no longer brings a6-n1")
     }
+
+    /// Regression (2026-12-05, found by the fresh-clone CI's seeds): site-3's link to its upstream
+    /// (site-1) was down for 4.8 s, and the lease of its cache's copy of a17-n1 (node-1's, at
+    /// site-1) ran down meanwhile. The upstream's answer to the link's snapshot brought the same
+    /// version back, which the site dropped as no news without renewing the copy: it lapsed half
+    /// a second later, and node-3's snapshots of site-3 never held a17-n1 again.
+    @Test("regression, seed 311182953 at four sites: the upstream's answer to a link that came back renews the version a site's cache holds")
+    func upstreamAnswerRenewsTheCopyHeld() async throws {
+        let run = try await runSimulator(["--seed", "311182953", "--sites", "4", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("[   44.255] site-3's link to its upstream comes up"), "the seed no longer brings the link back")
+        #expect(run.output.contains("[   46.066] node-3: appeared: \"a17-n1 changed at 29.085892 seconds\""),
+                "node-3's snapshot of site-3 no longer brings a17-n1 back after its lease ran out")
+    }
 }
+

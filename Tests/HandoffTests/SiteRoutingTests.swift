@@ -190,4 +190,24 @@ struct SiteRoutingTests {
         #expect(WireSiteHop(frame: hop.frame) == hop)
         #expect(WireSiteHop(frame: Frame([0xff, 0xff])) == nil)
     }
+
+    @Test("rule: an upstream's snapshot answer of the version a site's cache holds is no news to the site's subscribers, but renews the copy's lease (the answer to a link that came back repairs a copy that ran down while it was away); an older one renews nothing")
+    func upstreamSnapshotRenewsTheVersionHeld() {
+        var site = Self.core(site: "a", upstreams: 1)
+        let held = BrokerCoreTests.advertisement("x1", from: "n1", version: 2, leaseMs: 6_000)[1]
+        let older = BrokerCoreTests.advertisement("x1", from: "n1", version: 1, leaseMs: 6_000)[1]
+        let prefix = Array("A:org.".utf8)
+        do { let live = site.upstreamSnapshotAdvertisement(held, type: "org.test.type", now: Self.now); #expect(live == Array("A:org.test.type".utf8), "news: passed on") }
+        // Five seconds on, the link back: the same version again, and an older one after it.
+        do { let live = site.upstreamSnapshotAdvertisement(held, type: "org.test.type", now: Self.now + .seconds(5)); #expect(live == nil, "no news") }
+        do { let live = site.upstreamSnapshotAdvertisement(older, type: "org.test.type", now: Self.now + .seconds(5.5)); #expect(live == nil) }
+        // Past the first lease, within the renewed one (from 5 s): still answered from the cache.
+        _ = site.expire(now: Self.now + .seconds(8))
+        #expect(site.cache.live(matching: prefix, now: Self.now + .seconds(8)).count == 1)
+        #expect(site.cache.version(of: "x1") == 2)
+        // Past the renewed lease (the older copy renewed nothing): gone.
+        _ = site.expire(now: Self.now + .seconds(11.5))
+        #expect(site.cache.live(matching: prefix, now: Self.now + .seconds(11.5)).isEmpty)
+    }
 }
+
