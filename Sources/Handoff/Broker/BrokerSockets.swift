@@ -89,7 +89,10 @@ struct BrokerSockets {
                 try socket.set(.heartbeatTimeout, 3000)
                 try socket.set(.connectTimeout, 1000)
             }
-            let upstreamLinks = try configuration.upstreams.map { (upstream) throws(ZMQError) -> UpstreamLink in
+            // Each link's sockets are monitored for their connections coming up before they
+            // connect: libzmq's I/O thread may connect at once, and a monitor attached after
+            // that never hears of the connection.
+            let links = try configuration.upstreams.map { (upstream) throws(ZMQError) -> (link: UpstreamLink, up: SocketMonitor, down: SocketMonitor) in
                 // Up: this site's publishers' messages, to the upstream's frontend, whose XSUB
                 // subscribes to everything (and asks for re-advertising) over this XPUB.
                 let up = try open(.xpub, linger: Self.sendingLinger)
@@ -98,6 +101,7 @@ struct BrokerSockets {
                 try up.set(.sendHighWaterMark, hwm)
                 try up.set(.xpubVerbose, true)
                 try up.set(.maxMessageSize, Int64(WireLimits.maxSubscriptionFrame))
+                let upMonitor = try up.monitor([.connected])
                 try up.connect(upstream.frontend)
                 // Down: what this site's subscribers subscribe to, from the upstream's backend.
                 let down = try open(.xsub)
@@ -110,9 +114,11 @@ struct BrokerSockets {
                 // down. Room for every prefix a site may follow and a snapshot request for each.
                 try down.set(.sendHighWaterMark, Self.linkSubscriptionQueue)
                 try down.set(.maxMessageSize, Int64(WireLimits.maxBusFrame))
+                let downMonitor = try down.monitor([.connected])
                 try down.connect(upstream.backend)
-                return UpstreamLink(up: up, down: down)
+                return (UpstreamLink(up: up, down: down), upMonitor, downMonitor)
             }
+            let upstreamLinks = links.map(\.link)
             // Each connection accepted, for the loop to watch what it hands libzmq
             // (``UnfinishedMessageBound``). And ZAP counts the keys it refuses; a peer without
             // CURVE, or one that cannot prove the key it claims, fails before ZAP is asked, and
@@ -121,8 +127,7 @@ struct BrokerSockets {
             let connectionMonitors = try ([frontend, backend] + (capture.map { [$0] } ?? [])).map {
                 (socket: Socket) throws(ZMQError) -> SocketMonitor in try socket.monitor(watched)
             }
-            let linkMonitors = try upstreamLinks.map { (link) throws(ZMQError) -> SocketMonitor in try link.up.monitor([.connected]) }
-            let downLinkMonitors = try upstreamLinks.map { (link) throws(ZMQError) -> SocketMonitor in try link.down.monitor([.connected]) }
+            let (linkMonitors, downLinkMonitors) = (links.map(\.up), links.map(\.down))
             let endpoints = BoundEndpoints(
                 frontend: try frontend.lastEndpoint,
                 backend: backendEndpoint,
