@@ -129,7 +129,7 @@ extension Node {
             } catch { return }
             guard let event else { continue }
             if event.kind == .connected {
-                if let connection = UnfinishedMessageBound.opened(event) { sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer) }
+                sockets.unfinishedMessages.watch(event)
                 continue
             }
             switch client.connection.observe(event.kind) {

@@ -108,7 +108,7 @@ struct SnapshotRequests {
 
     /// Whether a snapshot of `typePrefix` is asked for and not yet answered, or waits to be asked again.
     func isPending(typePrefix: String) -> Bool {
-        pending.values.contains { $0.typePrefix == typePrefix } || retries.contains { $0.typePrefix == typePrefix }
+        isUnderWay(typePrefix) || waitsToBeAskedAgain(typePrefix)
     }
 
     /// A round of resynchronization wants a snapshot of `typePrefix` (something it heard says this
@@ -123,7 +123,7 @@ struct SnapshotRequests {
             owed.insert(typePrefix)
             return false
         }
-        return !retries.contains { $0.typePrefix == typePrefix }
+        return !waitsToBeAskedAgain(typePrefix)
     }
 
     /// The owed type prefixes whose earlier request has ended, taken off the list: each to ask
@@ -132,11 +132,15 @@ struct SnapshotRequests {
         guard !owed.isEmpty else { return [] }
         let ended = owed.filter { !isUnderWay($0) }
         owed.subtract(ended)
-        return ended.filter { prefix in !retries.contains { $0.typePrefix == prefix } }.sorted()
+        return ended.filter { !waitsToBeAskedAgain($0) }.sorted()
     }
 
     private func isUnderWay(_ typePrefix: String) -> Bool {
         pending.values.contains { $0.typePrefix == typePrefix }
+    }
+
+    private func waitsToBeAskedAgain(_ typePrefix: String) -> Bool {
+        retries.contains { $0.typePrefix == typePrefix }
     }
 
     /// How long `attempt` (the second or a later one) waits after the short answer before it:

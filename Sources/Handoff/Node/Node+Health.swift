@@ -74,9 +74,7 @@ extension Node {
             if event.kind == .connected {
                 // What a subscriber reads (a peer's publisher, or a broker's backend): a publisher
                 // in broker mode reads nothing but what libzmq takes in itself (subscriptions).
-                if sockets.subscribers.contains(where: { $0 === socket }), let connection = UnfinishedMessageBound.opened(event) {
-                    sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer)
-                }
+                if sockets.subscribers.contains(where: { $0 === socket }) { sockets.unfinishedMessages.watch(event) }
                 continue
             }
             noteBusConnection(monitor: index, event)
@@ -120,9 +118,7 @@ extension Node {
                 continue
             }
             if event.kind == .accepted {
-                if let connection = UnfinishedMessageBound.opened(event) {
-                    sockets.unfinishedMessages.watch(connection.descriptor, peer: connection.peer)
-                }
+                sockets.unfinishedMessages.watch(event)
                 continue
             }
             guard let reason = HandshakeRefusals.Reason(event) else { continue }

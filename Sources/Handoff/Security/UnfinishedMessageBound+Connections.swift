@@ -9,6 +9,12 @@ extension UnfinishedMessageBound where Peer == [UInt8] {
         SourceConnection(descriptor: Int32(bitPattern: event.value)).map { ($0.descriptor, $0.peer) }
     }
 
+    /// Starts watching the connection an `accepted` or `connected` event names (``opened(_:)``),
+    /// if it is still there.
+    mutating func watch(_ event: MonitorEvent) {
+        if let connection = Self.opened(event) { watch(connection.descriptor, peer: connection.peer) }
+    }
+
     /// A connection cut for an unfinished message: its peer's address as ZAP names it (asked
     /// before the cut: a socket shut down has no peer) and what it handed libzmq since it last
     /// delivered a whole message.
