@@ -48,8 +48,9 @@ extension ContinuationTests {
         let endpoint = try freePort()
         var configuration = testConfiguration("waiting", interval: .milliseconds(100))
         configuration.connectTimeout = .seconds(5)
-        // The originator here is the test's own task: under CI's parallel pass it once took more
-        // than the usual 2 s to answer, and the continue timed out before its answer came.
+        // Generous: the originator is a thread of the test process, beside every other test. (This
+        // test's continue once timed out under CI's parallel pass, blamed on a slow originator;
+        // the node had dropped the DEALER's reader, spawned before its loops began: NodeRunTests.)
         configuration.continueTimeout = .seconds(15)
         try await Node.withRunning(configuration) { node in
             var advertisement = WireAdvertisement()

@@ -256,6 +256,12 @@ public actor Node: Service {
         guard lifecycle.runState == .idle else {
             throw HandoffError(.notRunning, "a node runs once; make a new node to join the bus again")
         }
+        // The node's jobs are taken from here on: before anyone hears that it runs. A caller that
+        // `untilRunning()` resumed may reach the node before `runLoops` does (the hops through
+        // `cancelWhenGracefulShutdown`), and a job spawned with nowhere to go was dropped: a
+        // continue's DEALER then had no reader, and every continue to that originator timed out.
+        let (jobStream, jobContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
+        lifecycle.jobs = jobContinuation
         lifecycle.runState = .running
         for waiter in lifecycle.runningWaiters { waiter.resume() }
         lifecycle.runningWaiters.removeAll()
@@ -263,14 +269,15 @@ public actor Node: Service {
             "id": "\(id)", "continuation": "\(continuationEndpoint)", "bus": "\(own.configuration.bus)",
         ])
         await cancelWhenGracefulShutdown {
-            await self.runLoops()
+            await self.runLoops(jobStream, jobContinuation)
         }
         shutDown()
     }
 
-    private func runLoops() async {
-        let (jobStream, jobContinuation) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self)
-        lifecycle.jobs = jobContinuation
+    /// Runs the node's receivers, its schedule and the jobs `jobStream` brings, until cancelled.
+    private func runLoops(
+        _ jobStream: AsyncStream<@Sendable () async -> Void>, _ jobContinuation: AsyncStream<@Sendable () async -> Void>.Continuation
+    ) async {
         // The node's child tasks (its receivers, its jobs: delegates, plugin calls) prefer the
         // process's event loops, whoever called run(): the node, an actor with no executor of its
         // own, runs where they run.
