@@ -118,7 +118,7 @@ struct ContinuationTests {
         }
     }
 
-    @Test("an originator that does not answer in time gives remoteApplicationTimedOut")
+    @Test("an originator that does not answer in time gives remoteApplicationTimedOut", .exclusive(.alone)) // ReplyPolling counts every continue in the process
     func remoteTimedOut() async throws {
         try await withTwoNodes(configureB: { $0.continueTimeout = .milliseconds(400) }) { a, b in
             let slow = Recorder(willSave: { _ in try? await Task.sleep(for: .seconds(3)) })
