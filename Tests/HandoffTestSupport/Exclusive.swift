@@ -48,6 +48,7 @@ public struct Exclusive: TestTrait, SuiteTrait, TestScoping {
         let asked = ContinuousClock.now
         try await Self.places.run(places: share == .alone ? Self.places.width : 1) {
             let started = ContinuousClock.now
+            if Self.reportsTimes { print("exclusive: began: " + (test.displayName ?? test.name)) }
             let cpuBefore = Self.processorSeconds()
             defer { Self.report(test, waited: started - asked, ran: .now - started, cpu: Self.processorSeconds() - cpuBefore) }
             try await function()

@@ -124,6 +124,7 @@ struct BusRecoveryTests {
         var sender = WireNodeRef()
         sender.nodeID = "stalled-node"
         var asks: [[UInt8]] = []
+        let started = ContinuousClock.now
         for sequence in 1...5 {
             let envelope: [UInt8] = try WireEnvelope(body: .nodePresence(presence), sender: sender, sequence: UInt64(sequence)).serializedBytes()
             try await publisher.send(Array("P:stalled-node".utf8), more: true)
@@ -131,7 +132,9 @@ struct BusRecoveryTests {
             while let frame = try await publisher.receive(timeout: .milliseconds(100)) { asks.append(frame.bytes) }
         }
         let subscribe = [UInt8(1)] + Array("R:stalled-node".utf8)
-        #expect(asks.filter { $0 == subscribe }.count == 1, "subscriptions seen: \(asks.map { String(decoding: $0.dropFirst(), as: UTF8.self) })")
+        // Five presences about 100 ms apart: one ask, or one more a second they took on a busy machine.
+        let seconds = Int(started.duration(to: .now) / .seconds(1))
+        #expect((1...1 + seconds).contains(asks.filter { $0 == subscribe }.count), "subscriptions seen in \(started.duration(to: .now)): \(asks.map { String(decoding: $0.dropFirst(), as: UTF8.self) })")
         #expect(asks.allSatisfy { $0.dropFirst().elementsEqual("R:stalled-node".utf8) }, "\(asks)")
         _ = broker
     }

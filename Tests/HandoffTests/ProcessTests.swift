@@ -9,6 +9,7 @@ final class ChildProcess: @unchecked Sendable {
     let process = Process()
     private let pipe = Pipe()
     private let lines = Lines()
+    private var reader: PipeReader?
 
     /// What the program has printed so far, line by line.
     final class Lines: Sendable {
@@ -24,19 +25,13 @@ final class ChildProcess: @unchecked Sendable {
         process.arguments = arguments
         if let standardInput { process.standardInput = standardInput }
         process.standardOutput = pipe
-        let handle = pipe.fileHandleForReading
-        let lines = self.lines
-        handle.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else { return }
-            lines.append(data)
-        }
         try process.run()
+        let lines = self.lines
+        reader = PipeReader(pipe) { lines.append($0) }
     }
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        pipe.fileHandleForReading.readabilityHandler = nil
     }
 
     static var testNodeURL: URL {

@@ -124,13 +124,9 @@ struct AdvertiseCommandTests {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         let printed = Mutex("")
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            printed.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
         try process.run()
+        _ = PipeReader(output) { data in printed.withLock { $0 += String(decoding: data, as: UTF8.self) } }
         defer {
-            output.fileHandleForReading.readabilityHandler = nil
             if process.isRunning { process.terminate() }
         }
         let ready = ContinuousClock.now + .seconds(10)

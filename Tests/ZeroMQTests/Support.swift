@@ -27,15 +27,21 @@ enum Transport: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
 /// Until a subscriber sees messages, a publisher's sends are dropped (the "slow joiner"):
 /// publish `probe` until `subscriber` receives it, then drain the duplicates (probes published
-/// while the first was on its way) until 100 ms pass without one: a copy that came later would be
-/// taken for what the test sends next.
+/// while the first was on its way), which a test would take for what it sends next: up to a marker
+/// published after them (`probe` + ".drained", which the probe's subscription matches too), which
+/// comes after every one of them on the connection. (Draining until 100 ms passed without one let
+/// a late copy through when eight such tests ran at once on two cores.)
 func awaitSubscription(publisher: Socket, subscriber: Socket, probe: String) async throws {
     let deadline = ContinuousClock.now + .seconds(5)
     while ContinuousClock.now < deadline {
         try await publisher.send(Array(probe.utf8))
         if let message = try await subscriber.receive(timeout: .milliseconds(20)) {
             #expect(message.string == probe)
-            while try await subscriber.receive(timeout: .milliseconds(100)) != nil {}
+            let marker = probe + ".drained"
+            try await publisher.send(Array(marker.utf8))
+            while let message = try await subscriber.receive(timeout: .seconds(5)), message.string != marker {
+                #expect(message.string == probe)
+            }
             return
         }
     }
