@@ -31,5 +31,17 @@ extension SimulatorTests {
         #expect(run.output.contains("[   46.066] node-3: appeared: \"a17-n1 changed at 29.085892 seconds\""),
                 "node-3's snapshot of site-3 no longer brings a17-n1 back after its lease ran out")
     }
-}
 
+    /// Regression (2026-12-05, found by the fresh-clone CI's seeds; the invariant, not the
+    /// protocol): node-2's stop ended at 45.397186, the instant of a partition's event, which the
+    /// world took first. The node counted as running then (its stop was over), but the invariant
+    /// still took it as running since before its stop (its resume event not yet taken), so
+    /// node-0, which had rightly let its activity lapse meanwhile, was judged late.
+    @Test("regression, seed 602246869: an origin whose stop ends at the instant of another event counts as going on then, not as reachable through its stop")
+    func stopEndingWithAnotherEvent() async throws {
+        let run = try await runSimulator(["--seed", "602246869", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("[   45.397] partition between node-5 and node-1\n[   45.397] node-2 goes on"),
+                "the seed no longer ends node-2's stop at the instant of another event, after it")
+    }
+}

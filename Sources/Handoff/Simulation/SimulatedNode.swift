@@ -30,8 +30,13 @@ final class SimulatedNode {
     var continueEndpoint: String { "tcp://\(id):7000" }
     /// Until when it is stopped (SIGSTOP): it does nothing, and what reaches it waits.
     var stoppedUntil: Duration?
-    /// When it last went on after a stop or a restart.
+    /// When it last went on after a stop or a restart, as the world took the event.
     var resumedAt = Duration.zero
+    /// When it last went on, for the invariants: at the end of its stop as soon as it counts as
+    /// running (``isRunning(at:)``), though the world has not yet taken the resume event due at
+    /// that very instant (another event of the instant came first: seed 602246869 judged the
+    /// origin reachable since before its stop, in the step before its resume).
+    var wentOnAt: Duration { max(resumedAt, stoppedUntil ?? .zero) }
     /// Which topics each peer's subscriber subscribed to here (ZeroMQ filters at the publisher).
     var subscriptionsOfPeer: [Int: Set<String>] = [:]
     /// What its own subscribers subscribe to (the same on the connection to every peer).

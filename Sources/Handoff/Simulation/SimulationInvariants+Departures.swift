@@ -13,7 +13,7 @@ extension SimulationInvariants {
             world.departures[index].checked = true
             for (follower, incarnation) in departure.followers.sorted(by: { $0.key < $1.key }) {
                 let node = world.nodes[follower]
-                guard node.alive, node.incarnation == incarnation, world.running(follower), node.resumedAt <= departure.at else { continue }
+                guard node.alive, node.incarnation == incarnation, world.running(follower), node.wentOnAt <= departure.at else { continue }
                 // At sites: the departing node's broker took the withdrawal, and the way from there
                 // to the follower has been up since before the departure.
                 if world.options.hasSites {

@@ -64,7 +64,7 @@ extension SimulationInvariants {
         var anchor = max(stream.openedAt, end.pair.lastProgress - world.origin)
         for other in SimulatedStream.Side.allCases {
             if let until = stream[other]?.pausedUntil { anchor = max(anchor, until) }
-            if let node = stream[other]?.node { anchor = max(anchor, world.nodes[node].resumedAt) }
+            if let node = stream[other]?.node { anchor = max(anchor, world.nodes[node].wentOnAt) }
         }
         // A stopped process does nothing, this end's own included: stopped past its resume window,
         // it gives its pair up once it goes on, not before (seed 69868643).

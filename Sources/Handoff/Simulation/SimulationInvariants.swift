@@ -108,7 +108,7 @@ enum SimulationInvariants {
     /// typed error) by its deadline and a sweep.
     static func requestsEnd(_ world: SimulatedWorld) -> SimulationFailure? {
         for (number, request) in world.truth.waiting where world.running(request.node) {
-            if world.now > max(request.deadline, world.nodes[request.node].resumedAt) + sweep + .milliseconds(50) {
+            if world.now > max(request.deadline, world.nodes[request.node].wentOnAt) + sweep + .milliseconds(50) {
                 return failure(world, "pending-request-ends", "request \(number) of \(world.nodes[request.node].id) was due to end at \(request.deadline) and still waits")
             }
         }
@@ -163,9 +163,9 @@ enum SimulationInvariants {
                 let follower = world.nodes[index]
                 // Its expiration date is in every advertisement: a follower drops it on its next
                 // sweep, whatever it hears or does not hear.
-                let pastExpiry = truth.expiresAt.map { now > max($0, follower.resumedAt) + expirySweep } ?? false
+                let pastExpiry = truth.expiresAt.map { now > max($0, follower.wentOnAt) + expirySweep } ?? false
                 if let end {
-                    let pastEnd = now > max(end, follower.resumedAt) + forget
+                    let pastEnd = now > max(end, follower.wentOnAt) + forget
                     guard pastExpiry || pastEnd, follower.knows(id) != nil else { continue }
                     if pastExpiry {
                         return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(id), which expired at \(truth.expiresAt ?? end)")
@@ -181,7 +181,7 @@ enum SimulationInvariants {
                     return since
                 }()
                 guard let linkUp else { continue }
-                let pathUp = max(linkUp, origin.resumedAt, follower.resumedAt)
+                let pathUp = max(linkUp, origin.wentOnAt, follower.wentOnAt)
                 let since = max(truth.changedAt, pathUp)
                 guard now - since > discovery + untilRefresh(world, truth.origin, changedAt: truth.changedAt, pathUp: pathUp) else { continue }
                 guard let known = follower.knows(id) else {
