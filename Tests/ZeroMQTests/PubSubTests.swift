@@ -113,6 +113,16 @@ struct PubSubTests {
 
         // The subscription must travel SUB → XPUB → proxy → XSUB → PUB before anything is delivered.
         try await awaitSubscription(publisher: publisher, subscriber: subscriber, probe: "contacts.sync")
+        // The capture's subscriber joins in its own time too (a slow joiner of the capture): probe
+        // until it sees one, then drain the subscriber's copies of those probes again.
+        let captureDeadline = ContinuousClock.now + .seconds(5)
+        var captureSees = false
+        while !captureSees, ContinuousClock.now < captureDeadline {
+            try await publisher.send(Array("contacts.sync".utf8))
+            captureSees = try await monitor.receive(timeout: .milliseconds(20)) != nil
+        }
+        try #require(captureSees, "the capture never saw the probes")
+        try await awaitSubscription(publisher: publisher, subscriber: subscriber, probe: "contacts.sync")
         try await publisher.send(Array("notes.edit".utf8))
         try await publisher.send(Array("contacts.view".utf8))
         let delivered = try await subscriber.receive(timeout: .seconds(5))
