@@ -72,6 +72,8 @@ class Chaos(ChaosRun):
         self.make_keys(["broker", SHARER] + CONTINUERS)  # a pair shares the broker's key
         self.brokers = Brokers(self, options.brokers)
         self.agents, self.controls = {}, {}
+        # Why the last `contacts` command to each agent got no list (a timeout, or its typed error).
+        self.last_unanswered = {}
         for name in [SHARER] + CONTINUERS:
             self.controls[name] = f"ipc://{self.work}/{name}.sock"
             self.agents[name] = Process(name, [
@@ -94,7 +96,10 @@ class Chaos(ChaosRun):
             run = subprocess.run([self.options.handoff, "contacts", "--agent", self.controls[name], *arguments],
                                  capture_output=True, timeout=timeout, preexec_fn=die_with_parent, start_new_session=True)
         except subprocess.TimeoutExpired:
+            self.last_unanswered[name] = f"`contacts {' '.join(arguments)}` got no answer within {timeout} s"
             return None, []
+        if run.returncode == 1:
+            self.last_unanswered[name] = f"`contacts {' '.join(arguments)}`: {run.stderr.decode(errors='replace').strip()[-500:]}"
         if run.returncode not in (0, 1) or (run.returncode == 1 and b"Error: " not in run.stderr):
             self.fail(f"`contacts {' '.join(arguments)}` on {name} ended with status {run.returncode} and no typed error:\n"
                       f"{run.stderr.decode(errors='replace')[-1500:]}")
@@ -190,7 +195,8 @@ class Chaos(ChaosRun):
             theirs = self.listed(name)
             if theirs is None:
                 if self.running(name):
-                    self.fail(f"{label}: {name} did not list its contacts:\n{self.agents[name].log_tail()}")
+                    self.fail(f"{label}: {name} did not list its contacts ({self.last_unanswered.get(name, 'no reason kept')}):\n"
+                              f"{self.agents[name].log_tail()}")
                 continue
             self.count("lists checked")
             if shared is not None and theirs != shared[:len(theirs)]:
