@@ -71,8 +71,7 @@ extension Exclusive {
 
     private static func report(_ test: Test, waited: Duration, ran: Duration, cpu: Double) {
         guard reportsTimes else { return }
-        let seconds = { (duration: Duration) in Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18 }
-        print(String(format: "exclusive: ran %.3f s, cpu %.3f s, waited %.3f s: ", seconds(ran), cpu, seconds(waited))
+        print(String(format: "exclusive: ran %.3f s, cpu %.3f s, waited %.3f s: ", ran / .seconds(1), cpu, waited / .seconds(1))
             + (test.displayName ?? test.name))
     }
 
