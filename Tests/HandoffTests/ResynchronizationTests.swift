@@ -158,6 +158,64 @@ struct ResynchronizationTests {
         }
     }
 
+    @Test("an id this node held and let lapse asks for a round when its origin lists it again, from a sender held back too, once per lapse; the origin's other ids do not")
+    func lapsedIdsAskDespiteHold() {
+        var resync = Resynchronization(interval: .zero, capacity: 100)
+        // A round for an id of a type not followed here brings nothing: the origin's sender held back.
+        let first = resync.presence(origin: "n3", listed: ["other"], unheld: ["other"], now: start)
+        #expect(first)
+        resync.settled(now: start) { _ in false }
+        #expect(resync.isHeldBack("n3", now: start + .seconds(1)))
+        // An activity held here lapses while its origin is stopped; the origin's presence lapses too.
+        resync.lapsed("a22", origin: "n3", now: start + .milliseconds(500))
+        resync.forget(origin: "n3")
+        #expect(resync.lapsedIDs == 1)
+        // It goes on: its presence lists a22 again, asked for despite the hold; "other" is not.
+        let back = resync.presence(origin: "n3", listed: ["other", "a22"], unheld: ["other", "a22"], now: start + .seconds(1))
+        #expect(back)
+        #expect(resync.trackedIDs == 1)
+        #expect(resync.lapsedIDs == 0)
+        // The round brings it: the sender forgiven.
+        resync.settled(now: start + .seconds(1)) { $0 == "a22" }
+        #expect(!resync.isHeldBack("n3", now: start + .seconds(1)))
+
+        // A lapsed id a round then did not bring (its origin stopped again) asks no more while held.
+        var once = Resynchronization(interval: .zero, capacity: 100)
+        _ = once.presence(origin: "o", listed: ["x"], unheld: ["x"], now: start)
+        once.settled(now: start) { _ in false }
+        once.lapsed("y", origin: "o", now: start)
+        let asked = once.presence(origin: "o", listed: ["x", "y"], unheld: ["x", "y"], now: start + .milliseconds(100))
+        #expect(asked)
+        once.settled(now: start + .milliseconds(100)) { _ in false }
+        let again = once.presence(origin: "o", listed: ["x", "y"], unheld: ["x", "y"], now: start + .milliseconds(200))
+        #expect(!again)
+    }
+
+    @Test("an id a round did not bring, then held (its refresh arrived) and let lapse, is no longer taken as not followed here")
+    func lapseUndoesUnfollowed() {
+        var resync = Resynchronization(interval: .zero, capacity: 100)
+        _ = resync.presence(origin: "o", listed: ["y"], unheld: ["y"], now: start)
+        resync.settled(now: start) { _ in false }
+        #expect(resync.unfollowedIDs == 1)
+        resync.lapsed("y", origin: "o", now: start + .seconds(100))
+        #expect(resync.unfollowedIDs == 0)
+        let asked = resync.presence(origin: "o", listed: ["y"], unheld: ["y"], now: start + .seconds(101))
+        #expect(asked)
+    }
+
+    @Test("lapsed ids are bounded: past the capacity, the origins that lapsed longest ago go first; an origin's presence spends its memory")
+    func lapsedBounded() {
+        var lapsed = LapsedIDs(capacity: 4)
+        for origin in 0..<3 {
+            for id in 0..<2 { lapsed.lapsed("\(origin)-\(id)", origin: "o\(origin)", now: start + .seconds(origin)) }
+        }
+        #expect(lapsed.count == 4)
+        #expect(!lapsed.contains("0-0", origin: "o0") && lapsed.contains("1-0", origin: "o1") && lapsed.contains("2-1", origin: "o2"))
+        let relisted = lapsed.relisted(origin: "o2", unheld: ["2-0", "elsewhere"])
+        #expect(relisted == ["2-0"])
+        #expect(lapsed.count == 2 && !lapsed.contains("2-1", origin: "o2"))
+    }
+
     @Test("the memory of unfollowed ids is bounded: past its capacity it starts over")
     func bounded() {
         var resync = Resynchronization(interval: .zero, capacity: 10)

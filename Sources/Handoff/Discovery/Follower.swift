@@ -342,7 +342,12 @@ struct Follower {
         var actions: [Action] = []
         // A node whose presence lapsed left: what was remembered of its ids goes with it.
         for origin in directory.expire(now: now) { resynchronization.forget(origin: origin) }
-        for (id, reason) in known.due(now: now, wallClock: date) { actions += forget(id, reason: reason) }
+        for (id, reason) in known.due(now: now, wallClock: date) {
+            if reason == .lost, let origin = known[id]?.activity.origin.id {
+                resynchronization.lapsed(id, origin: origin, now: now)
+            }
+            actions += forget(id, reason: reason)
+        }
         for (topic, outcome) in snapshots.expire(now: now, grace: Self.snapshotGrace) {
             actions.append(.log(.debug, "snapshot \(topic): not every answerer replied; going on with what arrived"))
             actions += finishSnapshot(topic: topic, outcome, now: now)

@@ -23,7 +23,10 @@ import Foundation
 /// key (its node id on an open bus) asks for no round for ``firstBackoff``, doubled after each
 /// such round up to ``longestBackoff``, and forgiven once a round brings one of its ids. So one
 /// member naming fresh ids cannot make every follower on the bus ask all its snapshots again
-/// every second.
+/// every second. Ids this node held and let lapse (``LapsedIDs``) are not made up: a presence
+/// listing one asks for a round even from a sender held back, once per lapse (an origin stopped
+/// past its leases whose earlier rounds, asked for types not followed here, brought nothing kept
+/// its lost activities lost until their refresh: the simulator, seed 82945545).
 ///
 /// Pure state, with time passed in: the node asks for the snapshots when this says so.
 struct Resynchronization {
@@ -48,6 +51,8 @@ struct Resynchronization {
     private var senderOfOrigin: [String: String] = [:]
     /// Senders held back (``HoldBacks``): a step for each round in a row that brought none of their ids.
     private var heldBack: HoldBacks<String>
+    /// Ids this node held and let lapse: worth a round whatever their sender's hold.
+    private var lapsed: LapsedIDs
     static let firstBackoff = Duration.seconds(2)
     static let longestBackoff = Duration.seconds(60)
     private var lastRound: ContinuousClock.Instant?
@@ -60,6 +65,7 @@ struct Resynchronization {
         self.interval = interval
         self.capacity = capacity
         heldBack = HoldBacks(firstBackoff: Self.firstBackoff, longestBackoff: Self.longestBackoff, capacity: capacity)
+        lapsed = LapsedIDs(capacity: capacity)
     }
 
     /// A presence of `origin` listed these ids (`unheld`: those this node does not hold), sent by
@@ -72,16 +78,28 @@ struct Resynchronization {
             unfollowedCount -= known.count - kept.count
             unfollowed[origin] = kept.isEmpty ? nil : kept
         }
-        let news = unheld.subtracting(unfollowed[origin] ?? []).subtracting(awaited[origin] ?? []).subtracting(asked[origin] ?? [])
-        guard !news.isEmpty else { return false }
+        let relisted = lapsed.relisted(origin: origin, unheld: unheld)
+        var news = unheld.subtracting(unfollowed[origin] ?? []).subtracting(awaited[origin] ?? []).subtracting(asked[origin] ?? [])
         let sender = sender ?? origin
-        if heldBack.isHeld(sender, now: now) { return false }
+        // A sender held back asks only for what this node held and let lapse: no made-up id.
+        if heldBack.isHeld(sender, now: now) { news.formIntersection(relisted) }
+        guard !news.isEmpty else { return false }
         if trackedCount + news.count <= capacity {
             awaited[origin, default: []].formUnion(news)
             trackedCount += news.count
             senderOfOrigin[origin] = sender
         }
         return want(now: now)
+    }
+
+    /// An activity `id` of `origin` this node held lapsed (its lease ran out): a type followed
+    /// here, whatever an earlier round made of its id.
+    mutating func lapsed(_ id: String, origin: String, now: ContinuousClock.Instant) {
+        if unfollowed[origin]?.remove(id) != nil {
+            unfollowedCount -= 1
+            if unfollowed[origin]?.isEmpty == true { unfollowed[origin] = nil }
+        }
+        lapsed.lapsed(id, origin: origin, now: now)
     }
 
     /// A bus connection came back. Returns whether to ask for the snapshots now.
@@ -140,7 +158,8 @@ struct Resynchronization {
         heldBack.forgiveAll()
     }
 
-    /// An origin left (its presence lapsed): nothing of it to remember.
+    /// An origin left (its presence lapsed): nothing of it to remember but the ids it let lapse
+    /// here (``LapsedIDs``), for when it comes back.
     mutating func forget(origin: String) {
         unfollowedCount -= unfollowed.removeValue(forKey: origin)?.count ?? 0
         trackedCount -= (awaited.removeValue(forKey: origin)?.count ?? 0) + (asked.removeValue(forKey: origin)?.count ?? 0)
@@ -149,6 +168,9 @@ struct Resynchronization {
 
     /// Senders held back now, for tests.
     func isHeldBack(_ sender: String, now: ContinuousClock.Instant) -> Bool { heldBack.isHeld(sender, now: now) }
+
+    /// Ids remembered as lapsed here, for tests.
+    var lapsedIDs: Int { lapsed.count }
 
     /// Ids remembered as not followed here, for tests and metrics.
     var unfollowedIDs: Int { unfollowedCount }
