@@ -1,12 +1,10 @@
 import Glibc
 
 extension SourceConnection {
-    /// How many bytes libzmq has read off this TCP connection so far: what the kernel received from
-    /// the peer (`tcpi_bytes_received`), less what still waits in its receive queue (`SIOCINQ`).
-    /// `nil` for a connection that is not TCP (IPC) or no longer open. Two system calls.
-    public var bytesRead: Int? { Self.bytesRead(descriptor: descriptor) }
-
-    /// ``bytesRead`` of whatever connection `descriptor` names now.
+    /// How many bytes libzmq has read so far off the TCP connection `descriptor` names now: what
+    /// the kernel received from the peer (`tcpi_bytes_received`), less what still waits in its
+    /// receive queue (`SIOCINQ`). `nil` for a connection that is not TCP (IPC) or no longer open.
+    /// Two system calls.
     public static func bytesRead(descriptor: Int32) -> Int? {
         // The kernel's struct tcp_info (linux/tcp.h): `tcpi_bytes_received` is the 8 bytes at 128,
         // since Linux 4.1; the kernel only ever adds fields at its end. glibc's own declaration

@@ -23,7 +23,7 @@ extension UnfinishedMessageBound where Peer == [UInt8] {
         var bytes: Int
     }
 
-    /// ``checkIfDue(now:read:)`` with the kernel's counts (``SourceConnection/bytesRead``), and the
+    /// ``checkIfDue(now:read:)`` with the kernel's counts (``SourceConnection/bytesRead(descriptor:)``), and the
     /// connections past the bound cut (`shutdown(2)`), each only if its descriptor still names the
     /// peer watched; returns those cut, for the owner to count and log.
     mutating func cutIfDue(now: ContinuousClock.Instant) -> [Cut] {
