@@ -31,12 +31,12 @@ extension BrokerCoreTests {
         return [Frame(Array("A:org.test.type".utf8)), Frame(envelope)]
     }
 
-    static func presence(of origin: String, listing ids: [String]) -> [Frame] {
+    static func presence(of origin: String, listing ids: [String], key: [UInt8] = [], leaseMs: UInt32 = 6_000) -> [Frame] {
         var presence = WireNodePresence()
-        presence.node = node(origin)
-        presence.leaseMs = 6_000
+        presence.node = node(origin, key: key)
+        presence.leaseMs = leaseMs
         presence.activityIds = ids
-        let envelope: [UInt8] = try! WireEnvelope(body: .nodePresence(presence), sender: node(origin), sequence: 9).serializedBytes()
+        let envelope: [UInt8] = try! WireEnvelope(body: .nodePresence(presence), sender: node(origin, key: key), sequence: 9).serializedBytes()
         return [Frame(Array("P:".utf8)), Frame(envelope)]
     }
 }

@@ -124,6 +124,29 @@ struct BrokerCoreTests {
         #expect(core.counters.cachedActivities == 0)
     }
 
+    @Test("on a secure broker, a copy the cache let lapse asks its origin again when listed, though its key is held back for what the cache always lacks; once per lapse")
+    func lapsedCopyAsksThroughTheHold() {
+        let core = Core(BrokerCore(
+            cacheEnabled: true, cache: LastValueCache(capacity: 100, defaultLease: .seconds(30)),
+            sender: NodeInfo(id: "broker@test", name: "broker", host: "test", publicKey: nil).wire, keysChecked: true))
+        let key = [UInt8](repeating: 7, count: 32)
+        let at = { (ms: Int) in Self.start + .milliseconds(ms) }
+        func presence(_ ms: Int, leaseMs: UInt32 = 6_000) -> BrokerCore.PublisherVerdict {
+            core.publisherMessage(Self.presence(of: "n1", listing: ["a1", "never"], key: key, leaseMs: leaseMs), connectionKey: key, now: at(ms))
+        }
+        #expect(core.publisherMessage(Self.advertisement("a1", from: "n1", key: key, leaseMs: 1_000), connectionKey: key, now: at(0)) == .forward(askToReadvertise: nil))
+        // "never" is lacking for good: asked once, then the key is held back for it.
+        #expect(presence(0) == .forward(askToReadvertise: "n1"))
+        #expect(presence(5_000, leaseMs: 1_000) == .forward(askToReadvertise: nil))
+        // a1's copy lapses (its origin stopped past the lease), the key still held back.
+        _ = core.expire(now: at(6_100))
+        #expect(core.counters.cachedActivities == 0 && core.state.readvertiseRequests.lapsedCopiesCount == 1)
+        #expect(core.state.readvertiseRequests.isHeldBack(key, now: at(6_200)))
+        #expect(presence(6_200) == .forward(askToReadvertise: "n1"))
+        // Asked once for the lapse: spent, the hold stands for the rest.
+        #expect(core.state.readvertiseRequests.lapsedCopiesCount == 0)
+    }
+
     @Test("a subscriber's snapshot request is answered here; plain subscriptions reach publishers only without the cache")
     func subscribers() {
         let core = core()

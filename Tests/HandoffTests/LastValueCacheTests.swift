@@ -61,9 +61,11 @@ struct LastValueCacheTests {
         // A partial list renews what it lists and drops nothing.
         cache.renew(origin: "a", listed: ["a1", "a2"], partial: true, lease: .seconds(10), now: now)
         #expect(cache.perOrigin == ["a": 3, "b": 1])
-        do { let changed = cache.removeExpired(now: now + .milliseconds(200)); #expect(changed) }
-        // a3 and b1 lapsed on their own 100 ms leases; a1 and a2 were renewed.
+        var lapsed: [(origin: String, id: String)] = []
+        do { let changed = cache.removeExpired(now: now + .milliseconds(200), lapsed: &lapsed); #expect(changed) }
+        // a3 and b1 lapsed on their own 100 ms leases, each named with its origin; a1 and a2 were renewed.
         #expect(cache.ids == ["a1", "a2"])
+        #expect(lapsed.map { "\($0.origin)/\($0.id)" }.sorted() == ["a/a3", "b/b1"])
         // A whole list drops what it does not list.
         cache.renew(origin: "a", listed: ["a1"], partial: false, lease: .seconds(10), now: now)
         #expect(cache.perOrigin == ["a": 1])
@@ -177,5 +179,13 @@ extension LastValueCache {
     @discardableResult
     fileprivate mutating func store(_ frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
         store(BrokerBusContent(frames).advertisement!, frames: frames, now: now)
+    }
+}
+
+extension LastValueCache {
+    /// ``removeExpired(now:lapsed:)``, for the tests that do not look at what lapsed.
+    mutating func removeExpired(now: ContinuousClock.Instant) -> Bool {
+        var lapsed: [(origin: String, id: String)] = []
+        return removeExpired(now: now, lapsed: &lapsed)
     }
 }

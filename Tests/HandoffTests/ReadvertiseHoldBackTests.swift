@@ -101,4 +101,26 @@ struct ReadvertiseHoldBackTests {
         for tick in 0..<100 { _ = open.decide("made-up-\(tick)", now: Self.start + .milliseconds(tick * 100), everyoneAllowed: true) }
         #expect(open.decide("n1", now: Self.start + .seconds(20), everyoneAllowed: true) == .origin)
     }
+
+    @Test("a copy the cache let lapse, listed again by its origin, asks whatever its key's hold, once per lapse (a site that never takes some of an origin's types holds its key back for good)")
+    func lapsedCopyAsksDespiteHold() {
+        var requests = ReadvertiseRequests()
+        let key = Array("site-1 node".utf8)
+        // Each ask lacks for good (types this site does not follow): the key is held back.
+        #expect(requests.decide("n1", key: key, now: Self.start, everyoneAllowed: false) == .origin)
+        let judged = Self.start + ReadvertiseRequests.answerWait
+        #expect(requests.decide("n1", key: key, now: judged, everyoneAllowed: false) == .none)
+        #expect(requests.isHeldBack(key, now: judged + .seconds(1)))
+        // A copy of a type it follows lapses (the site's link was down).
+        requests.lapsed("a17-n1", origin: "n1", now: judged + .milliseconds(500))
+        #expect(requests.lapsedCopies(of: "n1") == ["a17-n1"])
+        #expect(requests.decide("n1", key: key, now: judged + .seconds(1), everyoneAllowed: false, relapsed: true) == .origin)
+        // Asked once: spent; the hold stands for the rest.
+        #expect(requests.lapsedCopies(of: "n1") == nil && requests.lapsedCopiesCount == 0)
+        #expect(requests.isHeldBack(key, now: judged + .seconds(1)))
+        // A presence lacking nothing forgets what lapsed (it came back, or ended).
+        requests.lapsed("a18-n1", origin: "n1", now: judged + .seconds(4))
+        requests.nothingLacking("n1", listedAny: true)
+        #expect(requests.lapsedCopiesCount == 0)
+    }
 }

@@ -203,7 +203,7 @@ struct ResynchronizationTests {
         #expect(asked)
     }
 
-    @Test("lapsed ids are bounded: past the capacity, the origins that lapsed longest ago go first; an origin's presence spends its memory")
+    @Test("lapsed ids are bounded: past the capacity, the origins that lapsed longest ago go first, down to three quarters of it; an origin's presence spends its memory")
     func lapsedBounded() {
         var lapsed = LapsedIDs(capacity: 4)
         for origin in 0..<3 {

@@ -84,7 +84,7 @@ struct BrokerCore {
     var upstreamCascades = UpstreamCascades()
     /// With a pair upstream: presences and withdrawals taken from it lately (the other's copy).
     var recentCopies = RecentNames<Int>(memory: .seconds(10), capacity: 100_000)
-    private var readvertiseRequests = ReadvertiseRequests()
+    private(set) var readvertiseRequests = ReadvertiseRequests()
     /// Set when so many origins lack at once that every publisher is asked (a subscribe-all); the
     /// loop sends it (``takeReadvertiseEveryone()``).
     private var readvertiseEveryoneDue = false
@@ -210,7 +210,8 @@ struct BrokerCore {
             if cache.renew(origin: origin, listed: listed, partial: partial, lease: lease, now: now) > 0 {
                 // (A presence's key is checked on secure brokers only: an open one holds no key back.)
                 let key = !keysChecked || node.publicKey.isEmpty ? nil : content.withEnvelope { Array(WireBusFields.bytes(node.publicKey, in: $0)) }
-                switch readvertiseRequests.decide(origin, key: key, now: now, everyoneAllowed: !fromUpstream) {
+                let relapsed = readvertiseRequests.lapsedCopies(of: origin)?.contains { listed.contains($0) && !cache.contains($0) } ?? false
+                switch readvertiseRequests.decide(origin, key: key, now: now, everyoneAllowed: !fromUpstream, relapsed: relapsed) {
                 case .origin:
                     counted.readvertiseRequests += 1
                     return .taken(askToReadvertise: origin)
@@ -220,8 +221,8 @@ struct BrokerCore {
                 case .none:
                     break
                 }
-            } else if readvertiseRequests.awaitsAnswers, !listed.isEmpty {
-                readvertiseRequests.satisfied(origin)
+            } else {
+                readvertiseRequests.nothingLacking(origin, listedAny: !listed.isEmpty)
             }
         case .other, nil:
             break
@@ -370,9 +371,12 @@ struct BrokerCore {
         envelopes.bytes(.traceHop(.hop(kind, traceID: trace.traceID, activityID: trace.activityID, at: date)))
     }
 
-    /// Forgets every cached activity whose lease has ended; true when anything changed.
+    /// Forgets every cached activity whose lease has ended (remembered, on a secure broker, for
+    /// its origin's next presence: ``ReadvertiseRequests``); true when anything changed.
     mutating func expire(now: ContinuousClock.Instant) -> Bool {
-        cache.removeExpired(now: now)
+        var lapsed: [(origin: String, id: String)] = []
+        defer { if keysChecked { for copy in lapsed { readvertiseRequests.lapsed(copy.id, origin: copy.origin, now: now) } } }
+        return cache.removeExpired(now: now, lapsed: &lapsed)
     }
 
     /// A handshake that failed before the account was asked.

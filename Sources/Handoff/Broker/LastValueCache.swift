@@ -306,8 +306,9 @@ struct LastValueCache {
         return min(listed.count - renewed.count, room)
     }
 
-    /// Drops every entry whose lease has ended; true when anything changed.
-    mutating func removeExpired(now: ContinuousClock.Instant) -> Bool {
+    /// Drops every entry whose lease has ended, each added to `lapsed` (its origin and id); true
+    /// when anything changed.
+    mutating func removeExpired(now: ContinuousClock.Instant, lapsed: inout [(origin: String, id: String)]) -> Bool {
         let now = ticks(now)
         var removed = false
         while let first = deadlines.min, first.expiry <= now {
@@ -315,6 +316,7 @@ struct LastValueCache {
             guard isLive(first) else { continue }
             let entry = slots[first.slot]!
             if entry.expiry <= now {
+                lapsed.append((origins[entry.origin]!.id, entry.idString))
                 remove(at: first.slot)
                 removed = true
             } else {

@@ -31,6 +31,12 @@ import Foundation
 /// ``everyoneInterval``. Neither counts towards asking everyone. So one member cannot keep every
 /// node of the bus advertising everything again, nor crowd out the origins that lack for real.
 /// (Keys shared by many nodes share these bounds too.)
+///
+/// A copy the cache held and let lapse (``LapsedIDs``: its lease ran out while its origin was
+/// stopped or cut off, or a site's link was down) is no made-up id: a presence that lists it
+/// again asks whatever its key's hold, once per lapse. Without it, an origin whose presences also
+/// list what the cache can never take (types its site does not follow) stays held back, and its
+/// copies truly lost wait for the hold to end, up to ``longestBackoff``.
 struct ReadvertiseRequests {
     enum Decision: Equatable {
         case none
@@ -53,6 +59,11 @@ struct ReadvertiseRequests {
     private var awaitedOfKey: [[UInt8]: Int] = [:]
     /// Keys held back (``HoldBacks``): a step for each judgement, a second apart at most.
     private var heldBack = HoldBacks<[UInt8]>(firstBackoff: firstBackoff, longestBackoff: longestBackoff, stepInterval: strikeInterval, capacity: memory)
+    /// Copies the cache let lapse, by origin: worth an ask whatever the key's hold.
+    private var lapsedCopies = LapsedIDs(capacity: lapsedMemory)
+    /// Lapsed copies remembered at most (a site link's whole cache lapsing at once may be more:
+    /// those that lapsed first are forgotten first).
+    static let lapsedMemory = 16_384
     /// When the oldest origin awaited is due to be judged.
     private var nextJudgement: ContinuousClock.Instant?
     static let answerWait = Duration.seconds(5)
@@ -89,9 +100,11 @@ struct ReadvertiseRequests {
     /// node of another site).
     ///
     /// - Parameter key: The presence's key on a secure broker (`nil` on an open one).
-    mutating func decide(_ origin: String, key: [UInt8]? = nil, now: ContinuousClock.Instant, everyoneAllowed: Bool) -> Decision {
+    /// - Parameter relapsed: The presence lists a copy the cache let lapse (``lapsedCopies(of:)``)
+    ///   and lacks: its key's hold does not stop the ask.
+    mutating func decide(_ origin: String, key: [UInt8]? = nil, now: ContinuousClock.Instant, everyoneAllowed: Bool, relapsed: Bool = false) -> Decision {
         if let due = nextJudgement, now >= due { judgeAwaited(now: now) }
-        if let key, heldBack.isHeld(key, now: now) || awaitedOfKey[key, default: 0] >= Self.maxAwaitedPerKey { return .none }
+        if let key, !relapsed && heldBack.isHeld(key, now: now) || awaitedOfKey[key, default: 0] >= Self.maxAwaitedPerKey { return .none }
         if let last = lastAsked[origin], now - last < interval { return .none }
         if let everyone = lastEveryone, now - everyone < interval { return .none }
         if let key, !askedOfKey.admit(key, now: now) { return .none }
@@ -108,11 +121,34 @@ struct ReadvertiseRequests {
                     if nextJudgement == nil { nextJudgement = now + Self.answerWait }
                 }
             }
+            lapsedCopies.forget(origin: origin)
             return .origin
         }
         guard everyoneAllowed, lastEveryone.map({ now - $0 >= everyoneInterval }) ?? true else { return .none }
         lastEveryone = now
+        lapsedCopies.forget(origin: origin)
         return .everyone
+    }
+
+    /// The cache's copy `id` of `origin` lapsed at `now` (on a secure broker: an open one holds
+    /// no key back, and has nothing to remember it for).
+    mutating func lapsed(_ id: String, origin: String, now: ContinuousClock.Instant) {
+        lapsedCopies.lapsed(id, origin: origin, now: now)
+    }
+
+    /// The ids of `origin` whose copies lapsed here since it was last asked.
+    func lapsedCopies(of origin: String) -> Set<String>? {
+        lapsedCopies.count > 0 ? lapsedCopies.ids(of: origin) : nil
+    }
+
+    /// Lapsed copies remembered (tests).
+    var lapsedCopiesCount: Int { lapsedCopies.count }
+
+    /// A presence of `origin` lists nothing the cache lacks: its lapsed copies came back or
+    /// ended; if it was asked (and lists anything), it made up what was lacking.
+    mutating func nothingLacking(_ origin: String, listedAny: Bool) {
+        if lapsedCopies.count > 0 { lapsedCopies.forget(origin: origin) }
+        if listedAny, !awaited.isEmpty { satisfied(origin) }
     }
 
     /// A presence of `origin` lists activities, none of which the cache lacks: if it was asked,
