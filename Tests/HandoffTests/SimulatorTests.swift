@@ -250,7 +250,7 @@ struct SimulatorTests {
     func beliefInvariantBites() throws {
         let world = SimulatedWorld(options: .init(), seed: 1, hostile: [], trace: nil)
         let activity = try UserActivity(activityType: "org.sim.edit", id: "a1-n0")
-        world.truth.made(activity, origin: 0, at: .zero, expires: nil)
+        world.truth.made(activity, origin: 0, followers: world.followers(ofType: activity.activityType), at: .zero, expires: nil)
         // Node 2 hears node 1 advertise node 0's activity as its own, and (wrongly) believes it.
         let envelope = world.nodes[1].envelope(.advertisement(WireAdvertisement(activity.advertisement(
             origin: world.nodes[1].advertiserDo { $0.settings.origin }, continueEndpoint: "tcp://node-1:7000",
@@ -267,7 +267,8 @@ struct SimulatorTests {
         options.duration = .seconds(20)
         let world = SimulatedWorld(options: options, seed: 1, hostile: [], follows: [[], ["org.sim."]], trace: nil)
         // Current at its origin as far as the truth goes, but its node was never told.
-        world.truth.made(try UserActivity(activityType: "org.sim.edit", id: "a1-n0"), origin: 0, at: .zero, expires: nil)
+        world.truth.made(
+            try UserActivity(activityType: "org.sim.edit", id: "a1-n0"), origin: 0, followers: world.followers(ofType: "org.sim.edit"), at: .zero, expires: nil)
         let failure = world.run(.empty, skipping: []) { world, _ in SimulationInvariants.knownWithinBounds(world) }
         #expect(failure?.invariant == "live-activity-known", "\(String(describing: failure))")
         #expect(failure.map { $0.at > SimulationInvariants.discoveryBound(options) } == true, "not before its bound")
@@ -282,7 +283,7 @@ struct SimulatorTests {
         // Its origin keeps it current (and renews it) although, as the truth goes, it ended at once.
         let activity = try UserActivity(activityType: "org.sim.edit", id: "a1-n0")
         _ = world.nodes[0].advertiserDo { $0.add(activity) }
-        world.truth.made(activity, origin: 0, at: .zero, expires: nil)
+        world.truth.made(activity, origin: 0, followers: world.followers(ofType: activity.activityType), at: .zero, expires: nil)
         world.truth.ended(activity.id, at: .zero)
         let failure = world.run(.empty, skipping: []) { world, _ in SimulationInvariants.knownWithinBounds(world) }
         #expect(failure?.invariant == "ended-activity-forgotten", "\(String(describing: failure))")
@@ -316,7 +317,7 @@ struct SimulatorTests {
             return SimulationInvariants.check(world, touched: touched)
         }
         #expect(failure == nil, "\(String(describing: failure))")
-        let ids = world.truth.order
+        let ids = world.truth.inOrder.map(\.id.id)
         #expect(ids.count == 2)
         #expect(knownBeforeHeal == [ids[0]], "before the heal node-2 had known \(knownBeforeHeal): only the first, made before the cut, could cross")
         #expect(Set(world.nodes[2].followerDo { $0.known.values.map(\.activity.id) }) == Set(ids), "after the heal node-2 knows both")

@@ -108,6 +108,8 @@ struct KnownActivities {
 
     subscript(id: String) -> Entry? { entries[HashedID(id)] }
     subscript(id: HashedID) -> Entry? { entries[id] }
+    /// The version known of `id`, if it is known.
+    func version(of id: HashedID) -> UInt64? { entries[id]?.activity.version }
 
     /// The ids known of the origin node `origin` (its node id).
     func ids(ofOrigin origin: String) -> Set<String>? { byOrigin[HashedID(origin)].map { Set($0.keys.map(\.id)) } }

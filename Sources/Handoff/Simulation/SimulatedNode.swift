@@ -118,6 +118,8 @@ final class SimulatedNode {
     func followerDo<T>(_ body: (inout Follower) -> T) -> T { body(&follower) }
     /// What its follower knows of an activity, if anything (read, not modified: the invariants ask it often).
     func knows(_ id: String) -> KnownActivities.Entry? { follower.known[id] }
+    /// The version its follower knows of an activity, if any: the invariants' question after every step.
+    func knownVersion(_ id: HashedID) -> UInt64? { follower.known.version(of: id) }
 
     func subscribed(_ topic: String) { subscriptions.insert(topic) }
 

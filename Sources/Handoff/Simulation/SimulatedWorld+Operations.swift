@@ -18,7 +18,7 @@ extension SimulatedWorld {
             activity.delegate = saver
             if saves { activity.needsSave = true }
             if let expiresIn { activity.expirationDate = date.addingTimeInterval(expiresIn.seconds) }
-            truth.made(activity, origin: index, at: now, expires: expiresIn.map { now + $0 })
+            truth.made(activity, origin: index, followers: followers(ofType: type), at: now, expires: expiresIn.map { now + $0 })
             log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
             publish(from: index, [nodes[index].advertiserDo { $0.add(activity) }])
         case .update(let index, let pick):
@@ -106,6 +106,14 @@ extension SimulatedWorld {
     }
 
     func running(_ index: Int) -> Bool { nodes[index].isRunning(at: now) }
+
+    /// The nodes that follow activities of `type`, by index: worked out once per type.
+    func followers(ofType type: String) -> [Int] {
+        if let found = followersOfType[type] { return found }
+        let found = nodes.filter { node in node.follows.contains { type.hasPrefix($0) } }.map(\.index)
+        followersOfType[type] = found
+        return found
+    }
 
     /// Node `index`'s process ends (killed, or exiting after a shutdown): its connections break,
     /// what it waited for is forgotten, and its activities end with it.

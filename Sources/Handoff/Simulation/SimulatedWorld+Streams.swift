@@ -54,19 +54,20 @@ extension SimulatedWorld {
 
     /// The node an end of `stream` lives on.
     func streamNode(_ stream: SimulatedStream, _ side: Side) -> Int {
-        side == .continuer ? stream[.continuer]!.node : streamOrigins[stream.number]
+        side == .continuer ? stream.endDo(.continuer) { $0.node }! : streamOrigins[stream.number]
     }
 
     /// Whether the end's process still runs (its node was not killed since it was made).
     func endAlive(_ stream: SimulatedStream, _ side: Side) -> Bool {
-        guard let end = stream[side] else { return false }
-        return nodes[end.node].alive && nodes[end.node].incarnation == end.incarnation
+        // Read in place: the invariants ask it of every end after every step.
+        guard let (node, incarnation) = stream.endDo(side, { ($0.node, $0.incarnation) }) else { return false }
+        return nodes[node].alive && nodes[node].incarnation == incarnation
     }
 
     /// Whether the end still has its pair: its process runs and the pair did not complete (the
     /// node forgets a completed pair; a failed one it keeps a while, to drop late frames quietly).
     func endHeld(_ stream: SimulatedStream, _ side: Side) -> Bool {
-        endAlive(stream, side) && !stream[side]!.completed
+        endAlive(stream, side) && stream.endDo(side, { $0.completed }) == false
     }
 
     // MARK: Frames

@@ -104,7 +104,7 @@ final class SimulatedWorld {
     var didUpdatesChecked = 0
     var heldLagging: [String: Duration] = [:]
     /// The nodes that follow each activity type, by index (what a node follows never changes in a
-    /// run): worked out once per type, not at every step's check.
+    /// run): worked out once per type (``followers(ofType:)``), not for each activity.
     var followersOfType: [String: [Int]] = [:]
     let trace: ((String) -> Void)?
     /// The delegate of activities whose will-save runs (activities hold their delegate weakly).

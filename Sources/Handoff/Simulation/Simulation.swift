@@ -157,7 +157,7 @@ public enum Simulation {
         if let failure, trace { world.log("FAILED: \(failure)") }
         return SimulationReport(
             seed: seed, failure: failure, steps: world.steps, deliveries: world.deliveries,
-            activities: world.truth.order.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + world.brokers.reduce(0) { $0 + $1.refused },
+            activities: world.truth.inOrder.count, refused: world.nodes.reduce(0) { $0 + $1.refused } + world.brokers.reduce(0) { $0 + $1.refused },
             continuations: world.truth.handedOver.values.reduce(0, +), didUpdates: world.truth.didUpdates.count,
             streams: world.streams.count, streamsWhole: world.streams.count { $0.ends.contains { $0?.readWhole == true } },
             streamLiesCaught: world.streams.count(where: \.lieCaught),

@@ -10,6 +10,9 @@ extension SimulationInvariants {
         SimulatedStream.settings.idleTimeout + SimulatedStream.settings.resumeWindow + .seconds(10)
     }
 
+    /// Each stream's ends are read in place (``SimulatedStream/endDo(_:_:)``), not through its
+    /// subscript: the invariants look at every end after every step, and a copy of an end (its
+    /// machine's buffers, its reader's bytes) was a fifth of the simulator's time.
     static func streams(_ world: SimulatedWorld) -> SimulationFailure? {
         for stream in world.streams {
             if let corrupted = stream.corrupted {
@@ -17,17 +20,18 @@ extension SimulationInvariants {
             }
             // "stream-honest-peers-agree": two honest ends never find each other breaking the rules,
             // however the network drops, delays and cuts their frames.
-            if !stream.floods, stream.lie == nil, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.code == .streamProtocolViolation }) {
+            if !stream.floods, stream.lie == nil,
+               let side = SimulatedStream.Side.allCases.first(where: { stream.endDo($0, { $0.failure?.code == .streamProtocolViolation }) == true }) {
                 return failure(world, "stream-honest-peers-agree", "stream \(stream.number), \(side) side: \(stream[side]!.failure!.message)")
             }
             // "stream-stall-justified": only a peer whose application stopped is given up on for
             // stalling; a slow or pausing reader, a broken connection or a stopped node never is.
-            if !stream.stuck, !stream.floods, let side = SimulatedStream.Side.allCases.first(where: { stream[$0]?.failure?.details["scope"] == "stalled" }) {
+            if !stream.stuck, !stream.floods,
+               let side = SimulatedStream.Side.allCases.first(where: { stream.endDo($0, { $0.failure?.details["scope"] == "stalled" }) == true }) {
                 return failure(world, "stream-stall-justified", "stream \(stream.number), \(side) side, whose applications write and read: \(stream[side]!.failure!.message)")
             }
             for side in SimulatedStream.Side.allCases where world.endAlive(stream, side) {
-                let end = stream[side]!
-                if let failure = streamBounded(world, stream, side, end) ?? streamEnds(world, stream, side, end) { return failure }
+                if let failure = streamBounded(world, stream, side) ?? streamEnds(world, stream, side) { return failure }
             }
         }
         return nil
@@ -35,11 +39,12 @@ extension SimulationInvariants {
 
     /// "stream-memory-bounded": what an end keeps for its peer stays within the window it granted
     /// or was granted: chunks kept for a resume, chunks handed to its reader and not read.
-    private static func streamBounded(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side, _ end: SimulatedStream.End) -> SimulationFailure? {
-        let pair = end.pair
-        let kept = pair.retained.count + pair.resend.count
-        guard kept <= StreamPair.maxUnacknowledgedChunks, pair.unconsumed <= pair.window, pair.creditOutstanding <= pair.window, end.held <= pair.window else {
-            return failure(world, "stream-memory-bounded", "stream \(stream.number), \(side) side: \(kept) chunks kept for a resume, \(pair.unconsumed) unread of a \(pair.window)-chunk window, \(pair.creditOutstanding) granted")
+    private static func streamBounded(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side) -> SimulationFailure? {
+        let (kept, unconsumed, window, outstanding, held) = stream.endDo(side) {
+            ($0.pair.retained.count + $0.pair.resend.count, $0.pair.unconsumed, $0.pair.window, $0.pair.creditOutstanding, $0.held)
+        }!
+        guard kept <= StreamPair.maxUnacknowledgedChunks, unconsumed <= window, outstanding <= window, held <= window else {
+            return failure(world, "stream-memory-bounded", "stream \(stream.number), \(side) side: \(kept) chunks kept for a resume, \(unconsumed) unread of a \(window)-chunk window, \(outstanding) granted")
         }
         return nil
     }
@@ -48,8 +53,12 @@ extension SimulationInvariants {
     /// progress, or ends (whole, or with a typed error) within the idle timeout and the resume
     /// window (a stuck writer's, by the stall timeout); and a flooding writer's reader never takes
     /// the flood as a whole stream.
-    private static func streamEnds(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side, _ end: SimulatedStream.End) -> SimulationFailure? {
-        if stream.floods, side == .origin, end.readWhole {
+    private static func streamEnds(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side) -> SimulationFailure? {
+        // What the rules below read of this end, read in place.
+        let (node, readWhole, waits, lastProgress, peersTurnSince) = stream.endDo(side) {
+            ($0.node, $0.readWhole, !$0.finished && $0.pair.isLive && !$0.pair.isOpening, $0.pair.lastProgress, $0.pair.peersTurnSince)
+        }!
+        if stream.floods, side == .origin, readWhole {
             return failure(world, "stream-ends", "stream \(stream.number): the originator took a flood past the credit as a whole stream")
         }
         // A flooding (hostile) writer sends its flood past its pair's machine and never an end, so
@@ -59,16 +68,17 @@ extension SimulationInvariants {
         // room (`Node.evictStalledStream`, past `streamStallGrace`), or its stall timeout ends it,
         // as for any pair whose peer stopped writing.
         if stream.floods { return nil }
-        guard !end.finished, end.pair.isLive else { return nil }
-        if end.pair.isOpening { return nil }  // the open's own deadline ends it (streamOpenTimeout)
-        var anchor = max(stream.openedAt, end.pair.lastProgress - world.origin)
+        // Finished, failed, or opening (the open's own deadline ends it: streamOpenTimeout).
+        guard waits else { return nil }
+        var anchor = max(stream.openedAt, lastProgress - world.origin)
         for other in SimulatedStream.Side.allCases {
-            if let until = stream[other]?.pausedUntil { anchor = max(anchor, until) }
-            if let node = stream[other]?.node { anchor = max(anchor, world.nodes[node].wentOnAt) }
+            guard let (pausedUntil, node) = stream.endDo(other, { ($0.pausedUntil, $0.node) }) else { continue }
+            if let until = pausedUntil { anchor = max(anchor, until) }
+            anchor = max(anchor, world.nodes[node].wentOnAt)
         }
         // A stopped process does nothing, this end's own included: stopped past its resume window,
         // it gives its pair up once it goes on, not before (seed 69868643).
-        for node in [world.streamNode(stream, side.other), end.node] {
+        for node in [world.streamNode(stream, side.other), node] {
             if let resumed = world.nodes[node].stoppedUntil { anchor = max(anchor, resumed) }
         }
         // A stuck writer's pair ends by the stall timeout, counted from the start of the peer's
@@ -76,10 +86,11 @@ extension SimulationInvariants {
         // resume window after the idle timeout; and a tick and a stop of the peer more.
         var bound = streamSilenceBound
         if stream.stuck, let stall = stream.stallTimeout {
-            anchor = max(anchor, end.pair.peersTurnSince - world.origin)
+            anchor = max(anchor, peersTurnSince - world.origin)
             bound = stall + SimulatedStream.settings.idleTimeout + SimulatedStream.settings.resumeWindow + .seconds(2)
         }
         guard world.now - anchor > bound else { return nil }
+        let end = stream[side]!
         return failure(world, "stream-ends", "stream \(stream.number), \(side) side (on \(world.nodes[end.node].id)): no progress and no end for \(world.now - anchor) (\(end.received) bytes read, \(end.written) written), past \(bound)")
     }
 }

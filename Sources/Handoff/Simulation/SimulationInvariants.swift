@@ -149,46 +149,50 @@ enum SimulationInvariants {
     static func knownWithinBounds(_ world: SimulatedWorld) -> SimulationFailure? {
         let now = world.now, discovery = discoveryBound(world.options), forget = forgetBound(world.options)
         let expirySweep = Self.sweep + .milliseconds(50)
-        let running = world.nodes.map { world.running($0.index) }
-        var reachable: [Int: Duration?] = [:]
-        for id in world.truth.order {
-            guard let truth = world.truth[id] else { continue }
-            let end = earlier(truth.endedAt, truth.expiresAt)
-            let followers = world.followersOfType[truth.type] ?? {
-                let found = world.nodes.filter { node in node.follows.contains { truth.type.hasPrefix($0) } }.map(\.index)
-                world.followersOfType[truth.type] = found
-                return found
-            }()
-            for index in followers where index != truth.origin && running[index] {
-                let follower = world.nodes[index]
+        let nodes = world.nodes
+        let running = nodes.map { world.running($0.index) }
+        // Since when each (origin, follower) pair is reachable, worked out where asked: `.none`
+        // not yet, `.some(nil)` not reachable.
+        var reachable = [Duration??](repeating: .none, count: nodes.count * nodes.count)
+        // One reference to the run's activities, each read in place (no copy, no lookup by id).
+        let activities = world.truth.inOrder
+        for at in activities.indices {
+            let origin = activities[at].origin
+            let end = earlier(activities[at].endedAt, activities[at].expiresAt)
+            for index in activities[at].followers where index != origin && running[index] {
+                let follower = nodes[index]
                 // Its expiration date is in every advertisement: a follower drops it on its next
                 // sweep, whatever it hears or does not hear.
-                let pastExpiry = truth.expiresAt.map { now > max($0, follower.wentOnAt) + expirySweep } ?? false
+                let pastExpiry = activities[at].expiresAt.map { now > max($0, follower.wentOnAt) + expirySweep } ?? false
                 if let end {
                     let pastEnd = now > max(end, follower.wentOnAt) + forget
-                    guard pastExpiry || pastEnd, follower.knows(id) != nil else { continue }
+                    guard pastExpiry || pastEnd, follower.knownVersion(activities[at].id) != nil else { continue }
+                    let id = activities[at].id.id
                     if pastExpiry {
-                        return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(id), which expired at \(truth.expiresAt ?? end)")
+                        return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(id), which expired at \(activities[at].expiresAt ?? end)")
                     }
                     return failure(world, "ended-activity-forgotten", "\(follower.id) still knows \(id), which ended at \(end)")
                 }
-                let origin = world.nodes[truth.origin]
-                guard running[truth.origin] else { continue }
-                let pair = truth.origin * world.nodes.count + follower.index
-                let linkUp = reachable[pair] ?? {
-                    let since = world.reachableSince(truth.origin, follower.index)
-                    reachable[pair] = since
-                    return since
-                }()
-                guard let linkUp else { continue }
-                let pathUp = max(linkUp, origin.wentOnAt, follower.wentOnAt)
-                let since = max(truth.changedAt, pathUp)
-                guard now - since > discovery + untilRefresh(world, truth.origin, changedAt: truth.changedAt, pathUp: pathUp) else { continue }
-                guard let known = follower.knows(id) else {
-                    return failure(world, "live-activity-known", "\(follower.id) does not know \(id) of \(origin.id), current since \(truth.changedAt) and reachable since \(since)")
+                guard running[origin] else { continue }
+                let pair = origin * nodes.count + index
+                let linkUp: Duration?
+                if let worked = reachable[pair] {
+                    linkUp = worked
+                } else {
+                    linkUp = world.reachableSince(origin, index)
+                    reachable[pair] = .some(linkUp)
                 }
-                if known.activity.version < truth.version {
-                    return failure(world, "live-activity-known", "\(follower.id) knows \(id) at v\(known.activity.version), but it has been at v\(truth.version) since \(truth.changedAt)")
+                guard let linkUp else { continue }
+                let pathUp = max(linkUp, nodes[origin].wentOnAt, follower.wentOnAt)
+                let changedAt = activities[at].changedAt
+                let since = max(changedAt, pathUp)
+                guard now - since > discovery + untilRefresh(world, origin, changedAt: changedAt, pathUp: pathUp) else { continue }
+                let id = activities[at].id
+                guard let known = follower.knownVersion(id) else {
+                    return failure(world, "live-activity-known", "\(follower.id) does not know \(id.id) of \(nodes[origin].id), current since \(changedAt) and reachable since \(since)")
+                }
+                if known < activities[at].version {
+                    return failure(world, "live-activity-known", "\(follower.id) knows \(id.id) at v\(known), but it has been at v\(activities[at].version) since \(changedAt)")
                 }
             }
         }
@@ -231,11 +235,17 @@ enum SimulationInvariants {
             if cache.count > SimulatedBroker.capacity || cache.hasOrigin(over: SimulatedBroker.perOriginQuota) {
                 return failure(world, "memory-bounded", "the broker caches \(cache.count) activities, over its bounds")
             }
+            let lapsed = broker.core.readvertiseRequests.lapsedCopiesCount
+            if lapsed > ReadvertiseRequests.lapsedMemory {
+                return failure(world, "memory-bounded", "the broker remembers \(lapsed) lapsed copies, over \(ReadvertiseRequests.lapsedMemory)")
+            }
         }
         for node in world.nodes where node.alive {
-            let (known, unfollowed, limit) = node.followerDo { ($0.known.count, $0.resynchronization.unfollowedIDs, $0.settings.maxKnown) }
-            if known > limit || unfollowed > limit {
-                return failure(world, "memory-bounded", "\(node.id) holds \(known) known and \(unfollowed) unfollowed ids, over \(limit)")
+            let (known, unfollowed, lapsed, limit) = node.followerDo {
+                ($0.known.count, $0.resynchronization.unfollowedIDs, $0.resynchronization.lapsedIDs, $0.settings.maxKnown)
+            }
+            if known > limit || unfollowed > limit || lapsed > limit {
+                return failure(world, "memory-bounded", "\(node.id) holds \(known) known, \(unfollowed) unfollowed and \(lapsed) lapsed ids, over \(limit)")
             }
         }
         return nil

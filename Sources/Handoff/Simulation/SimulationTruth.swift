@@ -4,9 +4,13 @@ import Foundation
 /// beliefs against it: who made it, since when it is at its version, and when it ended.
 struct SimulationTruth {
     struct Activity {
+        /// Its id, hashed once (the invariants look it up in every follower after every step).
+        let id: HashedID
         let origin: Int
         let type: String
         let activity: UserActivity
+        /// The nodes that follow its type, by index (what a node follows never changes in a run).
+        let followers: [Int]
         var version: UInt64
         /// When it was made current or last changed.
         var changedAt: Duration
@@ -15,7 +19,10 @@ struct SimulationTruth {
         let expiresAt: Duration?
     }
 
-    private(set) var activities: [String: Activity] = [:]
+    /// Every activity of the run, in the order made (a dictionary's order is not stable across
+    /// runs), and where each id is in it.
+    private(set) var inOrder: [Activity] = []
+    private var position: [String: Int] = [:]
     /// How many times each activity was handed over by its origin (not counting refreshes).
     private(set) var handedOver: [String: Int] = [:]
     /// Continue requests waiting for their end: by number, who made it and its deadline.
@@ -24,33 +31,32 @@ struct SimulationTruth {
     /// Did-updates told, in order: to which node, of which activity, at which version, and the
     /// version that node held before.
     private(set) var didUpdates: [(node: Int, id: String, version: UInt64, held: UInt64)] = []
-    /// Ids in the order made (dictionary order is not stable across runs).
-    private(set) var order: [String] = []
-    private var made = 0
+    private var madeCount = 0
 
     mutating func newID(origin: Int) -> String {
-        made += 1
-        return "a\(made)-n\(origin)"
+        madeCount += 1
+        return "a\(madeCount)-n\(origin)"
     }
 
-    mutating func made(_ activity: UserActivity, origin: Int, at now: Duration, expires: Duration?) {
-        activities[activity.id] = Activity(
-            origin: origin, type: activity.activityType, activity: activity, version: activity.version,
-            changedAt: now, endedAt: nil, expiresAt: expires)
-        order.append(activity.id)
+    mutating func made(_ activity: UserActivity, origin: Int, followers: [Int], at now: Duration, expires: Duration?) {
+        position[activity.id] = inOrder.count
+        inOrder.append(Activity(
+            id: HashedID(activity.id), origin: origin, type: activity.activityType, activity: activity, followers: followers,
+            version: activity.version, changedAt: now, endedAt: nil, expiresAt: expires))
     }
 
     mutating func changed(_ activity: UserActivity, at now: Duration) {
-        activities[activity.id]?.version = activity.version
-        activities[activity.id]?.changedAt = now
+        guard let at = position[activity.id] else { return }
+        inOrder[at].version = activity.version
+        inOrder[at].changedAt = now
     }
 
     mutating func ended(_ id: String, at now: Duration) {
-        guard activities[id]?.endedAt == nil else { return }
-        activities[id]?.endedAt = now
+        guard let at = position[id], inOrder[at].endedAt == nil else { return }
+        inOrder[at].endedAt = now
     }
 
-    subscript(id: String) -> Activity? { activities[id] }
+    subscript(id: String) -> Activity? { position[id].map { inOrder[$0] } }
 
     mutating func handOver(_ id: String) { handedOver[id, default: 0] += 1 }
 
