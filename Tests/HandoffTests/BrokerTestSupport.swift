@@ -186,9 +186,12 @@ func receiveUntil(_ socket: Socket, within timeout: Duration, _ match: (Frame) -
 
 /// The slow joiner: a subscriber misses what is published before its subscription arrives.
 /// Publishes `probe` until `subscriber` receives it. A probe published again while the first was
-/// on its way arrives too: the copies are read until 50 ms pass without one, so that none is left
-/// to be taken for what the test sends next, or counted in the broker's counters after this
-/// returns. Copies of an earlier probe on another topic are passed over.
+/// on its way arrives too: the copies are read up to a marker published after them (the probe's
+/// envelope under its topic + ".drained", which the subscriber's subscription matches too), which
+/// comes after every one of them on the connection, so that none is left to be taken for what the
+/// test sends next, or counted in the broker's counters after this returns. (Reading until 50 ms
+/// passed without one let a late copy through in the one-loop pass of a fresh-clone CI.) Copies
+/// of an earlier probe on another topic are passed over.
 func awaitDelivery(from publisher: Socket, to subscriber: Socket, probe: BusMessage) async throws {
     let deadline = ContinuousClock.now + .seconds(5)
     while ContinuousClock.now < deadline {
@@ -196,9 +199,14 @@ func awaitDelivery(from publisher: Socket, to subscriber: Socket, probe: BusMess
         while let frames = try await receiveMessage(subscriber, timeout: .milliseconds(20)) {
             guard frames.first?.bytes == probe.topic else { continue }
             #expect(frames.map(\.bytes) == [probe.topic, probe.envelope])
-            while let copy = try await receiveMessage(subscriber, timeout: .milliseconds(50)) {
-                #expect(copy.first?.bytes == probe.topic, "a message other than the probe arrived while its copies were read")
+            let marker = BusMessage(topic: probe.topic + Array(".drained".utf8), envelope: probe.envelope)
+            try await publish(marker, on: publisher)
+            var drained = false
+            while !drained, let copy = try await receiveMessage(subscriber, timeout: .seconds(5)) {
+                drained = copy.first?.bytes == marker.topic
+                #expect(drained || copy.first?.bytes == probe.topic, "a message other than the probe arrived while its copies were read")
             }
+            #expect(drained, "the marker published after the probe never arrived")
             return
         }
     }
