@@ -143,8 +143,9 @@ struct BrokerCoreTests {
         #expect(core.counters.cachedActivities == 0 && core.state.readvertiseRequests.lapsedCopiesCount == 1)
         #expect(core.state.readvertiseRequests.isHeldBack(key, now: at(6_200)))
         #expect(presence(6_200) == .forward(askToReadvertise: "n1"))
-        // Asked once for the lapse: spent, the hold stands for the rest.
+        // Asked once for the lapse: spent, the hold stands for the rest; counted for operators.
         #expect(core.state.readvertiseRequests.lapsedCopiesCount == 0)
+        #expect(core.counters.readvertiseRequests == 2 && core.counters.readvertiseLapsed == 1)
     }
 
     @Test("a subscriber's snapshot request is answered here; plain subscriptions reach publishers only without the cache")

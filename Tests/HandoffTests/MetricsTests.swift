@@ -147,6 +147,7 @@ struct MetricsTests {
         #expect(metricValue(b, #"handoff_broker_site_messages_total{link="upstream",direction="out"}"#) == 0, "\(b)")
         #expect(metricValue(b, #"handoff_broker_site_dropped_total{reason="returned"}"#) == 0)
         #expect(metricValue(b, #"handoff_broker_readvertise_requests_total{kind="everyone"}"#) == 0)
+        #expect(metricValue(b, "handoff_broker_readvertise_lapsed_total") == 0)
         #expect(metricValue(b, "handoff_broker_site_interests_refused_total") == 0)
 
         // Cut off: the broker dies. The agents say so, and recover when it is back.

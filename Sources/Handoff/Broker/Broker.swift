@@ -108,6 +108,10 @@ public final class Broker: Sendable {
         /// every publisher was asked at once (a subscribe-all) because too many lacked at once.
         public var readvertiseRequests = 0
         public var readvertiseEveryone = 0
+        /// Of ``readvertiseRequests``: origins asked for copies the cache held and let lapse (their
+        /// leases ran out while the origin was stopped or cut off; secure brokers), asked whatever
+        /// their key's hold-back.
+        public var readvertiseLapsed = 0
         /// CURVE handshakes let in (secure brokers only).
         public var allowedHandshakes = 0
         /// Handshakes refused (secure brokers), by reason: keys not in the account (ZAP), and those

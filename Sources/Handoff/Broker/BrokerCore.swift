@@ -214,6 +214,7 @@ struct BrokerCore {
                 switch readvertiseRequests.decide(origin, key: key, now: now, everyoneAllowed: !fromUpstream, relapsed: relapsed) {
                 case .origin:
                     counted.readvertiseRequests += 1
+                    if relapsed { counted.readvertiseLapsed += 1 }
                     return .taken(askToReadvertise: origin)
                 case .everyone:
                     counted.readvertiseEveryone += 1

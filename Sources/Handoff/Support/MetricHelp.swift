@@ -28,6 +28,7 @@ public enum MetricHelp {
         "handoff_broker_upstream_interests_refused_total": "A site broker's subscriptions followed at the site but not upstream: past 10,000 prefixes, 256 brought by one key (CURVE; relays aside), or longer than any topic.",
         "handoff_broker_requests_refused_total": "Subscribers' requests for the publishers (R:, X:) not passed on: malformed, or past their key's budget (50 at once, then 10 a second; relays unbounded).",
         "handoff_broker_readvertise_requests_total": "Requests that nodes advertise again what the cache lacks: one origin (R:), or every node at once (a subscribe-all, when too many lack at once).",
+        "handoff_broker_readvertise_lapsed_total": "Of the origins asked to advertise again, those asked for copies the cache held and let lapse (secure brokers): asked whatever their key's hold-back, once per lapse.",
         // The node (an agent, or any process that hosts a Node).
         "handoff_node_messages_total": "Messages per socket kind (bus, continuation_server, continuation_client) and direction.",
         "handoff_node_bytes_total": "Bytes (all frames) of the messages in handoff_node_messages_total.",

@@ -49,6 +49,7 @@ struct BrokerMetrics {
     private let requestsRefused = Counter(label: "handoff_broker_requests_refused_total")
     private let readvertiseOrigin = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "origin")])
     private let readvertiseEveryone = Counter(label: "handoff_broker_readvertise_requests_total", dimensions: [("kind", "everyone")])
+    private let readvertiseLapsed = Counter(label: "handoff_broker_readvertise_lapsed_total")
     private var reported = Broker.Counters()
 
     init() { cached.record(0) }
@@ -86,6 +87,7 @@ struct BrokerMetrics {
         add(requestsRefused, counters.requestsRefused, old.requestsRefused)
         add(readvertiseOrigin, counters.readvertiseRequests, old.readvertiseRequests)
         add(readvertiseEveryone, counters.readvertiseEveryone, old.readvertiseEveryone)
+        add(readvertiseLapsed, counters.readvertiseLapsed, old.readvertiseLapsed)
         if counters.cachedActivities != old.cachedActivities { cached.record(counters.cachedActivities) }
         if counters.cachedBytes != old.cachedBytes { cachedBytes.record(counters.cachedBytes) }
         reported = counters
