@@ -62,7 +62,7 @@ struct LastValueCacheTests {
         cache.renew(origin: "a", listed: ["a1", "a2"], partial: true, lease: .seconds(10), now: now)
         #expect(cache.perOrigin == ["a": 3, "b": 1])
         var lapsed: [(origin: String, id: String)] = []
-        do { let changed = cache.removeExpired(now: now + .milliseconds(200), lapsed: &lapsed); #expect(changed) }
+        do { let changed = cache.removeExpired(now: now + .milliseconds(200)) { lapsed.append(($0, $1)) }; #expect(changed) }
         // a3 and b1 lapsed on their own 100 ms leases, each named with its origin; a1 and a2 were renewed.
         #expect(cache.ids == ["a1", "a2"])
         #expect(lapsed.map { "\($0.origin)/\($0.id)" }.sorted() == ["a/a3", "b/b1"])
@@ -179,13 +179,5 @@ extension LastValueCache {
     @discardableResult
     fileprivate mutating func store(_ frames: [Frame], now: ContinuousClock.Instant) -> Outcome {
         store(BrokerBusContent(frames).advertisement!, frames: frames, now: now)
-    }
-}
-
-extension LastValueCache {
-    /// ``removeExpired(now:lapsed:)``, for the tests that do not look at what lapsed.
-    mutating func removeExpired(now: ContinuousClock.Instant) -> Bool {
-        var lapsed: [(origin: String, id: String)] = []
-        return removeExpired(now: now, lapsed: &lapsed)
     }
 }

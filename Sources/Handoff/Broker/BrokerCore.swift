@@ -375,9 +375,10 @@ struct BrokerCore {
     /// Forgets every cached activity whose lease has ended (remembered, on a secure broker, for
     /// its origin's next presence: ``ReadvertiseRequests``); true when anything changed.
     mutating func expire(now: ContinuousClock.Instant) -> Bool {
+        guard keysChecked else { return cache.removeExpired(now: now) }
         var lapsed: [(origin: String, id: String)] = []
-        defer { if keysChecked { for copy in lapsed { readvertiseRequests.lapsed(copy.id, origin: copy.origin, now: now) } } }
-        return cache.removeExpired(now: now, lapsed: &lapsed)
+        defer { for copy in lapsed { readvertiseRequests.lapsed(copy.id, origin: copy.origin, now: now) } }
+        return cache.removeExpired(now: now) { lapsed.append(($0, $1)) }
     }
 
     /// A handshake that failed before the account was asked.

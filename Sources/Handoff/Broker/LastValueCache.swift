@@ -306,9 +306,9 @@ struct LastValueCache {
         return min(listed.count - renewed.count, room)
     }
 
-    /// Drops every entry whose lease has ended, each added to `lapsed` (its origin and id); true
-    /// when anything changed.
-    mutating func removeExpired(now: ContinuousClock.Instant, lapsed: inout [(origin: String, id: String)]) -> Bool {
+    /// Drops every entry whose lease has ended, each named to `lapsed` (its origin, its id) when
+    /// given: the names are made only for a caller that wants them; true when anything changed.
+    mutating func removeExpired(now: ContinuousClock.Instant, lapsed: ((_ origin: String, _ id: String) -> Void)? = nil) -> Bool {
         let now = ticks(now)
         var removed = false
         while let first = deadlines.min, first.expiry <= now {
@@ -316,7 +316,7 @@ struct LastValueCache {
             guard isLive(first) else { continue }
             let entry = slots[first.slot]!
             if entry.expiry <= now {
-                lapsed.append((origins[entry.origin]!.id, entry.idString))
+                lapsed?(origins[entry.origin]!.id, entry.idString)
                 remove(at: first.slot)
                 removed = true
             } else {

@@ -77,9 +77,6 @@ struct ReadvertiseRequests {
     /// Origins of one key asked and awaited at once, at most.
     static let maxAwaitedPerKey = 4
 
-    /// Whether an asked origin's presence is awaited (the caller tells ``satisfied(_:)`` only then).
-    var awaitsAnswers: Bool { !awaited.isEmpty }
-
     /// Origins of one key asked a second, after a burst (``keyBurst``).
     static let keyPerSecond = 1.0
     static let keyBurst = 4.0

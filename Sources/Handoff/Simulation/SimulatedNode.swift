@@ -116,8 +116,6 @@ final class SimulatedNode {
     func advertiserDo<T>(_ body: (inout Advertiser) -> T) -> T { body(&advertiser) }
 
     func followerDo<T>(_ body: (inout Follower) -> T) -> T { body(&follower) }
-    /// What its follower knows of an activity, if anything (read, not modified: the invariants ask it often).
-    func knows(_ id: String) -> KnownActivities.Entry? { follower.known[id] }
     /// The version its follower knows of an activity, if any: the invariants' question after every step.
     func knownVersion(_ id: HashedID) -> UInt64? { follower.known.version(of: id) }
 
