@@ -24,6 +24,22 @@ struct UnfinishedMessageBoundTests {
         #expect(bound.count == 0, "a connection cut is forgotten")
     }
 
+    @Test("rule: a connection is counted from when it was watched, as the kernel counted it then: what it sends before the first check counts towards the bound")
+    func countedFromTheWatch() {
+        var bound = UnfinishedMessageBound<String>(bound: 1_000)
+        let kernel = Kernel()
+        bound.watch(7, peer: "a", handed: 40)  // its greeting, when the monitor named it
+        kernel.handed[7] = 1_041  // all before the first check: 1,001 since the watch
+        #expect(bound.check(read: kernel.read) == [.init(descriptor: 7, peer: "a", bytes: 1_001)])
+
+        bound.watch(8, peer: "b", handed: 40)
+        kernel.handed[8] = 1_000
+        bound.delivered(on: 8)
+        #expect(bound.check(read: kernel.read).isEmpty, "a connection that delivered counts afresh")
+        kernel.handed[8] = 2_000
+        #expect(bound.check(read: kernel.read).isEmpty, "1,000 since it delivered: at the bound")
+    }
+
     @Test("rule: a connection that delivers a whole message between two checks counts again from what it has handed over by the second: one that delivers is never cut, however much it sends")
     func deliveringIsNeverCut() {
         var bound = UnfinishedMessageBound<String>(bound: 1_000)

@@ -79,7 +79,7 @@ final class BrokerLoop: @unchecked Sendable {
         var stop = false
         var failedHandshakes: [MonitorEvent] = []
         /// Connections accepted or made, each with its peer as the kernel named it then.
-        var opened: [(descriptor: Int32, peer: [UInt8])] = []
+        var opened: [UnfinishedMessageBound<[UInt8]>.Opened] = []
         /// An upstream link's connection came up.
         var linkConnected = false
     }
@@ -193,7 +193,7 @@ final class BrokerLoop: @unchecked Sendable {
                     return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected, mailbox.opened)
                 }
                 if stop { return }
-                for connection in opened { unfinishedMessages.watch(connection.descriptor, peer: connection.peer) }
+                for connection in opened { unfinishedMessages.watch(connection) }
                 for event in failed { noteFailedHandshake(event) }
                 if linkConnected { try upstreamLinkConnected() }
             }

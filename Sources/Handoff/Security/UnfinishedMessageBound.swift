@@ -17,7 +17,9 @@
 /// one that delivers is never cut, however much it sends; what a peer sends between its last whole
 /// message and the check after it is not counted, so a cut comes at most ``bound`` plus two
 /// intervals' worth (``interval(watching:)``) of what one connection can send after the unfinished
-/// message began.
+/// message began. A connection is counted from when it is watched (what the kernel said it had
+/// handed libzmq then), so a peer that starts its endless message at once gains nothing from the
+/// wait for the first check.
 struct UnfinishedMessageBound<Peer: Equatable> {
     /// The most bytes a connection may hand libzmq between two whole messages.
     let bound: Int
@@ -40,10 +42,12 @@ struct UnfinishedMessageBound<Peer: Equatable> {
     /// How many connections are watched.
     var count: Int { watched.count }
 
-    /// Starts watching a connection the owner reads from (accepted or connected), from the next
-    /// check on. A descriptor that named another connection names this one from now on.
-    mutating func watch(_ descriptor: Int32, peer: Peer) {
-        watched[descriptor] = Watched(peer: peer)
+    /// Starts watching a connection the owner reads from (accepted or connected), counted from
+    /// `handed`, what the kernel said it had handed libzmq when the owner learnt of it (`nil`, not
+    /// known: from the next check on). A descriptor that named another connection names this one
+    /// from now on.
+    mutating func watch(_ descriptor: Int32, peer: Peer, handed: Int? = nil) {
+        watched[descriptor] = Watched(peer: peer, since: handed)
     }
 
     /// A whole message came in on `descriptor` (libzmq's `ZMQ_SRCFD` of its first frame).
