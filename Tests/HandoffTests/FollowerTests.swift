@@ -105,6 +105,11 @@ struct FollowerTests {
         actions.compactMap { if case .ignored(let why) = $0 { why } else { nil } }
     }
 
+    /// The rounds of snapshots asked again, by why (what the node counts).
+    func rounds(_ actions: [Follower.Action]) -> [Resynchronization.Reason] {
+        actions.compactMap { if case .snapshotRound(let reason) = $0 { reason } else { nil } }
+    }
+
     func subscriptions(_ actions: [Follower.Action]) -> [String] {
         actions.compactMap {
             switch $0 {
@@ -288,10 +293,13 @@ struct FollowerTests {
         #expect(follower.isSynchronized)
         let asked = hear(&follower, presence(of: origin, listing: ["lost"]), from: origin, sequence: 1, at: 2, topic: "P:o1")
         #expect(subscriptions(asked) == ["+S:00000000000000000000000000000002/org.test."])
+        #expect(rounds(asked) == [.unheldIDs])
         reply.count = 0
         _ = hear(&follower, .snapshotReply(reply), from: node("broker"), sequence: 2, at: 2.1, topic: "S:00000000000000000000000000000002/org.test.")
         #expect(subscriptions(follower.busReconnected(to: "tcp://broker", now: start + .milliseconds(2_500))).isEmpty, "within a second of the last round")
-        #expect(subscriptions(follower.tick(now: start + .seconds(3), date: date)) == ["+S:00000000000000000000000000000003/org.test."], "the round put off")
+        let putOff = follower.tick(now: start + .seconds(3), date: date)
+        #expect(subscriptions(putOff) == ["+S:00000000000000000000000000000003/org.test."], "the round put off")
+        #expect(rounds(putOff) == [.reconnected], "counted under what wanted it")
     }
 
     @Test("a presence after its origin was silent for over half a lease asks for the snapshots again: a change made meanwhile to an activity still held is learnt; presences on time do not ask")
@@ -312,6 +320,7 @@ struct FollowerTests {
         // Version 3 goes past this node (sequence 6), and so do the next presences: 4 s of silence.
         let late = hear(&follower, presence(of: origin, listing: ["a"]), from: origin, sequence: 8, at: 9, topic: "P:o1")
         #expect(subscriptions(late) == ["+S:00000000000000000000000000000002/org.test."])
+        #expect(rounds(late) == [.silenceEnded])
         // The origin's answer brings version 3 (its envelope's sequence is the one never heard).
         let answer = hear(&follower, advertisement("a", of: origin, version: 3), from: origin, sequence: 6, at: 9.01,
                           topic: "S:00000000000000000000000000000002/org.test.")

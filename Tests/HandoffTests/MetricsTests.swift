@@ -133,6 +133,7 @@ struct MetricsTests {
         let c = try httpGet(port: continuerPort, path: "/metrics").body
         #expect(metricValue(c, #"handoff_node_continue_requests_total{result="succeeded"}"#) == 1, "\(c)")
         #expect(metricValue(c, "handoff_node_continue_duration_seconds_count") == 1)
+        #expect(metricValue(c, #"handoff_node_snapshot_rounds_total{reason="reconnected"}"#) == 0, "no bus connection came back yet")
         #expect(metricValue(c, #"handoff_node_continue_duration_seconds_bucket{le="+Inf"}"#) == 1)
         #expect(metricValue(c, #"handoff_node_stream_bytes_total{direction="in"}"#) ?? 0 > 0)
         #expect(metricValue(c, #"handoff_node_messages_total{socket="continuation_client",direction="out"}"#) ?? 0 >= 1)
@@ -165,6 +166,10 @@ struct MetricsTests {
         // The counters went on from where they were: a restarted endpoint is not a reset node.
         let after = try httpGet(port: originPort, path: "/metrics").body
         #expect(metricValue(after, #"handoff_node_continuations_answered_total{result="restored"}"#) ?? 0 >= 1)
+        // The continuer follows every type: back on the bus, it asked for its snapshots again.
+        #expect(await eventually(within: .seconds(10)) {
+            (try? httpGet(port: continuerPort, path: "/metrics").body).flatMap { metricValue($0, #"handoff_node_snapshot_rounds_total{reason="reconnected"}"#) } ?? 0 >= 1
+        }, "the continuer counted no round of snapshots after the broker came back")
     }
 
     @Test(

@@ -39,7 +39,7 @@ struct MonitoringTests {
     func alertRules() throws {
         let checked = try runPromtool(["check", "rules", "handoff-alerts.yml"], in: MonitoringFiles.folder)
         #expect(checked.status == 0, "\(checked.output)")
-        #expect(checked.output.contains("SUCCESS: 8 rules found"), "\(checked.output)")
+        #expect(checked.output.contains("SUCCESS: 9 rules found"), "\(checked.output)")
         let tested = try runPromtool(["test", "rules", "handoff-alerts.test.yml"], in: MonitoringFiles.folder)
         #expect(tested.status == 0, "\(tested.output)")
     }

@@ -35,6 +35,8 @@ extension Follower {
         case log(Logger.Level, String)
         /// This node's own presence came back through the bus: it is on the bus.
         case ownPresenceHeard
+        /// A round of snapshots asked again (``Resynchronization``), for the node to count.
+        case snapshotRound(Resynchronization.Reason)
     }
 
     /// What hearing an advertisement came to: its commonest outcomes (known now, first or newer)

@@ -87,8 +87,10 @@ struct Follower {
         return [.subscribe(snapshots.start(typePrefix: typePrefix, attempt: attempt, token: makeToken()))]
     }
 
-    private mutating func askForSnapshotsAgain() -> [Action] {
-        followed.sorted().filter { snapshots.wanted(typePrefix: $0) }.flatMap { requestSnapshot(typePrefix: $0) }
+    /// A round of resynchronization starts, for `reason`: the snapshot of every prefix followed,
+    /// now, or once its request under way has ended.
+    private mutating func askForSnapshotsAgain(_ reason: Resynchronization.Reason) -> [Action] {
+        [.snapshotRound(reason)] + followed.sorted().filter { snapshots.wanted(typePrefix: $0) }.flatMap { requestSnapshot(typePrefix: $0) }
     }
 
     /// Asks for the snapshots a round was owed (``SnapshotRequests/wanted(typePrefix:)``) whose
@@ -320,10 +322,10 @@ struct Follower {
         let unheld = listed.filter { known[$0] == nil }
         if resynchronization.presence(origin: origin, sender: sender, listed: listed, unheld: unheld, now: now) {
             return [.log(.debug, "a presence of \(origin) names \(unheld.count) activities not known here; asking for the snapshots again")]
-                + askForSnapshotsAgain()
+                + askForSnapshotsAgain(.unheldIDs)
         }
         guard late, resynchronization.silenceEnded(now: now) else { return [] }
-        return [.log(.debug, "\(origin) was silent here for over half its lease; asking for the snapshots again")] + askForSnapshotsAgain()
+        return [.log(.debug, "\(origin) was silent here for over half its lease; asking for the snapshots again")] + askForSnapshotsAgain(.silenceEnded)
     }
 
     /// A bus subscriber connected again (a broker restarted, the network came back): what was
@@ -331,7 +333,7 @@ struct Follower {
     mutating func busReconnected(to endpoint: String, now: ContinuousClock.Instant) -> [Action] {
         guard !followed.isEmpty, resynchronization.reconnected(now: now) else { return [] }
         return [.log(.info, "connected to \(endpoint) again; asking for the snapshots of what this node follows")]
-            + askForSnapshotsAgain()
+            + askForSnapshotsAgain(.reconnected)
     }
 
     // MARK: Time
@@ -355,7 +357,7 @@ struct Follower {
         for retry in snapshots.dueRetries(now: now) where followed.contains(retry.typePrefix) {
             actions += requestSnapshot(typePrefix: retry.typePrefix, attempt: retry.attempt)
         }
-        if resynchronization.due(now: now) { actions += askForSnapshotsAgain() }
+        if let reason = resynchronization.due(now: now) { actions += askForSnapshotsAgain(reason) }
         actions += askOwedSnapshots()
         if resynchronization.inRound, snapshots.isEmpty {
             let known = self.known

@@ -79,6 +79,7 @@ extension Node {
             case .forgotten(let id): continuing.held.release(id)
             case .log(let level, let message): own.logger.log(level: level, "\(message)")
             case .ownPresenceHeard: sockets.lastBusProof = .now
+            case .snapshotRound(let reason): observability.metrics.snapshotRound(reason)
             case .ignored(.foreign(let why)):
                 observability.securityCounters.foreignIgnored += 1
                 logRateLimited("ignoring \(why)")

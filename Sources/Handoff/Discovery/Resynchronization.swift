@@ -56,8 +56,20 @@ struct Resynchronization {
     static let firstBackoff = Duration.seconds(2)
     static let longestBackoff = Duration.seconds(60)
     private var lastRound: ContinuousClock.Instant?
+    /// Why a round was wanted: what an operator reads from how often rounds start
+    /// (`handoff_node_snapshot_rounds_total`), a bus that loses messages or a member that lies.
+    enum Reason: String, CaseIterable, Sendable {
+        /// A bus connection came back.
+        case reconnected
+        /// A presence named activities not held here.
+        case unheldIDs = "unheld_ids"
+        /// A presence came after its origin was silent here for over half a lease.
+        case silenceEnded = "silence_ended"
+    }
+    /// Why the round wanted and put off by the interval was wanted first (`nil`: none wanted).
+    private var dueFor: Reason?
     /// A round is wanted but the interval since the last one has not passed.
-    private(set) var isDue = false
+    var isDue: Bool { dueFor != nil }
     /// Whether a round was started and has not settled.
     private(set) var inRound = false
 
@@ -89,7 +101,7 @@ struct Resynchronization {
             trackedCount += news.count
             senderOfOrigin[origin] = sender
         }
-        return want(now: now)
+        return want(.unheldIDs, now: now)
     }
 
     /// An activity `id` of `origin` this node held lapsed (its lease ran out): a type followed
@@ -104,19 +116,21 @@ struct Resynchronization {
 
     /// A bus connection came back. Returns whether to ask for the snapshots now.
     mutating func reconnected(now: ContinuousClock.Instant) -> Bool {
-        want(now: now)
+        want(.reconnected, now: now)
     }
 
     /// A presence came after its origin was silent here for over half a lease. Returns whether to
     /// ask for the snapshots now.
     mutating func silenceEnded(now: ContinuousClock.Instant) -> Bool {
-        want(now: now)
+        want(.silenceEnded, now: now)
     }
 
-    /// On every tick: whether a round put off by the interval may start now.
-    mutating func due(now: ContinuousClock.Instant) -> Bool {
-        guard isDue, lastRound.map({ now - $0 >= interval }) ?? true else { return false }
-        return start(now: now)
+    /// On every tick: a round put off by the interval that may start now, with why it was wanted
+    /// first; `nil` when none starts.
+    mutating func due(now: ContinuousClock.Instant) -> Reason? {
+        guard let reason = dueFor, lastRound.map({ now - $0 >= interval }) ?? true else { return nil }
+        start(now: now)
+        return reason
     }
 
     /// The snapshots of a round have all arrived (at `now`): the ids it was asked for that this
@@ -178,19 +192,19 @@ struct Resynchronization {
     /// Ids waiting for a round or asked in one (at most ``capacity``), for tests.
     var trackedIDs: Int { trackedCount }
 
-    private mutating func want(now: ContinuousClock.Instant) -> Bool {
-        isDue = true
+    private mutating func want(_ reason: Reason, now: ContinuousClock.Instant) -> Bool {
+        if dueFor == nil { dueFor = reason }
         if let lastRound, now - lastRound < interval { return false }
-        return start(now: now)
+        start(now: now)
+        return true
     }
 
-    private mutating func start(now: ContinuousClock.Instant) -> Bool {
-        isDue = false
+    private mutating func start(now: ContinuousClock.Instant) {
+        dueFor = nil
         inRound = true
         lastRound = now
         for (origin, ids) in awaited { asked[origin, default: []].formUnion(ids) }
         awaited.removeAll()
         trackedCount = asked.values.reduce(0) { $0 + $1.count }
-        return true
     }
 }

@@ -32,6 +32,8 @@ extension SimulatedWorld {
                 node.client.held.release(id)
             case .ownPresenceHeard:
                 break
+            case .snapshotRound(let reason):
+                log("\(node.id): a round of snapshots (\(reason.rawValue))")
             }
         }
     }

@@ -50,6 +50,7 @@ public enum MetricHelp {
         "handoff_node_on_bus": "1 when this node is on the bus (as /healthz says), else 0.",
         "handoff_node_discover_streams_overrun_total": "Discover streams ended because their reader fell more than maxDiscoverBacklog events behind.",
         "handoff_node_events_held_back_total": "Node events about a peer's continues and stream pairs not published: more than 50 a second about that peer (after a burst of 200).",
+        "handoff_node_snapshot_rounds_total": "Rounds of snapshots this node asked for again to repair what the bus lost: a bus connection came back (reconnected), a presence named activities not held here (unheld_ids), or came after its origin was silent here for over half a lease (silence_ended). At most one a second.",
         "handoff_node_snapshot_answers_busy_total": "Direct peers' snapshot requests answered with a reply alone (the asker asks again), while this node answered the most it answers at once.",
     ]
 }

@@ -149,6 +149,9 @@ struct NodeMetrics: Sendable {
         let discoverOverrun = Counter(label: "handoff_node_discover_streams_overrun_total")
         let snapshotsAnsweredBusy = Counter(label: "handoff_node_snapshot_answers_busy_total")
         let eventsHeldBack = Counter(label: "handoff_node_events_held_back_total")
+        let snapshotRounds = Resynchronization.Reason.allCases.map {
+            Counter(label: "handoff_node_snapshot_rounds_total", dimensions: [("reason", $0.rawValue)])
+        }
 
         /// Counts a message in or out on `socket`. The socket's counters are used where they are
         /// held: a `Traffic` returned (copied) cost a retain and a release for each of its counters,
@@ -203,6 +206,11 @@ struct NodeMetrics: Sendable {
 
     /// A direct peer's snapshot was answered with a reply alone: this node answered the most already.
     func snapshotAnsweredBusy() { handles.snapshotsAnsweredBusy.increment() }
+
+    /// The follower asked for its snapshots again, for `reason`.
+    func snapshotRound(_ reason: Resynchronization.Reason) {
+        handles.snapshotRounds[Resynchronization.Reason.allCases.firstIndex(of: reason)!].increment()
+    }
 
     /// A node event about a peer's doings was not published: the peer's budget was spent (``PeerEventBudget``).
     func heldBackEvent() { handles.eventsHeldBack.increment() }
