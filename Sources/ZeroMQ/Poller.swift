@@ -59,6 +59,10 @@ public struct Poller {
         try items.withUnsafeMutableBufferPointer { (buffer) throws(ZMQError) in
             _ = try zmqCall("zmq_poll(\(count) items)") { zmq_poll(buffer.baseAddress, Int32(count), milliseconds) }
         }
+        // A socket polled for reading and not readable had every whole message read: an empty receive.
+        for index in items.indices where items[index].events & Int16(ZMQ_POLLIN) != 0 && items[index].revents & Int16(ZMQ_POLLIN) == 0 {
+            sockets[index]?.emptyReceives &+= 1
+        }
         return items.map { PollEvents(rawValue: $0.revents) }
     }
 }

@@ -142,7 +142,11 @@ extension Socket {
     public func tryReceive(into message: ReceivedMessage) throws(ZMQError) -> Bool {
         let handle = try open("zmq_msg_recv(\(type))")
         defer { wakeOtherWaiters() }
-        return try message.receive(from: handle, type: type)
+        guard try message.receive(from: handle, type: type) else {
+            emptyReceives &+= 1
+            return false
+        }
+        return true
     }
 
     /// Sends frame `index` of `message` (its bytes shared, not copied) if libzmq can queue it now;

@@ -52,6 +52,12 @@ public final class Socket {
     var isMonitored = false
     /// How many of the owner's tasks are suspended in ``waitUntilReady(for:timeout:)`` right now.
     var suspendedWaits = 0
+    /// How many receives that do not wait found no message ready, and readings of ``pendingEvents()``
+    /// (a poll's among them) that found the socket not readable: each a moment at which the owner
+    /// had read every whole message libzmq held for it, so that what a connection had handed
+    /// libzmq before then and not delivered is part of a message not finished (the bound on such
+    /// messages judges a connection only after one, not while the owner is behind).
+    public internal(set) var emptyReceives: UInt64 = 0
     /// Whether a send reads `ZMQ_EVENTS` for the owner's other waiters at most once per interval
     /// (10 ms), asking the readiness watcher to resume them when the interval is up instead of
     /// reading after every message (``wakeOtherWaiters(afterSending:flags:)``). For a socket whose
@@ -180,6 +186,7 @@ public final class Socket {
     /// (and so wakes any of the owner's tasks suspended on a wait this now satisfies).
     public func pendingEvents() throws(ZMQError) -> PollEvents {
         let events = PollEvents(rawValue: Int16(truncatingIfNeeded: try get(.events)))
+        if !events.contains(.readable) { emptyReceives &+= 1 }
         if suspendedWaits > 0, let readinessID, !events.isEmpty {
             ReadinessWatcher.shared.wake(readinessID, satisfying: events.rawValue)
         }
@@ -322,7 +329,10 @@ public final class Socket {
             }
             let error = zmq_errno()
             if error == EINTR { continue }
-            if error == EAGAIN && !wait { return nil }
+            if error == EAGAIN && !wait {
+                emptyReceives &+= 1
+                return nil
+            }
             throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
         }
         let bytes = UnsafeRawBufferPointer(start: zmq_msg_data(scratch), count: zmq_msg_size(scratch))
@@ -340,7 +350,10 @@ public final class Socket {
             }
             let error = zmq_errno()
             if error == EINTR { continue }
-            if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 { return nil }
+            if error == EAGAIN && flags & ZMQ_DONTWAIT != 0 {
+                emptyReceives &+= 1
+                return nil
+            }
             throw ZMQError(.init(rawValue: error), operation: "zmq_msg_recv(\(type))")
         }
     }

@@ -12,10 +12,18 @@ extension BrokerLoop {
     /// 80 bytes a second) reaches it after a day or more of silence, is cut, and reconnects.
     static let unfinishedMessageBound = 8 << 20
 
+    /// Starts watching a connection monitor `monitor` named, with what its socket's queue may hold whole.
+    func watchForUnfinishedMessages(_ connection: UnfinishedMessageBound<[UInt8]>.Opened, monitor: Int) {
+        let sockets = monitoredSockets
+        guard sockets.indices.contains(monitor) else { return }
+        let socket = sockets[monitor]
+        unfinishedMessages.watch(connection, source: UnfinishedMessageBound.source(socket), queueAllowance: UnfinishedMessageBound.queueAllowance(of: socket))
+    }
+
     /// Checks the connections when due, and cuts those past the bound (if the descriptor still
     /// names the connection watched), each counted and logged once per address.
     func cutUnfinishedMessagesIfDue(now: ContinuousClock.Instant) {
-        for cut in unfinishedMessages.cutIfDue(now: now) {
+        for cut in unfinishedMessages.cutIfDue(now: now, sockets: monitoredSockets) {
             core.counted.unfinishedMessagesCut += 1
             if let line = refusals.unfinishedMessageCut(address: cut.address, bytes: cut.bytes, bound: unfinishedMessages.bound) {
                 logger.warning("\(line)")

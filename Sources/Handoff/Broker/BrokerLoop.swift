@@ -29,6 +29,9 @@ final class BrokerLoop: @unchecked Sendable {
     let capture: Socket?
     /// The links to upstream brokers (sites), with what this loop asked of them.
     let upstreamLinks: [UpstreamLink]
+    /// The sockets whose monitors the handshake watch reads, in its order (frontend, backend,
+    /// capture, the links' up then down sockets): a connection a monitor names arrives through it.
+    let monitoredSockets: [Socket]
     var upstreamSnapshots: UpstreamSnapshots
     private let shared: SharedState
     let secure: Bool
@@ -78,8 +81,9 @@ final class BrokerLoop: @unchecked Sendable {
     private struct Mailbox {
         var stop = false
         var failedHandshakes: [MonitorEvent] = []
-        /// Connections accepted or made, each with its peer as the kernel named it then.
-        var opened: [UnfinishedMessageBound<[UInt8]>.Opened] = []
+        /// Connections accepted or made, each with its peer as the kernel named it then, and the
+        /// handshake monitor (of ``monitoredSockets``) that named it.
+        var opened: [(connection: UnfinishedMessageBound<[UInt8]>.Opened, monitor: Int)] = []
         /// An upstream link's connection came up.
         var linkConnected = false
     }
@@ -94,6 +98,7 @@ final class BrokerLoop: @unchecked Sendable {
         (frontend, backend, capture) = (sockets.frontend, sockets.backend, sockets.capture)
         (upstreamLinks, connectionMonitors, endpoints) = (sockets.upstreamLinks, sockets.connectionMonitors, sockets.endpoints)
         (linkMonitors, downLinkMonitors) = (sockets.linkMonitors, sockets.downLinkMonitors)
+        monitoredSockets = [frontend, backend] + (capture.map { [$0] } ?? []) + upstreamLinks.map(\.up) + upstreamLinks.map(\.down)
         self.shared = shared
         self.zap = zap
         secure = configuration.security != nil
@@ -193,7 +198,7 @@ final class BrokerLoop: @unchecked Sendable {
                     return (mailbox.stop, mailbox.failedHandshakes, mailbox.linkConnected, mailbox.opened)
                 }
                 if stop { return }
-                for connection in opened { unfinishedMessages.watch(connection) }
+                for (connection, monitor) in opened { watchForUnfinishedMessages(connection, monitor: monitor) }
                 for event in failed { noteFailedHandshake(event) }
                 if linkConnected { try upstreamLinkConnected() }
             }
@@ -370,7 +375,7 @@ final class BrokerLoop: @unchecked Sendable {
                 // Bounded as below: a connection past it is not watched.
                 let connection = UnfinishedMessageBound.opened(event)
                 mailbox.withLock { mailbox in
-                    if let connection, mailbox.opened.count < 10_000 { mailbox.opened.append(connection) }
+                    if let connection, mailbox.opened.count < 10_000 { mailbox.opened.append((connection, monitor)) }
                     if upLinks.contains(monitor) { mailbox.linkConnected = true }
                 }
                 wake.signal()

@@ -129,7 +129,7 @@ extension Node {
             } catch { return }
             guard let event else { continue }
             if event.kind == .connected {
-                sockets.unfinishedMessages.watch(event)
+                sockets.unfinishedMessages.watch(event, on: client.socket)
                 continue
             }
             switch client.connection.observe(event.kind) {

@@ -74,7 +74,7 @@ extension Node {
             if event.kind == .connected {
                 // What a subscriber reads (a peer's publisher, or a broker's backend): a publisher
                 // in broker mode reads nothing but what libzmq takes in itself (subscriptions).
-                if sockets.subscribers.contains(where: { $0 === socket }) { sockets.unfinishedMessages.watch(event) }
+                if sockets.subscribers.contains(where: { $0 === socket }) { sockets.unfinishedMessages.watch(event, on: socket) }
                 continue
             }
             noteBusConnection(monitor: index, event)
@@ -118,7 +118,8 @@ extension Node {
                 continue
             }
             if event.kind == .accepted {
-                sockets.unfinishedMessages.watch(event)
+                // The monitors are the continuation ROUTER's, then (direct) the publisher's.
+                sockets.unfinishedMessages.watch(event, on: index == 0 ? sockets.server : sockets.publisher)
                 continue
             }
             guard let reason = HandshakeRefusals.Reason(event) else { continue }

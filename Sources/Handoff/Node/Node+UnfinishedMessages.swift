@@ -21,7 +21,8 @@ extension Node {
     func cutUnfinishedMessages() async {
         while !Task.isCancelled {
             let now = ContinuousClock.now
-            for cut in sockets.unfinishedMessages.cutIfDue(now: now) {
+            let read = [sockets.server, sockets.publisher] + sockets.subscribers + sockets.clients.values.map(\.socket)
+            for cut in sockets.unfinishedMessages.cutIfDue(now: now, sockets: read) {
                 observability.securityCounters.unfinishedMessagesCut += 1
                 logRateLimited("cut off a connection of this node's with \(cut.address ?? "unknown"): it handed the node \(cut.bytes) bytes without finishing a message (the bound: \(sockets.unfinishedMessages.bound)); counted in unfinishedMessagesCut")
             }

@@ -19,15 +19,34 @@ extension UnfinishedMessageBound where Peer == [UInt8] {
         }
     }
 
-    /// Starts watching a connection ``opened(_:)`` named, counted from what it had handed libzmq then.
-    mutating func watch(_ connection: Opened) {
-        watch(connection.descriptor, peer: connection.peer, handed: connection.handed)
+    /// Starts watching a connection ``opened(_:)`` named, reaching the owner through `source`
+    /// (``watch(_:peer:source:queueAllowance:handed:)``), counted from what it had handed libzmq then.
+    mutating func watch(_ connection: Opened, source: Int, queueAllowance: Int) {
+        watch(connection.descriptor, peer: connection.peer, source: source, queueAllowance: queueAllowance, handed: connection.handed)
     }
 
-    /// Starts watching the connection an `accepted` or `connected` event names (``opened(_:)``),
-    /// if it is still there.
-    mutating func watch(_ event: MonitorEvent) {
-        if let connection = Self.opened(event) { watch(connection) }
+    /// Starts watching the connection an `accepted` or `connected` event of `socket`'s monitor
+    /// names (``opened(_:)``), if it is still there.
+    mutating func watch(_ event: MonitorEvent, on socket: Socket, queueAllowance: Int) {
+        if let connection = Self.opened(event) { watch(connection, source: Self.source(socket), queueAllowance: queueAllowance) }
+    }
+
+    /// The number a socket goes by as a source.
+    static func source(_ socket: Socket) -> Int { Int(bitPattern: ObjectIdentifier(socket)) }
+
+    /// What `socket`'s queue may hold whole for one connection, from its options: its receive
+    /// high-water mark in messages of up to three frames (a ROUTER's identity, an envelope and a
+    /// chunk) of its largest frame (``queueAllowance(highWaterMark:frames:largestFrame:)``).
+    static func queueAllowance(of socket: Socket) -> Int {
+        let highWaterMark = (try? socket.get(.receiveHighWaterMark)) ?? 0
+        let largest = (try? socket.get(.maxMessageSize)).map { $0 < 0 ? Int.max / 16 : Int(clamping: $0) } ?? Int.max / 16
+        return queueAllowance(highWaterMark: highWaterMark, frames: 3, largestFrame: min(largest, Int.max / 16))
+    }
+
+    /// Starts watching the connection an `accepted` or `connected` event of `socket`'s monitor
+    /// names, with what `socket`'s queue may hold of it whole (``queueAllowance(of:)``).
+    mutating func watch(_ event: MonitorEvent, on socket: Socket) {
+        watch(event, on: socket, queueAllowance: Self.queueAllowance(of: socket))
     }
 
     /// A connection cut for an unfinished message: its peer's address as ZAP names it (asked
@@ -38,11 +57,22 @@ extension UnfinishedMessageBound where Peer == [UInt8] {
         var bytes: Int
     }
 
-    /// ``checkIfDue(now:read:)`` with the kernel's counts (``SourceConnection/bytesRead(descriptor:)``), and the
-    /// connections past the bound cut (`shutdown(2)`), each only if its descriptor still names the
-    /// peer watched; returns those cut, for the owner to count and log.
-    mutating func cutIfDue(now: ContinuousClock.Instant) -> [Cut] {
-        checkIfDue(now: now) { descriptor, _ in SourceConnection.bytesRead(descriptor: descriptor) }.compactMap { unfinished in
+    /// ``checkIfDue(now:read:emptiness:)`` with the kernel's counts
+    /// (``SourceConnection/bytesRead(descriptor:)``) and how `sockets` stand (those
+    /// the connections reach the owner through, by ``source(_:)``), and the connections past the
+    /// bound cut (`shutdown(2)`), each only if its descriptor still names the peer watched; returns
+    /// those cut, for the owner to count and log.
+    mutating func cutIfDue(now: ContinuousClock.Instant, sockets: [Socket]) -> [Cut] {
+        var bySource: [Int: Socket]?
+        return checkIfDue(now: now, read: { descriptor, _ in SourceConnection.bytesRead(descriptor: descriptor) }, emptiness: { source in
+            if bySource == nil { bySource = Dictionary(sockets.map { (Self.source($0), $0) }, uniquingKeysWith: { first, _ in first }) }
+            // Read here, on the owner's isolation: an owner waiting on the socket with nothing to
+            // read makes no empty receive of its own. The reading wakes a waiter it satisfies.
+            return bySource?[source].map { socket in
+                let readable = (try? socket.pendingEvents())?.contains(.readable) ?? true
+                return SourceEmptiness(emptyReceives: socket.emptyReceives, foundEmptyNow: !readable)
+            }
+        }).compactMap { unfinished in
             guard let open = SourceConnection(descriptor: unfinished.descriptor), open.peer == unfinished.peer else { return nil }
             let address = open.peerAddress
             return open.cut() ? Cut(address: address, bytes: unfinished.bytes) : nil
