@@ -174,7 +174,6 @@ extension Socket {
         return nil
     }
 
-
     /// Receives every frame of the next multipart message, suspending the task as needed.
     nonisolated(nonsending)
     public func receiveMultipart() async throws -> [Frame] {

@@ -53,7 +53,7 @@ public final class Socket {
     /// How many of the owner's tasks are suspended in ``waitUntilReady(for:timeout:)`` right now.
     var suspendedWaits = 0
     /// How many receives that do not wait found no message ready, and readings of ``pendingEvents()``
-    /// (a poll's among them) that found the socket not readable: each a moment at which the owner
+    /// or ``Poller/poll(timeout:)`` that found the socket not readable: each a moment at which the owner
     /// had read every whole message libzmq held for it, so that what a connection had handed
     /// libzmq before then and not delivered is part of a message not finished (the bound on such
     /// messages judges a connection only after one, not while the owner is behind).

@@ -25,12 +25,6 @@ extension UnfinishedMessageBound where Peer == [UInt8] {
         watch(connection.descriptor, peer: connection.peer, source: source, queueAllowance: queueAllowance, handed: connection.handed)
     }
 
-    /// Starts watching the connection an `accepted` or `connected` event of `socket`'s monitor
-    /// names (``opened(_:)``), if it is still there.
-    mutating func watch(_ event: MonitorEvent, on socket: Socket, queueAllowance: Int) {
-        if let connection = Self.opened(event) { watch(connection, source: Self.source(socket), queueAllowance: queueAllowance) }
-    }
-
     /// The number a socket goes by as a source.
     static func source(_ socket: Socket) -> Int { Int(bitPattern: ObjectIdentifier(socket)) }
 
@@ -39,14 +33,18 @@ extension UnfinishedMessageBound where Peer == [UInt8] {
     /// chunk) of its largest frame (``queueAllowance(highWaterMark:frames:largestFrame:)``).
     static func queueAllowance(of socket: Socket) -> Int {
         let highWaterMark = (try? socket.get(.receiveHighWaterMark)) ?? 0
-        let largest = (try? socket.get(.maxMessageSize)).map { $0 < 0 ? Int.max / 16 : Int(clamping: $0) } ?? Int.max / 16
-        return queueAllowance(highWaterMark: highWaterMark, frames: 3, largestFrame: min(largest, Int.max / 16))
+        // No limit (-1), or none known: as large as the bound on allowances lets a frame be.
+        let largest = (try? socket.get(.maxMessageSize)).flatMap { $0 < 0 ? nil : Int(clamping: $0) } ?? Int.max
+        return queueAllowance(highWaterMark: highWaterMark, frames: 3, largestFrame: largest)
     }
 
     /// Starts watching the connection an `accepted` or `connected` event of `socket`'s monitor
-    /// names, with what `socket`'s queue may hold of it whole (``queueAllowance(of:)``).
+    /// names (``opened(_:)``), if it is still there, with what `socket`'s queue may hold of it
+    /// whole (``queueAllowance(of:)``).
     mutating func watch(_ event: MonitorEvent, on socket: Socket) {
-        watch(event, on: socket, queueAllowance: Self.queueAllowance(of: socket))
+        if let connection = Self.opened(event) {
+            watch(connection, source: Self.source(socket), queueAllowance: Self.queueAllowance(of: socket))
+        }
     }
 
     /// A connection cut for an unfinished message: its peer's address as ZAP names it (asked

@@ -17,8 +17,9 @@
 /// hostile, again and again: 2026-12-05). But once the owner has found its socket empty (a receive
 /// that did not wait found nothing, or a poll or a `ZMQ_EVENTS` reading found it not readable:
 /// ``Socket/emptyReceives``; the owner also reads each socket's at the check, in case it waits on
-/// it with nothing to read), it had read every whole message libzmq held: what a connection that delivered none had handed libzmq before then is part of an
-/// unfinished message, or ZMTP commands (a heartbeat's PING and PONG, a few dozen bytes a second).
+/// it with nothing to read), it had read every whole message libzmq held: what a connection that
+/// delivered none had handed libzmq before then is part of an unfinished message, or ZMTP
+/// commands (a heartbeat's PING and PONG, a few dozen bytes a second).
 /// So at each check, a connection that delivered no whole message since the check it last did,
 /// whose socket was found empty since the check before this one, is cut if what it had handed by
 /// that check since it last delivered is past ``bound``. While its owner never finds the socket
@@ -145,19 +146,19 @@ struct UnfinishedMessageBound<Peer: Equatable> {
                 watched[descriptor] = nil
                 continue
             }
-            // Counted afresh: it delivered, it is new, or its count went back (the descriptor now
-            // names a connection not yet watched, whose own count starts low).
-            if connection.delivered || connection.since == nil || handed < connection.since! || handed < (connection.previous ?? 0) {
-                connection.since = handed
-            } else if let since = connection.since {
+            if !connection.delivered, let since = connection.since, let previous = connection.previous, handed >= previous {
                 // By the last check it had handed `previous`, and the owner has read everything
                 // whole since: the rest of that is unfinished. Or, behind for good, past its queue.
-                let unfinishedByLastCheck = empty ? (connection.previous ?? since) - since : 0
+                let unfinishedByLastCheck = empty ? previous - since : 0
                 if unfinishedByLastCheck > bound || handed - since > bound + connection.queueAllowance {
                     unfinished.append(Unfinished(descriptor: descriptor, peer: connection.peer, bytes: handed - since))
                     watched[descriptor] = nil
                     continue
                 }
+            } else {
+                // Counted afresh: it delivered, it is new, or its count went back (the descriptor
+                // now names a connection not yet watched, whose own count starts low).
+                connection.since = handed
             }
             connection.previous = handed
             connection.delivered = false
