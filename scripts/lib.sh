@@ -21,6 +21,7 @@ HANDOFF_DEBIAN_PACKAGES=(
     libx11-dev libxfixes-dev  # the clipboard plugin's X11 side (Plugins/ClipboardX11)
     xvfb xclip           # ClipboardTests: two X displays, and a real X client copying and pasting on them
     sway wl-clipboard    # WaylandClipboardTests: two headless sway compositors, wl-copy and wl-paste on them
+    gdb                  # scripts/stacks: a hung test process's threads, read before a pass's time limit ends it
 )
 
 ensure_debian_packages() {

@@ -13,16 +13,32 @@ import Synchronization
 /// let stall = probe.stop()
 /// #expect(waited < .seconds(3) + stall)
 /// ```
+///
+/// `start(alsoOn:)` also measures an executor's threads (the event loops the nodes run on): a test
+/// whose nodes share the loops with every test running beside it (the one-loop pass of
+/// scripts/test, hundreds of tests at once as it begins) allows for their stalls too, where what
+/// it checks is what a node rightly does after a stall (advertise again past its lease).
 public final class StallProbe: Sendable {
     private let lateness = Atomic<Int64>(0)
     private let stopped = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
+    /// The executor's: how late its task woke, in all, and each time it woke more than
+    /// ``longStall`` late (nanoseconds).
+    private let executorLateness = Atomic<Int64>(0)
+    private let executorStalls = Mutex<[Int64]>([])
+
+    /// How late the executor's task must wake for ``stalls(longerThan:)`` to list it.
+    public static let longStall = Duration.milliseconds(50)
 
     private init() {}
 
-    /// Starts a thread that sleeps 10 ms at a time and adds up how late it wakes.
-    public static func start() -> StallProbe {
+    /// Starts a thread that sleeps 10 ms at a time and adds up how late it wakes; with `executor`,
+    /// also a task preferring it that does the same.
+    public static func start(alsoOn executor: (any TaskExecutor)? = nil) -> StallProbe {
         let probe = StallProbe()
+        if let executor {
+            Task(executorPreference: executor) { [probe] in await probe.measure() }
+        }
         let thread = Thread { [probe] in
             defer { probe.done.signal() }
             let tick = Duration.milliseconds(10)
@@ -38,10 +54,32 @@ public final class StallProbe: Sendable {
         return probe
     }
 
-    /// Stops the thread; how long it was held past its wakes, in all.
+    /// The executor's task: sleeps 10 ms at a time until stopped, adding up how late it wakes.
+    private func measure() async {
+        let tick = Duration.milliseconds(10)
+        while !stopped.load(ordering: .relaxed) {
+            let before = ContinuousClock.now
+            try? await Task.sleep(for: tick)
+            let late = max(.zero, ContinuousClock.now - before - tick) / .nanoseconds(1)
+            executorLateness.add(Int64(late), ordering: .relaxed)
+            if late >= Self.longStall / .nanoseconds(1) { executorStalls.withLock { $0.append(Int64(late)) } }
+        }
+    }
+
+    /// Stops the probes; how long the thread was held past its wakes in all, or the executor's
+    /// task, whichever was held longer.
     public func stop() -> Duration {
         stopped.store(true, ordering: .relaxed)
         done.wait()
-        return .nanoseconds(lateness.load(ordering: .relaxed))
+        // The executor's task ends at its next wake, not waited for here: a test's thread may be
+        // one of the pool's few, and must not block on a task.
+        return .nanoseconds(max(lateness.load(ordering: .relaxed), executorLateness.load(ordering: .relaxed)))
+    }
+
+    /// How many times, until ``stop()``, the executor's task woke `duration` late or more (at
+    /// least ``longStall``).
+    public func stalls(longerThan duration: Duration) -> Int {
+        let bound = Int64(max(duration, Self.longStall) / .nanoseconds(1))
+        return executorStalls.withLock { $0.count { $0 >= bound } }
     }
 }

@@ -18,6 +18,10 @@ struct PresenceTests {
             let (a, watcher) = (nodes[0], nodes[1])
             let activities = try await viewContacts(20, currentOn: a)
             #expect(await eventually { await watcher.activities().count == 20 })
+            // Started before the tap: a stall that began before the quiet second counted makes its
+            // presence late within it. (On one loop per process, the loop the node shares with every
+            // test running beside it.)
+            let probe = StallProbe.start(alsoOn: EventLoops.shared)
             let tap = try context.socket(.sub)
             try tap.subscribe("A:")
             try tap.subscribe("P:" + a.id)
@@ -29,7 +33,6 @@ struct PresenceTests {
             // One second of a quiet bus: 10 presence intervals, and each lease (300 ms) three times over.
             var advertisements = 0, presences = 0
             let until = ContinuousClock.now + .seconds(1)
-            let probe = StallProbe.start()
             while ContinuousClock.now < until {
                 guard let topic = try await tap.receive(timeout: ContinuousClock.now.duration(to: until)) else { break }
                 let envelope = try WireEnvelope.decode(try await tap.receive().bytes)
@@ -40,9 +43,12 @@ struct PresenceTests {
                     #expect(!presence.partial)
                 }
             }
-            // A machine that held the node or this task back for a while has that many intervals fewer.
+            // A machine that held the node or this task back for a while has that many intervals
+            // fewer; a node held past its lease (a presence 300 ms after the last: the loop held
+            // 200 ms or more) rightly advertises every activity again, once per such stall.
             let stall = probe.stop(), missed = Int(stall / .milliseconds(100))
-            #expect(advertisements == 0, "re-advertised \(advertisements) times")
+            let passes = probe.stalls(longerThan: .milliseconds(150))
+            #expect(advertisements <= 20 * passes, "re-advertised \(advertisements) times (\(passes) stalls of the loop past the lease)")
             #expect((max(1, 7 - missed)...13).contains(presences), "\(presences) presences (stalled \(stall))")
             // And presence alone kept every activity alive, at the watcher and at the broker.
             #expect(await watcher.activities().count == 20)
