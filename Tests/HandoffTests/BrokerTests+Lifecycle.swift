@@ -143,10 +143,10 @@ extension BrokerTests {
         process.environment = ProcessInfo.processInfo.environment.merging([
             ParentWatch.variable: "1", "SWIFT_BACKTRACE": "enable=no",
         ]) { $1 }
-        let output = Pipe()
+        let output = Spawning.pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         guard await eventually(within: .seconds(90), { !process.isRunning }) else {
             Issue.record("20 rounds did not end within 90 s")

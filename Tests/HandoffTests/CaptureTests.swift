@@ -17,7 +17,7 @@ final class LoopbackCapture {
     /// capturing behind; one that fails is reaped when the capture goes (deinit).
     private let process: Process
     /// tcpdump's standard error: "listening on", then the counts it prints on SIGUSR1.
-    private let errors = Pipe()
+    private let errors = Spawning.pipe()
     /// How many packets the kernel dropped before tcpdump read them (its ring was full), as
     /// tcpdump counted when the capture stopped; `nil` before, or when it did not say.
     private(set) var droppedByKernel: Int?
@@ -40,7 +40,7 @@ final class LoopbackCapture {
                                   ["--default-signal=USR1", Self.tcpdump!, "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-B", "65536", "-n", "-Z", "root", "-w", file.path, filter])
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         var said = Data()
         let deadline = Date().addingTimeInterval(10)
         while !String(decoding: said, as: UTF8.self).contains("listening on"), Date() < deadline, process.isRunning {

@@ -51,7 +51,7 @@ struct ClipboardTests {
         piped.arguments = ["-c", "printf 'piped words' | \"$0\" plugin clipboard --agent \"$1\" -- copy -",
                            buildFolder.appendingPathComponent("handoff").path, deployment.agent("laptop").control]
         piped.standardOutput = FileHandle.nullDevice
-        try piped.run()
+        try piped.spawn()
         piped.waitUntilExit()
         #expect(piped.terminationStatus == 0, "copy - failed")
         #expect(await eventually(within: .seconds(5)) { (try? await clipboard(deployment, on: "desktop", "paste").output) == "piped words\n" })
@@ -188,7 +188,7 @@ struct X11ClipboardTests {
         let gcc = Process()
         gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
         gcc.arguments = ["-Wall", "-Werror", "-o", manager.path, repositoryRoot.appendingPathComponent("Tests/HandoffTests/Fixtures/password_manager.c").path, "-lX11"]
-        try gcc.run()
+        try gcc.spawn()
         gcc.waitUntilExit()
         try #require(gcc.terminationStatus == 0, "gcc failed for the password manager")
         // The monitor watches until the withdrawal has come and a second more has passed (an offer
@@ -206,9 +206,9 @@ struct X11ClipboardTests {
         #expect(await eventually(within: .seconds(10)) { ((try? deployment.brokerSubscriptions()) ?? 0) >= subscribed + 2 }, "the monitor's subscriptions did not reach the broker")
         let secret = Process.watched(manager, ["hunter2 is my password"])
         secret.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": a.name]) { $1 }
-        let said = Pipe()
+        let said = Spawning.pipe()
         secret.standardOutput = said
-        try secret.run()
+        try secret.spawn()
         a.owners.add(secret)
         #expect(String(decoding: said.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("READY"))
         #expect(await eventually(within: .seconds(5)) {

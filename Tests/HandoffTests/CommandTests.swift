@@ -14,10 +14,10 @@ func runHandoff(
     process.arguments = arguments
     // It ends with the test process (ParentWatch), whatever ends that.
     process.environment = ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }.merging(environment) { $1 }
-    let output = Pipe(), error = Pipe()
+    let output = Spawning.pipe(), error = Spawning.pipe()
     process.standardOutput = output
     process.standardError = error
-    try process.run()
+    try process.spawn()
     // Reaped however this returns: a timeout, or a cancelled sleep.
     defer { reap(process) }
     let deadline = ContinuousClock.now + timeout
@@ -77,9 +77,9 @@ struct CommandTests {
         let monitor = Process()
         monitor.executableURL = buildFolder.appendingPathComponent("handoff")
         monitor.arguments = ["monitor", "--bus", backend, "--json", "--seconds", "60", "--key", keys.appendingPathComponent("monitor.key").path]
-        let monitorOutput = Pipe()
+        let monitorOutput = Spawning.pipe()
         monitor.standardOutput = monitorOutput
-        try monitor.run()
+        try monitor.spawn()
         // Stopped once the demo has ended (it sees the demo's last withdrawals, however long the demo
         // takes on a loaded machine), and reaped whatever happens below.
         defer { reap(monitor) }
@@ -170,9 +170,9 @@ struct CommandTests {
         let broker = Process()
         broker.executableURL = buildFolder.appendingPathComponent("handoff")
         broker.arguments = ["broker", "--frontend", frontend, "--backend", backend, "--key", brokerKeys.secret.path, "--log-level", "error"]
-        let brokerOutput = Pipe()
+        let brokerOutput = Spawning.pipe()
         broker.standardOutput = brokerOutput
-        try broker.run()
+        try broker.spawn()
         defer { reap(broker) }
         let ready = String(decoding: brokerOutput.fileHandleForReading.availableData, as: UTF8.self)
         #expect(ready.contains("broker ready (CURVE)"), "\(ready)")
@@ -261,7 +261,7 @@ struct CommandTests {
         let environment = ["HANDOFF_BROKER": "\(frontend) \(backend)"]
         // Refreshes come every 25 s: the monitor sees presence within an interval, and the type
         // filter leaves it (and the notes) out; so an edit to one activity is what it waits for.
-        let typedOutput = Pipe()
+        let typedOutput = Spawning.pipe()
         let typed = try startHandoff(
             ["monitor", "--json", "--type", "org.handoff.contacts.", "--count", "1", "--seconds", "20"],
             standardOutput: typedOutput.fileHandleForWriting, environment: environment)

@@ -10,7 +10,7 @@ final class Agent: @unchecked Sendable {
     private var consumed = 0
 
     init(frontend: String, backend: String, plugins: URL, data: URL) throws {
-        let pipe = Pipe()
+        let pipe = Spawning.pipe()
         child = try ChildProcess(["agent", frontend, backend, plugins.path, data.path], standardInput: pipe)
         input = pipe.fileHandleForWriting
     }
@@ -216,7 +216,7 @@ struct ContactsPluginTests {
         // A process that has exited: its pid names a writer that is gone.
         let gone = Process()
         gone.executableURL = URL(fileURLWithPath: "/bin/true")
-        try gone.run()
+        try gone.spawn()
         gone.waitUntilExit()
         let dead = store.appendingPathComponent("contacts.pb.tmp-\(gone.processIdentifier)")
         let live = store.appendingPathComponent("contacts.pb.tmp-\(getpid())")

@@ -171,10 +171,10 @@ private func advertiseProcess(_ arguments: [String]) async throws -> Process {
     let process = Process()
     process.executableURL = buildFolder.appendingPathComponent("handoff")
     process.arguments = ["advertise"] + arguments + ["--seconds", "120", "--log-level", "error"]
-    let output = Pipe()
+    let output = Spawning.pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    try process.run()
+    try process.spawn()
     let line = await Task.detached { () -> String in
         String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
     }.value

@@ -39,7 +39,7 @@ struct HeadlessCompositor {
         ]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         var socket: String?
         _ = await eventually(within: .seconds(10)) {
             socket = (try? FileManager.default.contentsOfDirectory(atPath: runtime.path))?.first { $0.hasPrefix("wayland-") && !$0.hasSuffix(".lock") }
@@ -68,11 +68,11 @@ struct HeadlessCompositor {
     func copy(_ content: Data, type: String? = nil) async throws {
         let process = Process.watched(URL(fileURLWithPath: Self.wlCopy!), ["--foreground"] + (type.map { ["--type", $0] } ?? []))
         process.environment = environment
-        let input = Pipe()
+        let input = Spawning.pipe()
         process.standardInput = input
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         owners.add(process)
         try input.fileHandleForWriting.write(contentsOf: content)
         try input.fileHandleForWriting.close()

@@ -54,10 +54,10 @@ struct LivePageTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [repositoryRoot.appendingPathComponent("Tests/HandoffTests/Fixtures/read_page.py").path, url, screenshot.path, ready, report, "30"]
-        let output = Pipe(), error = Pipe()
+        let output = Spawning.pipe(), error = Spawning.pipe()
         process.standardOutput = output
         process.standardError = error
-        try process.run()
+        try process.spawn()
         defer { reap(process) }
         let said = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()

@@ -16,7 +16,7 @@ func startHandoff(
     if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     process.standardOutput = standardOutput
     process.standardError = standardError
-    try process.run()
+    try process.spawn()
     return process
 }
 
@@ -52,11 +52,11 @@ func runPromtool(_ arguments: [String], input text: String? = nil, in folder: UR
     process.executableURL = URL(fileURLWithPath: promtool)
     process.arguments = arguments
     process.currentDirectoryURL = folder
-    let input = Pipe(), output = Pipe()
+    let input = Spawning.pipe(), output = Spawning.pipe()
     process.standardInput = input
     process.standardOutput = output
     process.standardError = output
-    try process.run()
+    try process.spawn()
     if let text { input.fileHandleForWriting.write(Data(text.utf8)) }
     try input.fileHandleForWriting.close()
     let said = output.fileHandleForReading.readDataToEndOfFile()

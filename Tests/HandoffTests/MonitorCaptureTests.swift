@@ -17,7 +17,7 @@ struct MonitorCaptureTests {
         let capture = try #require(broker.captureEndpoint)
 
         for json in [true, false] {
-            let printed = Pipe()
+            let printed = Spawning.pipe()
             let monitor = try startHandoff(
                 ["monitor", "--bus", capture, "--count", "1", "--seconds", "10"] + (json ? ["--json"] : []), standardOutput: printed.fileHandleForWriting)
             defer { reap(monitor) }

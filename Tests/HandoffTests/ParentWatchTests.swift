@@ -16,9 +16,9 @@ struct ParentWatchTests {
         var environment = ProcessInfo.processInfo.environment
         environment["HANDOFF_EXIT_WITH_PARENT"] = asked ? "1" : nil
         shell.environment = environment
-        let output = Pipe()
+        let output = Spawning.pipe()
         shell.standardOutput = output
-        try shell.run()
+        try shell.spawn()
         let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard let pid = pid_t(line) else {
             kill(shell.processIdentifier, SIGKILL)

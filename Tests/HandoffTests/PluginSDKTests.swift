@@ -15,7 +15,7 @@ private func run(_ arguments: [String], in folder: URL, environment: [String: St
     let handle = try FileHandle(forWritingTo: log)
     process.standardOutput = handle
     process.standardError = handle
-    try process.run()
+    try process.spawn()
     // Reaped however this returns (a timeout, a cancelled sleep): SIGKILL ends the watched program.
     defer { reap(process) }
     let deadline = ContinuousClock.now + timeout

@@ -22,7 +22,7 @@ func compilePlugin(_ source: String, named name: String, in folder: URL,
     gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
     gcc.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", headers.path,
                      "-o", folder.appendingPathComponent("\(name).so").path, sourceFile.path]
-    try gcc.run()
+    try gcc.spawn()
     gcc.waitUntilExit()
     try #require(gcc.terminationStatus == 0, "gcc failed for \(name)")
     try FileManager.default.removeItem(at: sourceFile)

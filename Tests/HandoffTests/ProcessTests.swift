@@ -7,7 +7,7 @@ import HandoffTestSupport
 /// A program started by a test, killed when the test drops it.
 final class ChildProcess: @unchecked Sendable {
     let process = Process()
-    private let pipe = Pipe()
+    private let pipe = Spawning.pipe()
     private let lines = Lines()
     private var reader: PipeReader?
 
@@ -25,7 +25,7 @@ final class ChildProcess: @unchecked Sendable {
         process.arguments = arguments
         if let standardInput { process.standardInput = standardInput }
         process.standardOutput = pipe
-        try process.run()
+        try process.spawn()
         let lines = self.lines
         reader = PipeReader(pipe) { lines.append($0) }
     }

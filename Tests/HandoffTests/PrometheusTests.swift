@@ -52,7 +52,7 @@ struct PrometheusTests {
         _ = FileManager.default.createFile(atPath: prometheusLog.path, contents: nil)
         prometheus.standardOutput = FileHandle.nullDevice
         prometheus.standardError = try FileHandle(forWritingTo: prometheusLog)
-        try prometheus.run()
+        try prometheus.spawn()
         defer { reap(prometheus) }
         func log() -> String { (try? String(contentsOf: prometheusLog, encoding: .utf8)) ?? "" }
         #expect(await eventually(within: .seconds(20)) { ((try? httpGet(port: prometheusPort, path: "/-/ready"))?.status ?? 0) == 200 },

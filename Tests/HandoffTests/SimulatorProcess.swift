@@ -32,7 +32,7 @@ func runSimulator(_ arguments: [String], timeout: Duration = .seconds(600)) asyn
         process.standardError = output
         let (exited, exit) = AsyncStream<Void>.makeStream()
         process.terminationHandler = { _ in exit.finish() }
-        try process.run()
+        try process.spawn()
         defer { reap(process) }
         let ended = await within(timeout) { () async -> Bool in
             for await _ in exited {}
@@ -54,7 +54,7 @@ private let idleLauncher: (path: String, arguments: [String]) = {
     let chrt = Process()
     chrt.executableURL = URL(fileURLWithPath: "/usr/bin/chrt")
     chrt.arguments = ["--idle", "0", "true"]
-    if (try? chrt.run()) != nil {
+    if (try? chrt.spawn()) != nil {
         chrt.waitUntilExit()
         if chrt.terminationStatus == 0 { return ("/usr/bin/chrt", ["--idle", "0"]) }
     }

@@ -13,10 +13,10 @@ struct StopOnReadyTests {
         let process = Process()
         process.executableURL = buildFolder.appendingPathComponent("handoff")
         process.arguments = arguments
-        let output = Pipe()
+        let output = Spawning.pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) }; process.waitUntilExit() }
         var seen = Data()
         var sawReady = false

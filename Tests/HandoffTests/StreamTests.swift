@@ -8,9 +8,29 @@ import HandoffTestSupport
 
 private let listContacts = "org.handoff.contacts.list-contacts"
 
-/// Bytes with a recognisable pattern: byte `i` of stream `seed`.
+/// Bytes of stream `seed` that never repeat at any distance a stream could slip by (a chunk, a
+/// window): a 64-bit linear congruential sequence, eight bytes a step.
+///
+/// Made eight bytes at a time: the tests make up to 64 MB of it in a debug build, where a byte at a
+/// time (a `map` over the range) took 13 s of one of the two threads of Swift's pool on the 2-core
+/// VM, 0.4 s so; with the pool's other thread held as well, every node's timers in the
+/// test process (`Task.sleep` wakes through that pool) stopped for as long (the one-loop pass,
+/// 2026-12-06: every node's presence 13.4 s late at once, and a test of sites failed).
 func patternBytes(_ count: Int, seed: UInt8) -> Data {
-    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 >> 13) })
+    var data = Data(count: count)
+    data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+        guard let base = buffer.baseAddress else { return }
+        var state = 0x9E37_79B9_7F4A_7C15 &* (UInt64(seed) &+ 1)
+        var offset = 0
+        while offset < count {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            var word = (state ^ (state >> 29)).littleEndian
+            let length = min(8, count - offset)
+            withUnsafeBytes(of: &word) { (base + offset).copyMemory(from: $0.baseAddress!, byteCount: length) }
+            offset += 8
+        }
+    }
+    return data
 }
 
 /// An originator-side delegate that sends `outgoing` and reads what comes back, recording the outcome.

@@ -48,7 +48,7 @@ extension PluginCommandTests {
                            "--data", folder.path, "--control", control, "--log-level", "error"]
         agent.standardOutput = FileHandle.nullDevice
         agent.standardError = FileHandle.nullDevice
-        try agent.run()
+        try agent.spawn()
         return (agent, control)
     }
 
@@ -120,11 +120,11 @@ struct AdvertiseCommandTests {
         let process = Process()
         process.executableURL = buildFolder.appendingPathComponent("handoff")
         process.arguments = ["advertise", "--type", "org.handoff.test.signal", "--seconds", "30", "--broker", frontend, backend, "--log-level", "error"]
-        let output = Pipe()
+        let output = Spawning.pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         let printed = Mutex("")
-        try process.run()
+        try process.spawn()
         _ = PipeReader(output) { data in printed.withLock { $0 += String(decoding: data, as: UTF8.self) } }
         defer {
             if process.isRunning { process.terminate() }
@@ -216,7 +216,7 @@ func killConnections(port: String) -> Bool {
     process.arguments = ["-K", "-t", "dport = :\(port) or sport = :\(port)"]
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return false }
+    guard (try? process.spawn()) != nil else { return false }
     process.waitUntilExit()
     return process.terminationStatus == 0
 }

@@ -158,7 +158,7 @@ func startAgentProcess(
                        "--data", data.path, "--control", control] + extra
     agent.standardOutput = FileHandle.nullDevice
     agent.standardError = standardError
-    try agent.run()
+    try agent.spawn()
     let up = await eventually(within: .seconds(20)) { (try? await runHandoff(["plugins", "list", "--agent", control]))?.status == 0 }
     guard up else {
         agent.terminate()

@@ -47,7 +47,7 @@ struct SystemdTests {
         broker.arguments = ["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"]
         broker.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.path]) { $1 }
         broker.standardOutput = FileHandle.nullDevice
-        try broker.run()
+        try broker.spawn()
         defer { if broker.isRunning { kill(broker.processIdentifier, SIGKILL) } }
         let ready = try #require(notify.receive())
         #expect(ready.hasPrefix("READY=1"), "\(ready)")
@@ -62,7 +62,7 @@ struct SystemdTests {
                            "--data", folder.path, "--log-level", "error"]
         agent.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.path]) { $1 }
         agent.standardOutput = FileHandle.nullDevice
-        try agent.run()
+        try agent.spawn()
         defer { if agent.isRunning { kill(agent.processIdentifier, SIGKILL) } }
         let agentReady = try #require(notify.receive())
         #expect(agentReady.hasPrefix("READY=1") && agentReady.contains("notified"), "\(agentReady)")
@@ -74,7 +74,7 @@ struct SystemdTests {
 
     @Test("when standard error is the journal, every log line carries its syslog priority")
     func journalPriorities() async throws {
-        let error = Pipe()
+        let error = Spawning.pipe()
         var status = stat()
         try #require(fstat(error.fileHandleForWriting.fileDescriptor, &status) == 0)
         let process = Process()
@@ -83,7 +83,7 @@ struct SystemdTests {
         process.environment = ProcessInfo.processInfo.environment.merging(["JOURNAL_STREAM": "\(status.st_dev):\(status.st_ino)"]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = error
-        try process.run()
+        try process.spawn()
         process.waitUntilExit()
         try error.fileHandleForWriting.close()
         let lines = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
@@ -134,10 +134,10 @@ struct SystemdTests {
         let agent = Process()
         agent.executableURL = buildFolder.appendingPathComponent("handoff")
         agent.arguments = ["agent", "--config", file.path, "--broker", frontend, backend]
-        let error = Pipe()
+        let error = Spawning.pipe()
         agent.standardOutput = FileHandle.nullDevice
         agent.standardError = error
-        try agent.run()
+        try agent.spawn()
         try await Task.sleep(for: .seconds(1))
         agent.terminate()
         agent.waitUntilExit()

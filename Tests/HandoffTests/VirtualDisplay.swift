@@ -27,7 +27,7 @@ struct VirtualDisplay {
             let process = Process.watched(URL(fileURLWithPath: xvfb), [":\(number)", "-screen", "0", "640x480x24", "-nolisten", "tcp"])
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            try process.run()
+            try process.spawn()
             if await eventually(within: .seconds(10), { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || !process.isRunning }), process.isRunning {
                 return VirtualDisplay(process: process, name: ":\(number)")
             }
@@ -66,7 +66,7 @@ struct VirtualDisplay {
         process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.spawn()
         owners.add(process)
         try await Task.sleep(for: .milliseconds(200))
     }
@@ -87,7 +87,7 @@ func runCapturing(_ process: Process, timeout: Duration, what: String) async thr
     defer { try? FileManager.default.removeItem(at: output) }
     process.standardOutput = try FileHandle(forWritingTo: output)
     process.standardError = FileHandle.nullDevice
-    try process.run()
+    try process.spawn()
     let deadline = ContinuousClock.now + timeout
     while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
     if process.isRunning {

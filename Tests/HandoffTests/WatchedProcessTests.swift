@@ -31,7 +31,7 @@ struct WatchedProcessTests {
     /// kills `starter` with -9, and expects the sleeper to end.
     private static func sleeperEnds(killing starter: Process, file: URL, _ comment: Comment) async throws {
         defer { try? FileManager.default.removeItem(at: file) }
-        try starter.run()
+        try starter.spawn()
         let said = await pid(in: file)
         guard let pid = said else {
             reap(starter)  // and, through its watcher, whatever it started
@@ -69,7 +69,7 @@ struct WatchedProcessTests {
     @Test("the program's exit status is the watcher's")
     func exitStatusPassedOn() async throws {
         let watcher = Process.watched(URL(fileURLWithPath: "/bin/sh"), ["-c", "exit 7"])
-        try watcher.run()
+        try watcher.spawn()
         watcher.waitUntilExit()
         #expect(watcher.terminationStatus == 7)
     }
