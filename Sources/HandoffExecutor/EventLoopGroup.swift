@@ -118,16 +118,25 @@ public final class EventLoopGroup: TaskExecutor, Sendable {
         return job
     }
 
+    /// How many jobs a loop runs without running out before it asks its idler for what is due
+    /// (``LoopIdler/runDue()``): a timer of a loop that never idles is late by at most so many jobs
+    /// (each a few microseconds: a message handled, a task resumed), for one look at the clock per
+    /// so many.
+    public static let jobsBetweenDueChecks = 32
+
     private func run(name: String) {
         ThreadName.setCurrent(name)
         let loop = LoopThread(group: self)
         loop.adopt()
         let taskExecutor = asUnownedTaskExecutor()
         while true {
+            var jobsRun = 0
             while let job = next() {
                 loop.inJob = true
                 job.runSynchronously(on: taskExecutor)
                 loop.inJob = false
+                jobsRun &+= 1
+                if jobsRun % Self.jobsBetweenDueChecks == 0 { idler.runDue() }
             }
             idler.waitForWork {
                 state.withLock { $0.idle -= 1 }

@@ -13,6 +13,14 @@ public protocol LoopIdler: Sendable {
     /// Makes one waiting loop return from ``waitForWork(afterWaking:)``; when none waits, the next
     /// one to wait returns at once (a wake is never lost).
     func wake()
+    /// Does what is due now without waiting (a timer's, say): called by a loop that has run
+    /// ``EventLoopGroup/jobsBetweenDueChecks`` jobs without running out, so that a loop busy for
+    /// long does not hold back what ``waitForWork(afterWaking:)`` would have done.
+    func runDue()
+}
+
+extension LoopIdler {
+    public func runDue() {}
 }
 
 /// An idler with nothing of its own to wait for: a counting semaphore, whose every signal lets

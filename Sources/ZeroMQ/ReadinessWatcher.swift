@@ -31,19 +31,19 @@ final class ReadinessWatcher: LoopIdler {
         case cancelled
     }
 
-    private enum WaiterState {
+    enum WaiterState {
         case pending
         case waiting(UnsafeContinuation<Outcome, Never>, registration: UInt64, deadline: UInt64?, interest: Int16)
         case cancelled
     }
 
-    private struct Registration {
+    struct Registration {
         var generation: UInt64 = 0
         let fd: Int32
         var waiters: [UInt64] = []
     }
 
-    private struct State {
+    struct State {
         var registrations: [UInt64: Registration] = [:]
         var waiters: [UInt64: WaiterState] = [:]
         var nextID: UInt64 = 1
@@ -51,7 +51,15 @@ final class ReadinessWatcher: LoopIdler {
         var rechecks: [UInt64: UInt64] = [:]
     }
 
-    private let state = Mutex(State())
+    let state = Mutex(State())
+    /// No later than the nearest deadline of a waiter or a recheck (monotonic nanoseconds; `.max`
+    /// with none): lowered, under the state's lock, as each is added, and set to the nearest again
+    /// as a loop looks at them all; what a busy loop compares the clock with between its jobs
+    /// (``runDue()``) before it takes the lock.
+    let earliestDeadline = Atomic<UInt64>(.max)
+    /// The registration of ``sleep(until:isolation:)``'s waiters: no descriptor, never signalled,
+    /// so that each of them ends at its deadline (or cancelled).
+    let timerRegistration: UInt64
     /// Polling instead of sleeping while a reply is awaited (``EventLoops/awaitReply(within:)``).
     let replyPolling = ReplyPolling()
     private let epollFD: Int32
@@ -70,6 +78,12 @@ final class ReadinessWatcher: LoopIdler {
         event.events = EPOLLIN.rawValue | EPOLLET.rawValue
         event.data.u64 = Self.wakeTag
         precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0, "epoll_ctl failed: errno \(errno)")
+        timerRegistration = state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            state.registrations[id] = Registration(fd: -1)
+            return id
+        }
     }
 
     /// Starts watching `fd` (a socket's `ZMQ_FD`) and returns the registration's id.
@@ -155,6 +169,7 @@ final class ReadinessWatcher: LoopIdler {
                     registration.waiters.append(waiterID)
                     state.registrations[id] = registration
                     state.waiters[waiterID] = .waiting(continuation, registration: id, deadline: deadline, interest: interest)
+                    if let deadline { lowerEarliestDeadline(to: deadline) }
                     return nil
                 }
                 if let immediate {
@@ -221,6 +236,7 @@ final class ReadinessWatcher: LoopIdler {
             guard state.registrations[id] != nil else { return false }
             if let due = state.rechecks[id], due <= time { return false }
             state.rechecks[id] = time
+            lowerEarliestDeadline(to: time)
             return true
         }
         if scheduled { wake() }  // a loop waiting in epoll recomputes its timeout
@@ -228,7 +244,7 @@ final class ReadinessWatcher: LoopIdler {
 
     /// Removes every waiter of a registration and returns their continuations for resumption outside
     /// the lock: for an edge (`signalling`: the generation moves on) or a recheck (it stays).
-    private static func takeEveryWaiter(of id: UInt64, from state: inout State, signalling: Bool) -> [UnsafeContinuation<Outcome, Never>] {
+    static func takeEveryWaiter(of id: UInt64, from state: inout State, signalling: Bool) -> [UnsafeContinuation<Outcome, Never>] {
         guard var registration = state.registrations[id] else { return [] }
         if signalling { registration.generation &+= 1 }
         let waiting = registration.waiters
@@ -238,7 +254,7 @@ final class ReadinessWatcher: LoopIdler {
     }
 
     /// Removes a waiting waiter and returns its continuation for resumption outside the lock.
-    private static func take(waiter id: UInt64, from state: inout State) -> UnsafeContinuation<Outcome, Never>? {
+    static func take(waiter id: UInt64, from state: inout State) -> UnsafeContinuation<Outcome, Never>? {
         guard case .waiting(let continuation, _, _, _) = state.waiters.removeValue(forKey: id) else { return nil }
         return continuation
     }
@@ -264,6 +280,7 @@ final class ReadinessWatcher: LoopIdler {
                     nearest = min(nearest ?? deadline, deadline)
                 }
                 for due in state.rechecks.values { nearest = min(nearest ?? due, due) }
+                earliestDeadline.store(nearest ?? .max, ordering: .relaxed)
                 return nearest
             }
             // Polls first while a reply is awaited (not past a deadline), then sleeps until the
@@ -294,24 +311,7 @@ final class ReadinessWatcher: LoopIdler {
                 guard let nearest else { return }
                 let now = monotonicNanoseconds()
                 guard nearest <= now else { return }
-                var expired: [UInt64] = []
-                for (waiterID, waiter) in state.waiters {
-                    if case .waiting(_, let registration, let deadline?, _) = waiter, deadline <= now {
-                        expired.append(waiterID)
-                        state.registrations[registration]?.waiters.removeAll { $0 == waiterID }
-                    }
-                }
-                for waiterID in expired {
-                    if let continuation = Self.take(waiter: waiterID, from: &state) {
-                        resumed.append((continuation, .timedOut))
-                    }
-                }
-                for (id, due) in state.rechecks where due <= now {
-                    state.rechecks[id] = nil
-                    for continuation in Self.takeEveryWaiter(of: id, from: &state, signalling: false) {
-                        resumed.append((continuation, .signalled))
-                    }
-                }
+                resumed += Self.takeDue(now: now, from: &state)
             }
             for (continuation, outcome) in resumed { continuation.resume(returning: outcome) }
         }

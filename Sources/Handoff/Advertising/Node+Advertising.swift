@@ -164,7 +164,7 @@ extension Node {
     /// Ends when no pass is under way; the scheduler sends a slice too when it wakes first.
     func paceSlices() async {
         while let due = advertiser.nextSlice {
-            do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
+            do { try await EventLoops.sleep(until: due) } catch { return }
             publish(advertiser.dueSlice(now: .now))
         }
     }

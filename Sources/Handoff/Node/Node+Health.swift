@@ -94,7 +94,7 @@ extension Node {
                 if busRefusal?.message != refusal.message { own.logger.error("\(refusal.message)") }
                 sockets.busRefusal = refusal
                 // Try again later, on a fresh connection.
-                do { try await Task.sleep(for: retryAfter) } catch { return }
+                do { try await EventLoops.sleep(for: retryAfter) } catch { return }
                 guard !sockets.busMonitors.isEmpty else { return }
                 do {
                     try socket.disconnect(event.endpoint)

@@ -29,7 +29,7 @@ extension Node {
             // With nothing watched, a look a quarter of a second: a connection opened meanwhile is
             // counted from its first check on, so what it sends before counts as sent before the bound.
             let due = sockets.unfinishedMessages.nextCheckDue ?? now + .milliseconds(250)
-            do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
+            do { try await EventLoops.sleep(until: due) } catch { return }
         }
     }
 }

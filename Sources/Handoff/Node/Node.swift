@@ -315,7 +315,7 @@ public actor Node: Service {
     private func runSchedule() async {
         let sweep = own.configuration.tickInterval
         while !Task.isCancelled {
-            do { try await Task.sleep(until: min(.now + sweep, advertiser.nextDue), clock: .continuous) } catch { return }
+            do { try await EventLoops.sleep(until: min(.now + sweep, advertiser.nextDue)) } catch { return }
             let now = ContinuousClock.now
             perform(follower.tick(now: now, date: Date()))
             expirePending(now: now)
