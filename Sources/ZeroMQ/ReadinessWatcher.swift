@@ -57,15 +57,17 @@ final class ReadinessWatcher: LoopIdler {
     /// as a loop looks at them all; what a busy loop compares the clock with between its jobs
     /// (``runDue()``) before it takes the lock.
     let earliestDeadline = Atomic<UInt64>(.max)
+    /// When a busy loop last polled the sockets between its jobs (``runDue()``).
+    let lastDueLook = Atomic<UInt64>(0)
     /// The registration of ``sleep(until:isolation:)``'s waiters: no descriptor, never signalled,
     /// so that each of them ends at its deadline (or cancelled).
     let timerRegistration: UInt64
     /// Polling instead of sleeping while a reply is awaited (``EventLoops/awaitReply(within:)``).
     let replyPolling = ReplyPolling()
-    private let epollFD: Int32
-    private let wakeFD: Int32
+    let epollFD: Int32
+    let wakeFD: Int32
     /// epoll data tag of the wake-up eventfd; registrations count up from 1.
-    private static let wakeTag: UInt64 = 0
+    static let wakeTag: UInt64 = 0
 
     private init() {
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -292,27 +294,10 @@ final class ReadinessWatcher: LoopIdler {
                 if errno == EINTR { return }
                 fatalError("epoll_wait failed: errno \(errno)")
             }
-            var resumed: [(UnsafeContinuation<Outcome, Never>, Outcome)] = []
-            state.withLock { state in
-                for index in 0..<Int(count) {
-                    let tag = events[index].data.u64
-                    if tag == Self.wakeTag {
-                        var value: UInt64 = 0
-                        _ = Glibc.read(wakeFD, &value, MemoryLayout<UInt64>.size)
-                        continue
-                    }
-                    for continuation in Self.takeEveryWaiter(of: tag, from: &state, signalling: true) {
-                        resumed.append((continuation, .signalled))
-                    }
-                }
-                // Deadlines and rechecks only when the nearest one seen before waiting has passed (a
-                // waiter or a recheck with a nearer one meanwhile wakes the loop, which looks again
-                // at once).
-                guard let nearest else { return }
-                let now = monotonicNanoseconds()
-                guard nearest <= now else { return }
-                resumed += Self.takeDue(now: now, from: &state)
-            }
+            // Deadlines and rechecks only when the nearest one seen before waiting has passed (a
+            // waiter or a recheck with a nearer one meanwhile wakes the loop, which looks again at
+            // once).
+            let resumed = takeReady(events, count: count, deadlinesFrom: nearest)
             for (continuation, outcome) in resumed { continuation.resume(returning: outcome) }
         }
     }

@@ -6,7 +6,8 @@ import Testing
 @testable import ZeroMQ
 import HandoffTestSupport
 
-/// `EventLoops.sleep`: a node's clock on the loops' own, not on Swift's global pool.
+/// `EventLoops.sleep`, a node's clock on the loops' own rather than on Swift's global pool; and
+/// loops that never run out of jobs, which still look at the sockets and the clock between them.
 @Suite("Sleeping on the event loops")
 struct LoopSleepTests {
     /// Sleeps `duration` in a task preferring the loops, by `sleep`; how late it woke.
@@ -18,36 +19,82 @@ struct LoopSleepTests {
         }
     }
 
+    /// A task per loop that yields again and again for `duration`: each loop always has a job and
+    /// never waits in `epoll_wait`.
+    static func keepTheLoopsBusy(for duration: Duration) -> [Task<Void, Never>] {
+        (0..<EventLoops.shared.threadCount).map { _ in
+            Task(executorPreference: EventLoops.shared) {
+                let started = ContinuousClock.now
+                while ContinuousClock.now - started < duration { await Task.yield() }
+            }
+        }
+    }
+
     @Test("rule: a sleep on the loops wakes at its deadline while every thread of Swift's pool is held; Task.sleep waits for the pool",
           .exclusive(.alone))
     func wakesWithThePoolHeld() async throws {
-        let onLoops = Self.lateness(of: .milliseconds(30)) { try await EventLoops.sleep(for: $0) }
-        let throughPool = Self.lateness(of: .milliseconds(30)) { try await Task.sleep(for: $0) }
-        // Every thread of the pool held for 600 ms (it has one per CPU).
-        let held = (0..<ProcessInfo.processInfo.activeProcessorCount).map { _ in
-            Task.detached { usleep(600_000) }
+        // On the loops, so that this test's own steps do not wait for the pool it holds.
+        try await withTaskExecutorPreference(EventLoops.shared) {
+            // Every thread of the pool held (it has one per CPU) until told, once all are.
+            let threads = ProcessInfo.processInfo.activeProcessorCount
+            let hold = PoolHold()
+            let held = (0..<threads).map { _ in
+                Task.detached {
+                    hold.holding.add(1, ordering: .relaxed)
+                    while !hold.release.load(ordering: .relaxed) { usleep(1_000) }
+                }
+            }
+            let asked = ContinuousClock.now
+            while hold.holding.load(ordering: .relaxed) < threads, ContinuousClock.now - asked < .seconds(10) {
+                try await EventLoops.sleep(for: .milliseconds(1))
+            }
+            let all = hold.holding.load(ordering: .relaxed) == threads
+            let onLoops = Self.lateness(of: .milliseconds(30)) { try await EventLoops.sleep(for: $0) }
+            let throughPool = Self.lateness(of: .milliseconds(30)) { try await Task.sleep(for: $0) }
+            let loopLate = try await onLoops.value
+            // The pool still held for a while: Task.sleep's wake waits for it (the control, without
+            // which the rule above proves nothing).
+            try await EventLoops.sleep(for: .milliseconds(200))
+            hold.release.store(true, ordering: .relaxed)
+            let poolLate = try await throughPool.value
+            for task in held { await task.value }
+            #expect(all, "the pool's threads were not all held within 10 s")
+            #expect(loopLate < .milliseconds(150), "woke \(loopLate) late on the loops")
+            #expect(poolLate >= .milliseconds(150), "Task.sleep woke only \(poolLate) late: the pool was not held")
         }
-        let loopLate = try await onLoops.value, poolLate = try await throughPool.value
-        for task in held { await task.value }
-        #expect(loopLate < .milliseconds(300), "woke \(loopLate) late on the loops")
-        // The control: the pool was held, or the rule above proved nothing.
-        #expect(poolLate > .milliseconds(300), "Task.sleep woke only \(poolLate) late: the pool was not held")
     }
 
-    @Test("rule: loops that never run out of jobs still wake a sleeper on time (they look between jobs)", .exclusive(.alone))
+    @Test("rule: loops that never run out of jobs still wake a sleeper on time (they look at the clock between jobs)", .exclusive(.alone))
     func wakesWhileTheLoopsAreBusy() async throws {
-        let busyFor = Duration.milliseconds(600)
-        // A task per loop that yields again and again: each loop always has a job, never idles.
-        let busy = (0..<EventLoops.shared.threadCount).map { _ in
-            Task(executorPreference: EventLoops.shared) {
-                let started = ContinuousClock.now
-                while ContinuousClock.now - started < busyFor { await Task.yield() }
-            }
-        }
+        let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
         try await Task.sleep(for: .milliseconds(50))
         let late = try await Self.lateness(of: .milliseconds(20)) { try await EventLoops.sleep(for: $0) }.value
         for task in busy { await task.value }
         #expect(late < .milliseconds(300), "woke \(late) late while the loops were busy")
+    }
+
+    @Test("rule: loops that never run out of jobs still wake a task whose socket became readable (they poll between jobs)", .exclusive(.alone))
+    func readinessWhileTheLoopsAreBusy() async throws {
+        let context = try Context()
+        let pull = try context.socket(.pull)
+        try pull.bind("tcp://127.0.0.1:*")
+        let push = try context.socket(.push)
+        try push.connect(try pull.lastEndpoint)
+        try await push.send(Array("connected".utf8))
+        _ = try #require(await pull.receive(timeout: .seconds(5)))
+        let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
+        try await Task.sleep(for: .milliseconds(50))
+        // Suspended on the socket, on the loops, before the message comes.
+        let receiver = Task(executorPreference: EventLoops.shared) { () -> ContinuousClock.Instant? in
+            guard try await pull.receive(timeout: .seconds(5)) != nil else { return nil }
+            return .now
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        let sent = ContinuousClock.now
+        try await push.send(Array("now".utf8))
+        let received = try #require(try await receiver.value, "nothing received within 5 s")
+        for task in busy { await task.value }
+        #expect(received - sent < .milliseconds(300), "received \(received - sent) after the send while the loops were busy")
     }
 
     @Test("rule: a cancelled sleep ends at once with CancellationError; a deadline already past returns at once")
@@ -62,4 +109,10 @@ struct LoopSleepTests {
         try await EventLoops.sleep(until: started - .seconds(1))
         #expect(ContinuousClock.now - started < .seconds(1))
     }
+}
+
+/// Threads of the pool held by a test: how many hold, and whether to let go.
+private final class PoolHold: Sendable {
+    let holding = Atomic(0)
+    let release = Atomic(false)
 }
