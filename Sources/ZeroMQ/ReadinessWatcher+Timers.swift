@@ -12,10 +12,11 @@ extension ReadinessWatcher {
     /// never runs out of jobs looks between them (``runDue()``).
     ///
     /// `Task.sleep` wakes through Swift's global pool (a dispatch timer puts the task's job on the
-    /// pool, which hands it to the loops), so a pool that is busy or blocked (a program's own work
-    /// on its few threads, hundreds of tests at once) held back every node's clock with it: in the
-    /// suite's one-loop pass every node's presence came 1 to 13 s late at once while the loop
-    /// itself was free. This one needs no thread but a loop.
+    /// pool, which hands it to the loops), and can wait for it: a pool busy or blocked (a program's
+    /// own work on its few threads, hundreds of tests at once) could hold back every node's clock
+    /// with it (in the suite's one-loop pass every node's presence came 1 to 13 s late at once).
+    /// When it does is not fully understood (docs/architecture.md). This one needs no thread but a
+    /// loop.
     ///
     /// - Throws: `CancellationError` when the task is cancelled first.
     func sleep(until deadline: UInt64, isolation: isolated (any Actor)? = #isolation) async throws(CancellationError) {
@@ -27,6 +28,14 @@ extension ReadinessWatcher {
     /// Lowers ``earliestDeadline`` to `deadline`: called under the state's lock as a deadline is set.
     func lowerEarliestDeadline(to deadline: UInt64) {
         if deadline < earliestDeadline.load(ordering: .relaxed) { earliestDeadline.store(deadline, ordering: .relaxed) }
+    }
+
+    /// The nearest deadline of a waiter or a recheck in `state`, if any.
+    static func nearestDeadline(in state: State) -> UInt64? {
+        var nearest: UInt64?
+        for case .waiting(_, _, let deadline?, _) in state.waiters.values { nearest = min(nearest ?? deadline, deadline) }
+        for due in state.rechecks.values { nearest = min(nearest ?? due, due) }
+        return nearest
     }
 
     /// The waiters whose deadline is `now` or past (timed out) and the waiters of rechecks due
@@ -61,7 +70,9 @@ extension ReadinessWatcher {
 
     /// The waiters that `count` events of `events` (from `epoll_wait`) signal, and, once `nearest`
     /// (the nearest deadline seen before waiting) has passed, those whose deadline has and the
-    /// rechecks due: taken from the state for resumption outside the lock.
+    /// rechecks due: taken from the state for resumption outside the lock. ``earliestDeadline``
+    /// is then set to the nearest left, so that a busy loop does not take the lock for deadlines
+    /// already taken.
     func takeReady(_ events: UnsafeMutablePointer<epoll_event>, count: Int32, deadlinesFrom nearest: UInt64?) -> [(UnsafeContinuation<Outcome, Never>, Outcome)] {
         state.withLock { state in
             var resumed: [(UnsafeContinuation<Outcome, Never>, Outcome)] = []
@@ -79,7 +90,9 @@ extension ReadinessWatcher {
             guard let nearest else { return resumed }
             let now = monotonicNanoseconds()
             guard nearest <= now else { return resumed }
-            return resumed + Self.takeDue(now: now, from: &state)
+            resumed += Self.takeDue(now: now, from: &state)
+            earliestDeadline.store(Self.nearestDeadline(in: state) ?? .max, ordering: .relaxed)
+            return resumed
         }
     }
 
@@ -102,18 +115,9 @@ extension ReadinessWatcher {
             let events = buffer.baseAddress!
             let count = epoll_wait(epollFD, events, Int32(capacity), 0)
             let earliest = earliestDeadline.load(ordering: .relaxed)
-            var resumed = takeReady(events, count: count, deadlinesFrom: earliest == .max ? nil : earliest)
+            let resumed = takeReady(events, count: count, deadlinesFrom: earliest == .max ? nil : earliest)
             // A wake taken here was for a loop asleep: pass it on (this loop is busy).
             if (0..<Int(max(count, 0))).contains(where: { events[$0].data.u64 == Self.wakeTag }) { wake() }
-            if earliest <= monotonicNanoseconds() {
-                resumed += state.withLock { state in
-                    var nearest = UInt64.max
-                    for case .waiting(_, _, let deadline?, _) in state.waiters.values { nearest = min(nearest, deadline) }
-                    for due in state.rechecks.values { nearest = min(nearest, due) }
-                    earliestDeadline.store(nearest, ordering: .relaxed)
-                    return []
-                }
-            }
             return resumed
         }
         for (continuation, outcome) in resumed { continuation.resume(returning: outcome) }

@@ -277,11 +277,7 @@ final class ReadinessWatcher: LoopIdler {
         return withUnsafeTemporaryAllocation(of: epoll_event.self, capacity: capacity) { buffer in
             let events = buffer.baseAddress!
             let nearest = state.withLock { state -> UInt64? in
-                var nearest: UInt64?
-                for case .waiting(_, _, let deadline?, _) in state.waiters.values {
-                    nearest = min(nearest ?? deadline, deadline)
-                }
-                for due in state.rechecks.values { nearest = min(nearest ?? due, due) }
+                let nearest = Self.nearestDeadline(in: state)
                 earliestDeadline.store(nearest ?? .max, ordering: .relaxed)
                 return nearest
             }
