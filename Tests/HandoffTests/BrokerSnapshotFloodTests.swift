@@ -25,13 +25,8 @@ struct BrokerSnapshotFloodTests {
     func busyReplyAlone() async throws {
         let context = try Context()
         let (broker, publisher) = try await Self.cachedBroker(1_500, context: context)
-        let tap = try context.socket(.sub)
-        try tap.set(.receiveHighWaterMark, 0)
         let topics = (0..<(SnapshotAnswers.maxUnderWay + 32)).map { _ in Self.freshTopic() }
-        for topic in topics { try tap.subscribe(topic) }
-        try tap.connect(broker.backendEndpoint)
-        let (advertisements, replies) = try await snapshotAnswers(on: tap, to: topics)
-        tap.close()
+        let (advertisements, replies) = try await snapshotAnswers(from: broker.backendEndpoint, in: context, to: topics)
         publisher.close()
         #expect(replies.count == topics.count, "\(replies.count) of \(topics.count) replies")
         let busy = topics.filter { advertisements[$0] == nil }

@@ -59,16 +59,10 @@ struct SnapshotAnswerTests {
     func busyReplyAlone() async throws {
         try await Node.withRunning(testConfiguration("node-a", interval: .seconds(60))) { a in
             let activities = try await viewContacts(1_500, currentOn: a)  // an answer of two slices
-            let context = try Context()
-            let tap = try context.socket(.sub)
-            try tap.set(.receiveHighWaterMark, 0)
             let topics = (0..<(Advertiser.maxSnapshotAnswers + 32)).map { _ in
                 Topic.snapshot(token: Topic.newSnapshotToken(), typePrefix: "org.handoff.contacts.")
             }
-            for topic in topics { try tap.subscribe(topic) }
-            try tap.connect(a.busEndpoint!)
-            let (advertisements, replies) = try await snapshotAnswers(on: tap, to: topics)
-            tap.close()
+            let (advertisements, replies) = try await snapshotAnswers(from: a.busEndpoint!, in: try Context(), to: topics)
             #expect(replies.count == topics.count, "\(replies.count) of \(topics.count) replies")
             let busy = topics.filter { advertisements[$0] == nil }
             #expect(!busy.isEmpty && topics.count - busy.count >= Advertiser.maxSnapshotAnswers, "\(busy.count) busy")
