@@ -69,7 +69,8 @@ extension Node {
             let found = if let id, !id.isEmpty { follower.known[id]?.activity } else { newestActivity(ofType: activityType) }
             if let found { return found }
             guard ContinuousClock.now < deadline else { return nil }
-            do { try await Task.sleep(for: .milliseconds(20)) } catch { return nil }
+            // On the loops' clock: a busy or held pool does not stretch the wait (EventLoops.sleep).
+            do { try await EventLoops.sleep(for: .milliseconds(20)) } catch { return nil }
         }
     }
 

@@ -101,7 +101,7 @@ extension Node {
     public func untilSynchronized(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while !follower.isSynchronized, ContinuousClock.now < deadline, lifecycle.runState != .stopped {
-            do { try await Task.sleep(for: .milliseconds(5)) } catch { break }
+            do { try await EventLoops.sleep(for: .milliseconds(5)) } catch { break }  // the loops' clock
         }
         return follower.isSynchronized
     }

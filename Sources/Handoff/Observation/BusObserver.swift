@@ -78,7 +78,7 @@ public actor BusObserver {
         let task = Task { [self] in
             while !Task.isCancelled {
                 continuation.yield(await snapshot())
-                do { try await Task.sleep(for: interval) } catch { break }
+                do { try await EventLoops.sleep(for: interval) } catch { break }  // the loops' clock, not the pool's
             }
             continuation.finish()
         }
