@@ -14,6 +14,10 @@
 # two loops"). `--profile` writes perf reports of the advertisement benchmark to $OUT; `--threads`
 # adds a continue's CPU by thread against raw REQ/REP (continue-threads.sh, beside this). The first
 # line says which CPU ran it: two calls can land on different hosts, so compare within a call.
+# Continue runs twice a round, with the loops' reply polling (the default) and without: on the
+# 2-core VM polling gained nothing between processes and cost 40 µs of CPU per continue
+# (docs/performance.md, "Where a continue between two processes goes"); where each process has
+# cores of its own is where it should pay.
 set -euo pipefail
 top=$(git rev-parse --show-toplevel); cd "$top"
 bundle=../shared/device/bundle.sh
@@ -51,7 +55,9 @@ for round in 1 2; do
         if [ $loops = default ]; then bench adverts --trials 2; else HANDOFF_EVENT_LOOP_THREADS=$loops bench adverts --trials 2; fi |
             sed -n '/^tasks/p;/^raw libzmq PUB/,/^one at a time/p'
     done
-    section "continue (round $round)"; bench continue | sed -n '/^tasks/p;/^raw libzmq REQ/,/^ratio Handoff \/ raw, each/p'
+    section "continue (round $round)"; bench continue | sed -n '/^tasks/p;/^reply polling/p;/^raw libzmq REQ/,/^ratio Handoff \/ raw, each/p'
+    section "continue, reply polling off (round $round)"
+    bench continue --reply-polling 0 | sed -n '/^reply polling/p;/^raw libzmq REQ/,/^ratio Handoff \/ raw, each/p'
 done
 section "streams"; bench streams --only processes --runs 7 | sed -n '/^raw libzmq, 256/,/^ratio Handoff \/ raw, each/p'
 section "broker"; bench broker-capacity --trials 3 | grep -E "^  |^memory"

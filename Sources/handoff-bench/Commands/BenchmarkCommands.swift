@@ -76,7 +76,18 @@ struct ContinueBenchmark: Benchmark {
     static let configuration = CommandConfiguration(commandName: "continue", abstract: "Continue round trips vs raw REQ/REP, in one process and between two.")
     @OptionGroup var common: CommonOptions
     @Option(help: "Round trips per run.") var rounds = 5_000
-    func measure() async throws { try await benchContinue(rounds: rounds) }
+    @Option(name: .customLong("reply-polling"), help: ArgumentHelp(
+        "How long a continuing node's loop polls for the reply it awaits, in microseconds (Node.Configuration.replyPolling; 0: never, the loop sleeps), in every process of the run. Default: the node's own default.",
+        valueName: "µs"))
+    var replyPolling: Int?
+    func validate() throws {
+        guard (replyPolling ?? 0) >= 0 else { throw ValidationError("--reply-polling takes microseconds, 0 or more") }
+    }
+    func measure() async throws {
+        // The children (the continuing and answering processes) read it as this process does.
+        if let replyPolling { setenv(benchReplyPollingVariable, "\(replyPolling)", 1) }
+        try await benchContinue(rounds: rounds)
+    }
 }
 
 struct StreamsBenchmark: Benchmark {
