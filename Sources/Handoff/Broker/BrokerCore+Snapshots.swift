@@ -34,9 +34,11 @@ extension BrokerCore {
     /// The answers' next slice, in the order they were asked: each live advertisement handed to
     /// `send` with its answer's topic, as it is cached now (a withdrawal since has taken it out);
     /// an answer's `SnapshotReply` after its last. `send` returns false for a message its socket
-    /// refused, which the reply does not count.
+    /// refused, which the reply does not count. `counted` is handed the counters with an answer
+    /// counted, just before its reply goes to `send`: an asker that has the reply finds it counted.
     mutating func snapshotSlice<Failure: Error>(
-        now: ContinuousClock.Instant, send: (_ topic: [UInt8], _ envelope: [UInt8]) throws(Failure) -> Bool
+        now: ContinuousClock.Instant, send: (_ topic: [UInt8], _ envelope: [UInt8]) throws(Failure) -> Bool,
+        counted: (Broker.Counters) -> Void = { _ in }
     ) throws(Failure) {
         var messages = snapshotAnswers.sliceSize, slots = snapshotAnswers.slotsPerSlice
         while !snapshotAnswers.isEmpty, messages > 0, slots > 0 {
@@ -62,6 +64,7 @@ extension BrokerCore {
             _ = snapshotAnswers.finishFirst()
             messages -= 1
             let reply = snapshotReply(typePrefix: answer.typePrefix, topicSize: answer.topic.count, sent: answer.sent, sentBytes: answer.sentBytes)
+            counted(counters)
             _ = try send(answer.topic, reply)
         }
     }

@@ -21,8 +21,8 @@ extension BrokerLoop {
         case .answerSnapshot(let topic, let typePrefix):
             // Queued, answered a slice a round; or answered at once (busy, or the cache off).
             if let reply = core.beginSnapshot(topic: topic, typePrefix: typePrefix, now: .now) {
+                publishCounters()  // before the reply, as before every message passed on
                 try send([Frame(topic), Frame(reply)], to: backend)
-                publishCounters()
             }
         case .passRequest(let topic):
             try passRequest(topic, upstream: true)

@@ -343,7 +343,12 @@ final class BrokerLoop: @unchecked Sendable {
     /// The counters where ``Broker/counters`` reads them: before each message is passed on, so
     /// that a subscriber that has a message finds it counted.
     func publishCounters() {
-        let counters = core.counters
+        publish(core.counters)
+    }
+
+    /// `counters` where ``Broker/counters`` reads them (a slice's answers' counts, as the core hands
+    /// them over while it sends: ``publishCounters()`` would read the core it is changing).
+    func publish(_ counters: Broker.Counters) {
         shared.counters.withLock { $0 = counters }
     }
 
