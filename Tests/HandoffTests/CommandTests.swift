@@ -30,23 +30,6 @@ func runHandoff(
     return (process.terminationStatus, out, err)
 }
 
-/// A loopback port nobody listens on right now.
-func freePort() throws -> String {
-    try freePorts(1)[0]
-}
-
-/// `count` loopback endpoints on distinct free ports, for processes started later: all bound at
-/// once, so that no two are the same port (two binds one after the other can get the same one
-/// back: a broker's frontend and backend once did, and it could not start). Another process can
-/// still take one before it is used; a process that reports its own bound port avoids even that.
-func freePorts(_ count: Int) throws -> [String] {
-    let context = try Context()
-    let sockets = try (0..<count).map { _ in try context.socket(.rep) }
-    defer { for socket in sockets { socket.close() } }
-    for socket in sockets { try socket.bind("tcp://127.0.0.1:*") }
-    return try sockets.map { try $0.lastEndpoint }
-}
-
 /// How many `handoff agent` and `handoff broker` processes on this machine name `endpoint` in their
 /// arguments (a test's own: scripts/test runs other scenarios' brokers and agents beside the suite),
 /// read from /proc (no `ps` needed: a missing one read as none would let a leak pass).
