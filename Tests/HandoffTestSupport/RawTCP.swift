@@ -53,12 +53,20 @@ public func zmtpReady(as type: String) -> [UInt8] {
 
 /// Sends frames of 200 bytes on a raw ZMTP connection, each marked "more" (one message that never
 /// ends), until `limit` bytes are sent or a send fails (the connection gone, or nothing taken for
-/// the socket's send timeout); returns how many were sent.
-public func sendFramesOfOneMessage(on fd: Int32, upTo limit: Int) -> Int {
+/// the socket's send timeout); returns how many were sent. With `bytesPerSecond`, no faster: at
+/// loopback's own speed the limit can be reached while a loaded machine delays the receiver's
+/// periodic check (a node's one loop in the suite's one-loop pass), which then says nothing of
+/// the rule.
+public func sendFramesOfOneMessage(on fd: Int32, upTo limit: Int, bytesPerSecond: Int? = nil) -> Int {
     let frame: [UInt8] = [0x01, 200] + [UInt8](repeating: 0x02, count: 200)
     let chunk = [UInt8]((0..<5_000).map { _ in frame }.joined())
+    let started = ContinuousClock.now
     var sent = 0
     while sent < limit {
+        if let bytesPerSecond {
+            let due = started + .seconds(Double(sent) / Double(bytesPerSecond))
+            if due > .now { Thread.sleep(forTimeInterval: Double((due - .now) / .milliseconds(1)) / 1_000) }
+        }
         // (Each chunk whole, a partial send's rest next: the stream stays frame after frame.)
         let offset = sent % chunk.count
         let written = chunk.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -72,9 +80,9 @@ public func sendFramesOfOneMessage(on fd: Int32, upTo limit: Int) -> Int {
 /// sends: its sends block (up to the send timeout once the other end stops taking them), and a
 /// task of the test's would hold one of the cooperative pool's threads, which every test running
 /// beside it shares, all that time.
-public func sendFramesOfOneMessageOnThread(on fd: Int32, upTo limit: Int) async -> Int {
+public func sendFramesOfOneMessageOnThread(on fd: Int32, upTo limit: Int, bytesPerSecond: Int? = nil) async -> Int {
     await withCheckedContinuation { sent in
-        let thread = Thread { sent.resume(returning: sendFramesOfOneMessage(on: fd, upTo: limit)) }
+        let thread = Thread { sent.resume(returning: sendFramesOfOneMessage(on: fd, upTo: limit, bytesPerSecond: bytesPerSecond)) }
         thread.name = "endless message"
         thread.start()
     }

@@ -52,7 +52,10 @@ func expectEndlessMessageCut(on fd: Int32, claiming type: String, by node: Node)
     setRawSendTimeout(fd, seconds: 2)
     try sendRaw(zmtpGreeting(mechanism: "NULL") + zmtpReady(as: type), on: fd)
     let limit = 256 << 20
-    let sent = await sendFramesOfOneMessageOnThread(on: fd, upTo: limit)
+    // 64 MB a second: the limit is 4 s away, past the bound (8 MiB) by more than a node's checks
+    // take (50 ms apart, a cut within three) even with its loop held for seconds. Unpaced, in a
+    // one-loop pass, a node was cut only after 268 MB (2026-12-06).
+    let sent = await sendFramesOfOneMessageOnThread(on: fd, upTo: limit, bytesPerSecond: 64 << 20)
 
     #expect(await eventually(within: .seconds(10)) { await node.securityCounters.unfinishedMessagesCut == 1 })
     let bound = Node.unfinishedMessageBound(await node.continuationLimits)
