@@ -72,11 +72,28 @@ struct LoopSleepTests {
 
     @Test("rule: loops that never run out of jobs still wake a sleeper on time (they look at the clock between jobs)", .exclusive(.alone))
     func wakesWhileTheLoopsAreBusy() async throws {
-        let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
-        try await Task.sleep(for: .milliseconds(50))
-        let late = try await Self.lateness(of: .milliseconds(20)) { try await EventLoops.sleep(for: $0) }.value
-        for task in busy { await task.value }
-        #expect(late < .milliseconds(300), "woke \(late) late while the loops were busy")
+        let lates = try await Self.upToThreeTries(within: .milliseconds(300)) {
+            let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
+            try await Task.sleep(for: .milliseconds(50))
+            let late = try await Self.lateness(of: .milliseconds(20)) { try await EventLoops.sleep(for: $0) }.value
+            for task in busy { await task.value }
+            return late
+        }
+        #expect(lates.last! < .milliseconds(300), "woke \(lates) late while the loops were busy")
+    }
+
+    /// Measures up to three times until a measure is under `bound`; every measure taken. A rule
+    /// broken is broken every time (without ``ReadinessWatcher/runDue()`` a sleeper or a socket's
+    /// waiter waits until the loops' 600 ms of work end, every run), where a job of another test's
+    /// node that holds the one loop a while (the suite's one-loop pass runs tests without the
+    /// exclusive trait beside these, some with nodes: once 740 ms late) seldom comes three times.
+    static func upToThreeTries(within bound: Duration, _ measure: () async throws -> Duration) async throws -> [Duration] {
+        var measures: [Duration] = []
+        for _ in 0..<3 {
+            measures.append(try await measure())
+            if measures.last! < bound { break }
+        }
+        return measures
     }
 
     @Test("rule: loops that never run out of jobs still wake a task whose socket became readable (they poll between jobs)", .exclusive(.alone))
@@ -88,19 +105,25 @@ struct LoopSleepTests {
         try push.connect(try pull.lastEndpoint)
         try await push.send(Array("connected".utf8))
         _ = try #require(await pull.receive(timeout: .seconds(5)))
-        let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
-        try await Task.sleep(for: .milliseconds(50))
-        // Suspended on the socket, on the loops, before the message comes.
-        let receiver = Task(executorPreference: EventLoops.shared) { () -> ContinuousClock.Instant? in
-            guard try await pull.receive(timeout: .seconds(5)) != nil else { return nil }
-            return .now
+        // Each try's receiver is awaited before the next begins: one task uses the socket at a time.
+        nonisolated(unsafe) let receiving = pull
+        var waits: [Duration] = []  // up to three tries, as upToThreeTries(within:_:) says why
+        while waits.count < 3, waits.last.map({ $0 >= .milliseconds(300) }) ?? true {
+            let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
+            try await Task.sleep(for: .milliseconds(50))
+            // Suspended on the socket, on the loops, before the message comes.
+            let receiver = Task(executorPreference: EventLoops.shared) { () -> ContinuousClock.Instant? in
+                guard try await receiving.receive(timeout: .seconds(5)) != nil else { return nil }
+                return .now
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            let sent = ContinuousClock.now
+            try await push.send(Array("now".utf8))
+            let received = try #require(try await receiver.value, "nothing received within 5 s")
+            for task in busy { await task.value }
+            waits.append(received - sent)
         }
-        try await Task.sleep(for: .milliseconds(50))
-        let sent = ContinuousClock.now
-        try await push.send(Array("now".utf8))
-        let received = try #require(try await receiver.value, "nothing received within 5 s")
-        for task in busy { await task.value }
-        #expect(received - sent < .milliseconds(300), "received \(received - sent) after the send while the loops were busy")
+        #expect(waits.last! < .milliseconds(300), "received \(waits) after the send while the loops were busy")
     }
 
     @Test("rule: a cancelled sleep ends at once with CancellationError; a deadline already past returns at once")
