@@ -8,7 +8,7 @@ import ZeroMQ
 func pairConfiguration(_ name: String, peers: [String], lease: Duration = .seconds(30)) -> Node.Configuration {
     var configuration = Node.Configuration(name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers), advertiseInterval: .seconds(10))
     configuration.lease = lease
-    if let polling = benchReplyPolling { configuration.replyPolling = polling }
+    if let polling = benchReplyPolling() { configuration.replyPolling = polling }
     return configuration
 }
 
@@ -16,7 +16,7 @@ func pairConfiguration(_ name: String, peers: [String], lease: Duration = .secon
 let benchReplyPollingVariable = "HANDOFF_BENCH_REPLY_POLLING_US"
 
 /// The reply polling a benchmark node is given (`continue --reply-polling`), or nil: the default.
-var benchReplyPolling: Duration? {
+func benchReplyPolling() -> Duration? {
     ProcessInfo.processInfo.environment[benchReplyPollingVariable].flatMap(Int.init).map { .microseconds($0) }
 }
 
@@ -113,7 +113,7 @@ func benchContinue(rounds: Int) async throws {
     let (rawApart, handoffApart) = try interleaved(.free)
     print("Continue round trip (request → restore handler with the full activity), \(rounds) rounds, tcp://127.0.0.1")
     let polling = pairConfiguration("default", peers: []).replyPolling
-    print("reply polling: " + (polling > .zero ? "\(Int(polling / .microseconds(1))) µs" : "off") + (benchReplyPolling == nil ? " (the node's default)" : " (--reply-polling)"))
+    print("reply polling: " + (polling > .zero ? "\(Int(polling / .microseconds(1))) µs" : "off") + (benchReplyPolling() == nil ? " (the node's default)" : " (--reply-polling)"))
     row("", "p50 µs", "p99 µs")
     row("raw libzmq REQ/REP, 256 B (C)", String(format: "%.0f", percentile(raw, 0.5)), String(format: "%.0f", percentile(raw, 0.99)))
     row("Handoff continueActivity", String(format: "%.0f", percentile(handoff, 0.5)), String(format: "%.0f", percentile(handoff, 0.99)))
