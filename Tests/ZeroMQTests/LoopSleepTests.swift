@@ -107,8 +107,7 @@ struct LoopSleepTests {
         _ = try #require(await pull.receive(timeout: .seconds(5)))
         // Each try's receiver is awaited before the next begins: one task uses the socket at a time.
         nonisolated(unsafe) let receiving = pull
-        var waits: [Duration] = []  // up to three tries, as upToThreeTries(within:_:) says why
-        while waits.count < 3, waits.last.map({ $0 >= .milliseconds(300) }) ?? true {
+        let waits = try await Self.upToThreeTries(within: .milliseconds(300)) {
             let busy = Self.keepTheLoopsBusy(for: .milliseconds(600))
             try await Task.sleep(for: .milliseconds(50))
             // Suspended on the socket, on the loops, before the message comes.
@@ -121,7 +120,7 @@ struct LoopSleepTests {
             try await push.send(Array("now".utf8))
             let received = try #require(try await receiver.value, "nothing received within 5 s")
             for task in busy { await task.value }
-            waits.append(received - sent)
+            return received - sent
         }
         #expect(waits.last! < .milliseconds(300), "received \(waits) after the send while the loops were busy")
     }
