@@ -141,12 +141,12 @@ extension Node {
                 endContinueTrace(trace, "the activity, version \(reply.activity.version) (\(saved))")
             }
             observability.metrics.answeredContinue(restored: true)
-            guard let (event, endsHere) = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
+            guard let handedOver = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }
             // The audit line goes with the event: a peer continuing in a loop is logged once a minute.
-            if publishPeerEvent(event, about: requester.publicKey?.z85 ?? requester.id) {
+            if publishPeerEvent(about: requester.publicKey?.z85 ?? requester.id, handedOver.event) {
                 own.logger.info("\(activity.activityType) continued by \(requester)")
             }
-            if endsHere {
+            if handedOver.endsHere {
                 activity.invalidateAfterContinuation()
                 publish(advertiser.continuedOnce(activity))
             }

@@ -89,6 +89,8 @@ struct NodeObservability {
     var refusalLog = RefusalLog()
     /// Which of peers' stream misdeeds (violations, unverified ends) are logged (per peer and kind).
     var streamPeerLog = RefusalLog()
+    /// Which peers' held-back node events are logged (per peer: ``Node/publishPeerEvent(about:_:)``).
+    var eventPeerLog = RefusalLog()
     /// When ignored input (malformed, foreign) was last logged: at most once a minute.
     var lastRateLimitedLog: ContinuousClock.Instant?
     /// Tracers' requests answered lately (wire.proto, "Tracing").

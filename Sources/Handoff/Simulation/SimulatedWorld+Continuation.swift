@@ -90,7 +90,7 @@ extension SimulatedWorld {
                   from: index, to: answer.requester, correlationID: answer.correlationID)
             let requester = nodes[answer.requester]
             let info = NodeInfo(id: requester.id, name: requester.id, host: "sim", publicKey: nil)
-            guard let (_, endsHere) = ContinuationServer.continued(activity, by: info, refresh: answer.request.refresh) else { return }
+            guard let endsHere = ContinuationServer.continued(activity, by: info, refresh: answer.request.refresh)?.endsHere else { return }
             truth.handOver(activity.id)
             log("\(node.id) hands \(activity.id) over to \(requester.id)\(endsHere ? " (continue-once: it ends here)" : "")")
             if endsHere {

@@ -65,7 +65,7 @@ extension Node {
         if kind == .streamProgress {
             sendOnBus(topic: Topic.event(session.activityType), .nodeEvent(event))
         } else {
-            publishPeerEvent(event, about: session.owner)
+            publishPeerEvent(about: session.owner, event)
         }
     }
 }
