@@ -117,23 +117,8 @@ struct AdvertiseCommandTests {
     @Test("`handoff advertise --seconds 30` stopped with SIGTERM exits at once and gracefully (status 0), not after the 30 s")
     func stopsOnSignal() async throws {
         let (broker, frontend, backend) = try await startBroker()
-        let process = Process()
-        process.executableURL = buildFolder.appendingPathComponent("handoff")
-        process.arguments = ["advertise", "--type", "org.handoff.test.signal", "--seconds", "30", "--broker", frontend, backend, "--log-level", "error"]
-        let output = Spawning.pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let printed = Mutex("")
-        try process.spawn()
-        _ = PipeReader(output) { data in printed.withLock { $0 += String(decoding: data, as: UTF8.self) } }
-        defer {
-            if process.isRunning { process.terminate() }
-        }
-        let ready = ContinuousClock.now + .seconds(10)
-        while !printed.withLock({ $0.contains("advertising") }), process.isRunning, ContinuousClock.now < ready {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        try #require(printed.withLock { $0.contains("advertising") }, "it never started advertising")
+        let process = try await startAdvertising(["--type", "org.handoff.test.signal", "--seconds", "30", "--broker", frontend, backend])
+        defer { reap(process) }
         let signalled = ContinuousClock.now
         kill(process.processIdentifier, SIGTERM)
         while process.isRunning, ContinuousClock.now - signalled < .seconds(10) {

@@ -28,9 +28,11 @@ struct ContinueCommand: AsyncParsableCommand {
     var documentInto: String?
     @Option(help: ArgumentHelp("A folder this machine shares with the originator (repeatable): documents under it are opened in place.", valueName: "dir"))
     var sharedFolder: [String] = []
+    @Flag(help: "Continue without a plugin: print the state handed over: its userInfo as JSON (bytes in base64, dates in ISO 8601, URLs as strings), required keys, keywords, webpage URL, expiry and version (with --json, in `state`).")
+    var printState = false
     @Flag(help: "Trace the continue: the originator reports on the bus when it took the request and when it answered (with will-save's time), and each stream pair's open and end (a plugin's restore, --save); each hop is printed with its time, on each party's clock.")
     var trace = false
-    @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save; trace with --trace).")
+    @Flag(help: "Print the outcome as one JSON object (activityId, activityType, title, origin, milliseconds; webpageURL when there is no handler; saved and bytes with --save; state with --print-state; trace with --trace).")
     var json = false
     @OptionGroup var logging: LoggingOptions
 
@@ -40,6 +42,9 @@ struct ContinueCommand: AsyncParsableCommand {
         guard stallTimeout >= 0, stallTimeout.isFinite else { throw ValidationError("--stall-timeout must be 0 (none) or a number of seconds") }
         guard documentInto == nil || (agent == nil && save == nil) else { throw ValidationError("--document-into works here, and not with --save") }
         guard !trace || agent == nil else { throw ValidationError("--trace works here, not through --agent") }
+        guard !printState || (agent == nil && save == nil && documentInto == nil) else {
+            throw ValidationError("--print-state works here, and not with --save or --document-into")
+        }
     }
 
     func run() async throws {
@@ -87,6 +92,10 @@ struct ContinueCommand: AsyncParsableCommand {
                         let document = try await node.openDocument(of: activity, into: URL(fileURLWithPath: documentInto))
                         opened.value.withLock { $0 = document }
                     }
+                }
+                if printState {
+                    // The state is what the continue returns; printing it is the user's explicit choice, whatever the activity's team.
+                    await node.setContinuationHandler(forType: found.activityType, teamID: found.teamID ?? "") { _ in }
                 }
                 if let save {
                     // Saving the raw streams is the user's explicit choice, whatever the activity's team.
@@ -142,6 +151,11 @@ struct ContinueCommand: AsyncParsableCommand {
                             object.document = ContinueLine.Document(path: document.url.path, source: source, version: document.version)
                             text += "; document \(document.url.path) (version \(document.version), \(source == "stream" ? "pulled over a stream" : source == "localCopy" ? "the copy here" : "opened in place on shared storage"))"
                         }
+                        if printState {
+                            let state = ContinueLine.State(continued)
+                            object.state = state
+                            text += "\n" + state.lines.joined(separator: "\n")
+                        }
                         return (text + (hops.map { "\n" + $0.1 } ?? ""), jsonLine(object))
                     case .webpage(let url):
                         object.webpageURL = url.absoluteString
@@ -180,8 +194,43 @@ private struct ContinueLine: Encodable {
     var bytes: Int?
     /// With `--document-into`: the document opened.
     var document: Document?
+    /// With `--print-state`: the state handed over.
+    var state: State?
     /// With `--trace`: the trace id and each hop, its time relative to the request.
     var trace: Trace?
+
+    /// What `--print-state` prints of a continued activity: its state, as the originator handed it over.
+    struct State: Encodable {
+        let userInfo: [String: JSONValue]
+        let requiredUserInfoKeys: [String]
+        let keywords: [String]
+        let webpageURL: String?
+        /// ISO 8601.
+        let expires: String?
+        let version: UInt64
+        let supportsContinuationStreams: Bool
+
+        init(_ activity: ContinuedActivity) {
+            userInfo = activity.userInfo.mapValues(JSONValue.init)
+            requiredUserInfoKeys = activity.requiredUserInfoKeys.sorted()
+            keywords = activity.keywords.sorted()
+            webpageURL = activity.webpageURL?.absoluteString
+            expires = activity.expirationDate.map { $0.formatted(JSONValue.dateFormat) }
+            version = activity.version
+            supportsContinuationStreams = activity.supportsContinuationStreams
+        }
+
+        /// The same as text lines, userInfo as one JSON object.
+        var lines: [String] {
+            var lines = ["  userInfo \(jsonLine(userInfo))"]
+            if !requiredUserInfoKeys.isEmpty { lines.append("  required keys: " + requiredUserInfoKeys.joined(separator: ", ")) }
+            if !keywords.isEmpty { lines.append("  keywords: " + keywords.joined(separator: ", ")) }
+            if let webpageURL { lines.append("  webpage \(webpageURL)") }
+            if let expires { lines.append("  expires \(expires)") }
+            lines.append("  version \(version)" + (supportsContinuationStreams ? ", continuation streams" : ""))
+            return lines
+        }
+    }
 
     struct Trace: Encodable {
         let id: String

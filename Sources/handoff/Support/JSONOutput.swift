@@ -9,7 +9,7 @@ import UnixSignals
 import ZeroMQ
 
 /// A JSON value, decoded exactly (booleans stay booleans, integers stay integers).
-enum JSONValue: Decodable {
+enum JSONValue: Codable {
     case bool(Bool), int(Int64), double(Double), string(String), list([JSONValue]), map([String: JSONValue])
 
     init(from decoder: any Decoder) throws {
@@ -20,6 +20,37 @@ enum JSONValue: Decodable {
         else if let value = try? container.decode(String.self) { self = .string(value) }
         else if let value = try? container.decode([JSONValue].self) { self = .list(value) }
         else { self = .map(try container.decode([String: JSONValue].self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .list(let values): try container.encode(values)
+        case .map(let entries): try container.encode(entries)
+        }
+    }
+
+    /// How dates in userInfo print: ISO 8601 with fractions of a second, so none is lost.
+    static let dateFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    /// A userInfo value as JSON has it: the kinds JSON lacks become strings (bytes in base64, a
+    /// URL as written, a date in ISO 8601).
+    init(_ value: UserInfoValue) {
+        switch value {
+        case .string(let value): self = .string(value)
+        case .int(let value): self = .int(value)
+        case .double(let value): self = .double(value)
+        case .bool(let value): self = .bool(value)
+        case .bytes(let value): self = .string(value.base64EncodedString())
+        case .url(let value): self = .string(value.absoluteString)
+        case .date(let value): self = .string(value.formatted(Self.dateFormat))
+        case .list(let values): self = .list(values.map(JSONValue.init))
+        case .map(let entries): self = .map(entries.mapValues(JSONValue.init))
+        }
     }
 
     var userInfoValue: UserInfoValue {
@@ -40,6 +71,8 @@ enum JSONValue: Decodable {
 func jsonLine(_ value: some Encodable) -> String {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    // JSON has no infinity nor NaN: a double in userInfo may be one, and then the whole line was {}.
+    encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
     let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
     return String(decoding: data, as: UTF8.self)
 }
