@@ -77,7 +77,8 @@ enum LivePage {
 
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        // As every --json line (jsonLine): "tcp://…", not "tcp:\/\/…".
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
 }
