@@ -130,7 +130,7 @@ let package = Package(
         .executableTarget(
             name: "handoff-bench",
             dependencies: [
-                "Handoff", "ZeroMQ", "HandoffExecutor", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum",
+                "Handoff", "HandoffWire", "ZeroMQ", "HandoffExecutor", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

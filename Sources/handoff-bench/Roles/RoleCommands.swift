@@ -26,7 +26,7 @@ extension HandoffBench {
         StreamOriginatorRole.self, StreamContinuerRole.self, FleetWatcherRole.self, FleetNodesRole.self, RawStreamRole.self, RawStreamServerRole.self,
         RawStreamClientRole.self, ContinueOriginatorRole.self, ContinueContinuerRole.self, ContinuePairRole.self, RawReplyServerRole.self,
         RawRequestClientRole.self, AdvertBrokerRole.self, RawProxyRole.self, CapacityPublisherRole.self, CapacitySubscriberRole.self,
-        BrokerFloorRole.self,
+        BrokerFloorRole.self, FloorReplierRole.self, FloorAskerRole.self,
     ]
 }
 
@@ -130,4 +130,16 @@ struct BrokerFloorRole: Role {
     static let configuration = role("broker-floor")
     @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
     static func perform(_ arguments: [String]) async throws { try runBrokerFloor(arguments) }
+}
+
+struct FloorReplierRole: Role {
+    static let configuration = role("floor-replier")
+    @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
+    static func perform(_ arguments: [String]) async throws { try await runFloorReplier(arguments) }
+}
+
+struct FloorAskerRole: Role {
+    static let configuration = role("floor-asker")
+    @Argument(parsing: .captureForPassthrough) var arguments: [String] = []
+    static func perform(_ arguments: [String]) async throws { try await runFloorAsker(arguments) }
 }

@@ -1,0 +1,132 @@
+import Foundation
+import Handoff
+import HandoffWire
+import ZeroMQ
+
+// The transport floor of a continue between two processes: a DEALER and a ROUTER of this package's
+// ZeroMQ module, each awaiting its socket on the event loops as a node does (ReadinessWatcher),
+// sending bytes of a continue request's and reply's sizes, with no node, no actor and no protobuf.
+// Beside raw REQ/REP in C and Handoff's continue, it splits the gap between them: what the loops,
+// the Swift wrapper and async waiting cost, and what the protocol's own work costs. With `--codec`
+// each end also encodes and decodes the real envelopes (a continue request; a reply holding the
+// edit-contact activity), to part the codec from the rest of the protocol's work.
+
+/// The sizes the floor sends: about a continue request's and the edit-contact reply's envelopes.
+private let floorRequestBytes = 128, floorReplyBytes = 360
+
+/// Round trips between a `floor-asker` and a `floor-replier` process: the asker's p50 and p99 over
+/// `rounds`, after 200 of warm-up, and its CPU per round trip; with `codec`, each end encodes and
+/// decodes the real envelopes too.
+func continueFloorBetweenProcesses(rounds: Int, codec: Bool = false, placement: Placement = .free) throws -> RoundTrips {
+    let mode = codec ? ["--codec"] : []
+    let replier = try Child(["floor-replier", "--rounds", "\(rounds + 200)"] + mode, cpu: placement.serving)
+    let ready = try replier.line(startingWith: "READY")  // READY endpoint
+    let asker = try Child(["floor-asker", "--peer", ready[1], "--rounds", "\(rounds)"] + mode, cpu: placement.asking)
+    let done = try asker.line(startingWith: "DONE", within: .seconds(120))
+    let cpu = try asker.line(startingWith: "CPU")
+    asker.wait()
+    replier.closeInput()
+    replier.wait()
+    return try RoundTrips(done: done, cpu: cpu, role: "the floor's asker")
+}
+
+/// `floor-replier`: a ROUTER on loopback, `READY endpoint`, answering `--rounds` requests each with
+/// a reply of ``floorReplyBytes``, then waiting for its standard input to close.
+func runFloorReplier(_ arguments: [String]) async throws {
+    let context = try Context()
+    let router = try context.socket(.router)
+    try router.bind("tcp://127.0.0.1:*")
+    tell("READY \(try router.lastEndpoint)")
+    let fixedReply = [UInt8](repeating: 0x5A, count: floorReplyBytes)
+    let codec = arguments.contains("--codec")
+    for _ in 0..<intOption("--rounds", 5200, in: arguments) {
+        // The peer's identity, then the request.
+        guard let frames = try await router.receiveMultipart(maxFrames: 2), frames.count == 2 else { continue }
+        _ = try router.trySend(frames[0], more: true)
+        if codec {
+            let request = try frames[1].withUnsafeBytes { try WireEnvelope.decode($0) }
+            var reply = WireContinueReply()
+            reply.activity = FloorEnvelopes.activity
+            _ = try router.trySend(WireEnvelope.encoded(body: .continueReply(reply), sender: FloorEnvelopes.node("replier"), sequence: 0,
+                                                        correlationID: request.correlationID))
+        } else {
+            _ = try router.trySend(fixedReply)
+        }
+    }
+    await untilStandardInputCloses()
+    router.close()
+}
+
+/// `floor-asker`: a DEALER to `--peer`; 200 warm-up round trips, then `--rounds` measured; says
+/// `DONE p50 p99` in microseconds, then `CPU` and each thread's microseconds per round trip.
+func runFloorAsker(_ arguments: [String]) async throws {
+    guard let peer = stringOption("--peer", in: arguments) else { throw HandoffError(.invalidConfiguration, "floor-asker needs --peer") }
+    let rounds = intOption("--rounds", 5000, in: arguments)
+    let context = try Context()
+    let dealer = try context.socket(.dealer)
+    try dealer.connect(peer)
+    let fixedRequest = [UInt8](repeating: 0xA5, count: floorRequestBytes)
+    let codec = arguments.contains("--codec")
+    var correlationID: UInt64 = 0
+    /// One round trip: the request sent (once the connection takes it), the reply awaited.
+    func roundTrip() async throws {
+        correlationID += 1
+        let request = codec ? FloorEnvelopes.request(correlationID) : fixedRequest
+        while try !dealer.trySend(request) { try await Task.sleep(for: .milliseconds(1)) }
+        let reply = try await dealer.receiveMultipart(maxFrames: 1)
+        if codec, let frame = reply?.first {
+            let envelope = try frame.withUnsafeBytes { try WireEnvelope.decode($0) }
+            guard envelope.correlationID == correlationID, case .continueReply = envelope.body else {
+                throw HandoffError(.malformedMessage, "the floor's replier answered something else")
+            }
+        }
+    }
+    for _ in 0..<200 { try await roundTrip() }
+    var latencies: [Double] = []
+    latencies.reserveCapacity(rounds)
+    let before = cpuByThreadName()
+    for _ in 0..<rounds {
+        let started = ContinuousClock.now
+        try await roundTrip()
+        latencies.append(seconds(ContinuousClock.now - started) * 1e6)
+    }
+    let cpu = cpuPerUnit(from: before, to: cpuByThreadName(), count: rounds)
+    tell(String(format: "DONE %.1f %.1f", percentile(latencies, 0.5), percentile(latencies, 0.99)))
+    tell("CPU " + cpu.map { String(format: "%@ %.2f", $0.thread, $0.microseconds) }.joined(separator: " "))
+    dealer.close()
+}
+
+/// The envelopes `--codec` sends: as a node's, the edit-contact activity in the reply.
+private enum FloorEnvelopes {
+    static func node(_ name: String) -> WireNodeRef {
+        var node = WireNodeRef()
+        node.nodeID = "5BAD26B7-2AD0-4CD5-BB03-AA0C2A2BE188"
+        node.name = name
+        node.host = "vm"
+        return node
+    }
+
+    static let activity: WireActivity = {
+        var activity = WireActivity()
+        activity.activityID = "7E4AAEAF-CCAF-4877-A578-CAAB7D0D3DFF"
+        activity.activityType = "org.handoff.contacts.edit-contact"
+        activity.title = "Editing Ada Lovelace"
+        for (key, value) in benchContactInfo {
+            var wire = WireValue()
+            wire.stringValue = value.stringValue ?? ""
+            activity.userInfo[key] = wire
+        }
+        activity.eligibleForHandoff = true
+        activity.origin = node("originator")
+        activity.version = 7
+        activity.updatedAt = WireTimestamp(Date())
+        return activity
+    }()
+
+    static func request(_ correlationID: UInt64) -> [UInt8] {
+        var request = WireContinueRequest()
+        request.activityID = activity.activityID
+        request.activityType = activity.activityType
+        return WireEnvelope.encoded(body: .continueRequest(request), sender: node("asker"), sequence: 0, correlationID: correlationID)
+    }
+}
