@@ -101,19 +101,28 @@ func benchContinue(rounds: Int) async throws {
     guard raw_req_rep(Int32(rounds), 256, &raw) == 0 else { throw HandoffError(.handoffFailed, "raw REQ/REP failed") }
     // Each end in a process of its own (its own context, I/O thread and readiness thread), as
     // deployments run: three runs of each, interleaved, and the median of their p50s.
-    /// Three runs each, interleaved: raw; the floor of this package's transport (ContinueFloorProcesses),
-    /// alone and with the envelopes' codec; Handoff.
-    func interleaved(_ placement: Placement) throws -> (raw: [RoundTrips], floor: [RoundTrips], codec: [RoundTrips], handoff: [RoundTrips]) {
-        var raw: [RoundTrips] = [], floor: [RoundTrips] = [], codec: [RoundTrips] = [], handoff: [RoundTrips] = []
+    /// Three runs each, interleaved: raw; the floor of this package's transport in each of its
+    /// modes (ContinueFloorProcesses); Handoff.
+    func interleaved(_ placement: Placement) throws -> (raw: [RoundTrips], floor: [FloorMode: [RoundTrips]], handoff: [RoundTrips]) {
+        var raw: [RoundTrips] = [], floor: [FloorMode: [RoundTrips]] = [:], handoff: [RoundTrips] = []
         for _ in 0..<3 {
             raw.append(try rawRequestReplyBetweenProcesses(rounds: rounds, placement: placement))
-            floor.append(try continueFloorBetweenProcesses(rounds: rounds, placement: placement))
-            codec.append(try continueFloorBetweenProcesses(rounds: rounds, codec: true, placement: placement))
+            for mode in FloorMode.allCases { floor[mode, default: []].append(try continueFloorBetweenProcesses(rounds: rounds, mode, placement: placement)) }
             handoff.append(try continueBetweenProcesses(rounds: rounds, placement: placement))
         }
-        return (raw, floor, codec, handoff)
+        return (raw, floor, handoff)
     }
-    let (rawApart, floorApart, codecApart, handoffApart) = try interleaved(.free)
+    /// The floor's rows and the parts of the gap, for one placement.
+    func floorRows(_ floor: [FloorMode: [RoundTrips]], raw: Double, handoff: Double, placement: String) {
+        let p50 = { (mode: FloorMode) in median(floor[mode, default: []].map(\.p50)) }
+        let runs = { (mode: FloorMode) in floor[mode, default: []].map { String(format: "%.0f/%.0f", $0.p50, $0.p99) }.joined(separator: " ") }
+        row("floor: the ZeroMQ module on the loops\(placement)", String(format: "%.0f", p50(.bare)), "p50/p99 of 3 runs: " + runs(.bare))
+        row("floor, asked from an actor as a node asks", String(format: "%.0f", p50(.actor)), "p50/p99 of 3 runs: " + runs(.actor))
+        row("floor, with the envelopes' codec", String(format: "%.0f", p50(.codec)), "p50/p99 of 3 runs: " + runs(.codec))
+        row("µs over raw: floor; actor; codec; the rest", String(format: "%.0f; %.0f; %.0f; %.0f", p50(.bare) - raw, p50(.actor) - p50(.bare),
+                                                                p50(.codec) - p50(.bare), handoff - p50(.codec) - (p50(.actor) - p50(.bare))))
+    }
+    let (rawApart, floorApart, handoffApart) = try interleaved(.free)
     print("Continue round trip (request → restore handler with the full activity), \(rounds) rounds, tcp://127.0.0.1")
     let polling = pairConfiguration("default", peers: []).replyPolling
     print("reply polling: " + (polling > .zero ? "\(Int(polling / .microseconds(1))) µs" : "off") + (benchReplyPolling() == nil ? " (the node's default)" : " (--reply-polling)"))
@@ -125,21 +134,18 @@ func benchContinue(rounds: Int) async throws {
     let rawApartP50 = median(rawApart.map(\.p50)), handoffApartP50 = median(handoffApart.map(\.p50))
     let apartRuns = { (runs: [RoundTrips]) in runs.map { String(format: "%.0f/%.0f", $0.p50, $0.p99) }.joined(separator: " ") }
     row("raw REQ/REP between two processes", String(format: "%.0f", rawApartP50), "p50/p99 of 3 runs: " + apartRuns(rawApart))
-    let floorApartP50 = median(floorApart.map(\.p50))
-    row("floor: ZeroMQ module on the loops, no protocol", String(format: "%.0f", floorApartP50), "p50/p99 of 3 runs: " + apartRuns(floorApart))
-    let codecApartP50 = median(codecApart.map(\.p50))
-    row("floor + the envelopes' codec", String(format: "%.0f", codecApartP50), "p50/p99 of 3 runs: " + apartRuns(codecApart))
     row("Handoff between two processes", String(format: "%.0f", handoffApartP50), "p50/p99 of 3 runs: " + apartRuns(handoffApart))
     let apartRatio = handoffApartP50 / rawApartP50
     row("ratio Handoff / raw, between processes (p50)", String(format: "%.2f x", apartRatio))
-    // What of the gap is the transport as this package drives it, and what the protocol's own work.
-    row("µs over raw: floor; codec; the node's other work", String(format: "%.0f; %.0f; %.0f", floorApartP50 - rawApartP50, codecApartP50 - floorApartP50, handoffApartP50 - codecApartP50))
+    // What of the gap is the transport as this package drives it, asking as a node does, the
+    // codec, and the rest of the node's work.
+    floorRows(floorApart, raw: rawApartP50, handoff: handoffApartP50, placement: "")
     // What the asking process spends per round trip: the continuer's loop polls for its reply
     // (EventLoops.awaitReply), where a raw REQ sleeps in zmq_recv.
     let rawAskerCPU = median(rawApart.map(\.askerCPU)), handoffAskerCPU = median(handoffApart.map(\.askerCPU))
     let cpuRuns = { (runs: [RoundTrips]) in runs.map { String(format: "%.0f", $0.askerCPU) }.joined(separator: " ") }
     row("CPU per round trip, raw REQ process (µs)", String(format: "%.0f", rawAskerCPU), "3 runs: " + cpuRuns(rawApart))
-    row("CPU per round trip, floor's asker (µs)", String(format: "%.0f", median(floorApart.map(\.askerCPU))), "3 runs: " + cpuRuns(floorApart))
+    row("CPU per round trip, floor's asker (µs)", String(format: "%.0f", median(floorApart[.bare, default: []].map(\.askerCPU))), "3 runs: " + cpuRuns(floorApart[.bare, default: []]))
     row("CPU per round trip, Handoff continuer (µs)", String(format: "%.0f", handoffAskerCPU), "3 runs: " + cpuRuns(handoffApart))
     compare("continue round trip p50 / p99 (µs)", handoff: String(format: "%.0f / %.0f", percentile(handoff, 0.5), percentile(handoff, 0.99)),
             baseline: "raw libzmq REQ/REP", String(format: "%.0f / %.0f", percentile(raw, 0.5), percentile(raw, 0.99)),
@@ -152,15 +158,12 @@ func benchContinue(rounds: Int) async throws {
             ratio: String(format: "%.2f x", handoffAskerCPU / rawAskerCPU))
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
     guard Placement.canPin else { return }
-    let (rawPinned, floorPinned, codecPinned, handoffPinned) = try interleaved(.onePerProcess)
+    let (rawPinned, floorPinned, handoffPinned) = try interleaved(.onePerProcess)
     let rawPinnedP50 = median(rawPinned.map(\.p50)), handoffPinnedP50 = median(handoffPinned.map(\.p50))
     row("raw REQ/REP, each process on one CPU", String(format: "%.0f", rawPinnedP50), "p50/p99 of 3 runs: " + apartRuns(rawPinned))
-    let floorPinnedP50 = median(floorPinned.map(\.p50)), codecPinnedP50 = median(codecPinned.map(\.p50))
-    row("floor, each process on one CPU", String(format: "%.0f", floorPinnedP50), "p50/p99 of 3 runs: " + apartRuns(floorPinned))
-    row("floor + codec, each process on one CPU", String(format: "%.0f", codecPinnedP50), "p50/p99 of 3 runs: " + apartRuns(codecPinned))
     row("Handoff, each process on one CPU", String(format: "%.0f", handoffPinnedP50), "p50/p99 of 3 runs: " + apartRuns(handoffPinned))
     row("ratio Handoff / raw, each process on one CPU (p50)", String(format: "%.2f x", handoffPinnedP50 / rawPinnedP50))
-    row("µs over raw: floor; codec; the node's other work", String(format: "%.0f; %.0f; %.0f", floorPinnedP50 - rawPinnedP50, codecPinnedP50 - floorPinnedP50, handoffPinnedP50 - codecPinnedP50))
+    floorRows(floorPinned, raw: rawPinnedP50, handoff: handoffPinnedP50, placement: " (pinned)")
     compare("the same, each process on one CPU (µs)", handoff: String(format: "%.0f", handoffPinnedP50),
             baseline: "raw REQ/REP, each on one CPU", String(format: "%.0f", rawPinnedP50),
             ratio: String(format: "%.2f x", handoffPinnedP50 / rawPinnedP50))

@@ -7,21 +7,33 @@ import ZeroMQ
 // ZeroMQ module, each awaiting its socket on the event loops as a node does (ReadinessWatcher),
 // sending bytes of a continue request's and reply's sizes, with no node, no actor and no protobuf.
 // Beside raw REQ/REP in C and Handoff's continue, it splits the gap between them: what the loops,
-// the Swift wrapper and async waiting cost, and what the protocol's own work costs. With `--codec`
-// each end also encodes and decodes the real envelopes (a continue request; a reply holding the
-// edit-contact activity), to part the codec from the rest of the protocol's work.
+// the Swift wrapper and async waiting cost, and what the protocol's own work costs. With `--actor`
+// the asker asks from an actor whose receiver task resumes it, as a node does; with `--codec` each
+// end also encodes and decodes the real envelopes (a continue request; a reply holding the
+// edit-contact activity). Each parts one more piece from the rest of the node's work.
 
 /// The sizes the floor sends: about a continue request's and the edit-contact reply's envelopes.
 private let floorRequestBytes = 128, floorReplyBytes = 360
 
+/// What the floor's ends do besides sending and receiving bytes.
+enum FloorMode: CaseIterable {
+    /// Nothing: the transport as this package drives it.
+    case bare
+    /// The asker asks as a node asks: from an actor, its reply read by a receiver task (``FloorClient``).
+    case actor
+    /// Each end encodes and decodes the real envelopes.
+    case codec
+
+    var replierArguments: [String] { self == .codec ? ["--codec"] : [] }
+    var askerArguments: [String] { self == .bare ? [] : self == .actor ? ["--actor"] : ["--codec"] }
+}
+
 /// Round trips between a `floor-asker` and a `floor-replier` process: the asker's p50 and p99 over
-/// `rounds`, after 200 of warm-up, and its CPU per round trip; with `codec`, each end encodes and
-/// decodes the real envelopes too.
-func continueFloorBetweenProcesses(rounds: Int, codec: Bool = false, placement: Placement = .free) throws -> RoundTrips {
-    let mode = codec ? ["--codec"] : []
-    let replier = try Child(["floor-replier", "--rounds", "\(rounds + 200)"] + mode, cpu: placement.serving)
+/// `rounds`, after 200 of warm-up, and its CPU per round trip.
+func continueFloorBetweenProcesses(rounds: Int, _ mode: FloorMode, placement: Placement = .free) throws -> RoundTrips {
+    let replier = try Child(["floor-replier", "--rounds", "\(rounds + 200)"] + mode.replierArguments, cpu: placement.serving)
     let ready = try replier.line(startingWith: "READY")  // READY endpoint
-    let asker = try Child(["floor-asker", "--peer", ready[1], "--rounds", "\(rounds)"] + mode, cpu: placement.asking)
+    let asker = try Child(["floor-asker", "--peer", ready[1], "--rounds", "\(rounds)"] + mode.askerArguments, cpu: placement.asking)
     let done = try asker.line(startingWith: "DONE", within: .seconds(120))
     let cpu = try asker.line(startingWith: "CPU")
     asker.wait()
@@ -58,10 +70,18 @@ func runFloorReplier(_ arguments: [String]) async throws {
 }
 
 /// `floor-asker`: a DEALER to `--peer`; 200 warm-up round trips, then `--rounds` measured; says
-/// `DONE p50 p99` in microseconds, then `CPU` and each thread's microseconds per round trip.
+/// `DONE p50 p99` in microseconds, then `CPU` and each thread's microseconds per round trip. With
+/// `--actor`, asked as a node asks (``FloorClient``).
 func runFloorAsker(_ arguments: [String]) async throws {
     guard let peer = stringOption("--peer", in: arguments) else { throw HandoffError(.invalidConfiguration, "floor-asker needs --peer") }
     let rounds = intOption("--rounds", 5000, in: arguments)
+    if arguments.contains("--actor") {
+        let client = try FloorClient(peer)
+        let receiving = Task(executorPreference: EventLoops.shared) { await client.receiveReplies() }
+        try await timedRoundTrips(rounds) { try await client.ask() }
+        receiving.cancel()
+        return
+    }
     let context = try Context()
     let dealer = try context.socket(.dealer)
     try dealer.connect(peer)
@@ -81,6 +101,12 @@ func runFloorAsker(_ arguments: [String]) async throws {
             }
         }
     }
+    try await timedRoundTrips(rounds, roundTrip)
+    dealer.close()
+}
+
+/// 200 warm-up round trips, then `rounds` measured: says `DONE p50 p99` and `CPU`, as the roles do.
+private func timedRoundTrips(_ rounds: Int, _ roundTrip: () async throws -> Void) async throws {
     for _ in 0..<200 { try await roundTrip() }
     var latencies: [Double] = []
     latencies.reserveCapacity(rounds)
@@ -93,7 +119,37 @@ func runFloorAsker(_ arguments: [String]) async throws {
     let cpu = cpuPerUnit(from: before, to: cpuByThreadName(), count: rounds)
     tell(String(format: "DONE %.1f %.1f", percentile(latencies, 0.5), percentile(latencies, 0.99)))
     tell("CPU " + cpu.map { String(format: "%@ %.2f", $0.thread, $0.microseconds) }.joined(separator: " "))
-    dealer.close()
+}
+
+/// The floor asked as a node asks (`Node.fetch` and `receiveReplies`): the caller hops onto an
+/// actor that owns the DEALER, sends and suspends on a continuation; a receiver task on the actor
+/// reads the reply and resumes it, handing off on its thread. No codec, no bookkeeping.
+private actor FloorClient {
+    private let context: Context
+    private let dealer: Socket
+    private var waiter: UnsafeContinuation<Void, Never>?
+    private let request = [UInt8](repeating: 0xA5, count: floorRequestBytes)
+
+    init(_ peer: String) throws {
+        context = try Context()
+        dealer = try context.socket(.dealer)
+        try dealer.connect(peer)
+    }
+
+    func ask() async throws {
+        while try !dealer.trySend(request) { try await Task.sleep(for: .milliseconds(1)) }
+        await withUnsafeContinuation { waiter = $0 }
+    }
+
+    func receiveReplies() async {
+        while !Task.isCancelled {
+            guard (try? await dealer.receiveMultipart(maxFrames: 1)) != nil else { return }
+            if let waiter {
+                self.waiter = nil
+                EventLoops.handingOff { waiter.resume() }
+            }
+        }
+    }
 }
 
 /// The envelopes `--codec` sends: as a node's, the edit-contact activity in the reply.
