@@ -216,6 +216,9 @@ enum FastEnvelopeDecoder {
         // The map and the lists grow here and are set once: a generated message has no in-place
         // accessor, so `activity.userInfo[key] = value` copied the whole map at every entry.
         var userInfo: [String: WireValue] = [:]
+        // Sized first (a walk over the fields, no values read): grown entry by entry, a map of a
+        // few keys was made and hashed again three times.
+        userInfo.reserveCapacity(try Self.count(of: 4, in: reader))
         var requiredUserInfoKeys: [String] = []
         var keywords: [String] = []
         var seen = SeenFields()
@@ -246,6 +249,16 @@ enum FastEnvelopeDecoder {
         if !requiredUserInfoKeys.isEmpty { activity.requiredUserInfoKeys = requiredUserInfoKeys }
         if !keywords.isEmpty { activity.keywords = keywords }
         return activity
+    }
+
+    /// How many times field `number` occurs in the message `reader` reads.
+    private static func count(of number: Int, in reader: Reader) throws -> Int {
+        var reader = reader, count = 0
+        while let (field, type) = try reader.nextField() {
+            if field == number { count += 1 }
+            try reader.skip(type, number: field)
+        }
+        return count
     }
 
     private static func document(_ reader: Reader) throws -> WireDocumentRef {
