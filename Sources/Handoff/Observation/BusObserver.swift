@@ -75,7 +75,7 @@ public actor BusObserver {
     public func updates(every interval: Duration = .seconds(1)) -> AsyncStream<BusViewSnapshot> {
         openStreams += 1
         let (stream, continuation) = AsyncStream.makeStream(of: BusViewSnapshot.self, bufferingPolicy: .bufferingNewest(1))
-        let task = Task { [self] in
+        let task = Task(executorPreference: EventLoops.shared) { [self] in
             while !Task.isCancelled {
                 continuation.yield(await snapshot())
                 do { try await EventLoops.sleep(for: interval) } catch { break }  // the loops' clock, not the pool's
@@ -84,7 +84,7 @@ public actor BusObserver {
         }
         continuation.onTermination = { [self] _ in
             task.cancel()
-            Task { await self.streamEnded() }
+            Task(executorPreference: EventLoops.shared) { await self.streamEnded() }
         }
         return stream
     }

@@ -5,6 +5,7 @@ import HandoffWire
 import Logging
 import Synchronization
 import SwiftProtobuf
+import ZeroMQ
 
 // MARK: - Blocking bridges for C
 
@@ -12,7 +13,9 @@ import SwiftProtobuf
 func waitFor<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
     let result = Mutex<Result<T, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
-    Task {
+    // On the loops, as the node's own tasks (an unstructured task does not inherit them): the work
+    // calls into the node, and the thread waiting here is a plugin worker's, never a loop.
+    Task(executorPreference: EventLoops.shared) {
         let outcome: Result<T, any Error>
         do { outcome = .success(try await work()) } catch { outcome = .failure(error) }
         result.withLock { $0 = outcome }
@@ -164,7 +167,7 @@ final class StreamReaderBridge: @unchecked Sendable {
 
     init(_ input: ContinuationInputStream) {
         self.input = input
-        Task { [self] in
+        Task(executorPreference: EventLoops.shared) { [self] in
             do throws(HandoffError) {
                 for try await chunk in input {
                     guard await put(.chunk(chunk)) else { return }
