@@ -64,6 +64,13 @@ enum FastEnvelopeEncoder {
         return writer.bytes
     }
 
+    /// The envelope of a continue reply holding an activity given as its encoded bytes.
+    static func encode(_ header: EnvelopeHeader, continueReplyActivity activity: [UInt8]) throws(NotOnFastPath) -> [UInt8] {
+        var writer = try writer(header, capacity: 128 + activity.count)
+        writer.messageField(15) { (writer: inout ProtobufWriter) in writer.lengthDelimitedField(1, activity) }
+        return writer.bytes
+    }
+
     /// The envelope of an advertisement given in plain values (never built as a message).
     static func encode(_ header: EnvelopeHeader, advertisement: WirePlainAdvertisement) throws(NotOnFastPath) -> [UInt8] {
         var writer = try writer(header)
@@ -72,8 +79,8 @@ enum FastEnvelopeEncoder {
     }
 
     /// A writer holding the envelope's own fields, for its body to follow (field 10 and on).
-    private static func writer(_ header: EnvelopeHeader) throws(NotOnFastPath) -> ProtobufWriter {
-        var writer = ProtobufWriter(capacity: 384)
+    private static func writer(_ header: EnvelopeHeader, capacity: Int = 384) throws(NotOnFastPath) -> ProtobufWriter {
+        var writer = ProtobufWriter(capacity: capacity)
         writer.uint(1, UInt64(header.protocolVersion))
         writer.uint(2, header.correlationID)
         if let sender = header.sender { try writer.message(3, sender) }
@@ -102,6 +109,24 @@ extension WireEnvelope {
 }
 
 extension WireEnvelope {
+    /// The bytes of a continue reply's envelope holding the activity whose encoding is `activity`
+    /// (a `WireActivity`'s bytes, made once and sent in many replies): the envelope
+    /// ``encoded(body:sender:sequence:correlationID:sentAt:traceID:)`` writes for
+    /// `.continueReply` of that activity, with its fields as that activity's encoding orders them.
+    public static func encoded(
+        continueReplyActivity activity: [UInt8], sender: WireNodeRef, sequence: UInt64, correlationID: UInt64, sentAt: Date = Date(),
+        traceID: String? = nil
+    ) -> [UInt8] {
+        let header = EnvelopeHeader(
+            protocolVersion: WireProtocol.version, correlationID: correlationID, sender: sender,
+            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "")
+        if let bytes = try? FastEnvelopeEncoder.encode(header, continueReplyActivity: activity) { return bytes }
+        // A sender with unknown fields: SwiftProtobuf writes those, and the activity decoded again.
+        var reply = WireContinueReply()
+        reply.activity = (try? WireActivity(serializedBytes: activity)) ?? WireActivity()
+        return encoded(body: .continueReply(reply), sender: sender, sequence: sequence, correlationID: correlationID, sentAt: sentAt, traceID: traceID)
+    }
+
     /// The bytes of the envelope ``encoded(body:sender:sequence:correlationID:sentAt:traceID:)``
     /// writes for `.advertisement(WireAdvertisement(advertisement))`, written from the plain
     /// values: no generated message built (each copied its empty default storage at its first field

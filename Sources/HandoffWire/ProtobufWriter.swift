@@ -63,6 +63,13 @@ struct ProtobufWriter {
         bytes.append(contentsOf: value)
     }
 
+    /// A length-delimited field holding `bytes` as they are (an encoded message, made before).
+    mutating func lengthDelimitedField(_ number: Int, _ value: [UInt8]) {
+        tag(number, .lengthDelimited)
+        varint(UInt64(value.count))
+        bytes.append(contentsOf: value)
+    }
+
     /// A double field (fixed64, little-endian).
     mutating func doubleField(_ number: Int, _ value: Double) {
         tag(number, .fixed64)

@@ -55,6 +55,8 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         var node: Node?
         var isInvalidated = false
         var continuedOnce = false
+        /// The full activity encoded for a continue reply, while it holds (UserActivity+EncodedWire.swift).
+        var encodedWire: EncodedWire?
     }
 
     private let state: Mutex<State>
@@ -342,24 +344,19 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
 
     /// The full activity as sent to a continuing node.
     func wire(origin: WireNodeRef, defaultTeamID: String?) -> WireActivity {
+        state.withLock { wire(of: $0, origin: origin, defaultTeamID: defaultTeamID) }
+    }
+
+    /// The same, encoded, and its version: made once for as long as the activity does not change.
+    func encodedWire(origin: WireNodeRef, defaultTeamID: String?) -> (bytes: [UInt8], version: UInt64) {
         state.withLock { state in
-            var activity = WireActivity()
-            activity.activityID = id
-            activity.activityType = activityType
-            activity.title = state.title
-            activity.userInfo = wireUserInfo(state.userInfo)
-            activity.requiredUserInfoKeys = state.requiredUserInfoKeys.sorted()
-            activity.webpageURL = state.webpageURL?.absoluteString ?? ""
-            activity.keywords = state.keywords.sorted()
-            if let expiration = state.expirationDate { activity.expiration = WireTimestamp(expiration) }
-            activity.eligibleForHandoff = state.isEligibleForHandoff
-            activity.supportsContinuationStreams = state.supportsContinuationStreams
-            activity.teamID = state.teamID ?? defaultTeamID ?? ""
-            activity.origin = origin
-            activity.version = state.version
-            activity.updatedAt = WireTimestamp(state.updatedAt)
-            if let document = state.document { activity.document = document.wire }
-            return activity
+            if let encoded = state.encodedWire, encoded.holds(for: state, origin: origin, defaultTeamID: defaultTeamID) {
+                return (encoded.bytes, encoded.version)
+            }
+            let encoded = EncodedWire(
+                wire(of: state, origin: origin, defaultTeamID: defaultTeamID), updatedAt: state.updatedAt, defaultTeamID: defaultTeamID)
+            state.encodedWire = encoded
+            return (encoded.bytes, encoded.version)
         }
     }
 

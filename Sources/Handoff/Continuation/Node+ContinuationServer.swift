@@ -52,7 +52,11 @@ extension Node {
     }
 
     func reply(to identity: [UInt8], correlationID: UInt64, _ body: WireEnvelope.OneOf_Body) {
-        let bytes = envelopes.bytes(body, correlationID: correlationID)
+        send(envelopes.bytes(body, correlationID: correlationID), to: identity)
+    }
+
+    /// Sends an encoded envelope to the peer `identity` names on the ROUTER.
+    private func send(_ bytes: [UInt8], to identity: [UInt8]) {
         do {
             // ROUTER drops a reply to a vanished peer; it never blocks.
             if try sockets.server.trySend(identity, more: true), try sockets.server.trySend(bytes) {
@@ -132,13 +136,13 @@ extension Node {
         case .failure(let error):
             refuse(request, error, to: identity, correlationID: correlationID, requester: requester, trace: trace)
         case .success(let activity):
-            var reply = WireContinueReply()
-            reply.activity = activity.wire(origin: envelopes.sender, defaultTeamID: own.configuration.teamID)
-            self.reply(to: identity, correlationID: correlationID, .continueReply(reply))
+            // Encoded once for as long as the activity does not change (UserActivity+EncodedWire.swift).
+            let encoded = activity.encodedWire(origin: envelopes.sender, defaultTeamID: own.configuration.teamID)
+            send(envelopes.bytes(continueReplyActivity: encoded.bytes, correlationID: correlationID), to: identity)
             if let saving {
                 let saved = saves == 0 ? "no will-save"
                     : "will-save " + (saves == 1 ? "" : "\(saves) times, ") + String(format: "%.3f ms", (ContinuousClock.now - saving).seconds * 1000)
-                endContinueTrace(trace, "the activity, version \(reply.activity.version) (\(saved))")
+                endContinueTrace(trace, "the activity, version \(encoded.version) (\(saved))")
             }
             observability.metrics.answeredContinue(restored: true)
             guard let handedOver = ContinuationServer.continued(activity, by: requester, refresh: request.refresh) else { return }

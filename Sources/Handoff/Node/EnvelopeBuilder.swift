@@ -22,6 +22,13 @@ struct EnvelopeBuilder {
         return WireEnvelope.encoded(body: body, sender: sender, sequence: sequence, correlationID: correlationID, traceID: traceID)
     }
 
+    /// The encoded envelope of a continue reply holding an activity encoded before
+    /// (``UserActivity/encodedWire(origin:defaultTeamID:)``), with the next sequence.
+    mutating func bytes(continueReplyActivity activity: [UInt8], correlationID: UInt64) -> [UInt8] {
+        sequence += 1
+        return WireEnvelope.encoded(continueReplyActivity: activity, sender: sender, sequence: sequence, correlationID: correlationID)
+    }
+
     /// The encoded envelope of an advertisement given in plain values, with the next sequence.
     mutating func bytes(advertisement: WirePlainAdvertisement, traceID: String? = nil) -> [UInt8] {
         sequence += 1
