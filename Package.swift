@@ -132,6 +132,7 @@ let package = Package(
             dependencies: [
                 "Handoff", "HandoffWire", "ZeroMQ", "HandoffExecutor", "HandoffFuzz", "CRawBaselines", "CPeerBaselines", "CHandoffChecksum",
                 .product(name: "Logging", package: "swift-log"), .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
         // The deterministic simulator: the node's protocol machines in a seeded fleet (Handoff's
