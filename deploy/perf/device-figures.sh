@@ -55,9 +55,9 @@ for round in 1 2; do
         if [ $loops = default ]; then bench adverts --trials 2; else HANDOFF_EVENT_LOOP_THREADS=$loops bench adverts --trials 2; fi |
             sed -n '/^tasks/p;/^raw libzmq PUB/,/^one at a time/p'
     done
-    section "continue (round $round)"; bench continue | sed -n '/^tasks/p;/^reply polling/p;/^raw libzmq REQ/,/^ratio Handoff \/ raw, each/p'
+    section "continue (round $round)"; bench continue | sed -n '/^tasks/p;/^reply polling/p;/^raw libzmq REQ/,/^Summary/p'
     section "continue, reply polling off (round $round)"
-    bench continue --reply-polling 0 | sed -n '/^reply polling/p;/^raw libzmq REQ/,/^ratio Handoff \/ raw, each/p'
+    bench continue --reply-polling 0 | sed -n '/^reply polling/p;/^raw libzmq REQ/,/^Summary/p'
 done
 section "streams"; bench streams --only processes --runs 7 | sed -n '/^raw libzmq, 256/,/^ratio Handoff \/ raw, each/p'
 section "broker"; bench broker-capacity --trials 3 | grep -E "^  |^memory"
