@@ -36,7 +36,7 @@ private func object(_ line: some StringProtocol) -> [String: Any]? {
 
 @Suite("handoff advertise and continue: the whole activity from the command line", .exclusive)
 struct ContinueStateCommandTests {
-    @Test("an activity advertised with userInfo, keywords, a required key, an expiry and a webpage is found by keyword and continued with --print-state: the state arrives whole, as text and as JSON")
+    @Test("an activity advertised with userInfo, keywords, a required key, an expiry and a webpage is listed by keyword with them and continued with --print-state: the state arrives whole, as text and as JSON")
     func stateFromTheCommandLine() async throws {
         let (broker, frontend, backend) = try await startBroker()
         let type = "org.handoff.test.state"
@@ -49,7 +49,11 @@ struct ContinueStateCommandTests {
         defer { reap(advertiser) }
 
         let found = try await runHandoff(["activities", "--keyword", "groceries", "--wait", "5", "--json", "--broker", frontend, backend, "--log-level", "error"])
-        #expect(found.output.split(separator: "\n").compactMap(object).contains { $0["type"] as? String == type }, "\(found.output)")
+        let listed = try #require(found.output.split(separator: "\n").compactMap(object).first { $0["type"] as? String == type }, "\(found.output)")
+        #expect(listed["keywords"] as? [String] == ["groceries", "weekly"] && listed["webpageURL"] as? String == "https://example.org/list", "\(listed)")
+        #expect(listed["expires"] as? String != nil, "\(listed)")
+        let listedAsText = try await runHandoff(["activities", "--keyword", "weekly", "--broker", frontend, backend, "--log-level", "error"])
+        #expect(listedAsText.output.contains("keywords: groceries, weekly  https://example.org/list  expires "), "\(listedAsText.output)")
         let other = try await runHandoff(["activities", "--keyword", "holidays", "--json", "--broker", frontend, backend, "--log-level", "error"])
         #expect(!other.output.contains(type), "\(other.output)")
 

@@ -16,7 +16,7 @@ struct ActivitiesCommand: AsyncParsableCommand {
     @Option(help: "Only types with this prefix.") var type: String?
     @Option(help: "Only activities with this search keyword (repeatable: any of them).") var keyword: [String] = []
     @Option(help: "How long to wait for the bus's snapshot, in seconds (it comes at once from a running broker).") var wait: Double = 3
-    @Flag(help: "One JSON object a line.") var json = false
+    @Flag(help: "One JSON object a line (id, type, title, node, nodeID, version, streams; keywords, webpageURL, expires and teamID when set).") var json = false
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
@@ -36,19 +36,14 @@ struct ActivitiesCommand: AsyncParsableCommand {
             return await node.activities(matching: ActivityFilter(keywords: keyword.isEmpty ? nil : Set(keyword)))
         }
         for activity in activities {
-            if json {
-                announce(jsonLine(ActivityLine(
-                    id: activity.id, type: activity.activityType, title: activity.title, node: activity.origin.name,
-                    nodeID: activity.origin.id, version: activity.version, streams: activity.supportsContinuationStreams)))
-            } else {
-                announce("\(activity.id)  \(activity.activityType)  \"\(activity.title)\"  from \(activity.origin.name)  v\(activity.version)")
-            }
+            let line = ActivityLine(activity)
+            announce(json ? jsonLine(line) : line.text)
         }
         if activities.isEmpty && !json { announce("no activities on the bus") }
     }
 }
 
-/// `activities --json`: one current activity.
+/// `activities --json`: one current activity (what its advertisement says; a field not set is left out).
 private struct ActivityLine: Encodable {
     let id: String
     let type: String
@@ -57,4 +52,32 @@ private struct ActivityLine: Encodable {
     let nodeID: String
     let version: UInt64
     let streams: Bool
+    let keywords: [String]?
+    let webpageURL: String?
+    /// ISO 8601.
+    let expires: String?
+    let teamID: String?
+
+    init(_ activity: DiscoveredActivity) {
+        id = activity.id
+        type = activity.activityType
+        title = activity.title
+        node = activity.origin.name
+        nodeID = activity.origin.id
+        version = activity.version
+        streams = activity.supportsContinuationStreams
+        keywords = activity.keywords.isEmpty ? nil : activity.keywords.sorted()
+        webpageURL = activity.webpageURL?.absoluteString
+        expires = activity.expirationDate?.formatted(.iso8601)
+        teamID = activity.teamID
+    }
+
+    /// The same for people: one line, what is set at its end.
+    var text: String {
+        var text = "\(id)  \(type)  \"\(title)\"  from \(node)  v\(version)"
+        if let keywords { text += "  keywords: " + keywords.joined(separator: ", ") }
+        if let webpageURL { text += "  \(webpageURL)" }
+        if let expires { text += "  expires \(expires)" }
+        return text
+    }
 }
