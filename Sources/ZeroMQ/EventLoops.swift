@@ -50,7 +50,8 @@ public enum EventLoops {
         }
     }
 
-    /// One loop per CPU but one, at most two, at least one. The CPU left over is for libzmq's I/O
+    /// One loop per CPU the process may use (``UsableProcessors``) but one, at most two, at least
+    /// one. The CPU left over is for libzmq's I/O
     /// thread, which does every socket's TCP work and is as busy as the loops under load. On 2 CPUs,
     /// one loop: a stream between two processes ran at 93–116 % of raw libzmq with one loop per
     /// process and at 68–95 % with two, which woke each other and moved the tasks between CPUs. At
@@ -60,7 +61,7 @@ public enum EventLoops {
     /// their p99 was 736–1,909 µs against 242–325; two carried the most advertisements
     /// (docs/performance.md, "At most two loops"). A process that runs many nodes, or heavy work of
     /// its own on the loops, sets more (``configure(threads:)``, `HANDOFF_EVENT_LOOP_THREADS`).
-    public static var defaultThreads: Int { defaultThreads(processors: ProcessInfo.processInfo.activeProcessorCount) }
+    public static var defaultThreads: Int { defaultThreads(processors: UsableProcessors.count) }
 
     /// ``defaultThreads`` on a host with `processors` CPUs.
     static func defaultThreads(processors: Int) -> Int { min(2, max(1, processors - 1)) }

@@ -1,4 +1,5 @@
 import Foundation
+import ZeroMQ
 
 extension Node {
     /// How a node joins the bus and how it behaves there.
@@ -65,7 +66,9 @@ extension Node {
         /// request to open streams) instead of sleeping (``ZeroMQ/EventLoops/awaitReply(within:)``):
         /// a sleeping loop takes a thread wake-up to see the answer, tens of microseconds on a
         /// virtual machine. Costs CPU only while a request waits, at most this long per request;
-        /// zero never polls.
+        /// zero never polls. By default 200 µs, and zero in a process that may use one CPU only
+        /// (``ZeroMQ/UsableProcessors``): there the reply needs libzmq's I/O thread, which shares
+        /// the CPU with the polling loop, and polling gained nothing (docs/performance.md).
         public var replyPolling: Duration
         /// The largest encoded ``UserActivity/userInfo`` accepted, in bytes (Apple advises under 3 KB).
         public var maxUserInfoSize: Int
@@ -183,7 +186,7 @@ extension Node {
             self.lease = lease
             self.continueTimeout = continueTimeout
             self.connectTimeout = connectTimeout
-            replyPolling = .microseconds(200)
+            replyPolling = UsableProcessors.count < 2 ? .zero : .microseconds(200)
             self.maxUserInfoSize = maxUserInfoSize
             self.teamID = teamID
             includeOwnActivities = false
