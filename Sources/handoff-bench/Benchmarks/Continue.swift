@@ -75,18 +75,30 @@ struct TimedContinues {
     var cpuSummary: String {
         cpuPerRoundTrip.map { String(format: "%@ %.2f", $0.thread, $0.microseconds) }.joined(separator: " ")
     }
+
+    /// Says `DONE p50 p99` in microseconds, then `CPU` and each thread's microseconds per round
+    /// trip: what a role reports to the benchmark that started it (``RoundTrips``).
+    func report() {
+        tell(String(format: "DONE %.1f %.1f", percentile(latencies, 0.5), percentile(latencies, 0.99)))
+        tell("CPU " + cpuSummary)
+    }
 }
 
 /// `rounds` continues of `activity` by `node` after 200 of warm-up.
 func timedContinues(of activity: DiscoveredActivity, by node: Node, rounds: Int) async throws -> TimedContinues {
-    for _ in 0..<200 { _ = try await node.continueActivity(activity) }
+    try await timedRoundTrips(rounds) { _ = try await node.continueActivity(activity) }
+}
+
+/// `rounds` round trips after 200 of warm-up: each one's latency, and this process's CPU by thread.
+func timedRoundTrips(_ rounds: Int, _ roundTrip: () async throws -> Void) async throws -> TimedContinues {
+    for _ in 0..<200 { try await roundTrip() }
     var latencies: [Double] = []
     latencies.reserveCapacity(rounds)
     let before = cpuByThreadName()
     MeasuredSpan.begin()
     for _ in 0..<rounds {
         let started = ContinuousClock.now
-        _ = try await node.continueActivity(activity)
+        try await roundTrip()
         latencies.append(seconds(ContinuousClock.now - started) * 1e6)
     }
     MeasuredSpan.end()

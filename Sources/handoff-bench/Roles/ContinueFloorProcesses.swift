@@ -77,7 +77,7 @@ func runFloorAsker(_ arguments: [String]) async throws {
     if arguments.contains("--actor") {
         let client = try FloorClient(peer)
         let receiving = Task(executorPreference: EventLoops.shared) { await client.receiveReplies() }
-        try await timedRoundTrips(rounds) { try await client.ask() }
+        try await timedRoundTrips(rounds) { try await client.ask() }.report()
         receiving.cancel()
         return
     }
@@ -100,24 +100,8 @@ func runFloorAsker(_ arguments: [String]) async throws {
             }
         }
     }
-    try await timedRoundTrips(rounds, roundTrip)
+    try await timedRoundTrips(rounds, roundTrip).report()
     dealer.close()
-}
-
-/// 200 warm-up round trips, then `rounds` measured: says `DONE p50 p99` and `CPU`, as the roles do.
-private func timedRoundTrips(_ rounds: Int, _ roundTrip: () async throws -> Void) async throws {
-    for _ in 0..<200 { try await roundTrip() }
-    var latencies: [Double] = []
-    latencies.reserveCapacity(rounds)
-    let before = cpuByThreadName()
-    for _ in 0..<rounds {
-        let started = ContinuousClock.now
-        try await roundTrip()
-        latencies.append(seconds(ContinuousClock.now - started) * 1e6)
-    }
-    let cpu = cpuPerUnit(from: before, to: cpuByThreadName(), count: rounds)
-    tell(String(format: "DONE %.1f %.1f", percentile(latencies, 0.5), percentile(latencies, 0.99)))
-    tell("CPU " + cpu.map { String(format: "%@ %.2f", $0.thread, $0.microseconds) }.joined(separator: " "))
 }
 
 /// The floor asked as a node asks (`Node.fetch` and `receiveReplies`): the caller hops onto an

@@ -80,9 +80,7 @@ func runContinueContinuer(_ arguments: [String]) async throws {
     let rounds = intOption("--rounds", 5000, in: arguments)
     try await Node.withRunning(pairConfiguration("continuer", peers: [peer])) { node in
         await node.setContinuationHandler(forType: "org.handoff.contacts.edit-contact") { _ in }
-        let run = try await timedContinues(of: try await waitFor(id, on: node), by: node, rounds: rounds)
-        tell(String(format: "DONE %.1f %.1f", percentile(run.latencies, 0.5), percentile(run.latencies, 0.99)))
-        tell("CPU " + run.cpuSummary)
+        try await timedContinues(of: try await waitFor(id, on: node), by: node, rounds: rounds).report()
     }
 }
 
@@ -90,9 +88,7 @@ func runContinueContinuer(_ arguments: [String]) async throws {
 /// (for perf tools that attach to one process); says `DONE p50 p99` in microseconds, then `CPU`
 /// and each thread's CPU microseconds per measured round trip.
 func runContinuePair(_ arguments: [String]) async throws {
-    let run = try await continueInOneProcess(rounds: intOption("--rounds", 5000, in: arguments))
-    tell(String(format: "DONE %.1f %.1f", percentile(run.latencies, 0.5), percentile(run.latencies, 0.99)))
-    tell("CPU " + run.cpuSummary)
+    try await continueInOneProcess(rounds: intOption("--rounds", 5000, in: arguments)).report()
 }
 
 /// `raw-rep-server`: binds a raw REP on loopback, says `READY endpoint`, and echoes `--rounds` requests.

@@ -68,7 +68,7 @@ private struct ActivityLine: Encodable {
         streams = activity.supportsContinuationStreams
         keywords = activity.keywords.isEmpty ? nil : activity.keywords.sorted()
         webpageURL = activity.webpageURL?.absoluteString
-        expires = activity.expirationDate?.formatted(.iso8601)
+        expires = activity.expirationDate?.formatted(JSONValue.dateFormat)
         teamID = activity.teamID
     }
 

@@ -75,10 +75,6 @@ enum LivePage {
         }
     }
 
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        // As every --json line (jsonLine): "tcp://…", not "tcp:\/\/…".
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
+    /// As every --json line writes (`jsonEncoder()`).
+    static let encoder = jsonEncoder()
 }

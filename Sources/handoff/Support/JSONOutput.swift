@@ -34,7 +34,7 @@ enum JSONValue: Codable {
         }
     }
 
-    /// How dates in userInfo print: ISO 8601 with fractions of a second, so none is lost.
+    /// How dates print (in userInfo, an expiry): ISO 8601 with fractions of a second, so none is lost.
     static let dateFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// A userInfo value as JSON has it: the kinds JSON lacks become strings (bytes in base64, a
@@ -69,10 +69,16 @@ enum JSONValue: Codable {
 /// `Encodable` types of its own, so the fields and their types are declared, not assembled; a
 /// field that is `nil` is left out.
 func jsonLine(_ value: some Encodable) -> String {
+    let data = (try? jsonEncoder().encode(value)) ?? Data("{}".utf8)
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// How the command writes JSON, in its lines and on the live page: keys sorted, "tcp://…" rather
+/// than "tcp:\/\/…", and a double JSON has no number for as a string (a userInfo value may be
+/// infinite or NaN, and then the whole line was {}).
+func jsonEncoder() -> JSONEncoder {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    // JSON has no infinity nor NaN: a double in userInfo may be one, and then the whole line was {}.
     encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
-    let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-    return String(decoding: data, as: UTF8.self)
+    return encoder
 }
