@@ -44,14 +44,15 @@ enum FastEnvelopeDecoder {
 
     // Below, every throw (the reader's errors and NotOnFastPath alike) means the same: the bytes
     // go to SwiftProtobuf.
-    private typealias Reader = ProtobufReader
+    typealias Reader = ProtobufReader
 
-    /// An envelope's own fields and its body, as read: an advertisement in plain values (a
-    /// generated `WireAdvertisement` copies its empty default storage object at its first field),
-    /// the other hot bodies as generated.
-    private struct Read {
+    /// An envelope's own fields and its body, as read: an advertisement and a continue reply's
+    /// activity in plain values (a generated `WireAdvertisement` or `WireActivity` copies its empty
+    /// default storage object at its first field), the other hot bodies as generated.
+    struct Read {
         var header = EnvelopeHeader(protocolVersion: 0, correlationID: 0, sender: nil, sentAt: nil, sequence: 0, traceID: "")
         var advertisement: WirePlainAdvertisement?
+        var replyActivity: WirePlainActivity?
         var otherBody: OtherBody?
 
         /// What was read, as the generated envelope.
@@ -64,9 +65,13 @@ enum FastEnvelopeDecoder {
             envelope.sequence = header.sequence
             envelope.traceID = header.traceID
             if let advertisement { envelope.body = .advertisement(WireAdvertisement(advertisement)) }
+            if let replyActivity {
+                var reply = WireContinueReply()
+                reply.activity = WireActivity(replyActivity)
+                envelope.body = .continueReply(reply)
+            }
             switch otherBody {
             case .continueRequest(let request)?: envelope.body = .continueRequest(request)
-            case .continueReply(let reply)?: envelope.body = .continueReply(reply)
             case .streamFrame(let frame)?: envelope.body = .streamFrame(frame)
             case nil: break
             }
@@ -74,15 +79,14 @@ enum FastEnvelopeDecoder {
         }
     }
 
-    private enum OtherBody {
+    enum OtherBody {
         case continueRequest(WireContinueRequest)
-        case continueReply(WireContinueReply)
         case streamFrame(WireStreamFrame)
     }
 
     /// Reads into the caller's `read` (a fresh one): returned, it was copied out and the
     /// original destroyed, a reference count for each of its strings, twice.
-    private static func envelope(_ reader: Reader, into read: inout Read) throws {
+    static func envelope(_ reader: Reader, into read: inout Read) throws {
         var reader = reader
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
@@ -107,7 +111,8 @@ enum FastEnvelopeDecoder {
                 read.otherBody = .continueRequest(try continueRequest(reader.nested(reader.lengthDelimited())))
             case (15, .lengthDelimited):
                 try seen.body()
-                read.otherBody = .continueReply(try continueReply(reader.nested(reader.lengthDelimited())))
+                read.replyActivity = WirePlainActivity()
+                try replyActivity(reader.nested(reader.lengthDelimited()), into: &read.replyActivity!)
             case (13, .lengthDelimited):
                 try seen.body()
                 read.otherBody = .streamFrame(try streamFrame(reader.nested(reader.lengthDelimited())))
@@ -116,14 +121,14 @@ enum FastEnvelopeDecoder {
         }
     }
 
-    private static func node(_ reader: Reader) throws -> WireNodeRef {
+    static func node(_ reader: Reader) throws -> WireNodeRef {
         var node = WireNodeRef()
         try self.node(reader, into: &node)
         return node
     }
 
     /// Reads a node into a fresh one in place (as ``envelope(_:into:)``, for the same reason).
-    private static func node(_ reader: Reader, into node: inout WireNodeRef) throws {
+    static func node(_ reader: Reader, into node: inout WireNodeRef) throws {
         var reader = reader
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
@@ -138,7 +143,7 @@ enum FastEnvelopeDecoder {
         }
     }
 
-    private static func timestamp(_ reader: Reader) throws -> WireTimestamp {
+    static func timestamp(_ reader: Reader) throws -> WireTimestamp {
         var reader = reader
         var time = WireTimestamp()
         var seen = SeenFields()
@@ -196,63 +201,8 @@ enum FastEnvelopeDecoder {
         return request
     }
 
-    private static func continueReply(_ reader: Reader) throws -> WireContinueReply {
-        var reader = reader
-        var reply = WireContinueReply()
-        var seen = SeenFields()
-        while let (number, type) = try reader.nextField() {
-            try seen.first(number)
-            switch (number, type) {
-            case (1, .lengthDelimited): reply.result = .activity(try activity(reader.nested(reader.lengthDelimited())))
-            default: throw NotOnFastPath()  // an error, or anything else
-            }
-        }
-        return reply
-    }
-
-    private static func activity(_ reader: Reader) throws -> WireActivity {
-        var reader = reader
-        var activity = WireActivity()
-        // The map and the lists grow here and are set once: a generated message has no in-place
-        // accessor, so `activity.userInfo[key] = value` copied the whole map at every entry.
-        var userInfo: [String: WireValue] = [:]
-        // Sized first (a walk over the fields, no values read): grown entry by entry, a map of a
-        // few keys was made and hashed again three times.
-        userInfo.reserveCapacity(try Self.count(of: 4, in: reader))
-        var requiredUserInfoKeys: [String] = []
-        var keywords: [String] = []
-        var seen = SeenFields()
-        while let (number, type) = try reader.nextField() {
-            if number != 4, number != 5, number != 7 { try seen.first(number) }
-            switch (number, type) {
-            case (1, .lengthDelimited): activity.activityID = try reader.string()
-            case (2, .lengthDelimited): activity.activityType = try reader.string()
-            case (3, .lengthDelimited): activity.title = try reader.string()
-            case (4, .lengthDelimited):
-                let (key, value) = try mapEntry(reader.nested(reader.lengthDelimited()))
-                userInfo[key] = value
-            case (5, .lengthDelimited): requiredUserInfoKeys.append(try reader.string())
-            case (6, .lengthDelimited): activity.webpageURL = try reader.string()
-            case (7, .lengthDelimited): keywords.append(try reader.string())
-            case (8, .lengthDelimited): activity.expiration = try timestamp(reader.nested(reader.lengthDelimited()))
-            case (9, .varint): activity.eligibleForHandoff = try reader.varint() != 0
-            case (10, .varint): activity.supportsContinuationStreams = try reader.varint() != 0
-            case (11, .lengthDelimited): activity.teamID = try reader.string()
-            case (16, .lengthDelimited): activity.origin = try node(reader.nested(reader.lengthDelimited()))
-            case (17, .varint): activity.version = try reader.varint()
-            case (18, .lengthDelimited): activity.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))
-            case (19, .lengthDelimited): activity.document = try document(reader.nested(reader.lengthDelimited()))
-            default: throw NotOnFastPath()
-            }
-        }
-        if !userInfo.isEmpty { activity.userInfo = userInfo }
-        if !requiredUserInfoKeys.isEmpty { activity.requiredUserInfoKeys = requiredUserInfoKeys }
-        if !keywords.isEmpty { activity.keywords = keywords }
-        return activity
-    }
-
     /// How many times field `number` occurs in the message `reader` reads.
-    private static func count(of number: Int, in reader: Reader) throws -> Int {
+    static func count(of number: Int, in reader: Reader) throws -> Int {
         var reader = reader, count = 0
         while let (field, type) = try reader.nextField() {
             if field == number { count += 1 }
@@ -261,7 +211,7 @@ enum FastEnvelopeDecoder {
         return count
     }
 
-    private static func document(_ reader: Reader) throws -> WireDocumentRef {
+    static func document(_ reader: Reader) throws -> WireDocumentRef {
         var reader = reader
         var document = WireDocumentRef()
         var seen = SeenFields()
@@ -276,61 +226,6 @@ enum FastEnvelopeDecoder {
             }
         }
         return document
-    }
-
-    /// A `map<string, Value>` entry holding both its key and its value, once each.
-    private static func mapEntry(_ reader: Reader) throws -> (String, WireValue) {
-        var reader = reader
-        var key: String?
-        var value: WireValue?
-        while let (number, type) = try reader.nextField() {
-            switch (number, type) {
-            case (1, .lengthDelimited) where key == nil: key = try reader.string()
-            case (2, .lengthDelimited) where value == nil: value = try self.value(reader.nested(reader.lengthDelimited()))
-            default: throw NotOnFastPath()
-            }
-        }
-        guard let key, let value else { throw NotOnFastPath() }
-        return (key, value)
-    }
-
-    /// A Value holding exactly one member of its oneof.
-    private static func value(_ reader: Reader) throws -> WireValue {
-        var reader = reader
-        var value = WireValue()
-        while let (number, type) = try reader.nextField() {
-            guard value.kind == nil else { throw NotOnFastPath() }
-            switch (number, type) {
-            case (1, .lengthDelimited): value.kind = .stringValue(try reader.string())
-            case (2, .varint):
-                let zigzag = try reader.varint()
-                value.kind = .intValue(Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1))
-            case (3, .fixed64): value.kind = .doubleValue(Double(bitPattern: try reader.fixed64()))
-            case (4, .varint): value.kind = .boolValue(try reader.varint() != 0)
-            case (5, .lengthDelimited): value.kind = .bytesValue(Data(try reader.lengthDelimited()))
-            case (6, .lengthDelimited): value.kind = .urlValue(try reader.string())
-            case (7, .lengthDelimited): value.kind = .dateValue(try timestamp(reader.nested(reader.lengthDelimited())))
-            case (8, .lengthDelimited):
-                var list = WireValueList()
-                var elements = try reader.nested(reader.lengthDelimited())
-                while let (element, elementType) = try elements.nextField() {
-                    guard element == 1, elementType == .lengthDelimited else { throw NotOnFastPath() }
-                    list.values.append(try self.value(elements.nested(elements.lengthDelimited())))
-                }
-                value.kind = .listValue(list)
-            case (9, .lengthDelimited):
-                var map = WireValueMap()
-                var entries = try reader.nested(reader.lengthDelimited())
-                while let (entry, entryType) = try entries.nextField() {
-                    guard entry == 1, entryType == .lengthDelimited else { throw NotOnFastPath() }
-                    let (key, element) = try mapEntry(entries.nested(entries.lengthDelimited()))
-                    map.entries[key] = element
-                }
-                value.kind = .mapValue(map)
-            default: throw NotOnFastPath()
-            }
-        }
-        return value
     }
 }
 

@@ -91,9 +91,9 @@ struct ContinuationClientTests {
         let second = client.request(a, refresh: true, endpoint: "tcp://o:1", waiter: "caller-2", now: start)
         #expect(first.correlationID != second.correlationID)
         #expect(first.body.activityID == a.id && first.body.activityType == a.activityType && !first.body.refresh && second.body.refresh)
-        #expect(client.end(first.correlationID, .success(reply(nil)))?.waiter == "caller-1")
-        #expect(client.end(first.correlationID, .success(reply(nil))) == nil)
-        #expect(client.end(999, .success(reply(nil))) == nil)
+        #expect(client.end(first.correlationID, .success(.envelope(reply(nil))))?.waiter == "caller-1")
+        #expect(client.end(first.correlationID, .success(.envelope(reply(nil)))) == nil)
+        #expect(client.end(999, .success(.envelope(reply(nil)))) == nil)
         #expect(client.pending.count == 1)
     }
 
@@ -116,22 +116,41 @@ struct ContinuationClientTests {
         #expect(rest.map(\.waiter) == ["other"] && client.pending.isEmpty)
     }
 
-    @Test("a reply is the full activity; or the originator's typed error; another activity's id, no result, or not a reply at all is malformed")
+    @Test("a reply is the full activity; or the originator's typed error; another activity's id, no result, an unparseable URL in its userInfo, or not a reply at all is malformed; the same read as the generated envelope or in plain values")
     func replies() throws {
         let (activity, advertised) = try made()
+        activity.userInfo = [
+            "name": "Ada", "count": 3, "ratio": 0.5, "ok": true, "raw": .bytes(Data([0, 1, 2])),
+            "site": .url(URL(string: "https://example.org/a?b=c")!), "at": .date(Date(timeIntervalSince1970: 1_700_000_000.25)),
+            "tags": ["a", 2, ["nested": [1, 2]]],
+        ]
+        activity.requiredUserInfoKeys = ["name", "tags"]
+        activity.keywords = ["k1", "k2"]
         let full = activity.wire(origin: origin, defaultTeamID: nil)
-        #expect(try Client.interpret(reply(.activity(full)), for: advertised).id == activity.id)
+        let generated = try Client.interpret(reply(.activity(full)), for: advertised)
+        #expect(generated.id == activity.id)
+        let read = ContinueAnswer(sentAsBytes: reply(.activity(full)))
+        guard case .activity = read else { Issue.record("an activity reply must be read in plain values: \(read)"); return }
+        let plain = try Client.interpret(read, for: advertised)
+        #expect(plain == generated && plain.userInfo == activity.userInfo && plain.wire == generated.wire)
         var refused = WireError()
         refused.code = HandoffError.Code.alreadyContinued.wire
         refused.message = "once"
-        #expect(code { try Client.interpret(reply(.error(refused)), for: advertised) } == .alreadyContinued)
+        for answer in [ContinueAnswer.envelope(reply(.error(refused))), ContinueAnswer(sentAsBytes: reply(.error(refused)))] {
+            #expect(code { try Client.interpret(answer, for: advertised) } == .alreadyContinued)
+        }
         let (other, _) = try made()
+        var unparseable = full
+        var notAURL = WireValue()
+        notAURL.urlValue = "http://[not a url"
+        unparseable.userInfo["site"] = notAURL
         let malformed: [WireEnvelope] = [
-            reply(.activity(other.wire(origin: origin, defaultTeamID: nil))), reply(nil),
+            reply(.activity(other.wire(origin: origin, defaultTeamID: nil))), reply(nil), reply(.activity(unparseable)),
             WireEnvelope(body: .snapshotReply(WireSnapshotReply(count: 1, typePrefix: "x")), sender: origin, sequence: 2),
         ]
         for envelope in malformed {
             #expect(code { try Client.interpret(envelope, for: advertised) } == .malformedMessage)
+            #expect(code { try Client.interpret(ContinueAnswer(sentAsBytes: envelope), for: advertised) } == .malformedMessage)
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import SwiftProtobuf
 
 /// An activity continued from another node, with its full state.
 ///
@@ -42,11 +43,19 @@ public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringC
     public var continueEndpoint: String { fields.continueEndpoint }
     /// The document the activity is about, if any: open it with ``Node/openDocument(of:into:)``.
     public var document: DocumentReference? { fields.document }
-    /// The activity as it arrived, for handing on as bytes (to a plugin).
-    var wire: WireActivity { fields.wire }
+    /// The activity as it arrived, as the generated message (a plugin's restore changes its
+    /// document's URL before handing it on).
+    var wire: WireActivity { fields.arrived.wire }
+    /// The activity as it arrived, as bytes to hand on (to a plugin): those received, when it was
+    /// read in plain values.
+    var wireBytes: [UInt8] { fields.arrived.bytes }
 
     init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
         fields = try Fields(wire: wire, continueEndpoint: continueEndpoint)
+    }
+
+    init(plain: WirePlainActivity, continueEndpoint: String) throws(HandoffError) {
+        fields = try Fields(plain: plain, continueEndpoint: continueEndpoint)
     }
 
     public static func == (lhs: ContinuedActivity, rhs: ContinuedActivity) -> Bool {
@@ -76,39 +85,73 @@ public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringC
         let updatedAt: Date
         let continueEndpoint: String
         let document: DocumentReference?
-        let wire: WireActivity
+        let arrived: Arrived
 
-        init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
-            self.wire = wire
-            id = wire.activityID
-            activityType = wire.activityType
-            title = wire.title
-            userInfo = try Handoff.userInfo(fromWire: wire.userInfo)
-            requiredUserInfoKeys = Set(wire.requiredUserInfoKeys)
-            webpageURL = wire.webpageURL.isEmpty ? nil : URL(string: wire.webpageURL)
-            expirationDate = wire.hasExpiration ? wire.expiration.date : nil
-            keywords = Set(wire.keywords)
-            supportsContinuationStreams = wire.supportsContinuationStreams
-            teamID = wire.teamID.isEmpty ? nil : wire.teamID
-            origin = NodeInfo(wire: wire.origin)
-            version = wire.version
-            updatedAt = wire.updatedAt.date
+        /// The fields of the generated message (a reply SwiftProtobuf read: one the plain reader
+        /// left), through its plain values.
+        convenience init(wire: WireActivity, continueEndpoint: String) throws(HandoffError) {
+            try self.init(plain: WirePlainActivity(wire), arrived: .message(wire), continueEndpoint: continueEndpoint)
+        }
+
+        /// The fields of a reply read in plain values (``WireReplyEnvelope``).
+        init(plain: WirePlainActivity, arrived: Arrived? = nil, continueEndpoint: String) throws(HandoffError) {
+            self.arrived = arrived ?? .bytes(plain.bytes)
+            id = plain.activityID
+            activityType = plain.activityType
+            title = plain.title
+            userInfo = try Handoff.userInfo(fromPlain: plain.userInfo)
+            requiredUserInfoKeys = Set(plain.requiredUserInfoKeys)
+            webpageURL = plain.webpageURL.isEmpty ? nil : URL(string: plain.webpageURL)
+            expirationDate = plain.expiration?.date
+            keywords = Set(plain.keywords)
+            supportsContinuationStreams = plain.supportsContinuationStreams
+            teamID = plain.teamID.isEmpty ? nil : plain.teamID
+            origin = NodeInfo(taking: plain.origin)
+            version = plain.version
+            updatedAt = (plain.updatedAt ?? WireTimestamp()).date
             self.continueEndpoint = continueEndpoint
-            document = wire.hasDocument ? try DocumentReference(wire: wire.document, activityType: wire.activityType) : nil
-            let missing = requiredUserInfoKeys.subtracting(userInfo.keys)
+            document = try plain.document.map { (document) throws(HandoffError) in try DocumentReference(wire: document, activityType: plain.activityType) }
+            try Self.checkRequiredKeys(requiredUserInfoKeys, in: userInfo, activityType: activityType)
+        }
+
+        private static func checkRequiredKeys(_ required: Set<String>, in userInfo: [String: UserInfoValue], activityType: String) throws(HandoffError) {
+            let missing = required.subtracting(userInfo.keys)
             if !missing.isEmpty {
                 throw HandoffError(.missingRequiredUserInfoKey, "the originator sent no value for required key(s) \(missing.sorted().joined(separator: ", "))", activityType: activityType)
             }
         }
 
-        /// Every field equal: what the struct's synthesized `==` compared.
+        /// The activity as it arrived: the generated message, or (read in plain values) its bytes,
+        /// decoded only when something asks for the message (a plugin's restore).
+        enum Arrived: Sendable {
+            case message(WireActivity)
+            case bytes([UInt8])
+
+            var wire: WireActivity {
+                switch self {
+                case .message(let wire): wire
+                // The bytes were read whole as an activity already: they decode again.
+                case .bytes(let bytes): (try? WireActivity(serializedBytes: bytes)) ?? WireActivity()
+                }
+            }
+
+            var bytes: [UInt8] {
+                switch self {
+                case .message(let wire): (try? wire.serializedBytes()) ?? []
+                case .bytes(let bytes): bytes
+                }
+            }
+        }
+
+        /// Every field equal: what the struct's synthesized `==` compared, less the message as it
+        /// arrived (its bytes are not kept in one form: the fields are what it said).
         func isEqual(to other: Fields) -> Bool {
             id == other.id && activityType == other.activityType && title == other.title && userInfo == other.userInfo
                 && requiredUserInfoKeys == other.requiredUserInfoKeys && webpageURL == other.webpageURL
                 && expirationDate == other.expirationDate && keywords == other.keywords
                 && supportsContinuationStreams == other.supportsContinuationStreams && teamID == other.teamID
                 && origin == other.origin && version == other.version && updatedAt == other.updatedAt
-                && continueEndpoint == other.continueEndpoint && document == other.document && wire == other.wire
+                && continueEndpoint == other.continueEndpoint && document == other.document
         }
 
         /// Every field, in the order the synthesized `hash(into:)` took them.
@@ -128,7 +171,6 @@ public struct ContinuedActivity: Hashable, Sendable, Identifiable, CustomStringC
             hasher.combine(updatedAt)
             hasher.combine(continueEndpoint)
             hasher.combine(document)
-            hasher.combine(wire)
         }
     }
 }

@@ -104,38 +104,34 @@ extension UserInfoValue {
     ///
     /// - Throws: ``HandoffError`` with `malformedMessage` for an unparseable URL.
     static func decoded(_ wire: WireValue) throws(HandoffError) -> UserInfoValue? {
-        guard wire.kind != nil else { return nil }
-        return try UserInfoValue(wire: wire)
+        try decoded(WirePlainValue(wire))
     }
 
-    /// A value received from the wire, with its kind set (``decoded(_:)`` for any).
+    /// A value read in plain values (a continue reply's, ``WireReplyEnvelope``): `nil` for null,
+    /// which is left out (its key, or its place in a list).
     ///
-    /// - Throws: ``HandoffError`` with `malformedMessage` for an unset value or an unparseable URL.
-    private init(wire: WireValue) throws(HandoffError) {
-        switch wire.kind {
-        case .stringValue(let string): self = .string(string)
-        case .intValue(let int): self = .int(int)
-        case .doubleValue(let double): self = .double(double)
-        case .boolValue(let bool): self = .bool(bool)
-        case .bytesValue(let bytes): self = .bytes(bytes)
-        case .urlValue(let text):
+    /// - Throws: ``HandoffError`` with `malformedMessage` for an unparseable URL.
+    static func decoded(_ plain: WirePlainValue) throws(HandoffError) -> UserInfoValue? {
+        switch plain {
+        case .null: return nil
+        case .string(let string): return .string(string)
+        case .int(let int): return .int(int)
+        case .double(let double): return .double(double)
+        case .bool(let bool): return .bool(bool)
+        case .bytes(let bytes): return .bytes(bytes)
+        case .url(let text):
             guard let url = URL(string: text) else {
                 throw HandoffError(.malformedMessage, "userInfo holds an unparseable URL: \(text)")
             }
-            self = .url(url)
-        case .dateValue(let timestamp): self = .date(timestamp.date)
-        case .listValue(let list):
+            return .url(url)
+        case .date(let time): return .date(time.date)
+        case .list(let list):
             var values: [UserInfoValue] = []
-            values.reserveCapacity(list.values.count)
-            for element in list.values { if let value = try UserInfoValue.decoded(element) { values.append(value) } }
-            self = .list(values)
-        case .mapValue(let map):
-            var entries: [String: UserInfoValue] = [:]
-            entries.reserveCapacity(map.entries.count)
-            for (key, element) in map.entries { entries[key] = try UserInfoValue.decoded(element) }
-            self = .map(entries)
-        case nil:
-            throw HandoffError(.malformedMessage, "userInfo holds a value with no kind set")
+            values.reserveCapacity(list.count)
+            for element in list { if let value = try decoded(element) { values.append(value) } }
+            return .list(values)
+        case .map(let map):
+            return .map(try userInfo(fromPlain: map))
         }
     }
 }
@@ -147,8 +143,13 @@ func wireUserInfo(_ userInfo: [String: UserInfoValue]) -> [String: WireValue] {
 
 /// Decodes a whole userInfo dictionary from the wire.
 func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [String: UserInfoValue] {
+    try userInfo(fromPlain: wire.mapValues(WirePlainValue.init))
+}
+
+/// Decodes a whole userInfo dictionary read in plain values.
+func userInfo(fromPlain plain: [String: WirePlainValue]) throws(HandoffError) -> [String: UserInfoValue] {
     var result: [String: UserInfoValue] = [:]
-    result.reserveCapacity(wire.count)
-    for (key, value) in wire { result[key] = try UserInfoValue.decoded(value) }
+    result.reserveCapacity(plain.count)
+    for (key, value) in plain { result[key] = try UserInfoValue.decoded(value) }
     return result
 }

@@ -25,7 +25,7 @@ struct ContinuationClient<Waiter, Handler> {
     /// A request ended: whom to resume, with what.
     struct Outcome {
         let waiter: Waiter
-        let result: Result<WireEnvelope, HandoffError>
+        let result: Result<ContinueAnswer, HandoffError>
     }
 
     let teamPolicy: Node.Configuration.TeamPolicy
@@ -99,7 +99,7 @@ struct ContinuationClient<Waiter, Handler> {
 
     /// A request ends with `result` (a reply, or a failure to send): the first outcome wins, a
     /// later one for the same id (or a reply nobody waits for) finds nothing.
-    mutating func end(_ correlationID: UInt64, _ result: Result<WireEnvelope, HandoffError>) -> Outcome? {
+    mutating func end(_ correlationID: UInt64, _ result: Result<ContinueAnswer, HandoffError>) -> Outcome? {
         pending.remove(correlationID).map { Outcome(waiter: $0.waiter, result: result) }
     }
 
@@ -125,6 +125,19 @@ struct ContinuationClient<Waiter, Handler> {
 
     /// What an originator's reply to a request for `activity` means: the full activity, or the
     /// typed error it sent, or malformed when it is neither or names another activity.
+    static func interpret(_ answer: ContinueAnswer, for activity: DiscoveredActivity) throws(HandoffError) -> ContinuedActivity {
+        switch answer {
+        case .activity(let plain):
+            guard plain.activityID == activity.id else {
+                throw HandoffError(.malformedMessage, "the originator answered with activity \(plain.activityID), not \(activity.id)", activityType: activity.activityType)
+            }
+            return try ContinuedActivity(plain: plain, continueEndpoint: activity.continueEndpoint)
+        case .envelope(let envelope):
+            return try interpret(envelope, for: activity)
+        }
+    }
+
+    /// ``interpret(_:for:)-(ContinueAnswer,_)`` for a reply read as the generated envelope.
     static func interpret(_ envelope: WireEnvelope, for activity: DiscoveredActivity) throws(HandoffError) -> ContinuedActivity {
         let activityType = activity.activityType
         guard case .continueReply(let reply) = envelope.body else {
@@ -142,4 +155,13 @@ struct ContinuationClient<Waiter, Handler> {
             throw HandoffError(.malformedMessage, "the originator's reply holds neither an activity nor an error", activityType: activityType)
         }
     }
+}
+
+/// An originator's answer as the continuing node's receiver read it (``WireReplyEnvelope``).
+enum ContinueAnswer: Sendable {
+    /// A reply holding an activity, read in plain values.
+    case activity(WirePlainActivity)
+    /// Any other message, as the generated envelope: an error reply, or a reply the plain reader
+    /// left to the generated one.
+    case envelope(WireEnvelope)
 }

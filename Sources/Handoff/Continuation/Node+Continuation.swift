@@ -7,7 +7,7 @@ import ZeroMQ
 
 extension Node {
     /// What waits for an originator's reply: the suspended `fetch`.
-    typealias ReplyWaiter = UnsafeContinuation<Result<WireEnvelope, HandoffError>, Never>
+    typealias ReplyWaiter = UnsafeContinuation<Result<ContinueAnswer, HandoffError>, Never>
 
     // MARK: Continuing side
 
@@ -157,7 +157,7 @@ extension Node {
             var sendRefused = false
             // A loop polls for the reply rather than sleeping (EventLoops.awaitReply).
             let awaited = EventLoops.awaitReply(within: own.configuration.replyPolling)
-            let outcome: Result<WireEnvelope, HandoffError> = await withUnsafeContinuation { waiter in
+            let outcome: Result<ContinueAnswer, HandoffError> = await withUnsafeContinuation { waiter in
                 let (correlationID, request) = continuing.request(activity, refresh: refresh, wantStreams: wantStreams, endpoint: client.endpoint, waiter: waiter, now: .now)
                 let bytes = envelopes.bytes(.continueRequest(request), correlationID: correlationID, traceID: traceID)
                 do {
@@ -190,7 +190,7 @@ extension Node {
     }
 
     /// Completes a pending request (first outcome wins).
-    func resolve(_ correlationID: UInt64, _ outcome: Result<WireEnvelope, HandoffError>) {
+    func resolve(_ correlationID: UInt64, _ outcome: Result<ContinueAnswer, HandoffError>) {
         if let ended = continuing.end(correlationID, outcome) { resume(ended) }
     }
 

@@ -108,11 +108,15 @@ extension Node {
                 continue
             }
             do {
-                let envelope = try frames[0].envelope()
-                if case .streamFrame(let frame) = envelope.body {
-                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
-                } else {
-                    resolve(envelope.correlationID, .success(envelope))
+                switch try frames[0].replyEnvelope() {
+                case .activityReply(let correlationID, let activity):
+                    resolve(correlationID, .success(.activity(activity)))
+                case .other(let envelope):
+                    if case .streamFrame(let frame) = envelope.body {
+                        handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
+                    } else {
+                        resolve(envelope.correlationID, .success(.envelope(envelope)))
+                    }
                 }
             } catch {
                 noteMalformed(bus: false, "a reply from \(endpoint) that is not an envelope: \(error)")

@@ -66,8 +66,8 @@ extension PluginHostContext: UserActivityDelegate {
 
     /// did_update: the originator changed an activity this node continued with the plugin.
     func didUpdate(_ activity: ContinuedActivity) async {
-        guard let didUpdate = plugin.descriptor.pointee.did_update,
-              let bytes: [UInt8] = try? activity.wire.serializedBytes() else { return }
+        guard let didUpdate = plugin.descriptor.pointee.did_update else { return }
+        let bytes = activity.wireBytes
         _ = await call(locked: true) { state, _ in
             bytes.withUnsafeBufferPointer { didUpdate(state, $0.baseAddress, $0.count) }
             return Int32(HANDOFF_OK.rawValue)

@@ -235,15 +235,18 @@ final class PluginHostContext: @unchecked Sendable {
 
     /// The continuation handler for the plugin's types: restore, then streams when the activity has them.
     func restore(_ activity: ContinuedActivity) async throws {
-        var wire = activity.wire
         // A document activity: the plugin gets the document opened here (in place on shared
         // storage, or this node's copy), its URL in place of the originator's.
+        let bytes: [UInt8]
         if activity.document != nil {
             let folder = URL(fileURLWithPath: dataDirectory).appendingPathComponent("documents", isDirectory: true)
             let opened = try await runtime.node.openDocument(of: activity, into: folder)
+            var wire = activity.wire
             wire.document.url = opened.url.absoluteString
+            bytes = try wire.serializedBytes()
+        } else {
+            bytes = activity.wireBytes
         }
-        let bytes: [UInt8] = try wire.serializedBytes()
         let restore = plugin.descriptor.pointee.restore!
         try await call(locked: true) { state, error in
             bytes.withUnsafeBufferPointer { restore(state, $0.baseAddress, $0.count, error) }

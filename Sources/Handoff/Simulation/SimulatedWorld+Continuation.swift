@@ -1,5 +1,6 @@
 import Foundation
 import HandoffWire
+import SwiftProtobuf
 
 /// A will-save that takes its time (activities hold their delegate weakly: the world keeps it).
 final class SimulatedSaver: UserActivityDelegate {
@@ -115,12 +116,13 @@ extension SimulatedWorld {
     /// tells the newer version, then fetches again if a newer one was heard meanwhile.
     func replied(_ envelope: WireEnvelope, correlationID: UInt64, at index: Int) {
         let node = nodes[index]
-        guard let outcome = node.client.end(correlationID, .success(envelope)) else { return }
+        let answer = ContinueAnswer(sentAsBytes: envelope)
+        guard let outcome = node.client.end(correlationID, .success(answer)) else { return }
         truth.requestEnded(outcome.waiter)
         let refreshed = node.refreshes.removeValue(forKey: outcome.waiter)
         guard let activity = node.asked.removeValue(forKey: correlationID) else { return }
         do {
-            let continued = try ContinuationClient<Int, String>.interpret(envelope, for: activity)
+            let continued = try ContinuationClient<Int, String>.interpret(answer, for: activity)
             guard refreshed != nil else {
                 log("\(node.id) continued \(continued.id) at v\(continued.version)")
                 let latest = node.followerDo { $0.known[continued.id]?.activity }
@@ -187,5 +189,22 @@ extension SimulatedWorld {
         let node = nodes[index]
         let latest = node.followerDo { $0.known[id]?.activity }
         if node.client.held.refreshEnded(id, known: latest?.version, now: instant), let latest { startRefresh(latest, at: index) }
+    }
+}
+
+extension ContinueAnswer {
+    /// The reply as a node's receiver reads it: sent as bytes, decoded as its DEALER's messages
+    /// are (``WireReplyEnvelope``), so that every seeded run goes through that reader.
+    init(sentAsBytes envelope: WireEnvelope) {
+        guard let bytes: [UInt8] = try? envelope.serializedBytes(),
+              let read = try? bytes.withUnsafeBytes({ (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireReplyEnvelope.decode(bytes) })
+        else {
+            self = .envelope(envelope)
+            return
+        }
+        switch read {
+        case .activityReply(_, let activity): self = .activity(activity)
+        case .other(let envelope): self = .envelope(envelope)
+        }
     }
 }

@@ -7,4 +7,10 @@ extension Frame {
     func envelope() throws(WireDecodingError) -> WireEnvelope {
         try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
     }
+
+    /// What a continuing node's DEALER received: an activity reply's activity in plain values,
+    /// anything else as the generated envelope (``WireReplyEnvelope``).
+    func replyEnvelope() throws(WireDecodingError) -> WireReplyEnvelope {
+        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireReplyEnvelope.decode(bytes) }
+    }
 }

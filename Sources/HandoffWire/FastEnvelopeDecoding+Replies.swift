@@ -1,0 +1,133 @@
+// A continue reply's activity decoded by hand into plain values, as FastEnvelopeDecoding.swift
+// decodes the other hot bodies and under the same rule: what it takes it reads exactly as
+// SwiftProtobuf would, and everything else it leaves to SwiftProtobuf. Read into a generated
+// `WireActivity`, the reply was the largest step of a continue's codec: a storage object copied at
+// its first field set, dynamic exclusivity checks at every access, and the same again for each
+// userInfo value, which the node then turned into its own values. Read so, the reply took 4.4 µs
+// hot; in plain values 3.0 (`handoff-bench continue`'s codec row). Whoever wants the generated
+// envelope gets it built from these values. Not generic over the node's own value type: a
+// generic reader runs unspecialized across modules, and so took 6.1 µs.
+
+import Foundation
+
+extension FastEnvelopeDecoder {
+    /// What ``decodeForClient(_:)`` made of an envelope's bytes.
+    enum ClientDecoded {
+        /// A continue reply holding an activity, in plain values; its envelope's version not yet
+        /// checked.
+        case activityReply(protocolVersion: UInt32, correlationID: UInt64, WirePlainActivity)
+        /// Any other envelope this reader takes, as generated.
+        case envelope(WireEnvelope)
+    }
+
+    /// The envelope read once, a continue reply's activity left in plain values (moved out of
+    /// what was read, not copied), anything else built; `nil` to leave these bytes to SwiftProtobuf.
+    static func decodeForClient(_ bytes: UnsafeRawBufferPointer) -> ClientDecoded? {
+        var read = Read()
+        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
+        guard let activity = read.replyActivity.take() else { return .envelope(read.generated) }
+        return .activityReply(protocolVersion: read.header.protocolVersion, correlationID: read.header.correlationID, activity)
+    }
+
+    /// A reply holding an activity and nothing else (an error reply goes to SwiftProtobuf), read
+    /// into a fresh one in place (as ``envelope(_:into:)``, for the same reason).
+    static func replyActivity(_ reader: Reader, into activity: inout WirePlainActivity) throws {
+        var reader = reader
+        var read = false
+        while let (number, type) = try reader.nextField() {
+            guard number == 1, type == .lengthDelimited, !read else { throw NotOnFastPath() }
+            let body = try reader.lengthDelimited()
+            try plainActivity(reader.nested(body), into: &activity)
+            activity.bytes = Array(body)
+            read = true
+        }
+        guard read else { throw NotOnFastPath() }  // neither an activity nor an error
+    }
+
+    /// Reads an activity into a fresh one in place.
+    private static func plainActivity(_ reader: Reader, into activity: inout WirePlainActivity) throws {
+        var reader = reader
+        // Sized first (a walk over the fields, no values read): grown entry by entry, a map of a
+        // few keys was made and hashed again three times.
+        activity.userInfo.reserveCapacity(try count(of: 4, in: reader))
+        var seen = SeenFields()
+        while let (number, type) = try reader.nextField() {
+            if number != 4, number != 5, number != 7 { try seen.first(number) }
+            switch (number, type) {
+            case (1, .lengthDelimited): activity.activityID = try reader.string()
+            case (2, .lengthDelimited): activity.activityType = try reader.string()
+            case (3, .lengthDelimited): activity.title = try reader.string()
+            case (4, .lengthDelimited):
+                let (key, value) = try plainMapEntry(reader.nested(reader.lengthDelimited()))
+                activity.userInfo[key] = value  // a key given twice keeps its last value, as in protobuf
+            case (5, .lengthDelimited): activity.requiredUserInfoKeys.append(try reader.string())
+            case (6, .lengthDelimited): activity.webpageURL = try reader.string()
+            case (7, .lengthDelimited): activity.keywords.append(try reader.string())
+            case (8, .lengthDelimited): activity.expiration = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (9, .varint): activity.eligibleForHandoff = try reader.varint() != 0
+            case (10, .varint): activity.supportsContinuationStreams = try reader.varint() != 0
+            case (11, .lengthDelimited): activity.teamID = try reader.string()
+            case (16, .lengthDelimited): activity.origin = try node(reader.nested(reader.lengthDelimited()))
+            case (17, .varint): activity.version = try reader.varint()
+            case (18, .lengthDelimited): activity.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))
+            case (19, .lengthDelimited): activity.document = try document(reader.nested(reader.lengthDelimited()))
+            default: throw NotOnFastPath()
+            }
+        }
+    }
+
+    /// A `map<string, Value>` entry holding both its key and its value, once each.
+    private static func plainMapEntry(_ reader: Reader) throws -> (String, WirePlainValue) {
+        var reader = reader
+        var key: String?
+        var value: WirePlainValue?
+        while let (number, type) = try reader.nextField() {
+            switch (number, type) {
+            case (1, .lengthDelimited) where key == nil: key = try reader.string()
+            case (2, .lengthDelimited) where value == nil: value = try plainValue(reader.nested(reader.lengthDelimited()))
+            default: throw NotOnFastPath()
+            }
+        }
+        guard let key, let value else { throw NotOnFastPath() }
+        return (key, value)
+    }
+
+    /// A Value holding at most one member of its oneof (none: null).
+    private static func plainValue(_ reader: Reader) throws -> WirePlainValue {
+        var reader = reader
+        var value: WirePlainValue?
+        while let (number, type) = try reader.nextField() {
+            guard value == nil else { throw NotOnFastPath() }
+            switch (number, type) {
+            case (1, .lengthDelimited): value = .string(try reader.string())
+            case (2, .varint):
+                let zigzag = try reader.varint()
+                value = .int(Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1))
+            case (3, .fixed64): value = .double(Double(bitPattern: try reader.fixed64()))
+            case (4, .varint): value = .bool(try reader.varint() != 0)
+            case (5, .lengthDelimited): value = .bytes(Data(try reader.lengthDelimited()))
+            case (6, .lengthDelimited): value = .url(try reader.string())
+            case (7, .lengthDelimited): value = .date(try timestamp(reader.nested(reader.lengthDelimited())))
+            case (8, .lengthDelimited):
+                var list: [WirePlainValue] = []
+                var elements = try reader.nested(reader.lengthDelimited())
+                while let (element, elementType) = try elements.nextField() {
+                    guard element == 1, elementType == .lengthDelimited else { throw NotOnFastPath() }
+                    list.append(try plainValue(elements.nested(elements.lengthDelimited())))
+                }
+                value = .list(list)
+            case (9, .lengthDelimited):
+                var map: [String: WirePlainValue] = [:]
+                var entries = try reader.nested(reader.lengthDelimited())
+                while let (entry, entryType) = try entries.nextField() {
+                    guard entry == 1, entryType == .lengthDelimited else { throw NotOnFastPath() }
+                    let (key, element) = try plainMapEntry(entries.nested(entries.lengthDelimited()))
+                    map[key] = element
+                }
+                value = .map(map)
+            default: throw NotOnFastPath()
+            }
+        }
+        return value ?? .null
+    }
+}

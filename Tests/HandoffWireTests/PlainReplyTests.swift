@@ -1,0 +1,136 @@
+import Foundation
+import SwiftProtobuf
+import Testing
+
+@testable import HandoffWire
+
+/// A continuing node's reader of its DEALER's messages (`WireReplyEnvelope`) against
+/// `WireEnvelope.decode`: the same errors, the same envelopes, and an activity reply's activity in
+/// plain values holding what the generated one holds.
+@Suite("A continue reply read in plain values, held to SwiftProtobuf")
+struct PlainReplyTests {
+    /// What the plain reader makes of a generated value.
+    static func plain(_ wire: WireValue) -> WirePlainValue {
+        switch wire.kind {
+        case .stringValue(let string): .string(string)
+        case .intValue(let int): .int(int)
+        case .doubleValue(let double): .double(double)
+        case .boolValue(let bool): .bool(bool)
+        case .bytesValue(let bytes): .bytes(bytes)
+        case .urlValue(let url): .url(url)
+        case .dateValue(let time): .date(time)
+        case .listValue(let list): .list(list.values.map(plain))
+        case .mapValue(let map): .map(map.entries.mapValues(plain))
+        case nil: .null
+        }
+    }
+
+    static func read(_ bytes: [UInt8]) -> Result<WireReplyEnvelope, WireDecodingError> {
+        bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try WireReplyEnvelope.decode(raw) } }
+    }
+
+    /// Whether `plain` holds what `wire` says, its values as a node makes them.
+    static func same(_ plain: WirePlainActivity, _ wire: WireActivity) -> Bool {
+        plain.activityID == wire.activityID && plain.activityType == wire.activityType && plain.title == wire.title
+            && plain.userInfo == wire.userInfo.mapValues(Self.plain) && plain.requiredUserInfoKeys == wire.requiredUserInfoKeys
+            && plain.webpageURL == wire.webpageURL && plain.keywords == wire.keywords
+            && plain.expiration == (wire.hasExpiration ? wire.expiration : nil) && plain.eligibleForHandoff == wire.eligibleForHandoff
+            && plain.supportsContinuationStreams == wire.supportsContinuationStreams && plain.teamID == wire.teamID
+            && plain.origin == (wire.hasOrigin ? wire.origin : nil) && plain.version == wire.version
+            && plain.updatedAt == (wire.hasUpdatedAt ? wire.updatedAt : nil) && plain.document == (wire.hasDocument ? wire.document : nil)
+            && (try? WireActivity(serializedBytes: plain.bytes)) == wire && WireActivity(plain) == wire
+    }
+
+    /// For any bytes: the same error as decode, or the same envelope, an activity reply's in plain
+    /// values (then true) or whole.
+    @discardableResult
+    static func expectAgreement(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Bool? {
+        let expected = Result { () throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
+        let agrees: Bool
+        var plain: Bool?
+        switch (read(bytes), expected) {
+        case (.failure(let error), .failure(let expectedError)):
+            agrees = error == expectedError
+        case (.success(.other(let envelope)), .success(let decoded)):
+            agrees = envelope == decoded
+            plain = false
+        case (.success(.activityReply(let correlationID, let activity)), .success(let decoded)):
+            if case .continueReply(let reply) = decoded.body, case .activity(let wire) = reply.result {
+                agrees = correlationID == decoded.correlationID && same(activity, wire)
+            } else {
+                agrees = false
+            }
+            plain = true
+        default:
+            agrees = false
+        }
+        #expect(agrees, "bytes \(bytes)", sourceLocation: sourceLocation)
+        return agrees ? plain : nil
+    }
+
+    /// A random envelope as `FastEnvelopeCodingTests` makes them, an activity reply's userInfo
+    /// sometimes with a value of no kind (null) or a URL that does not parse (the node's to refuse),
+    /// and sometimes an error reply or a field given twice.
+    static func randomEnvelope(_ random: inout SplitMix) throws -> (bytes: [UInt8], readPlain: Bool) {
+        var envelope = FastEnvelopeCodingTests.randomEnvelope(&random)
+        guard case .continueReply(var reply) = envelope.body, case .activity(var activity) = reply.result else {
+            return (try envelope.serializedBytes(), false)
+        }
+        switch random.next() % 6 {
+        case 0: activity.userInfo["null"] = WireValue()
+        case 1: activity.userInfo["nested null"] = .with { $0.listValue = .with { $0.values = [WireValue(), .with { $0.boolValue = true }] } }
+        case 2: activity.userInfo["no url"] = .with { $0.urlValue = "http://[not a url" }
+        case 3:
+            reply.error = .with { $0.code = .alreadyContinued; $0.message = "once" }
+            envelope.body = .continueReply(reply)
+            return (try envelope.serializedBytes(), false)
+        case 4:
+            // The reply given again: protobuf merges the two (its title the second's).
+            reply.activity = activity
+            envelope.body = .continueReply(reply)
+            let again = WireEnvelope.with { $0.continueReply = .with { $0.activity = .with { $0.title = "again" } } }
+            return (try envelope.serializedBytes() + (try again.serializedBytes() as [UInt8]), false)
+        default: break
+        }
+        reply.activity = activity
+        envelope.body = .continueReply(reply)
+        return (try envelope.serializedBytes(), true)
+    }
+
+    @Test("random envelopes: every activity reply read in plain values, null values and unparseable URLs among them; an error reply, a reply given twice and every other body whole, as decode reads them")
+    func randomEnvelopes() throws {
+        var random = SplitMix(seed: 0x9E91_7AC7)
+        var plain = 0, replies = 0
+        for round in 0..<1_000 {
+            let (bytes, readPlain) = try Self.randomEnvelope(&random)
+            let read = Self.expectAgreement(bytes)
+            #expect(read == readPlain, "round \(round): \(bytes)")
+            if readPlain { replies += 1 }
+            if read == true { plain += 1 }
+        }
+        #expect(plain == replies && replies > 100, "\(plain) of \(replies)")
+    }
+
+    @Test("damaged, extended and concatenated envelopes: the reply reader gives decode's answer or error")
+    func damagedEnvelopes() throws {
+        var random = SplitMix(seed: 0x0DA3_A6ED)
+        var checked = 0, plain = 0
+        for _ in 0..<250 {
+            let bytes = try Self.randomEnvelope(&random).bytes
+            let second = try Self.randomEnvelope(&random).bytes
+            Self.expectAgreement(bytes + second)
+            Self.expectAgreement(bytes + BusSummaryTests.unknownField(&random))
+            for _ in 0..<40 {
+                checked += 1
+                if Self.expectAgreement(SplitMix.damage(bytes, &random)) == true { plain += 1 }
+            }
+        }
+        // Damage must leave some replies whole enough to read in plain values, or this proves little.
+        #expect(plain > checked / 100 && plain < checked / 2, "\(plain) of \(checked) read in plain values")
+        var newer = FastEnvelopeCodingTests.randomEnvelope(&random)
+        newer.body = .continueReply(.with { $0.activity = Fixtures.activity })
+        newer.protocolVersion = WireProtocol.version + 1
+        guard case .failure(let error) = Self.read(try newer.serializedBytes()) else { Issue.record("a newer version must be refused"); return }
+        #expect(error == .unsupportedProtocolVersion(WireProtocol.version + 1))
+    }
+}
