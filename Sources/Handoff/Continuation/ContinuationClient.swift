@@ -158,7 +158,9 @@ struct ContinuationClient<Waiter, Handler> {
 }
 
 /// An originator's answer as the continuing node's receiver read it (``WireReplyEnvelope``).
-enum ContinueAnswer: Sendable {
+/// Indirect: it passes from the receiver through the pending request's outcome to the waiting
+/// caller, and inline, each step copied the whole activity (a retain for every string in it).
+indirect enum ContinueAnswer: Sendable {
     /// A reply holding an activity, read in plain values.
     case activity(WirePlainActivity)
     /// Any other message, as the generated envelope: an error reply, or a reply the plain reader
