@@ -22,9 +22,10 @@ extension FastEnvelopeDecoder {
 
     /// The envelope read once, a continue reply's activity left in plain values (moved out of
     /// what was read, not copied), anything else built; `nil` to leave these bytes to SwiftProtobuf.
-    static func decodeForClient(_ bytes: UnsafeRawBufferPointer) -> ClientDecoded? {
+    /// With `strings`, the strings that repeat are looked up there first.
+    static func decodeForClient(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> ClientDecoded? {
         var read = Read()
-        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
+        guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
         guard let activity = read.replyActivity.take() else { return .envelope(read.generated) }
         return .activityReply(protocolVersion: read.header.protocolVersion, correlationID: read.header.correlationID, activity)
     }
@@ -54,8 +55,8 @@ extension FastEnvelopeDecoder {
         while let (number, type) = try reader.nextField() {
             if number != 4, number != 5, number != 7 { try seen.first(number) }
             switch (number, type) {
-            case (1, .lengthDelimited): activity.activityID = try reader.string()
-            case (2, .lengthDelimited): activity.activityType = try reader.string()
+            case (1, .lengthDelimited): activity.activityID = try reader.repeatedString()
+            case (2, .lengthDelimited): activity.activityType = try reader.repeatedString()
             case (3, .lengthDelimited): activity.title = try reader.string()
             case (4, .lengthDelimited):
                 let (key, value) = try plainMapEntry(reader.nested(reader.lengthDelimited()))
@@ -66,7 +67,7 @@ extension FastEnvelopeDecoder {
             case (8, .lengthDelimited): activity.expiration = try timestamp(reader.nested(reader.lengthDelimited()))
             case (9, .varint): activity.eligibleForHandoff = try reader.varint() != 0
             case (10, .varint): activity.supportsContinuationStreams = try reader.varint() != 0
-            case (11, .lengthDelimited): activity.teamID = try reader.string()
+            case (11, .lengthDelimited): activity.teamID = try reader.repeatedString()
             case (16, .lengthDelimited): activity.origin = try node(reader.nested(reader.lengthDelimited()))
             case (17, .varint): activity.version = try reader.varint()
             case (18, .lengthDelimited): activity.updatedAt = try timestamp(reader.nested(reader.lengthDelimited()))

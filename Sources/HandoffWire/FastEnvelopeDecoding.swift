@@ -15,8 +15,14 @@ import SwiftProtobuf
 enum FastEnvelopeDecoder {
     /// The envelope, or `nil` to leave these bytes to SwiftProtobuf.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> WireEnvelope? {
+        decode(bytes, strings: nil)
+    }
+
+    /// The envelope, the strings that repeat looked up in `strings` first; `nil` to leave these
+    /// bytes to SwiftProtobuf.
+    static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> WireEnvelope? {
         var read = Read()
-        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
+        guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
         return read.generated
     }
 
@@ -191,8 +197,8 @@ enum FastEnvelopeDecoder {
         while let (number, type) = try reader.nextField() {
             try seen.first(number)
             switch (number, type) {
-            case (1, .lengthDelimited): request.activityID = try reader.string()
-            case (2, .lengthDelimited): request.activityType = try reader.string()
+            case (1, .lengthDelimited): request.activityID = try reader.repeatedString()
+            case (2, .lengthDelimited): request.activityType = try reader.repeatedString()
             case (3, .varint): request.wantStreams = try reader.varint() != 0
             case (4, .varint): request.refresh = try reader.varint() != 0
             default: throw NotOnFastPath()

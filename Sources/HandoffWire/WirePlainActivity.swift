@@ -52,8 +52,10 @@ package enum WireReplyEnvelope: Sendable {
     /// Decodes and validates an envelope a continuing node received: accepts and rejects exactly
     /// what `WireEnvelope.decode` does, with the same errors; an activity reply's activity holds
     /// what decode's does (PlainReplyTests holds the two to each other).
-    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> Self {
-        switch FastEnvelopeDecoder.decodeForClient(bytes) {
+    /// - Parameter strings: Where strings that repeat from message to message (ids, types, the
+    ///   sender's and origin's names) are looked up first and kept (``WireStrings``).
+    package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
+        switch FastEnvelopeDecoder.decodeForClient(bytes, strings: strings) {
         case .activityReply(let version, let correlationID, let activity)?:
             try WireEnvelope.checkProtocolVersion(version)
             return .activityReply(correlationID: correlationID, activity)

@@ -126,7 +126,13 @@ extension WireEnvelope {
     /// Decodes and validates an envelope from bytes in place (a received frame's), as
     /// ``decode(_:)`` does.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireEnvelope {
-        try validated { try FastEnvelopeDecoder.decode(bytes) ?? WireEnvelope(serializedBytes: Array(bytes)) }
+        try decode(bytes, strings: nil)
+    }
+
+    /// ``decode(_:)-(UnsafeRawBufferPointer)``, the strings that repeat from message to message (a
+    /// peer's id, name and host, an activity's id and type) looked up in `strings` first.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) throws(WireDecodingError) -> WireEnvelope {
+        try validated { try FastEnvelopeDecoder.decode(bytes, strings: strings) ?? WireEnvelope(serializedBytes: Array(bytes)) }
     }
 
     /// The envelope `decode` gives, its decoding errors and the envelope's own checks as

@@ -25,8 +25,8 @@ struct PlainReplyTests {
         }
     }
 
-    static func read(_ bytes: [UInt8]) -> Result<WireReplyEnvelope, WireDecodingError> {
-        bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try WireReplyEnvelope.decode(raw) } }
+    static func read(_ bytes: [UInt8], strings: WireStrings? = nil) -> Result<WireReplyEnvelope, WireDecodingError> {
+        bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try WireReplyEnvelope.decode(raw, strings: strings) } }
     }
 
     /// Whether `plain` holds what `wire` says, its values as a node makes them.
@@ -44,11 +44,11 @@ struct PlainReplyTests {
     /// For any bytes: the same error as decode, or the same envelope, an activity reply's in plain
     /// values (then true) or whole.
     @discardableResult
-    static func expectAgreement(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Bool? {
+    static func expectAgreement(_ bytes: [UInt8], strings: WireStrings? = nil, sourceLocation: SourceLocation = #_sourceLocation) -> Bool? {
         let expected = Result { () throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
         let agrees: Bool
         var plain: Bool?
-        switch (read(bytes), expected) {
+        switch (read(bytes, strings: strings), expected) {
         case (.failure(let error), .failure(let expectedError)):
             agrees = error == expectedError
         case (.success(.other(let envelope)), .success(let decoded)):
@@ -109,6 +109,22 @@ struct PlainReplyTests {
             if read == true { plain += 1 }
         }
         #expect(plain == replies && replies > 100, "\(plain) of \(replies)")
+    }
+
+    @Test("with a table of the strings that repeat, the reply reader and decode read what they read without one, replies and requests alike")
+    func repeatedStrings() throws {
+        var random = SplitMix(seed: 0x5791_1165)
+        let strings = WireStrings()
+        var envelopes: [[UInt8]] = []
+        for _ in 0..<200 { envelopes.append(try Self.randomEnvelope(&random).bytes) }
+        // Each envelope twice, so that the second reading finds its strings in the table.
+        for bytes in envelopes + envelopes + envelopes.map({ SplitMix.damage($0, &random) }) {
+            Self.expectAgreement(bytes, strings: strings)
+            let withTable = bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try WireEnvelope.decode(raw, strings: strings) } }
+            let without = bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try WireEnvelope.decode(raw) } }
+            #expect(withTable == without)
+        }
+        #expect(strings.hits > 500, "\(strings.hits) strings found in the table")
     }
 
     @Test("damaged, extended and concatenated envelopes: the reply reader gives decode's answer or error")

@@ -26,7 +26,7 @@ extension Node {
             }
             let identity = frames[0].bytes
             do {
-                let envelope = try frames[1].envelope()
+                let envelope = try frames[1].envelope(strings: sockets.peerStrings)
                 switch ContinuationServer.route(envelope.body) {
                 case .continueRequest(let request):
                     // Read off the clock only for a traced request: tracing costs nothing when off.

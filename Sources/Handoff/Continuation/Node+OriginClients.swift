@@ -108,7 +108,7 @@ extension Node {
                 continue
             }
             do {
-                switch try frames[0].replyEnvelope() {
+                switch try frames[0].replyEnvelope(strings: sockets.peerStrings) {
                 case .activityReply(let correlationID, let activity):
                     resolve(correlationID, .success(.activity(activity)))
                 case .other(let envelope):

@@ -52,6 +52,9 @@ struct NodeSockets {
     var busRefusal: HandoffError?
     /// The strings that repeat in what the bus subscribers read (``WireStrings``).
     let busStrings = WireStrings()
+    /// The strings that repeat in what the continuation ROUTER and the DEALERs to originators
+    /// read: requesters' ids, names and hosts, activities' ids and types, origins.
+    let peerStrings = WireStrings()
 }
 
 /// Where the node is in its life, and what waits on that.

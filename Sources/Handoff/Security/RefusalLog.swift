@@ -36,19 +36,27 @@ struct RefusalLog {
     }
 
     /// Whether to log a refusal under `key` (an address and a reason) now: `nil` if not, else how
-    /// many refusals under it went unlogged since its last line.
+    /// many refusals under it went unlogged since its last line. A key already remembered costs one
+    /// hash of it (a peer's held-back events ask this once per continue).
     mutating func admit(_ key: String, now: ContinuousClock.Instant) -> Int? {
+        if let index = entries.index(forKey: key) { return Self.admit(&entries.values[index], now: now) }
         var key = key
-        if entries[key] == nil, entries.count >= Self.capacity {
+        if entries.count >= Self.capacity {
             entries = entries.filter { now - $0.value.lastLine < Self.interval }
             if entries.count >= Self.capacity { key = Self.otherAddresses }
         }
-        if let entry = entries[key], now - entry.lastLine < Self.interval {
-            entries[key]?.unlogged += 1
+        if let index = entries.index(forKey: key) { return Self.admit(&entries.values[index], now: now) }
+        entries[key] = (now, 0)
+        return 0
+    }
+
+    private static func admit(_ entry: inout (lastLine: ContinuousClock.Instant, unlogged: Int), now: ContinuousClock.Instant) -> Int? {
+        guard now - entry.lastLine >= interval else {
+            entry.unlogged += 1
             return nil
         }
-        let unlogged = entries[key]?.unlogged ?? 0
-        entries[key] = (now, 0)
+        let unlogged = entry.unlogged
+        entry = (now, 0)
         return unlogged
     }
 }

@@ -4,13 +4,13 @@ import ZeroMQ
 extension Frame {
     /// The envelope the frame holds, decoded where libzmq received it: a `Data` copy of its bytes
     /// first cost an allocation and a copy of every continue request and reply.
-    func envelope() throws(WireDecodingError) -> WireEnvelope {
-        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
+    func envelope(strings: WireStrings? = nil) throws(WireDecodingError) -> WireEnvelope {
+        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes, strings: strings) }
     }
 
     /// What a continuing node's DEALER received: an activity reply's activity in plain values,
     /// anything else as the generated envelope (``WireReplyEnvelope``).
-    func replyEnvelope() throws(WireDecodingError) -> WireReplyEnvelope {
-        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireReplyEnvelope.decode(bytes) }
+    func replyEnvelope(strings: WireStrings? = nil) throws(WireDecodingError) -> WireReplyEnvelope {
+        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireReplyEnvelope.decode(bytes, strings: strings) }
     }
 }

@@ -23,21 +23,28 @@ struct TokenBuckets<Key: Hashable> {
         self.overflowKey = overflowKey
     }
 
-    /// Whether `key` may do one more thing now (one of its tokens is taken if so).
+    /// Whether `key` may do one more thing now (one of its tokens is taken if so). A key already
+    /// remembered costs one hash of it (three, with a lookup, a read and a write: a peer's events
+    /// ask this once per continue).
     mutating func admit(_ key: Key, now: ContinuousClock.Instant) -> Bool {
+        let (burst, perSecond) = (burst, perSecond)
+        if let index = buckets.index(forKey: key) { return Self.take(from: &buckets.values[index], now: now, burst: burst, perSecond: perSecond) }
         var key = key
-        if buckets[key] == nil, buckets.count >= capacity {
-            buckets = buckets.filter { refilled($0.value, now: now).tokens < burst }
+        if buckets.count >= capacity {
+            buckets = buckets.filter { Self.refilled($0.value, now: now, burst: burst, perSecond: perSecond).tokens < burst }
             if buckets.count >= capacity { key = overflowKey }
         }
-        var bucket = refilled(buckets[key] ?? Bucket(tokens: burst, at: now), now: now)
-        let admitted = bucket.tokens >= 1
-        if admitted { bucket.tokens -= 1 }
-        buckets[key] = bucket
-        return admitted
+        return Self.take(from: &buckets[key, default: Bucket(tokens: burst, at: now)], now: now, burst: burst, perSecond: perSecond)
     }
 
-    private func refilled(_ bucket: Bucket, now: ContinuousClock.Instant) -> Bucket {
+    private static func take(from bucket: inout Bucket, now: ContinuousClock.Instant, burst: Double, perSecond: Double) -> Bool {
+        bucket = refilled(bucket, now: now, burst: burst, perSecond: perSecond)
+        guard bucket.tokens >= 1 else { return false }
+        bucket.tokens -= 1
+        return true
+    }
+
+    private static func refilled(_ bucket: Bucket, now: ContinuousClock.Instant, burst: Double, perSecond: Double) -> Bucket {
         Bucket(tokens: min(burst, bucket.tokens + (now - bucket.at).seconds * perSecond), at: now)
     }
 
