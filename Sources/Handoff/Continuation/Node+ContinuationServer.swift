@@ -26,15 +26,16 @@ extension Node {
             }
             let identity = frames[0].bytes
             do {
-                let envelope = try frames[1].envelope(strings: sockets.peerStrings)
+                let envelope: WireEnvelope
+                switch try frames[1].serverEnvelope(strings: sockets.peerStrings) {
+                case .continueRequest(let header, let request):
+                    await answer(request, header, frame: frames[1], to: identity)
+                    continue
+                case .other(let other): envelope = other
+                }
                 switch ContinuationServer.route(envelope.body) {
                 case .continueRequest(let request):
-                    // Read off the clock only for a traced request: tracing costs nothing when off.
-                    let received = envelope.traceID.isEmpty ? nil : Date()
-                    // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id),
-                    // whatever node it claims to be.
-                    let authenticated = frames[1].property("User-Id").flatMap { try? CurveKey(z85: $0) }
-                    await answer(request, in: envelope, to: identity, authenticatedKey: authenticated, received: received)
+                    await answer(request, WireRequestHeader(envelope), frame: frames[1], to: identity)
                 case .streamFrame(let frame):
                     // The peer, for the per-peer stream limit: its CURVE key when secure.
                     let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
@@ -67,18 +68,21 @@ extension Node {
         }
     }
 
-    /// Answers a continue request as ``ContinuationServer`` decides. The decision (and a
-    /// continue-once claim) is made here, before anything awaits; with a delegate to call
-    /// (will-save, was-continued) the rest runs as its own task, so that the delegate does not hold
-    /// up the requests behind this one.
-    func answer(
-        _ request: WireContinueRequest, in envelope: WireEnvelope, to identity: [UInt8], authenticatedKey: CurveKey?, received: Date?
-    ) async {
+    /// Answers a continue request that came in `frame` as ``ContinuationServer`` decides. The
+    /// decision (and a continue-once claim) is made here, before anything awaits; with a delegate
+    /// to call (will-save, was-continued) the rest runs as its own task, so that the delegate does
+    /// not hold up the requests behind this one.
+    func answer(_ request: WireContinueRequest, _ header: WireRequestHeader, frame: Frame, to identity: [UInt8]) async {
+        // Read off the clock only for a traced request: tracing costs nothing when off.
+        let received = header.traceID.isEmpty ? nil : Date()
+        // Secure, the requester is who its CURVE key says (the ZAP handler's User-Id), whatever
+        // node it claims to be.
+        let authenticatedKey = frame.property("User-Id").flatMap { try? CurveKey(z85: $0) }
         let requester = ContinuationServer.requester(
-            claimed: NodeInfo(wire: envelope.sender), authenticatedKey: authenticatedKey, secure: own.configuration.security != nil)
-        let correlationID = envelope.correlationID
+            claimed: NodeInfo(wire: header.sender), authenticatedKey: authenticatedKey, secure: own.configuration.security != nil)
+        let correlationID = header.correlationID
         // A traced request (wire.proto, "Tracing") is answered as any other, and reported.
-        let trace = startContinueTrace(envelope, request, requester: requester, received: received)
+        let trace = startContinueTrace(traceID: header.traceID, request, requester: requester, received: received)
         let decision = ContinuationServer.decide(
             request, current: advertiser.current, node: own.info.name, date: Date(), handOversWaiting: lifecycle.handOversWaiting)
         switch decision {

@@ -13,4 +13,10 @@ extension Frame {
     func replyEnvelope(strings: WireStrings? = nil) throws(WireDecodingError) -> WireReplyEnvelope {
         try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireReplyEnvelope.decode(bytes, strings: strings) }
     }
+
+    /// What the continuation ROUTER received: a continue request in its parts, anything else as
+    /// the generated envelope (``WireServerEnvelope``).
+    func serverEnvelope(strings: WireStrings? = nil) throws(WireDecodingError) -> WireServerEnvelope {
+        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireServerEnvelope.decode(bytes, strings: strings) }
+    }
 }

@@ -14,8 +14,7 @@ extension Node {
     /// A traced request came off the continuation endpoint at `received`: reports it, within the
     /// tracers' limit (beyond it, and for a trace id that is not 32 hexadecimal digits, the request
     /// is answered untraced).
-    func startContinueTrace(_ envelope: WireEnvelope, _ request: WireContinueRequest, requester: NodeInfo, received: Date?) -> ContinueTrace? {
-        let traceID = envelope.traceID
+    func startContinueTrace(traceID: String, _ request: WireContinueRequest, requester: NodeInfo, received: Date?) -> ContinueTrace? {
         guard admitsTrace(traceID, of: "continue request") else { return nil }
         let trace = ContinueTrace(traceID: traceID, activityID: request.activityID)
         sendOnBus(topic: Topic.trace(traceID), .traceHop(.hop(

@@ -1,0 +1,69 @@
+import Foundation
+import SwiftProtobuf
+
+/// The fields of a continue request's envelope its answer needs: what the originator's ROUTER
+/// takes from a request read in plain values (``WireServerEnvelope``).
+package struct WireRequestHeader: Sendable {
+    package var correlationID: UInt64
+    /// The requester as it names itself (empty when the envelope names none).
+    package var sender: WireNodeRef
+    /// Empty: untraced.
+    package var traceID: String
+
+    package init(correlationID: UInt64, sender: WireNodeRef, traceID: String) {
+        self.correlationID = correlationID
+        self.sender = sender
+        self.traceID = traceID
+    }
+
+    /// The same fields of a generated envelope.
+    package init(_ envelope: WireEnvelope) {
+        self.init(correlationID: envelope.correlationID, sender: envelope.sender, traceID: envelope.traceID)
+    }
+}
+
+/// A message the originator's continuation ROUTER received, read once: a continue request with
+/// the envelope fields its answer needs, never built as a generated envelope (a storage object
+/// copied at its first field set, and freed again, for every continue); anything else whole.
+package enum WireServerEnvelope: Sendable {
+    case continueRequest(WireRequestHeader, WireContinueRequest)
+    case other(WireEnvelope)
+
+    /// Decodes and validates an envelope the ROUTER received: accepts and rejects exactly what
+    /// `WireEnvelope.decode` does, with the same errors, and a request's fields are decode's
+    /// (PlainReplyTests holds the two to each other).
+    ///
+    /// - Parameter strings: Where strings that repeat from message to message (a requester's id,
+    ///   name and host, an activity's id and type) are looked up first and kept (``WireStrings``).
+    package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
+        switch FastEnvelopeDecoder.decodeForServer(bytes, strings: strings) {
+        case .continueRequest(let version, let header, let request)?:
+            try WireEnvelope.checkProtocolVersion(version)
+            return .continueRequest(header, request)
+        case .envelope(let envelope)?:
+            return .other(try WireEnvelope.validated { envelope })
+        case nil:
+            return .other(try WireEnvelope.validated { try WireEnvelope(serializedBytes: Array(bytes)) })
+        }
+    }
+}
+
+extension FastEnvelopeDecoder {
+    /// What ``decodeForServer(_:strings:)`` made of an envelope's bytes.
+    enum ServerDecoded {
+        /// A continue request; its envelope's version not yet checked.
+        case continueRequest(protocolVersion: UInt32, WireRequestHeader, WireContinueRequest)
+        /// Any other envelope this reader takes, as generated.
+        case envelope(WireEnvelope)
+    }
+
+    /// The envelope read once, a continue request left in its parts, anything else built; `nil` to
+    /// leave these bytes to SwiftProtobuf.
+    static func decodeForServer(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> ServerDecoded? {
+        var read = Read()
+        guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
+        guard case .continueRequest(let request)? = read.otherBody else { return .envelope(read.generated) }
+        let header = WireRequestHeader(correlationID: read.header.correlationID, sender: read.header.sender.take() ?? WireNodeRef(), traceID: read.header.traceID)
+        return .continueRequest(protocolVersion: read.header.protocolVersion, header, request)
+    }
+}
