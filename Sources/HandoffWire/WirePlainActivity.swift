@@ -51,7 +51,7 @@ package enum WireReplyEnvelope: Sendable {
 
     /// Decodes and validates an envelope a continuing node received: accepts and rejects exactly
     /// what `WireEnvelope.decode` does, with the same errors; an activity reply's activity holds
-    /// what decode's does (PlainReplyTests holds the two to each other).
+    /// what decode's does (ContinueReadersTests holds the two to each other).
     /// - Parameter strings: Where strings that repeat from message to message (ids, types, the
     ///   sender's and origin's names) are looked up first and kept (``WireStrings``).
     package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
@@ -71,7 +71,7 @@ package enum WireReplyEnvelope: Sendable {
 
 extension WireActivity {
     /// The generated message of an activity read in plain values: what SwiftProtobuf reads from
-    /// the same bytes (PlainReplyTests).
+    /// the same bytes (ContinueReadersTests).
     init(_ plain: WirePlainActivity) {
         self.init()
         activityID = plain.activityID

@@ -31,7 +31,7 @@ package enum WireServerEnvelope: Sendable {
 
     /// Decodes and validates an envelope the ROUTER received: accepts and rejects exactly what
     /// `WireEnvelope.decode` does, with the same errors, and a request's fields are decode's
-    /// (PlainReplyTests holds the two to each other).
+    /// (ContinueReadersTests holds the two to each other).
     ///
     /// - Parameter strings: Where strings that repeat from message to message (a requester's id,
     ///   name and host, an activity's id and type) are looked up first and kept (``WireStrings``).
