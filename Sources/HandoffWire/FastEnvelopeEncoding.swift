@@ -29,6 +29,8 @@ struct EnvelopeHeader {
     var sentAt: WireTimestamp?
     var sequence: UInt64
     var traceID: String
+    /// The sender's encoding, written in its place when a sender gives it (``WireEnvelopeSender``).
+    var encodedSender: [UInt8]? = nil
 }
 
 enum FastEnvelopeEncoder {
@@ -83,7 +85,11 @@ enum FastEnvelopeEncoder {
         var writer = ProtobufWriter(capacity: capacity)
         writer.uint(1, UInt64(header.protocolVersion))
         writer.uint(2, header.correlationID)
-        if let sender = header.sender { try writer.message(3, sender) }
+        if let encodedSender = header.encodedSender {
+            writer.lengthDelimitedField(3, encodedSender)
+        } else if let sender = header.sender {
+            try writer.message(3, sender)
+        }
         if let sentAt = header.sentAt { try writer.message(4, sentAt) }
         writer.uint(5, header.sequence)
         writer.string(6, header.traceID)
@@ -98,11 +104,19 @@ extension WireEnvelope {
     public static func encoded(
         body: OneOf_Body, sender: WireNodeRef, sequence: UInt64, correlationID: UInt64 = 0, sentAt: Date = Date(), traceID: String? = nil
     ) -> [UInt8] {
+        encoded(body: body, sender: WireEnvelopeSender(sender), sequence: sequence, correlationID: correlationID, sentAt: sentAt, traceID: traceID)
+    }
+
+    /// ``encoded(body:sender:sequence:correlationID:sentAt:traceID:)-(_,WireNodeRef,_,_,_,_)``,
+    /// the sender encoded once before.
+    public static func encoded(
+        body: OneOf_Body, sender: WireEnvelopeSender, sequence: UInt64, correlationID: UInt64 = 0, sentAt: Date = Date(), traceID: String? = nil
+    ) -> [UInt8] {
         let header = EnvelopeHeader(
-            protocolVersion: WireProtocol.version, correlationID: correlationID, sender: sender,
-            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "")
+            protocolVersion: WireProtocol.version, correlationID: correlationID, sender: sender.node,
+            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "", encodedSender: sender.encoded)
         if let bytes = try? FastEnvelopeEncoder.encode(header, body: body) { return bytes }
-        var envelope = WireEnvelope(body: body, sender: sender, sequence: sequence, correlationID: correlationID, sentAt: sentAt)
+        var envelope = WireEnvelope(body: body, sender: sender.node, sequence: sequence, correlationID: correlationID, sentAt: sentAt)
         if let traceID { envelope.traceID = traceID }
         return envelope.encoded()
     }
@@ -117,9 +131,19 @@ extension WireEnvelope {
         continueReplyActivity activity: [UInt8], sender: WireNodeRef, sequence: UInt64, correlationID: UInt64, sentAt: Date = Date(),
         traceID: String? = nil
     ) -> [UInt8] {
+        encoded(continueReplyActivity: activity, sender: WireEnvelopeSender(sender), sequence: sequence, correlationID: correlationID,
+                sentAt: sentAt, traceID: traceID)
+    }
+
+    /// ``encoded(continueReplyActivity:sender:sequence:correlationID:sentAt:traceID:)-(_,WireNodeRef,_,_,_,_)``,
+    /// the sender encoded once before.
+    public static func encoded(
+        continueReplyActivity activity: [UInt8], sender: WireEnvelopeSender, sequence: UInt64, correlationID: UInt64, sentAt: Date = Date(),
+        traceID: String? = nil
+    ) -> [UInt8] {
         let header = EnvelopeHeader(
-            protocolVersion: WireProtocol.version, correlationID: correlationID, sender: sender,
-            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "")
+            protocolVersion: WireProtocol.version, correlationID: correlationID, sender: sender.node,
+            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "", encodedSender: sender.encoded)
         if let bytes = try? FastEnvelopeEncoder.encode(header, continueReplyActivity: activity) { return bytes }
         // A sender with unknown fields: SwiftProtobuf writes those, and the activity decoded again.
         var reply = WireContinueReply()
@@ -134,9 +158,17 @@ extension WireEnvelope {
     public static func encoded(
         advertisement: WirePlainAdvertisement, sender: WireNodeRef, sequence: UInt64, sentAt: Date = Date(), traceID: String? = nil
     ) -> [UInt8] {
+        encoded(advertisement: advertisement, sender: WireEnvelopeSender(sender), sequence: sequence, sentAt: sentAt, traceID: traceID)
+    }
+
+    /// ``encoded(advertisement:sender:sequence:sentAt:traceID:)-(_,WireNodeRef,_,_,_)``, the sender
+    /// encoded once before.
+    public static func encoded(
+        advertisement: WirePlainAdvertisement, sender: WireEnvelopeSender, sequence: UInt64, sentAt: Date = Date(), traceID: String? = nil
+    ) -> [UInt8] {
         let header = EnvelopeHeader(
-            protocolVersion: WireProtocol.version, correlationID: 0, sender: sender,
-            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "")
+            protocolVersion: WireProtocol.version, correlationID: 0, sender: sender.node,
+            sentAt: WireTimestamp(sentAt), sequence: sequence, traceID: traceID ?? "", encodedSender: sender.encoded)
         if let bytes = try? FastEnvelopeEncoder.encode(header, advertisement: advertisement) { return bytes }
         // An origin or a sender with unknown fields: SwiftProtobuf writes those.
         return encoded(body: .advertisement(WireAdvertisement(advertisement)), sender: sender, sequence: sequence, sentAt: sentAt, traceID: traceID)

@@ -166,15 +166,18 @@ private enum FloorEnvelopes {
     /// The activity's encoding, made once as an originator makes it (`UserActivity.encodedWire`).
     static let encodedActivity: [UInt8] = try! activity.serializedBytes()
 
+    /// The two ends, encoded once as a node's envelopes have them (EnvelopeBuilder).
+    static let replier = WireEnvelopeSender(node("replier")), asker = WireEnvelopeSender(node("asker"))
+
     static func reply(_ correlationID: UInt64) -> [UInt8] {
-        WireEnvelope.encoded(continueReplyActivity: encodedActivity, sender: node("replier"), sequence: 0, correlationID: correlationID)
+        WireEnvelope.encoded(continueReplyActivity: encodedActivity, sender: replier, sequence: 0, correlationID: correlationID)
     }
 
     static func request(_ correlationID: UInt64) -> [UInt8] {
         var request = WireContinueRequest()
         request.activityID = activity.activityID
         request.activityType = activity.activityType
-        return WireEnvelope.encoded(body: .continueRequest(request), sender: node("asker"), sequence: 0, correlationID: correlationID)
+        return WireEnvelope.encoded(body: .continueRequest(request), sender: asker, sequence: 0, correlationID: correlationID)
     }
 }
 
