@@ -105,6 +105,24 @@ struct ActivityValueTests {
         }
     }
 
+    @Test("rule: a check that passed holds only for the version it passed at and its size limit: a change, a smaller limit or a passed expiry is checked again")
+    func checksHoldPerVersion() throws {
+        let activity = try UserActivity(activityType: "org.handoff.test.value")
+        activity.userInfo = ["note": .string(String(repeating: "a", count: 100))]
+        try activity.validate(maxUserInfoSize: 1 << 20)
+        try activity.validate(maxUserInfoSize: 1 << 20)
+        #expect(throws: HandoffError.self, "a smaller limit") { try activity.validate(maxUserInfoSize: 50) }
+        activity.userInfo["more"] = .string(String(repeating: "b", count: 2_000))
+        #expect(throws: HandoffError.self, "a change past the limit") { try activity.validate(maxUserInfoSize: 1_000) }
+        activity.requiredUserInfoKeys = ["missing"]
+        #expect(throws: HandoffError.self, "a required key missing") { try activity.validate(maxUserInfoSize: 1 << 20) }
+        activity.requiredUserInfoKeys = []
+        try activity.validate(maxUserInfoSize: 1 << 20)
+        activity.expirationDate = Date().addingTimeInterval(60)
+        try activity.validate(maxUserInfoSize: 1 << 20)
+        #expect(throws: HandoffError.self, "past its expiry") { try activity.validate(maxUserInfoSize: 1 << 20, now: Date().addingTimeInterval(120)) }
+    }
+
     @Test("contract: a userInfo value with no kind (null, or a kind a newer version added) is left out, in userInfo, a map and a list; the rest of the activity continues")
     func kindlessValuesLeftOut() throws {
         var wire = Self.wireActivity(userInfo: ["to": .string("b@example.org"), "count": .int(3)])

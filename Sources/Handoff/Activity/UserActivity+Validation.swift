@@ -2,11 +2,15 @@ import Foundation
 
 // What an activity must be to be advertised or sent (``UserActivity/validate(maxUserInfoSize:now:)``).
 extension UserActivity {
-    /// Why `state` cannot be sent, or `nil`.
-    func problem(in state: State, maxUserInfoSize: Int, now: Date) -> HandoffError? {
-        if let expiration = state.expirationDate, expiration <= now {
-            return HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
-        }
+    /// Whether the activity's expiration date passed by `now`.
+    func expiryProblem(in state: State, now: Date) -> HandoffError? {
+        guard let expiration = state.expirationDate, expiration <= now else { return nil }
+        return HandoffError(.activityExpired, "the activity expired at \(expiration.formatted(.iso8601))", activityType: activityType)
+    }
+
+    /// Why `state` cannot be sent, its expiry apart (``expiryProblem(in:now:)``), or `nil`: what
+    /// only a change of the state changes.
+    func problem(in state: State, maxUserInfoSize: Int) -> HandoffError? {
         if !state.requiredUserInfoKeys.allSatisfy({ state.userInfo[$0] != nil }) {
             let missing = state.requiredUserInfoKeys.subtracting(state.userInfo.keys).sorted()
             return HandoffError(.missingRequiredUserInfoKey, "userInfo has no value for required key\(missing.count == 1 ? "" : "s") \(missing.map { "\"\($0)\"" }.joined(separator: ", "))", activityType: activityType)

@@ -57,6 +57,10 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         var continuedOnce = false
         /// The full activity encoded for a continue reply, while it holds (UserActivity+EncodedWire.swift).
         var encodedWire: EncodedWire?
+        /// The version whose checks other than expiry passed last, under which userInfo size limit:
+        /// every change they read goes through `mutate`, which bumps the version, so they hold
+        /// until the next (a node checks the activity at every continue and advertisement).
+        var validated: (version: UInt64, maxUserInfoSize: Int)?
     }
 
     private let state: Mutex<State>
@@ -339,7 +343,14 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
     func validate(maxUserInfoSize: Int, now: Date = Date()) throws(HandoffError) {
         // Checked under the lock, on the state in place: a copy of it (a reference count for each
         // string, set and map) was most of what checking cost on every advertisement.
-        if let problem = state.withLock({ problem(in: $0, maxUserInfoSize: maxUserInfoSize, now: now) }) { throw problem }
+        let found = state.withLock { state -> HandoffError? in
+            if let expired = expiryProblem(in: state, now: now) { return expired }
+            if let validated = state.validated, validated.version == state.version, validated.maxUserInfoSize == maxUserInfoSize { return nil }
+            if let problem = problem(in: state, maxUserInfoSize: maxUserInfoSize) { return problem }
+            state.validated = (state.version, maxUserInfoSize)
+            return nil
+        }
+        if let found { throw found }
     }
 
     /// The full activity as sent to a continuing node.
