@@ -57,9 +57,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         var continuedOnce = false
         /// The full activity encoded for a continue reply, while it holds (UserActivity+EncodedWire.swift).
         var encodedWire: EncodedWire?
-        /// The version whose checks other than expiry passed last, under which userInfo size limit:
-        /// every change they read goes through `mutate`, which bumps the version, so they hold
-        /// until the next (a node checks the activity at every continue and advertisement).
+        /// The version and size limit whose checks but expiry passed last (they read only what `mutate` changes).
         var validated: (version: UInt64, maxUserInfoSize: Int)?
     }
 
@@ -345,7 +343,7 @@ public final class UserActivity: Sendable, Identifiable, CustomStringConvertible
         // string, set and map) was most of what checking cost on every advertisement.
         let found = state.withLock { state -> HandoffError? in
             if let expired = expiryProblem(in: state, now: now) { return expired }
-            if let validated = state.validated, validated.version == state.version, validated.maxUserInfoSize == maxUserInfoSize { return nil }
+            if let validated = state.validated, validated == (state.version, maxUserInfoSize) { return nil }
             if let problem = problem(in: state, maxUserInfoSize: maxUserInfoSize) { return problem }
             state.validated = (state.version, maxUserInfoSize)
             return nil
