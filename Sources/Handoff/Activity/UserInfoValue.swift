@@ -148,8 +148,8 @@ func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [Strin
 
 /// Decodes a whole userInfo dictionary read in plain values.
 func userInfo(fromPlain plain: [String: WirePlainValue]) throws(HandoffError) -> [String: UserInfoValue] {
-    var result: [String: UserInfoValue] = [:]
-    result.reserveCapacity(plain.count)
+    // Made at its size (not `reserveCapacity`, which runs unspecialized: FastEnvelopeDecoding+Replies.swift).
+    var result = [String: UserInfoValue](minimumCapacity: plain.count)
     for (key, value) in plain { result[key] = try UserInfoValue.decoded(value) }
     return result
 }
