@@ -48,11 +48,9 @@ extension FastEnvelopeDecoder {
     /// Reads an activity into a fresh one in place.
     private static func plainActivity(_ reader: Reader, into activity: inout WirePlainActivity) throws {
         var reader = reader
-        // Sized first (a walk over the fields, no values read): grown entry by entry, a map of a
-        // few keys was made and hashed again three times. Made at its size, not reserved:
-        // `Dictionary.reserveCapacity` runs unspecialized, looking up its generic metadata at
-        // every call (1.5 % of the continuing loop's samples).
-        activity.userInfo = Dictionary(minimumCapacity: try count(of: 4, in: reader))
+        // Sized first (a walk over the fields, no values read): grown entry by entry, the list was
+        // made again as it grew. Kept as a list: the node makes the one map of them it needs.
+        activity.userInfo.reserveCapacity(try count(of: 4, in: reader))
         var seen = SeenFields()
         while let (number, type) = try reader.nextField() {
             if number != 4, number != 5, number != 7 { try seen.first(number) }
@@ -61,8 +59,7 @@ extension FastEnvelopeDecoder {
             case (2, .lengthDelimited): activity.activityType = try reader.repeatedString()
             case (3, .lengthDelimited): activity.title = try reader.string()
             case (4, .lengthDelimited):
-                let (key, value) = try plainMapEntry(reader.nested(reader.lengthDelimited()))
-                activity.userInfo[key] = value  // a key given twice keeps its last value, as in protobuf
+                activity.userInfo.append(try plainMapEntry(reader.nested(reader.lengthDelimited())))
             case (5, .lengthDelimited): activity.requiredUserInfoKeys.append(try reader.string())
             case (6, .lengthDelimited): activity.webpageURL = try reader.string()
             case (7, .lengthDelimited): activity.keywords.append(try reader.string())

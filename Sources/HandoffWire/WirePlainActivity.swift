@@ -25,7 +25,9 @@ package struct WirePlainActivity: Sendable {
     package var activityID = ""
     package var activityType = ""
     package var title = ""
-    package var userInfo: [String: WirePlainValue] = [:]
+    /// The entries as read, in order: a key given twice keeps its last value once they make a
+    /// map (as in protobuf). Made a map once, by whoever takes them (the node, as its own values).
+    package var userInfo: [(key: String, value: WirePlainValue)] = []
     package var requiredUserInfoKeys: [String] = []
     package var webpageURL = ""
     package var keywords: [String] = []
@@ -77,7 +79,9 @@ extension WireActivity {
         activityID = plain.activityID
         activityType = plain.activityType
         title = plain.title
-        if !plain.userInfo.isEmpty { userInfo = plain.userInfo.mapValues(WireValue.init) }
+        if !plain.userInfo.isEmpty {
+            userInfo = Dictionary(plain.userInfo.lazy.map { ($0.key, WireValue($0.value)) }, uniquingKeysWith: { _, last in last })
+        }
         if !plain.requiredUserInfoKeys.isEmpty { requiredUserInfoKeys = plain.requiredUserInfoKeys }
         webpageURL = plain.webpageURL
         if !plain.keywords.isEmpty { keywords = plain.keywords }
@@ -118,7 +122,7 @@ extension WirePlainActivity {
         activityID = wire.activityID
         activityType = wire.activityType
         title = wire.title
-        userInfo = wire.userInfo.mapValues(WirePlainValue.init)
+        userInfo = wire.userInfo.map { ($0.key, WirePlainValue($0.value)) }
         requiredUserInfoKeys = wire.requiredUserInfoKeys
         webpageURL = wire.webpageURL
         keywords = wire.keywords

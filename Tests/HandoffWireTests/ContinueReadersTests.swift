@@ -33,7 +33,8 @@ struct ContinueReadersTests {
     /// Whether `plain` holds what `wire` says, its values as a node makes them.
     static func same(_ plain: WirePlainActivity, _ wire: WireActivity) -> Bool {
         plain.activityID == wire.activityID && plain.activityType == wire.activityType && plain.title == wire.title
-            && plain.userInfo == wire.userInfo.mapValues(Self.plain) && plain.requiredUserInfoKeys == wire.requiredUserInfoKeys
+            && Dictionary(plain.userInfo.map { ($0.key, $0.value) }, uniquingKeysWith: { $1 }) == wire.userInfo.mapValues(Self.plain)
+            && plain.requiredUserInfoKeys == wire.requiredUserInfoKeys
             && plain.webpageURL == wire.webpageURL && plain.keywords == wire.keywords
             && plain.expiration == (wire.hasExpiration ? wire.expiration : nil) && plain.eligibleForHandoff == wire.eligibleForHandoff
             && plain.supportsContinuationStreams == wire.supportsContinuationStreams && plain.teamID == wire.teamID
@@ -126,6 +127,20 @@ struct ContinueReadersTests {
             #expect(withTable == without)
         }
         #expect(strings.hits > 500, "\(strings.hits) strings found in the table")
+    }
+
+    @Test("a userInfo key given twice in a reply keeps its last value, as decode's map does; a null last value leaves it null")
+    func keyGivenTwice() throws {
+        for last in [WireValue.with { $0.stringValue = "b" }, WireValue()] {
+            var first = Fixtures.activity
+            first.userInfo["k"] = .with { $0.stringValue = "a" }
+            // Two encodings of one message run together are one message: the second's entry comes last.
+            let activity: [UInt8] = try first.serializedBytes() + (try WireActivity.with { $0.userInfo = ["k": last] }.serializedBytes() as [UInt8])
+            let bytes = WireEnvelope.encoded(continueReplyActivity: activity, sender: Fixtures.node, sequence: 1, correlationID: 9)
+            #expect(Self.expectAgreement(bytes) == true)
+            guard case .success(.activityReply(_, let plain)) = Self.read(bytes) else { Issue.record("read in plain values"); continue }
+            #expect(plain.userInfo.filter { $0.key == "k" }.map(\.value) == [.string("a"), Self.plain(last)])
+        }
     }
 
     /// For any bytes, the ROUTER's reader answers as decode does: the same error, the same

@@ -146,8 +146,9 @@ func userInfo(fromWire wire: [String: WireValue]) throws(HandoffError) -> [Strin
     try userInfo(fromPlain: wire.mapValues(WirePlainValue.init))
 }
 
-/// Decodes a whole userInfo dictionary read in plain values.
-func userInfo(fromPlain plain: [String: WirePlainValue]) throws(HandoffError) -> [String: UserInfoValue] {
+/// Decodes a whole userInfo dictionary read in plain values (a map's, or a reply's entries as they
+/// came: a key given twice keeps its last value).
+func userInfo(fromPlain plain: some Collection<(key: String, value: WirePlainValue)>) throws(HandoffError) -> [String: UserInfoValue] {
     // Made at its size (not `reserveCapacity`, which runs unspecialized: FastEnvelopeDecoding+Replies.swift).
     var result = [String: UserInfoValue](minimumCapacity: plain.count)
     for (key, value) in plain { result[key] = try UserInfoValue.decoded(value) }
