@@ -4,30 +4,21 @@
 // `WireActivity`, the reply was the largest step of a continue's codec: a storage object copied at
 // its first field set, dynamic exclusivity checks at every access, and the same again for each
 // userInfo value, which the node then turned into its own values. Read so, the reply took 4.4 µs
-// hot; in plain values 3.0 (`handoff-bench continue`'s codec row). Whoever wants the generated
+// hot; in plain values 2.3 (`handoff-bench continue`'s codec row). Whoever wants the generated
 // envelope gets it built from these values. Not generic over the node's own value type: a
 // generic reader runs unspecialized across modules, and so took 6.1 µs.
 
 import Foundation
 
 extension FastEnvelopeDecoder {
-    /// What ``decodeForClient(_:)`` made of an envelope's bytes.
-    enum ClientDecoded {
-        /// A continue reply holding an activity, in plain values; its envelope's version not yet
-        /// checked.
-        case activityReply(protocolVersion: UInt32, correlationID: UInt64, WirePlainActivity)
-        /// Any other envelope this reader takes, as generated.
-        case envelope(WireEnvelope)
-    }
-
     /// The envelope read once, a continue reply's activity left in plain values (moved out of
     /// what was read, not copied), anything else built; `nil` to leave these bytes to SwiftProtobuf.
     /// With `strings`, the strings that repeat are looked up there first.
-    static func decodeForClient(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> ClientDecoded? {
+    static func decodeForClient(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<(correlationID: UInt64, activity: WirePlainActivity)>? {
         var read = Read()
         guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
         guard let activity = read.replyActivity.take() else { return .envelope(read.generated) }
-        return .activityReply(protocolVersion: read.header.protocolVersion, correlationID: read.header.correlationID, activity)
+        return .plain(protocolVersion: read.header.protocolVersion, (read.header.correlationID, activity))
     }
 
     /// A reply holding an activity and nothing else (an error reply goes to SwiftProtobuf), read

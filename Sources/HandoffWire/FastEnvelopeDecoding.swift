@@ -15,22 +15,18 @@ import SwiftProtobuf
 enum FastEnvelopeDecoder {
     /// The envelope, or `nil` to leave these bytes to SwiftProtobuf.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> WireEnvelope? {
-        decode(bytes, strings: nil)
-    }
-
-    /// The envelope, the strings that repeat looked up in `strings` first; `nil` to leave these
-    /// bytes to SwiftProtobuf.
-    static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> WireEnvelope? {
         var read = Read()
-        guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
+        guard (try? envelope(ProtobufReader(bytes), into: &read)) != nil else { return nil }
         return read.generated
     }
 
-    /// What ``decodeForBus(_:)`` made of an envelope's bytes.
-    enum BusDecoded {
-        /// An untraced advertisement, in plain values; its envelope's version not yet checked.
-        case advertisement(protocolVersion: UInt32, WireAdvertisementEnvelope)
-        /// Any other envelope this reader takes, as generated.
+    /// What a reader that keeps one kind of envelope in plain values (an untraced advertisement
+    /// for the bus, a continue reply's activity, a continue request) made of an envelope's bytes;
+    /// ``WireEnvelope/validated(_:of:plain:other:)`` checks it as decode would.
+    enum Decoded<Plain> {
+        /// That kind, in plain values; its envelope's version not yet checked.
+        case plain(protocolVersion: UInt32, Plain)
+        /// Any other envelope the reader takes, as generated.
         case envelope(WireEnvelope)
     }
 
@@ -38,14 +34,14 @@ enum FastEnvelopeDecoder {
     /// was read, not copied: a copy was a reference count for each string), anything else built;
     /// `nil` to leave these bytes to SwiftProtobuf.
     /// With `strings`, the strings that repeat from message to message are looked up there first.
-    static func decodeForBus(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) -> BusDecoded? {
+    static func decodeForBus(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) -> Decoded<WireAdvertisementEnvelope>? {
         var read = Read()
         guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
         // A traced one stays whole: tracing takes the envelope as it came.
         guard read.header.traceID.isEmpty, let advertisement = read.advertisement.take() else { return .envelope(read.generated) }
         let envelope = WireAdvertisementEnvelope(
             sender: read.header.sender.take(), sentAt: read.header.sentAt, sequence: read.header.sequence, advertisement: advertisement)
-        return .advertisement(protocolVersion: read.header.protocolVersion, envelope)
+        return .plain(protocolVersion: read.header.protocolVersion, envelope)
     }
 
     // Below, every throw (the reader's errors and NotOnFastPath alike) means the same: the bytes

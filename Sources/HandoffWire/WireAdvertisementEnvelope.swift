@@ -119,14 +119,6 @@ public enum WireBusEnvelope: Sendable, Equatable {
     /// - Parameter strings: Where strings that repeat from message to message (ids, names, hosts,
     ///   types, endpoints) are looked up first and kept (``WireStrings``); the reader's own table.
     public static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> WireBusEnvelope {
-        switch FastEnvelopeDecoder.decodeForBus(bytes, strings: strings) {
-        case .advertisement(let version, let envelope)?:
-            try WireEnvelope.checkProtocolVersion(version)
-            return .advertisement(envelope)
-        case .envelope(let envelope)?:
-            return .other(try WireEnvelope.validated { envelope })
-        case nil:
-            return .other(try WireEnvelope.validated { try WireEnvelope(serializedBytes: Array(bytes)) })
-        }
+        try WireEnvelope.validated(FastEnvelopeDecoder.decodeForBus(bytes, strings: strings), of: bytes, plain: Self.advertisement, other: Self.other)
     }
 }

@@ -57,15 +57,9 @@ package enum WireReplyEnvelope: Sendable {
     /// - Parameter strings: Where strings that repeat from message to message (ids, types, the
     ///   sender's and origin's names) are looked up first and kept (``WireStrings``).
     package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
-        switch FastEnvelopeDecoder.decodeForClient(bytes, strings: strings) {
-        case .activityReply(let version, let correlationID, let activity)?:
-            try WireEnvelope.checkProtocolVersion(version)
-            return .activityReply(correlationID: correlationID, activity)
-        case .envelope(let envelope)?:
-            return .other(try WireEnvelope.validated { envelope })
-        case nil:
-            return .other(try WireEnvelope.validated { try WireEnvelope(serializedBytes: Array(bytes)) })
-        }
+        try WireEnvelope.validated(
+            FastEnvelopeDecoder.decodeForClient(bytes, strings: strings), of: bytes, plain: { .activityReply(correlationID: $0.correlationID, $0.activity) },
+            other: Self.other)
     }
 }
 

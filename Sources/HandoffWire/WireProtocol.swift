@@ -126,13 +126,26 @@ extension WireEnvelope {
     /// Decodes and validates an envelope from bytes in place (a received frame's), as
     /// ``decode(_:)`` does.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(WireDecodingError) -> WireEnvelope {
-        try decode(bytes, strings: nil)
+        try validated { try FastEnvelopeDecoder.decode(bytes) ?? WireEnvelope(serializedBytes: Array(bytes)) }
     }
 
-    /// ``decode(_:)-(UnsafeRawBufferPointer)``, the strings that repeat from message to message (a
-    /// peer's id, name and host, an activity's id and type) looked up in `strings` first.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) throws(WireDecodingError) -> WireEnvelope {
-        try validated { try FastEnvelopeDecoder.decode(bytes, strings: strings) ?? WireEnvelope(serializedBytes: Array(bytes)) }
+    /// What a one-pass reader made of `bytes` (``FastEnvelopeDecoder/Decoded``), checked as
+    /// ``decode(_:)-(UnsafeRawBufferPointer)`` checks an envelope: its kind in plain values with its
+    /// version checked, handed to `plain`; any other envelope validated, or (`nil`: bytes the
+    /// reader left) read by SwiftProtobuf and validated, handed to `other`. So the readers accept
+    /// and reject what decode does, with the same errors.
+    static func validated<Plain, Read>(
+        _ fast: FastEnvelopeDecoder.Decoded<Plain>?, of bytes: UnsafeRawBufferPointer, plain: (Plain) -> Read, other: (WireEnvelope) -> Read
+    ) throws(WireDecodingError) -> Read {
+        switch fast {
+        case .plain(let version, let value)?:
+            try checkProtocolVersion(version)
+            return plain(value)
+        case .envelope(let envelope)?:
+            return other(try validated { envelope })
+        case nil:
+            return other(try validated { try WireEnvelope(serializedBytes: Array(bytes)) })
+        }
     }
 
     /// The envelope `decode` gives, its decoding errors and the envelope's own checks as

@@ -36,34 +36,19 @@ package enum WireServerEnvelope: Sendable {
     /// - Parameter strings: Where strings that repeat from message to message (a requester's id,
     ///   name and host, an activity's id and type) are looked up first and kept (``WireStrings``).
     package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
-        switch FastEnvelopeDecoder.decodeForServer(bytes, strings: strings) {
-        case .continueRequest(let version, let header, let request)?:
-            try WireEnvelope.checkProtocolVersion(version)
-            return .continueRequest(header, request)
-        case .envelope(let envelope)?:
-            return .other(try WireEnvelope.validated { envelope })
-        case nil:
-            return .other(try WireEnvelope.validated { try WireEnvelope(serializedBytes: Array(bytes)) })
-        }
+        try WireEnvelope.validated(
+            FastEnvelopeDecoder.decodeForServer(bytes, strings: strings), of: bytes, plain: { .continueRequest($0.header, $0.request) }, other: Self.other)
     }
 }
 
 extension FastEnvelopeDecoder {
-    /// What ``decodeForServer(_:strings:)`` made of an envelope's bytes.
-    enum ServerDecoded {
-        /// A continue request; its envelope's version not yet checked.
-        case continueRequest(protocolVersion: UInt32, WireRequestHeader, WireContinueRequest)
-        /// Any other envelope this reader takes, as generated.
-        case envelope(WireEnvelope)
-    }
-
     /// The envelope read once, a continue request left in its parts, anything else built; `nil` to
     /// leave these bytes to SwiftProtobuf.
-    static func decodeForServer(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> ServerDecoded? {
+    static func decodeForServer(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<(header: WireRequestHeader, request: WireContinueRequest)>? {
         var read = Read()
         guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
         guard case .continueRequest(let request)? = read.otherBody else { return .envelope(read.generated) }
         let header = WireRequestHeader(correlationID: read.header.correlationID, sender: read.header.sender.take() ?? WireNodeRef(), traceID: read.header.traceID)
-        return .continueRequest(protocolVersion: read.header.protocolVersion, header, request)
+        return .plain(protocolVersion: read.header.protocolVersion, (header, request))
     }
 }

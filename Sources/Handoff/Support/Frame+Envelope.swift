@@ -4,8 +4,8 @@ import ZeroMQ
 extension Frame {
     /// The envelope the frame holds, decoded where libzmq received it: a `Data` copy of its bytes
     /// first cost an allocation and a copy of every continue request and reply.
-    func envelope(strings: WireStrings? = nil) throws(WireDecodingError) -> WireEnvelope {
-        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes, strings: strings) }
+    func envelope() throws(WireDecodingError) -> WireEnvelope {
+        try withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(WireDecodingError) in try WireEnvelope.decode(bytes) }
     }
 
     /// What a continuing node's DEALER received: an activity reply's activity in plain values,
