@@ -141,7 +141,9 @@ struct BusRecoveryTests {
 }
 
 /// Many continuing peers at once against one originator, each on a DEALER of its own (one context).
-@Suite("An originator under a flood of continue requests", .exclusive)
+/// Alone among the `.exclusive` tests: its 4,000 descriptors would crash a process started beside it
+/// (``Spawning``).
+@Suite("An originator under a flood of continue requests", .exclusive(.alone))
 struct ContinueFloodTests {
     @Test("2,000 peers continue edit-contact at an agent at once: every one is answered, and the agent's list-contacts stays known to the broker's cache and to a follower throughout and right after")
     func floodKeepsActivitiesKnown() async throws {
@@ -166,40 +168,10 @@ struct ContinueFloodTests {
             }
             let target = try #require(edit), shared = try #require(list)
 
-            let context = try Context(maxSockets: 2_100)
-            var peers: [Socket] = []
-            for _ in 0..<2_000 {
-                let peer = try context.socket(.dealer)
-                try peer.set(.linger, 0)
-                try peer.connect(target.continueEndpoint)
-                peers.append(peer)
+            // Its 4,000 descriptors open with no process started meanwhile (``Spawning``).
+            let (answered, lostAt, took) = try await Spawning.withManyDescriptors {
+                try await flood(target, watching: shared, on: follower)
             }
-            defer { peers.forEach { $0.close() } }
-            var request = WireContinueRequest()
-            request.activityID = target.id
-            request.activityType = target.activityType
-            var sender = WireNodeRef()
-            sender.nodeID = "flood"
-            let started = ContinuousClock.now
-            for (index, peer) in peers.enumerated() {
-                let envelope: [UInt8] = try WireEnvelope(body: .continueRequest(request), sender: sender, sequence: UInt64(index + 1), correlationID: UInt64(index + 1)).serializedBytes()
-                try await peer.send(envelope)
-            }
-            // Every peer's answer, while the follower is watched for losing the shared list.
-            var answered = 0
-            var lostAt: [Duration] = []
-            var pending = Array(peers.indices)
-            let patience = ContinuousClock.now + .seconds(60)
-            while !pending.isEmpty, ContinuousClock.now < patience {
-                var still: [Int] = []
-                for index in pending {
-                    if try await peers[index].receive(timeout: .zero) != nil { answered += 1 } else { still.append(index) }
-                }
-                pending = still
-                if await !follower.activities().contains(where: { $0.id == shared.id }) { lostAt.append(.now - started) }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            let took = ContinuousClock.now - started
             print("2,000 continue requests answered: \(answered) in \(took); the follower missed list-contacts in \(lostAt.count) checks")
             #expect(answered == 2_000)
             #expect(lostAt.isEmpty, "the follower lost list-contacts during the flood, at \(lostAt.prefix(3))")
@@ -207,5 +179,48 @@ struct ContinueFloodTests {
             #expect(joins != nil && joins! < .milliseconds(1_500), "a late joiner right after: \(joins.map { "\($0)" } ?? "not within 3 s")")
         }
         _ = a
+    }
+
+    /// 2,000 DEALERs of one context each send `target`'s continue request at once; every answer is
+    /// read, while `follower` is watched for losing `shared`. The context and its descriptors are
+    /// gone when it returns.
+    private func flood(
+        _ target: DiscoveredActivity, watching shared: DiscoveredActivity, on follower: Node
+    ) async throws -> (answered: Int, lostAt: [Duration], took: Duration) {
+        let context = try Context(maxSockets: 2_100)
+        var peers: [Socket] = []
+        for _ in 0..<2_000 {
+            let peer = try context.socket(.dealer)
+            try peer.set(.linger, 0)
+            try peer.connect(target.continueEndpoint)
+            peers.append(peer)
+        }
+        defer { peers.forEach { $0.close() } }
+        var request = WireContinueRequest()
+        request.activityID = target.id
+        request.activityType = target.activityType
+        var sender = WireNodeRef()
+        sender.nodeID = "flood"
+        let started = ContinuousClock.now
+        for (index, peer) in peers.enumerated() {
+            let envelope: [UInt8] = try WireEnvelope(body: .continueRequest(request), sender: sender, sequence: UInt64(index + 1), correlationID: UInt64(index + 1)).serializedBytes()
+            try await peer.send(envelope)
+        }
+        // Every peer's answer, while the follower is watched for losing the shared list.
+        var answered = 0
+        var lostAt: [Duration] = []
+        var pending = Array(peers.indices)
+        let patience = ContinuousClock.now + .seconds(60)
+        while !pending.isEmpty, ContinuousClock.now < patience {
+            var still: [Int] = []
+            for index in pending {
+                if try await peers[index].receive(timeout: .zero) != nil { answered += 1 } else { still.append(index) }
+            }
+            pending = still
+            if await !follower.activities().contains(where: { $0.id == shared.id }) { lostAt.append(.now - started) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let took = ContinuousClock.now - started
+        return (answered, lostAt, took)
     }
 }

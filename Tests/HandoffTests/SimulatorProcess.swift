@@ -16,6 +16,8 @@ import HandoffTestSupport
 ///   them (both failed tests that wait on the pool for a socket's answer).
 func runSimulator(_ arguments: [String], timeout: Duration = .seconds(600)) async throws -> (status: Int32, output: String) {
     try await simulatorRuns.run {
+        // The launcher is probed with a process of its own at the first run (``Spawning``).
+        try await Spawning.untilFewDescriptors()
         let process = Process()
         let (launcher, launcherArguments) = idleLauncher
         process.executableURL = URL(fileURLWithPath: launcher)
@@ -32,7 +34,7 @@ func runSimulator(_ arguments: [String], timeout: Duration = .seconds(600)) asyn
         process.standardError = output
         let (exited, exit) = AsyncStream<Void>.makeStream()
         process.terminationHandler = { _ in exit.finish() }
-        try process.spawn()
+        try await process.spawnWhenFewDescriptors()
         defer { reap(process) }
         let ended = await within(timeout) { () async -> Bool in
             for await _ in exited {}

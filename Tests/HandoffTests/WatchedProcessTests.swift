@@ -3,7 +3,7 @@ import Glibc
 import HandoffTestSupport
 import Testing
 
-@Suite("Programs not ours end with the test process (HandoffTestNode watch)")
+@Suite("Programs not ours end with the test process (HandoffTestNode watch)", .exclusive)
 struct WatchedProcessTests {
     /// A program that says its pid in `file` and then sleeps a minute: `sh` execs `sleep` in its
     /// own place, so the pid is the sleeper's.

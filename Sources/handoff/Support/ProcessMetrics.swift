@@ -51,10 +51,8 @@ final class ProcessMetrics: Sendable {
             virtual.set(to: Double(stat.virtualBytes))
             if let start = stat.startTime { startTime.set(to: start) }
         }
-        // The descriptor that lists the folder is counted too, as client_golang counts it.
-        if let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
-            openFDs.set(to: Double(descriptors.count))
-        }
+        // Not FileManager's listing of /proc/self/fd: a broker holds thousands (``OpenDescriptors``).
+        if let descriptors = OpenDescriptors.count() { openFDs.set(to: Double(descriptors)) }
         var limit = rlimit()
         if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 { maxFDs.set(to: Double(limit.rlim_cur)) }
     }
