@@ -15,7 +15,7 @@ import ZeroMQ
 /// A `handoff broker` process and the counters its log says.
 private struct SiteBrokerProcess {
     let name: String
-    let process: Process
+    let process: SpawnedProcess
     let frontend: String
     let backend: String
     let log: URL

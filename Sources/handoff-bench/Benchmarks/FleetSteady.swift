@@ -46,7 +46,7 @@ func fleetSteadyState(nodes count: Int, perNode: Int, for duration: Double, inte
     defer { kill(broker.processIdentifier, SIGKILL); broker.waitUntilExit() }
     // A pair: a second, independent broker; every node publishes to both and the real node
     // subscribes to both (Node.Configuration.Bus.brokers), as a deployment with a pair runs.
-    var second: (process: Process, frontend: String, backend: String)?
+    var second: (process: SpawnedProcess, frontend: String, backend: String)?
     if pair {
         let (frontend, backend) = (try freeEndpoint(context), try freeEndpoint(context))
         second = (try startHandoff(["broker", "--frontend", frontend, "--backend", backend, "--log-level", "error"], output: FileHandle.nullDevice), frontend, backend)

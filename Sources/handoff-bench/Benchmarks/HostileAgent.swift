@@ -9,7 +9,7 @@ import ZeroMQ
 struct HostileAgent {
     let folder: URL
     let frontend: String, backend: String
-    let broker: Process, agent: Process
+    let broker: SpawnedProcess, agent: SpawnedProcess
     /// The shared list's activity and where the agent answers continues and streams.
     let activityID: String, endpoint: String
 

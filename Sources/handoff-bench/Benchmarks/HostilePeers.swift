@@ -124,15 +124,12 @@ struct HostilePeer {
     }
 }
 
-/// A `handoff` process of the scenario.
-func startHandoff(_ arguments: [String], output: FileHandle? = nil) throws -> Process {
-    let process = Process()
-    process.executableURL = benchFolder().appendingPathComponent("handoff")
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }
-    if let output { process.standardOutput = output; process.standardError = output }
-    try process.run()
-    return process
+/// A `handoff` process of the scenario (started so while thousands of sockets are open, see
+/// ``SpawnedProcess``).
+func startHandoff(_ arguments: [String], output: FileHandle? = nil) throws -> SpawnedProcess {
+    try SpawnedProcess(
+        benchFolder().appendingPathComponent("handoff"), arguments: arguments,
+        environment: ProcessInfo.processInfo.environment.merging([ParentWatch.variable: "1"]) { $1 }, output: output)
 }
 
 /// The folder this executable (and `handoff`, and the plugins) were built into.
