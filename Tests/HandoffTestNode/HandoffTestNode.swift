@@ -100,6 +100,9 @@ struct HandoffTestNode {
             }
             announce(outcome)
             exit(outcome.hasPrefix("DONE") ? 0 : 1)
+        case "usable-processors" where arguments.count == 1:
+            // What the event loops and reply polling size themselves by, in this process's cgroups.
+            announce("\(UsableProcessors.count)")
         case "broker-stop-race" where arguments.count == 2:
             try await brokerStopRace(rounds: Int(arguments[1]) ?? 1)
         case "agent" where arguments.count == 5:

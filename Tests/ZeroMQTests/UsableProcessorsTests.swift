@@ -20,4 +20,37 @@ struct UsableProcessorsTests {
         #expect(UsableProcessors.cpus(quota: -1, period: 100_000) == nil)
         #expect(UsableProcessors.cpus(quota: 400_000, period: 100_000) == 4)
     }
+
+    @Test("rule: a quota anywhere between the process's cgroup and the root binds it (the fewest CPUs wins), in cgroup v2 and v1 alike; none when every level says max")
+    func quotasUpTheTree() {
+        func quota(_ cgroups: String, _ files: [String: String]) -> Int? {
+            UsableProcessors.cgroupQuota(cgroups: cgroups, read: { files[$0] })
+        }
+        // v2: the service's own cpu.max says max; its slice's quota binds it.
+        let v2 = "0::/system.slice/handoff.service\n"
+        #expect(quota(v2, [
+            "/sys/fs/cgroup/system.slice/handoff.service/cpu.max": "max 100000\n",
+            "/sys/fs/cgroup/system.slice/cpu.max": "300000 100000\n",
+        ]) == 3)
+        #expect(quota(v2, [
+            "/sys/fs/cgroup/system.slice/handoff.service/cpu.max": "100000 100000\n",
+            "/sys/fs/cgroup/system.slice/cpu.max": "300000 100000\n",
+        ]) == 1)
+        #expect(quota(v2, ["/sys/fs/cgroup/system.slice/handoff.service/cpu.max": "max 100000", "/sys/fs/cgroup/cpu.max": "max 100000"]) == nil)
+        // A container's namespace: its cgroup is "/", the root's cpu.max is its own.
+        #expect(quota("0::/\n", ["/sys/fs/cgroup/cpu.max": "250000 100000"]) == 3)
+        #expect(quota("0::/../outside\n", ["/sys/fs/cgroup/cpu.max": "100000 100000", "/sys/fs/cgroup/outside/cpu.max": "1 1"]) == 1)
+        // v1 (a hybrid host: both), the quota on the parent; -1 means none.
+        let v1 = "4:memory:/x\n3:cpu,cpuacct:/kubepods/pod1/c1\n0::/\n"
+        #expect(quota(v1, [
+            "/sys/fs/cgroup/cpu/kubepods/pod1/c1/cpu.cfs_quota_us": "-1\n",
+            "/sys/fs/cgroup/cpu/kubepods/pod1/c1/cpu.cfs_period_us": "100000\n",
+            "/sys/fs/cgroup/cpu/kubepods/pod1/cpu.cfs_quota_us": "200000\n",
+            "/sys/fs/cgroup/cpu/kubepods/pod1/cpu.cfs_period_us": "100000\n",
+        ]) == 2)
+        #expect(quota(v1, ["/sys/fs/cgroup/cpu,cpuacct/kubepods/cpu.cfs_quota_us": "50000", "/sys/fs/cgroup/cpu,cpuacct/kubepods/cpu.cfs_period_us": "100000"]) == 1)
+        #expect(quota(v1, [:]) == nil)
+        #expect(UsableProcessors.levels(of: "/a/b", under: "/r") == ["/r/a/b", "/r/a", "/r"])
+        #expect(UsableProcessors.levels(of: "/", under: "/r") == ["/r"])
+    }
 }
