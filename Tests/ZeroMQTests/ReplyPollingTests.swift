@@ -85,13 +85,22 @@ struct LoopsPollingForAReplyTests {
         let frames = try await pair.router.receiveMultipart()
         #expect(strings(frames).last == "the reply")
         // The connection is up and quiet now: nothing but the deadline can end the wait. What
-        // the loaded machine held threads back by is allowed on top (a stall probe's).
-        let probe = StallProbe.start()
-        let started = ContinuousClock.now
-        let nothing = try await pair.router.receive(timeout: .milliseconds(50))
-        let waited = ContinuousClock.now - started
-        let stall = probe.stop()
-        #expect(nothing == nil)
-        #expect(waited >= .milliseconds(45) && waited < .seconds(3) + stall, "a 50 ms receive returned after \(waited) (the machine held threads back by \(stall) in all): polling kept the loop past the deadline")
+        // the loaded machine held threads back by is allowed on top (a stall probe's). Up to three
+        // tries: polling that keeps the loop past the deadline does so every time, where the one
+        // loop of a one-loop pass, running every node of the tests beside this one, was once 6 s
+        // behind its jobs while threads were held back by 0.04 s (2026-12-06, at the pass's start).
+        var tries: [String] = []
+        for _ in 0..<3 {
+            let probe = StallProbe.start()
+            let started = ContinuousClock.now
+            let nothing = try await pair.router.receive(timeout: .milliseconds(50))
+            let waited = ContinuousClock.now - started
+            let stall = probe.stop()
+            #expect(nothing == nil)
+            #expect(waited >= .milliseconds(45), "a 50 ms receive returned after \(waited)")
+            if waited < .seconds(3) + stall { break }
+            tries.append("\(waited) (threads held back by \(stall))")
+        }
+        #expect(tries.count < 3, "a 50 ms receive returned after \(tries.joined(separator: ", ")): polling kept the loop past the deadline")
     }
 }
