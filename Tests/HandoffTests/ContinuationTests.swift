@@ -250,7 +250,7 @@ struct ContinuationTests {
         }
     }
 
-    /// An edit-contact draft ("v1") made current on `a` and continued by `b` (up to `attempts` tries).
+    /// An edit-contact draft ("v1") made current on `a` and continued by `b`, in up to `attempts` tries.
     private func continuedDraft(from a: Node, by b: Node, originator: Recorder, continuer: Recorder, attempts: Int = 1) async throws -> UserActivity {
         await b.setDelegate(continuer)
         await b.setContinuationHandler(forType: editContact) { _ in }
@@ -293,7 +293,6 @@ struct ContinuationTests {
         })
         let continuer = Recorder()
         try await withTwoNodes(configureB: { $0.continueTimeout = .milliseconds(500) }) { a, b in
-            // Needing no will-save, it once outlasted 500 ms on a one-loop pass's shared loop (2026-12-06).
             let activity = try await continuedDraft(from: a, by: b, originator: originator, continuer: continuer, attempts: 3)
             let changed = ContinuousClock.now
             // Marked first, as an app marks it when its user types: set the other way round, the
