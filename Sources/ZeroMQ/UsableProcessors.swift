@@ -68,7 +68,8 @@ public enum UsableProcessors {
         for line in lines {
             let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
             guard fields.count == 3, fields[1].split(separator: ",").contains("cpu") else { continue }
-            for mount in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/\(fields[1])"] {
+            // "cpu" is mounted under its own name, or linked there from "cpu,cpuacct": read once.
+            for mount in fields[1] == "cpu" ? ["/sys/fs/cgroup/cpu"] : ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/\(fields[1])"] {
                 for folder in levels(of: String(fields[2]), under: mount) {
                     if let quota = number(folder + "/cpu.cfs_quota_us"), let period = number(folder + "/cpu.cfs_period_us") {
                         take(cpus(quota: quota, period: period))

@@ -50,10 +50,18 @@ enum Spawning {
         lock.withLock { _ in Pipe() }
     }
 
+    /// Why a process may not start now, with `manyHeld` tests inside ``withManyDescriptors(_:)``;
+    /// `nil` when it may.
+    fileprivate static func refusal(manyHeld: Int) -> TooManyDescriptors? {
+        if manyHeld > 0 { return TooManyDescriptors(open: nil) }
+        if let open = OpenDescriptors.count(), open > descriptorLimit { return TooManyDescriptors(open: open) }
+        return nil
+    }
+
     /// Returns once no test holds many descriptors and this process holds few: a start right after
     /// is likely to be taken (``Process/spawnWhenFewDescriptors()`` waits until one is).
     static func untilFewDescriptors() async throws {
-        while lock.withLock({ $0 }) > 0 || (OpenDescriptors.count() ?? 0) > descriptorLimit {
+        while lock.withLock({ refusal(manyHeld: $0) }) != nil {
             try await Task.sleep(for: .milliseconds(50))
         }
     }
@@ -72,8 +80,7 @@ extension Process {
     /// this process holds too many descriptors.
     func spawn() throws {
         try Spawning.lock.withLock { (manyHeld: inout Int) throws in
-            guard manyHeld == 0 else { throw Spawning.TooManyDescriptors(open: nil) }
-            if let open = OpenDescriptors.count(), open > Spawning.descriptorLimit { throw Spawning.TooManyDescriptors(open: open) }
+            if let refusal = Spawning.refusal(manyHeld: manyHeld) { throw refusal }
             try run()
         }
     }
