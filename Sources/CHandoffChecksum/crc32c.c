@@ -57,8 +57,26 @@ static uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
 // computed independently, are joined: crc(r, A B) = r_A * x^(8|B|) xor crc(0, B).
 #define LONG_LANE 4096
 #define SHORT_LANE 256
-// Computed once, by handoff_crc32c_implementation, before it names an implementation that uses them.
-static uint32_t long_shift, short_shift;
+// The joins go by table: multiplying by a constant mod P is linear in the other factor, so
+// byte[k][b] holds the product of byte b at byte position k, and a 32-bit value's product is the
+// exclusive or of four lookups. multiply_mod_p is a chain of 32 dependent steps; two of them per
+// three lanes of 4 KiB cost about a sixth of the checksum's time (21.9 GB/s with it, 25.7 with the
+// tables, one 256 KiB chunk in cache on the 2-core VM's AMD EPYC, 2026-12-06). Filled once, by
+// handoff_crc32c_implementation, before it names an implementation that uses them.
+typedef struct {
+    uint32_t byte[4][256];
+} shift_table;
+static shift_table long_table, short_table;
+
+static inline uint32_t shifted(const shift_table *table, uint32_t a) {
+    return table->byte[0][a & 0xFF] ^ table->byte[1][(a >> 8) & 0xFF] ^ table->byte[2][(a >> 16) & 0xFF] ^ table->byte[3][a >> 24];
+}
+
+static void fill(shift_table *table, uint32_t shift) {
+    for (int k = 0; k < 4; k++) {
+        for (uint32_t byte = 0; byte < 256; byte++) table->byte[k][byte] = multiply_mod_p(shift, byte << (8 * k));
+    }
+}
 
 __attribute__((target("sse4.2"))) static uint32_t single_lane(uint32_t c32, const unsigned char *p, size_t n) {
     uint64_t c = c32;
@@ -76,8 +94,8 @@ __attribute__((target("sse4.2"))) static uint32_t single_lane(uint32_t c32, cons
 
 __attribute__((target("sse4.2"))) static void prepare_shifts(void) {
     static const unsigned char zeros[LONG_LANE];
-    long_shift = single_lane(0x80000000u, zeros, LONG_LANE);    // x^0 times x^(8 * LONG_LANE)
-    short_shift = single_lane(0x80000000u, zeros, SHORT_LANE);
+    fill(&long_table, single_lane(0x80000000u, zeros, LONG_LANE));  // x^0 times x^(8 * LONG_LANE)
+    fill(&short_table, single_lane(0x80000000u, zeros, SHORT_LANE));
 }
 
 // Three independent chains of 8-byte crc32 instructions: the instruction's latency is three cycles
@@ -86,7 +104,7 @@ __attribute__((target("sse4.2"))) static void prepare_shifts(void) {
 // two wrappers below, so the check of `out` is decided at compile time.)
 #define LANES_TARGET __attribute__((target("sse4.2")))
 LANES_TARGET static inline __attribute__((always_inline)) uint32_t lanes(uint32_t crc, const unsigned char **data, unsigned char **out,
-                                                                        size_t *length, size_t lane, uint32_t shift) {
+                                                                        size_t *length, size_t lane, const shift_table *shift) {
     const unsigned char *p = *data;
     unsigned char *q = out ? *out : NULL;
     size_t n = *length;
@@ -106,7 +124,7 @@ LANES_TARGET static inline __attribute__((always_inline)) uint32_t lanes(uint32_
             c1 = __builtin_ia32_crc32di(c1, w1);
             c2 = __builtin_ia32_crc32di(c2, w2);
         }
-        crc = multiply_mod_p(shift, multiply_mod_p(shift, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        crc = shifted(shift, shifted(shift, (uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
         p += 3 * lane;
         if (out) q += 3 * lane;
         n -= 3 * lane;
@@ -117,12 +135,12 @@ LANES_TARGET static inline __attribute__((always_inline)) uint32_t lanes(uint32_
     return crc;
 }
 
-LANES_TARGET static uint32_t three_lanes(uint32_t crc, const unsigned char **data, size_t *length, size_t lane, uint32_t shift) {
+LANES_TARGET static uint32_t three_lanes(uint32_t crc, const unsigned char **data, size_t *length, size_t lane, const shift_table *shift) {
     return lanes(crc, data, NULL, length, lane, shift);
 }
 
 LANES_TARGET static uint32_t three_lanes_copy(uint32_t crc, const unsigned char **data, unsigned char **out, size_t *length, size_t lane,
-                                              uint32_t shift) {
+                                              const shift_table *shift) {
     return lanes(crc, data, out, length, lane, shift);
 }
 
@@ -313,8 +331,8 @@ FOLD256_TARGET static uint32_t fold256_copy(uint32_t crc, const unsigned char **
 static uint32_t hardware(int implementation, uint32_t crc, unsigned char *q, const unsigned char *p, size_t n) {
     if (implementation == HANDOFF_CRC32C_FOLDING_512) crc = q ? fold_copy(crc, &p, &q, &n) : fold(crc, &p, &n);
     if (implementation == HANDOFF_CRC32C_FOLDING_256) crc = q ? fold256_copy(crc, &p, &q, &n) : fold256_plain(crc, &p, &n);
-    crc = q ? three_lanes_copy(crc, &p, &q, &n, LONG_LANE, long_shift) : three_lanes(crc, &p, &n, LONG_LANE, long_shift);
-    crc = q ? three_lanes_copy(crc, &p, &q, &n, SHORT_LANE, short_shift) : three_lanes(crc, &p, &n, SHORT_LANE, short_shift);
+    crc = q ? three_lanes_copy(crc, &p, &q, &n, LONG_LANE, &long_table) : three_lanes(crc, &p, &n, LONG_LANE, &long_table);
+    crc = q ? three_lanes_copy(crc, &p, &q, &n, SHORT_LANE, &short_table) : three_lanes(crc, &p, &n, SHORT_LANE, &short_table);
     if (q) memcpy(q, p, n);
     return single_lane(crc, p, n);
 }
