@@ -122,7 +122,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("protobuf-c")]
         ),
         // Raw libzmq baselines for the benchmarks, in C.
-        .target(name: "CRawBaselines", dependencies: ["CZeroMQ"]),
+        .target(name: "CRawBaselines", dependencies: ["CZeroMQ", "CHandoffChecksum"]),
         // The same work through NATS and Redis with their own C clients (nats.c and hiredis, from
         // Debian: libnats-dev, libhiredis-dev), and through a plain TCP socket.
         .target(name: "CPeerBaselines", linkerSettings: [.linkedLibrary("nats"), .linkedLibrary("hiredis")]),

@@ -1,5 +1,6 @@
 #include "raw_baselines.h"
 #include "bench_clock.h"
+#include "handoff_checksum.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@ struct server_args {
     char endpoint[256];
     size_t chunk;
     uint64_t total;
+    int checksum;
     pthread_mutex_t lock;
     pthread_cond_t bound;
     int ready;
@@ -21,11 +23,17 @@ struct server_args {
     const char *curve_secret;
 };
 
+// What the checksums come to, so that nothing computes them for nobody.
+static uint32_t checksum_sink;
+
 // The ROUTER's side: every request (identity + empty body) gets the next chunk, until `total` is sent.
-static void serve_chunks(void *router, uint64_t total, size_t chunk) {
+// With `checksum`, each chunk is copied into libzmq's buffer and checksummed (CRC-32C) in the same
+// pass, as a Handoff writer does; without, `zmq_send` copies it.
+static void serve_chunks(void *router, uint64_t total, size_t chunk, int checksum) {
     char *data = malloc(chunk);
     memset(data, 0x5A, chunk);
     uint64_t sent = 0;
+    uint32_t crc = 0;
     char identity[256];
     char request[16];
     while (sent < total) {
@@ -34,9 +42,17 @@ static void serve_chunks(void *router, uint64_t total, size_t chunk) {
         if (zmq_recv(router, request, sizeof request, 0) < 0) break;
         size_t n = total - sent < chunk ? (size_t)(total - sent) : chunk;
         zmq_send(router, identity, (size_t)id_size, ZMQ_SNDMORE);
-        zmq_send(router, data, n, 0);
+        if (checksum) {
+            zmq_msg_t message;
+            zmq_msg_init_size(&message, n);
+            crc = handoff_crc32c_copy(crc, zmq_msg_data(&message), data, n);
+            if (zmq_msg_send(&message, router, 0) < 0) zmq_msg_close(&message);
+        } else {
+            zmq_send(router, data, n, 0);
+        }
         sent += n;
     }
+    __atomic_store_n(&checksum_sink, crc, __ATOMIC_RELAXED);
     free(data);
 }
 
@@ -61,9 +77,12 @@ static void *bind_router(void *context, const char *bind, char *endpoint, size_t
 // `total`; returns the bytes received. (A request the server never reads would still be in its
 // socket's receive buffer when it closes, and Linux then answers with a reset that can destroy the
 // last chunks before they are read.)
-static uint64_t fetch_chunks(void *dealer, uint64_t total, size_t chunk, int window) {
+// With `checksum`, every byte received is checksummed (CRC-32C), as a Handoff reader does; without,
+// no byte is read.
+static uint64_t fetch_chunks(void *dealer, uint64_t total, size_t chunk, int window, int checksum) {
     int credit = window;
     uint64_t received = 0, requested = 0;
+    uint32_t crc = 0;
     zmq_msg_t message;
     zmq_msg_init(&message);
     while (received < total) {
@@ -74,9 +93,11 @@ static uint64_t fetch_chunks(void *dealer, uint64_t total, size_t chunk, int win
         }
         int size = zmq_msg_recv(&message, dealer, 0);
         if (size < 0) break;
+        if (checksum) crc = handoff_crc32c(crc, zmq_msg_data(&message), (size_t)size);
         received += (uint64_t)size;
         credit++;
     }
+    __atomic_store_n(&checksum_sink, crc, __ATOMIC_RELAXED);
     zmq_msg_close(&message);
     return received;
 }
@@ -99,7 +120,7 @@ static void *serve(void *raw) {
     pthread_cond_signal(&args->bound);
     pthread_mutex_unlock(&args->lock);
     if (router == NULL) return NULL;
-    serve_chunks(router, args->total, args->chunk);
+    serve_chunks(router, args->total, args->chunk, args->checksum);
     zmq_close(router);
     return NULL;
 }
@@ -134,25 +155,25 @@ struct raw_server *raw_stream_bind(const char *bind, char *endpoint, size_t capa
     return server_bind(bind_router, bind, endpoint, capacity);
 }
 
-void raw_stream_serve(struct raw_server *server, uint64_t total, size_t chunk) {
-    serve_chunks(server->socket, total, chunk);
+void raw_stream_serve(struct raw_server *server, uint64_t total, size_t chunk, int checksum) {
+    serve_chunks(server->socket, total, chunk, checksum);
     server_close(server);
 }
 
-double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window) {
+double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window, int checksum) {
     void *context = zmq_ctx_new();
     void *dealer = connect_dealer(context, endpoint);
     double started = now();
-    uint64_t received = fetch_chunks(dealer, total, chunk, window);
+    uint64_t received = fetch_chunks(dealer, total, chunk, window, checksum);
     double elapsed = now() - started;
     zmq_close(dealer);
     zmq_ctx_term(context);
     return received == total ? elapsed : -1;
 }
 
-double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window) {
+double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window, int checksum) {
     void *context = zmq_ctx_new();
-    struct server_args args = {.context = context, .chunk = chunk, .total = total};
+    struct server_args args = {.context = context, .chunk = chunk, .total = total, .checksum = checksum};
     pthread_mutex_init(&args.lock, NULL);
     pthread_cond_init(&args.bound, NULL);
     pthread_t server;
@@ -163,7 +184,7 @@ double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window) {
 
     void *dealer = connect_dealer(context, args.endpoint);
     double started = now();
-    uint64_t received = fetch_chunks(dealer, total, chunk, window);
+    uint64_t received = fetch_chunks(dealer, total, chunk, window, checksum);
     double elapsed = now() - started;
     zmq_close(dealer);
     pthread_join(server, NULL);

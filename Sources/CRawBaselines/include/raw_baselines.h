@@ -8,7 +8,10 @@
 /// tcp://127.0.0.1 with credit-based flow control (the DEALER keeps `window` chunk requests
 /// outstanding; the ROUTER answers each with one `chunk`-byte frame), as in the ZeroMQ guide's
 /// file-transfer pattern. Returns the seconds from the first request to the last byte, or -1.
-double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window);
+/// With `checksum` nonzero both ends do what a Handoff stream's ends do to its bytes: the ROUTER
+/// copies each chunk into libzmq's buffer and checksums it (CRC-32C) in one pass, and the DEALER
+/// checksums every byte it receives; without, the DEALER never reads a byte.
+double raw_dealer_router_transfer(uint64_t total, size_t chunk, int window, int checksum);
 
 /// The serving end of a raw baseline run between two processes (opaque).
 struct raw_server;
@@ -20,11 +23,13 @@ struct raw_server *raw_stream_bind(const char *bind, char *endpoint, size_t capa
 
 /// Answers requests with `chunk`-byte frames until `total` bytes are sent, then closes and frees
 /// `server` (waiting up to 5 s for the tail to leave).
-void raw_stream_serve(struct raw_server *server, uint64_t total, size_t chunk);
+/// `checksum` as in raw_dealer_router_transfer.
+void raw_stream_serve(struct raw_server *server, uint64_t total, size_t chunk, int checksum);
 
 /// The fetching end: a DEALER connects to `endpoint` and keeps `window` requests (of one `chunk`
 /// each, never past `total`) outstanding until `total` bytes arrived. Returns the seconds from the first request to the last byte, or -1.
-double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window);
+/// `checksum` as in raw_dealer_router_transfer.
+double raw_stream_fetch(const char *endpoint, uint64_t total, size_t chunk, int window, int checksum);
 
 /// Raw libzmq REQ/REP: `rounds` round trips of `size`-byte messages between two threads over
 /// tcp://127.0.0.1; each round trip's time in microseconds goes to `latencies` (capacity `rounds`).

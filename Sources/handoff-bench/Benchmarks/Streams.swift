@@ -108,21 +108,26 @@ func benchStreams(_ options: Options) async throws {
     }
     print("Streams: \(options.sizeMiB) MiB over tcp://127.0.0.1 within one process (one libzmq context, one I/O thread, on each side of the comparison), chunk \(options.chunk / 1024) KiB, window \(options.window), \(options.runs) runs each, interleaved; median")
     var raw: [Double] = []
+    var rawChecked: [Double] = []
     var handoff: [Double] = []
     _ = try await handoffStream(total: 16 << 20, options: options)  // warm-up
-    _ = raw_dealer_router_transfer(UInt64(16 << 20), options.chunk, Int32(options.window))
+    _ = raw_dealer_router_transfer(UInt64(16 << 20), options.chunk, Int32(options.window), 0)
     for _ in 0..<options.runs {
         if options.only != "handoff" {
-            let rawSeconds = raw_dealer_router_transfer(UInt64(total), options.chunk, Int32(options.window))
-            guard rawSeconds > 0 else { throw HandoffError(.handoffFailed, "the raw baseline failed") }
+            let rawSeconds = raw_dealer_router_transfer(UInt64(total), options.chunk, Int32(options.window), 0)
+            // The same with a Handoff stream's work on its bytes (CRC-32C at both ends): how much
+            // of the gap to raw is the contract's checksum, how much the rest of Handoff.
+            let checkedSeconds = raw_dealer_router_transfer(UInt64(total), options.chunk, Int32(options.window), 1)
+            guard rawSeconds > 0, checkedSeconds > 0 else { throw HandoffError(.handoffFailed, "the raw baseline failed") }
             raw.append(rawSeconds)
+            rawChecked.append(checkedSeconds)
         }
         if options.only != "raw" {
             handoff.append(try await handoffStream(total: total, options: options))
         }
     }
     guard options.only == nil else {
-        for (name, times) in [("raw", raw), ("handoff", handoff)] where !times.isEmpty {
+        for (name, times) in [("raw", raw), ("raw + CRC-32C", rawChecked), ("handoff", handoff)] where !times.isEmpty {
             row(name, String(format: "%.0f MiB/s", Double(options.sizeMiB) / median(times)))
         }
         return
@@ -133,9 +138,15 @@ func benchStreams(_ options: Options) async throws {
     row("raw libzmq DEALER/ROUTER with credit (C)", String(format: "%.0f", rawRate), String(format: "%.3f; ", median(raw)) + raw.map { String(format: "%.3f", $0) }.joined(separator: " "))
     row("\(options.handoffLabel == "Handoff" ? "Handoff (CRC-32C)" : options.handoffLabel) continuation stream", String(format: "%.0f", handoffRate), String(format: "%.3f; ", median(handoff)) + handoff.map { String(format: "%.3f", $0) }.joined(separator: " "))
     row("ratio Handoff / raw", String(format: "%.1f %%", 100 * handoffRate / rawRate))
+    let checkedRate = Double(options.sizeMiB) / median(rawChecked)
+    row("raw libzmq + CRC-32C at both ends, as Handoff (C)", String(format: "%.0f", checkedRate),
+        String(format: "%.3f; ", median(rawChecked)) + rawChecked.map { String(format: "%.3f", $0) }.joined(separator: " "))
+    row("ratio Handoff / raw + CRC-32C", String(format: "%.1f %%", 100 * handoffRate / checkedRate))
     compare("stream \(options.sizeMiB) MiB\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq DEALER/ROUTER",
             String(format: "%.0f", rawRate), ratio: String(format: "%.0f %%", 100 * handoffRate / rawRate),
             target: options.streamTarget, met: options.checksum == .crc32c ? handoffRate >= 0.9 * rawRate : nil)
+    compare("stream \(options.sizeMiB) MiB\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq + CRC-32C at both ends",
+            String(format: "%.0f", checkedRate), ratio: String(format: "%.0f %%", 100 * handoffRate / checkedRate))
 
     // The same bytes through a plain TCP socket, NATS and Redis (credit-based like the others).
     let peerRuns = min(options.runs, 3)
@@ -193,31 +204,40 @@ func benchStreams(_ options: Options) async throws {
 func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throws {
     let total = options.sizeMiB << 20
     /// `runs` transfers each, raw and Handoff, interleaved.
-    func interleaved(_ runs: Int, _ placement: Placement) throws -> (raw: [ProcessStreamRun], handoff: [ProcessStreamRun]) {
-        var raw: [ProcessStreamRun] = [], handoff: [ProcessStreamRun] = []
+    func interleaved(_ runs: Int, _ placement: Placement, checked: Bool = false) throws
+        -> (raw: [ProcessStreamRun], handoff: [ProcessStreamRun], checked: [ProcessStreamRun]) {
+        var raw: [ProcessStreamRun] = [], handoff: [ProcessStreamRun] = [], rawChecked: [ProcessStreamRun] = []
         for _ in 0..<runs {
             raw.append(try rawStreamBetweenProcesses(total: total, options: options, placement: placement))
+            if checked { rawChecked.append(try rawStreamBetweenProcesses(total: total, options: options, placement: placement, checksum: true)) }
             handoff.append(try streamBetweenProcesses(total: total, options: options, placement: placement))
         }
-        return (raw, handoff)
+        return (raw, handoff, rawChecked)
     }
     func rate(_ runs: [ProcessStreamRun]) -> Double { Double(options.sizeMiB) / median(runs.map(\.seconds)) }
     func timings(_ runs: [ProcessStreamRun]) -> String { runs.map { String(format: "%.3f", $0.seconds) }.joined(separator: " ") }
 
-    let (rawApart, handoffApart) = try interleaved(apartRuns, .free)
+    let (rawApart, handoffApart, checkedApart) = try interleaved(apartRuns, .free, checked: true)
     let rawApartRate = rate(rawApart), handoffApartRate = rate(handoffApart)
     row("raw libzmq, \(options.sizeMiB) MiB between two processes", String(format: "%.0f", rawApartRate),
         "\(mebibytes(rawApart.map(\.originatorPeak).max() ?? 0)) / \(mebibytes(rawApart.map(\.continuerPeak).max() ?? 0)); median of \(apartRuns): " + timings(rawApart))
     row("\(options.handoffLabel), \(options.sizeMiB) MiB between two processes", String(format: "%.0f", handoffApartRate), "median of \(apartRuns), interleaved: " + timings(handoffApart))
     row("ratio Handoff / raw, between processes", String(format: "%.1f %%", 100 * handoffApartRate / rawApartRate))
+    let checkedApartRate = rate(checkedApart)
+    row("raw + CRC-32C at both ends, between two processes", String(format: "%.0f", checkedApartRate),
+        "median of \(apartRuns), interleaved: " + timings(checkedApart))
+    row("ratio Handoff / raw + CRC-32C, between processes", String(format: "%.1f %%", 100 * handoffApartRate / checkedApartRate))
     compare("stream \(options.sizeMiB) MiB between processes\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
             baseline: "raw libzmq DEALER/ROUTER, two processes", String(format: "%.0f", rawApartRate),
             ratio: String(format: "%.0f %%", 100 * handoffApartRate / rawApartRate), target: options.streamTarget,
             met: options.checksum == .crc32c ? handoffApartRate >= 0.9 * rawApartRate : nil)
+    compare("stream \(options.sizeMiB) MiB between processes\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
+            baseline: "raw libzmq + CRC-32C, two processes", String(format: "%.0f", checkedApartRate),
+            ratio: String(format: "%.0f %%", 100 * handoffApartRate / checkedApartRate))
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
     guard Placement.canPin else { return }
     let pinnedRuns = max(3, min(apartRuns, 5))
-    let (rawPinned, handoffPinned) = try interleaved(pinnedRuns, .onePerProcess)
+    let (rawPinned, handoffPinned, _) = try interleaved(pinnedRuns, .onePerProcess)
     let rawPinnedRate = rate(rawPinned), handoffPinnedRate = rate(handoffPinned)
     row("raw libzmq, each process on one CPU", String(format: "%.0f", rawPinnedRate), "median of \(pinnedRuns): " + timings(rawPinned))
     row("\(options.handoffLabel), each process on one CPU", String(format: "%.0f", handoffPinnedRate), "median of \(pinnedRuns), interleaved: " + timings(handoffPinned))

@@ -139,10 +139,12 @@ func benchSlowReader(options: Options, seconds target: Duration) throws {
 
 /// The raw libzmq transfer with each end in a process of its own, as Handoff's ends are: returns
 /// the fetching end's seconds (first request to last byte) and each end's peak memory.
-func rawStreamBetweenProcesses(total: Int, options: Options, placement: Placement = .free) throws -> ProcessStreamRun {
-    let server = try Child(["raw-stream-server", "--size-bytes", "\(total)"], cpu: placement.serving)
+/// With `checksum`, both ends checksum the bytes as Handoff's do (`--checksum-raw`).
+func rawStreamBetweenProcesses(total: Int, options: Options, placement: Placement = .free, checksum: Bool = false) throws -> ProcessStreamRun {
+    let checking = checksum ? ["--checksum-raw"] : []
+    let server = try Child(["raw-stream-server", "--size-bytes", "\(total)"] + checking, cpu: placement.serving)
     let ready = try server.line(startingWith: "READY")  // READY endpoint
-    let client = try Child(["raw-stream-client", "--peer", ready[1], "--size-bytes", "\(total)", "--window", "\(options.window)"],
+    let client = try Child(["raw-stream-client", "--peer", ready[1], "--size-bytes", "\(total)", "--window", "\(options.window)"] + checking,
                            cpu: placement.asking)
     let done = try client.line(startingWith: "DONE")  // DONE seconds peak
     client.wait()
@@ -153,12 +155,13 @@ func rawStreamBetweenProcesses(total: Int, options: Options, placement: Placemen
 }
 
 /// `raw-stream-server`: binds a raw ROUTER (`--listen HOST`, loopback by default), says `READY
-/// endpoint`, serves `--size-bytes` in chunks on request, then says `PEAK bytes`.
+/// endpoint`, serves `--size-bytes` in chunks on request (`--checksum-raw`: copied and checksummed
+/// as a Handoff writer does), then says `PEAK bytes`.
 func runRawStreamServer(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
     let server = bindAndAnnounce(host: stringOption("--listen", in: arguments) ?? "127.0.0.1") { raw_stream_bind($0, $1, $2) }
-    raw_stream_serve(server, UInt64(total), options.chunk)
+    raw_stream_serve(server, UInt64(total), options.chunk, arguments.contains("--checksum-raw") ? 1 : 0)
     tell("PEAK \(peakResidentBytes())")
 }
 
@@ -179,11 +182,13 @@ func cText(_ characters: [CChar]) -> String {
     String(decoding: characters.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
-/// `raw-stream-client`: fetches `--size-bytes` from the raw server at `--peer`; says `DONE seconds peak`.
+/// `raw-stream-client`: fetches `--size-bytes` from the raw server at `--peer` (`--checksum-raw`:
+/// checksumming every byte, as a Handoff reader does); says `DONE seconds peak`.
 func runRawStreamClient(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
-    let elapsed = raw_stream_fetch(stringOption("--peer", in: arguments) ?? "", UInt64(total), options.chunk, Int32(options.window))
+    let elapsed = raw_stream_fetch(stringOption("--peer", in: arguments) ?? "", UInt64(total), options.chunk, Int32(options.window),
+                                   arguments.contains("--checksum-raw") ? 1 : 0)
     tell("DONE \(elapsed) \(peakResidentBytes())")
 }
 
@@ -256,7 +261,7 @@ func runStreamContinuer(_ arguments: [String]) async throws {
 func runRawStream(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
-    let elapsed = raw_dealer_router_transfer(UInt64(total), options.chunk, Int32(options.window))
+    let elapsed = raw_dealer_router_transfer(UInt64(total), options.chunk, Int32(options.window), 0)
     tell("DONE \(elapsed) \(peakResidentBytes())")
 }
 
