@@ -30,9 +30,12 @@ enum Transport: String, CaseIterable, CustomTestStringConvertible, Sendable {
 /// while the first was on its way), which a test would take for what it sends next: up to a marker
 /// published after them (`probe` + ".drained", which the probe's subscription matches too), which
 /// comes after every one of them on the connection. (Draining until 100 ms passed without one let
-/// a late copy through when eight such tests ran at once on two cores.)
+/// a late copy through when eight such tests ran at once on two cores.) It gives up after 30 s:
+/// each try publishes once and waits 20 ms, and a try's wait ends only when its task runs again,
+/// which at a parallel pass's start, every test beginning at once, took seconds; 5 s ran out
+/// over tcp in CI's parallel pass (2026-12-06, the test process using both CPUs throughout).
 func awaitSubscription(publisher: Socket, subscriber: Socket, probe: String) async throws {
-    let deadline = ContinuousClock.now + .seconds(5)
+    let deadline = ContinuousClock.now + .seconds(30)
     while ContinuousClock.now < deadline {
         try await publisher.send(Array(probe.utf8))
         if let message = try await subscriber.receive(timeout: .milliseconds(20)) {
