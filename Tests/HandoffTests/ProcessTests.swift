@@ -182,6 +182,14 @@ struct ProcessTests {
             // joins now learns everything from the first alone, by snapshot.
             first = try ChildProcess(["broker", f1, b1])
             _ = try await first!.ready()
+            // Both nodes back on it, publisher and subscriber through their handshakes, before the
+            // second dies: in CI's one-loop pass the 700 ms this waited alone was once too little
+            // (2026-12-06), and the observer's lease ran out with no broker to hear the origin from.
+            for node in [a, b] {
+                let back = await eventually(within: .seconds(10)) { Set(await node.busHealth.connectedEndpoints).isSuperset(of: [f1, b1]) }
+                let connected = await node.busHealth.connectedEndpoints
+                #expect(back, "\(node.configuration.name) is not connected to the restarted broker: \(connected)")
+            }
             try await Task.sleep(for: .milliseconds(700))
             second.signal(SIGKILL)
             try await Node.withRunning(configuration("late")) { late in
