@@ -24,11 +24,8 @@ struct UpstreamSnapshots {
     /// This broker's site, named in each token (``SiteName/snapshotToken()``).
     let site: SiteName
     private(set) var requests: SnapshotRequests
-    /// Prefixes waiting for their turn, in the order asked (from `queueHead` on; those no longer
-    /// in `queued` were cancelled), and when a turn came free for them.
-    private var queue: [String] = []
-    private var queueHead = 0
-    private var queued: Set<String> = []
+    /// Prefixes waiting for their turn, in the order asked, and when a turn came free for them.
+    private var turns = SnapshotTurns()
     private var turnFreeSince: ContinuousClock.Instant?
 
     /// - Parameter upstreams: How many upstream brokers answer each request (two for a pair).
@@ -40,10 +37,10 @@ struct UpstreamSnapshots {
     /// Whether answers are awaited on some topic (else what comes from upstream is all live).
     var awaitsAnswers: Bool { !requests.pending.isEmpty }
     /// Whether nothing is asked, waiting to be asked again, or waiting its turn.
-    var isIdle: Bool { requests.isEmpty && queued.isEmpty }
+    var isIdle: Bool { requests.isEmpty && turns.isEmpty }
     /// Prefixes waiting their turn, and the entries the queue holds for them (tests: the bound).
-    var waitingTurn: Int { queued.count }
-    var queueEntries: Int { queue.count - queueHead }
+    var waitingTurn: Int { turns.count }
+    var queueEntries: Int { turns.entries }
 
     func typePrefix(of topic: [UInt8]) -> String? { requests.pending[String(decoding: topic, as: UTF8.self)]?.typePrefix }
 
@@ -54,20 +51,16 @@ struct UpstreamSnapshots {
         return min(retry ?? turnFreeSince, turnFreeSince)
     }
 
-    private var underWay: Int { requests.pending.count + requests.retries.count }
+    private var underWay: Int { requests.underWay }
 
     /// A new request's topic; `nil` when one for the prefix is on its way, waits to be asked
     /// again, or waits its turn (now, when ``maxUnderWay`` are under way).
     mutating func ask(
         _ typePrefix: String, now: ContinuousClock.Instant, randomToken: @autoclosure () -> String = Topic.newSnapshotToken()
     ) -> [UInt8]? {
-        guard !queued.contains(typePrefix), !requests.isPending(typePrefix: typePrefix) else { return nil }
+        guard !turns.contains(typePrefix), !requests.isPending(typePrefix: typePrefix) else { return nil }
         guard underWay < Self.maxUnderWay else {
-            // Entries of prefixes cancelled while they waited (a subscriber following and
-            // leaving a prefix over and over) are let go before they outnumber those waiting.
-            if queue.count - queueHead > 2 * queued.count + 64 { compactQueue() }
-            queue.append(typePrefix)
-            queued.insert(typePrefix)
+            turns.append(typePrefix)
             return nil
         }
         return start(typePrefix, attempt: 1, now: now, randomToken: randomToken())
@@ -78,18 +71,10 @@ struct UpstreamSnapshots {
         return Array(topic.utf8)
     }
 
-    /// The queue without what was taken from its front or cancelled, each prefix once (at its
-    /// first place).
-    private mutating func compactQueue() {
-        var seen: Set<String> = []
-        queue = queue[queueHead...].filter { queued.contains($0) && seen.insert($0).inserted }
-        queueHead = 0
-    }
-
     /// Nothing here follows `typePrefix` any more: its request dropped, asked or waiting; the
     /// topics under way to unsubscribe from.
     mutating func cancel(_ typePrefix: String, now: ContinuousClock.Instant) -> [[UInt8]] {
-        queued.remove(typePrefix)
+        turns.remove(typePrefix)
         let topics = requests.cancel(typePrefix: typePrefix)
         freedTurn(now: now)
         return topics.map { Array($0.utf8) }
@@ -97,7 +82,7 @@ struct UpstreamSnapshots {
 
     /// A turn may have come free: the prefixes waiting may be asked from `now` on.
     private mutating func freedTurn(now: ContinuousClock.Instant) {
-        if !queued.isEmpty, underWay < Self.maxUnderWay, turnFreeSince == nil { turnFreeSince = now }
+        if !turns.isEmpty, underWay < Self.maxUnderWay, turnFreeSince == nil { turnFreeSince = now }
     }
 
     /// An advertisement of the answer on `topic` arrived.
@@ -120,16 +105,8 @@ struct UpstreamSnapshots {
         var topics = requests.dueRetries(now: now).map { start($0.typePrefix, attempt: $0.attempt, now: now, randomToken: randomToken()) }
         guard let since = turnFreeSince, since <= now else { return topics }
         turnFreeSince = nil
-        while underWay < Self.maxUnderWay, queueHead < queue.count {
-            let typePrefix = queue[queueHead]
-            queueHead += 1
-            guard queued.remove(typePrefix) != nil else { continue }  // cancelled while it waited
+        while underWay < Self.maxUnderWay, let typePrefix = turns.next() {
             topics.append(start(typePrefix, attempt: 1, now: now, randomToken: randomToken()))
-        }
-        // What was taken from the front, let go once it is most of the array.
-        if queueHead > 1_024, queueHead * 2 > queue.count {
-            queue.removeFirst(queueHead)
-            queueHead = 0
         }
         return topics
     }

@@ -25,11 +25,17 @@ struct Follower {
     static let presenceSubject = HashedID("")
     /// How long a snapshot waits for its other answerers once one replied.
     static let snapshotGrace = Duration.seconds(1)
+    /// Snapshots asked at once (under way, or waiting to be asked again): half of what a broker
+    /// or a direct peer answers at once (``SnapshotAnswers``), so that a node following thousands
+    /// of prefixes is answered in full rather than busy, and leaves room for a joiner beside it.
+    static let maxSnapshotsUnderWay = 32
 
     let settings: Settings
     private(set) var known: KnownActivities
     private(set) var directory = NodeDirectory(capacity: 10_000)
     private(set) var snapshots: SnapshotRequests
+    /// Prefixes whose first request waits for one under way to end (``maxSnapshotsUnderWay``).
+    private(set) var snapshotTurns = SnapshotTurns()
     private(set) var resynchronization: Resynchronization
     private var belief: BusBelief
     /// What replay protection remembers now (one entry per sender and subject within the window).
@@ -54,7 +60,7 @@ struct Follower {
     }
 
     /// Whether every snapshot asked for has arrived.
-    var isSynchronized: Bool { snapshots.isEmpty }
+    var isSynchronized: Bool { snapshots.isEmpty && snapshotTurns.isEmpty }
 
     // MARK: Following
 
@@ -77,14 +83,32 @@ struct Follower {
         for typePrefix in typePrefixes {
             followed.remove(typePrefix)
             actions.append(.unsubscribe(Topic.activityPrefix + typePrefix))
+            snapshotTurns.remove(typePrefix)
             actions += snapshots.cancel(typePrefix: typePrefix).map(Action.unsubscribe)
         }
-        return actions
+        return actions + askWaitingTurns()
     }
 
+    /// A first request waits its turn, behind those waiting already, while ``maxSnapshotsUnderWay``
+    /// are under way (a round's requests for prefixes under way, asked as those end, too: a
+    /// prefix never asked is not passed by rounds that keep coming); an attempt again holds the
+    /// turn of the request it follows.
     private mutating func requestSnapshot(typePrefix: String, attempt: Int = 1) -> [Action] {
         guard snapshots.expectedReplies > 0 else { return [] }
+        if attempt == 1, !snapshotTurns.isEmpty || snapshots.underWay >= Self.maxSnapshotsUnderWay {
+            snapshotTurns.append(typePrefix)
+            return []
+        }
         return [.subscribe(snapshots.start(typePrefix: typePrefix, attempt: attempt, token: makeToken()))]
+    }
+
+    /// The prefixes waiting whose turn came, asked.
+    private mutating func askWaitingTurns() -> [Action] {
+        var actions: [Action] = []
+        while snapshots.underWay < Self.maxSnapshotsUnderWay, let typePrefix = snapshotTurns.next() {
+            actions.append(.subscribe(snapshots.start(typePrefix: typePrefix, token: makeToken())))
+        }
+        return actions
     }
 
     /// A round of resynchronization starts, for `reason`: the snapshot of every prefix followed,
@@ -308,7 +332,7 @@ struct Follower {
         case .incomplete(let received, let promised):
             actions.append(.log(.warning, "a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest"))
         }
-        return actions + [.unsubscribe(topic)] + askOwedSnapshots()
+        return actions + [.unsubscribe(topic)] + askOwedSnapshots() + askWaitingTurns()
     }
 
     // MARK: Recovery
@@ -358,8 +382,8 @@ struct Follower {
             actions += requestSnapshot(typePrefix: retry.typePrefix, attempt: retry.attempt)
         }
         if let reason = resynchronization.due(now: now) { actions += askForSnapshotsAgain(reason) }
-        actions += askOwedSnapshots()
-        if resynchronization.inRound, snapshots.isEmpty {
+        actions += askOwedSnapshots() + askWaitingTurns()
+        if resynchronization.inRound, isSynchronized {
             let known = self.known
             resynchronization.settled(now: now) { known[$0] != nil }
         }

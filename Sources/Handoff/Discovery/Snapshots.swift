@@ -105,6 +105,9 @@ struct SnapshotRequests {
     /// Whether every snapshot asked for has arrived whole (or given up on): none under way, none
     /// waiting to be asked again, none owed.
     var isEmpty: Bool { pending.isEmpty && retries.isEmpty && owed.isEmpty }
+    /// Requests that hold a turn of their asker (``SnapshotTurns``): asked and not answered, or
+    /// waiting to be asked again.
+    var underWay: Int { pending.count + retries.count }
 
     /// Whether a snapshot of `typePrefix` is asked for and not yet answered, or waits to be asked again.
     func isPending(typePrefix: String) -> Bool {
