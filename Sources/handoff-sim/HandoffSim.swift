@@ -59,6 +59,9 @@ struct HandoffSim: ParsableCommand {
     @Option(help: "Messages per slice of a node's pass over many activities and of its snapshot answers (default: the production 1,000, which no simulated node reaches); 1 or more.")
     var slice: Int?
 
+    @Option(help: "Snapshots a node asks for at once, the others in turn (default: the production 32, which no simulated node reaches); 1 or more.")
+    var snapshotsAtOnce: Int?
+
     mutating func run() throws {
         // A test or script that starts it and is killed leaves no simulation running.
         ParentWatch.exitWithParentIfAsked()
@@ -77,6 +80,8 @@ struct HandoffSim: ParsableCommand {
         options.departures = !noDepartures
         if let slice, slice < 1 { throw ValidationError("--slice takes 1 or more") }
         options.sliceSize = slice
+        if let snapshotsAtOnce, snapshotsAtOnce < 1 { throw ValidationError("--snapshots-at-once takes 1 or more") }
+        options.snapshotsAtOnce = snapshotsAtOnce
         options.madeUpPresences = madeUpPresences
         guard !noCache || options.broker else {
             throw ValidationError("--no-cache takes --broker, --broker-pair or --sites")

@@ -39,10 +39,10 @@ struct SimulatorTests {
         try await passesFreshSeeds(12, "--sites", "4")
     }
 
-    @Test("with slices of two messages, every pass over a node's activities and every direct snapshot answer goes out in slices: fresh seeds pass node to node and through a broker")
+    @Test("with slices of two messages, every pass over a node's activities and every direct snapshot answer goes out in slices, and each node asks its snapshots one at a time: fresh seeds pass node to node and through a broker")
     func freshSeedsInSlices() async throws {
-        try await passesFreshSeeds(15, "--slice", "2")
-        try await passesFreshSeeds(15, "--broker", "--slice", "2")
+        try await passesFreshSeeds(15, "--slice", "2", "--snapshots-at-once", "1")
+        try await passesFreshSeeds(15, "--broker", "--slice", "2", "--snapshots-at-once", "1")
     }
 
     /// Regression (2026-11-27, found by a soak of 300 seeds at seven sites): the simulated link sent

@@ -19,6 +19,9 @@ extension Follower {
         var snapshotAnswerers: Int
         /// The most memory the activities it keeps take (``KnownActivities/maxBytes``).
         var maxKnownBytes = Int.max
+        /// Snapshots asked at once (``Follower/maxSnapshotsUnderWay``; the simulator's are fewer,
+        /// so that its nodes, which follow two prefixes at most, take turns under its faults).
+        var snapshotsAtOnce = Follower.maxSnapshotsUnderWay
     }
 
     enum Action {

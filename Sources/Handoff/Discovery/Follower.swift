@@ -90,12 +90,12 @@ struct Follower {
     }
 
     /// A first request waits its turn, behind those waiting already, while ``maxSnapshotsUnderWay``
-    /// are under way (a round's requests for prefixes under way, asked as those end, too: a
+    /// (``Settings/snapshotsAtOnce``) are under way (a round's requests for prefixes under way, asked as those end, too: a
     /// prefix never asked is not passed by rounds that keep coming); an attempt again holds the
     /// turn of the request it follows.
     private mutating func requestSnapshot(typePrefix: String, attempt: Int = 1) -> [Action] {
         guard snapshots.expectedReplies > 0 else { return [] }
-        if attempt == 1, !snapshotTurns.isEmpty || snapshots.underWay >= Self.maxSnapshotsUnderWay {
+        if attempt == 1, !snapshotTurns.isEmpty || snapshots.underWay >= settings.snapshotsAtOnce {
             snapshotTurns.append(typePrefix)
             return []
         }
@@ -105,7 +105,7 @@ struct Follower {
     /// The prefixes waiting whose turn came, asked.
     private mutating func askWaitingTurns() -> [Action] {
         var actions: [Action] = []
-        while snapshots.underWay < Self.maxSnapshotsUnderWay, let typePrefix = snapshotTurns.next() {
+        while snapshots.underWay < settings.snapshotsAtOnce, let typePrefix = snapshotTurns.next() {
             actions.append(.subscribe(snapshots.start(typePrefix: typePrefix, token: makeToken())))
         }
         return actions

@@ -50,18 +50,26 @@ final class SimulatedNode {
 
     /// Messages per slice of its advertiser's passes (``SimulationOptions/sliceSize``).
     let sliceSize: Int
+    /// Snapshots its follower asks at once (``SimulationOptions/snapshotsAtOnce``).
+    let snapshotsAtOnce: Int
 
-    init(index: Int, follows: [String], hostile: Bool, peers: Int, sliceSize: Int, now: ContinuousClock.Instant, date: Date, random: inout SimulationRandom) {
+    init(
+        index: Int, follows: [String], hostile: Bool, peers: Int, sliceSize: Int, snapshotsAtOnce: Int = Follower.maxSnapshotsUnderWay,
+        now: ContinuousClock.Instant, date: Date, random: inout SimulationRandom
+    ) {
         self.index = index
         self.sliceSize = sliceSize
+        self.snapshotsAtOnce = snapshotsAtOnce
         id = "node-\(index)"
         key = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &random) })
         self.follows = follows
         self.hostile = hostile
-        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, now: now, date: date)
+        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, snapshotsAtOnce: snapshotsAtOnce, now: now, date: date)
     }
 
-    private static func machines(id: String, key: Data, peers: Int, sliceSize: Int, now: ContinuousClock.Instant, date: Date) -> (Advertiser, Follower, EnvelopeBuilder) {
+    private static func machines(
+        id: String, key: Data, peers: Int, sliceSize: Int, snapshotsAtOnce: Int, now: ContinuousClock.Instant, date: Date
+    ) -> (Advertiser, Follower, EnvelopeBuilder) {
         var origin = WireNodeRef()
         origin.nodeID = id
         origin.name = id
@@ -72,7 +80,7 @@ final class SimulatedNode {
             advertiseInterval: settings.advertiseInterval, refreshInterval: settings.refreshInterval, sliceSize: sliceSize), now: now)
         let follower = Follower(.init(
             nodeID: id, defaultLease: settings.lease, maxKnownPerNode: 1_000, maxKnown: 10_000,
-            replayWindow: .seconds(30), secure: true, snapshotAnswerers: peers))
+            replayWindow: .seconds(30), secure: true, snapshotAnswerers: peers, snapshotsAtOnce: snapshotsAtOnce))
         return (advertiser, follower, EnvelopeBuilder(sender: origin, startingAt: date))
     }
 
@@ -88,7 +96,7 @@ final class SimulatedNode {
 
     /// The process died and a new one starts under the same id and key, knowing nothing.
     func restart(peers: Int, now: ContinuousClock.Instant, date: Date) {
-        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, now: now, date: date)
+        (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, snapshotsAtOnce: snapshotsAtOnce, now: now, date: date)
         subscriptions = []
         subscriptionsOfPeer = [:]
         client = Self.newClient()

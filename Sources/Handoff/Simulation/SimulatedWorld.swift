@@ -149,7 +149,8 @@ final class SimulatedWorld {
             let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
             let follows = follows?[index] ?? drawn
             nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: snapshotAnswerers,
-                                       sliceSize: options.sliceSize ?? Advertiser.bulkSlice, now: instant, date: date, random: &keys))
+                                       sliceSize: options.sliceSize ?? Advertiser.bulkSlice,
+                                       snapshotsAtOnce: options.snapshotsAtOnce ?? Follower.maxSnapshotsUnderWay, now: instant, date: date, random: &keys))
         }
         for node in nodes { giveRandomness(to: node) }
     }

@@ -55,6 +55,10 @@ public struct SimulationOptions: Sendable, Hashable {
     /// ``Advertiser/bulkSlice``, 1,000, which no simulated node reaches). A few make the passes
     /// and snapshot answers of every node go out in slices, under the same faults.
     public var sliceSize: Int?
+    /// Snapshots a node's follower asks at once (`nil`: the production
+    /// ``Follower/maxSnapshotsUnderWay``, 32, which no simulated node reaches: each follows two
+    /// prefixes at most). One has every node's snapshots, and each round's, take turns.
+    public var snapshotsAtOnce: Int?
     /// With `broker`: whether the brokers keep their last-value cache (at sites, the hub's: a
     /// broker that joins an upstream needs its cache, ``Broker/start(_:context:)``). Without it
     /// (`handoff broker --no-cache`) a broker's frontend asks its publishers (at the hub, the
