@@ -24,22 +24,24 @@ struct StreamResilienceTests {
     func slowReaderOutlastsTimeouts() async throws {
         let short: (inout Node.Configuration) -> Void = {
             $0.continueTimeout = .seconds(1)
-            $0.streamIdleTimeout = .seconds(2)
-            $0.streamResumeWindow = .seconds(2)
+            // Three seconds, not two: the one-loop pass (every test's nodes on one thread) has
+            // run a node's tasks two seconds late, and a node that did not run heard nothing.
+            $0.streamIdleTimeout = .seconds(3)
+            $0.streamResumeWindow = .seconds(3)
             $0.streamWindow = 2
             $0.streamChunkSize = 64 * 1024
         }
         try await withTwoNodes(configureA: short, configureB: short) { a, b in
-            let payload = patternBytes(14 * 64 * 1024, seed: 21)
+            let payload = patternBytes(20 * 64 * 1024, seed: 21)
             let peer = StreamPeer(sending: payload)
             let (_, streams) = try await openedStreams(from: a, to: b, delegate: peer)
             let started = ContinuousClock.now
             async let written: Void = streams.output.finish()
-            // 14 chunks × 0.4 s: about 5.6 s, past the open's timeout (1 s), the idle timeout (2 s)
-            // and the resume window (2 s) together.
+            // 20 chunks × 0.4 s: about 8 s, past the open's timeout (1 s), the idle timeout (3 s)
+            // and the resume window (3 s) together.
             let received = try await readSlowly(streams.input, pause: .milliseconds(400))
             try await written
-            #expect(ContinuousClock.now - started > .seconds(5))
+            #expect(ContinuousClock.now - started > .seconds(7))
             #expect(byteDifference(received, payload) == nil)
             #expect(await eventually { peer.received != nil })
             #expect(try peer.received?.get() == Data())
