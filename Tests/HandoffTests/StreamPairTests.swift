@@ -275,31 +275,14 @@ struct StreamPairTests {
         #expect(unanswered.expireOpen(now: start + .seconds(3), unanswered: noAnswer).isEmpty)  // once
     }
 
-    @Test("liveness: a keep-alive after a quiet second; silence past the idle timeout interrupts; resumes once a second; lost past the window")
-    func liveness() {
-        var continuer = pair(continuer: true, direction: .originToContinuer)
-        guard case .credit = sent(continuer.tick(now: start + .milliseconds(1_001), limits: limits)).first else {
-            Issue.record("a quiet side sends a keep-alive"); return
-        }
-        let silent = continuer.tick(now: start + .milliseconds(5_001), limits: limits)
-        #expect(silent.contains { if case .record(.interruptedBySilence) = $0 { true } else { false } })
-        guard case .resume = sent(silent).first else { Issue.record("the continuing side asks to resume at once: \(silent)"); return }
-        #expect(continuer.awaitsResume && continuer.lastResumeSent == start + .milliseconds(5_001))
-        #expect(sent(continuer.tick(now: start + .milliseconds(5_500), limits: limits)).isEmpty)
-        #expect(sent(continuer.tick(now: start + .milliseconds(6_001), limits: limits)).count == 1)
-        let lost = continuer.tick(now: start + .milliseconds(35_002), limits: limits)
-        #expect(failure(lost)?.code == .peerLost && lost.contains { if case .record(.lost) = $0 { true } else { false } })
-        #expect(failure(lost)?.message.contains("the originator") == true)
-    }
-
     @Test("a pair that delivered everything both ways and misses only the last acknowledgement completes at the window instead of failing")
     func lastAcknowledgementLost() {
         var writer = pair(continuer: false, direction: .originToContinuer)
         writer.sendCredit = 1
         _ = writer.writeEnd(total: 0, checksum: Self.emptyCRC, now: start)
-        let silent = writer.tick(now: start + .seconds(6), limits: limits)
-        #expect(writer.interruptedSince == start + .seconds(6) && failure(silent) == nil)
-        let late = writer.tick(now: start + .seconds(37), limits: limits)
+        let silent = ticks(&writer, to: .seconds(6))
+        #expect(writer.interruptedSince == start + .milliseconds(5_250) && silent.allSatisfy { failure($0.actions) == nil })
+        let late = ticks(&writer, from: .milliseconds(6_250), to: .seconds(37)).flatMap(\.actions)
         #expect(failure(late) == nil && completes(late) && !writer.isOpening)
     }
 

@@ -167,6 +167,16 @@ extension StreamPair {
         lastOwnStep = min(now, peersTurnSince + (now - start))
     }
 
+    /// This side did not run from `start` to `now` (its process stopped, its host slept, its loop
+    /// ran seconds late under load): it read nothing meanwhile, so that time is no silence of the
+    /// peer's, and no time of the resume window's either. Without this, a node whose loop ran two
+    /// seconds late judged a peer silent whose messages sat unread in its own socket (a one-loop
+    /// test pass, both ends of a slow stream in one process), and the peer's resume came too late.
+    private mutating func excuseSilence(since start: ContinuousClock.Instant, now: ContinuousClock.Instant) {
+        silenceCountsFrom = min(now, silentSince + (now - start))
+        if let since = interruptedSince { interruptedSince = min(now, since + (now - start)) }
+    }
+
     /// The application's reader has taken `bytes` in all (the node reads its counter on each tick):
     /// taking more is this side's step, after which any wait is the peer's.
     mutating func readerTook(_ bytes: UInt64, now: ContinuousClock.Instant) {
@@ -185,6 +195,7 @@ extension StreamPair {
             // This side did not run for that long, as for an interruption (it may have heard
             // nothing of the peer meanwhile, or all of it at once).
             excusePeer(since: last, now: now)
+            excuseSilence(since: last, now: now)
         }
         lastTicked = now
         let decision = StreamLiveness.decide(liveness(writerWaiting: writerWaiting), now: now, limits: limits)

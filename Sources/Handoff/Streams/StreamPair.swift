@@ -91,6 +91,9 @@ struct StreamPair {
     var bytesResent: UInt64 = 0
     var resumes = 0
     var lastHeard: ContinuousClock.Instant
+    /// The silence that the idle timeout judges starts no earlier: moved on by the time this side
+    /// did not run (``pausedAfter``), in which it listened to nothing (``silentSince``).
+    var silenceCountsFrom: ContinuousClock.Instant?
     /// When the pair last made progress: bytes read from the peer, or written bytes acknowledged.
     var lastProgress: ContinuousClock.Instant
     /// When this side's application last did its part (its reader took or consumed bytes, its
@@ -230,11 +233,15 @@ struct StreamPair {
     /// one, did not leave its peer stalled for that minute.
     var peersTurnSince: ContinuousClock.Instant { max(lastProgress, lastOwnStep) }
 
+    /// Since when the peer is silent as the idle timeout counts it: since it was last heard, less
+    /// the time this side did not run.
+    var silentSince: ContinuousClock.Instant { max(lastHeard, silenceCountsFrom ?? lastHeard) }
+
     /// What the liveness rules read of the pair (``StreamLiveness``). `writerWaiting`: this side's
     /// writer is blocked on credit.
     func liveness(writerWaiting: Bool) -> StreamLiveness.State {
         StreamLiveness.State(
-            lastHeard: lastHeard, lastSent: lastSent, peersTurnSince: peersTurnSince, interruptedSince: interruptedSince,
+            lastHeard: silentSince, lastSent: lastSent, peersTurnSince: peersTurnSince, interruptedSince: interruptedSince,
             lastResumeSent: lastResumeSent, isContinuer: isContinuer, sendsKeepAlives: sendsKeepAlives,
             waitsOnPeer: waitsOnPeer(writerWaiting: writerWaiting))
     }
