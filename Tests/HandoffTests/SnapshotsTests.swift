@@ -88,7 +88,7 @@ struct SnapshotsTests {
             topic = requests.start(typePrefix: "org.", attempt: attempt)
         }
         for _ in 0..<4 { _ = requests.advertisementArrived(on: topic, now: .now) }
-        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .incomplete(received: 4, promised: 5)) }
+        do { let result = requests.replyArrived(on: topic, count: 5); #expect(result == .incomplete(typePrefix: "org.", received: 4, promised: 5)) }
         #expect(requests.isEmpty)
     }
 

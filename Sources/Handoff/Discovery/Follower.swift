@@ -36,6 +36,7 @@ struct Follower {
     private(set) var snapshots: SnapshotRequests
     /// Prefixes whose first request waits for one under way to end (``maxSnapshotsUnderWay``).
     private(set) var snapshotTurns = SnapshotTurns()
+    private(set) var shortSnapshots = ShortSnapshotReport()
     private(set) var resynchronization: Resynchronization
     private var belief: BusBelief
     /// What replay protection remembers now (one entry per sender and subject within the window).
@@ -89,10 +90,10 @@ struct Follower {
         return actions + askWaitingTurns()
     }
 
-    /// A first request waits its turn, behind those waiting already, while ``maxSnapshotsUnderWay``
-    /// (``Settings/snapshotsAtOnce``) are under way (a round's requests for prefixes under way, asked as those end, too: a
-    /// prefix never asked is not passed by rounds that keep coming); an attempt again holds the
-    /// turn of the request it follows.
+    /// A first request waits its turn, behind those waiting already, while ``Settings/snapshotsAtOnce``
+    /// are under way (a round's requests for prefixes under way, asked as those end, too: a prefix
+    /// never asked is not passed by rounds that keep coming); an attempt again holds the turn of
+    /// the request it follows.
     private mutating func requestSnapshot(typePrefix: String, attempt: Int = 1) -> [Action] {
         guard snapshots.expectedReplies > 0 else { return [] }
         if attempt == 1, !snapshotTurns.isEmpty || snapshots.underWay >= settings.snapshotsAtOnce {
@@ -326,11 +327,10 @@ struct Follower {
         case .complete:
             break
         case .retry(let typePrefix, let attempt):
-            let jitter = drawJitter()
-            actions.append(.log(.warning, "the snapshot of \"\(typePrefix)\" arrived incomplete; asking again in \(SnapshotRequests.retryDelay(attempt: attempt, jitter: jitter)) (attempt \(attempt) of \(SnapshotRequests.maxAttempts))"))
-            snapshots.scheduleRetry(typePrefix: typePrefix, attempt: attempt, now: now, jitter: jitter)
-        case .incomplete(let received, let promised):
-            actions.append(.log(.warning, "a snapshot arrived incomplete again (\(received) of \(promised)); the refresh of each activity fills the rest"))
+            snapshots.scheduleRetry(typePrefix: typePrefix, attempt: attempt, now: now, jitter: drawJitter())
+            if let line = shortSnapshots.note(typePrefix, gaveUp: false, now: now) { actions.append(.log(.warning, line)) }
+        case .incomplete(let typePrefix, _, _):
+            if let line = shortSnapshots.note(typePrefix, gaveUp: true, now: now) { actions.append(.log(.warning, line)) }
         }
         return actions + [.unsubscribe(topic)] + askOwedSnapshots() + askWaitingTurns()
     }
@@ -383,6 +383,7 @@ struct Follower {
         }
         if let reason = resynchronization.due(now: now) { actions += askForSnapshotsAgain(reason) }
         actions += askOwedSnapshots() + askWaitingTurns()
+        if let line = shortSnapshots.due(now: now) { actions.append(.log(.warning, line)) }
         if resynchronization.inRound, isSynchronized {
             let known = self.known
             resynchronization.settled(now: now) { known[$0] != nil }

@@ -71,7 +71,7 @@ struct SnapshotRequests {
         /// again for the same type prefix once its backoff is over (``scheduleRetry(_:now:jitter:)``).
         case retry(typePrefix: String, attempt: Int)
         /// Still short after the last attempt: unsubscribe; re-advertisement fills the gap.
-        case incomplete(received: Int, promised: Int)
+        case incomplete(typePrefix: String, received: Int, promised: Int)
         /// Not a snapshot this node is waiting for (a late answer to one it already finished).
         case unknown
     }
@@ -212,7 +212,7 @@ struct SnapshotRequests {
         if request.attempt < Self.maxAttempts {
             return .retry(typePrefix: request.typePrefix, attempt: request.attempt + 1)
         }
-        return .incomplete(received: request.received, promised: request.promised)
+        return .incomplete(typePrefix: request.typePrefix, received: request.received, promised: request.promised)
     }
 
     /// Drops the request on `topic` (its answer never began), as if never made.
