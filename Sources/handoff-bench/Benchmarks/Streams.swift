@@ -135,12 +135,12 @@ func benchStreams(_ options: Options) async throws {
     let rawRate = Double(options.sizeMiB) / median(raw)
     let handoffRate = Double(options.sizeMiB) / median(handoff)
     row("", "MiB/s", "seconds (median; all runs)")
-    row("raw libzmq DEALER/ROUTER with credit (C)", String(format: "%.0f", rawRate), String(format: "%.3f; ", median(raw)) + raw.map { String(format: "%.3f", $0) }.joined(separator: " "))
-    row("\(options.handoffLabel == "Handoff" ? "Handoff (CRC-32C)" : options.handoffLabel) continuation stream", String(format: "%.0f", handoffRate), String(format: "%.3f; ", median(handoff)) + handoff.map { String(format: "%.3f", $0) }.joined(separator: " "))
+    row("raw libzmq DEALER/ROUTER with credit (C)", String(format: "%.0f", rawRate), medianAndRuns(raw))
+    row("\(options.handoffLabel == "Handoff" ? "Handoff (CRC-32C)" : options.handoffLabel) continuation stream", String(format: "%.0f", handoffRate), medianAndRuns(handoff))
     row("ratio Handoff / raw", String(format: "%.1f %%", 100 * handoffRate / rawRate))
     let checkedRate = Double(options.sizeMiB) / median(rawChecked)
     row("raw libzmq + CRC-32C at both ends, as Handoff (C)", String(format: "%.0f", checkedRate),
-        String(format: "%.3f; ", median(rawChecked)) + rawChecked.map { String(format: "%.3f", $0) }.joined(separator: " "))
+        medianAndRuns(rawChecked))
     row("ratio Handoff / raw + CRC-32C", String(format: "%.1f %%", 100 * handoffRate / checkedRate))
     compare("stream \(options.sizeMiB) MiB\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffRate), baseline: "raw libzmq DEALER/ROUTER",
             String(format: "%.0f", rawRate), ratio: String(format: "%.0f %%", 100 * handoffRate / rawRate),
@@ -215,7 +215,7 @@ func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throw
         return (raw, handoff, rawChecked)
     }
     func rate(_ runs: [ProcessStreamRun]) -> Double { Double(options.sizeMiB) / median(runs.map(\.seconds)) }
-    func timings(_ runs: [ProcessStreamRun]) -> String { runs.map { String(format: "%.3f", $0.seconds) }.joined(separator: " ") }
+    func timings(_ runs: [ProcessStreamRun]) -> String { runTimes(runs.map(\.seconds)) }
 
     let (rawApart, handoffApart, checkedApart) = try interleaved(apartRuns, .free, checked: true)
     let rawApartRate = rate(rawApart), handoffApartRate = rate(handoffApart)

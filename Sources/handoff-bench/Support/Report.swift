@@ -64,3 +64,13 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
     let sorted = values.sorted()
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
 }
+
+/// Each run's seconds, in the order run: how far apart they lie says how much the median is worth.
+func runTimes(_ seconds: [Double]) -> String {
+    seconds.map { String(format: "%.3f", $0) }.joined(separator: " ")
+}
+
+/// The median, then every run (``runTimes(_:)``).
+func medianAndRuns(_ seconds: [Double]) -> String {
+    String(format: "%.3f; ", median(seconds)) + runTimes(seconds)
+}
