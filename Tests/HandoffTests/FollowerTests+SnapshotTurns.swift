@@ -82,9 +82,7 @@ extension FollowerTests {
         #expect(Set(asked.filter { !prefixes.prefix(Follower.maxSnapshotsUnderWay).contains($0) }) == Set(prefixes.suffix(8)), "the waiting ones among them")
         #expect(!follower.isSynchronized, "the owed ones still to come")
     }
-}
 
-extension FollowerTests {
     /// The warnings `actions` log.
     func warnings(_ actions: [Follower.Action]) -> [String] {
         actions.compactMap { if case .log(.warning, let line) = $0 { line } else { nil } }

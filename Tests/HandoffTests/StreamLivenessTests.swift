@@ -14,7 +14,7 @@ struct StreamLivenessTests {
     func state(heard: Duration = .zero, sent: Duration = .zero, peersTurn: Duration = .zero, interrupted: Duration? = nil,
                resumed: Duration? = nil, continuer: Bool = true, keepsAlive: Bool = true, waitsOnPeer: Bool = true) -> StreamLiveness.State {
         StreamLiveness.State(
-            lastHeard: start + heard, lastSent: start + sent, peersTurnSince: start + peersTurn,
+            silentSince: start + heard, lastSent: start + sent, peersTurnSince: start + peersTurn,
             interruptedSince: interrupted.map { start + $0 }, lastResumeSent: resumed.map { start + $0 },
             isContinuer: continuer, sendsKeepAlives: keepsAlive, waitsOnPeer: waitsOnPeer)
     }

@@ -24,7 +24,7 @@ struct ShortSnapshotReport {
         guard askedAgain + givenUp > 0, lastLine.map({ now - $0 >= Self.interval }) ?? true else { return nil }
         defer { (askedAgain, givenUp, lastLine) = (0, 0, now) }
         var what: [String] = []
-        if askedAgain > 0 { what.append("\(askedAgain) asked again after a backoff (250 ms, doubling, \(SnapshotRequests.maxAttempts) attempts in all)") }
+        if askedAgain > 0 { what.append("\(askedAgain) asked again after a backoff (\(SnapshotRequests.firstRetryDelay), doubling, \(SnapshotRequests.maxAttempts) attempts in all)") }
         if givenUp > 0 { what.append("\(givenUp) still short after the last attempt (the refresh of each activity fills the rest)") }
         let since = lastLine.map { " in the last \(now - $0)" } ?? ""
         let last = lastPrefix.isEmpty ? "every type" : "\"\(lastPrefix)\""

@@ -54,7 +54,7 @@ final class SimulatedNode {
     let snapshotsAtOnce: Int
 
     init(
-        index: Int, follows: [String], hostile: Bool, peers: Int, sliceSize: Int, snapshotsAtOnce: Int = Follower.maxSnapshotsUnderWay,
+        index: Int, follows: [String], hostile: Bool, peers: Int, sliceSize: Int, snapshotsAtOnce: Int,
         now: ContinuousClock.Instant, date: Date, random: inout SimulationRandom
     ) {
         self.index = index

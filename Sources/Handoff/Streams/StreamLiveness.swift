@@ -7,7 +7,9 @@ import Foundation
 enum StreamLiveness {
     /// What the rules read of a pair.
     struct State: Equatable {
-        var lastHeard: ContinuousClock.Instant
+        /// Since when the peer is silent, as the idle timeout counts it (``StreamPair/silentSince``):
+        /// since it was last heard, less the time this side did not run.
+        var silentSince: ContinuousClock.Instant
         var lastSent: ContinuousClock.Instant
         /// Since when it is the peer's turn (``StreamPair/peersTurnSince``): the pair's last
         /// progress, or this side's last step if later.
@@ -70,7 +72,7 @@ enum StreamLiveness {
     static func decide(_ state: State, now: ContinuousClock.Instant, limits: Limits) -> Decision {
         var decision = Decision()
         var interruptedSince = state.interruptedSince
-        if interruptedSince == nil, now - state.lastHeard > limits.idleTimeout {
+        if interruptedSince == nil, now - state.silentSince > limits.idleTimeout {
             decision.interruptsNow = true
             interruptedSince = now
         }

@@ -241,7 +241,7 @@ struct StreamPair {
     /// writer is blocked on credit.
     func liveness(writerWaiting: Bool) -> StreamLiveness.State {
         StreamLiveness.State(
-            lastHeard: silentSince, lastSent: lastSent, peersTurnSince: peersTurnSince, interruptedSince: interruptedSince,
+            silentSince: silentSince, lastSent: lastSent, peersTurnSince: peersTurnSince, interruptedSince: interruptedSince,
             lastResumeSent: lastResumeSent, isContinuer: isContinuer, sendsKeepAlives: sendsKeepAlives,
             waitsOnPeer: waitsOnPeer(writerWaiting: writerWaiting))
     }
