@@ -30,12 +30,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
-        // libzmq itself. Only the ZeroMQ module imports it.
-        .systemLibrary(
-            name: "CZeroMQ",
-            pkgConfig: "libzmq",
-            providers: [.apt(["libzmq3-dev"])]
-        ),
+        // libzmq itself (Debian: libzmq3-dev, which scripts/lib.sh installs). Only the ZeroMQ module
+        // imports it. No pkgConfig: libzmq's .pc pulls in krb5's `-isystem` flag, which SwiftPM
+        // refuses with a warning in every build; zmq.h and libzmq.so lie in the default paths, and
+        // the module map links the library.
+        .systemLibrary(name: "CZeroMQ"),
         // Event-loop threads as a TaskExecutor and SerialExecutors on them: public Swift API only.
         .target(name: "HandoffExecutor", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
         .target(name: "ZeroMQ", dependencies: ["CZeroMQ", "HandoffExecutor", .product(name: "DequeModule", package: "swift-collections")]),
