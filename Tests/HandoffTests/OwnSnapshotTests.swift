@@ -50,5 +50,5 @@ struct OwnSnapshotTests {
 
 extension Node {
     /// Whether every snapshot this node asked for arrived whole (none under way or to be asked again).
-    fileprivate var snapshotsSettled: Bool { follower.snapshots.isEmpty }
+    fileprivate var snapshotsSettled: Bool { follower.snapshots.requests.isEmpty }
 }

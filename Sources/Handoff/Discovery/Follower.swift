@@ -13,8 +13,8 @@ import ZeroMQ
 /// The rules: news of an activity is believed only from its origin, with its key when secure, and
 /// fresh (``BusBelief``); an activity is known for its lease, renewed by its origin's presence,
 /// and forgotten when the presence stops listing it (``KnownActivities``); what is followed starts
-/// with a snapshot, asked again when it arrived short (``SnapshotRequests``) and when the bus lost
-/// something (``Resynchronization``); quotas bound what one origin and all of them can make this
+/// with a snapshot, asked again when it arrived short and when the bus lost something
+/// (``FollowedSnapshots``, ``Resynchronization``); quotas bound what one origin and all of them can make this
 /// node hold.
 struct Follower {
     /// What a follower subscribes to for its whole life, whatever it follows: presences keep
@@ -23,8 +23,6 @@ struct Follower {
 
     /// Where replay protection keeps a node's presence (activity ids are never empty).
     static let presenceSubject = HashedID("")
-    /// How long a snapshot waits for its other answerers once one replied.
-    static let snapshotGrace = Duration.seconds(1)
     /// Snapshots asked at once (under way, or waiting to be asked again): half of what a broker
     /// or a direct peer answers at once (``SnapshotAnswers``), so that a node following thousands
     /// of prefixes is answered in full rather than busy, and leaves room for a joiner beside it.
@@ -33,10 +31,7 @@ struct Follower {
     let settings: Settings
     private(set) var known: KnownActivities
     private(set) var directory = NodeDirectory(capacity: 10_000)
-    private(set) var snapshots: SnapshotRequests
-    /// Prefixes whose first request waits for one under way to end (``maxSnapshotsUnderWay``).
-    private(set) var snapshotTurns = SnapshotTurns()
-    private(set) var shortSnapshots = ShortSnapshotReport()
+    private(set) var snapshots: FollowedSnapshots
     private(set) var resynchronization: Resynchronization
     private var belief: BusBelief
     /// What replay protection remembers now (one entry per sender and subject within the window).
@@ -46,22 +41,22 @@ struct Follower {
     /// Origins whose over-quota activities were logged (once each), bounded.
     private var loggedOverQuota: Set<String> = []
     /// Makes a snapshot request's random token (passed in, for a seeded simulation).
-    var makeToken: () -> String = Topic.newSnapshotToken
+    var makeToken: () -> String { get { snapshots.makeToken } set { snapshots.makeToken = newValue } }
     /// Draws a snapshot backoff's jitter, in 0..<1 (passed in likewise).
-    var drawJitter: () -> Double = { Double.random(in: 0..<1) }
+    var drawJitter: () -> Double { get { snapshots.drawJitter } set { snapshots.drawJitter = newValue } }
 
     init(_ settings: Settings) {
         self.settings = settings
         known = KnownActivities(
             maxPerOrigin: settings.maxKnownPerNode, maxTotal: settings.maxKnown, maxPerKey: settings.maxKnownPerKey, maxBytes: settings.maxKnownBytes)
-        snapshots = SnapshotRequests(expectedReplies: settings.snapshotAnswerers)
+        snapshots = FollowedSnapshots(answerers: settings.snapshotAnswerers, atOnce: settings.snapshotsAtOnce)
         resynchronization = Resynchronization(capacity: settings.maxKnown)
         belief = BusBelief(secure: settings.secure, replayGuard: ReplayGuard(
             window: settings.replayWindow, maxPerSender: settings.maxReplaySubjectsPerSender, maxEntries: settings.maxReplaySubjects))
     }
 
     /// Whether every snapshot asked for has arrived.
-    var isSynchronized: Bool { snapshots.isEmpty && snapshotTurns.isEmpty }
+    var isSynchronized: Bool { snapshots.isSettled }
 
     // MARK: Following
 
@@ -73,7 +68,7 @@ struct Follower {
         for typePrefix in typePrefixes {
             followed.insert(typePrefix)
             actions.append(.subscribe(Topic.activityPrefix + typePrefix))
-            actions += requestSnapshot(typePrefix: typePrefix)
+            actions += snapshots.ask(typePrefix)
         }
         return actions
     }
@@ -84,44 +79,9 @@ struct Follower {
         for typePrefix in typePrefixes {
             followed.remove(typePrefix)
             actions.append(.unsubscribe(Topic.activityPrefix + typePrefix))
-            snapshotTurns.remove(typePrefix)
-            actions += snapshots.cancel(typePrefix: typePrefix).map(Action.unsubscribe)
+            actions += snapshots.cancel(typePrefix)
         }
-        return actions + askWaitingTurns()
-    }
-
-    /// A first request waits its turn, behind those waiting already, while ``Settings/snapshotsAtOnce``
-    /// are under way (a round's requests for prefixes under way, asked as those end, too: a prefix
-    /// never asked is not passed by rounds that keep coming); an attempt again holds the turn of
-    /// the request it follows.
-    private mutating func requestSnapshot(typePrefix: String, attempt: Int = 1) -> [Action] {
-        guard snapshots.expectedReplies > 0 else { return [] }
-        if attempt == 1, !snapshotTurns.isEmpty || snapshots.underWay >= settings.snapshotsAtOnce {
-            snapshotTurns.append(typePrefix)
-            return []
-        }
-        return [.subscribe(snapshots.start(typePrefix: typePrefix, attempt: attempt, token: makeToken()))]
-    }
-
-    /// The prefixes waiting whose turn came, asked.
-    private mutating func askWaitingTurns() -> [Action] {
-        var actions: [Action] = []
-        while snapshots.underWay < settings.snapshotsAtOnce, let typePrefix = snapshotTurns.next() {
-            actions.append(.subscribe(snapshots.start(typePrefix: typePrefix, token: makeToken())))
-        }
-        return actions
-    }
-
-    /// A round of resynchronization starts, for `reason`: the snapshot of every prefix followed,
-    /// now, or once its request under way has ended.
-    private mutating func askForSnapshotsAgain(_ reason: Resynchronization.Reason) -> [Action] {
-        [.snapshotRound(reason)] + followed.sorted().filter { snapshots.wanted(typePrefix: $0) }.flatMap { requestSnapshot(typePrefix: $0) }
-    }
-
-    /// Asks for the snapshots a round was owed (``SnapshotRequests/wanted(typePrefix:)``) whose
-    /// earlier request has ended.
-    private mutating func askOwedSnapshots() -> [Action] {
-        snapshots.owedNow().filter { followed.contains($0) }.flatMap { requestSnapshot(typePrefix: $0) }
+        return actions + snapshots.askWaitingTurns()
     }
 
     // MARK: What the bus says
@@ -141,7 +101,7 @@ struct Follower {
             // broker publishes on snapshot topics, and directly only the origin answers.
             return heard(envelope, from: Speaker(envelope, sender: sender), now: now, date: date, fromSnapshot: true)
         case .snapshotReply(let reply):
-            return finishSnapshot(topic: snapshotTopic, snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now), now: now)
+            return snapshots.replyArrived(on: snapshotTopic, count: Int(reply.count), now: now, followed: followed)
         default:
             return [.log(.debug, "ignoring a \(String(describing: envelope.body)) on snapshot topic \(snapshotTopic)")]
         }
@@ -317,24 +277,6 @@ struct Follower {
         return [.forgotten(id.id), .emit(.removed(activity, reason))]
     }
 
-    /// Acts on what a snapshot's answers came to: its topic dropped once it is over; asked again,
-    /// once its backoff is over (``tick(now:date:)``), when it arrived short.
-    private mutating func finishSnapshot(topic: String, _ outcome: SnapshotRequests.Outcome, now: ContinuousClock.Instant) -> [Action] {
-        var actions: [Action] = []
-        switch outcome {
-        case .waiting, .unknown:
-            return []
-        case .complete:
-            break
-        case .retry(let typePrefix, let attempt):
-            snapshots.scheduleRetry(typePrefix: typePrefix, attempt: attempt, now: now, jitter: drawJitter())
-            if let line = shortSnapshots.note(typePrefix, gaveUp: false, now: now) { actions.append(.log(.warning, line)) }
-        case .incomplete(let typePrefix, _, _):
-            if let line = shortSnapshots.note(typePrefix, gaveUp: true, now: now) { actions.append(.log(.warning, line)) }
-        }
-        return actions + [.unsubscribe(topic)] + askOwedSnapshots() + askWaitingTurns()
-    }
-
     // MARK: Recovery
 
     /// A presence renewed what it lists; those of its ids not held here may be lost activities of
@@ -346,10 +288,10 @@ struct Follower {
         let unheld = listed.filter { known[$0] == nil }
         if resynchronization.presence(origin: origin, sender: sender, listed: listed, unheld: unheld, now: now) {
             return [.log(.debug, "a presence of \(origin) names \(unheld.count) activities not known here; asking for the snapshots again")]
-                + askForSnapshotsAgain(.unheldIDs)
+                + snapshots.askAgain(.unheldIDs, followed: followed)
         }
         guard late, resynchronization.silenceEnded(now: now) else { return [] }
-        return [.log(.debug, "\(origin) was silent here for over half its lease; asking for the snapshots again")] + askForSnapshotsAgain(.silenceEnded)
+        return [.log(.debug, "\(origin) was silent here for over half its lease; asking for the snapshots again")] + snapshots.askAgain(.silenceEnded, followed: followed)
     }
 
     /// A bus subscriber connected again (a broker restarted, the network came back): what was
@@ -357,7 +299,7 @@ struct Follower {
     mutating func busReconnected(to endpoint: String, now: ContinuousClock.Instant) -> [Action] {
         guard !followed.isEmpty, resynchronization.reconnected(now: now) else { return [] }
         return [.log(.info, "connected to \(endpoint) again; asking for the snapshots of what this node follows")]
-            + askForSnapshotsAgain(.reconnected)
+            + snapshots.askAgain(.reconnected, followed: followed)
     }
 
     // MARK: Time
@@ -374,16 +316,8 @@ struct Follower {
             }
             actions += forget(id, reason: reason)
         }
-        for (topic, outcome) in snapshots.expire(now: now, grace: Self.snapshotGrace) {
-            actions.append(.log(.debug, "snapshot \(topic): not every answerer replied; going on with what arrived"))
-            actions += finishSnapshot(topic: topic, outcome, now: now)
-        }
-        for retry in snapshots.dueRetries(now: now) where followed.contains(retry.typePrefix) {
-            actions += requestSnapshot(typePrefix: retry.typePrefix, attempt: retry.attempt)
-        }
-        if let reason = resynchronization.due(now: now) { actions += askForSnapshotsAgain(reason) }
-        actions += askOwedSnapshots() + askWaitingTurns()
-        if let line = shortSnapshots.due(now: now) { actions.append(.log(.warning, line)) }
+        // (Whether a round is due depends on no snapshot's state: it is read before their timers run.)
+        actions += snapshots.tick(now: now, followed: followed, round: resynchronization.due(now: now))
         if resynchronization.inRound, isSynchronized {
             let known = self.known
             resynchronization.settled(now: now) { known[$0] != nil }
