@@ -1,5 +1,5 @@
 // Hand-written: the hot envelopes (an advertisement, a continue request, a continue reply holding
-// an activity, the node event each continue tells) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
+// an activity, the node event each continue tells, a stream's data and credit frames) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
 // spent encoding them (a map of userInfo values above all). Byte for byte what serializedBytes()
 // writes: the same fields in field-number order, proto3 defaults left out, oneof members always
 // written, a map in its dictionary's own order. Anything else goes to SwiftProtobuf.
@@ -51,6 +51,11 @@ enum FastEnvelopeEncoder {
         case .advertisement?, .continueRequest?, .nodeEvent?, nil: break
         case .continueReply(let reply)?:
             guard reply.unknownFields.data.isEmpty, case .activity? = reply.result else { throw NotOnFastPath() }
+        case .streamFrame(let frame)?:
+            switch frame.kind {
+            case .data?, .credit?: break
+            default: throw NotOnFastPath()
+            }
         default: throw NotOnFastPath()
         }
         var writer = try writer(header)
@@ -61,6 +66,7 @@ enum FastEnvelopeEncoder {
             guard case .activity(let activity)? = reply.result else { break }  // checked above
             try writer.messageField(15) { (writer: inout ProtobufWriter) throws(NotOnFastPath) in try writer.message(1, activity) }
         case .nodeEvent(let event)?: try writer.message(19, event)
+        case .streamFrame(let frame)?: try writer.message(13, frame)
         default: break
         }
         return writer.bytes
@@ -254,6 +260,39 @@ extension WireContinueRequest: FastEncodable {
         writer.string(2, activityType)
         writer.bool(3, wantStreams)
         writer.bool(4, refresh)
+    }
+}
+
+/// A stream's frame: of its kinds, only those sent for every chunk (its data, and the credit that
+/// grants it back); an open, end, resume and the rest go to SwiftProtobuf.
+extension WireStreamFrame: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.uint(1, streamID)
+        switch kind {
+        case .data(let data)?: try writer.message(3, data)
+        case .credit(let credit)?: try writer.message(4, credit)
+        default: throw NotOnFastPath()
+        }
+    }
+}
+
+extension WireStreamData: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.uint(1, offset)
+        writer.bytes(2, payload)
+        writer.uint(3, UInt64(length))
+        writer.uint(4, totalLength)
+    }
+}
+
+extension WireStreamCredit: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.uint(1, UInt64(chunks))
+        writer.uint(2, acknowledgedOffset)
+        writer.bool(3, endReceived)
     }
 }
 
