@@ -75,6 +75,7 @@ enum FastEnvelopeDecoder {
             switch otherBody {
             case .continueRequest(let request)?: envelope.body = .continueRequest(request)
             case .streamFrame(let frame)?: envelope.body = .streamFrame(frame)
+            case .withdrawal(let withdrawal)?: envelope.body = .withdrawal(withdrawal)
             case nil: break
             }
             return envelope
@@ -84,6 +85,7 @@ enum FastEnvelopeDecoder {
     enum OtherBody {
         case continueRequest(WireContinueRequest)
         case streamFrame(WireStreamFrame)
+        case withdrawal(WireWithdrawal)
     }
 
     /// Reads into the caller's `read` (a fresh one): returned, it was copied out and the
@@ -118,6 +120,9 @@ enum FastEnvelopeDecoder {
             case (13, .lengthDelimited):
                 try seen.body()
                 read.otherBody = .streamFrame(try streamFrame(reader.nested(reader.lengthDelimited())))
+            case (11, .lengthDelimited):
+                try seen.body()
+                read.otherBody = .withdrawal(try withdrawal(reader.nested(reader.lengthDelimited())))
             default: throw NotOnFastPath()
             }
         }

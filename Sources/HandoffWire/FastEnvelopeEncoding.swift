@@ -1,5 +1,5 @@
 // Hand-written: the hot envelopes (an advertisement, a continue request, a continue reply holding
-// an activity, the node event each continue tells, a stream's data and credit frames) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
+// an activity, a withdrawal, the node event each continue tells, a stream's data and credit frames) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
 // spent encoding them (a map of userInfo values above all). Byte for byte what serializedBytes()
 // writes: the same fields in field-number order, proto3 defaults left out, oneof members always
 // written, a map in its dictionary's own order. Anything else goes to SwiftProtobuf.
@@ -48,7 +48,7 @@ enum FastEnvelopeEncoder {
     static func encode(_ header: EnvelopeHeader, body: WireEnvelope.OneOf_Body?) throws(NotOnFastPath) -> [UInt8] {
         // Whether the body is one of the hot ones, before anything is written.
         switch body {
-        case .advertisement?, .continueRequest?, .nodeEvent?, nil: break
+        case .advertisement?, .withdrawal?, .continueRequest?, .nodeEvent?, nil: break
         case .continueReply(let reply)?:
             guard reply.unknownFields.data.isEmpty, case .activity? = reply.result else { throw NotOnFastPath() }
         case .streamFrame(let frame)?:
@@ -61,6 +61,7 @@ enum FastEnvelopeEncoder {
         var writer = try writer(header)
         switch body {
         case .advertisement(let advertisement)?: try writer.message(10, advertisement)
+        case .withdrawal(let withdrawal)?: try writer.message(11, withdrawal)
         case .continueRequest(let request)?: try writer.message(14, request)
         case .continueReply(let reply)?:
             guard case .activity(let activity)? = reply.result else { break }  // checked above
@@ -260,6 +261,17 @@ extension WireContinueRequest: FastEncodable {
         writer.string(2, activityType)
         writer.bool(3, wantStreams)
         writer.bool(4, refresh)
+    }
+}
+
+/// An activity ended: as many of them on the bus as advertisements, where activities come and go.
+extension WireWithdrawal: FastEncodable {
+    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
+        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
+        writer.string(1, activityID)
+        writer.string(2, activityType)
+        if hasOrigin { try writer.message(3, origin) }
+        writer.uint(4, UInt64(bitPattern: Int64(reason.rawValue)))  // an enum is an int32
     }
 }
 

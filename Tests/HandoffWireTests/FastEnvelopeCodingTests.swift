@@ -36,39 +36,13 @@ struct FastEnvelopeCodingTests {
         #expect(envelope.encoded() == (try envelope.serializedBytes() as [UInt8]))
     }
 
-    @Test("a stream's data and credit frames, sent for every chunk, are written by hand; its other frames, and one with unknown fields, by SwiftProtobuf; both to the same bytes")
-    func streamFramesWrittenByHand() throws {
-        let hot: [WireStreamFrame] = [
-            .with { $0.streamID = 3; $0.data = .with { $0.offset = 1 << 40; $0.length = 262_144; $0.totalLength = 1 << 41 } },
-            .with { $0.streamID = 1; $0.data = WireStreamData() },
-            .with { $0.streamID = 3; $0.credit = .with { $0.chunks = 4; $0.acknowledgedOffset = 1 << 33; $0.endReceived = true } },
-            .with { $0.streamID = 0; $0.credit = WireStreamCredit() },
-        ]
-        for frame in hot {
-            let envelope = Fixtures.envelope(.streamFrame(frame))
-            let expected: [UInt8] = try envelope.serializedBytes()
-            #expect((try? FastEnvelopeEncoder.encode(envelope)) == expected, "\(frame)")
-        }
-        var unknown = hot[0]
-        unknown.data.unknownFields = try WireStreamData(serializedBytes: [0xF8, 0x01, 0x07] as [UInt8]).unknownFields
-        let cold: [WireStreamFrame] = [
-            .with { $0.streamID = 3; $0.end = .with { $0.totalLength = 5 } },
-            .with { $0.streamID = 3; $0.open = .with { $0.activityID = "a"; $0.window = 16 } },
-            unknown,
-        ]
-        for frame in cold {
-            let envelope = Fixtures.envelope(.streamFrame(frame))
-            #expect(throws: NotOnFastPath.self) { try FastEnvelopeEncoder.encode(envelope) }
-            #expect(envelope.encoded() == (try envelope.serializedBytes() as [UInt8]), "\(frame)")
-        }
-    }
-
     @Test("the hot bodies of the fixtures decode by hand to what SwiftProtobuf decodes")
     func fixturesDecodeAlike() throws {
         let hot: [WireEnvelope.OneOf_Body] = [
             .advertisement(Fixtures.advertisement),
             .continueRequest(.with { $0.activityID = "a"; $0.activityType = "org.x.y"; $0.wantStreams = true; $0.refresh = true }),
             .continueReply(.with { $0.activity = Fixtures.activity }),
+            .withdrawal(.with { $0.activityID = "a"; $0.activityType = "org.x.y"; $0.origin = Fixtures.node; $0.reason = .nodeShutdown }),
             .streamFrame(.with { $0.streamID = 3; $0.data = .with { $0.offset = 1 << 40; $0.length = 262_144; $0.totalLength = 1 << 41 } }),
             .streamFrame(.with { $0.streamID = 3; $0.data = .with { $0.offset = 9; $0.payload = Data([1, 2, 3]) } }),
             .streamFrame(.with { $0.streamID = 3; $0.credit = .with { $0.chunks = 4; $0.acknowledgedOffset = 1 << 33; $0.endReceived = true } }),
@@ -98,7 +72,8 @@ struct FastEnvelopeCodingTests {
         let sentAt = Date(timeIntervalSince1970: 1_790_000_000.25)
         var bodies = (0..<200).compactMap { _ in Self.randomEnvelope(&random).body }
         // Bodies the fast encoder leaves to SwiftProtobuf take the built envelope's way.
-        bodies.append(.withdrawal(.with { $0.activityID = "w"; $0.origin = random.node(maxLength: 9) }))
+        bodies.append(.nodePresence(.with { $0.node = random.node(maxLength: 9); $0.activityIds = ["w"] }))
+        bodies.append(.withdrawal(.with { $0.activityID = "w"; $0.reason = .UNRECOGNIZED(9) }))
         bodies.append(.continueReply(.with { $0.error = .with { $0.message = "no" } }))
         for (round, body) in bodies.enumerated() {
             let sender = random.node(maxLength: 23)
@@ -313,6 +288,13 @@ struct FastEnvelopeCodingTests {
             var advertisement = BusSummaryTests.randomEnvelope(&random).advertisement
             advertisement.teamID = random.next() % 2 == 0 ? string() : ""
             body = .advertisement(advertisement)
+        case 3 where random.next() % 2 == 0:
+            body = .withdrawal(.with {
+                $0.activityID = string()
+                if random.next() % 3 != 0 { $0.activityType = string() }
+                if random.next() % 4 != 0 { $0.origin = node() }
+                $0.reason = WireWithdrawal.Reason(rawValue: Int(random.next() % 5))!
+            })
         case 3:
             body = .streamFrame(.with {
                 $0.streamID = random.next() >> (random.next() % 64)
