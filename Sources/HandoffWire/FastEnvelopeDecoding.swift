@@ -76,6 +76,7 @@ enum FastEnvelopeDecoder {
             case .continueRequest(let request)?: envelope.body = .continueRequest(request)
             case .streamFrame(let frame)?: envelope.body = .streamFrame(frame)
             case .withdrawal(let withdrawal)?: envelope.body = .withdrawal(withdrawal)
+            case .presence(let presence)?: envelope.body = .nodePresence(presence)
             case nil: break
             }
             return envelope
@@ -86,6 +87,7 @@ enum FastEnvelopeDecoder {
         case continueRequest(WireContinueRequest)
         case streamFrame(WireStreamFrame)
         case withdrawal(WireWithdrawal)
+        case presence(WireNodePresence)
     }
 
     /// Reads into the caller's `read` (a fresh one): returned, it was copied out and the
@@ -123,6 +125,9 @@ enum FastEnvelopeDecoder {
             case (11, .lengthDelimited):
                 try seen.body()
                 read.otherBody = .withdrawal(try withdrawal(reader.nested(reader.lengthDelimited())))
+            case (12, .lengthDelimited):
+                try seen.body()
+                read.otherBody = .presence(try presence(reader.nested(reader.lengthDelimited())))
             default: throw NotOnFastPath()
             }
         }

@@ -1,5 +1,5 @@
 // Hand-written: the hot envelopes (an advertisement, a continue request, a continue reply holding
-// an activity, a withdrawal, the node event each continue tells, a stream's data and credit frames) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
+// an activity, a withdrawal, a presence, the node event each continue tells, a stream's data and credit frames) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
 // spent encoding them (a map of userInfo values above all). Byte for byte what serializedBytes()
 // writes: the same fields in field-number order, proto3 defaults left out, oneof members always
 // written, a map in its dictionary's own order. Anything else goes to SwiftProtobuf.
@@ -48,7 +48,7 @@ enum FastEnvelopeEncoder {
     static func encode(_ header: EnvelopeHeader, body: WireEnvelope.OneOf_Body?) throws(NotOnFastPath) -> [UInt8] {
         // Whether the body is one of the hot ones, before anything is written.
         switch body {
-        case .advertisement?, .withdrawal?, .continueRequest?, .nodeEvent?, nil: break
+        case .advertisement?, .withdrawal?, .nodePresence?, .continueRequest?, .nodeEvent?, nil: break
         case .continueReply(let reply)?:
             guard reply.unknownFields.data.isEmpty, case .activity? = reply.result else { throw NotOnFastPath() }
         case .streamFrame(let frame)?:
@@ -62,6 +62,7 @@ enum FastEnvelopeEncoder {
         switch body {
         case .advertisement(let advertisement)?: try writer.message(10, advertisement)
         case .withdrawal(let withdrawal)?: try writer.message(11, withdrawal)
+        case .nodePresence(let presence)?: try writer.message(12, presence)
         case .continueRequest(let request)?: try writer.message(14, request)
         case .continueReply(let reply)?:
             guard case .activity(let activity)? = reply.result else { break }  // checked above
@@ -261,50 +262,6 @@ extension WireContinueRequest: FastEncodable {
         writer.string(2, activityType)
         writer.bool(3, wantStreams)
         writer.bool(4, refresh)
-    }
-}
-
-/// An activity ended: as many of them on the bus as advertisements, where activities come and go.
-extension WireWithdrawal: FastEncodable {
-    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.string(1, activityID)
-        writer.string(2, activityType)
-        if hasOrigin { try writer.message(3, origin) }
-        writer.uint(4, UInt64(bitPattern: Int64(reason.rawValue)))  // an enum is an int32
-    }
-}
-
-/// A stream's frame: of its kinds, only those sent for every chunk (its data, and the credit that
-/// grants it back); an open, end, resume and the rest go to SwiftProtobuf.
-extension WireStreamFrame: FastEncodable {
-    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.uint(1, streamID)
-        switch kind {
-        case .data(let data)?: try writer.message(3, data)
-        case .credit(let credit)?: try writer.message(4, credit)
-        default: throw NotOnFastPath()
-        }
-    }
-}
-
-extension WireStreamData: FastEncodable {
-    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.uint(1, offset)
-        writer.bytes(2, payload)
-        writer.uint(3, UInt64(length))
-        writer.uint(4, totalLength)
-    }
-}
-
-extension WireStreamCredit: FastEncodable {
-    func write(to writer: inout ProtobufWriter) throws(NotOnFastPath) {
-        guard unknownFields.data.isEmpty else { throw NotOnFastPath() }
-        writer.uint(1, UInt64(chunks))
-        writer.uint(2, acknowledgedOffset)
-        writer.bool(3, endReceived)
     }
 }
 

@@ -43,6 +43,7 @@ struct FastEnvelopeCodingTests {
             .continueRequest(.with { $0.activityID = "a"; $0.activityType = "org.x.y"; $0.wantStreams = true; $0.refresh = true }),
             .continueReply(.with { $0.activity = Fixtures.activity }),
             .withdrawal(.with { $0.activityID = "a"; $0.activityType = "org.x.y"; $0.origin = Fixtures.node; $0.reason = .nodeShutdown }),
+            .nodePresence(.with { $0.node = Fixtures.node; $0.leaseMs = 6_000; $0.activityIds = ["a", "", "b"]; $0.partial = true; $0.traffic = .with { $0.bytesOut = 9 } }),
             .streamFrame(.with { $0.streamID = 3; $0.data = .with { $0.offset = 1 << 40; $0.length = 262_144; $0.totalLength = 1 << 41 } }),
             .streamFrame(.with { $0.streamID = 3; $0.data = .with { $0.offset = 9; $0.payload = Data([1, 2, 3]) } }),
             .streamFrame(.with { $0.streamID = 3; $0.credit = .with { $0.chunks = 4; $0.acknowledgedOffset = 1 << 33; $0.endReceived = true } }),
@@ -72,7 +73,7 @@ struct FastEnvelopeCodingTests {
         let sentAt = Date(timeIntervalSince1970: 1_790_000_000.25)
         var bodies = (0..<200).compactMap { _ in Self.randomEnvelope(&random).body }
         // Bodies the fast encoder leaves to SwiftProtobuf take the built envelope's way.
-        bodies.append(.nodePresence(.with { $0.node = random.node(maxLength: 9); $0.activityIds = ["w"] }))
+        bodies.append(.error(.with { $0.message = "no" }))
         bodies.append(.withdrawal(.with { $0.activityID = "w"; $0.reason = .UNRECOGNIZED(9) }))
         bodies.append(.continueReply(.with { $0.error = .with { $0.message = "no" } }))
         for (round, body) in bodies.enumerated() {
@@ -303,6 +304,22 @@ struct FastEnvelopeCodingTests {
                     if random.next() % 4 == 0 { $0.payload = Data((0..<random.next() % 300).map { _ in UInt8(truncatingIfNeeded: random.next()) }) }
                     $0.length = UInt32(truncatingIfNeeded: random.next() >> (random.next() % 64))
                     $0.totalLength = random.next() % 2 == 0 ? 0 : random.next() >> (random.next() % 64)
+                }
+            })
+        case 4 where random.next() % 2 == 0:
+            body = .nodePresence(.with {
+                if random.next() % 4 != 0 { $0.node = node() }
+                $0.continueEndpoint = random.next() % 2 == 0 ? "tcp://" + string() : ""
+                $0.leaseMs = UInt32(truncatingIfNeeded: random.next() >> (random.next() % 64))
+                $0.activityIds = (0..<random.next() % 6).map { _ in string() }
+                $0.partial = random.next() % 3 == 0
+                if random.next() % 2 == 0 {
+                    $0.traffic = .with {
+                        $0.messagesIn = random.next() >> (random.next() % 64)
+                        $0.bytesIn = random.next() >> (random.next() % 64)
+                        $0.messagesOut = random.next() >> (random.next() % 64)
+                        $0.bytesOut = random.next() >> (random.next() % 64)
+                    }
                 }
             })
         case 4:
