@@ -1,8 +1,9 @@
 // The bus's bodies other than the advertisement that every member hears at its rate or more (a
 // withdrawal: an activity ended; a presence: every node's, each interval), decoded by hand as
-// FastEnvelopeDecoding.swift decodes the other hot bodies, under the same rule: what it takes it reads exactly as SwiftProtobuf would, and
-// everything else (a field given twice, an unknown field, a reason this build does not know) it
-// leaves to SwiftProtobuf (FastEnvelopeCodingTests holds the two to each other).
+// FastEnvelopeDecoding.swift decodes the other hot bodies, under the same rule: what it takes it
+// reads exactly as SwiftProtobuf would, and everything else (a field given twice, an unknown field,
+// a reason this build does not know) it leaves to SwiftProtobuf (FastEnvelopeCodingTests holds the
+// two to each other).
 
 extension FastEnvelopeDecoder {
     /// Where activities come and go, a follower hears as many withdrawals as advertisements; through
@@ -15,22 +16,20 @@ extension FastEnvelopeDecoder {
             try seen.first(number)
             switch (number, type) {
             case (1, .lengthDelimited): withdrawal.activityID = try reader.string()
-            case (2, .lengthDelimited): withdrawal.activityType = try reader.string()
+            case (2, .lengthDelimited): withdrawal.activityType = try reader.repeatedString()  // as an advertisement's
             case (3, .lengthDelimited): withdrawal.origin = try node(reader.nested(reader.lengthDelimited()))
             case (4, .varint):
                 // An int32 on the wire; a value this build has no case for is SwiftProtobuf's
-                // (`UNRECOGNIZED`).
+                // (`UNRECOGNIZED`, which `allCases` leaves out).
                 let value = Int(Int32(truncatingIfNeeded: try reader.varint()))
-                guard let reason = WireWithdrawal.Reason(rawValue: value), !reason.isUnrecognized else { throw NotOnFastPath() }
+                guard let reason = WireWithdrawal.Reason(rawValue: value), WireWithdrawal.Reason.allCases.contains(reason) else { throw NotOnFastPath() }
                 withdrawal.reason = reason
             default: throw NotOnFastPath()
             }
         }
         return withdrawal
     }
-}
 
-extension FastEnvelopeDecoder {
     /// A node's presence, listing the activities current there (repeated: each id a field 4 of its own).
     static func presence(_ reader: ProtobufReader) throws -> WireNodePresence {
         var reader = reader
@@ -66,11 +65,5 @@ extension FastEnvelopeDecoder {
             }
         }
         return traffic
-    }
-}
-
-extension WireWithdrawal.Reason {
-    fileprivate var isUnrecognized: Bool {
-        if case .UNRECOGNIZED = self { true } else { false }
     }
 }

@@ -1,8 +1,10 @@
 // Hand-written: the hot envelopes (an advertisement, a continue request, a continue reply holding
-// an activity, a withdrawal, a presence, the node event each continue tells, a stream's data and credit frames) encoded without SwiftProtobuf's generic visitors, which were most of the CPU a node
-// spent encoding them (a map of userInfo values above all). Byte for byte what serializedBytes()
-// writes: the same fields in field-number order, proto3 defaults left out, oneof members always
-// written, a map in its dictionary's own order. Anything else goes to SwiftProtobuf.
+// an activity, the node event each continue tells; a withdrawal, a presence, a stream's data and
+// credit frames, whose writers are in FastEnvelopeEncoding+BusAndStreams.swift) encoded without
+// SwiftProtobuf's generic visitors, which were most of the CPU a node spent encoding them (a map
+// of userInfo values above all). Byte for byte what serializedBytes() writes: the same fields in
+// field-number order, proto3 defaults left out, oneof members always written, a map in its
+// dictionary's own order. Anything else goes to SwiftProtobuf.
 
 import Foundation
 import SwiftProtobuf
