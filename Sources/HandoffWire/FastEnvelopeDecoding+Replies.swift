@@ -12,13 +12,20 @@ import Foundation
 
 extension FastEnvelopeDecoder {
     /// The envelope read once, a continue reply's activity left in plain values (moved out of
-    /// what was read, not copied), anything else built; `nil` to leave these bytes to SwiftProtobuf.
-    /// With `strings`, the strings that repeat are looked up there first.
-    static func decodeForClient(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<(correlationID: UInt64, activity: WirePlainActivity)>? {
+    /// what was read, not copied), an untraced stream frame alone, anything else built; `nil` to
+    /// leave these bytes to SwiftProtobuf. With `strings`, the strings that repeat are looked up
+    /// there first.
+    static func decodeForClient(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<WireReplyEnvelope>? {
         var read = Read()
         guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
-        guard let activity = read.replyActivity.take() else { return .envelope(read.generated) }
-        return .plain(protocolVersion: read.header.protocolVersion, (read.header.correlationID, activity))
+        if let activity = read.replyActivity.take() {
+            return .plain(protocolVersion: read.header.protocolVersion, .activityReply(correlationID: read.header.correlationID, activity))
+        }
+        // A traced frame stays whole: tracing takes the envelope as it came.
+        if read.header.traceID.isEmpty, case .streamFrame(let frame)? = read.otherBody {
+            return .plain(protocolVersion: read.header.protocolVersion, .streamFrame(frame))
+        }
+        return .envelope(read.generated)
     }
 
     /// A reply holding an activity and nothing else (an error reply goes to SwiftProtobuf), read

@@ -46,9 +46,13 @@ package struct WirePlainActivity: Sendable {
 }
 
 /// A message a continuing node's DEALER receives, read once: a continue reply holding an activity
-/// in plain values, anything else as the generated envelope.
+/// in plain values, a stream's chunk or credit as its frame alone, anything else as the generated
+/// envelope.
 package enum WireReplyEnvelope: Sendable {
     case activityReply(correlationID: UInt64, WirePlainActivity)
+    /// A stream's data or credit frame in an untraced envelope: all a continuing node takes from
+    /// its envelope (built whole, the envelope was a storage object made and freed for each chunk).
+    case streamFrame(WireStreamFrame)
     case other(WireEnvelope)
 
     /// Decodes and validates an envelope a continuing node received: accepts and rejects exactly
@@ -58,8 +62,7 @@ package enum WireReplyEnvelope: Sendable {
     ///   sender's and origin's names) are looked up first and kept (``WireStrings``).
     package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
         try WireEnvelope.validated(
-            FastEnvelopeDecoder.decodeForClient(bytes, strings: strings), of: bytes, plain: { .activityReply(correlationID: $0.correlationID, $0.activity) },
-            other: Self.other)
+            FastEnvelopeDecoder.decodeForClient(bytes, strings: strings), of: bytes, plain: { $0 }, other: Self.other)
     }
 }
 

@@ -24,9 +24,13 @@ package struct WireRequestHeader: Sendable {
 
 /// A message the originator's continuation ROUTER received, read once: a continue request with
 /// the envelope fields its answer needs, never built as a generated envelope (a storage object
-/// copied at its first field set, and freed again, for every continue); anything else whole.
+/// copied at its first field set, and freed again, for every continue); a stream's chunk or
+/// credit with its sender, likewise; anything else whole.
 package enum WireServerEnvelope: Sendable {
     case continueRequest(WireRequestHeader, WireContinueRequest)
+    /// A stream's data or credit frame in an untraced envelope, and the envelope's sender (empty
+    /// when it names none).
+    case streamFrame(WireStreamFrame, sender: WireNodeRef)
     case other(WireEnvelope)
 
     /// Decodes and validates an envelope the ROUTER received: accepts and rejects exactly what
@@ -37,18 +41,25 @@ package enum WireServerEnvelope: Sendable {
     ///   name and host, an activity's id and type) are looked up first and kept (``WireStrings``).
     package static func decode(_ bytes: UnsafeRawBufferPointer, strings: WireStrings? = nil) throws(WireDecodingError) -> Self {
         try WireEnvelope.validated(
-            FastEnvelopeDecoder.decodeForServer(bytes, strings: strings), of: bytes, plain: { .continueRequest($0.header, $0.request) }, other: Self.other)
+            FastEnvelopeDecoder.decodeForServer(bytes, strings: strings), of: bytes, plain: { $0 }, other: Self.other)
     }
 }
 
 extension FastEnvelopeDecoder {
-    /// The envelope read once, a continue request left in its parts, anything else built; `nil` to
-    /// leave these bytes to SwiftProtobuf.
-    static func decodeForServer(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<(header: WireRequestHeader, request: WireContinueRequest)>? {
+    /// The envelope read once, a continue request left in its parts, an untraced stream frame
+    /// with its sender, anything else built; `nil` to leave these bytes to SwiftProtobuf.
+    static func decodeForServer(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<WireServerEnvelope>? {
         var read = Read()
         guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
-        guard case .continueRequest(let request)? = read.otherBody else { return .envelope(read.generated) }
-        let header = WireRequestHeader(correlationID: read.header.correlationID, sender: read.header.sender.take() ?? WireNodeRef(), traceID: read.header.traceID)
-        return .plain(protocolVersion: read.header.protocolVersion, (header, request))
+        switch read.otherBody {
+        case .continueRequest(let request)?:
+            let header = WireRequestHeader(correlationID: read.header.correlationID, sender: read.header.sender.take() ?? WireNodeRef(), traceID: read.header.traceID)
+            return .plain(protocolVersion: read.header.protocolVersion, .continueRequest(header, request))
+        case .streamFrame(let frame)? where read.header.traceID.isEmpty:
+            // A traced frame stays whole: tracing takes the envelope as it came.
+            return .plain(protocolVersion: read.header.protocolVersion, .streamFrame(frame, sender: read.header.sender.take() ?? WireNodeRef()))
+        default:
+            return .envelope(read.generated)
+        }
     }
 }

@@ -63,6 +63,10 @@ struct ContinueReadersTests {
                 agrees = false
             }
             plain = true
+        case (.success(.streamFrame(let frame)), .success(let decoded)):
+            // Only an untraced frame the hand-written reader takes comes alone.
+            agrees = decoded.body == .streamFrame(frame) && decoded.traceID.isEmpty && FastEnvelopeCodingTests.fast(bytes) != nil
+            plain = false
         default:
             agrees = false
         }
@@ -160,6 +164,9 @@ struct ContinueReadersTests {
             agrees = decoded.body == .continueRequest(body) && header.correlationID == decoded.correlationID
                 && header.sender == decoded.sender && header.traceID == decoded.traceID
             request = true
+        case (.success(.streamFrame(let frame, let sender)), .success(let decoded)):
+            agrees = decoded.body == .streamFrame(frame) && sender == decoded.sender && decoded.traceID.isEmpty
+                && FastEnvelopeCodingTests.fast(bytes) != nil
         default:
             agrees = false
         }
@@ -180,6 +187,42 @@ struct ContinueReadersTests {
             for _ in 0..<10 { Self.expectServerAgreement(SplitMix.damage(bytes, &random), strings: strings) }
         }
         #expect(read == requests && requests > 80, "\(read) of \(requests)")
+    }
+
+    @Test("a stream's data and credit frames come alone to both readers, with the request's sender at the ROUTER; traced ones, and the rarer kinds, whole")
+    func streamFrames() throws {
+        var data = WireStreamData()
+        data.offset = 262_144
+        data.totalLength = 1 << 30
+        var credit = WireStreamCredit()
+        credit.chunks = 4
+        credit.acknowledgedOffset = 1 << 20
+        var open = WireStreamOpen()
+        open.activityID = "A"
+        for (kind, alone) in [(WireStreamFrame.OneOf_Kind.data(data), true), (.credit(credit), true), (.open(open), false)] {
+            for traceID in ["", "4bf92f3577b34da6a3ce929d0e0e4736"] {
+                var frame = WireStreamFrame()
+                frame.streamID = 7
+                frame.kind = kind
+                var envelope = WireEnvelope()
+                envelope.protocolVersion = WireProtocol.version
+                envelope.sender = Fixtures.node
+                envelope.traceID = traceID
+                envelope.body = .streamFrame(frame)
+                let bytes: [UInt8] = try envelope.serializedBytes()
+                let expected = alone && traceID.isEmpty
+                let reply = Self.read(bytes)
+                if case .success(.streamFrame(let read)) = reply { #expect(expected && read == frame) } else { #expect(!expected, "\(kind)") }
+                let server = bytes.withUnsafeBytes { raw in Result { () throws(WireDecodingError) in try WireServerEnvelope.decode(raw) } }
+                if case .success(.streamFrame(let read, let sender)) = server {
+                    #expect(expected && read == frame && sender == Fixtures.node)
+                } else {
+                    #expect(!expected, "\(kind)")
+                }
+                Self.expectAgreement(bytes)
+                Self.expectServerAgreement(bytes)
+            }
+        }
     }
 
     @Test("damaged, extended and concatenated envelopes: the reply reader gives decode's answer or error")

@@ -31,6 +31,10 @@ extension Node {
                 case .continueRequest(let header, let request):
                     await answer(request, header, frame: frames[1], to: identity)
                     continue
+                case .streamFrame(let frame, let sender):
+                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity),
+                                      owner: frames[1].property("User-Id") ?? sender.nodeID, sender: sender)
+                    continue
                 case .other(let other): envelope = other
                 }
                 switch ContinuationServer.route(envelope.body) {

@@ -111,6 +111,8 @@ extension Node {
                 switch try frames[0].replyEnvelope(strings: sockets.peerStrings) {
                 case .activityReply(let correlationID, let activity):
                     resolve(correlationID, .success(.activity(activity)))
+                case .streamFrame(let frame):
+                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
                 case .other(let envelope):
                     if case .streamFrame(let frame) = envelope.body {
                         handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)

@@ -204,7 +204,7 @@ extension ContinueAnswer {
         }
         switch read {
         case .activityReply(_, let activity): self = .activity(activity)
-        case .other(let envelope): self = .envelope(envelope)
+        case .streamFrame, .other: self = .envelope(envelope)
         }
     }
 }

@@ -81,7 +81,8 @@ enum StreamEvent: Sendable {
 /// Iterate it once, from one task. Chunks are handed over without copying. Iteration throws a
 /// ``HandoffError`` when the stream fails: ``HandoffError/Code-swift.struct/streamTruncated`` or
 /// ``HandoffError/Code-swift.struct/streamChecksumMismatch`` when the bytes do not add up at the end,
-/// ``HandoffError/Code-swift.struct/streamCancelled``, ``HandoffError/Code-swift.struct/peerLost``,
+/// ``HandoffError/Code-swift.struct/streamCancelled`` (by either side, or the reading task
+/// cancelled), ``HandoffError/Code-swift.struct/peerLost``,
 /// ``HandoffError/Code-swift.struct/remoteApplicationTimedOut`` (a stall timeout given up on, here or
 /// by the peer: `details["scope"] == "stalled"`).
 public final class ContinuationInputStream: AsyncSequence, Sendable {
@@ -90,7 +91,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
 
     let node: Node
     let key: StreamKey
-    let events: AsyncStream<StreamEvent>
+    let events: StreamInbox
     /// Chunks consumed between two credit grants to the writer.
     let creditBatch: Int
     let counter = ProgressCounter()
@@ -100,7 +101,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     /// side does not compute).
     private let writerChecksum = Mutex<StreamChecksum?>(.crc32c)
 
-    init(node: Node, key: StreamKey, events: AsyncStream<StreamEvent>, window: Int, enabled: Bool) {
+    init(node: Node, key: StreamKey, events: StreamInbox, window: Int, enabled: Bool) {
         self.node = node
         self.key = key
         self.events = events
@@ -115,7 +116,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     func setWriterChecksum(_ checksum: StreamChecksum?) { writerChecksum.withLock { $0 = checksum } }
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(stream: self, events: events.makeAsyncIterator(), received: ReceivedBytes(checksum: writerChecksum.withLock { $0 }))
+        Iterator(stream: self, received: ReceivedBytes(checksum: writerChecksum.withLock { $0 }))
     }
 
     /// Reads the whole stream.
@@ -138,7 +139,6 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
 
     public struct Iterator: AsyncIteratorProtocol {
         let stream: ContinuationInputStream
-        var events: AsyncStream<StreamEvent>.Iterator
         var received: ReceivedBytes
         var unacknowledged = 0
         var finished = false
@@ -149,8 +149,11 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
 
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(HandoffError) -> Data? {
             guard !finished else { return nil }
-            guard let event = await events.next(isolation: actor) else {
+            guard let event = await stream.events.next(isolation: actor) else {
                 finished = true
+                if Task.isCancelled {
+                    throw HandoffError(.streamCancelled, "the reading task was cancelled after \(received.count) bytes")
+                }
                 throw HandoffError(.streamTruncated, "the stream stopped after \(received.count) bytes without an end")
             }
             switch event {

@@ -28,7 +28,7 @@ extension Node {
                 }
             case .deliver(let bytes):
                 observability.metrics.streamed(in: bytes.count)
-                EventLoops.handingOff { _ = session.incoming.yield(.data(bytes)) }
+                EventLoops.handingOff { session.incoming.yield(.data(bytes)) }
             case .deliverEnd(let total, let checksum):
                 session.incoming.yield(.end(total: total, checksum: checksum))
                 session.incoming.finish()

@@ -59,7 +59,8 @@ final class StreamSession {
     /// continue's, set on its open; on the originating side, while its end is still to be reported.
     var traceID: String?
 
-    let incoming: AsyncStream<StreamEvent>.Continuation
+    /// What arrives for the reader (``input``).
+    let incoming = StreamInbox()
     let input: ContinuationInputStream
     let output: ContinuationOutputStream
 
@@ -70,15 +71,19 @@ final class StreamSession {
         self.activityID = activityID
         self.owner = owner
         self.pair = pair
-        let (events, continuation) = AsyncStream.makeStream(of: StreamEvent.self)
-        incoming = continuation
-        input = ContinuationInputStream(node: node, key: key, events: events, window: pair.window, enabled: pair.reads)
+        input = ContinuationInputStream(node: node, key: key, events: incoming, window: pair.window, enabled: pair.reads)
         output = ContinuationOutputStream(node: node, key: key, chunkSize: pair.writeChunkSize, enabled: pair.writes, checksum: checksum)
         if !pair.reads {
             // The open excluded this direction: the reading half is empty and already ended.
-            continuation.yield(.end(total: 0, checksum: nil))
-            continuation.finish()
+            incoming.yield(.end(total: 0, checksum: nil))
+            incoming.finish()
         }
+    }
+
+    deinit {
+        // A reader still waiting when the node lets the pair go unfinished (its node shut down)
+        // ends: its iteration throws, instead of waiting for ever.
+        incoming.finish()
     }
 
     var activityType: String { pair.activityType }
