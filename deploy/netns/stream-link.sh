@@ -171,18 +171,18 @@ transfer() {
         tail -20 "$work/$name.continuer.log" >&2
         die "$name: the transfer did not complete (continuer status $status)"
     fi
-    # DONE seconds bytes peak resumes duplicate-bytes
+    # DONE seconds bytes peak resumes duplicate-bytes cpu-seconds
     local seconds received resumes duplicates rate
-    read -r _ seconds received _ resumes duplicates < <(grep '^DONE' "$work/$name.continuer")
+    read -r _ seconds received _ resumes duplicates _ < <(grep '^DONE' "$work/$name.continuer")
     [ "$received" -eq "$bytes" ] || die "$name: received $received of $bytes bytes"
     rate=$(awk -v b="$bytes" -v s="$seconds" 'BEGIN { printf "%.2f", b * 8 / s / 1e6 }')
     printf '%s: %d MiB whole (length and CRC-32C checked) in %.1f s: %s Mbit/s' "$name" "$mib" "$seconds" "$rate"
     case "$name" in
         clean | cut) printf ' (%s %% of the %d Mbit/s link)' "$(awk -v r="$rate" -v l="$RATE_MBIT" 'BEGIN { printf "%.0f", r / l * 100 }')" "$RATE_MBIT" ;;
     esac
-    # PEAK bytes resumes bytes-sent-again (the originator's side of the same story)
+    # PEAK bytes resumes bytes-sent-again cpu-seconds (the originator's side of the same story)
     local resent
-    read -r _ _ _ resent < <(grep '^PEAK' "$work/$name.out") || resent="?"
+    read -r _ _ _ resent _ < <(grep '^PEAK' "$work/$name.out") || resent="?"
     printf '; resumes %s, bytes sent again %s, bytes that arrived twice %s\n' "$resumes" "${resent:-?}" "$duplicates"
     whole=$((whole + 1))
 }

@@ -2,6 +2,7 @@ import CPeerBaselines
 import CRawBaselines
 import Foundation
 import Handoff
+import Synchronization
 import ZeroMQ
 
 struct Options {
@@ -60,12 +61,17 @@ struct Options {
 final class Writer: UserActivityDelegate {
     let total: Int
     let buffer: [UInt8]
+    /// The process's CPU seconds when the first pair opened (``processCPUSeconds()``).
+    private let openedAt = Mutex<Double?>(nil)
     init(total: Int, chunk: Int) {
         self.total = total
         buffer = [UInt8](repeating: 0x5A, count: chunk)
     }
 
+    var cpuAtOpen: Double? { openedAt.withLock { $0 } }
+
     func userActivity(_ activity: UserActivity, didReceive streams: ContinuationStreams) async {
+        openedAt.withLock { $0 = $0 ?? processCPUSeconds() }
         streams.output.expectedLength = UInt64(total)
         var written = 0
         do {
@@ -239,6 +245,25 @@ func benchStreamsBetweenProcesses(_ options: Options, runs apartRuns: Int) throw
     compare("stream \(options.sizeMiB) MiB between processes\(options.checksumSuffix) (MiB/s)", handoff: String(format: "%.0f", handoffApartRate),
             baseline: "raw libzmq + CRC-32C, two processes", String(format: "%.0f", checkedApartRate),
             ratio: String(format: "%.0f %%", 100 * handoffApartRate / checkedApartRate))
+    // What each end's process spent on the transfer (every thread: its loops and libzmq's I/O
+    // thread), per GiB moved: steadier than the rate on a VM whose scheduling varies from run to
+    // run, and what a deployment pays for the bytes it streams.
+    func cpuPerGiB(_ runs: [ProcessStreamRun]) -> (writing: Double, reading: Double) {
+        let scale = 1000 * 1024 / Double(options.sizeMiB)  // seconds per transfer → ms per GiB
+        return (median(runs.map(\.originatorCPU)) * scale, median(runs.map(\.continuerCPU)) * scale)
+    }
+    func both(_ name: String, _ cpu: (writing: Double, reading: Double)) {
+        row(name, String(format: "%.0f", cpu.writing + cpu.reading), String(format: "writing end %.0f, reading end %.0f", cpu.writing, cpu.reading))
+    }
+    let (rawCPU, checkedCPU, handoffCPU) = (cpuPerGiB(rawApart), cpuPerGiB(checkedApart), cpuPerGiB(handoffApart))
+    row("CPU per GiB between processes, both ends (ms)", "", "median of \(apartRuns) each")
+    both("  raw libzmq", rawCPU)
+    both("  raw + CRC-32C at both ends", checkedCPU)
+    both("  \(options.handoffLabel)", handoffCPU)
+    let checkedTotal = checkedCPU.writing + checkedCPU.reading
+    compare("stream CPU per GiB between processes, both ends (ms)", handoff: String(format: "%.0f", handoffCPU.writing + handoffCPU.reading),
+            baseline: "raw libzmq + CRC-32C, two processes", String(format: "%.0f", checkedTotal),
+            ratio: String(format: "%.2f x", (handoffCPU.writing + handoffCPU.reading) / max(checkedTotal, 1e-9)))
     // The same with each process held to one CPU: what the scheduler's placement costs each side.
     guard Placement.canPin else { return }
     let pinnedRuns = max(3, min(apartRuns, 5))

@@ -10,6 +10,10 @@ struct ProcessStreamRun {
     var seconds: Double
     var originatorPeak: Int
     var continuerPeak: Int
+    /// CPU seconds each end's process spent on the transfer, every thread of it (its loops and
+    /// libzmq's I/O thread: TCP's copies are most of a stream's CPU at both ends).
+    var originatorCPU: Double = 0
+    var continuerCPU: Double = 0
 }
 
 /// Where the two processes of a comparison run: wherever the scheduler puts their threads (as
@@ -101,13 +105,14 @@ func streamBetweenProcesses(total: Int, options: Options, continuerArguments: [S
     let ready = try originator.line(startingWith: "READY")  // READY endpoint id
     let continuer = try Child(["stream-continuer", "--peer", ready[1], "--id", ready[2], "--size-bytes", "\(total)"] + options.childArguments + continuerArguments,
                               cpu: placement.asking)
-    let done = try continuer.line(startingWith: "DONE", within: timeout)  // DONE seconds bytes peak
+    let done = try continuer.line(startingWith: "DONE", within: timeout)  // DONE seconds bytes peak resumes duplicates cpu
     continuer.wait()
     originator.closeInput()
-    let report = try originator.line(startingWith: "PEAK")  // PEAK bytes
+    let report = try originator.line(startingWith: "PEAK")  // PEAK bytes resumes resent cpu
     originator.wait()
     guard Int(done[2]) == total else { throw HandoffError(.streamTruncated, "the continuer read \(done[2]) of \(total) bytes") }
-    return ProcessStreamRun(seconds: Double(done[1]) ?? -1, originatorPeak: Int(report[1]) ?? 0, continuerPeak: Int(done[3]) ?? 0)
+    return ProcessStreamRun(seconds: Double(done[1]) ?? -1, originatorPeak: Int(report[1]) ?? 0, continuerPeak: Int(done[3]) ?? 0,
+                            originatorCPU: Double(report[4]) ?? 0, continuerCPU: Double(done[6]) ?? 0)
 }
 
 /// The raw libzmq transfer in a process of its own: returns its seconds and the process's peak memory.
@@ -146,23 +151,25 @@ func rawStreamBetweenProcesses(total: Int, options: Options, placement: Placemen
     let ready = try server.line(startingWith: "READY")  // READY endpoint
     let client = try Child(["raw-stream-client", "--peer", ready[1], "--size-bytes", "\(total)", "--window", "\(options.window)"] + checking,
                            cpu: placement.asking)
-    let done = try client.line(startingWith: "DONE")  // DONE seconds peak
+    let done = try client.line(startingWith: "DONE")  // DONE seconds peak cpu
     client.wait()
-    let report = try server.line(startingWith: "PEAK")  // PEAK bytes
+    let report = try server.line(startingWith: "PEAK")  // PEAK bytes cpu
     server.wait()
     guard let seconds = Double(done[1]), seconds > 0 else { throw HandoffError(.streamTruncated, "the raw transfer between processes failed") }
-    return ProcessStreamRun(seconds: seconds, originatorPeak: Int(report[1]) ?? 0, continuerPeak: Int(done[2]) ?? 0)
+    return ProcessStreamRun(seconds: seconds, originatorPeak: Int(report[1]) ?? 0, continuerPeak: Int(done[2]) ?? 0,
+                            originatorCPU: Double(report[2]) ?? 0, continuerCPU: Double(done[3]) ?? 0)
 }
 
 /// `raw-stream-server`: binds a raw ROUTER (`--listen HOST`, loopback by default), says `READY
 /// endpoint`, serves `--size-bytes` in chunks on request (`--checksum-raw`: copied and checksummed
-/// as a Handoff writer does), then says `PEAK bytes`.
+/// as a Handoff writer does), then says `PEAK bytes cpu-seconds` (its CPU while serving).
 func runRawStreamServer(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
     let server = bindAndAnnounce(host: stringOption("--listen", in: arguments) ?? "127.0.0.1") { raw_stream_bind($0, $1, $2) }
+    let cpu = processCPUSeconds()
     raw_stream_serve(server, UInt64(total), options.chunk, arguments.contains("--checksum-raw") ? 1 : 0)
-    tell("PEAK \(peakResidentBytes())")
+    tell("PEAK \(peakResidentBytes()) \(processCPUSeconds() - cpu)")
 }
 
 /// Binds a raw baseline's serving end at `tcp://host:*` with `bind` (a C `raw_*_bind`) and says
@@ -183,13 +190,14 @@ func cText(_ characters: [CChar]) -> String {
 }
 
 /// `raw-stream-client`: fetches `--size-bytes` from the raw server at `--peer` (`--checksum-raw`:
-/// checksumming every byte, as a Handoff reader does); says `DONE seconds peak`.
+/// checksumming every byte, as a Handoff reader does); says `DONE seconds peak cpu-seconds`.
 func runRawStreamClient(_ arguments: [String]) {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
+    let cpu = processCPUSeconds()
     let elapsed = raw_stream_fetch(stringOption("--peer", in: arguments) ?? "", UInt64(total), options.chunk, Int32(options.window),
                                    arguments.contains("--checksum-raw") ? 1 : 0)
-    tell("DONE \(elapsed) \(peakResidentBytes())")
+    tell("DONE \(elapsed) \(peakResidentBytes()) \(processCPUSeconds() - cpu)")
 }
 
 /// A node for one end of a stream between processes; `--listen HOST` binds it there instead of
@@ -206,7 +214,8 @@ func streamConfiguration(_ name: String, peers: [String], options: Options, argu
 }
 
 /// `stream-originator`: advertises a streaming activity, writes `--size-bytes` to whoever opens its
-/// streams, and reports its peak memory, resumes and bytes sent twice once its standard input closes.
+/// streams, and reports its peak memory, resumes, bytes sent twice and the CPU it spent from the
+/// stream's open on, once its standard input closes.
 func runStreamOriginator(_ arguments: [String]) async throws {
     let options = Options(arguments)
     let total = intOption("--size-bytes", 0, in: arguments)
@@ -220,12 +229,14 @@ func runStreamOriginator(_ arguments: [String]) async throws {
         // Until the parent closes our standard input (the continuer has read everything).
         await untilStandardInputCloses()
         let counters = await node.streamCounters
-        tell("PEAK \(peakResidentBytes()) \(counters.resumed) \(counters.bytesResent)")  // PEAK bytes resumes bytes-sent-again
+        let cpu = processCPUSeconds() - (writer.cpuAtOpen ?? processCPUSeconds())
+        tell("PEAK \(peakResidentBytes()) \(counters.resumed) \(counters.bytesResent) \(cpu)")  // PEAK bytes resumes bytes-sent-again cpu-seconds
     }
 }
 
 /// `stream-continuer`: continues the activity `--id` from the node at `--peer`, reads its stream
-/// to the end, and reports the time, the bytes and its peak memory.
+/// to the end, and reports the time, the bytes, its peak memory, resumes, duplicate bytes and the CPU
+/// it spent on the stream.
 func runStreamContinuer(_ arguments: [String]) async throws {
     let options = Options(arguments)
     guard let peer = stringOption("--peer", in: arguments), let id = stringOption("--id", in: arguments) else {
@@ -241,6 +252,7 @@ func runStreamContinuer(_ arguments: [String]) async throws {
         // the environment both inherit from the benchmark.
         MeasuredSpan.begin()
         let started = ContinuousClock.now
+        let cpu = processCPUSeconds()
         let streams = try await node.openStreams(for: continued, direction: .fromOriginator)
         var received = 0
         // A slow reader (`--pause-ms`): it waits this long after each chunk, granting no credit meanwhile.
@@ -253,7 +265,7 @@ func runStreamContinuer(_ arguments: [String]) async throws {
         let elapsed = seconds(ContinuousClock.now - started)
         MeasuredSpan.end()
         let counters = await node.streamCounters
-        tell("DONE \(elapsed) \(received) \(peakResidentBytes()) \(counters.resumed) \(counters.duplicateBytesDropped)")
+        tell("DONE \(elapsed) \(received) \(peakResidentBytes()) \(counters.resumed) \(counters.duplicateBytesDropped) \(processCPUSeconds() - cpu)")
     }
 }
 
