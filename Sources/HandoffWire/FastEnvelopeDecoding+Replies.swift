@@ -21,8 +21,7 @@ extension FastEnvelopeDecoder {
         if let activity = read.replyActivity.take() {
             return .plain(protocolVersion: read.header.protocolVersion, .activityReply(correlationID: read.header.correlationID, activity))
         }
-        // A traced frame stays whole: tracing takes the envelope as it came.
-        if read.header.traceID.isEmpty, case .streamFrame(let frame)? = read.otherBody {
+        if let frame = read.untracedStreamFrame {
             return .plain(protocolVersion: read.header.protocolVersion, .streamFrame(frame))
         }
         return .envelope(read.generated)

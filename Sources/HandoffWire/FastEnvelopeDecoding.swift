@@ -81,6 +81,13 @@ enum FastEnvelopeDecoder {
             }
             return envelope
         }
+
+        /// A stream frame read in an untraced envelope: all a node takes from such an envelope. A
+        /// traced one stays whole: tracing takes the envelope as it came.
+        var untracedStreamFrame: WireStreamFrame? {
+            guard header.traceID.isEmpty, case .streamFrame(let frame)? = otherBody else { return nil }
+            return frame
+        }
     }
 
     enum OtherBody {

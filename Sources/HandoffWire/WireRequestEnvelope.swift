@@ -51,15 +51,13 @@ extension FastEnvelopeDecoder {
     static func decodeForServer(_ bytes: UnsafeRawBufferPointer, strings: WireStrings?) -> Decoded<WireServerEnvelope>? {
         var read = Read()
         guard (try? envelope(ProtobufReader(bytes, strings: strings), into: &read)) != nil else { return nil }
-        switch read.otherBody {
-        case .continueRequest(let request)?:
+        if case .continueRequest(let request)? = read.otherBody {
             let header = WireRequestHeader(correlationID: read.header.correlationID, sender: read.header.sender.take() ?? WireNodeRef(), traceID: read.header.traceID)
             return .plain(protocolVersion: read.header.protocolVersion, .continueRequest(header, request))
-        case .streamFrame(let frame)? where read.header.traceID.isEmpty:
-            // A traced frame stays whole: tracing takes the envelope as it came.
-            return .plain(protocolVersion: read.header.protocolVersion, .streamFrame(frame, sender: read.header.sender.take() ?? WireNodeRef()))
-        default:
-            return .envelope(read.generated)
         }
+        if let frame = read.untracedStreamFrame {
+            return .plain(protocolVersion: read.header.protocolVersion, .streamFrame(frame, sender: read.header.sender.take() ?? WireNodeRef()))
+        }
+        return .envelope(read.generated)
     }
 }

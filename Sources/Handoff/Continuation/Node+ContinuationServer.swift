@@ -32,8 +32,7 @@ extension Node {
                     await answer(request, header, frame: frames[1], to: identity)
                     continue
                 case .streamFrame(let frame, let sender):
-                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity),
-                                      owner: frames[1].property("User-Id") ?? sender.nodeID, sender: sender)
+                    streamFrameArrived(frame, in: frames, from: identity, sender: sender)
                     continue
                 case .other(let other): envelope = other
                 }
@@ -41,10 +40,7 @@ extension Node {
                 case .continueRequest(let request):
                     await answer(request, WireRequestHeader(envelope), frame: frames[1], to: identity)
                 case .streamFrame(let frame):
-                    // The peer, for the per-peer stream limit: its CURVE key when secure.
-                    let owner = frames[1].property("User-Id") ?? envelope.sender.nodeID
-                    handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner,
-                                      traceID: envelope.traceID, sender: envelope.sender)
+                    streamFrameArrived(frame, in: frames, from: identity, sender: envelope.sender, traceID: envelope.traceID)
                 case .refuse(let error, let noted):
                     noteMalformed(bus: false, noted)
                     reply(to: identity, correlationID: envelope.correlationID, .error(error.wire))
@@ -54,6 +50,15 @@ extension Node {
                 reply(to: identity, correlationID: 0, .error(error.wireError))
             }
         }
+    }
+
+    /// A stream frame the ROUTER received in `frames` (the routing id of the peer `identity`, the
+    /// envelope, a chunk's payload), read alone or in its envelope, goes to its pair.
+    private func streamFrameArrived(_ frame: WireStreamFrame, in frames: [Frame], from identity: [UInt8], sender: WireNodeRef, traceID: String = "") {
+        // The peer, for the per-peer stream limit: its CURVE key when secure.
+        let owner = frames[1].property("User-Id") ?? sender.nodeID
+        handleStreamFrame(frame, payload: frames.count > 2 ? frames[2] : nil, from: .router(identity), owner: owner,
+                          traceID: traceID, sender: sender)
     }
 
     func reply(to identity: [UInt8], correlationID: UInt64, _ body: WireEnvelope.OneOf_Body) {

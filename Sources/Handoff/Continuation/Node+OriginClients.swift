@@ -108,18 +108,22 @@ extension Node {
                 continue
             }
             do {
+                // A stream frame comes alone (a chunk's, a credit's) or in its envelope (the rarer
+                // kinds, and traced ones); either goes to its pair.
+                let frame: WireStreamFrame
                 switch try frames[0].replyEnvelope(strings: sockets.peerStrings) {
                 case .activityReply(let correlationID, let activity):
                     resolve(correlationID, .success(.activity(activity)))
-                case .streamFrame(let frame):
-                    handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
+                    continue
+                case .streamFrame(let alone): frame = alone
                 case .other(let envelope):
-                    if case .streamFrame(let frame) = envelope.body {
-                        handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
-                    } else {
+                    guard case .streamFrame(let inEnvelope) = envelope.body else {
                         resolve(envelope.correlationID, .success(.envelope(envelope)))
+                        continue
                     }
+                    frame = inEnvelope
                 }
+                handleStreamFrame(frame, payload: frames.count > 1 ? frames[1] : nil, from: .dealer(endpoint), owner: endpoint)
             } catch {
                 noteMalformed(bus: false, "a reply from \(endpoint) that is not an envelope: \(error)")
             }
