@@ -85,6 +85,11 @@ enum StreamEvent: Sendable {
 /// cancelled), ``HandoffError/Code-swift.struct/peerLost``,
 /// ``HandoffError/Code-swift.struct/remoteApplicationTimedOut`` (a stall timeout given up on, here or
 /// by the peer: `details["scope"] == "stalled"`).
+///
+/// A reader that stops before the end (it leaves its loop, or its task is cancelled) stops the
+/// other side's writer too: once this side has nothing left to write (it writes nothing, or the
+/// other side acknowledged its end), the pair is cancelled, and the other side's writes throw
+/// ``HandoffError/Code-swift.struct/streamCancelled``.
 public final class ContinuationInputStream: AsyncSequence, Sendable {
     public typealias Element = Data
     public typealias Failure = HandoffError
@@ -116,7 +121,9 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     func setWriterChecksum(_ checksum: StreamChecksum?) { writerChecksum.withLock { $0 = checksum } }
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(stream: self, received: ReceivedBytes(checksum: writerChecksum.withLock { $0 }))
+        Iterator(
+            stream: self, received: ReceivedBytes(checksum: writerChecksum.withLock { $0 }),
+            stopped: enabled ? StoppedReaderSignal(node: node, key: key, counter: counter) : nil)
     }
 
     /// Reads the whole stream.
@@ -140,6 +147,8 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let stream: ContinuationInputStream
         var received: ReceivedBytes
+        /// Tells the node if the iterator is dropped before the end (a reader that stopped).
+        let stopped: StoppedReaderSignal?
         var unacknowledged = 0
         var finished = false
 
@@ -154,6 +163,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
                 if Task.isCancelled {
                     throw HandoffError(.streamCancelled, "the reading task was cancelled after \(received.count) bytes")
                 }
+                stopped?.directionEnded()
                 throw HandoffError(.streamTruncated, "the stream stopped after \(received.count) bytes without an end")
             }
             switch event {
@@ -169,11 +179,13 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
                 return chunk
             case .end(let total, let expected):
                 finished = true
+                stopped?.directionEnded()
                 try received.verifyEnd(total: total, checksum: expected)
                 stream.counter.setTotal(total)
                 return nil
             case .failed(let error):
                 finished = true
+                stopped?.directionEnded()
                 throw error
             }
         }

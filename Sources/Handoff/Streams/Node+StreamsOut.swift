@@ -33,6 +33,13 @@ extension Node {
         perform(session.pair.consumed(chunks: chunks, now: .now), on: session)
     }
 
+    /// The application's reader of a pair stopped before the end, having taken `bytes`
+    /// (``StreamPair/readerStopped(after:now:)``).
+    func streamReaderStopped(_ key: StreamKey, after bytes: UInt64) {
+        guard let session = streams[key] else { return }
+        perform(session.pair.readerStopped(after: bytes, now: .now), on: session)
+    }
+
     /// Ends a pair with an error its peer is told of (its code and message).
     func failStream(_ key: StreamKey, _ error: HandoffError) {
         guard let session = streams[key] else { return }

@@ -110,6 +110,31 @@ extension StreamPair {
         return [send(.credit(acknowledgement(chunks: chunks)), now: now)]
     }
 
+    /// The application's reader stopped before the peer's end (it left its loop, or its task was
+    /// cancelled), having taken `bytes`. Nothing more of this direction will be read, so the peer's
+    /// writer would wait for credit until a stall timeout, off by default, or for ever. The pair is
+    /// cancelled, and the peer told, once this side has nothing left to write: at once when it
+    /// writes nothing or the peer has acknowledged its end, otherwise when the peer does
+    /// (``cancelForStoppedReader(now:)``). A pair that still writes goes on writing: the reader
+    /// stopping is no reason to lose what this side sends.
+    mutating func readerStopped(after bytes: UInt64, now: ContinuousClock.Instant) -> [Action] {
+        guard reads, !endReceived, failure == nil, readerStoppedAfter == nil else { return [] }
+        readerStoppedAfter = bytes
+        return cancelForStoppedReader(now: now)
+    }
+
+    /// Cancels the pair if its reader stopped before the peer's end and everything this side wrote
+    /// is acknowledged, ended (or it writes nothing): no frame the peer still owes this side would be read.
+    mutating func cancelForStoppedReader(now: ContinuousClock.Instant) -> [Action] {
+        guard let bytes = readerStoppedAfter, !endReceived, endAcknowledged, failure == nil else { return [] }
+        var cancel = WireStreamCancel()
+        cancel.reason = "the reader stopped after \(bytes) bytes, before the end"
+        let error = HandoffError(
+            .streamCancelled, "the stream was cancelled here: its reader stopped after \(bytes) of the \(receivedOffset) bytes that arrived, before the end",
+            activityType: activityType)
+        return fail(error, telling: .cancel(cancel), now: now)
+    }
+
     /// The credit granted on a resume: the window, less what the reader still holds.
     mutating func resumeGrant() -> Int {
         creditOutstanding = max(0, window - unconsumed)
