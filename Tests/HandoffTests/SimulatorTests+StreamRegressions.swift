@@ -59,3 +59,19 @@ extension SimulatorTests {
                 "\(run.output.suffix(3_000))")
     }
 }
+
+extension SimulatorTests {
+    /// Regression (2026-12-07, found by 600 fresh seeds the day readers that stop were added): a
+    /// reader that stopped cancelled its pair only once its own side had nothing left to write. Both
+    /// readers of a pair written both ways stopped, each writer then waited on the other's credit,
+    /// and neither side's writing ever ended: a deadlock. A reader that stops now cancels the pair
+    /// at once (`StreamPair.readerStopped`).
+    @Test("regression, seed 9000155: two readers that stop on a pair written both ways end it at once, no writer left waiting on the other's credit")
+    func bothReadersStop() async throws {
+        let run = try await runSimulator(["--seed", "9000155", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("node-0 opens stream 3 with node-1 for a15-n1: 39137 bytes both ways, a reader stopping at byte 13903"), "the seed no longer opens the pair")
+        #expect(run.output.contains("node-1: stream 3 failed (originating side): stream cancelled: the stream was cancelled here: its reader stopped after 14336"),
+                "\(run.output.suffix(3_000))")
+    }
+}

@@ -17,6 +17,22 @@ final class SimulatedStream {
         case pauses(atByte: Int, for: Duration)
         /// Cancels the stream once `atByte` bytes arrived.
         case cancels(atByte: Int)
+        /// Stops reading once `atByte` bytes arrived, without a word (it leaves its loop): the
+        /// node must cancel the pair (``StreamPair/readerStopped(after:now:)``), or the peer's
+        /// writer waits for ever.
+        case stops(atByte: Int)
+
+        /// A reader that gives up at `atByte`: half of them cancel, half stop without a word
+        /// (which, from the byte drawn: a seed's other draws stay as they were).
+        static func givesUp(atByte: Int) -> Reader {
+            atByte % 2 == 0 ? .cancels(atByte: atByte) : .stops(atByte: atByte)
+        }
+
+        /// Whether the application stops reading before the end (the peer may be given up on, or
+        /// give up, for it).
+        var stopsReading: Bool {
+            if case .stops = self { true } else { false }
+        }
 
         var description: String {
             switch self {
@@ -24,6 +40,7 @@ final class SimulatedStream {
             case .slow(let delay): "a slow reader (a chunk per \(delay))"
             case .pauses(let at, let pause): "a reader pausing at byte \(at) for \(pause)"
             case .cancels(let at): "a reader cancelling at byte \(at)"
+            case .stops(let at): "a reader stopping at byte \(at)"
             }
         }
     }
@@ -75,6 +92,8 @@ final class SimulatedStream {
         var pausedUntil: Duration?
         /// The reader saw the end, verified.
         var readWhole = false
+        /// The reader stopped before the end (``Reader/stops(atByte:)``) and the node was told.
+        var readerStopped = false
         /// The pair completed (both halves), or failed with this.
         var completed = false
         var failure: HandoffError?

@@ -72,6 +72,17 @@ extension SimulatedWorld {
             cancel.reason = "the reader had enough"
             let error = HandoffError(.streamCancelled, "the stream was cancelled here: \(cancel.reason)")
             perform(stream, side, stream.pairDo(side) { $0.fail(error, telling: .cancel(cancel), now: instant) })
+        case .stops(let atByte):
+            guard stream[side]!.received >= atByte else {
+                consume(stream, side, chunks: stream[side]!.held)
+                return
+            }
+            // The iterator is dropped: what it holds is never read, nor granted back.
+            guard !stream[side]!.readerStopped else { return }
+            stream[side]!.readerStopped = true
+            let taken = UInt64(stream[side]!.received)
+            log("\(nodes[stream[side]!.node].id): stream \(stream.number)'s reader stops after \(taken) bytes")
+            perform(stream, side, stream.pairDo(side) { $0.readerStopped(after: taken, now: instant) })
         }
     }
 

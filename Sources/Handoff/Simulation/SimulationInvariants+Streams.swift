@@ -24,9 +24,10 @@ extension SimulationInvariants {
                let side = SimulatedStream.Side.allCases.first(where: { stream.endDo($0, { $0.failure?.code == .streamProtocolViolation }) == true }) {
                 return failure(world, "stream-honest-peers-agree", "stream \(stream.number), \(side) side: \(stream[side]!.failure!.message)")
             }
-            // "stream-stall-justified": only a peer whose application stopped is given up on for
-            // stalling; a slow or pausing reader, a broken connection or a stopped node never is.
-            if !stream.stuck, !stream.floods,
+            // "stream-stall-justified": only a peer whose application stopped (writing, or
+            // reading) is given up on for stalling; a slow or pausing reader, a broken connection
+            // or a stopped node never is.
+            if !stream.stuck, !stream.floods, !stream.reader.stopsReading,
                let side = SimulatedStream.Side.allCases.first(where: { stream.endDo($0, { $0.failure?.details["scope"] == "stalled" }) == true }) {
                 return failure(world, "stream-stall-justified", "stream \(stream.number), \(side) side, whose applications write and read: \(stream[side]!.failure!.message)")
             }

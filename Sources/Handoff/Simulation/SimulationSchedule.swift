@@ -148,7 +148,7 @@ struct SimulationSchedule {
             case ..<0.55: .prompt
             case ..<0.75: .slow(random.duration(.milliseconds(5)...(.milliseconds(150))))
             case ..<0.9: .pauses(atByte: Int.random(in: 0...max(0, bytes), using: &random), for: random.duration(.seconds(3)...(.seconds(12))))
-            default: .cancels(atByte: Int.random(in: 0...max(0, bytes), using: &random))
+            default: .givesUp(atByte: Int.random(in: 0...max(0, bytes), using: &random))
             }
             add(at, .openStream(node: node, pick: pick, bytes: bytes, direction: direction, reader: reader, floods: false))
         }

@@ -86,10 +86,10 @@ enum StreamEvent: Sendable {
 /// ``HandoffError/Code-swift.struct/remoteApplicationTimedOut`` (a stall timeout given up on, here or
 /// by the peer: `details["scope"] == "stalled"`).
 ///
-/// A reader that stops before the end (it leaves its loop, or its task is cancelled) stops the
-/// other side's writer too: once this side has nothing left to write (it writes nothing, or the
-/// other side acknowledged its end), the pair is cancelled, and the other side's writes throw
-/// ``HandoffError/Code-swift.struct/streamCancelled``.
+/// A reader that stops before the end (it leaves its loop, or its task is cancelled) cancels the
+/// pair: the other side's writes throw ``HandoffError/Code-swift.struct/streamCancelled`` instead of
+/// waiting for credit that would never come, and so do this side's, if it still writes (a pair is
+/// one conversation: read to the end to go on writing).
 public final class ContinuationInputStream: AsyncSequence, Sendable {
     public typealias Element = Data
     public typealias Failure = HandoffError

@@ -130,7 +130,6 @@ extension StreamPair {
         }
         rewind(to: resume.receivedOffset, credit: Int(resume.window), endReceived: resume.endReceived, now: now)
         return [.record(.resumed(peerHad: resume.receivedOffset, wasInterrupted: interruptedSince != nil))] + pump(now: now) + completion()
-            + cancelForStoppedReader(now: now)
     }
 
     // MARK: Interruption and loss

@@ -32,7 +32,7 @@ extension StreamPair {
     mutating func creditArrived(_ credit: WireStreamCredit, now: ContinuousClock.Instant) -> [Action] {
         sendCredit += Int(credit.chunks)
         acknowledge(upTo: credit.acknowledgedOffset, endReceived: credit.endReceived, now: now)
-        return pump(now: now) + completion() + cancelForStoppedReader(now: now)
+        return pump(now: now) + completion()
     }
 
     private mutating func transmit(_ chunk: SentChunk, now: ContinuousClock.Instant) -> Action {

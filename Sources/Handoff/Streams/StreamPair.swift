@@ -81,9 +81,6 @@ struct StreamPair {
     /// announced) fails the pair rather than being held to its length only
     /// (``Node/Configuration/requireVerifiedStreamEnds``).
     var requiresVerifiedEnd = false
-    /// The application's reader stopped before the peer's end, having taken this many bytes
-    /// (``readerStopped(after:now:)``): the pair is cancelled once this side has nothing left to write.
-    var readerStoppedAfter: UInt64?
 
     // MARK: Liveness and outcome
 
