@@ -66,6 +66,12 @@ public final class StallProbe: Sendable {
         }
     }
 
+    /// How long, so far, the thread was held past its wakes in all, or the executor's task,
+    /// whichever was held longer; the probes go on.
+    public var heldSoFar: Duration {
+        .nanoseconds(max(lateness.load(ordering: .relaxed), executorLateness.load(ordering: .relaxed)))
+    }
+
     /// Stops the probes; how long the thread was held past its wakes in all, or the executor's
     /// task, whichever was held longer.
     public func stop() -> Duration {

@@ -3,6 +3,7 @@ import Glibc
 import Handoff
 import HandoffWire
 import Testing
+import ZeroMQ
 import HandoffTestSupport
 
 /// A peer speaking the wire contract by hand, with identifiers far over its limits.
@@ -35,6 +36,12 @@ struct WireLimitsTests {
     @Test("malformed continuation input is counted: too many frames, not an envelope, the wrong body; the node goes on")
     func malformedContinuationInput() async throws {
         try await Node.withRunning(testConfiguration("malformed")) { node in
+            // This test and NodeUnfinishedMessageTests' continuation case failed together, once in
+            // five CI runs, in the parallel pass's first ten seconds (each node silent for 5 s and
+            // more), and never alone. The probe says how far behind the loops and the pool were
+            // then: a reply is allowed that much longer, once, and a failure says it.
+            let probe = StallProbe.start(alsoOn: EventLoops.shared)
+            defer { _ = probe.stop() }
             let activity = try UserActivity(activityType: "org.handoff.contacts.edit-contact")
             try await activity.becomeCurrent(on: node)
             let peer = try WirePeer(connectingTo: node.continuationEndpoint)
@@ -42,7 +49,11 @@ struct WireLimitsTests {
             try peer.send(frames: [[0xFF, 0xFF, 0xFF]])
             try peer.send(.advertisement(WireAdvertisement()), correlationID: 3)
             // Refused with an error reply each, the two that had an envelope place to answer.
-            for _ in 0..<2 { #expect(try await peer.receive(within: .seconds(5)) != nil) }
+            for index in 0..<2 {
+                var reply = try await peer.receive(within: .seconds(5))
+                if reply == nil { reply = try await peer.receive(within: probe.heldSoFar) }
+                #expect(reply != nil, "no error reply \(index + 1) within 5 s and the \(probe.heldSoFar) the loops and the pool were held meanwhile")
+            }
             #expect(await node.securityCounters.malformedContinuation == 3)
             // And a well-formed request is still answered.
             var request = WireContinueRequest()
