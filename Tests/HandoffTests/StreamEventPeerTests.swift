@@ -11,7 +11,7 @@ import HandoffTestSupport
 struct StreamEventPeerTests {
     /// The stream events `monitor` receives, by kind, with the peer each names: until both the
     /// opened and the finished event have come (at most 10 s), then until 300 ms pass without another.
-    private func streamEvents(_ monitor: Socket) async throws -> [(kind: WireNodeEvent.Kind, peer: String)] {
+    static func streamEvents(_ monitor: Socket) async throws -> [(kind: WireNodeEvent.Kind, peer: String)] {
         var events: [(kind: WireNodeEvent.Kind, peer: String)] = []
         try await receiveMessages(monitor, within: .seconds(10), quiet: .milliseconds(300), until: {
             events.contains { $0.kind == .streamOpened } && events.contains { $0.kind == .streamFinished }
@@ -38,7 +38,7 @@ struct StreamEventPeerTests {
             let continued = try #require(try await b.continueActivity(try await discovered(activity.id, on: b), wantingStreams: true).restored)
             let streams = try await b.openStreams(for: continued, direction: .fromOriginator)
             #expect(try await streams.input.readAll().count == peer.outgoing.count)
-            let atOriginator = try await streamEvents(monitors[0]), atContinuer = try await streamEvents(monitors[1])
+            let atOriginator = try await Self.streamEvents(monitors[0]), atContinuer = try await Self.streamEvents(monitors[1])
             for (events, other) in [(atOriginator, "node-b"), (atContinuer, "node-a")] {
                 #expect(events.contains { $0.kind == .streamOpened }, "\(events)")
                 #expect(events.contains { $0.kind == .streamFinished }, "\(events)")

@@ -85,7 +85,10 @@ struct StreamInboxTests {
     func cancelledIteration() async throws {
         let node = try Node(configuration: testConfiguration("inbox"))
         let inbox = StreamInbox()
-        let input = ContinuationInputStream(node: node, key: StreamKey(local: 1), events: inbox, window: 16, enabled: true)
+        let key = StreamKey(local: 1)
+        let input = ContinuationInputStream(
+            side: StreamReadingSide(node: node, key: key, events: inbox, window: 16, enabled: true),
+            hold: ApplicationHold(node: node, key: key, generation: 1))
         let reader = Task { () throws(HandoffError) -> Int in
             var count = 0
             for try await chunk in input { count += chunk.count }
@@ -110,7 +113,7 @@ struct StreamInboxTests {
         var session: StreamSession? = StreamSession(
             node: node, key: StreamKey(local: 1), route: StreamRoute(peer: .dealer("tcp://127.0.0.1:1"), id: 1), activityID: "A",
             owner: "peer", pair: pair, checksum: .crc32c)
-        let input = try #require(session?.input)
+        let input = try #require(session?.streams.input)
         let reader = Task { () throws(HandoffError) -> Int in
             var count = 0
             for try await chunk in input { count += chunk.count }

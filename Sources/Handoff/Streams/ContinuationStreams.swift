@@ -47,6 +47,11 @@ final class ProgressCounter: Sendable {
 /// bounded whatever the size of the stream; each direction ends with its total length and a checksum
 /// (CRC-32C unless ``Node/Configuration/streamChecksum`` says otherwise), and a reader never sees a
 /// truncated or corrupted stream finish normally.
+///
+/// Once the application holds none of the pair's handles (this value, its ``input``, its
+/// ``output``), the node ends what it left unfinished: an output never written to as an empty
+/// stream, one written to without ``ContinuationOutputStream/finish()`` by a cancel; bytes that
+/// arrived unread cancel the pair too.
 public struct ContinuationStreams: Sendable {
     /// The stream pair's id (chosen by the continuing node).
     public let id: UInt64
@@ -94,36 +99,29 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
     public typealias Element = Data
     public typealias Failure = HandoffError
 
-    let node: Node
-    let key: StreamKey
-    let events: StreamInbox
-    /// Chunks consumed between two credit grants to the writer.
-    let creditBatch: Int
-    let counter = ProgressCounter()
-    /// Whether anything can arrive (a pair opened one way has an empty, ended input on one side).
-    let enabled: Bool
-    /// The checksum the writer announced it ends with, set when the pair opens (`nil`: one this
-    /// side does not compute).
-    private let writerChecksum = Mutex<StreamChecksum?>(.crc32c)
+    /// What the node shares with the application's reader: the queue, the counter, the checksum.
+    let side: StreamReadingSide
+    /// The application's hold on the pair: when the last of its handles goes, the node finishes
+    /// or cancels what the application left (``ApplicationHold``).
+    let hold: ApplicationHold
 
-    init(node: Node, key: StreamKey, events: StreamInbox, window: Int, enabled: Bool) {
-        self.node = node
-        self.key = key
-        self.events = events
-        self.enabled = enabled
-        creditBatch = Swift.max(1, window / 4)
+    init(side: StreamReadingSide, hold: ApplicationHold) {
+        self.side = side
+        self.hold = hold
     }
 
-    /// Bytes received so far, and the total when the writer has said.
-    public var progress: StreamProgress { counter.progress }
+    var node: Node { side.node }
+    var key: StreamKey { side.key }
+    /// Whether anything can arrive (a pair opened one way has an empty, ended input on one side).
+    var enabled: Bool { side.enabled }
 
-    /// Set from the peer's open, before the application has the stream.
-    func setWriterChecksum(_ checksum: StreamChecksum?) { writerChecksum.withLock { $0 = checksum } }
+    /// Bytes received so far, and the total when the writer has said.
+    public var progress: StreamProgress { side.counter.progress }
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(
-            stream: self, received: ReceivedBytes(checksum: writerChecksum.withLock { $0 }),
-            stopped: enabled ? StoppedReaderSignal(node: node, key: key, counter: counter) : nil)
+            stream: self, received: ReceivedBytes(checksum: side.writerChecksum),
+            stopped: side.enabled ? StoppedReaderSignal(node: side.node, key: side.key, counter: side.counter) : nil)
     }
 
     /// Reads the whole stream.
@@ -158,7 +156,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
 
         public mutating func next(isolation actor: isolated (any Actor)?) async throws(HandoffError) -> Data? {
             guard !finished else { return nil }
-            guard let event = await stream.events.next(isolation: actor) else {
+            guard let event = await stream.side.events.next(isolation: actor) else {
                 finished = true
                 if Task.isCancelled {
                     throw HandoffError(.streamCancelled, "the reading task was cancelled after \(received.count) bytes")
@@ -169,9 +167,9 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
             switch event {
             case .data(let chunk):
                 received.absorb(chunk)
-                stream.counter.bytes.store(received.count, ordering: .relaxed)
+                stream.side.counter.bytes.store(received.count, ordering: .relaxed)
                 unacknowledged += 1
-                if unacknowledged >= stream.creditBatch {
+                if unacknowledged >= stream.side.creditBatch {
                     let granted = unacknowledged
                     unacknowledged = 0
                     await stream.node.streamConsumed(stream.key, chunks: granted)
@@ -181,7 +179,7 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
                 finished = true
                 stopped?.directionEnded()
                 try received.verifyEnd(total: total, checksum: expected)
-                stream.counter.setTotal(total)
+                stream.side.counter.setTotal(total)
                 return nil
             case .failed(let error):
                 finished = true
@@ -189,108 +187,5 @@ public final class ContinuationInputStream: AsyncSequence, Sendable {
                 throw error
             }
         }
-    }
-}
-
-/// Bytes to the other side of a continuation stream.
-///
-/// ```swift
-/// streams.output.expectedLength = UInt64(payload.count)   // optional: lets the reader show progress
-/// try await streams.output.write(payload)                  // suspends while the reader is behind
-/// try await streams.output.finish()                        // sends length and checksum
-/// ```
-///
-/// Write from one task at a time. Writes are cut into chunks and suspend when the reader's window is
-/// full, so memory stays bounded however much is written.
-public final class ContinuationOutputStream: Sendable {
-    let node: Node
-    let key: StreamKey
-    /// Whether this side writes at all (a pair opened one way has a closed output on one side).
-    let enabled: Bool
-    private let chunkSizeStorage: Atomic<Int>
-    /// Largest chunk sent: at most the size the reader accepts.
-    public var chunkSize: Int { chunkSizeStorage.load(ordering: .relaxed) }
-    let counter = ProgressCounter()
-
-    private struct State {
-        var offset: UInt64 = 0
-        var digest: StreamDigest
-        var finished = false
-        var expectedLength: UInt64?
-    }
-    private let state: Mutex<State>
-
-    /// `checksum`: what this side's open announced its end will carry.
-    init(node: Node, key: StreamKey, chunkSize: Int, enabled: Bool, checksum: StreamChecksum) {
-        self.node = node
-        self.key = key
-        self.enabled = enabled
-        chunkSizeStorage = Atomic(chunkSize)
-        state = Mutex(State(digest: StreamDigest(checksum)))
-    }
-
-    /// Set once the peer said which chunk size it accepts.
-    func setChunkSize(_ size: Int) { chunkSizeStorage.store(max(1, size), ordering: .relaxed) }
-
-    /// The total the writer will send, when known: set it before writing so the reader can show progress.
-    public var expectedLength: UInt64? {
-        get { state.withLock { $0.expectedLength } }
-        set {
-            state.withLock { $0.expectedLength = newValue }
-            if let newValue { counter.setTotal(newValue) }
-        }
-    }
-
-    /// Bytes written so far, and the expected total when set.
-    public var progress: StreamProgress { counter.progress }
-
-    /// Writes bytes, suspending while the reader's window is full.
-    ///
-    /// - Throws: ``HandoffError``: ``HandoffError/Code-swift.struct/streamCancelled``,
-    ///   ``HandoffError/Code-swift.struct/peerLost``, ``HandoffError/Code-swift.struct/remoteApplicationTimedOut``
-    ///   (a stall timeout), or a write after ``finish()``.
-    nonisolated(nonsending)
-    public func write(_ bytes: some ContiguousBytes) async throws(HandoffError) {
-        let count = bytes.withUnsafeBytes { $0.count }
-        let chunkSize = self.chunkSize
-        var start = 0
-        while start < count {
-            let end = min(start + chunkSize, count)
-            let (offset, total, previous) = try state.withLock { (state) throws(HandoffError) -> (UInt64, UInt64?, StreamDigest) in
-                guard !state.finished else {
-                    throw HandoffError(.streamCancelled, "write after finish(): the stream is already complete")
-                }
-                return (state.offset, state.expectedLength, state.digest)
-            }
-            var digest = previous
-            // Copy into libzmq's buffer and checksum (CRC-32C: in the same pass).
-            let chunk: Frame = bytes.withUnsafeBytes { all in
-                let slice = UnsafeRawBufferPointer(rebasing: all[start..<end])
-                return Frame(count: slice.count) { destination in
-                    digest.copy(slice, to: destination.baseAddress!)
-                }
-            }
-            state.withLock { state in
-                state.digest = digest
-                state.offset = offset + UInt64(chunk.count)
-            }
-            try await node.sendStreamData(key, chunk: chunk, offset: offset, total: total)
-            counter.bytes.store(offset + UInt64(chunk.count), ordering: .relaxed)
-            start = end
-        }
-    }
-
-    /// Ends this direction: sends the total length and checksum. Further writes fail. On an
-    /// output the pair's direction closed (``StreamDirection``), it does nothing.
-    public func finish() async throws(HandoffError) {
-        guard enabled else { return }
-        let (total, checksum) = try state.withLock { (state) throws(HandoffError) -> (UInt64, StreamEndChecksum) in
-            guard !state.finished else { throw HandoffError(.streamCancelled, "finish() called twice") }
-            state.finished = true
-            // A writer's digest is made from the algorithm its open announced: it always has one.
-            return (state.offset, state.digest.checksum!)
-        }
-        counter.setTotal(total)
-        try await node.sendStreamEnd(key, total: total, checksum: checksum)
     }
 }

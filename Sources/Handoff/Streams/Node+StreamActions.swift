@@ -33,10 +33,10 @@ extension Node {
                 session.incoming.yield(.end(total: total, checksum: checksum))
                 session.incoming.finish()
             case .expectLength(let total):
-                session.input.counter.setTotal(total)
+                session.reading.counter.setTotal(total)
             case .opened(let answer):
-                session.output.setChunkSize(session.pair.writeChunkSize)
-                session.input.setWriterChecksum(session.pair.peerChecksum)
+                session.writing.setChunkSize(session.pair.writeChunkSize)
+                session.reading.setWriterChecksum(session.pair.peerChecksum)
                 session.openWaiter?.resume(returning: .success(answer))
                 session.openWaiter = nil
             case .wakeWriter:

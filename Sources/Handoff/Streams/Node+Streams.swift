@@ -203,7 +203,7 @@ extension Node {
         perform(session.pair.accept(open, answer: answer, now: .now), on: session)
         // Refused as it opened (an end it could not verify): the application never sees it.
         guard session.pair.failure == nil else { return }
-        session.input.setWriterChecksum(session.pair.peerChecksum)
+        session.reading.setWriterChecksum(session.pair.peerChecksum)
         publishStreamEvent(.streamOpened, session)
         let pair = session.streams
         if let document {

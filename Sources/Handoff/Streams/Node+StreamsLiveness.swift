@@ -34,7 +34,7 @@ extension Node {
                 session.progressReportedAt = now
                 publishStreamEvent(.streamProgress, session)
             }
-            session.pair.readerTook(session.input.progress.bytes, now: now)
+            session.pair.readerTook(session.reading.counter.progress.bytes, now: now)
             let actions = session.pair.tick(now: now, limits: limits, writerWaiting: session.creditWaiter != nil)
             perform(actions, on: session)
         }

@@ -40,6 +40,15 @@ extension Node {
         perform(session.pair.readerStopped(after: bytes, now: .now), on: session)
     }
 
+    /// The application let go of every handle of a pair's hold of `generation` (``ApplicationHold``):
+    /// unless it holds the pair again, what it left is ended (``StreamPair/applicationLetGo(readerTook:written:emptyEnd:now:)``).
+    func applicationLetGo(_ key: StreamKey, generation: Int) {
+        guard let session = streams[key], !session.heldAfterLetGo(of: generation), session.pair.isLive else { return }
+        let (written, emptyEnd) = session.writing.letGo()
+        let readerTook = session.reading.counter.progress.bytes
+        perform(session.pair.applicationLetGo(readerTook: readerTook, written: written, emptyEnd: emptyEnd, now: .now), on: session)
+    }
+
     /// Ends a pair with an error its peer is told of (its code and message).
     func failStream(_ key: StreamKey, _ error: HandoffError) {
         guard let session = streams[key] else { return }
@@ -65,7 +74,7 @@ extension Node {
         event.streamID = session.route.id
         event.bytesSent = session.pair.bytesSent
         event.bytesReceived = session.pair.bytesArrived
-        event.expectedLength = session.input.progress.total ?? 0
+        event.expectedLength = session.reading.counter.progress.total ?? 0
         event.detail = detail
         if let peer = session.peer { event.peer = peer }
         session.reported = (event.bytesSent, event.bytesReceived)

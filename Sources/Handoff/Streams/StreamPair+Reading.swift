@@ -45,6 +45,8 @@ extension StreamPair {
             return [.record(.droppedAheadOfResume(chunk.count))]
         case .violation(let reason):
             return violate(reason, now: now)
+        case .deliver where abandoned:
+            return arrivedAbandoned(chunk.count, now: now)
         case .deliver(let start):
             let fresh = start == 0 ? chunk : chunk.subdata(in: chunk.startIndex + start..<chunk.endIndex)
             creditOutstanding -= 1
@@ -108,25 +110,6 @@ extension StreamPair {
         guard !endReceived else { return [] }
         creditOutstanding += chunks
         return [send(.credit(acknowledgement(chunks: chunks)), now: now)]
-    }
-
-    /// The application's reader stopped before the peer's end (it left its loop, or its task was
-    /// cancelled), having taken `bytes`. Nothing more of this direction will be read, so the peer's
-    /// writer would wait for credit until a stall timeout, off by default, or for ever: the pair is
-    /// cancelled, and the peer told how far the reader got.
-    ///
-    /// The whole pair, though this side may still write: the contract has no way to stop one
-    /// direction alone, and waiting for this side to finish writing first deadlocks a pair whose
-    /// readers both stop while both write, each writer waiting on the other's credit (found by the
-    /// simulator, seed 9000155, when this waited for this side's end to be acknowledged).
-    mutating func readerStopped(after bytes: UInt64, now: ContinuousClock.Instant) -> [Action] {
-        guard reads, !endReceived, failure == nil else { return [] }
-        var cancel = WireStreamCancel()
-        cancel.reason = "the reader stopped after \(bytes) bytes, before the end"
-        let error = HandoffError(
-            .streamCancelled, "the stream was cancelled here: its reader stopped after \(bytes) of the \(receivedOffset) bytes that arrived, before the end",
-            activityType: activityType)
-        return fail(error, telling: .cancel(cancel), now: now)
     }
 
     /// The credit granted on a resume: the window, less what the reader still holds.

@@ -81,6 +81,9 @@ struct StreamPair {
     /// announced) fails the pair rather than being held to its length only
     /// (``Node/Configuration/requireVerifiedStreamEnds``).
     var requiresVerifiedEnd = false
+    /// The application let go of the pair before anything arrived to read
+    /// (``applicationLetGo(readerTook:written:emptyEnd:now:)``): the first bytes that do cancel it.
+    var abandoned = false
 
     // MARK: Liveness and outcome
 

@@ -59,10 +59,19 @@ final class StreamSession {
     /// continue's, set on its open; on the originating side, while its end is still to be reported.
     var traceID: String?
 
-    /// What arrives for the reader (``input``).
+    /// What arrives for the reader.
     let incoming = StreamInbox()
-    let input: ContinuationInputStream
-    let output: ContinuationOutputStream
+    /// What the node shares with the application's reader and writer, for the pair's life.
+    let reading: StreamReadingSide
+    let writing: StreamWritingSide
+    /// The handles the application holds (``streams``), not kept alive by the node: once the
+    /// application let them all go, ``ApplicationHold`` tells the node.
+    private weak var heldInput: ContinuationInputStream?
+    private weak var heldOutput: ContinuationOutputStream?
+    private weak var hold: ApplicationHold?
+    /// The generation of the hold handed out last (``ApplicationHold/generation``).
+    private(set) var holdGeneration = 0
+    private unowned let node: Node
 
     /// `checksum`: what this side's writer ends with (its open announces it).
     init(node: Node, key: StreamKey, route: StreamRoute, activityID: String, owner: String, pair: StreamPair, checksum: StreamChecksum) {
@@ -71,8 +80,9 @@ final class StreamSession {
         self.activityID = activityID
         self.owner = owner
         self.pair = pair
-        input = ContinuationInputStream(node: node, key: key, events: incoming, window: pair.window, enabled: pair.reads)
-        output = ContinuationOutputStream(node: node, key: key, chunkSize: pair.writeChunkSize, enabled: pair.writes, checksum: checksum)
+        self.node = node
+        reading = StreamReadingSide(node: node, key: key, events: incoming, window: pair.window, enabled: pair.reads)
+        writing = StreamWritingSide(node: node, key: key, chunkSize: pair.writeChunkSize, enabled: pair.writes, checksum: checksum)
         if !pair.reads {
             // The open excluded this direction: the reading half is empty and already ended.
             incoming.yield(.end(total: 0, checksum: nil))
@@ -90,9 +100,24 @@ final class StreamSession {
     var isContinuer: Bool { pair.isContinuer }
     var failure: HandoffError? { pair.failure }
 
+    /// The pair as the application holds it: the handles it holds now, if it holds any, else new
+    /// ones under a new hold.
     var streams: ContinuationStreams {
-        ContinuationStreams(id: route.id, activityID: activityID, input: input, output: output)
+        let hold = self.hold ?? {
+            holdGeneration += 1
+            let made = ApplicationHold(node: node, key: key, generation: holdGeneration)
+            self.hold = made
+            return made
+        }()
+        let input = heldInput ?? ContinuationInputStream(side: reading, hold: hold)
+        let output = heldOutput ?? ContinuationOutputStream(side: writing, hold: hold)
+        (heldInput, heldOutput) = (input, output)
+        return ContinuationStreams(id: route.id, activityID: activityID, input: input, output: output)
     }
+
+    /// Whether the application holds the pair again, or still, after the hold of `generation`
+    /// went: a handle handed out since (a newer hold) keeps the pair the application's.
+    func heldAfterLetGo(of generation: Int) -> Bool { hold != nil || holdGeneration != generation }
 
     /// Whether the pair waits on its peer, not on this side (``StreamPair/waitsOnPeer(writerWaiting:)``).
     var waitsOnPeer: Bool { pair.waitsOnPeer(writerWaiting: creditWaiter != nil) }
