@@ -21,17 +21,30 @@ final class SimulatedStream {
         /// node must cancel the pair (``StreamPair/readerStopped(after:now:)``), or the peer's
         /// writer waits for ever.
         case stops(atByte: Int)
+        /// The application lets go of the pair once `atByte` bytes arrived, reading and writing no
+        /// more (0: the originating application, as the pair opens): the node ends what it left
+        /// (``StreamPair/applicationLetGo(readerTook:written:emptyEnd:now:)``).
+        case letsGo(atByte: Int)
 
-        /// A reader that gives up at `atByte`: half of them cancel, half stop without a word
-        /// (which, from the byte drawn: a seed's other draws stay as they were).
+        /// A reader that gives up at `atByte`: half of them stop without a word, a quarter cancel,
+        /// a quarter let go of the pair, half of those as it opens (which, from the byte drawn: a
+        /// seed's other draws stay as they were, and so do the readers that stopped before
+        /// applications let go, seed 9000155's among them).
         static func givesUp(atByte: Int) -> Reader {
-            atByte % 2 == 0 ? .cancels(atByte: atByte) : .stops(atByte: atByte)
+            switch atByte % 4 {
+            case 1, 3: .stops(atByte: atByte)
+            case 2: .letsGo(atByte: atByte / 4 % 2 == 0 ? 0 : atByte)
+            default: .cancels(atByte: atByte)
+            }
         }
 
         /// Whether the application stops reading before the end (the peer may be given up on, or
         /// give up, for it).
         var stopsReading: Bool {
-            if case .stops = self { true } else { false }
+            switch self {
+            case .stops, .letsGo: true
+            default: false
+            }
         }
 
         var description: String {
@@ -41,6 +54,8 @@ final class SimulatedStream {
             case .pauses(let at, let pause): "a reader pausing at byte \(at) for \(pause)"
             case .cancels(let at): "a reader cancelling at byte \(at)"
             case .stops(let at): "a reader stopping at byte \(at)"
+            case .letsGo(0): "an originating application letting go of the pair as it opens"
+            case .letsGo(let at): "an application letting go of the pair at byte \(at)"
             }
         }
     }
@@ -94,6 +109,10 @@ final class SimulatedStream {
         var readWhole = false
         /// The reader stopped before the end (``Reader/stops(atByte:)``) and the node was told.
         var readerStopped = false
+        /// The application let go of the pair (``Reader/letsGo(atByte:)``): it reads and writes no more.
+        var letGo = false
+        /// It let go before writing anything: its direction ended as an empty stream.
+        var wroteEmpty = false
         /// The pair completed (both halves), or failed with this.
         var completed = false
         var failure: HandoffError?
@@ -229,10 +248,11 @@ final class SimulatedStream {
         return side == .continuer ? all[number % all.count] : all[number / all.count % all.count]
     }
 
-    /// The checksum of the whole content as `side`'s writer's end carries it.
-    func checksum(writtenBy side: Side) -> StreamEndChecksum {
+    /// The checksum of the whole content as `side`'s writer's end carries it (`empty`: of no bytes,
+    /// as an application that let go before writing ends its direction).
+    func checksum(writtenBy side: Side, empty: Bool = false) -> StreamEndChecksum {
         var all = ReceivedBytes(checksum: checksumAlgorithm(writtenBy: side))
-        all.absorb(Data(wholeContent))
+        if !empty { all.absorb(Data(wholeContent)) }
         return all.checksum!
     }
 }

@@ -36,8 +36,10 @@ extension SimulatedWorld {
                 return
             }
         }
-        let written = stream.checksum(writtenBy: side.other)
-        guard refused == nil, !stream.liedBytesRead || side != .continuer, read.count == UInt64(stream.bytes), checksum == written else {
+        // A writer that let go before writing ended its direction as an empty stream.
+        let empty = stream.endDo(side.other, { $0.wroteEmpty }) == true
+        let written = stream.checksum(writtenBy: side.other, empty: empty)
+        guard refused == nil, !stream.liedBytesRead || side != .continuer, read.count == UInt64(empty ? 0 : stream.bytes), checksum == written else {
             stream.corrupted = stream.corrupted ?? "the \(side) side's reader got an end of \(total) bytes, checksum \(checksum.map(String.init(describing:)) ?? "none"), after \(read.count) bytes (\(read.checksum.map(String.init(describing:)) ?? "none computed")\(refused.map { "; \($0)" } ?? "")); the writer wrote \(stream.bytes) bytes, \(written)"
             return
         }
@@ -83,7 +85,37 @@ extension SimulatedWorld {
             let taken = UInt64(stream[side]!.received)
             log("\(nodes[stream[side]!.node].id): stream \(stream.number)'s reader stops after \(taken) bytes")
             perform(stream, side, stream.pairDo(side) { $0.readerStopped(after: taken, now: instant) })
+        case .letsGo(let atByte):
+            // At byte 0 the originating application lets go as the pair opens, and the continuing
+            // one reads (and writes) on: what it writes arrives at a pair let go before any did.
+            guard atByte > 0, stream[side]!.received >= atByte else {
+                consume(stream, side, chunks: stream[side]!.held)
+                return
+            }
+            letGo(stream, side)
         }
+    }
+
+    /// The application lets go of the pair at `side` (``SimulatedStream/Reader/letsGo(atByte:)``):
+    /// an iterator that took bytes stopped first (its signal reaches the node first), then the node
+    /// ends what the application left, as ``Node`` does when the last handle goes.
+    func letGo(_ stream: SimulatedStream, _ side: Side) {
+        guard endAlive(stream, side), !stream[side]!.letGo else { return }
+        stream[side]!.letGo = true
+        let (received, written, endWritten) = (stream[side]!.received, stream[side]!.written, stream[side]!.endWritten)
+        log("\(nodes[stream[side]!.node].id): stream \(stream.number)'s application lets go after reading \(received) bytes and writing \(written)")
+        if received > 0 {
+            perform(stream, side, stream.pairDo(side) { $0.readerStopped(after: UInt64(received), now: instant) })
+        }
+        var emptyEnd: StreamEndChecksum?
+        if written == 0, !endWritten, stream[side]!.pair.writes {
+            emptyEnd = stream.checksum(writtenBy: side, empty: true)
+            stream[side]!.wroteEmpty = true
+            stream[side]!.endWritten = true
+        }
+        perform(stream, side, stream.pairDo(side) {
+            $0.applicationLetGo(readerTook: UInt64(received), written: UInt64(written), emptyEnd: emptyEnd, now: instant)
+        })
     }
 
     /// A slow or pausing reader's next read.
@@ -144,7 +176,7 @@ extension SimulatedWorld {
             let ticked = Side.allCases.filter { stream[$0]?.node == index && endHeld(stream, $0) }
             for side in ticked {
                 // The writing application waits on credit while it has more to write.
-                let writerWaiting = stream[side]!.written < stream.bytesToWrite && !stream.floods
+                let writerWaiting = stream[side]!.written < stream.bytesToWrite && !stream.floods && !stream[side]!.letGo
                 perform(stream, side, stream.pairDo(side) { $0.tick(now: instant, limits: stream.limits, writerWaiting: writerWaiting) })
             }
             if !ticked.isEmpty { drive(stream) }

@@ -121,6 +121,7 @@ extension SimulatedWorld {
             checksum: stream.checksumAlgorithm(writtenBy: .origin).wire, resumeToken: Data(streamNetwork.token().utf8))
         perform(stream, .origin, stream.pairDo(.origin) { $0.accept(request, answer: answer, now: instant) })
         stream[.origin]!.read = ReceivedBytes(checksum: pair.peerChecksum)
+        if case .letsGo(0) = stream.reader { letGo(stream, .origin) }
         drive(stream)
     }
 
@@ -189,7 +190,7 @@ extension SimulatedWorld {
     /// The writing applications write while their credit allows, then end.
     func drive(_ stream: SimulatedStream) {
         for side in Side.allCases where endHeld(stream, side) {
-            guard let end = stream[side], end.pair.writes, end.pair.isLive, !end.pair.isOpening, !end.endWritten else { continue }
+            guard let end = stream[side], !end.letGo, end.pair.writes, end.pair.isLive, !end.pair.isOpening, !end.endWritten else { continue }
             if stream.floods, side == .continuer {
                 flood(stream)
                 continue
