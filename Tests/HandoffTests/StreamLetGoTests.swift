@@ -1,5 +1,5 @@
 import Foundation
-import Handoff
+@testable import Handoff
 import HandoffWire
 import Testing
 import ZeroMQ
@@ -103,6 +103,29 @@ struct StreamLetGoTests {
                 let kinds = try await StreamEventPeerTests.streamEvents(monitor).map(\.kind)
                 #expect(kinds.contains(.streamFinished) && !kinds.contains(.streamFailed), "the \(node): \(kinds)")
             }
+        }
+    }
+
+    @Test("only the application's letting go counts: handles made before the pair was handed out (the node's open pairs read while its open waited) end nothing; once handed out, the last handle's going does, unless a newer hold has the pair")
+    func letGoCountsOnceHandedOut() throws {
+        let node = try Node(configuration: testConfiguration("hold"))
+        let pair = StreamPair(isContinuer: true, direction: .unspecified, peerName: "the originator", activityType: "org.handoff.test.bulk",
+                              window: 4, chunkSize: 100, peerChunkSize: 100, now: .now)
+        let session = StreamSession(
+            node: node, key: StreamKey(local: 1), route: StreamRoute(peer: .dealer("tcp://127.0.0.1:1"), id: 1), activityID: "A",
+            owner: "peer", pair: pair, checksum: .crc32c)
+        do { _ = session.streams }  // an observer's, while the open waits: gone at once
+        #expect(session.holdGeneration == 1 && session.heldAfterLetGo(of: 1), "not the application's to let go")
+        var handed: ContinuationStreams? = session.handOut()
+        #expect(session.holdGeneration == 2)
+        #expect(session.streams.input === handed?.input, "while held, the same handles")
+        #expect(session.heldAfterLetGo(of: 2))
+        handed = nil
+        #expect(!session.heldAfterLetGo(of: 2), "the application let go")
+        withExtendedLifetime(session.streams) {
+            #expect(session.holdGeneration == 3)
+            #expect(session.heldAfterLetGo(of: 2), "a late word of the old hold: a newer one has the pair")
+            #expect(session.heldAfterLetGo(of: 3), "the newer hold is still held")
         }
     }
 }

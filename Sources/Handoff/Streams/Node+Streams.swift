@@ -104,7 +104,7 @@ extension Node {
         case .success:
             own.logger.debug("streams \(session.route.id) open with \(endpoint) (\(direction))")
             publishStreamEvent(.streamOpened, session)
-            return session.streams
+            return session.handOut()
         case .failure(let error):
             forgetSession(session)
             throw error
@@ -205,7 +205,7 @@ extension Node {
         guard session.pair.failure == nil else { return }
         session.reading.setWriterChecksum(session.pair.peerChecksum)
         publishStreamEvent(.streamOpened, session)
-        let pair = session.streams
+        let pair = session.handOut()
         if let document {
             let key = session.key
             spawn { await Self.sendDocument(document, on: pair, key: key, node: self, activityType: activity.activityType) }

@@ -115,9 +115,21 @@ final class StreamSession {
         return ContinuationStreams(id: route.id, activityID: activityID, input: input, output: output)
     }
 
+    /// The pair handed to the application it is for (the continuing one's `openStreams`, the
+    /// originator's delegate or document sender): only then does its letting go end anything. A
+    /// hold made before (``Node/openStreams`` read while the open was unanswered) and let go is
+    /// not the application's.
+    private(set) var handedOut = false
+
+    func handOut() -> ContinuationStreams {
+        handedOut = true
+        return streams
+    }
+
     /// Whether the application holds the pair again, or still, after the hold of `generation`
-    /// went: a handle handed out since (a newer hold) keeps the pair the application's.
-    func heldAfterLetGo(of generation: Int) -> Bool { hold != nil || holdGeneration != generation }
+    /// went (a handle handed out since, a newer hold, keeps the pair the application's), or never
+    /// had it: then its letting go ends nothing.
+    func heldAfterLetGo(of generation: Int) -> Bool { !handedOut || hold != nil || holdGeneration != generation }
 
     /// Whether the pair waits on its peer, not on this side (``StreamPair/waitsOnPeer(writerWaiting:)``).
     var waitsOnPeer: Bool { pair.waitsOnPeer(writerWaiting: creditWaiter != nil) }
