@@ -31,6 +31,8 @@ struct StreamLetGoTests {
                 }, "round \(round): the pair must complete on both nodes")
             }
             #expect(try peer.received?.get() == Data(), "the originator's reader gets an empty stream, whole")
+            let (atOrigin, atContinuer) = (await a.streamCounters, await b.streamCounters)
+            #expect(atOrigin.letGo + atOrigin.readersStopped + atContinuer.letGo + atContinuer.readersStopped == 0, "\(atOrigin) \(atContinuer)")
             #expect(peer.writeError == nil)
         }
     }
@@ -53,6 +55,7 @@ struct StreamLetGoTests {
             }
             #expect(error.code == .streamCancelled)
             #expect(error.message.contains("let go of the stream after writing 5000 bytes"), "\(error.message)")
+            #expect(await b.streamCounters.letGo == 1)
         }
     }
 

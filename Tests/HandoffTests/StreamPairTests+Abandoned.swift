@@ -19,6 +19,7 @@ extension StreamPairTests {
         _ = reader.dataArrived(data(at: 100), chunk: Data(repeating: 1, count: 100), now: start)
         let stopped = reader.readerStopped(after: 100, now: start + .seconds(1))
         #expect(try #require(cancelReason(stopped)).contains("after 100 bytes"))
+        #expect(stopped.contains { if case .record(.readerStopped) = $0 { true } else { false } }, "counted")
         let error = try #require(failure(stopped))
         #expect(error.code == .streamCancelled && error.message.contains("100 of the 200 bytes"))
         #expect(reader.failedAt == start + .seconds(1))
@@ -100,6 +101,7 @@ extension StreamPairTests {
         let letGo = writer.applicationLetGo(readerTook: 0, written: 100, emptyEnd: nil, now: start)
         #expect(endSent(letGo) == nil)
         #expect(try #require(cancelReason(letGo)).contains("after writing 100 bytes, without finishing it"))
+        #expect(letGo.contains { if case .record(.letGo) = $0 { true } else { false } }, "counted")
         #expect(failure(letGo)?.code == .streamCancelled)
     }
 

@@ -32,6 +32,8 @@ struct StreamStoppedReaderTests {
             #expect(peer.writeError?.code == .streamCancelled)
             #expect(peer.writeError?.message.contains("the reader stopped after \(first) bytes") == true, "\(String(describing: peer.writeError))")
             #expect(try #require(peer.streams).output.progress.bytes < 8_000_000)
+            let (atContinuer, atOrigin) = (await b.streamCounters, await a.streamCounters)
+            #expect(atContinuer.readersStopped == 1 && atOrigin.readersStopped == 0, "counted where the reader stopped: \(atContinuer), \(atOrigin)")
         }
     }
 

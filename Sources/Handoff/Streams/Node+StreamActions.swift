@@ -85,6 +85,10 @@ extension Node {
             let computed = announced.map { "the \($0) its open announced" } ?? "none (its open announced an algorithm this node does not know)"
             guard let since = peerLogLine(session.owner, "unverified end") else { return }
             own.logger.notice("streams \(session.route.id) from \(session.owner): the end (\(total) bytes) carries \(StreamChecksum.carried(carried)), and this node computed \(computed): the length was checked, the bytes were not\(since)")
+        case .readerStopped:
+            observability.streamCounters.readersStopped += 1
+        case .letGo:
+            observability.streamCounters.letGo += 1
         case .stalled:
             observability.streamCounters.stalled += 1
             own.logger.info("streams \(session.route.id) with \(session.owner): no progress for \(own.configuration.streamStallTimeout.map { "\($0)" } ?? "-"); gave up")

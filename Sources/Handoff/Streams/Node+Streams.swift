@@ -34,6 +34,12 @@ extension Node {
         /// Pairs this node gave up on because the peer made no progress past
         /// ``Configuration-swift.struct/streamStallTimeout``.
         public var stalled = 0
+        /// Pairs cancelled because this node's application stopped reading before the end (its
+        /// iteration left, or its reading task was cancelled).
+        public var readersStopped = 0
+        /// Pairs cancelled because this node's application let go of them leaving bytes written
+        /// without an end, or bytes unread (an untouched output ends empty, and is not counted).
+        public var letGo = 0
         /// Stream ends held to their length only: the peer's end carried no checksum, or one in
         /// another algorithm than its open announced (a third-party writer; Handoff nodes never send one).
         public var endsNotVerified = 0

@@ -15,7 +15,7 @@ extension StreamPair {
     /// simulator, seed 9000155, when this waited for this side's end to be acknowledged).
     mutating func readerStopped(after bytes: UInt64, now: ContinuousClock.Instant) -> [Action] {
         guard reads, !endReceived, failure == nil else { return [] }
-        return cancel(
+        return [.record(.readerStopped)] + cancel(
             telling: "the reader stopped after \(bytes) bytes, before the end",
             here: "its reader stopped after \(bytes) of the \(receivedOffset) bytes that arrived, before the end", now: now)
     }
@@ -43,13 +43,13 @@ extension StreamPair {
         var actions: [Action] = []
         if writes, end == nil {
             guard let emptyEnd, written == 0 else {
-                return cancel(telling: "the application let go of the stream after writing \(written) bytes, without finishing it", now: now)
+                return [.record(.letGo)] + cancel(telling: "the application let go of the stream after writing \(written) bytes, without finishing it", now: now)
             }
             actions += writeEnd(total: 0, checksum: emptyEnd, now: now)
         }
         guard reads, !endReceived else { return actions }
         if receivedOffset > readerTook {
-            return actions + cancel(telling: "the application let go of the stream with \(receivedOffset - readerTook) bytes unread", now: now)
+            return actions + [.record(.letGo)] + cancel(telling: "the application let go of the stream with \(receivedOffset - readerTook) bytes unread", now: now)
         }
         abandoned = true
         return actions
@@ -57,7 +57,7 @@ extension StreamPair {
 
     /// Bytes arrived for an application that let go of the pair before any came (``abandoned``).
     mutating func arrivedAbandoned(_ count: Int, now: ContinuousClock.Instant) -> [Action] {
-        cancel(telling: "the application let go of the stream before any of it arrived: \(count) bytes will not be read", now: now)
+        [.record(.letGo)] + cancel(telling: "the application let go of the stream before any of it arrived: \(count) bytes will not be read", now: now)
     }
 
     /// Cancels the pair, telling the peer `reason` (and this side's application `here`, or the same).

@@ -160,6 +160,11 @@ struct StreamPair {
         case lost
         /// This side gave up on a peer that made no progress for the stall timeout.
         case stalled
+        /// This side's reader stopped before the end, and the pair was cancelled for it.
+        case readerStopped
+        /// The application let go of the pair leaving what cannot end as a stream (bytes written
+        /// without an end, bytes unread), and the pair was cancelled for it.
+        case letGo
         /// The peer's end carried no checksum, or one of an algorithm other than the one its open
         /// announced (`announced`, which this side computed; `nil`: one it does not know), so the
         /// bytes are held to their length only (stream.proto, ChecksumAlgorithm).

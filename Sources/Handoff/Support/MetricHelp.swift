@@ -40,7 +40,7 @@ public enum MetricHelp {
         "handoff_node_stream_resumes_total": "Stream pairs resumed after a broken connection.",
         "handoff_node_stream_bytes_resent_total": "Stream bytes sent again after resumes.",
         "handoff_node_stream_duplicate_bytes_dropped_total": "Stream bytes that arrived twice and were dropped.",
-        "handoff_node_streams_ended_total": "Stream pairs that failed: peer silent past the resume window (lost), ended under pressure for making no progress (evicted), or given up on after the stall timeout without progress (stalled).",
+        "handoff_node_streams_ended_total": "Stream pairs that failed: peer silent past the resume window (lost), ended under pressure for making no progress (evicted), given up on after the stall timeout without progress (stalled), cancelled because this node's application stopped reading before the end (reader_stopped) or let go of the pair leaving bytes unended or unread (let_go).",
         "handoff_node_stream_ends_not_verified_total": "Stream ends held to their length only: no checksum, or one in another algorithm than the writer's open announced.",
         "handoff_node_refusals_total": "What this node's checks refused or ignored, by reason: replayed, stale, foreign and over-quota messages, streams over the limit or breaking the protocol, and handshakes (handshake_no_curve, handshake_key_not_in_account, handshake_key_not_proven, handshake_malformed, handshake_incomplete).",
         "handoff_node_handshakes_allowed_total": "CURVE handshakes this node let in at its server sockets.",

@@ -252,6 +252,8 @@ struct NodeCounterMetrics {
     private let lost = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "lost")])
     private let evicted = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "evicted")])
     private let stalled = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "stalled")])
+    private let readersStopped = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "reader_stopped")])
+    private let letGo = Counter(label: "handoff_node_streams_ended_total", dimensions: [("reason", "let_go")])
     private let endsNotVerified = Counter(label: "handoff_node_stream_ends_not_verified_total")
     private var security = Node.SecurityCounters()
     private var streams = Node.StreamCounters()
@@ -283,6 +285,8 @@ struct NodeCounterMetrics {
         add(lost, new.lost, old.lost)
         add(evicted, new.evicted, old.evicted)
         add(stalled, new.stalled, old.stalled)
+        add(readersStopped, new.readersStopped, old.readersStopped)
+        add(letGo, new.letGo, old.letGo)
         add(endsNotVerified, new.endsNotVerified, old.endsNotVerified)
         streams = new
     }
