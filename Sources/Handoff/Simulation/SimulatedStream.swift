@@ -107,8 +107,6 @@ final class SimulatedStream {
         var pausedUntil: Duration?
         /// The reader saw the end, verified.
         var readWhole = false
-        /// The reader stopped before the end (``Reader/stops(atByte:)``) and the node was told.
-        var readerStopped = false
         /// The application let go of the pair (``Reader/letsGo(atByte:)``): it reads and writes no more.
         var letGo = false
         /// It let go before writing anything: its direction ended as an empty stream.

@@ -70,18 +70,15 @@ extension SimulatedWorld {
                 consume(stream, side, chunks: stream[side]!.held)
                 return
             }
-            var cancel = WireStreamCancel()
-            cancel.reason = "the reader had enough"
-            let error = HandoffError(.streamCancelled, "the stream was cancelled here: \(cancel.reason)")
-            perform(stream, side, stream.pairDo(side) { $0.fail(error, telling: .cancel(cancel), now: instant) })
+            perform(stream, side, stream.pairDo(side) { $0.cancel(telling: "the reader had enough", now: instant) })
         case .stops(let atByte):
             guard stream[side]!.received >= atByte else {
                 consume(stream, side, chunks: stream[side]!.held)
                 return
             }
-            // The iterator is dropped: what it holds is never read, nor granted back.
-            guard !stream[side]!.readerStopped else { return }
-            stream[side]!.readerStopped = true
+            // The iterator is dropped: what it holds is never read, nor granted back. Once: the
+            // pair then fails, and a failed pair's reader is not asked to read again (above); or
+            // its end had come, after which nothing more is delivered.
             let taken = UInt64(stream[side]!.received)
             log("\(nodes[stream[side]!.node].id): stream \(stream.number)'s reader stops after \(taken) bytes")
             perform(stream, side, stream.pairDo(side) { $0.readerStopped(after: taken, now: instant) })

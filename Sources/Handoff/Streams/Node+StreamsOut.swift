@@ -58,10 +58,7 @@ extension Node {
     /// Cancels a stream pair here and tells the peer.
     func cancelStream(_ key: StreamKey, reason: String) {
         guard let session = streams[key] else { return }
-        var cancel = WireStreamCancel()
-        cancel.reason = reason
-        let error = HandoffError(.streamCancelled, "the stream was cancelled here: \(reason)", activityType: session.activityType)
-        perform(session.pair.fail(error, telling: .cancel(cancel), now: .now), on: session)
+        perform(session.pair.cancel(telling: reason, now: .now), on: session)
     }
 
     /// Publishes what a stream pair did on the bus, for `handoff monitor`: its progress as it

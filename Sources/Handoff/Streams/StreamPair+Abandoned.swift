@@ -60,8 +60,9 @@ extension StreamPair {
         [.record(.letGo)] + cancel(telling: "the application let go of the stream before any of it arrived: \(count) bytes will not be read", now: now)
     }
 
-    /// Cancels the pair, telling the peer `reason` (and this side's application `here`, or the same).
-    private mutating func cancel(telling reason: String, here: String? = nil, now: ContinuousClock.Instant) -> [Action] {
+    /// Cancels the pair, telling the peer `reason` (and this side's application `here`, or the same):
+    /// the application's own cancel (``Node/cancelStream(_:reason:)``) and the ones above.
+    mutating func cancel(telling reason: String, here: String? = nil, now: ContinuousClock.Instant) -> [Action] {
         var cancel = WireStreamCancel()
         cancel.reason = reason
         let error = HandoffError(.streamCancelled, "the stream was cancelled here: \(here ?? reason)", activityType: activityType)

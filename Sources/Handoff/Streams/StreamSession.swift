@@ -71,7 +71,6 @@ final class StreamSession {
     private weak var hold: ApplicationHold?
     /// The generation of the hold handed out last (``ApplicationHold/generation``).
     private(set) var holdGeneration = 0
-    private unowned let node: Node
 
     /// `checksum`: what this side's writer ends with (its open announces it).
     init(node: Node, key: StreamKey, route: StreamRoute, activityID: String, owner: String, pair: StreamPair, checksum: StreamChecksum) {
@@ -80,7 +79,6 @@ final class StreamSession {
         self.activityID = activityID
         self.owner = owner
         self.pair = pair
-        self.node = node
         reading = StreamReadingSide(node: node, key: key, events: incoming, window: pair.window, enabled: pair.reads)
         writing = StreamWritingSide(node: node, key: key, chunkSize: pair.writeChunkSize, enabled: pair.writes, checksum: checksum)
         if !pair.reads {
@@ -105,7 +103,7 @@ final class StreamSession {
     var streams: ContinuationStreams {
         let hold = self.hold ?? {
             holdGeneration += 1
-            let made = ApplicationHold(node: node, key: key, generation: holdGeneration)
+            let made = ApplicationHold(node: reading.node, key: key, generation: holdGeneration)
             self.hold = made
             return made
         }()
