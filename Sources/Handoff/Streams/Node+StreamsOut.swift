@@ -35,15 +35,17 @@ extension Node {
 
     /// The application's reader of a pair stopped before the end, having taken `bytes`
     /// (``StreamPair/readerStopped(after:now:)``).
+    /// Not once the node stops: its shutdown notice tells the peer (``StoppingFlag``).
     func streamReaderStopped(_ key: StreamKey, after bytes: UInt64) {
-        guard let session = streams[key] else { return }
+        guard !stopping.isRaised, let session = streams[key] else { return }
         perform(session.pair.readerStopped(after: bytes, now: .now), on: session)
     }
 
     /// The application let go of every handle of a pair's hold of `generation` (``ApplicationHold``):
     /// unless it holds the pair again, what it left is ended (``StreamPair/applicationLetGo(readerTook:written:emptyEnd:now:)``).
+    /// Not once the node stops, as above.
     func applicationLetGo(_ key: StreamKey, generation: Int) {
-        guard let session = streams[key], !session.heldAfterLetGo(of: generation), session.pair.isLive else { return }
+        guard !stopping.isRaised, let session = streams[key], !session.heldAfterLetGo(of: generation), session.pair.isLive else { return }
         let (written, emptyEnd) = session.writing.letGo()
         let readerTook = session.reading.counter.progress.bytes
         perform(session.pair.applicationLetGo(readerTook: readerTook, written: written, emptyEnd: emptyEnd, now: .now), on: session)
