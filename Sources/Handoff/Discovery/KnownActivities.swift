@@ -94,6 +94,10 @@ struct KnownActivities {
 
     var count: Int { entries.count }
     var values: [Entry] { entries.values }
+    /// How many times an id has come into the table (a new one, or a forgotten one back): while
+    /// it stays the same, nothing absent has appeared (the simulator's invariants look again for
+    /// ended activities only when it moved).
+    var arrivals: UInt64 { nextGeneration }
 
     /// The known activity of `activityType` made current or changed last, by its originator's
     /// clock (``DiscoveredActivity/updatedAt``), also when this node heard of them in another order

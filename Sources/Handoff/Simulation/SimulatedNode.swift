@@ -126,6 +126,9 @@ final class SimulatedNode {
     func followerDo<T>(_ body: (inout Follower) -> T) -> T { body(&follower) }
     /// The version its follower knows of an activity, if any: the invariants' question after every step.
     func knownVersion(_ id: HashedID) -> UInt64? { follower.known.version(of: id) }
+    /// Which table of known activities its follower has (its process) and how many ids came into
+    /// it: while both stay the same, nothing the follower did not know has appeared.
+    var knownArrivals: KnownArrivals { KnownArrivals(incarnation: incarnation, arrivals: follower.known.arrivals) }
 
     func subscribed(_ topic: String) { subscriptions.insert(topic) }
 

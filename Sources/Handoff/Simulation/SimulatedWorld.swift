@@ -70,6 +70,8 @@ final class SimulatedWorld {
     }
 
     let options: SimulationOptions
+    /// The invariants' bounds for these options, worked out once (they are asked after every step).
+    let bounds: SimulationInvariants.Bounds
     let origin = ContinuousClock.now
     let epochDate = Date(timeIntervalSince1970: 1_900_000_000)
     private(set) var now = Duration.zero
@@ -99,10 +101,12 @@ final class SimulatedWorld {
     /// The messages' delays and the snapshot tokens, drawn from the seed.
     var network: SimulationRandom
     var truth = SimulationTruth()
-    /// The invariants' own bookkeeping: did-updates already checked, and since when each held
-    /// activity has lagged behind a version its node knows (SimulationInvariants).
+    /// The invariants' own bookkeeping: did-updates already checked, since when each held
+    /// activity has lagged behind a version its node knows, and what the last check of bounds saw
+    /// (SimulationInvariants).
     var didUpdatesChecked = 0
     var heldLagging: [String: Duration] = [:]
+    var forgottenActivities = ForgottenActivities()
     /// The nodes that follow each activity type, by index (what a node follows never changes in a
     /// run): worked out once per type (``followers(ofType:)``), not for each activity.
     var followersOfType: [String: [Int]] = [:]
@@ -131,6 +135,7 @@ final class SimulatedWorld {
     /// `follows`: what each node follows, instead of drawing it from the seed (tests).
     init(options: SimulationOptions, seed: UInt64, hostile: Set<Int>, follows: [[String]]? = nil, trace: ((String) -> Void)?) {
         self.options = options
+        bounds = SimulationInvariants.Bounds(options)
         self.trace = trace
         network = SimulationRandom(seed: seed ^ 0x5DEE_CE66_D1CE_4E5B)
         streamNetwork = SimulationRandom(seed: seed ^ 0x57E4_A3F0_0D15_EA5E)

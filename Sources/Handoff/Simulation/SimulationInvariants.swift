@@ -31,6 +31,23 @@ enum SimulationInvariants {
     /// How often a node sweeps its leases and expiries (its scheduler's longest sleep).
     static let sweep = Duration.milliseconds(250)
 
+    /// The bounds of a run's options, as the invariants ask them after every step.
+    struct Bounds {
+        /// ``discoveryBound(_:)``.
+        let discovery: Duration
+        /// ``forgetBound(_:)``.
+        let forget: Duration
+        /// How long a follower's subscription may take to reach an origin's publisher
+        /// (``untilRefresh(_:_:changedAt:pathUp:)``).
+        let subscriptionReach: Duration
+
+        init(_ options: SimulationOptions) {
+            discovery = discoveryBound(options)
+            forget = forgetBound(options)
+            subscriptionReach = options.maxLatency * (4 + options.siteDepth)
+        }
+    }
+
     /// Checks the whole world (`touched`: the node whose knowledge just changed, checked for
     /// belief; every node is checked for bounds).
     static func check(_ world: SimulatedWorld, touched: Int?) -> SimulationFailure? {
@@ -135,77 +152,6 @@ enum SimulationInvariants {
         return nil
     }
 
-    /// "live-activity-known", "ended-activity-forgotten" and "expired-activity-dropped": every live activity of a reachable
-    /// origin is known, at its version, to every running follower of its type within
-    /// ``discoveryBound(_:)`` of the last change that could hide it (a refresh interval more for
-    /// an origin that publishes made-up presences, or for what went past a follower of brokers
-    /// that keep no cache, ``untilRefresh(_:_:changedAt:pathUp:)``); nothing ended stays known past
-    /// ``forgetBound(_:)``, nor anything expired past a sweep after its expiration date.
-    ///
-    /// Checked after every step over every activity the run made and every follower, so what does
-    /// not change within a step is worked out once (which nodes run, paths; which nodes follow a
-    /// type, once a run), and a follower's knowledge is looked up only where a bound has passed: this was
-    /// over half of a debug run's time.
-    static func knownWithinBounds(_ world: SimulatedWorld) -> SimulationFailure? {
-        let now = world.now, discovery = discoveryBound(world.options), forget = forgetBound(world.options)
-        let expirySweep = Self.sweep + .milliseconds(50)
-        let nodes = world.nodes
-        let running = nodes.map { world.running($0.index) }
-        // Since when each (origin, follower) pair is reachable, worked out where asked: `.none`
-        // not yet, `.some(nil)` not reachable.
-        var reachable = [Duration??](repeating: .none, count: nodes.count * nodes.count)
-        // One reference to the run's activities, each read in place (no copy, no lookup by id).
-        let activities = world.truth.inOrder
-        for at in activities.indices {
-            let origin = activities[at].origin
-            let end = earlier(activities[at].endedAt, activities[at].expiresAt)
-            for index in activities[at].followers where index != origin && running[index] {
-                let follower = nodes[index]
-                // Its expiration date is in every advertisement: a follower drops it on its next
-                // sweep, whatever it hears or does not hear.
-                let pastExpiry = activities[at].expiresAt.map { now > max($0, follower.wentOnAt) + expirySweep } ?? false
-                if let end {
-                    let pastEnd = now > max(end, follower.wentOnAt) + forget
-                    guard pastExpiry || pastEnd, follower.knownVersion(activities[at].id) != nil else { continue }
-                    let id = activities[at].id.id
-                    if pastExpiry {
-                        return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(id), which expired at \(activities[at].expiresAt ?? end)")
-                    }
-                    return failure(world, "ended-activity-forgotten", "\(follower.id) still knows \(id), which ended at \(end)")
-                }
-                guard running[origin] else { continue }
-                let pair = origin * nodes.count + index
-                let linkUp: Duration?
-                if let worked = reachable[pair] {
-                    linkUp = worked
-                } else {
-                    linkUp = world.reachableSince(origin, index)
-                    reachable[pair] = .some(linkUp)
-                }
-                guard let linkUp else { continue }
-                let pathUp = max(linkUp, nodes[origin].wentOnAt, follower.wentOnAt)
-                let changedAt = activities[at].changedAt
-                let since = max(changedAt, pathUp)
-                guard now - since > discovery + untilRefresh(world, origin, changedAt: changedAt, pathUp: pathUp) else { continue }
-                let id = activities[at].id
-                guard let known = follower.knownVersion(id) else {
-                    return failure(world, "live-activity-known", "\(follower.id) does not know \(id.id) of \(nodes[origin].id), current since \(changedAt) and reachable since \(since)")
-                }
-                if known < activities[at].version {
-                    return failure(world, "live-activity-known", "\(follower.id) knows \(id.id) at v\(known), but it has been at v\(activities[at].version) since \(changedAt)")
-                }
-            }
-        }
-        return nil
-    }
-
-    /// The earlier of two instants, either of which may not be.
-    private static func earlier(_ a: Duration?, _ b: Duration?) -> Duration? {
-        guard let a else { return b }
-        guard let b else { return a }
-        return min(a, b)
-    }
-
     /// A refresh interval more, where what a follower missed reaches it only with its origin's
     /// next refresh: the origin is a liar (``liar(_:_:)``), or the brokers keep no cache to answer
     /// snapshots from (``SimulationOptions/lastValueCache``) and the change may have gone past the
@@ -215,7 +161,7 @@ enum SimulationInvariants {
     /// made on a path that was up gets no more time without the cache than with it, so a
     /// subscription the broker lost (a member's withdrawal of what others follow) fails the run.
     static func untilRefresh(_ world: SimulatedWorld, _ origin: Int, changedAt: Duration, pathUp: Duration) -> Duration {
-        let mayHaveGonePast = !world.options.lastValueCache && changedAt < pathUp + world.options.maxLatency * (4 + world.options.siteDepth)
+        let mayHaveGonePast = !world.options.lastValueCache && changedAt < pathUp + world.bounds.subscriptionReach
         return liar(world, origin) || mayHaveGonePast ? SimulatedNode.settings.refreshInterval : .zero
     }
 
