@@ -102,8 +102,8 @@ final class SimulatedWorld {
     var network: SimulationRandom
     var truth = SimulationTruth()
     /// The invariants' own bookkeeping: did-updates already checked, since when each held
-    /// activity has lagged behind a version its node knows, and what the last check of bounds saw
-    /// (SimulationInvariants).
+    /// activity has lagged behind a version its node knows, and the ended activities the check of
+    /// bounds has set aside (SimulationInvariants).
     var didUpdatesChecked = 0
     var heldLagging: [String: Duration] = [:]
     var forgottenActivities = ForgottenActivities()

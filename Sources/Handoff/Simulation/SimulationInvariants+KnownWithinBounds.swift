@@ -23,10 +23,11 @@ extension SimulationInvariants {
     ///
     /// Checked after every step, so what does not change within a step is worked out once (which
     /// nodes run, paths; which nodes follow a type, once a run), and a follower's knowledge is
-    /// looked up only where a bound has passed: this was over half of a debug run's time. Ended
-    /// activities no follower knows any more are set aside (``ForgottenActivities``) and looked at
-    /// again only for a follower whose table took in something new: the failure reported is the
-    /// one the whole history, in order, would report first.
+    /// looked up only where a bound has passed, or, for an ended activity, to tell whether any
+    /// follower still knows it: this was over half of a debug run's time. Ended activities no
+    /// follower knows any more are set aside (``ForgottenActivities``) and looked at again only for
+    /// a follower whose table took in something new: the failure reported is the one the whole
+    /// history, in order, would report first.
     static func knownWithinBounds(_ world: SimulatedWorld) -> SimulationFailure? {
         let running = world.nodes.map { world.running($0.index) }
         // One reference to the run's activities, each read in place (no copy, no lookup by id).
@@ -78,8 +79,6 @@ extension SimulationInvariants {
             let origin = activities[at].origin
             if let end = earlier(activities[at].endedAt, activities[at].expiresAt) {
                 for (position, index) in activities[at].followers.enumerated() where index != origin && running[index] {
-                    // Its expiration date is in every advertisement: a follower drops it on its
-                    // next sweep, whatever it hears or does not hear.
                     let follower = nodes[index]
                     guard pastEnd(world, activities[at], end, follower), follower.knownVersion(activities[at].id) != nil,
                           let failure = endedStillKnown(world, activities[at], by: follower) else { continue }
@@ -131,6 +130,8 @@ extension SimulationInvariants {
         pastExpiry(world, activity, follower) || world.now > max(end, follower.wentOnAt) + world.bounds.forget
     }
 
+    /// Its expiration date is in every advertisement: a follower drops it on its next sweep,
+    /// whatever it hears or does not hear.
     private static func pastExpiry(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, _ follower: SimulatedNode) -> Bool {
         activity.expiresAt.map { world.now > max($0, follower.wentOnAt) + sweep + .milliseconds(50) } ?? false
     }
