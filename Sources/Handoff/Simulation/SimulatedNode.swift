@@ -8,8 +8,10 @@ import HandoffWire
 final class SimulatedNode {
     let index: Int
     let id: String
-    /// Its CURVE key, as its connections authenticate it.
+    /// Its CURVE key, as its connections authenticate it; and its bytes, as a node's record of
+    /// its origin holds them (``CurveKey/bytes``).
     let key: Data
+    let keyBytes: [UInt8]
     /// The type prefixes it follows.
     let follows: [String]
     /// Whether it sends lies (forged news of others' activities, replays of what it heard).
@@ -61,7 +63,8 @@ final class SimulatedNode {
         self.sliceSize = sliceSize
         self.snapshotsAtOnce = snapshotsAtOnce
         id = "node-\(index)"
-        key = Data((0..<32).map { _ in UInt8.random(in: 0...255, using: &random) })
+        keyBytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+        key = Data(keyBytes)
         self.follows = follows
         self.hostile = hostile
         (advertiser, follower, envelopes) = Self.machines(id: id, key: key, peers: peers, sliceSize: sliceSize, snapshotsAtOnce: snapshotsAtOnce, now: now, date: date)

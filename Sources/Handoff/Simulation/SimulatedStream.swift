@@ -87,7 +87,11 @@ final class SimulatedStream {
     }
 
     /// One end: its node's process, the machine, and its applications' progress.
-    struct End {
+    ///
+    /// A class: the world reads and sets an end's fields through ``SimulatedStream/subscript(_:)``
+    /// at every frame, read and write, and as a value each of those copied the whole end (its
+    /// machine's buffers, its reader's bytes, a dozen references) out and back in.
+    final class End {
         let node: Int
         /// The node's process the end lives in: a restarted node has none of its old pairs.
         let incarnation: Int
@@ -117,8 +121,11 @@ final class SimulatedStream {
 
         var finished: Bool { completed || failure != nil }
 
-        /// `body` run on this end in place (``SimulatedStream/endDo(_:_:)``).
-        mutating func apply<T>(_ body: (inout End) -> T) -> T { body(&self) }
+        init(node: Int, incarnation: Int, pair: StreamPair) {
+            self.node = node
+            self.incarnation = incarnation
+            self.pair = pair
+        }
     }
 
     let number: Int
@@ -188,17 +195,14 @@ final class SimulatedStream {
         set { ends[side.rawValue] = newValue }
     }
 
-    /// Runs `body` on an end in place, `nil` when it has none. The invariants read every end this
-    /// way after every step: the subscript's copy of an end (its machine's buffers, its reader's
-    /// bytes, a dozen references) was a fifth of the simulator's time. `body` must not touch this
-    /// stream's other end (an overlapping access).
-    func endDo<T>(_ side: Side, _ body: (inout End) -> T) -> T? {
-        // A mutating call through optional chaining: the array's modify access, in place (its
-        // getter, and `!= nil`, hand over a copy).
-        ends[side.rawValue]?.apply(body)
+    /// Runs `body` on an end, `nil` when it has none.
+    func endDo<T>(_ side: Side, _ body: (End) -> T) -> T? {
+        ends[side.rawValue].map(body)
     }
 
-    /// Runs `body` on an end's machine (there must be one).
+    /// Runs `body` on an end's machine (there must be one), in place. Read through the end's
+    /// reference instead (`end.pair.isLive`), a computed property of the machine was given a copy
+    /// of it (its buffers, a dozen references), a tenth of the simulator's time in the invariants.
     func pairDo<T>(_ side: Side, _ body: (inout StreamPair) -> T) -> T {
         body(&ends[side.rawValue]!.pair)
     }

@@ -49,7 +49,7 @@ extension SimulatedWorld {
     /// The reading application reads what it holds, as its kind reads: the chunks it read are
     /// granted back to the writer in batches of a quarter window, as ``ContinuationInputStream`` does.
     func read(_ stream: SimulatedStream, _ side: Side) {
-        guard endAlive(stream, side), stream[side]!.pair.isLive, stream[side]!.held > 0 else { return }
+        guard endAlive(stream, side), stream.pairDo(side, { $0.isLive }), stream[side]!.held > 0 else { return }
         switch stream.reader {
         case .prompt:
             consume(stream, side, chunks: stream[side]!.held)

@@ -59,7 +59,6 @@ extension SimulatedWorld {
 
     /// Whether the end's process still runs (its node was not killed since it was made).
     func endAlive(_ stream: SimulatedStream, _ side: Side) -> Bool {
-        // Read in place: the invariants ask it of every end after every step.
         guard let (node, incarnation) = stream.endDo(side, { ($0.node, $0.incarnation) }) else { return false }
         return nodes[node].alive && nodes[node].incarnation == incarnation
     }
@@ -92,7 +91,7 @@ extension SimulatedWorld {
                 break
             }
         }
-        guard endHeld(stream, side), stream[side]!.pair.isLive else { return }
+        guard endHeld(stream, side), stream.pairDo(side, { $0.isLive }) else { return }
         let chunk = payload.map { Data($0.dataWithoutCopying) }
         perform(stream, side, stream.pairDo(side) { $0.received(kind, chunk: chunk, now: instant) })
         drive(stream)
@@ -190,19 +189,19 @@ extension SimulatedWorld {
     /// The writing applications write while their credit allows, then end.
     func drive(_ stream: SimulatedStream) {
         for side in Side.allCases where endHeld(stream, side) {
-            guard let end = stream[side], !end.letGo, end.pair.writes, end.pair.isLive, !end.pair.isOpening, !end.endWritten else { continue }
+            guard let end = stream[side], !end.letGo, !end.endWritten, stream.pairDo(side, { $0.writes && $0.isLive && !$0.isOpening }) else { continue }
             if stream.floods, side == .continuer {
                 flood(stream)
                 continue
             }
-            while stream[side]!.written < stream.bytesToWrite, stream[side]!.pair.writerMayProceed, stream[side]!.pair.isLive {
+            while stream[side]!.written < stream.bytesToWrite, stream.pairDo(side, { $0.writerMayProceed && $0.isLive }) {
                 let offset = stream[side]!.written
                 let bytes = stream.content(offset..<min(stream.bytesToWrite, offset + stream[side]!.pair.writeChunkSize))
                 stream[side]!.written += bytes.count
                 let chunk = StreamPair.SentChunk(offset: UInt64(offset), frame: Frame(bytes), total: UInt64(stream.bytes))
                 perform(stream, side, stream.pairDo(side) { $0.write(chunk, now: instant) })
             }
-            if stream[side]!.written == stream.bytes, stream[side]!.pair.isLive {
+            if stream[side]!.written == stream.bytes, stream.pairDo(side, { $0.isLive }) {
                 stream[side]!.endWritten = true
                 let checksum = stream.checksum(writtenBy: side)
                 perform(stream, side, stream.pairDo(side) { $0.writeEnd(total: UInt64(stream.bytes), checksum: checksum, now: instant) })

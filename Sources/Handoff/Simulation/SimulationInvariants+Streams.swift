@@ -10,9 +10,9 @@ extension SimulationInvariants {
         SimulatedStream.settings.idleTimeout + SimulatedStream.settings.resumeWindow + .seconds(10)
     }
 
-    /// Each stream's ends are read in place (``SimulatedStream/endDo(_:_:)``), not through its
-    /// subscript: the invariants look at every end after every step, and a copy of an end (its
-    /// machine's buffers, its reader's bytes) was a fifth of the simulator's time.
+    /// Each end's machine is read in place (``SimulatedStream/pairDo(_:_:)``): the invariants look
+    /// at every end after every step, and a copy of a machine (its buffers, a dozen references)
+    /// is what its computed properties read through the end's reference cost.
     static func streams(_ world: SimulatedWorld) -> SimulationFailure? {
         for stream in world.streams {
             if let corrupted = stream.corrupted {
@@ -41,9 +41,10 @@ extension SimulationInvariants {
     /// "stream-memory-bounded": what an end keeps for its peer stays within the window it granted
     /// or was granted: chunks kept for a resume, chunks handed to its reader and not read.
     private static func streamBounded(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side) -> SimulationFailure? {
-        let (kept, unconsumed, window, outstanding, held) = stream.endDo(side) {
-            ($0.pair.retained.count + $0.pair.resend.count, $0.pair.unconsumed, $0.pair.window, $0.pair.creditOutstanding, $0.held)
-        }!
+        let held = stream.endDo(side) { $0.held }!
+        let (kept, unconsumed, window, outstanding) = stream.pairDo(side) {
+            ($0.retained.count + $0.resend.count, $0.unconsumed, $0.window, $0.creditOutstanding)
+        }
         guard kept <= StreamPair.maxUnacknowledgedChunks, unconsumed <= window, outstanding <= window, held <= window else {
             return failure(world, "stream-memory-bounded", "stream \(stream.number), \(side) side: \(kept) chunks kept for a resume, \(unconsumed) unread of a \(window)-chunk window, \(outstanding) granted")
         }
@@ -55,10 +56,11 @@ extension SimulationInvariants {
     /// window (a stuck writer's, by the stall timeout); and a flooding writer's reader never takes
     /// the flood as a whole stream.
     private static func streamEnds(_ world: SimulatedWorld, _ stream: SimulatedStream, _ side: SimulatedStream.Side) -> SimulationFailure? {
-        // What the rules below read of this end, read in place.
-        let (node, readWhole, waits, lastProgress, peersTurnSince) = stream.endDo(side) {
-            ($0.node, $0.readWhole, !$0.finished && $0.pair.isLive && !$0.pair.isOpening, $0.pair.lastProgress, $0.pair.peersTurnSince)
-        }!
+        // What the rules below read of this end and its machine (in place).
+        let (node, readWhole, finished) = stream.endDo(side) { ($0.node, $0.readWhole, $0.finished) }!
+        let (waits, lastProgress, peersTurnSince) = stream.pairDo(side) {
+            (!finished && $0.isLive && !$0.isOpening, $0.lastProgress, $0.peersTurnSince)
+        }
         if stream.floods, side == .origin, readWhole {
             return failure(world, "stream-ends", "stream \(stream.number): the originator took a flood past the credit as a whole stream")
         }

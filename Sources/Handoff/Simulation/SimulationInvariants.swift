@@ -92,18 +92,20 @@ enum SimulationInvariants {
         var lagging: [String: Duration] = [:]
         for node in world.nodes where world.running(node.index) {
             for (id, held) in node.client.held.versions {
+                // Known no newer than held first: nearly always so, and one lookup.
                 // (An activity that ended, or is past its expiration date, is refused by its
                 // origin: nothing newer is owed.)
-                guard let truth = world.truth[id], truth.endedAt == nil, truth.expiresAt.map({ world.now < $0 }) ?? true,
-                      let known = node.followerDo({ $0.known[id]?.activity }), known.version > held,
+                guard let knownVersion = node.followerDo({ $0.known[id]?.activity.version }), knownVersion > held,
+                      let truth = world.truth[id], truth.endedAt == nil, truth.expiresAt.map({ world.now < $0 }) ?? true,
                       !node.client.held.isRefreshing(id),
-                      let origin = world.nodes.firstIndex(where: { $0.continueEndpoint == known.continueEndpoint }),
+                      let endpoint = node.followerDo({ $0.known[id]?.activity.continueEndpoint }),
+                      let origin = world.nodes.firstIndex(where: { $0.continueEndpoint == endpoint }),
                       world.running(origin), world.connected(node.index, origin) else { continue }
-                let key = "\(node.id) \(id) v\(known.version)"
+                let key = "\(node.id) \(id) v\(knownVersion)"
                 let since = world.heldLagging[key] ?? world.now
                 lagging[key] = since
                 if world.now - since > SimulatedNode.continueTimeout + .seconds(1) {
-                    return failure(world, "held-activity-updated", "\(node.id) holds \(id) at v\(held) and has known v\(known.version) since \(since), its origin reachable, and fetches nothing")
+                    return failure(world, "held-activity-updated", "\(node.id) holds \(id) at v\(held) and has known v\(knownVersion) since \(since), its origin reachable, and fetches nothing")
                 }
             }
         }
@@ -138,11 +140,13 @@ enum SimulationInvariants {
         let node = world.nodes[index]
         for entry in node.followerDo({ $0.known.values }) {
             let known = entry.activity
-            guard let truth = world.truth[known.id] else {
+            guard let truth = world.truth.originAndVersion(of: known.id) else {
                 return failure(world, "believed-only-from-origin", "\(node.id) knows \(known.id), which no node made")
             }
             let origin = world.nodes[truth.origin]
-            guard known.origin.id == origin.id, known.origin.publicKey.map({ Data($0.bytes) }) == origin.key else {
+            // The key's bytes compared as they are (a `Data` made of them was an allocation per
+            // activity known, per step).
+            guard known.origin.id == origin.id, let key = known.origin.publicKey, key.bytes == origin.keyBytes else {
                 return failure(world, "believed-only-from-origin", "\(node.id) knows \(known.id) as \(known.origin.id)'s, but \(origin.id) made it")
             }
             guard known.version <= truth.version else {

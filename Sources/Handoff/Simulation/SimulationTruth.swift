@@ -58,6 +58,13 @@ struct SimulationTruth {
 
     subscript(id: String) -> Activity? { position[id].map { inOrder[$0] } }
 
+    /// Who made `id` and its version now, read in place: the invariants ask it of every activity
+    /// a node knows, after every step, where the subscript's copy of the whole entry (its
+    /// activity, its followers) is not needed.
+    func originAndVersion(of id: String) -> (origin: Int, version: UInt64)? {
+        position[id].map { (inOrder[$0].origin, inOrder[$0].version) }
+    }
+
     mutating func handOver(_ id: String) { handedOver[id, default: 0] += 1 }
 
     mutating func requested(by node: Int, deadline: Duration) -> Int {
