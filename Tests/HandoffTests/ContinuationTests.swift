@@ -361,14 +361,14 @@ struct ContinuationTests {
         try await Node.withRunning(testConfiguration("node-a", interval: .seconds(60))) { a in
             let activities = try await viewContacts(20, currentOn: a)
             try await Task.sleep(for: .milliseconds(100))
-            let (started, probe) = (ContinuousClock.now, StallProbe.start())
+            let (started, probe) = (ContinuousClock.now, StallProbe.start(alsoOn: EventLoops.shared))
             try await Node.withRunning(testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))) { late in
                 let ids = Set(activities.map(\.id))
-                #expect(await late.untilSynchronized(timeout: .seconds(2)))
+                #expect(await synchronized(late, within: .seconds(2), allowingFor: probe))
                 #expect(Set(await late.activities().map(\.id)) == ids, "the snapshot alone holds them all")
                 // A later joiner's snapshot goes to it alone: the first joiner hears nothing again.
                 try await Node.withRunning(testConfiguration("later", peers: [a.busEndpoint!], interval: .seconds(60))) { later in
-                    #expect(await later.untilSynchronized(timeout: .seconds(2)))
+                    #expect(await synchronized(later, within: .seconds(2), allowingFor: probe))
                     #expect(Set(await later.activities().map(\.id)) == ids)
                 }
                 #expect(await late.securityCounters.replayedIgnored == 0)

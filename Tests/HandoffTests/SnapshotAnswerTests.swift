@@ -15,16 +15,14 @@ struct SnapshotAnswerTests {
             let activities = try await viewContacts(2_500, currentOn: a)  // Advertiser.bulkSlice is 1,000
             var configuration = testConfiguration("late", peers: [a.busEndpoint!], interval: .seconds(60))
             configuration.maxKnownActivitiesPerNode = activities.count
+            // Within 5 s (0.35 s alone, one loop or two), plus what the machine held the loops back
+            // meanwhile: CI's one-loop pass of 05ac717 had 5 s go by with the joiner unsynchronized.
+            let (started, probe) = (ContinuousClock.now, StallProbe.start(alsoOn: EventLoops.shared))
             try await Node.withRunning(configuration) { late in
-                // Within 5 s (0.35 s alone, one loop or two), plus what the machine held the loops
-                // back meanwhile: CI's one-loop pass of 05ac717 had 5 s go by with it unsynchronized.
-                let probe = StallProbe.start(alsoOn: EventLoops.shared)
-                let started = ContinuousClock.now
-                var synchronized = await late.untilSynchronized(timeout: .seconds(5))
-                if !synchronized { synchronized = await late.untilSynchronized(timeout: probe.heldSoFar) }
+                let isSynchronized = await synchronized(late, within: .seconds(5), allowingFor: probe)
                 let took = ContinuousClock.now - started, held = probe.stop()
                 let known = Set(await late.activities().map(\.id))
-                #expect(synchronized, "not synchronized after \(took), the loops held back \(held); \(known.count) of \(activities.count) known")
+                #expect(isSynchronized, "not synchronized after \(took), the loops held back \(held); \(known.count) of \(activities.count) known")
                 #expect(known == Set(activities.map(\.id)), "the snapshot's three slices hold them all")
             }
         }

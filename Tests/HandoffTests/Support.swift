@@ -1,5 +1,6 @@
 import Foundation
 import Handoff
+import HandoffTestSupport
 @_exported import HandoffTestNode
 import Synchronization
 import Testing
@@ -120,6 +121,14 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () async ->
         try? await Task.sleep(for: .milliseconds(20))
     }
     return await condition()
+}
+
+/// Whether `node` is synchronized within `bound`, plus what `probe` (started before the node, on
+/// the loops: `StallProbe.start(alsoOn: EventLoops.shared)`) says the machine held them back
+/// meanwhile: in CI's one-loop pass a node shares its loop with every test running beside it.
+func synchronized(_ node: Node, within bound: Duration, allowingFor probe: StallProbe) async -> Bool {
+    if await node.untilSynchronized(timeout: bound) { return true }
+    return await node.untilSynchronized(timeout: probe.heldSoFar)
 }
 
 /// Agents a test starts on one broker (``startAgentProcess``), each with its data folder and
