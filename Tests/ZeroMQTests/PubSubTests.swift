@@ -162,15 +162,21 @@ struct PubSubTests {
         // processes commands, as a broker's loop does. Reading the subscriptions does that.
         // A subscription message is 0x01 followed by the topic. Verbose: duplicates are reported too.
         // Until all four came (over tcp on a loaded machine the connections can take longer than
-        // any one quiet spell: a CI run saw none within the first 300 ms), at most 10 s.
+        // any one quiet spell: a CI run saw none within the first 300 ms), at most 10 s plus what
+        // the machine held this task back meanwhile: as a parallel pass begins, hundreds of tests
+        // queue on Swift's pool, and with the CPUs busy besides, this loop got two or three turns
+        // in 10 s and read one subscription of four (2026-12-07).
+        let probe = StallProbe.start(alsoOn: globalConcurrentExecutor)
+        let started = ContinuousClock.now
         var subscriptions: [String] = []
-        let deadline = ContinuousClock.now + .seconds(10)
-        while subscriptions.count < 4, ContinuousClock.now < deadline {
+        while subscriptions.count < 4, ContinuousClock.now < started + .seconds(10) + probe.heldSoFar {
             guard let message = try await xpub.receive(timeout: .milliseconds(300)) else { continue }
             let bytes = message.bytes
             #expect(bytes.first == 1)
             subscriptions.append(String(decoding: bytes.dropFirst(), as: UTF8.self))
         }
+        let took = ContinuousClock.now - started, held = probe.stop()
+        #expect(subscriptions.count == 4, "\(subscriptions) after \(took), this task held back \(held)")
         #expect(subscriptions.filter { $0 == "activities." }.count == 2)
         #expect(try await first.receive(timeout: .seconds(5))?.string == "welcome")
         #expect(try await second.receive(timeout: .seconds(5))?.string == "welcome")
