@@ -26,7 +26,7 @@ struct BrokerSnapshotFloodTests {
         let context = try Context()
         let (broker, publisher) = try await Self.cachedBroker(1_500, context: context)
         let topics = (0..<(SnapshotAnswers.maxUnderWay + 32)).map { _ in Self.freshTopic() }
-        let (advertisements, replies) = try await snapshotAnswers(from: broker.backendEndpoint, in: context, to: topics)
+        let (advertisements, replies) = try await snapshotAnswers(from: broker.backendEndpoint, in: context, to: topics) { broker.counters.subscriptions }
         publisher.close()
         #expect(replies.count == topics.count, "\(replies.count) of \(topics.count) replies")
         let busy = topics.filter { advertisements[$0] == nil }
