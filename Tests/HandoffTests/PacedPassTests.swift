@@ -22,8 +22,11 @@ struct PacedPassTests {
         try backend.bind("tcp://127.0.0.1:*")
         defer { frontend.close(); backend.close() }
         var configuration = Node.Configuration(name: "paced", bus: .broker(frontend: try frontend.lastEndpoint, backend: try backend.lastEndpoint))
-        // No refresh of its own within the test: the only pass is the one the subscribe-all asks for.
+        // No refresh of its own within the test, and no pass for a presence later than its lease
+        // (the node's rule when it stalled: a one-loop pass beside three busy processes held it so,
+        // and an activity came twice): the only pass is the one the subscribe-all asks for.
         configuration.refreshInterval = .seconds(600)
+        configuration.advertiseInterval = .seconds(120)
         let count = 2 * Advertiser.bulkSlice + Advertiser.bulkSlice / 2
         let heard = try await Node.withRunning(configuration, context: context) { node in
             let activities = try (0..<count).map { index in
@@ -49,7 +52,8 @@ struct PacedPassTests {
             return heard
         }
         #expect(heard.count == count, "\(heard.count) of \(count) activities arrived")
-        #expect(heard.values.allSatisfy { $0 == 1 }, "an activity came twice in one pass")
+        let twice = heard.values.count { $0 > 1 }
+        #expect(twice == 0, "\(twice) of \(count) activities came more than once in one pass")
         // The pace itself is not asserted here: in a debug build a slice of 1,000 takes longer to
         // send than the 10 ms pace, so the wire looks the same with the pace at zero (measured).
         // The slices' timing is AdvertiserTests' (on the machine, with time passed in).
