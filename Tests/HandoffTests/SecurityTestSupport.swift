@@ -40,7 +40,7 @@ func secureBroker(_ keys: TestAccount, admitting extra: Set<CurveKey> = []) thro
 func nodeOnBroker(_ name: String, broker: Broker, security: Security?) -> Node.Configuration {
     var configuration = Node.Configuration(
         name: name, bus: .broker(frontend: broker.frontendEndpoint, backend: broker.backendEndpoint),
-        advertiseInterval: .milliseconds(200), continueTimeout: .seconds(2), connectTimeout: .milliseconds(500))
+        advertiseInterval: .milliseconds(200), continueTimeout: .seconds(5), connectTimeout: .milliseconds(500))
     configuration.security = security
     return configuration
 }

@@ -5,11 +5,13 @@ import HandoffTestSupport
 import Synchronization
 import Testing
 
-/// A direct-mode node on loopback with short timings, for tests.
+/// A direct-mode node on loopback with short timings, for tests. A continue waits 5 s for its
+/// answer, as a user's would: on a slow hour of CI, 2 s failed continues whose subject was not
+/// time (HandOverLimitTests); the tests of a timeout set their own.
 func testConfiguration(_ name: String, peers: [String] = [], interval: Duration = .milliseconds(200)) -> Node.Configuration {
     var configuration = Node.Configuration(
         name: name, bus: .direct(listen: "tcp://127.0.0.1:*", peers: peers),
-        advertiseInterval: interval, continueTimeout: .seconds(2), connectTimeout: .milliseconds(500))
+        advertiseInterval: interval, continueTimeout: .seconds(5), connectTimeout: .milliseconds(500))
     configuration.lease = interval * 3
     return configuration
 }
@@ -48,38 +50,6 @@ func viewContacts(_ count: Int, currentOn node: Node) async throws -> [UserActiv
     return activities
 }
 
-/// The first event in `events` that satisfies `predicate`, or `nil` after `timeout`.
-func firstEvent(
-    in events: AsyncStream<ActivityEvent>,
-    within timeout: Duration = .seconds(5),
-    where predicate: @escaping @Sendable (ActivityEvent) -> Bool
-) async -> ActivityEvent? {
-    await within(timeout) {
-        for await event in events where predicate(event) { return event }
-        return nil
-    } ?? nil
-}
-
-/// What `body` returns, or `nil` when it has not returned within `timeout` (it is then cancelled).
-func within<Result: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> Result) async -> Result? {
-    await withTaskGroup(of: Result?.self) { group in
-        group.addTask { await body() }
-        group.addTask {
-            try? await Task.sleep(for: timeout)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
-    }
-}
-
-/// Waits until `node` knows of the activity with `id`, and returns it.
-func discovered(_ id: String, on node: Node, within timeout: Duration = .seconds(5)) async throws -> DiscoveredActivity {
-    let event = await firstEvent(in: await node.discover(), within: timeout) { $0.activity.id == id }
-    return try #require(event?.activity, "activity \(id) was not discovered within \(timeout)")
-}
-
 /// Records what a delegate is told.
 final class Recorder: UserActivityDelegate, HandoffDelegate, @unchecked Sendable {
     private let lock = NSLock()
@@ -111,24 +81,6 @@ final class Recorder: UserActivityDelegate, HandoffDelegate, @unchecked Sendable
     func node(_ node: Node, didUpdate activity: ContinuedActivity) async {
         record("didUpdate v\(activity.version) \(activity.userInfo["draft"]?.stringValue ?? "")")
     }
-}
-
-/// Polls `condition` until it holds or `timeout` passes.
-func eventually(within timeout: Duration = .seconds(5), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}
-
-/// Whether `node` is synchronized within `bound`, plus what `probe` (started before the node, on
-/// the loops: `StallProbe.start(alsoOn: EventLoops.shared)`) says the machine held them back
-/// meanwhile: in CI's one-loop pass a node shares its loop with every test running beside it.
-func synchronized(_ node: Node, within bound: Duration, allowingFor probe: StallProbe) async -> Bool {
-    if await node.untilSynchronized(timeout: bound) { return true }
-    return await node.untilSynchronized(timeout: probe.heldSoFar)
 }
 
 /// Agents a test starts on one broker (``startAgentProcess``), each with its data folder and
