@@ -125,10 +125,11 @@ struct PluginShutdownTests {
     @Test("a plugin whose calls outlive the grace is not shut down (its state is not freed under them)")
     func callsOutlivingTheGrace() async throws {
         try await Self.withReadingPlugin { runtime, folder, held in
-            let clock = ContinuousClock()
-            let started = clock.now
+            // Within 3 s plus what the machine held the process back meanwhile: a parallel pass
+            // beside two busy processes took 4.4 s for the grace of 200 ms.
+            let bound = WaitDeadline(.seconds(3))
             await runtime.shutdown(grace: .milliseconds(200))
-            #expect(clock.now - started < .seconds(3), "shutdown did not give up after its grace")
+            #expect(!bound.passed, "shutdown did not give up after its grace: \(bound.account)")
             held.release.continuation.finish()
             let ended = await within(.seconds(5)) {
                 while !Self.calls(in: folder).contains("read_stream returned"), !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }

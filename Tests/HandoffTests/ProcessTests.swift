@@ -121,14 +121,15 @@ struct ProcessTests {
         // The advertiser has already answered the prefix's first subscription: only the broker's
         // last-value cache can give this node the activities now.
         // Timed from the node's start to all 50 seen, its own start and stop aside (a loaded machine
-        // may take a while over those): anything well under the minute shows the cache answered.
+        // may take a while over those): anything well under the minute shows the cache answered
+        // (the wait is 5 s, plus what the machine held the process back, at most 15 s more).
         let (seenLate, took) = try await Node.withRunning(brokerConfiguration("late", frontend: frontend, backend: backend, interval: .seconds(60))) { late in
             let started = ContinuousClock.now
             let seen = await eventually(within: .seconds(5)) { Set(await late.activities().map(\.id)) == ids }
             return (seen, ContinuousClock.now - started)
         }
         #expect(seenLate)
-        #expect(took < .seconds(5), "\(took)")
+        #expect(took < .seconds(30), "\(took)")
         _ = broker
     }
 
