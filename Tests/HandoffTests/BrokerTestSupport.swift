@@ -161,24 +161,26 @@ func receiveMessage(_ socket: Socket, timeout: Duration) async throws -> [Frame]
 }
 
 /// Receives messages, each handed to `take`, until `complete` says all a test waits for have come
-/// (at most `within`), then until `quiet` passes without another: what comes past those waited
-/// for is taken too, for the test to find what it did not expect.
+/// (at most `within`, plus what the machine held the process back meanwhile), then until `quiet`
+/// passes without another: what comes past those waited for is taken too, for the test to find
+/// what it did not expect.
 func receiveMessages(
     _ socket: Socket, within: Duration, quiet: Duration, until complete: () -> Bool, _ take: ([Frame]) throws -> Void
 ) async throws {
-    let deadline = ContinuousClock.now + within
+    let deadline = WaitDeadline(within)
     while true {
-        let wait = complete() ? quiet : ContinuousClock.now.duration(to: deadline)
+        let wait = complete() ? quiet : deadline.remaining
         guard wait > .zero, let frames = try await receiveMessage(socket, timeout: wait) else { return }
         try take(frames)
     }
 }
 
-/// Receives single frames until one satisfies `match`; false when `within` passes first.
+/// Receives single frames until one satisfies `match`; false when `within` (plus what the machine
+/// held the process back meanwhile) passes first.
 func receiveUntil(_ socket: Socket, within timeout: Duration, _ match: (Frame) -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = WaitDeadline(timeout)
     while true {
-        let remaining = ContinuousClock.now.duration(to: deadline)
+        let remaining = deadline.remaining
         guard remaining > .zero, let frame = try await socket.receive(timeout: remaining) else { return false }
         if match(frame) { return true }
     }
@@ -196,8 +198,8 @@ func receiveUntil(_ socket: Socket, within timeout: Duration, _ match: (Frame) -
 /// Gives up after 20 s: it returns as soon as the probe arrives, and as a parallel pass began (every
 /// test at once on two pool threads) a broker test's subscription once took longer than 5 s.
 func awaitDelivery(from publisher: Socket, to subscriber: Socket, probe: BusMessage) async throws {
-    let deadline = ContinuousClock.now + .seconds(20)
-    while ContinuousClock.now < deadline {
+    let deadline = WaitDeadline(.seconds(20))
+    while !deadline.passed {
         try await publish(probe, on: publisher)
         while let frames = try await receiveMessage(subscriber, timeout: .milliseconds(20)) {
             guard frames.first?.bytes == probe.topic else { continue }
@@ -217,14 +219,15 @@ func awaitDelivery(from publisher: Socket, to subscriber: Socket, probe: BusMess
     throw CancellationError()
 }
 
-/// Polls `condition` until it holds; records an issue and throws when `within` passes first.
+/// Polls `condition` until it holds; records an issue and throws when `within` (plus what the
+/// machine held the process back meanwhile) passes first.
 func waitUntil(
     within timeout: Duration, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
 ) async throws {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = WaitDeadline(timeout)
     while !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("condition not met within \(timeout)", sourceLocation: sourceLocation)
+        guard !deadline.passed else {
+            Issue.record("condition not met: \(deadline.account)", sourceLocation: sourceLocation)
             throw CancellationError()
         }
         try await Task.sleep(for: .milliseconds(5))

@@ -125,10 +125,11 @@ struct ClipboardFilesTests {
     }
 }
 
-/// Runs `body` until it returns a value or `timeout` passes (then nil).
+/// Runs `body` until it returns a value or `timeout` passes, plus what the machine held the
+/// process back meanwhile (then nil).
 func eventuallyResult<T>(within timeout: Duration, _ body: () async throws -> T?) async throws -> T? {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
+    let deadline = WaitDeadline(timeout)
+    while !deadline.passed {
         if let value = try await body() { return value }
         try await Task.sleep(for: .milliseconds(100))
     }
