@@ -19,8 +19,9 @@ private final class StuckDelegate: UserActivityDelegate, Sendable {
 struct HandOverLimitTests {
     @Test("a peer continuing faster than the delegate returns: past maxHandOversWaiting requests are refused at once (remoteApplicationTimedOut), and answered again once the delegate returns")
     func boundedWhileTheDelegateIsStuck() async throws {
-        // The continues wait 10 s for their answers, not the tests' 2 s: what is tested is a refusal
-        // at once, and CI's one-loop pass of e221b2e held a continue's answer past 2 s.
+        // The continues wait 10 s for their answers, not the tests' 5 s: what is tested is a refusal
+        // at once, and CI's one-loop pass of e221b2e held a continue's answer past 2 s (then the
+        // tests' timeout).
         try await withTwoNodes(configureB: { $0.continueTimeout = .seconds(10) }) { a, b in
             let type = "org.handoff.test.stuck"
             await b.setContinuationHandler(forType: type) { _ in }
