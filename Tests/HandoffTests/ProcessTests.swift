@@ -74,10 +74,12 @@ func startBroker() async throws -> (ChildProcess, frontend: String, backend: Str
     return (broker, endpoints[0], endpoints[1])
 }
 
+/// A node on a broker process, with short timings. A continue waits 5 s for its answer, as
+/// `testConfiguration`'s does: no test here is about that timeout.
 func brokerConfiguration(_ name: String, frontend: String, backend: String, interval: Duration = .milliseconds(200)) -> Node.Configuration {
     var configuration = Node.Configuration(
         name: name, bus: .broker(frontend: frontend, backend: backend),
-        advertiseInterval: interval, continueTimeout: .seconds(3), connectTimeout: .milliseconds(500))
+        advertiseInterval: interval, continueTimeout: .seconds(5), connectTimeout: .milliseconds(500))
     configuration.lease = interval * 3
     return configuration
 }
@@ -144,7 +146,7 @@ struct ProcessTests {
         func configuration(_ name: String) -> Node.Configuration {
             var configuration = Node.Configuration(
                 name: name, bus: .brokers([.init(frontend: f1, backend: b1), .init(frontend: f2, backend: b2)]),
-                advertiseInterval: .milliseconds(100), continueTimeout: .seconds(2), connectTimeout: .milliseconds(500))
+                advertiseInterval: .milliseconds(100), continueTimeout: .seconds(5), connectTimeout: .milliseconds(500))
             configuration.lease = .milliseconds(300)
             return configuration
         }
