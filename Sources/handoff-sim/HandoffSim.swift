@@ -62,6 +62,9 @@ struct HandoffSim: ParsableCommand {
     @Option(help: "Snapshots a node asks for at once, the others in turn (default: the production 32, which no simulated node reaches); 1 or more.")
     var snapshotsAtOnce: Int?
 
+    @Option(help: "Seconds each node's wall clock may be off true time, drawn within ± this for each node (two clocks differ by up to twice this); 0: every clock true. The nodes' replay window is 30 s.")
+    var clockSkew: Double = 0
+
     mutating func run() throws {
         // A test or script that starts it and is killed leaves no simulation running.
         ParentWatch.exitWithParentIfAsked()
@@ -87,6 +90,8 @@ struct HandoffSim: ParsableCommand {
             throw ValidationError("--no-cache takes --broker, --broker-pair or --sites")
         }
         options.lastValueCache = !noCache
+        guard clockSkew >= 0, clockSkew <= 3_600 else { throw ValidationError("--clock-skew takes 0 to 3600 seconds") }
+        options.clockSkew = .milliseconds(Int64((clockSkew * 1_000).rounded()))
         if let seed {
             let report = Simulation.run(seed: seed, options: options, trace: trace)
             for line in report.trace { print(line) }
@@ -95,7 +100,7 @@ struct HandoffSim: ParsableCommand {
             return
         }
         let start = first ?? UInt64.random(in: 0..<1_000_000_000)
-        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")\(madeUpPresences ? ", made-up presences" : "")\(noCache ? ", no cache" : "")")
+        print("seeds \(start)..<\(start + UInt64(seeds)), \(nodes) nodes, \(seconds) s each\(sites > 1 ? ", at \(sites) sites" : brokerPair ? ", through a broker pair" : broker ? ", through a broker" : "")\(noFaults ? ", no faults" : "")\(noStreams ? ", no streams" : "")\(noDepartures ? ", no departures" : "")\(madeUpPresences ? ", made-up presences" : "")\(noCache ? ", no cache" : "")\(clockSkew > 0 ? ", clocks within ±\(clockSkew) s" : "")")
         var failed: [SimulationReport] = []
         var steps = 0, deliveries = 0, refused = 0, continuations = 0, streams = 0, whole = 0, liesCaught = 0, stalled = 0
         var madeUp = 0, rounds = 0, originsAsked = 0, everyoneAsked = 0, unfollowed = 0
@@ -128,7 +133,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")\(noCache ? " --no-cache" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(snapshotsAtOnce.map { " --snapshots-at-once \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")\(noCache ? " --no-cache" : "")\(clockSkew > 0 ? " --clock-skew \(clockSkew)" : "")")
             throw ExitCode(1)
         }
     }

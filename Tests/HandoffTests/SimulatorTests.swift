@@ -9,7 +9,7 @@ import HandoffTestSupport
 struct SimulatorTests {
     /// Runs `count` fresh seeds in `mode` (printed, to replay any that fails) and expects none to fail.
     func passesFreshSeeds(_ count: Int, _ mode: String...) async throws {
-        // scripts/test runs fresh seeds of every mode itself (1,600 a run), beside the suite, and
+        // scripts/test runs fresh seeds of every mode itself (2,406 a run), beside the suite, and
         // says so (HANDOFF_SIMULATOR_RUNS_BESIDE): there the suite's own take a fifth of the CPU.
         let count = ProcessInfo.processInfo.environment["HANDOFF_SIMULATOR_RUNS_BESIDE"] == nil ? count : max(2, count / 5)
         let first = UInt64.random(in: 0..<1_000_000_000)

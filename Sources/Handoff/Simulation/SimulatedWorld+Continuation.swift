@@ -31,7 +31,7 @@ extension SimulatedWorld {
         let activity = known[pick % known.count]
         guard let origin = nodes.firstIndex(where: { $0.continueEndpoint == activity.continueEndpoint }) else { return }
         do {
-            guard case .fetch = try node.client.plan(activity, date: date) else { return }
+            guard case .fetch = try node.client.plan(activity, date: date(of: index)) else { return }
         } catch {
             log("\(node.id) cannot continue \(activity.id): \(error)")
             return
@@ -60,7 +60,7 @@ extension SimulatedWorld {
     /// The originator decides on a request, as ``Node`` does with ``ContinuationServer``.
     func serve(_ request: WireContinueRequest, from requester: Int, at index: Int, correlationID: UInt64) {
         let node = nodes[index]
-        switch ContinuationServer.decide(request, current: node.advertiserDo({ $0.current }), node: node.id, date: date) {
+        switch ContinuationServer.decide(request, current: node.advertiserDo({ $0.current }), node: node.id, date: date(of: index)) {
         case .refuse(let error), .overloaded(let error):
             reply(.error(error.wire), from: index, to: requester, correlationID: correlationID)
         case .expired(let activity, let error):
@@ -83,7 +83,7 @@ extension SimulatedWorld {
             schedule(.saved(node: index, incarnation: node.incarnation, answer: saving), at: now + delay(.microseconds(100)...(.milliseconds(300))))
             return
         }
-        switch ContinuationServer.finish(answer.activity, claimed: answer.claimed, maxUserInfoSize: 4_096, date: date) {
+        switch ContinuationServer.finish(answer.activity, claimed: answer.claimed, maxUserInfoSize: 4_096, date: date(of: index)) {
         case .failure(let error):
             reply(.error(error.wire), from: index, to: answer.requester, correlationID: answer.correlationID)
         case .success(let activity):
@@ -105,7 +105,7 @@ extension SimulatedWorld {
     private func reply(_ result: WireContinueReply.OneOf_Result, from index: Int, to requester: Int, correlationID: UInt64) {
         var reply = WireContinueReply()
         reply.result = result
-        let envelope = nodes[index].envelope(.continueReply(reply), date: date)
+        let envelope = nodes[index].envelope(.continueReply(reply), date: date(of: index))
         guard connected(index, requester) else { return }
         let (at, epoch) = route(from: index, to: requester)
         schedule(.continueReply(from: index, to: requester, epoch: epoch, correlationID: correlationID, envelope: envelope), at: at)

@@ -17,8 +17,9 @@ extension SimulatedWorld {
             activity.supportsContinuationStreams = true
             activity.delegate = saver
             if saves { activity.needsSave = true }
-            if let expiresIn { activity.expirationDate = date.addingTimeInterval(expiresIn.seconds) }
-            truth.made(activity, origin: index, followers: followers(ofType: type), at: now, expires: expiresIn.map { now + $0 })
+            if let expiresIn { activity.expirationDate = date(of: index).addingTimeInterval(expiresIn.seconds) }
+            truth.made(activity, origin: index, followers: followers(ofType: type), at: now, expires: expiresIn.map { now + $0 },
+                       clockOffset: clocks.offsets[index])
             log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
             publish(from: index, [nodes[index].advertiserDo { $0.add(activity) }])
         case .update(let index, let pick):
@@ -48,7 +49,7 @@ extension SimulatedWorld {
             guard !nodes[index].alive else { return nil }
             log("\(nodes[index].id) starts again")
             let node = nodes[index]
-            node.restart(peers: snapshotAnswerers, now: instant, date: date)
+            node.restart(peers: snapshotAnswerers, now: instant, date: date(of: index))
             giveRandomness(to: node)
             node.alive = true
             node.resumedAt = now
@@ -148,7 +149,7 @@ extension SimulatedWorld {
         log("\(nodes[index].id) publishes a presence of \(node.nodeID), listing \(activities) made-up activities")
         // In an envelope of its own, its sequence next after its last: the replay guard, which
         // keeps one sequence per key for all presences, takes it, and its own still pass.
-        var envelope = nodes[index].envelope(.nodePresence(presence), date: date)
+        var envelope = nodes[index].envelope(.nodePresence(presence), date: date(of: index))
         envelope.sender = node
         send(from: index, topic: Array((Topic.presencePrefix + node.nodeID).utf8), envelope)
     }
@@ -180,12 +181,12 @@ extension SimulatedWorld {
             withdrawal.origin = nodes[victims[pick % victims.count]].advertiserDo { $0.settings.origin }
             withdrawal.reason = RemovalReason.invalidated.wire
             log("\(liar.id) forges a withdrawal of \(target.id)")
-            send(from: index, topic: Topic.activity(target.activityType), liar.envelope(.withdrawal(withdrawal), date: date))
+            send(from: index, topic: Topic.activity(target.activityType), liar.envelope(.withdrawal(withdrawal), date: date(of: index)))
             // The same lie in an envelope that names the victim as its sender, its key and a
             // sequence past any it sent: only the connection's own key can tell it from the truth.
             log("\(liar.id) forges a withdrawal of \(target.id) in \(withdrawal.origin.nodeID)'s name")
             send(from: index, topic: Topic.activity(target.activityType),
-                 WireEnvelope(body: .withdrawal(withdrawal), sender: withdrawal.origin, sequence: UInt64.max - UInt64(pick), sentAt: date))
+                 WireEnvelope(body: .withdrawal(withdrawal), sender: withdrawal.origin, sequence: UInt64.max - UInt64(pick), sentAt: date(of: index)))
         }
         if !liar.heard.isEmpty {
             let replay = liar.heard[pick % liar.heard.count]

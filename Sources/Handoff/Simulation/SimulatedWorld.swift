@@ -76,7 +76,9 @@ final class SimulatedWorld {
     let epochDate = Date(timeIntervalSince1970: 1_900_000_000)
     private(set) var now = Duration.zero
     var instant: ContinuousClock.Instant { origin + now }
+    /// True time as a wall clock; a node reads its own clock (``date(of:)``).
     var date: Date { epochDate.addingTimeInterval(now.seconds) }
+    var clocks: SimulatedClocks
 
     var nodes: [SimulatedNode] = []
     var links: [[Link]]
@@ -149,13 +151,14 @@ final class SimulatedWorld {
         brokerLinks = Array(repeating: Array(repeating: (Link(), Link()), count: options.nodes), count: options.brokerCount)
         brokerPartitions = Array(repeating: [:], count: options.brokerCount)
         brokerUpSince = Array(repeating: [:], count: options.brokerCount)
+        clocks = SimulatedClocks(nodes: options.nodes, skew: options.clockSkew, seed: seed)
         var keys = SimulationRandom(seed: seed ^ 0xA5A5_A5A5_A5A5_A5A5)
         for index in 0..<options.nodes {
             let drawn = SimulationSchedule.followed[Int(keys.next() % UInt64(SimulationSchedule.followed.count))]
             let follows = follows?[index] ?? drawn
             nodes.append(SimulatedNode(index: index, follows: follows, hostile: hostile.contains(index), peers: snapshotAnswerers,
                                        sliceSize: options.sliceSize ?? Advertiser.bulkSlice,
-                                       snapshotsAtOnce: options.snapshotsAtOnce ?? Follower.maxSnapshotsUnderWay, now: instant, date: date, random: &keys))
+                                       snapshotsAtOnce: options.snapshotsAtOnce ?? Follower.maxSnapshotsUnderWay, now: instant, date: date(of: index), random: &keys))
         }
         for node in nodes { giveRandomness(to: node) }
     }
@@ -220,10 +223,10 @@ final class SimulatedWorld {
             let node = nodes[index]
             guard node.alive else { return nil }
             if let until = node.stoppedUntil, now < until { return nil }  // `resume` ticks it
-            perform(index, node.followerDo { $0.tick(now: instant, date: date) })
+            perform(index, node.followerDo { $0.tick(now: instant, date: date(of: index)) })
             endRequests(node.client.expire(now: instant), of: index)
             retryRefreshes(at: index)
-            let tick = node.advertiserDo { $0.tick(now: instant, date: date) }
+            let tick = node.advertiserDo { $0.tick(now: instant, date: date(of: index)) }
             for activity in tick.expired { truth.ended(activity.id, at: now) }
             if let note = tick.note { log("\(node.id): \(note)") }
             publish(from: index, tick.messages)
@@ -324,7 +327,7 @@ final class SimulatedWorld {
             if node.heard.count > 64 { node.heard.removeFirst() }
         }
         let actions = node.followerDo {
-            $0.received(envelope, topic: topic, connectionKey: connectionKey, now: instant, date: date)
+            $0.received(envelope, topic: topic, connectionKey: connectionKey, now: instant, date: date(of: to))
         }
         perform(to, actions)
         return to
@@ -359,7 +362,7 @@ final class SimulatedWorld {
     func publish(from index: Int, _ messages: [Advertiser.Message]) {
         let node = nodes[index]
         for message in messages {
-            let envelope = node.envelope(message.body, date: date)
+            let envelope = node.envelope(message.body, date: date(of: index))
             send(from: index, topic: message.topic, envelope)
         }
     }

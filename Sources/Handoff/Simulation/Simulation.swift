@@ -67,6 +67,11 @@ public struct SimulationOptions: Sendable, Hashable {
     /// everything; its snapshots come back empty, so a follower learns what went past it at the
     /// origin's next refresh.
     public var lastValueCache = true
+    /// How far each node's wall clock may be from true time: its offset is drawn within ± this
+    /// (``SimulatedClocks``), so two nodes' clocks differ by up to twice this. Zero: every clock
+    /// reads true time. Within what the configuration allows (docs/operations.md, "Clocks"),
+    /// every invariant must hold.
+    public var clockSkew = Duration.zero
 
     public init() {}
 }
@@ -156,7 +161,7 @@ public enum Simulation {
             schedule.addDepartures(options: options, random: &departureRandom)
         }
         let world = SimulatedWorld(options: options, seed: seed, hostile: hostile, trace: trace ? { lines.append($0) } : nil)
-        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.hasSites ? " at \(options.sites) sites" : options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "")\(options.lastValueCache ? "" : " without its cache") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
+        if trace { world.log("seed \(seed): \(options.nodes) nodes\(options.hasSites ? " at \(options.sites) sites" : options.broker ? (options.brokerPair ? " through a broker pair" : " through a broker") : "")\(options.lastValueCache ? "" : " without its cache")\(options.clockSkew > .zero ? ", clocks off by \(world.clocks.offsets.map { "\($0)" })" : "") (hostile: \(hostile.sorted().map { "node-\($0)" })), following \(world.nodes.map(\.follows)), \(schedule.entries - skipping.count) of \(schedule.entries) schedule entries") }
         let failure = world.run(schedule, skipping: skipping) { world, touched in SimulationInvariants.check(world, touched: touched) }
         if let failure, trace { world.log("FAILED: \(failure)") }
         return SimulationReport(

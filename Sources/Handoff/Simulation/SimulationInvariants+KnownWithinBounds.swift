@@ -19,7 +19,8 @@ extension SimulationInvariants {
     /// type within ``discoveryBound(_:)`` of the last change that could hide it (a refresh interval
     /// more for an origin that publishes made-up presences, or for what went past a follower of
     /// brokers that keep no cache, ``untilRefresh(_:_:changedAt:pathUp:)``); nothing ended stays
-    /// known past ``forgetBound(_:)``, nor anything expired past a sweep after its expiration date.
+    /// known past ``forgetBound(_:)``, nor anything expired past a sweep after its expiration date (by
+    /// the follower's clock: ``SimulatedClocks``).
     ///
     /// Checked after every step, so what does not change within a step is worked out once (which
     /// nodes run, paths; which nodes follow a type, once a run), and a follower's knowledge is
@@ -80,7 +81,7 @@ extension SimulationInvariants {
             if let end = earlier(activities[at].endedAt, activities[at].expiresAt) {
                 for (position, index) in activities[at].followers.enumerated() where index != origin && running[index] {
                     let follower = nodes[index]
-                    guard pastEnd(world, activities[at], end, follower), follower.knownVersion(activities[at].id) != nil,
+                    guard pastEnd(world, activities[at], follower), follower.knownVersion(activities[at].id) != nil,
                           let failure = endedStillKnown(world, activities[at], by: follower) else { continue }
                     return Breach(activity: at, follower: position, failure: failure)
                 }
@@ -126,22 +127,29 @@ extension SimulationInvariants {
     /// Whether an ended (or expiring) activity is past the bound within which `follower` must have
     /// let it go: its expiration date and a sweep, or its end and ``forgetBound(_:)`` (each from
     /// when the follower last went on, at the latest).
-    private static func pastEnd(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, _ end: Duration, _ follower: SimulatedNode) -> Bool {
-        pastExpiry(world, activity, follower) || world.now > max(end, follower.wentOnAt) + world.bounds.forget
+    private static func pastEnd(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, _ follower: SimulatedNode) -> Bool {
+        guard let end = earlier(activity.endedAt, expiresAt(activity, by: follower, in: world)) else { return false }
+        return pastExpiry(world, activity, follower) || world.now > max(end, follower.wentOnAt) + world.bounds.forget
     }
 
     /// Its expiration date is in every advertisement: a follower drops it on its next sweep,
     /// whatever it hears or does not hear.
     private static func pastExpiry(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, _ follower: SimulatedNode) -> Bool {
-        activity.expiresAt.map { world.now > max($0, follower.wentOnAt) + sweep + .milliseconds(50) } ?? false
+        expiresAt(activity, by: follower, in: world).map { world.now > max($0, follower.wentOnAt) + sweep + .milliseconds(50) } ?? false
+    }
+
+    /// When `follower`'s clock passes the activity's expiration date (its origin's clock set it;
+    /// with skew, the two clocks differ: ``SimulatedClocks``).
+    private static func expiresAt(_ activity: SimulationTruth.Activity, by follower: SimulatedNode, in world: SimulatedWorld) -> Duration? {
+        activity.expiresAt(byClockOffset: world.clocks.offsets[follower.index])
     }
 
     /// The failure of a follower that knows an ended (or expiring) activity, if it is past its
-    /// bound (``pastEnd(_:_:_:_:)``).
+    /// bound (``pastEnd(_:_:_:)``).
     private static func endedStillKnown(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, by follower: SimulatedNode) -> SimulationFailure? {
-        guard let end = earlier(activity.endedAt, activity.expiresAt), pastEnd(world, activity, end, follower) else { return nil }
+        guard let end = earlier(activity.endedAt, expiresAt(activity, by: follower, in: world)), pastEnd(world, activity, follower) else { return nil }
         if pastExpiry(world, activity, follower) {
-            return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(activity.id.id), which expired at \(activity.expiresAt ?? end)")
+            return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(activity.id.id), which expired at \(end) by its clock")
         }
         return failure(world, "ended-activity-forgotten", "\(follower.id) still knows \(activity.id.id), which ended at \(end)")
     }

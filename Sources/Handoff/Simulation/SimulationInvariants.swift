@@ -94,9 +94,10 @@ enum SimulationInvariants {
             for (id, held) in node.client.held.versions {
                 // Known no newer than held first: nearly always so, and one lookup.
                 // (An activity that ended, or is past its expiration date, is refused by its
-                // origin: nothing newer is owed.)
+                // origin: nothing newer is owed; nor once the holder's clock says it expired.)
                 guard let knownVersion = node.followerDo({ $0.known[id]?.activity.version }), knownVersion > held,
-                      let truth = world.truth[id], truth.endedAt == nil, truth.expiresAt.map({ world.now < $0 }) ?? true,
+                      let truth = world.truth[id], truth.endedAt == nil, !expired(truth, byClockOf: truth.origin, in: world),
+                      !expired(truth, byClockOf: node.index, in: world),
                       !node.client.held.isRefreshing(id),
                       let endpoint = node.followerDo({ $0.known[id]?.activity.continueEndpoint }),
                       let origin = world.nodes.firstIndex(where: { $0.continueEndpoint == endpoint }),
@@ -111,6 +112,11 @@ enum SimulationInvariants {
         }
         world.heldLagging = lagging
         return nil
+    }
+
+    /// Whether node `index`'s clock is past the activity's expiration date (``SimulatedClocks``).
+    static func expired(_ activity: SimulationTruth.Activity, byClockOf index: Int, in world: SimulatedWorld) -> Bool {
+        activity.expiresAt(byClockOffset: world.clocks.offsets[index]).map { world.now >= $0 } ?? false
     }
 
     /// "continued-once-at-most-once": an origin hands a continue-once activity over at most once.

@@ -15,8 +15,15 @@ struct SimulationTruth {
         /// When it was made current or last changed.
         var changedAt: Duration
         var endedAt: Duration?
-        /// When its expiration date passes, if it has one.
+        /// When its expiration date passes, if it has one, by its origin's clock as it was made.
         let expiresAt: Duration?
+        /// Its origin's clock's offset as it was made: the expiration date is by that clock.
+        let expiryClockOffset: Duration
+
+        /// When its expiration date passes by a clock `offset` from true time (``SimulatedClocks``).
+        func expiresAt(byClockOffset offset: Duration) -> Duration? {
+            expiresAt.map { $0 + expiryClockOffset - offset }
+        }
     }
 
     /// Every activity of the run, in the order made (a dictionary's order is not stable across
@@ -38,11 +45,11 @@ struct SimulationTruth {
         return "a\(madeCount)-n\(origin)"
     }
 
-    mutating func made(_ activity: UserActivity, origin: Int, followers: [Int], at now: Duration, expires: Duration?) {
+    mutating func made(_ activity: UserActivity, origin: Int, followers: [Int], at now: Duration, expires: Duration?, clockOffset: Duration = .zero) {
         position[activity.id] = inOrder.count
         inOrder.append(Activity(
             id: HashedID(activity.id), origin: origin, type: activity.activityType, activity: activity, followers: followers,
-            version: activity.version, changedAt: now, endedAt: nil, expiresAt: expires))
+            version: activity.version, changedAt: now, endedAt: nil, expiresAt: expires, expiryClockOffset: clockOffset))
     }
 
     mutating func changed(_ activity: UserActivity, at now: Duration) {
