@@ -97,6 +97,18 @@ struct BusBeliefTests {
         #expect(judge.judge(claim(senderKey: keyB, originKey: keyB, subject: "act-2", sequence: 1), knownKey: nil, now: now) == .replayed)
     }
 
+    @Test("rule: secure, replay protection is kept per key and origin node: a node's new process (a new node id, the same key) may start from a lower sequence (its clock went back); each process's own messages sent again are replays")
+    func replayPerKeyAndProcess() {
+        var judge = belief(secure: true)
+        let presence = Follower.presenceSubject.id
+        #expect(judge.judge(claim(sender: "n-1", origin: "n-1", subject: presence, sequence: 2_000_000), knownKey: nil, now: now) == .believed)
+        #expect(judge.judge(claim(sender: "n-2", origin: "n-2", subject: presence, sequence: 1_000_000), knownKey: nil, now: now) == .believed)
+        #expect(judge.judge(claim(sender: "n-2", origin: "n-2", subject: presence, sequence: 1_000_000), knownKey: nil, now: now) == .replayed)
+        #expect(judge.judge(claim(sender: "n-1", origin: "n-1", subject: presence, sequence: 2_000_000), knownKey: nil, now: now) == .replayed)
+        // A process that keeps its node id (Configuration.id) is one origin: lower is a replay.
+        #expect(judge.judge(claim(sender: "n-1", origin: "n-1", subject: presence, sequence: 1_500_000), knownKey: nil, now: now) == .replayed)
+    }
+
     @Test("secure, keys that share a slot of the sender names keep their own sequences, each again and again")
     func replayPerKeySharingASlot() {
         var judge = belief(secure: true)

@@ -8,7 +8,8 @@ import Foundation
 /// - Secure, the sender is its key: the envelope's sender key must be the origin's, and the key the
 ///   activity is known under here, if it is known; so no member can speak for another, nor take
 ///   over an activity it did not start.
-/// - It must be fresh for ``ReplayGuard``, kept per key when secure (per node id otherwise).
+/// - It must be fresh for ``ReplayGuard``, kept per key and origin node id when secure (per node id
+///   otherwise): a node's new process, with a new node id, is checked against its own messages.
 struct BusBelief {
     enum Verdict: Equatable {
         case believed
@@ -52,7 +53,9 @@ struct BusBelief {
             }
         }
         let sender = secure ? senderNames.name(of: senderKey) : originNodeID
-        switch replayGuard.check(sender: sender, subject: subject, sequence: sequence, sentAt: sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat) {
+        switch replayGuard.check(
+            sender: sender, origin: originNodeID, subject: subject, sequence: sequence, sentAt: sentAt, now: now, clock: clock, allowingRepeat: allowingRepeat
+        ) {
         case .fresh: return .believed
         case .stale(let age): return .stale(age: age)
         case .replayed: return .replayed

@@ -64,7 +64,9 @@ extension Follower {
     enum Ignored: Equatable {
         /// From a node that may not speak for it; why, in words.
         case foreign(String)
-        case stale(subject: String, age: TimeInterval)
+        /// Sent (by the sender's clock) `age` seconds before this node's clock says now (negative:
+        /// ahead), outside the replay window, or with no time (infinite).
+        case stale(subject: String, sender: String, age: TimeInterval)
         case replayed
         /// A new activity past the quota of its origin or of all.
         case overQuota

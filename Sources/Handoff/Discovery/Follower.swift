@@ -262,7 +262,7 @@ struct Follower {
         switch verdict {
         case .believed: return nil
         case .foreign(let why): return .ignored(.foreign(why))
-        case .stale(let age): return .ignored(.stale(subject: subject.id, age: age))
+        case .stale(let age): return .ignored(.stale(subject: subject.id, sender: speaker.senderID, age: age))
         case .replayed: return .ignored(.replayed)
         case .full: return .ignored(.overQuota)
         }

@@ -83,9 +83,12 @@ extension Node {
             case .ignored(.foreign(let why)):
                 observability.securityCounters.foreignIgnored += 1
                 logRateLimited("ignoring \(why)")
-            case .ignored(.stale(let subject, let age)):
+            case .ignored(.stale(let subject, let sender, let age)):
                 observability.securityCounters.staleIgnored += 1
-                own.logger.debug("ignoring a stale bus message about \(subject): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(own.configuration.replayWindow))")
+                own.logger.debug("ignoring a stale bus message about \(subject) from node \(sender): sent \(age.isFinite ? "\(Int(age)) s ago" : "with no time") (window \(own.configuration.replayWindow))")
+                // Most often two hosts' clocks that disagree: every message of that node is refused
+                // then, and its activities come and go (docs/operations.md, "Clocks").
+                logRateLimited(Self.staleWarning(sender: sender, age: age, window: own.configuration.replayWindow))
             case .ignored(.replayed): observability.securityCounters.replayedIgnored += 1
             case .ignored(.overQuota): observability.securityCounters.overQuotaIgnored += 1
             case .ignored(.malformed(let why)): noteMalformed(bus: true, why)
@@ -206,6 +209,15 @@ extension Node {
     func noteMalformed(bus: Bool, _ what: String) {
         if bus { observability.securityCounters.malformedBus += 1 } else { observability.securityCounters.malformedContinuation += 1 }
         logRateLimited("ignoring malformed input: \(what)")
+    }
+
+    /// What a stale message makes a node say (at most once a minute, as ``logRateLimited(_:)``):
+    /// who sent it and how far off its time was, and the likely cause.
+    static func staleWarning(sender: String, age: TimeInterval, window: Duration) -> String {
+        guard age.isFinite else { return "ignoring bus messages of node \(sender) with no send time" }
+        let off = age >= 0 ? "\(Int(age)) s old" : "\(Int(-age)) s ahead"
+        return "ignoring bus messages of node \(sender) as stale: one was \(off) by its clock against this host's, outside the \(Int(window.seconds)) s replay window; "
+            + "if the two hosts' clocks disagree, set them right (NTP): they may differ by the replay window less the refresh interval at most (docs/operations.md, \"Clocks\")"
     }
 
     /// Logs what a peer made this node ignore at most once a minute, with the counters so far, so

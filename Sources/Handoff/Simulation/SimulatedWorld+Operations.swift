@@ -147,8 +147,9 @@ extension SimulatedWorld {
         presence.leaseMs = UInt32(SimulatedNode.settings.lease.milliseconds)
         madeUpPresences += 1
         log("\(nodes[index].id) publishes a presence of \(node.nodeID), listing \(activities) made-up activities")
-        // In an envelope of its own, its sequence next after its last: the replay guard, which
-        // keeps one sequence per key for all presences, takes it, and its own still pass.
+        // In an envelope of its own, its sequence next after its last: the replay guard keeps a
+        // sequence per key and node id, so each made-up node takes an entry of the key's share
+        // (`maxReplaySubjectsPerSender`), and the liar's own presences still pass.
         var envelope = nodes[index].envelope(.nodePresence(presence), date: date(of: index))
         envelope.sender = node
         send(from: index, topic: Array((Topic.presencePrefix + node.nodeID).utf8), envelope)
