@@ -22,6 +22,7 @@ HANDOFF_DEBIAN_PACKAGES=(
     xvfb xclip           # ClipboardTests: two X displays, and a real X client copying and pasting on them
     sway wl-clipboard    # WaylandClipboardTests: two headless sway compositors, wl-copy and wl-paste on them
     gdb                  # scripts/stacks: a hung test process's threads, read before a pass's time limit ends it
+    faketime             # ClockStepTests: an advertiser whose host's clock is shifted (libfaketime)
 )
 
 ensure_debian_packages() {
