@@ -11,12 +11,10 @@ import Foundation
 /// across restarts (as a node given ``Node/Configuration/id`` does), and such a node's clock must
 /// not go back across a restart by more than its last run lasted (docs/operations.md, "Clocks").
 struct SimulatedClocks {
-    let skew: Duration
     /// Each node's offset from true time, by index.
     let offsets: [Duration]
 
     init(nodes: Int, skew: Duration, seed: UInt64) {
-        self.skew = skew
         var random = SimulationRandom(seed: seed ^ 0xC10C_5E7E_D0FF_5E75)
         offsets = (0..<nodes).map { _ in skew > .zero ? random.duration((.zero - skew)...skew) : .zero }
     }

@@ -78,7 +78,7 @@ final class SimulatedWorld {
     var instant: ContinuousClock.Instant { origin + now }
     /// True time as a wall clock; a node reads its own clock (``date(of:)``).
     var date: Date { epochDate.addingTimeInterval(now.seconds) }
-    var clocks: SimulatedClocks
+    let clocks: SimulatedClocks
 
     var nodes: [SimulatedNode] = []
     var links: [[Link]]

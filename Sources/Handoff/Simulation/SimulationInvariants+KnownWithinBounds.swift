@@ -128,26 +128,20 @@ extension SimulationInvariants {
     /// let it go: its expiration date and a sweep, or its end and ``forgetBound(_:)`` (each from
     /// when the follower last went on, at the latest).
     private static func pastEnd(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, _ follower: SimulatedNode) -> Bool {
-        guard let end = earlier(activity.endedAt, expiresAt(activity, by: follower, in: world)) else { return false }
+        guard let end = earlier(activity.endedAt, expiresAt(activity, byClockOf: follower.index, in: world)) else { return false }
         return pastExpiry(world, activity, follower) || world.now > max(end, follower.wentOnAt) + world.bounds.forget
     }
 
     /// Its expiration date is in every advertisement: a follower drops it on its next sweep,
     /// whatever it hears or does not hear.
     private static func pastExpiry(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, _ follower: SimulatedNode) -> Bool {
-        expiresAt(activity, by: follower, in: world).map { world.now > max($0, follower.wentOnAt) + sweep + .milliseconds(50) } ?? false
-    }
-
-    /// When `follower`'s clock passes the activity's expiration date (its origin's clock set it;
-    /// with skew, the two clocks differ: ``SimulatedClocks``).
-    private static func expiresAt(_ activity: SimulationTruth.Activity, by follower: SimulatedNode, in world: SimulatedWorld) -> Duration? {
-        activity.expiresAt(byClockOffset: world.clocks.offsets[follower.index])
+        expiresAt(activity, byClockOf: follower.index, in: world).map { world.now > max($0, follower.wentOnAt) + sweep + .milliseconds(50) } ?? false
     }
 
     /// The failure of a follower that knows an ended (or expiring) activity, if it is past its
     /// bound (``pastEnd(_:_:_:)``).
     private static func endedStillKnown(_ world: SimulatedWorld, _ activity: SimulationTruth.Activity, by follower: SimulatedNode) -> SimulationFailure? {
-        guard let end = earlier(activity.endedAt, expiresAt(activity, by: follower, in: world)), pastEnd(world, activity, follower) else { return nil }
+        guard let end = earlier(activity.endedAt, expiresAt(activity, byClockOf: follower.index, in: world)), pastEnd(world, activity, follower) else { return nil }
         if pastExpiry(world, activity, follower) {
             return failure(world, "expired-activity-dropped", "\(follower.id) still knows \(activity.id.id), which expired at \(end) by its clock")
         }

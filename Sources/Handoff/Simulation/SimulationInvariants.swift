@@ -114,9 +114,15 @@ enum SimulationInvariants {
         return nil
     }
 
-    /// Whether node `index`'s clock is past the activity's expiration date (``SimulatedClocks``).
+    /// When node `index`'s clock passes the activity's expiration date (its origin's clock set it;
+    /// with skew, the two clocks differ: ``SimulatedClocks``).
+    static func expiresAt(_ activity: SimulationTruth.Activity, byClockOf index: Int, in world: SimulatedWorld) -> Duration? {
+        activity.expiresAt(byClockOffset: world.clocks.offsets[index])
+    }
+
+    /// Whether node `index`'s clock is past the activity's expiration date.
     static func expired(_ activity: SimulationTruth.Activity, byClockOf index: Int, in world: SimulatedWorld) -> Bool {
-        activity.expiresAt(byClockOffset: world.clocks.offsets[index]).map { world.now >= $0 } ?? false
+        expiresAt(activity, byClockOf: index, in: world).map { world.now >= $0 } ?? false
     }
 
     /// "continued-once-at-most-once": an origin hands a continue-once activity over at most once.
