@@ -301,13 +301,21 @@ private struct SnapshotAnswersSeen {
 func subscribedTap(_ context: Context, at endpoint: String, following topics: [String], presenceOf nodeID: String) async throws -> Socket {
     let tap = try context.socket(.sub)
     for topic in topics { try tap.subscribe(topic) }
+    try await untilPresence(of: nodeID, reaches: tap) { try tap.connect(endpoint) }
+    return tap
+}
+
+/// Follows `nodeID`'s presence on `tap` (after its other subscriptions) until one arrives, which
+/// shows that those subscriptions reached the node, through a broker too; then follows it no more
+/// and drops what came meanwhile. `connect` connects the tap, once the presence is followed (none
+/// when it is connected already).
+func untilPresence(of nodeID: String, reaches tap: Socket, connect: () throws -> Void = {}) async throws {
     let presence = "P:" + nodeID
     try tap.subscribe(presence)
-    try tap.connect(endpoint)
+    try connect()
     let arrived = try await receiveUntil(tap, within: .seconds(10)) { $0.string == presence }
-    try #require(arrived, "no presence of \(nodeID) reached the tap at \(endpoint) within 10 s")
+    try #require(arrived, "no presence of \(nodeID) reached the tap within 10 s")
     try tap.unsubscribe(presence)
     try await Task.sleep(for: .milliseconds(50))
     while try tap.tryReceive() != nil {}
-    return tap
 }

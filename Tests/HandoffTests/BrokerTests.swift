@@ -163,17 +163,18 @@ struct BrokerTests {
             .advertisement(id: "expiring", type: type, leaseMs: 60_000, expiresAt: Date().addingTimeInterval(0.2)),
             on: publisher)
         try await publish(.advertisement(id: "long-lease", type: type, leaseMs: 60_000), on: publisher)
-        // Its lease leaves room for the test's task to be held up (with 400 ms, a 300 ms stall would lapse it).
-        let renewed = try BusMessage.advertisement(id: "renewed", type: type, leaseMs: 1_000)
+        // Its lease leaves room for the test's task to be held up between renewals (with 400 ms a
+        // 300 ms stall would lapse it, with 1 s a stall of a second on a loaded machine).
+        let renewed = try BusMessage.advertisement(id: "renewed", type: type, leaseMs: 3_000)
         try await publish(renewed, on: publisher)
         try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == 4 }
 
-        // Renew one of them (same version) for 1.5 s, past its lease; the short ones lapse meanwhile.
-        for _ in 0..<15 {
+        // Renew one of them (same version) for 3.5 s, past its lease; the short ones lapse meanwhile.
+        for _ in 0..<35 {
             try await Task.sleep(for: .milliseconds(100))
             try await publish(renewed, on: publisher)
         }
-        try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == 19 }
+        try await waitUntil(within: .seconds(5)) { broker.counters.messagesIn == 39 }
         // Expired entries leave the cache on their own, with nobody subscribing.
         #expect(broker.counters.cachedActivities == 2)
 

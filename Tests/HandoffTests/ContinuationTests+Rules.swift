@@ -111,7 +111,7 @@ extension ContinuationTests {
             #expect(await b.activities(matching: .keywords(["hopper"])).isEmpty)
             // A discovery stream filtered the same way hears only what matches.
             let engines = await b.discover(.keywords(["analytical engine"]))
-            let first = await firstEvent(in: engines, within: .seconds(2)) { _ in true }
+            let first = await firstEvent(in: engines, within: .seconds(10)) { _ in true }
             #expect(first?.activity.id == ada.id)
         }
     }
@@ -144,7 +144,7 @@ extension ContinuationTests {
             let appeared = await firstEvent(in: seen) { $0.activity.id == activityID }
             #expect(appeared != nil)
             runA.cancel()
-            let gone = await firstEvent(in: seen, within: .seconds(2)) { if case .removed(_, .nodeShutdown) = $0 { true } else { false } }
+            let gone = await firstEvent(in: seen, within: .seconds(10)) { if case .removed(_, .nodeShutdown) = $0 { true } else { false } }
             #expect(gone?.activity.id == activityID)
         }
     }

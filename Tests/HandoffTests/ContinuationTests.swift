@@ -130,7 +130,7 @@ struct ContinuationTests {
             await b.setDelegate(continuer)
             await b.setContinuationHandler(forType: editContact) { _ in }
             let found = try await discovered(activity.id, on: b)
-            let started = ContinuousClock.now
+            let probe = StallProbe.start(alsoOn: EventLoops.shared), started = ContinuousClock.now
             do {
                 _ = try await b.continueActivity(found)
                 Issue.record("a silent originator must time out")
@@ -138,8 +138,8 @@ struct ContinuationTests {
                 #expect(error.code == .remoteApplicationTimedOut)
                 #expect(error.code.appleErrorCode == 4610)
             }
-            let waited = ContinuousClock.now - started
-            #expect(waited >= .milliseconds(350) && waited < .seconds(2))
+            let waited = ContinuousClock.now - started, held = probe.stop()
+            #expect(waited >= .milliseconds(350) && waited < .seconds(2) + held, "timed out after \(waited), the loops held back \(held)")
             #expect(continuer.log.last == "didFail \(editContact) remote application timed out")
             #expect(ReadinessWatcher.shared.replyPolling.awaitedCount == 0, "a continue that timed out still counts its reply awaited: loops would poll after every later request")
         }
@@ -215,10 +215,11 @@ struct ContinuationTests {
             }
 
             let expiring = try UserActivity(activityType: editContact)
-            expiring.expirationDate = Date(timeIntervalSinceNow: 0.6)
+            // Found before it expires (0.6 s need not be enough on a loaded machine), continued after.
+            expiring.expirationDate = Date(timeIntervalSinceNow: 3)
             try await expiring.becomeCurrent(on: a)
             let foundExpiring = try await discovered(expiring.id, on: b)
-            try await Task.sleep(for: .milliseconds(700))
+            try await Task.sleep(for: .seconds(max(0, expiring.expirationDate!.timeIntervalSinceNow) + 0.1))
             let expired = await #expect(throws: HandoffError.self, "an expired activity must not be continued") { _ = try await b.continueActivity(foundExpiring) }
             #expect(expired?.code == .activityExpired)
             #expect(await eventually { await b.activities().allSatisfy { $0.id != expiring.id } })

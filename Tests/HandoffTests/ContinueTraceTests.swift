@@ -39,7 +39,10 @@ struct ContinueTraceTests {
     func withTracedOrigin(_ body: (Node, Socket) async throws -> Void) async throws {
         try await withTracer { tracer, frontend, backend in
             try await Node.withRunning(brokerConfiguration("origin", frontend: frontend, backend: backend)) { node in
-                try await Task.sleep(for: .milliseconds(300))  // the tracer's subscription reaches the broker
+                // The tracer's subscriptions reach the node through the broker: its presence, which
+                // the tracer follows too until it arrives, shows that they have (a fixed wait need not
+                // on a loaded machine).
+                try await untilPresence(of: node.id, reaches: tracer)
                 try await body(node, tracer)
             }
         }
@@ -62,7 +65,7 @@ struct ContinueTraceTests {
             try peer.send(.continueRequest(request), as: "tracer", correlationID: 100, traceID: "not-a-trace-id")
             // Every request is answered with the activity, traced or not.
             var answered = 0
-            while let (envelope, _) = try await peer.receive(within: .seconds(2)) {
+            while let (envelope, _) = try await peer.receive(within: .seconds(10)) {
                 if case .continueReply(let reply) = envelope.body, case .activity = reply.result { answered += 1 }
                 if answered == 13 { break }
             }

@@ -27,6 +27,7 @@ struct HostilePresenceTests {
             try await Task.sleep(for: .milliseconds(300))
             let before = broker.counters
             // Twelve seconds of presences, ten a second, each of a fresh node listing a fresh id.
+            let began = ContinuousClock.now
             for tick in 0..<120 {
                 var sender = WireNodeRef()
                 sender.nodeID = "made-up-\(tick)"
@@ -43,6 +44,9 @@ struct HostilePresenceTests {
                 }
                 try await Task.sleep(for: .milliseconds(100))
             }
+            // The bounds below are for twelve seconds: a loaded machine that took longer gets as
+            // much more (holds grow with each round, so this is generous, never tight).
+            let scale = max(1, (ContinuousClock.now - began) / .seconds(12))
             let snapshots = broker.counters.snapshots - before.snapshots
             let everyone = broker.counters.readvertiseEveryone - before.readvertiseEveryone
             let asked = broker.counters.readvertiseRequests - before.readvertiseRequests
@@ -51,8 +55,8 @@ struct HostilePresenceTests {
             // each (every second, before: about 36 in all), and the broker's subscribe-all once at
             // most (every 10 s before), four origins of the key asked at a time while they are
             // awaited (8 in 12 s when written; 34 without that bound, 80 a minute with no hold).
-            #expect(snapshots <= 18, "\(snapshots) snapshots answered to three followers in 12 s")
-            #expect(everyone <= 1 && asked <= 16, "everyone asked \(everyone) times, \(asked) origins asked")
+            #expect(Double(snapshots) <= 18 * scale, "\(snapshots) snapshots answered to three followers in 12 s (× \(scale))")
+            #expect(everyone <= 1 && Double(asked) <= 16 * scale, "everyone asked \(everyone) times, \(asked) origins asked (× \(scale))")
             for follower in nodes.prefix(3) {
                 #expect(await follower.activities().map(\.activityType) == ["org.hostile.edit"])
             }

@@ -36,8 +36,8 @@ struct ManySubscriptionsTests {
                 }
                 let wanted = Set((0..<prefixes).map { "\(round)-\($0)" })
                 var known = Set<String>()
-                let deadline = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < deadline {
+                let deadline = WaitDeadline(.seconds(30))
+                while !deadline.passed {
                     known = Set(await node.activities().map(\.id)).intersection(wanted)
                     if known.count == prefixes { break }
                     try await Task.sleep(for: .milliseconds(100))

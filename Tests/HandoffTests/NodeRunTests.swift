@@ -16,7 +16,7 @@ struct NodeRunTests {
             let (ran, ranSignal) = AsyncStream<Bool>.makeStream()
             await node.spawn { ranSignal.yield(true) }
             let giveUp = Task {
-                try? await Task.sleep(for: .seconds(5))
+                try? await Task.sleep(for: .seconds(20))
                 ranSignal.yield(false)
             }
             var outcome = ran.makeAsyncIterator()

@@ -42,7 +42,7 @@ struct OwnSnapshotTests {
             // Short, it would be asked again after 0.25–0.4 s, then 0.5–0.75 s, 1–1.5 s and 2–3 s.
             try await Task.sleep(for: .milliseconds(1_500))
             #expect(broker.counters.snapshots - asked == 1, "the broker answered \(broker.counters.snapshots - asked) snapshots")
-            #expect(await node.snapshotsSettled)
+            #expect(await eventually { await node.snapshotsSettled })
             withExtendedLifetime(events) {}
         }
     }

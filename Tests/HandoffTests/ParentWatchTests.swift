@@ -51,9 +51,11 @@ struct ParentWatchTests {
 
     @Test("asked, a broker whose starter is killed with -9 ends within a second; not asked, it runs on as a daemon does")
     func endsWithItsStarter() async throws {
-        let asked = try await brokerAfterItsStarterIsKilled(asked: true, wait: .seconds(1))
-        #expect(!asked.alive, "the broker outlived the shell that started it")
-        if asked.alive { kill(asked.pid, SIGKILL) }
+        // Within a second, or later by what the machine held the processes back.
+        let asked = try await brokerAfterItsStarterIsKilled(asked: true, wait: .zero)
+        let ended = await eventually(within: .seconds(1)) { !running(asked.pid) }
+        #expect(ended, "the broker outlived the shell that started it")
+        if !ended { kill(asked.pid, SIGKILL) }
         let daemon = try await brokerAfterItsStarterIsKilled(asked: false, wait: .seconds(1))
         #expect(daemon.alive, "a broker nobody asked to end with its starter ended")
         kill(daemon.pid, SIGKILL)

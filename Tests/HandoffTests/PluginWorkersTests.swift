@@ -37,7 +37,7 @@ struct PluginWorkersTests {
         let workers = PluginWorkers(limit: 2, name: "test worker")
         let release = DispatchSemaphore(value: 0)
         let calls = (0..<3).map { _ in Task { await workers.run { release.wait() } } }
-        let deadline = ContinuousClock.now + .seconds(2)
+        let deadline = ContinuousClock.now + .seconds(10)
         while workers.waiting != 1 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(workers.waiting == 1)
         #expect(workers.threadCount == 2)

@@ -165,7 +165,7 @@ struct ProcessTests {
             first!.signal(SIGKILL)
             first = nil
             activity.title = "Editing Ada Lovelace"
-            let updated = await firstEvent(in: events, within: .seconds(2)) {
+            let updated = await firstEvent(in: events, within: .seconds(10)) {
                 if case .updated(let changed) = $0 { changed.title == "Editing Ada Lovelace" } else { false }
             }
             #expect(updated != nil)
@@ -253,7 +253,7 @@ struct ProcessTests {
             let events = await node.discover()
             _ = try await discovered(id, on: node)
             advertiser.signal(SIGTERM)
-            let removal = await firstEvent(in: events, within: .seconds(2)) { if case .removed(let gone, _) = $0 { gone.id == id } else { false } }
+            let removal = await firstEvent(in: events, within: .seconds(10)) { if case .removed(let gone, _) = $0 { gone.id == id } else { false } }
             guard case .removed(_, let reason)? = removal else {
                 Issue.record("a gracefully stopped node must withdraw its activity")
                 return

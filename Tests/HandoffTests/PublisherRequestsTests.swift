@@ -73,16 +73,20 @@ struct PublisherRequestsTests {
         let member = try context.socket(.sub)
         try account.security(account.a).secureClient(member, serverKey: account.broker.publicKey)
         for index in 0..<200 { try member.subscribe("R:node-\(index)") }
+        let connected = ContinuousClock.now
         try member.connect(broker.backendEndpoint)
         try await waitUntil(within: .seconds(5)) { broker.counters.subscriptions >= 200 }
+        let arriving = ContinuousClock.now - connected
         var subscribed: [String: Int] = [:], withdrawn: [String: Int] = [:]
         while let frame = try await publisher.receive(timeout: .milliseconds(300)) {
             let topic = String(decoding: frame.bytes.dropFirst(), as: UTF8.self)
             if frame.bytes.first == 1 { subscribed[topic, default: 0] += 1 } else { withdrawn[topic, default: 0] += 1 }
         }
         let passed = subscribed.values.reduce(0, +)
-        // Fifty at once, and ten a second while the subscriptions arrived.
-        #expect(passed >= 50 && passed <= 70, "\(passed) passed")
+        // Fifty at once, and ten a second while the subscriptions arrived (a second at most on an
+        // idle machine, longer on a loaded one: the bound is counted from how long they took).
+        let refilled = 10 * (Int((arriving / .seconds(1)).rounded(.up)) + 1)
+        #expect(passed >= 50 && passed <= 50 + max(20, refilled), "\(passed) passed in \(arriving)")
         #expect(subscribed == withdrawn, "each withdrawn at once: none stands at the publishers")
         #expect(broker.counters.requestsRefused == 200 - passed)
         member.close()

@@ -35,7 +35,12 @@ struct StreamLogFloodTests {
                 }
             }
             #expect(violations == Int(Self.pairs), "each pair's violation is told to the peer")
-            try await Task.sleep(for: .milliseconds(500))  // the plugin's writers see their pairs failed
+            // The plugin's writers see their pairs failed and say so, however late a loaded machine
+            // runs them; then a moment for a second kind of line.
+            _ = await eventually(within: .seconds(10)) {
+                ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("plugin contacts streams for")
+            }
+            try await Task.sleep(for: .milliseconds(300))
         }
         let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
         let violationLines = lines.filter { $0.contains("with flooder") && $0.contains("direction") }

@@ -82,7 +82,9 @@ struct StreamProcessTests {
 
     @Test("killing the originator (kill -9) at the start or mid-stream fails the continuing side with peerLost within 3 s, not the 30 s resume window", arguments: [0, 32 << 20])
     func originatorKilled(at killAt: Int) async throws {
+        let probe = StallProbe.start()
         let (outcome, progress, afterKill) = try await transfer(4 << 30, killSourceAfter: killAt)
+        let stall = probe.stop()
         print("originator killed after \(progress.last ?? 0) bytes: \(outcome) \(afterKill.map { "\($0)" } ?? "-") after the kill")
         #expect(outcome.hasPrefix("FAILED peer lost"), "\(outcome)")
         #expect(outcome.contains("refuses connections"), "\(outcome)")
@@ -90,6 +92,7 @@ struct StreamProcessTests {
         #expect((progress.last ?? 0) >= killAt)
         #expect((progress.last ?? .max) < 4 << 30)
         let taken = try #require(afterKill)
-        #expect(taken < .seconds(3), "the continuing side took \(taken) to give up on a dead originator")
+        // Within 3 s, or later by what the machine held the processes back (as ContinueDeadOriginatorTests).
+        #expect(taken < .seconds(3) + stall, "the continuing side took \(taken) to give up on a dead originator (stalled \(stall))")
     }
 }

@@ -195,7 +195,7 @@ struct StreamResilienceTests {
             #expect(await a.streamCounters.protocolViolations == 1)
             // The hostile peer is told, in a typed error.
             var told = false
-            while let (envelope, _) = try await hostile.receive(within: .seconds(2)) {
+            while let (envelope, _) = try await hostile.receive(within: .seconds(10)) {
                 if case .streamFrame(let frame) = envelope.body, case .error(let error) = frame.kind {
                     told = error.code == .streamProtocolViolation
                     break
@@ -301,7 +301,7 @@ struct StreamPressureTests {
             for stream in UInt64(1)...300 {
                 try churner.openStream(stream, activityID: activity.id, window: 2, as: "churner")
                 // Its answer (the open, then perhaps a chunk), before it is failed.
-                while let (envelope, _) = try await churner.receive(within: .seconds(2)) {
+                while let (envelope, _) = try await churner.receive(within: .seconds(10)) {
                     if case .streamFrame(let frame) = envelope.body, frame.streamID == stream, case .open? = frame.kind {
                         answered += 1
                         break
@@ -310,8 +310,8 @@ struct StreamPressureTests {
                 try churner.send(stream: stream, .error(error), as: "churner")
             }
             #expect(answered == 300)
-            // The last error frames are read by the node's loop a moment later.
-            try await Task.sleep(for: .milliseconds(300))
+            // The last error frames are read by the node's loop a moment later (however late it runs).
+            _ = await eventually { await a.pairsInTable <= 8 + 1 }
             let held = await a.pairsInTable
             #expect(held <= 8 + 1, "the node holds \(held) pairs after 300 churned ones")
             await b.setContinuationHandler(forType: activity.activityType) { _ in }

@@ -134,14 +134,20 @@ struct SystemdTests {
         let agent = Process()
         agent.executableURL = buildFolder.appendingPathComponent("handoff")
         agent.arguments = ["agent", "--config", file.path, "--broker", frontend, backend]
-        let error = Spawning.pipe()
+        // Its log in a file, read until a line names the node (a fixed second need not be enough
+        // for a slow start on a loaded machine), then the agent ended and every line read.
+        let logFile = folder.appendingPathComponent("agent.log")
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        let error = try FileHandle(forWritingTo: logFile)
         agent.standardOutput = FileHandle.nullDevice
         agent.standardError = error
         try agent.spawn()
-        try await Task.sleep(for: .seconds(1))
+        try error.close()
+        func log() -> String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "" }
+        _ = await eventually(within: .seconds(10)) { log().contains(#""node":"quoted"#) }
         agent.terminate()
         agent.waitUntilExit()
-        let lines = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let lines = log().split(separator: "\n")
         let objects = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(objects.count == lines.count && !lines.isEmpty, "\(lines)")
         #expect(objects.contains { ($0["metadata"] as? [String: Any])?["node"] as? String == "quoted \"agent\"\tname" }, "\(lines)")

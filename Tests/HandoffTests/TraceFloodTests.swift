@@ -18,6 +18,17 @@ struct TraceFloodTests {
         return message
     }
 
+    /// Publishes `probe` every 100 ms until `follower` believes it (its subscription is in place).
+    private func waitUntilBelieved(_ probe: BusMessage, by follower: Node, publishing publisher: Socket) async throws {
+        let deadline = WaitDeadline(.seconds(20))
+        while !deadline.passed {
+            try await publish(probe, on: publisher)
+            if await eventually(within: .milliseconds(100), { await follower.activities().contains { $0.id == "flood-probe" } }) { return }
+        }
+        Issue.record("the follower never believed the probe: its subscription never reached the broker")
+        throw CancellationError()
+    }
+
     @Test("300 traced advertisements at once, 100 with a malformed trace id: the broker reports at most ten traces' hops, the following node at most ten's, and every advertisement is still believed")
     func hopsBounded() async throws {
         let context = try Context()
@@ -25,20 +36,24 @@ struct TraceFloodTests {
         try await withNodes([nodeOnBroker("follower", broker: broker, security: nil)]) { nodes in
             let follower = nodes[0]
             let events = await follower.discover(.type(prefix: "org.test.flood."))
+            // The tap's subscriptions are in place once the follower's presence reaches it through
+            // the broker; the follower's, once it believes a probe published until it does (a fixed
+            // wait for both need not hold on a loaded machine).
             let tap = try context.socket(.sub)
             try tap.set(.receiveHighWaterMark, 0)
             try tap.subscribe(Topic.tracePrefix)
-            try tap.connect(broker.backendEndpoint)
+            try await untilPresence(of: follower.id, reaches: tap) { try tap.connect(broker.backendEndpoint) }
             let publisher = try await connectPublisher(to: broker, context: context)
-            try await Task.sleep(for: .milliseconds(500))  // the follower's and the tap's subscriptions
+            let probe = try BusMessage.advertisement(id: "flood-probe", type: "org.test.flood.probe")
+            try await waitUntilBelieved(probe, by: follower, publishing: publisher)
             for index in 0..<300 {
                 let id = index < 200 ? TraceRequest.newTraceID() : TraceRequest.newTraceID().uppercased()
                 try await publish(try Self.traced(index, traceID: id), on: publisher)
             }
-            #expect(await eventually { await follower.activities().count == 300 }, "the flood's advertisements are believed as untraced ones")
+            #expect(await eventually { await follower.activities().count == 301 }, "the flood's advertisements are believed as untraced ones")
             try await Task.sleep(for: .milliseconds(300))
             var fromBroker = 0, fromFollower = 0
-            while let frames = try await receiveMessage(tap, timeout: .milliseconds(300)), frames.count >= 2 {
+            while let frames = try await receiveMessage(tap, timeout: .seconds(1)), frames.count >= 2 {
                 let hop = try WireEnvelope(serializedBytes: frames[1].bytes)
                 if hop.sender.nodeID == follower.id { fromFollower += 1 } else { fromBroker += 1 }
             }

@@ -79,7 +79,11 @@ struct TraceProcessTests {
         let (frontend, backend) = (deployment.frontend, deployment.backend)
         #expect(await deployment.untilHealthy())
         try await deployment.shareContacts(["Ada"], on: "origin")
-        try await Task.sleep(for: .milliseconds(500))
+        // The continuer knows the list before it is traced ("already known at version", below).
+        let continuerPort = deployment.agent("continuer").port
+        #expect(await eventually(within: .seconds(10)) {
+            ((try? httpGet(port: continuerPort, path: "/metrics")).flatMap { metricValue($0.body, "handoff_node_known_activities") } ?? 0) >= 1
+        })
 
         let traced = try await runHandoff(["trace", "--type", "org.handoff.contacts.list", "--broker", frontend, backend, "--json"])
         #expect(traced.status == 0, "\(traced.output) \(traced.error)")

@@ -49,7 +49,7 @@ struct WireContractTests {
             // The answer, the data and the end, in that order.
             var received: UInt64 = 0
             var ended = false
-            let deadline = ContinuousClock.now + .seconds(5)
+            let deadline = ContinuousClock.now + .seconds(20)
             while !ended, ContinuousClock.now < deadline {
                 guard let (envelope, _) = try await peer.receive(within: .seconds(1)),
                       case .streamFrame(let frame) = envelope.body else { continue }
@@ -76,7 +76,7 @@ struct WireContractTests {
             // Acknowledging the end finishes the pair on the origin.
             credit.endReceived = true
             try peer.send(stream: 1, .credit(credit))
-            let finished = ContinuousClock.now + .seconds(3)
+            let finished = ContinuousClock.now + .seconds(10)
             while await !node.openStreams.isEmpty, ContinuousClock.now < finished { try await Task.sleep(for: .milliseconds(20)) }
             #expect(await node.openStreams.isEmpty)
         }

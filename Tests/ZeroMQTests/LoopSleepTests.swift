@@ -57,30 +57,34 @@ struct LoopSleepTests {
     @Test("rule: a sleep on the loops wakes at its deadline while every thread of Swift's pool is held (a job queued on the pool waits meanwhile)",
           .exclusive(.alone))
     func wakesWithThePoolHeld() async throws {
+        // Up to three tries, as the rules below: one late wake on a loaded machine is the machine's.
         // On the loops, so that this test's own steps do not wait for the pool it holds.
-        try await withTaskExecutorPreference(EventLoops.shared) {
-            let hold = PoolHold()
-            let held = try await Self.holdEveryThreadOfThePool(hold)
-            let all = held.count > hold.holding.load(ordering: .relaxed)
-            // Let go after 500 ms whatever happens, from a thread of its own: a sleep that waited
-            // for the pool would otherwise wait for ever.
-            Thread.detachNewThread {
-                usleep(500_000)
+        let lates = try await Self.upToThreeTries(within: .milliseconds(150)) {
+            try await withTaskExecutorPreference(EventLoops.shared) {
+                let hold = PoolHold()
+                let held = try await Self.holdEveryThreadOfThePool(hold)
+                let all = held.count > hold.holding.load(ordering: .relaxed)
+                // Let go after 500 ms whatever happens, from a thread of its own: a sleep that waited
+                // for the pool would otherwise wait for ever.
+                Thread.detachNewThread {
+                    usleep(500_000)
+                    hold.release.store(true, ordering: .relaxed)
+                }
+                let loopLate = try await Self.lateness(of: .milliseconds(30)) { try await EventLoops.sleep(for: $0) }.value
+                // The control, without which the rule proves nothing: the last holder, queued on the
+                // pool before the sleep began, has still not started. (Task.sleep's own lateness is
+                // no control: once libdispatch has grown the pool, its wake was seen to run on time
+                // on a thread of the pool's while a job queued before it still waited.)
+                let letGoByTheThread = hold.release.load(ordering: .relaxed)
+                let heldThroughout = letGoByTheThread || held.count > hold.holding.load(ordering: .relaxed)
                 hold.release.store(true, ordering: .relaxed)
+                for task in held { await task.value }
+                #expect(all, "the pool still had a free thread with \(held.count) held")
+                #expect(heldThroughout, "a job queued on the pool started during the sleep: the pool was not held")
+                return loopLate
             }
-            let loopLate = try await Self.lateness(of: .milliseconds(30)) { try await EventLoops.sleep(for: $0) }.value
-            // The control, without which the rule proves nothing: the last holder, queued on the
-            // pool before the sleep began, has still not started. (Task.sleep's own lateness is
-            // no control: once libdispatch has grown the pool, its wake was seen to run on time
-            // on a thread of the pool's while a job queued before it still waited.)
-            let letGoByTheThread = hold.release.load(ordering: .relaxed)
-            let heldThroughout = letGoByTheThread || held.count > hold.holding.load(ordering: .relaxed)
-            hold.release.store(true, ordering: .relaxed)
-            for task in held { await task.value }
-            #expect(all, "the pool still had a free thread with \(held.count) held")
-            #expect(heldThroughout, "a job queued on the pool started during the sleep: the pool was not held")
-            #expect(loopLate < .milliseconds(150), "woke \(loopLate) late on the loops")
         }
+        #expect(lates.last! < .milliseconds(150), "woke \(lates) late on the loops")
     }
 
     @Test("rule: loops that never run out of jobs still wake a sleeper on time (they look at the clock between jobs)", .exclusive(.alone))

@@ -102,14 +102,18 @@ struct PollingTests {
         while try push.trySend(Array("x".utf8)) { queued += 1 }
         #expect(queued >= 10 && queued <= 40)
 
+        // Every message the pipe held and every one sent after it arrives (each awaited long: a
+        // late sender is not a lost message), and nothing more.
+        let expected = queued + 100
         let drainer = Task {
             try await Task.sleep(for: .milliseconds(100))
             var count = 0
-            while try await pull.receive(timeout: .milliseconds(500)) != nil { count += 1 }
-            return count
+            while count < expected, try await pull.receive(timeout: .seconds(30)) != nil { count += 1 }
+            return (count, more: try await pull.receive(timeout: .milliseconds(100)) != nil)
         }
         for _ in 0..<100 { try await push.send(Array("y".utf8)) }
-        #expect(try await drainer.value == queued + 100)
+        let drained = try await drainer.value
+        #expect(drained.0 == expected && !drained.more, "\(drained)")
     }
 }
 
@@ -159,7 +163,7 @@ actor TwoWaiters {
     }
 
     private func waitWritable() async -> Bool? {
-        let ready = try? await dealer.waitUntilReady(for: .writable, timeout: .seconds(2))
+        let ready = try? await dealer.waitUntilReady(for: .writable, timeout: .seconds(10))
         return ready?.contains(.writable) ?? false
     }
 

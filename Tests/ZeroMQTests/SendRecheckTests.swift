@@ -9,10 +9,11 @@ struct SendRecheckTests {
     func recheckResumesWaiters() async throws {
         let owner = try QuietDealer()
         let (outcome, waited) = try await owner.waitWithRecheck(after: .milliseconds(30))
-        // Signalled, not timed out at its 5 s deadline: the recheck resumed it ("not never"). How
+        // Signalled, not timed out at its 60 s deadline: the recheck resumed it ("not never"). How
         // soon its task ran after that is the loop's load: the one loop of CI's one-loop pass ran
         // resumed tasks 5.7 s late at the pass's start once (2026-12-06), so the upper bound only
-        // says it did not wait for ever.
+        // says it did not wait for ever (and the deadline is far past any late loop: waiters whose
+        // deadline passed are timed out before due rechecks are served).
         #expect(outcome == .signalled, "the waiter ended \(outcome) instead of being resumed by the recheck")
         #expect(waited >= .milliseconds(25) && waited < .seconds(30), "resumed after \(waited)")
     }
@@ -76,14 +77,15 @@ actor QuietDealer {
         let started = ContinuousClock.now
         watcher.recheck(registration, at: ZeroMQ.deadline(after: delay))
         let outcome = await watcher.wait(registration, after: watcher.generation(of: registration),
-                                         deadline: ZeroMQ.deadline(after: .seconds(5)), interest: PollEvents.readable.rawValue)
+                                         deadline: ZeroMQ.deadline(after: .seconds(60)), interest: PollEvents.readable.rawValue)
         return (outcome, ContinuousClock.now - started)
     }
 
     /// Two sends in a row while another task waits to receive: when each read, and the recheck asked for.
     func twoSendsBesideAReceiver() async throws -> (UInt64, UInt64, UInt64) {
         _ = try await dealer.receive(timeout: .milliseconds(50))
-        let receiver = Task { _ = try? await self.dealer.receive(timeout: .seconds(2)) }
+        // Still waiting when the sends come, however late this task runs: cancelled at the end.
+        let receiver = Task { _ = try? await self.dealer.receive(timeout: .seconds(60)) }
         defer { receiver.cancel() }
         while dealer.suspendedWaits == 0 { await Task.yield() }
         try await Task.sleep(for: .nanoseconds(Socket.sendReadingInterval) + .milliseconds(2))  // an interval since any earlier reading
