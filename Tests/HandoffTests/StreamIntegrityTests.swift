@@ -150,7 +150,7 @@ struct StreamIntegrityTests {
             let probe = StallProbe.start(alsoOn: EventLoops.shared), opened = ContinuousClock.now
             #expect(try await fake.open(activity.id, window: 1) != nil)
             // The fake never grants more credit and never sends a keep-alive: as if its process froze.
-            #expect(await eventually(within: .seconds(3)) { peer.writeError != nil && peer.received != nil })
+            #expect(await eventually(within: .seconds(3), allowingFor: probe) { peer.writeError != nil && peer.received != nil })
             let detected = ContinuousClock.now - opened, held = probe.stop()
             #expect(peer.writeError?.code == .peerLost)
             if case .failure(let error)? = peer.received { #expect(error.code == .peerLost) } else { Issue.record("the read must fail too") }

@@ -44,6 +44,21 @@ func eventually(within timeout: Duration = .seconds(5), _ condition: () async ->
     return await condition()
 }
 
+/// `eventually`, allowing also what `probe` saw its executor held back (started `alsoOn` the
+/// loops): what a node does on its own timers waits for the loops, whose stalls a plain thread does
+/// not see (the one-loop pass, whose one loop every test shares: a node there was held 2.6 s, past
+/// a 3-s wait's allowance, CI of b0c4e6c).
+func eventually(within timeout: Duration, allowingFor probe: StallProbe, _ condition: () async -> Bool) async -> Bool {
+    let deadline = WaitDeadline(timeout)
+    let began = ContinuousClock.now, heldAtStart = probe.heldSoFar
+    func allowed() -> Duration { max(deadline.allowed, timeout + min(probe.heldSoFar - heldAtStart, timeout * 3)) }
+    while ContinuousClock.now - began < allowed() {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
+
 /// What `body` returns, or `nil` when it has not returned within `timeout` plus what the machine
 /// held back meanwhile (it is then cancelled).
 func within<Result: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> Result) async -> Result? {
