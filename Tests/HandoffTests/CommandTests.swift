@@ -170,8 +170,8 @@ struct CommandTests {
         // The broker reads its account when it takes the signal: asked again until it has (a
         // fixed wait need not be long enough on a loaded machine).
         var after = try await runHandoff(asNewcomer)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while after.status != 0, ContinuousClock.now < deadline {
+        let deadline = WaitDeadline(.seconds(10))
+        while after.status != 0, !deadline.passed {
             try await Task.sleep(for: .milliseconds(200))
             after = try await runHandoff(asNewcomer)
         }

@@ -16,17 +16,31 @@ import Testing
 /// fresh-clone CI of 921a7b6.
 let machineStalls = StallProbe.start()
 
-/// A wait's end: `timeout` after it began, later by what ``machineStalls`` grew meanwhile, but by
-/// at most three times `timeout`, so that a wait for what never comes still ends.
+/// A wait's end: `timeout` after it began, later by what ``machineStalls`` grew meanwhile (or a
+/// probe of the caller's, when it grew more), but by at most three times `timeout`, so that a wait
+/// for what never comes still ends.
 struct WaitDeadline {
     let timeout: Duration
     private let began = ContinuousClock.now
     private let heldAtStart = machineStalls.heldSoFar
+    private let probe: StallProbe?
+    private let probeHeldAtStart: Duration
 
-    init(_ timeout: Duration) { self.timeout = timeout }
+    /// `probe`: one started `alsoOn` the loops, for a wait on what a node does on its own timers:
+    /// those wait for the loops, whose stalls ``machineStalls`` (a plain thread) does not see (the
+    /// one-loop pass, whose one loop every test shares: a node there was held 2.6 s, past a 3-s
+    /// wait's allowance, CI of b0c4e6c).
+    init(_ timeout: Duration, allowingFor probe: StallProbe? = nil) {
+        self.timeout = timeout
+        self.probe = probe
+        probeHeldAtStart = probe?.heldSoFar ?? .zero
+    }
 
     /// The timeout and what the machine held back meanwhile (capped).
-    var allowed: Duration { timeout + min(machineStalls.heldSoFar - heldAtStart, timeout * 3) }
+    var allowed: Duration {
+        let held = max(machineStalls.heldSoFar - heldAtStart, probe.map { $0.heldSoFar - probeHeldAtStart } ?? .zero)
+        return timeout + min(held, timeout * 3)
+    }
     var waited: Duration { ContinuousClock.now - began }
     var passed: Bool { waited >= allowed }
     var remaining: Duration { max(.zero, allowed - waited) }
@@ -34,27 +48,13 @@ struct WaitDeadline {
     var account: String { "waited \(waited) (timeout \(timeout), the machine held back \(allowed - timeout))" }
 }
 
-/// Polls `condition` until it holds or `timeout` passes (plus what the machine held back meanwhile).
-func eventually(within timeout: Duration = .seconds(5), _ condition: () async -> Bool) async -> Bool {
-    let deadline = WaitDeadline(timeout)
+/// Polls `condition` until it holds or `timeout` passes (plus what the machine held back meanwhile,
+/// or `probe` saw held back: ``WaitDeadline``).
+func eventually(within timeout: Duration = .seconds(5), allowingFor probe: StallProbe? = nil, _ condition: () async -> Bool) async -> Bool {
+    let deadline = WaitDeadline(timeout, allowingFor: probe)
     while !deadline.passed {
         if await condition() { return true }
         try? await Task.sleep(for: min(.milliseconds(20), deadline.remaining))
-    }
-    return await condition()
-}
-
-/// `eventually`, allowing also what `probe` saw its executor held back (started `alsoOn` the
-/// loops): what a node does on its own timers waits for the loops, whose stalls a plain thread does
-/// not see (the one-loop pass, whose one loop every test shares: a node there was held 2.6 s, past
-/// a 3-s wait's allowance, CI of b0c4e6c).
-func eventually(within timeout: Duration, allowingFor probe: StallProbe, _ condition: () async -> Bool) async -> Bool {
-    let deadline = WaitDeadline(timeout)
-    let began = ContinuousClock.now, heldAtStart = probe.heldSoFar
-    func allowed() -> Duration { max(deadline.allowed, timeout + min(probe.heldSoFar - heldAtStart, timeout * 3)) }
-    while ContinuousClock.now - began < allowed() {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
     }
     return await condition()
 }

@@ -18,12 +18,14 @@ struct TraceFloodTests {
         return message
     }
 
-    /// Publishes `probe` every 100 ms until `follower` believes it (its subscription is in place).
-    private func waitUntilBelieved(_ probe: BusMessage, by follower: Node, publishing publisher: Socket) async throws {
+    /// Publishes an advertisement of `id` every 100 ms until `follower` believes it (its
+    /// subscription is in place).
+    private func advertiseUntilBelieved(_ id: String, type: String, by follower: Node, publishing publisher: Socket) async throws {
+        let probe = try BusMessage.advertisement(id: id, type: type)
         let deadline = WaitDeadline(.seconds(20))
         while !deadline.passed {
             try await publish(probe, on: publisher)
-            if await eventually(within: .milliseconds(100), { await follower.activities().contains { $0.id == "flood-probe" } }) { return }
+            if await eventually(within: .milliseconds(100), { await follower.activities().contains { $0.id == id } }) { return }
         }
         Issue.record("the follower never believed the probe: its subscription never reached the broker")
         throw CancellationError()
@@ -44,8 +46,7 @@ struct TraceFloodTests {
             try tap.subscribe(Topic.tracePrefix)
             try await untilPresence(of: follower.id, reaches: tap) { try tap.connect(broker.backendEndpoint) }
             let publisher = try await connectPublisher(to: broker, context: context)
-            let probe = try BusMessage.advertisement(id: "flood-probe", type: "org.test.flood.probe")
-            try await waitUntilBelieved(probe, by: follower, publishing: publisher)
+            try await advertiseUntilBelieved("flood-probe", type: "org.test.flood.probe", by: follower, publishing: publisher)
             for index in 0..<300 {
                 let id = index < 200 ? TraceRequest.newTraceID() : TraceRequest.newTraceID().uppercased()
                 try await publish(try Self.traced(index, traceID: id), on: publisher)
