@@ -75,3 +75,22 @@ extension SimulatorTests {
                 "\(run.output.suffix(3_000))")
     }
 }
+
+extension SimulatorTests {
+    /// Regression (2026-12-08, found by the fresh-clone CI's seeds): a stuck writer's pair is ended
+    /// by its reader's stall timeout, counted on the reader's clock; a partition that cut the pair
+    /// moved that clock on by the 3.1 s the reader was interrupted (it saw the connection drop at
+    /// once) and the writer's by the 1.1 s until its idle timeout noticed. A second partition then
+    /// came just before the reader gave up, and the writer's side ended by its resume window at
+    /// 46.0 s; the invariant counted its bound from the writer's clock and fired at 45.5 s. The
+    /// bound of a stuck pair now counts from the later of the two clocks: the waiting side's.
+    @Test("regression, seed 988593252: a stuck writer's pair, cut twice, ends by the waiting side's stall clock, which the writer's side does not keep")
+    func stuckPairCutTwice() async throws {
+        let run = try await runSimulator(["--seed", "988593252", "--trace"])
+        #expect(run.status == 0, "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("node-0 opens stream 2 with node-1 for a3-n1: 30770 bytes from the originator, a slow reader (a chunk per 0.071401 seconds); stall timeout 15.0 seconds; its writers stop half way"),
+                "the seed no longer opens the stuck pair")
+        #expect(run.output.contains("node-0: stream 2 failed (continuing side): peer lost"), "\(run.output.suffix(3_000))")
+        #expect(run.output.contains("node-1: stream 2 failed (originating side)"), "\(run.output.suffix(3_000))")
+    }
+}

@@ -86,10 +86,19 @@ extension SimulationInvariants {
         }
         // A stuck writer's pair ends by the stall timeout, counted from the start of the peer's
         // turn (which the time spent interrupted moves on); or, cut off near its end, by the
-        // resume window after the idle timeout; and a tick and a stop of the peer more.
+        // resume window after the idle timeout; and a tick and a stop of the peer more. The clock
+        // is the waiting side's, so each end counts from the later of the two: the two sides are
+        // excused different times for one partition (the side that sees its connection drop is
+        // interrupted at once, the other only when its idle timeout notices), and the side that
+        // holds the turn ends by the other's give-up, or by its resume window if that is cut off
+        // (seed 988593252).
         var bound = streamSilenceBound
         if stream.stuck, let stall = stream.stallTimeout {
-            anchor = max(anchor, peersTurnSince - world.origin)
+            var turn = peersTurnSince
+            if stream.endDo(side.other, { _ in true }) == true {
+                turn = max(turn, stream.pairDo(side.other) { $0.peersTurnSince })
+            }
+            anchor = max(anchor, turn - world.origin)
             bound = stall + SimulatedStream.settings.idleTimeout + SimulatedStream.settings.resumeWindow + .seconds(2)
         }
         guard world.now - anchor > bound else { return nil }
