@@ -179,6 +179,32 @@ struct AdvertiserTests {
         #expect(advertised(advertiser.tick(now: now + pace, date: Date()).messages) == activities.prefix(slice).map(\.id))
     }
 
+    @Test("a batch made current at once is current at once; its first slice is advertised at once, the rest a slice per bulkPace ahead of a pass over every activity; a presence meanwhile lists only what was advertised; one resigned before its slice is not advertised")
+    func batchInSlices() throws {
+        var settings = settings
+        settings.sliceSize = 3
+        var advertiser = Advertiser(settings, now: start)
+        let pace = Advertiser.bulkPace
+        let batch = try (0..<8).map { _ in try activity() }
+        #expect(advertised(advertiser.addAll(batch, now: start)) == batch.prefix(3).map(\.id))
+        #expect(advertiser.current.count == 8 && advertiser.nextSlice == start + pace)
+        let presence = try #require(presences([advertiser.presence()]).first)
+        #expect(presence.activityIds.sorted() == batch.prefix(3).map(\.id).sorted(), "not yet advertised, not yet listed: a follower would ask for what it missed")
+        _ = advertiser.remove(batch[4], reason: .resigned)
+        let bus = Advertiser.Bus.brokered(readvertiseTopic: Array("R:origin-1".utf8))
+        #expect(advertiser.subscribed(to: [][...], bus: bus, now: start + pace / 2).messages.isEmpty, "a pass over every activity waits for the slice that is due")
+        #expect(advertised(advertiser.tick(now: start + pace, date: Date()).messages) == [batch[3], batch[5], batch[6]].map(\.id))
+        let third = advertised(advertiser.tick(now: start + pace * 2, date: Date()).messages)
+        #expect(third.first == batch[7].id && third.count == 3, "the batch's last, then the pass over every activity")
+        #expect(advertiser.awaitingFirstAdvertisement.isEmpty)
+        #expect(try #require(presences([advertiser.presence()]).first).activityIds.count == 7)
+
+        // A batch of a slice or less goes out whole, at once, even while a pass is under way.
+        let small = try (0..<3).map { _ in try activity() }
+        #expect(advertised(advertiser.addAll(small, now: start + pace * 2)) == small.map(\.id))
+        #expect(advertiser.awaitingFirstAdvertisement.isEmpty)
+    }
+
     @Test("a direct peer's snapshot of more than a slice is answered in slices, its reply after the last one counting what went; it goes before a pass over every activity; past the most answers under way, a reply alone says what there is")
     func snapshotsInSlices() throws {
         var advertiser = Advertiser(settings, now: start)

@@ -88,6 +88,9 @@ struct Advertiser {
     struct Pass {
         enum Purpose: Equatable {
             case everyActivity
+            /// The first advertisements of a batch made current at once past its first slice
+            /// (``Advertiser/addAll(_:now:)``).
+            case newlyCurrent
             /// Answers under `topic`; its `SnapshotReply` goes after the last slice.
             case snapshot(topic: [UInt8], typePrefix: String)
         }
@@ -137,7 +140,7 @@ struct Advertiser {
     private var busyCounts = BusyReplyCounts(lifetime: busyCountLifetime, capacity: maxSnapshotAnswers)
     /// The topic of the type advertised last, kept: an app advertises one type or a few, and each
     /// message's topic was an allocation and a copy of the type's bytes.
-    private var lastTopic: (activityType: String, bytes: [UInt8])?
+    var lastTopic: (activityType: String, bytes: [UInt8])?
 
     /// When the node calls ``tick(now:date:traffic:)`` next: the next presence, or sooner the
     /// next slice of the passes.
@@ -156,6 +159,33 @@ struct Advertiser {
     mutating func add(_ activity: UserActivity) -> Message {
         current.add(activity)
         return publication(of: activity)
+    }
+
+    /// Makes many activities current at once (``Node/becomeCurrent(_:)``): every one is current
+    /// now, the first slice of their advertisements goes out at once and the rest as a pass, a
+    /// slice every ``bulkPace`` (ahead of a pass over every activity). Published in the call, a
+    /// batch of 100,000 held the node's loop for 0.38 s (release; a debug build holds it 100 times
+    /// longer), against 53-85 ms now, what checking and claiming them takes (`handoff-bench
+    /// become-current --count 100000`), and it overran the publisher's queue as a pass did. Until
+    /// its slice goes, an activity is left out of presences: a follower would take it for one it
+    /// missed, and ask.
+    mutating func addAll(_ activities: [UserActivity], now: ContinuousClock.Instant) -> [Message] {
+        for activity in activities { current.add(activity) }
+        let first = activities.prefix(settings.sliceSize)
+        var messages: [Message] = []
+        for activity in first { messages.append(publication(of: activity)) }
+        let rest = activities.dropFirst(first.count)
+        guard !rest.isEmpty else { return messages }
+        passes.insert(Pass(purpose: .newlyCurrent, ids: rest.map(\.id)), at: passes.firstIndex { $0.purpose == .everyActivity } ?? passes.endIndex)
+        if nextSlice == nil { nextSlice = now + Self.bulkPace }
+        return messages
+    }
+
+    /// The activities of batches whose first advertisement has not gone yet (``addAll(_:now:)``).
+    var awaitingFirstAdvertisement: Set<String> {
+        var ids = Set<String>()
+        for pass in passes where pass.purpose == .newlyCurrent { ids.formUnion(pass.ids[pass.next...]) }
+        return ids
     }
 
     /// Takes `activity` out; withdraws it when it was current.
@@ -268,7 +298,7 @@ struct Advertiser {
                 defer { next += 1 }
                 guard let activity = current[pass.ids[next]] else { continue }
                 switch pass.purpose {
-                case .everyActivity:
+                case .everyActivity, .newlyCurrent:
                     messages.append(publication(of: activity))
                 case .snapshot(let topic, _):
                     guard let advertisement = advertisement(of: activity) else { continue }
@@ -322,69 +352,5 @@ struct Advertiser {
         lastPresence = now
         tick.messages.append(presence(traffic: traffic))
         return tick
-    }
-
-    // MARK: Messages
-
-    /// What the bus hears of a current activity; `nil` while it is not eligible for Handoff.
-    func advertisement(of activity: UserActivity) -> WirePlainAdvertisement? {
-        guard activity.isAdvertisable else { return nil }
-        return activity.advertisement(
-            origin: settings.origin, continueEndpoint: settings.continueEndpoint,
-            lease: settings.lease, defaultTeamID: settings.teamID)
-    }
-
-    /// Its advertisement, or its withdrawal while it is not eligible for Handoff.
-    private mutating func publication(of activity: UserActivity) -> Message {
-        guard let advertisement = advertisement(of: activity) else { return withdrawal(of: activity, reason: .resigned) }
-        return Message(topic: topic(of: activity), advertisement: advertisement)
-    }
-
-    /// The bus topic of `activity`'s type (``lastTopic``).
-    private mutating func topic(of activity: UserActivity) -> [UInt8] {
-        if let lastTopic, lastTopic.activityType == activity.activityType { return lastTopic.bytes }
-        let bytes = Topic.activity(activity.activityType)
-        lastTopic = (activity.activityType, bytes)
-        return bytes
-    }
-
-    private mutating func withdrawal(of activity: UserActivity, reason: RemovalReason) -> Message {
-        var withdrawal = WireWithdrawal()
-        withdrawal.activityID = activity.id
-        withdrawal.activityType = activity.activityType
-        withdrawal.origin = settings.origin
-        withdrawal.reason = reason.wire
-        return Message(topic: topic(of: activity), body: .withdrawal(withdrawal))
-    }
-
-    /// The `SnapshotReply` that ends an answer under a peer's snapshot topic: how many
-    /// advertisements it sent (a receiver that got fewer asks again).
-    private func snapshotReply(topic: [UInt8], typePrefix: String, count: Int) -> Message {
-        Message(topic: topic, body: .snapshotReply(WireSnapshotReply(count: count, typePrefix: typePrefix)))
-    }
-
-    /// The node's `NodePresence`: the ids of its current activities (what fits the frame limit,
-    /// with room for the envelope; the rest are renewed by their refresh, and receivers are told
-    /// not to drop what is not listed), its lease and its traffic.
-    func presence(traffic: WireNodeTraffic = WireNodeTraffic()) -> Message {
-        var presence = WireNodePresence()
-        if traffic != WireNodeTraffic() { presence.traffic = traffic }
-        presence.node = settings.origin
-        presence.continueEndpoint = settings.continueEndpoint
-        presence.leaseMs = UInt32(clamping: settings.lease.milliseconds)
-        // The node's reference goes twice (the envelope's sender, the presence's node): a long
-        // name or host takes room from the list, not the frame limit.
-        let node = presence.node
-        let reference = node.publicKey.count + node.nodeID.utf8.count + node.name.utf8.count + node.host.utf8.count
-        var budget = WireLimits.maxBusFrame - 1_024 - 2 * reference - presence.continueEndpoint.utf8.count
-        for activity in current.activities where activity.isAdvertisable {
-            budget -= activity.id.utf8.count + 3
-            guard budget > 0 else {
-                presence.partial = true
-                break
-            }
-            presence.activityIds.append(activity.id)
-        }
-        return Message(topic: Array((Topic.presencePrefix + settings.origin.nodeID).utf8), body: .nodePresence(presence))
     }
 }

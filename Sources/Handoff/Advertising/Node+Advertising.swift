@@ -19,7 +19,8 @@ extension Node {
     }
 
     /// Makes many activities current at once: what ``UserActivity/becomeCurrent(on:)`` does for
-    /// each, in one call into the node, their advertisements sent back to back. Either every
+    /// each, in one call into the node. Each is current when it returns; their advertisements go
+    /// out back to back, a slice of 1,000 at once and the rest 1,000 every 10 ms. Either every
     /// activity is checked and becomes current, or (one is invalid, invalidated, or the node has
     /// shut down) none does and the error names the first that failed.
     public func becomeCurrent(_ activities: [UserActivity]) async throws(HandoffError) {
@@ -37,7 +38,10 @@ extension Node {
             if let previous = try activity.claim(for: self), previous !== self { movedFrom.append((previous, activity)) }
         }
         for (previous, activity) in movedFrom { await previous.remove(activity, reason: .resigned) }
-        for activity in activities { publish(advertiser.add(activity)) }
+        // Past a slice, the rest go out a slice at a time (``Advertiser/addAll(_:now:)``).
+        let wasIdle = advertiser.nextSlice == nil
+        publish(advertiser.addAll(activities, now: .now))
+        if wasIdle, advertiser.nextSlice != nil { spawn { await self.paceSlices() } }
     }
 
     /// Stops offering `activity` (resigned, invalidated, expired).
