@@ -146,6 +146,7 @@ struct X11ClipboardTests {
         try Data("copied on display A".utf8).write(to: text)
         try await a.copy(["-selection", "clipboard", "-i", text.path])
         #expect(await offered("Clipboard: copied on display A"), "the laptop never offered the display's copy; its log:\n\(deployment.logTail("laptop"))")
+        #expect(await b.untilClipboardOffers("UTF8_STRING"), "display B's clipboard never offered the copy; the desktop's log:\n\(deployment.logTail("desktop"))")
         let probe = StallProbe.start()
         let started = ContinuousClock.now
         let pasted = try await b.xclip(["-selection", "clipboard", "-o"])
@@ -162,6 +163,7 @@ struct X11ClipboardTests {
         let copiedImage = ContinuousClock.now
         #expect(await offered("Clipboard: \(20 << 20) bytes of image/png"), "the laptop never offered the display's image; its log:\n\(deployment.logTail("laptop"))")
         let imageOffered = ContinuousClock.now - copiedImage
+        #expect(await b.untilClipboardOffers("image/png"), "display B's clipboard never offered the image; the desktop's log:\n\(deployment.logTail("desktop"))")
         let imageStarted = ContinuousClock.now
         let pastedImage = try await b.xclip(["-selection", "clipboard", "-t", "image/png", "-o"])
         let imageLatency = ContinuousClock.now - imageStarted
@@ -177,6 +179,7 @@ struct X11ClipboardTests {
         try Data((report.absoluteString + "\r\n").utf8).write(to: list)
         try await a.copy(["-selection", "clipboard", "-t", "text/uri-list", "-i", list.path])
         #expect(await offered("Clipboard: 1 file: quarterly report.txt"), "the laptop never offered the copied file; its log:\n\(deployment.logTail("laptop"))")
+        #expect(await b.untilClipboardOffers("text/uri-list"), "display B's clipboard never offered the file; the desktop's log:\n\(deployment.logTail("desktop"))")
         let uris = try await b.xclip(["-selection", "clipboard", "-t", "text/uri-list", "-o"])
         let landed = String(decoding: uris.output, as: UTF8.self).split(whereSeparator: \.isNewline).compactMap { URL(string: String($0)) }
         #expect(landed.count == 1 && landed.first?.lastPathComponent == "quarterly report.txt" && landed.first?.path.contains("/desktop/") == true, "\(landed)")

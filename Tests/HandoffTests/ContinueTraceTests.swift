@@ -59,6 +59,7 @@ struct ContinueTraceTests {
             request.activityID = activity.id
             request.activityType = activity.activityType
             let ids = (0..<12).map { _ in TraceRequest.newTraceID() }
+            let sent = ContinuousClock.now
             for (index, id) in ids.enumerated() {
                 try peer.send(.continueRequest(request), as: "tracer", correlationID: UInt64(index + 1), traceID: id)
             }
@@ -70,9 +71,15 @@ struct ContinueTraceTests {
                 if answered == 13 { break }
             }
             #expect(answered == 13)
+            // The node's second of ten traces began as it took the first request, and every one was
+            // taken before its answer came back: within a second of the first send, all twelve fell
+            // in that second. A loaded machine can stretch them over two (the rule alone, with no
+            // clock but the test's: TraceTests), where the eleventh and twelfth may rightly be traced.
+            let oneSecond = ContinuousClock.now - sent < .seconds(1)
             let heard = try await hops(on: tracer, expecting: 20)  // ten traced, two hops each
             // Ten a second: the first ten ids are traced, each with both hops, in order.
-            #expect(heard.count == 10 && ids.prefix(10).allSatisfy { heard[$0] != nil }, "\(heard.keys.sorted())")
+            #expect((oneSecond ? heard.count == 10 : (10...12).contains(heard.count)) && ids.prefix(10).allSatisfy { heard[$0] != nil },
+                    "\(heard.keys.sorted()) (all answered within a second: \(oneSecond))")
             for id in ids.prefix(10) {
                 let kinds = heard[id]?.map(\.kind) ?? []
                 #expect(kinds == [.continueReceived, .continueAnswered], "\(id): \(kinds)")

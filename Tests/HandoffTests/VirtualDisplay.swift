@@ -77,6 +77,16 @@ struct VirtualDisplay {
         process.environment = ProcessInfo.processInfo.environment.merging(["DISPLAY": name]) { $1 }
         return try await runCapturing(process, timeout: timeout, what: "xclip \(arguments.joined(separator: " ")) on \(name)")
     }
+
+    /// Waits until this display's clipboard offers `target` (its owner lists it among its
+    /// TARGETS): a paste's premise. That an agent on another host offered a copy on the bus says
+    /// nothing of when this display's agent took the offer, which a loaded machine can delay.
+    func untilClipboardOffers(_ target: String, within limit: Duration = .seconds(10)) async -> Bool {
+        await eventually(within: limit) {
+            let targets = try? await self.xclip(["-selection", "clipboard", "-t", "TARGETS", "-o"], timeout: .seconds(2))
+            return targets.map { String(decoding: $0.output, as: UTF8.self).split(whereSeparator: \.isNewline).contains { $0 == target } } ?? false
+        }
+    }
 }
 
 /// Runs `process` with its standard output in a file (a pipe could fill and stall it), reaping it
