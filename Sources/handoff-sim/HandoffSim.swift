@@ -59,6 +59,9 @@ struct HandoffSim: ParsableCommand {
     @Option(help: "Messages per slice of a node's pass over many activities and of its snapshot answers (default: the production 1,000, which no simulated node reaches); 1 or more.")
     var slice: Int?
 
+    @Flag(help: "A quarter of the activities nodes make current come in batches of 2-12 made current in one call (Node.becomeCurrent([...])); with --slice, past their first slice they go out in slices.")
+    var batches = false
+
     @Option(help: "Snapshots a node asks for at once, the others in turn (default: the production 32, which no simulated node reaches); 1 or more.")
     var snapshotsAtOnce: Int?
 
@@ -83,6 +86,7 @@ struct HandoffSim: ParsableCommand {
         options.departures = !noDepartures
         if let slice, slice < 1 { throw ValidationError("--slice takes 1 or more") }
         options.sliceSize = slice
+        options.batches = batches
         if let snapshotsAtOnce, snapshotsAtOnce < 1 { throw ValidationError("--snapshots-at-once takes 1 or more") }
         options.snapshotsAtOnce = snapshotsAtOnce
         options.madeUpPresences = madeUpPresences
@@ -133,7 +137,7 @@ struct HandoffSim: ParsableCommand {
             let shortest = Simulation.shorten(first, options: options)
             print("the shortest schedule found for seed \(first.seed) keeps \(shortest.entries - shortest.skipped.count) of \(shortest.entries) entries; its trace:")
             for line in Simulation.run(seed: first.seed, options: options, trace: true, skipping: shortest.skipped).trace.suffix(80) { print("  " + line) }
-            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(snapshotsAtOnce.map { " --snapshots-at-once \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")\(noCache ? " --no-cache" : "")\(clockSkew > 0 ? " --clock-skew \(clockSkew)" : "")")
+            print("replay: handoff-sim --seed \(first.seed) --trace\(nodes != 6 ? " --nodes \(nodes)" : "")\(seconds != 60 ? " --seconds \(seconds)" : "")\(noFaults ? " --no-faults" : "")\(sites > 1 ? " --sites \(sites)" : brokerPair ? " --broker-pair" : broker ? " --broker" : "")\(noStreams ? " --no-streams" : "")\(noDepartures ? " --no-departures" : "")\(slice.map { " --slice \($0)" } ?? "")\(batches ? " --batches" : "")\(snapshotsAtOnce.map { " --snapshots-at-once \($0)" } ?? "")\(madeUpPresences ? " --made-up-presences" : "")\(noCache ? " --no-cache" : "")\(clockSkew > 0 ? " --clock-skew \(clockSkew)" : "")")
             throw ExitCode(1)
         }
     }

@@ -41,8 +41,8 @@ struct SimulatorTests {
 
     @Test("with slices of two messages, every pass over a node's activities and every direct snapshot answer goes out in slices, and each node asks its snapshots one at a time: fresh seeds pass node to node and through a broker")
     func freshSeedsInSlices() async throws {
-        try await passesFreshSeeds(15, "--slice", "2", "--snapshots-at-once", "1")
-        try await passesFreshSeeds(15, "--broker", "--slice", "2", "--snapshots-at-once", "1")
+        try await passesFreshSeeds(15, "--slice", "2", "--snapshots-at-once", "1", "--batches")
+        try await passesFreshSeeds(15, "--broker", "--slice", "2", "--snapshots-at-once", "1", "--batches")
     }
 
     /// Regression (2026-11-27, found by a soak of 300 seeds at seven sites): the simulated link sent

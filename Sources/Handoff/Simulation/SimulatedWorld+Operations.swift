@@ -22,6 +22,20 @@ extension SimulatedWorld {
                        clockOffset: clocks.offsets[index])
             log("\(nodes[index].id) makes \(id) (\(type)\(once ? ", continue-once" : "")\(saves ? ", will-save" : "")) current\(expiresIn.map { ", expiring in \($0)" } ?? "")")
             publish(from: index, [nodes[index].advertiserDo { $0.add(activity) }])
+        case .createBatch(let index, let type, let count):
+            guard running(index) else { return nil }
+            var batch: [UserActivity] = []
+            for _ in 0..<count {
+                let id = truth.newID(origin: index)
+                guard let activity = try? UserActivity(activityType: type, id: id) else { continue }
+                activity.title = "\(id) made"
+                activity.supportsContinuationStreams = true
+                activity.delegate = saver
+                truth.made(activity, origin: index, followers: followers(ofType: type), at: now, expires: nil, clockOffset: clocks.offsets[index])
+                batch.append(activity)
+            }
+            log("\(nodes[index].id) makes \(batch.count) (\(type)) current at once: \(batch.map(\.id).joined(separator: ", "))")
+            publish(from: index, nodes[index].advertiserDo { $0.addAll(batch, now: instant) })
         case .update(let index, let pick):
             guard running(index), let activity = current(of: index, pick) else { return nil }
             activity.title = "\(activity.id) changed at \(now)"

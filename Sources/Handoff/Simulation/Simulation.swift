@@ -55,6 +55,11 @@ public struct SimulationOptions: Sendable, Hashable {
     /// ``Advertiser/bulkSlice``, 1,000, which no simulated node reaches). A few make the passes
     /// and snapshot answers of every node go out in slices, under the same faults.
     public var sliceSize: Int?
+    /// Whether a node also makes several activities current in one call (2-12 of a type, as
+    /// `Node.becomeCurrent([…])` does: ``Advertiser/addAll(_:now:)``), a quarter of its creations
+    /// (drawn apart: without it a seed's schedule is what it was). With ``sliceSize`` a batch
+    /// outgrows its first slice, and its rest goes out in slices, under the same faults.
+    public var batches = false
     /// Snapshots a node's follower asks at once (`nil`: the production
     /// ``Follower/maxSnapshotsUnderWay``, 32, which no simulated node reaches: each follows two
     /// prefixes at most). One has every node's snapshots, and each round's, take turns.

@@ -9,6 +9,8 @@ struct SimulationSchedule {
     enum Operation: Equatable {
         /// `once`: continue-once; `saves`: will-save runs (0.1-300 ms) before each answer.
         case create(node: Int, type: String, expiresIn: Duration?, once: Bool, saves: Bool)
+        /// `count` activities of `type` made current in one call (``SimulationOptions/batches``).
+        case createBatch(node: Int, type: String, count: Int)
         /// The node continues the `pick`-th activity it knows (modulo).
         case continueActivity(node: Int, pick: Int)
         /// Changes (`update`), resigns or invalidates the `pick`-th current activity of `node` (modulo).
@@ -76,6 +78,11 @@ struct SimulationSchedule {
             let roll = Double.random(in: 0..<1, using: &random)
             switch roll {
             case ..<0.28:
+                // (Drawn only with batches: without them a seed's schedule is what it was.)
+                if options.batches, random.chance(0.25) {
+                    add(at, .createBatch(node: node, type: Self.types.randomElement(using: &random)!, count: Int.random(in: 2...12, using: &random)))
+                    continue
+                }
                 let expires: Duration? = random.chance(0.15) ? random.duration(.seconds(1)...(.seconds(20))) : nil
                 add(at, .create(node: node, type: Self.types.randomElement(using: &random)!, expiresIn: expires,
                                 once: random.chance(0.3), saves: random.chance(0.3)))
