@@ -284,7 +284,7 @@ struct DocumentPluginTests {
         let plugins = root.appendingPathComponent("plugins")
         try FileManager.default.createDirectory(at: plugins, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
-        try compilePlugin(Self.source, named: "docs", in: plugins)
+        try await compilePlugin(Self.source, named: "docs", in: plugins)
         let file = root.appendingPathComponent("memo.txt")
         try Data("a memo that travels as a document\n".utf8).write(to: file)
 

@@ -52,8 +52,8 @@ struct PluginContinueActivityTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("continuing-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        try compilePlugin(continuingPlugin(name: "safe", flags: "HANDOFF_PLUGIN_THREAD_SAFE"), named: "safe", in: folder)
-        try compilePlugin(continuingPlugin(name: "unsafe", flags: "0"), named: "unsafe", in: folder)
+        try await compilePlugin(continuingPlugin(name: "safe", flags: "HANDOFF_PLUGIN_THREAD_SAFE"), named: "safe", in: folder)
+        try await compilePlugin(continuingPlugin(name: "unsafe", flags: "0"), named: "unsafe", in: folder)
         let safe = try PluginLoader.load(file: folder.appendingPathComponent("safe.so").path)
         try await withTwoNodes { a, b in
             let runtime = PluginRuntime(node: b, dataDirectory: folder)

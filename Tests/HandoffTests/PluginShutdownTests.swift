@@ -82,7 +82,7 @@ struct PluginShutdownTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("noting-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        try compilePlugin(notingPlugin, named: "noting", in: folder)
+        try await compilePlugin(notingPlugin, named: "noting", in: folder)
         let plugin = try PluginLoader.load(file: folder.appendingPathComponent("noting.so").path)
         let held = HeldOutput()
         try await withTwoNodes { a, b in

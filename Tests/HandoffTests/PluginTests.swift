@@ -15,14 +15,17 @@ let abi10Headers = repositoryRoot.appendingPathComponent("Tests/HandoffTests/Fix
 /// Compiles a C plugin from `source` into `folder/name.so` with gcc, against the ABI header in
 /// `headers` (this host's by default).
 func compilePlugin(_ source: String, named name: String, in folder: URL,
-                   headers: URL = repositoryRoot.appendingPathComponent("Sources/CHandoffPlugin/include")) throws {
+                   headers: URL = repositoryRoot.appendingPathComponent("Sources/CHandoffPlugin/include")) async throws {
     let sourceFile = folder.appendingPathComponent("\(name).c")
     try source.write(to: sourceFile, atomically: true, encoding: .utf8)
     let gcc = Process()
     gcc.executableURL = URL(fileURLWithPath: "/usr/bin/gcc")
     gcc.arguments = ["-shared", "-fPIC", "-Wall", "-Werror", "-I", headers.path,
                      "-o", folder.appendingPathComponent("\(name).so").path, sourceFile.path]
-    try gcc.spawn()
+    // Beside a test that holds thousands of descriptors (the .exclusive ones run apart from it,
+    // not every test that compiles a plugin), gcc waits for it to end instead of being refused:
+    // CI's one-loop pass failed PluginShutdownTests so (2026-12-08).
+    try await gcc.spawnWhenFewDescriptors()
     gcc.waitUntilExit()
     try #require(gcc.terminationStatus == 0, "gcc failed for \(name)")
     try FileManager.default.removeItem(at: sourceFile)
@@ -49,7 +52,7 @@ func cPlugin(_ descriptorFields: String, types: String = #""org.handoff.test.thi
 @Suite("Plugin loader", .exclusive)
 struct PluginLoaderTests {
     @Test("each broken plugin is refused with an error naming its file, and the others still load")
-    func brokenPlugins() throws {
+    func brokenPlugins() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("plugins-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -61,19 +64,19 @@ struct PluginLoaderTests {
         // Not a shared object at all.
         try "this is not ELF".write(to: folder.appendingPathComponent("b-text.so"), atomically: true, encoding: .utf8)
         // A shared object without the entry point.
-        try compilePlugin("int unrelated(void) { return 42; }", named: "c-no-entry", in: folder)
+        try await compilePlugin("int unrelated(void) { return 42; }", named: "c-no-entry", in: folder)
         // A plugin built for ABI 2.
-        try compilePlugin(cPlugin(".name = \"future\", .abi_major = 2"), named: "d-major", in: folder)
+        try await compilePlugin(cPlugin(".name = \"future\", .abi_major = 2"), named: "d-major", in: folder)
         // A plugin built for ABI 1.7, newer than this host's 1.2.
-        try compilePlugin(cPlugin(".name = \"newer\", .abi_minor = 7"), named: "e-minor", in: folder)
+        try await compilePlugin(cPlugin(".name = \"newer\", .abi_minor = 7"), named: "e-minor", in: folder)
         // A plugin without a restore handler.
-        try compilePlugin(cPlugin(".name = \"norestore\", .restore = 0"), named: "f-no-restore", in: folder)
+        try await compilePlugin(cPlugin(".name = \"norestore\", .restore = 0"), named: "f-no-restore", in: folder)
         // A plugin claiming a type the Contacts plugin already handles.
-        try compilePlugin(cPlugin(".name = \"thief\"", types: #""org.handoff.contacts.view-contact""#), named: "g-duplicate", in: folder)
+        try await compilePlugin(cPlugin(".name = \"thief\"", types: #""org.handoff.contacts.view-contact""#), named: "g-duplicate", in: folder)
         // A plugin declaring a type that is not reverse-DNS.
-        try compilePlugin(cPlugin(".name = \"badtype\"", types: #""not a type""#), named: "h-bad-type", in: folder)
+        try await compilePlugin(cPlugin(".name = \"badtype\"", types: #""not a type""#), named: "h-bad-type", in: folder)
         // A good C plugin.
-        try compilePlugin(cPlugin(".name = \"good\""), named: "i-good", in: folder)
+        try await compilePlugin(cPlugin(".name = \"good\""), named: "i-good", in: folder)
 
         let (plugins, errors) = PluginLoader.loadAll(from: [folder.path])
         #expect(plugins.map(\.name) == ["contacts", "good"])
@@ -106,17 +109,17 @@ struct PluginLoaderTests {
                 return HANDOFF_OK;
             }
             """
-        try compilePlugin(cPlugin(".name = \"old\", .command = command", types: #""org.handoff.test.old""#, functions: command),
+        try await compilePlugin(cPlugin(".name = \"old\", .command = command", types: #""org.handoff.test.old""#, functions: command),
                           named: "a-old", in: folder, headers: abi10Headers)
-        try compilePlugin(cPlugin(".name = \"short\", .struct_size = offsetof(handoff_plugin_descriptor, reserved)", types: #""org.handoff.test.short""#),
+        try await compilePlugin(cPlugin(".name = \"short\", .struct_size = offsetof(handoff_plugin_descriptor, reserved)", types: #""org.handoff.test.short""#),
                           named: "b-short", in: folder, headers: abi10Headers)
-        try compilePlugin(cPlugin(".name = \"reserved\", .reserved = { [2] = (void *)1 }", types: #""org.handoff.test.reserved""#), named: "c-reserved", in: folder)
+        try await compilePlugin(cPlugin(".name = \"reserved\", .reserved = { [2] = (void *)1 }", types: #""org.handoff.test.reserved""#), named: "c-reserved", in: folder)
         let didUpdate = "static void did_update(void *s, const uint8_t *b, size_t l) { (void)s; (void)b; (void)l; }"
-        try compilePlugin(cPlugin(".name = \"sneaky\", .abi_minor = 0, .did_update = did_update", types: #""org.handoff.test.sneaky""#, functions: didUpdate),
+        try await compilePlugin(cPlugin(".name = \"sneaky\", .abi_minor = 0, .did_update = did_update", types: #""org.handoff.test.sneaky""#, functions: didUpdate),
                           named: "d-sneaky", in: folder)
-        try compilePlugin(cPlugin(".name = \"tiny\", .struct_size = 40", types: #""org.handoff.test.tiny""#), named: "e-tiny", in: folder)
+        try await compilePlugin(cPlugin(".name = \"tiny\", .struct_size = 40", types: #""org.handoff.test.tiny""#), named: "e-tiny", in: folder)
         let changed = "static void changed(void *s, const uint8_t *b, size_t l, int32_t c) { (void)s; (void)b; (void)l; (void)c; }"
-        try compilePlugin(cPlugin(".name = \"early\", .abi_minor = 1, .activity_changed = changed", types: #""org.handoff.test.early""#, functions: changed),
+        try await compilePlugin(cPlugin(".name = \"early\", .abi_minor = 1, .activity_changed = changed", types: #""org.handoff.test.early""#, functions: changed),
                           named: "f-early", in: folder)
 
         let (plugins, errors) = PluginLoader.loadAll(from: [folder.path])

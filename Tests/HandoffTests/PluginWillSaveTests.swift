@@ -65,7 +65,7 @@ struct PluginWillSaveTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("saving-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        try compilePlugin(savingPlugin, named: "saving", in: folder)
+        try await compilePlugin(savingPlugin, named: "saving", in: folder)
         let plugin = try PluginLoader.load(file: folder.appendingPathComponent("saving.so").path)
         let document = folder.appendingPathComponent("report.txt")
         try Data("the report".utf8).write(to: document)
