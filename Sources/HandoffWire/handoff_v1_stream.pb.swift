@@ -209,7 +209,8 @@ public nonisolated enum WireChecksumAlgorithm: SwiftProtobuf.Enum, Swift.CaseIte
 /// 5. Resume. When its connection to the originator drops, or the pair is
 ///    interrupted, the continuing node sends StreamResume (token, what it has
 ///    received, new credit) every second until the originator answers with its
-///    own StreamResume. The originator finds the pair by stream_id and token,
+///    own StreamResume, and at once when its connection is back (Handoff: when
+///    the new connection's handshake succeeds). The originator finds the pair by stream_id and token,
 ///    whatever routing id the new connection has; each side then sends again,
 ///    from the offset the other has received, every chunk (and the StreamEnd)
 ///    it had sent beyond it. A resume the originator cannot match is answered

@@ -56,4 +56,28 @@ extension StreamPairTests {
         #expect(ticks(&continuer, from: .milliseconds(30_250), to: .milliseconds(53_250)).allSatisfy { failure($0.actions) == nil })
         #expect(failure(ticks(&continuer, from: .milliseconds(53_500), to: .seconds(54)).first?.actions ?? [])?.code == .peerLost)
     }
+
+    @Test("liveness: a continuing side whose connection comes back asks to resume at once, not at its next resume interval; an uninterrupted side, an originating side and a failed pair do nothing")
+    func resumesWhenConnectionReturns() {
+        var continuer = pair(continuer: true, direction: .originToContinuer)
+        #expect(continuer.connectionReturned(now: start).isEmpty, "not interrupted: nothing to resume")
+        let (_, interrupted) = continuer.connectionDropped(failingOpenWith: HandoffError(.connectionUnavailable, "dropped"), now: start)
+        #expect(interrupted)
+        let first = continuer.tick(now: start + .milliseconds(250), limits: limits)
+        guard case .resume = sent(first).first else { Issue.record("the first tick asks to resume: \(first)"); return }
+        // Back 300 ms later: the next resume would be at 1.25 s; it goes now.
+        let back = continuer.connectionReturned(now: start + .milliseconds(550))
+        guard case .resume(let request) = sent(back).first else { Issue.record("a resume at once: \(back)"); return }
+        #expect(request.receivedOffset == 0 && continuer.lastResumeSent == start + .milliseconds(550))
+        #expect(ticks(&continuer, from: .milliseconds(750), to: .milliseconds(1_250)).isEmpty, "the interval counts from the resume it sent")
+
+        var originator = pair(continuer: false, direction: .originToContinuer)
+        originator.transportRefused(now: start)
+        #expect(originator.connectionReturned(now: start + .seconds(1)).isEmpty, "the originator waits to be asked")
+
+        var lost = pair(continuer: true, direction: .originToContinuer)
+        _ = lost.connectionDropped(failingOpenWith: HandoffError(.connectionUnavailable, "dropped"), now: start)
+        #expect(failure(lost.tick(now: start + .seconds(31), limits: limits))?.code == .peerLost)
+        #expect(lost.connectionReturned(now: start + .seconds(32)).isEmpty, "a failed pair says nothing more")
+    }
 }

@@ -75,7 +75,7 @@ struct StreamResilienceTests {
         }
     }
 
-    @Test("the connection drops mid-transfer: the pair resumes where it stopped, every byte once")
+    @Test("the connection drops mid-transfer: the pair resumes as soon as its new connection is up (not at its next resume a second later), where it stopped, every byte once")
     func resumesAfterDroppedConnection() async throws {
         try await withTwoNodes(configureB: { $0.streamWindow = 4 }) { a, b in
             let payload = patternBytes(12_000_000, seed: 23)
@@ -89,17 +89,29 @@ struct StreamResilienceTests {
             }()
             var received = Data()
             var dropped = false
+            var resumedWithin: Task<(Duration, Duration)?, Never>?
             for try await chunk in streams.input {
                 received.append(chunk)
                 if !dropped, received.count > 4_000_000 {
                     dropped = true
                     let endpoint = a.continuationEndpoint
+                    let probe = StallProbe.start(alsoOn: EventLoops.shared), droppedAt = ContinuousClock.now
                     await b.dropConnection(to: endpoint)
+                    // The first tick after the drop (within 250 ms) asks to resume on a new DEALER,
+                    // which the transport refuses until it is connected; the handshake then resumes
+                    // the pair at once. Before, the next resume came a second after the first.
+                    resumedWithin = Task {
+                        guard await eventually(within: .seconds(10), { await b.streamCounters.resumed >= 1 }) else { return nil }
+                        return (ContinuousClock.now - droppedAt, probe.stop())
+                    }
                 }
                 try await Task.sleep(for: .milliseconds(2))
             }
             try await written
             #expect(dropped)
+            let (resumedAfter, held) = try #require(await resumedWithin?.value, "the pair never resumed")
+            print("stream resumed \(resumedAfter) after its connection dropped (loops held back \(held))")
+            #expect(resumedAfter < .milliseconds(900) + held, "resumed \(resumedAfter) after the drop (the loaded machine held threads back by \(held))")
             #expect(byteDifference(received, payload) == nil)
             #expect(await eventually { peer.received != nil })
             #expect(byteDifference(try peer.received?.get() ?? Data(), back) == nil)

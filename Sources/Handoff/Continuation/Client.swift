@@ -33,8 +33,9 @@ final class Client {
 
     /// The drops and refusals the node acts on; a failed reconnect, to ask whether the peer is gone;
     /// each connection made, to watch it for a message that never ends (``UnfinishedMessageBound``:
-    /// the originator is whoever advertised the endpoint, any member of the bus).
-    static let watchedEvents: MonitorEvents = [.connected, .disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
+    /// the originator is whoever advertised the endpoint, any member of the bus); each handshake
+    /// done, to resume the pairs its drop interrupted.
+    static let watchedEvents: MonitorEvents = [.connected, .handshakeSucceeded, .disconnected, .handshakeFailedAuth, .handshakeFailedProtocol, .connectRetried]
 
     func close() {
         monitor.stop()

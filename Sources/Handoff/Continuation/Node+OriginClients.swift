@@ -142,6 +142,12 @@ extension Node {
                 sockets.unfinishedMessages.watch(event, on: client.socket)
                 continue
             }
+            // The connection is whole (with ZMQ_IMMEDIATE, the DEALER takes messages for it only
+            // now): interrupted pairs resume at once.
+            if event.kind == .handshakeSucceeded {
+                resumeStreams(to: endpoint)
+                continue
+            }
             switch client.connection.observe(event.kind) {
             case .reconnectFailed:
                 reconnectFailed(to: endpoint, client: identity)

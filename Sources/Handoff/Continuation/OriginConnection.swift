@@ -84,7 +84,8 @@ struct OriginConnection: Equatable {
         case reconnectFailed
     }
 
-    /// Takes in an event of the DEALER's monitor (one of ``Client/watchedEvents``).
+    /// Takes in an event of the DEALER's monitor (one of ``Client/watchedEvents`` other than
+    /// `connected` and `handshakeSucceeded`, which the node handles itself).
     mutating func observe(_ kind: MonitorEvents) -> Event {
         if kind == .connectRetried { return .reconnectFailed }
         if kind == .disconnected { return .dropped }

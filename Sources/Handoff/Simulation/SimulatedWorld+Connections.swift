@@ -24,6 +24,8 @@ extension SimulatedWorld {
     func reconnect(_ a: Int, _ b: Int, notify: Bool) {
         guard connected(a, b) else { return }
         upSince[pair(a, b)] = now
+        // A continuing side's DEALER is connected again: its interrupted pairs resume at once.
+        streamsReconnected(a, b)
         // With a broker, nodes connect to each other only to continue.
         guard brokers.isEmpty else { return }
         for (subscriber, publisher) in [(a, b), (b, a)] {

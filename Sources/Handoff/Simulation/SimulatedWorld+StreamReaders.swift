@@ -192,6 +192,17 @@ extension SimulatedWorld {
         }
     }
 
+    /// The connection between nodes `a` and `b` is back: a continuing side's DEALER tells its pairs
+    /// (an interrupted one asks to resume at once).
+    func streamsReconnected(_ a: Int, _ b: Int) {
+        for stream in streams where endHeld(stream, .continuer) {
+            let continuer = stream[.continuer]!.node, origin = streamOrigins[stream.number]
+            // A stopped process reads the event when it goes on, and its tick resumes then.
+            guard (continuer, origin) == (a, b) || (continuer, origin) == (b, a), running(continuer) else { continue }
+            perform(stream, .continuer, stream.pairDo(.continuer) { $0.connectionReturned(now: instant) })
+        }
+    }
+
     /// Node `index` shuts down: each of its pairs fails, its peer told (`Node.failOutstanding`).
     func streamsShutDown(at index: Int) {
         for stream in streams {

@@ -23,6 +23,13 @@ extension Node {
         perform(session.pair.resumeRequested(resume, now: .now), on: session)
     }
 
+    /// The connection to an originator is back: its interrupted pairs ask to resume at once.
+    func resumeStreams(to endpoint: String) {
+        for session in streams.live(toDealer: endpoint) {
+            perform(session.pair.connectionReturned(now: .now), on: session)
+        }
+    }
+
     /// Marks the pairs with an originator whose connection dropped as interrupted: they resume when
     /// it is back (the DEALER reconnects by itself).
     func interruptStreams(to endpoint: String) {

@@ -151,6 +151,22 @@ extension StreamPair {
         return ([], true)
     }
 
+    /// The connection to the originator is back (continuing side): an interrupted pair asks to
+    /// resume now. Its resumes while the connection was down were refused by the transport (the
+    /// DEALER queues nothing for a peer it is not connected to), and the next came at its resume
+    /// interval, up to a second and a tick later: a pair whose window ended meanwhile failed as
+    /// peer lost with its connection back, though its peer was there (seed 988593252).
+    mutating func connectionReturned(now: ContinuousClock.Instant) -> [Action] {
+        guard failure == nil, isContinuer, !isOpening, interruptedSince != nil else { return [] }
+        return [sendResume(now: now)]
+    }
+
+    /// A resume (continuing side): what this side has, asking the originator for the rest.
+    private mutating func sendResume(now: ContinuousClock.Instant) -> Action {
+        lastResumeSent = now
+        return send(.resume(resumeMessage()), now: now)
+    }
+
     /// The peer is known to be gone (its endpoint refuses connections): the pair fails with `error`.
     mutating func peerGone(_ error: HandoffError, now: ContinuousClock.Instant) -> [Action] {
         guard failure == nil else { return [] }
@@ -210,9 +226,7 @@ extension StreamPair {
         case .keepAlive:
             actions.append(send(.credit(acknowledgement()), now: now))
         case .resume:
-            lastResumeSent = now
-            let request = resumeMessage()
-            actions.append(send(.resume(request), now: now))
+            actions.append(sendResume(now: now))
         case .expire:
             actions += expire(now: now, resumeWindow: limits.resumeWindow)
         case .giveUp:
