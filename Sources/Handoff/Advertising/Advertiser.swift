@@ -176,7 +176,8 @@ struct Advertiser {
         for activity in first { messages.append(publication(of: activity)) }
         let rest = activities.dropFirst(first.count)
         guard !rest.isEmpty else { return messages }
-        passes.insert(Pass(purpose: .newlyCurrent, ids: rest.map(\.id)), at: passes.firstIndex { $0.purpose == .everyActivity } ?? passes.endIndex)
+        enqueue(Pass(purpose: .newlyCurrent, ids: rest.map(\.id)))
+        // Its first slice went with the call: the rest waits for the pace.
         if nextSlice == nil { nextSlice = now + Self.bulkPace }
         return messages
     }
@@ -280,12 +281,19 @@ struct Advertiser {
     /// Queues `pass` (a snapshot answer before the pass over every activity). Returns the first
     /// slice when none is due, else nothing (it goes with the slice that is due).
     private mutating func begin(_ pass: Pass, now: ContinuousClock.Instant) -> [Message] {
+        let idle = nextSlice == nil
+        enqueue(pass)
+        return idle ? slice(now: now) : []
+    }
+
+    /// Puts `pass` in its place among the passes: a pass over every activity last, any other
+    /// (a snapshot answer, a batch's rest) ahead of it, after those of its kind already queued.
+    private mutating func enqueue(_ pass: Pass) {
         if pass.purpose == .everyActivity {
             passes.append(pass)
         } else {
             passes.insert(pass, at: passes.firstIndex { $0.purpose == .everyActivity } ?? passes.endIndex)
         }
-        return nextSlice == nil ? slice(now: now) : []
     }
 
     /// Up to ``Settings/sliceSize`` messages of the passes, in order: their activities still current, as

@@ -7,15 +7,9 @@ extension SimulatedWorld {
     func apply(_ operation: SimulationSchedule.Operation) -> Int? {
         switch operation {
         case .create(let index, let type, let expiresIn, let once, let saves):
-            guard running(index) else { return nil }
-            let id = truth.newID(origin: index)
-            guard let activity = try? UserActivity(activityType: type, id: id) else { return nil }
-            activity.title = "\(id) made"
+            guard running(index), let activity = newActivity(at: index, type: type) else { return nil }
+            let id = activity.id
             if once { activity.continuationPolicy = .once }
-            // Every simulated activity takes continuation streams (the world writes and reads the
-            // originator's ends), so its delegate is there to receive them; only some need saving.
-            activity.supportsContinuationStreams = true
-            activity.delegate = saver
             if saves { activity.needsSave = true }
             if let expiresIn { activity.expirationDate = date(of: index).addingTimeInterval(expiresIn.seconds) }
             truth.made(activity, origin: index, followers: followers(ofType: type), at: now, expires: expiresIn.map { now + $0 },
@@ -26,11 +20,7 @@ extension SimulatedWorld {
             guard running(index) else { return nil }
             var batch: [UserActivity] = []
             for _ in 0..<count {
-                let id = truth.newID(origin: index)
-                guard let activity = try? UserActivity(activityType: type, id: id) else { continue }
-                activity.title = "\(id) made"
-                activity.supportsContinuationStreams = true
-                activity.delegate = saver
+                guard let activity = newActivity(at: index, type: type) else { continue }
                 truth.made(activity, origin: index, followers: followers(ofType: type), at: now, expires: nil, clockOffset: clocks.offsets[index])
                 batch.append(activity)
             }
@@ -121,6 +111,18 @@ extension SimulatedWorld {
     }
 
     func running(_ index: Int) -> Bool { nodes[index].isRunning(at: now) }
+
+    /// A new activity of `type` for node `index`, under the next id of the run's truth. Every
+    /// simulated activity takes continuation streams (the world writes and reads the originator's
+    /// ends), so its delegate is there to receive them; only some need saving.
+    private func newActivity(at index: Int, type: String) -> UserActivity? {
+        let id = truth.newID(origin: index)
+        guard let activity = try? UserActivity(activityType: type, id: id) else { return nil }
+        activity.title = "\(id) made"
+        activity.supportsContinuationStreams = true
+        activity.delegate = saver
+        return activity
+    }
 
     /// The nodes that follow activities of `type`, by index: worked out once per type.
     func followers(ofType type: String) -> [Int] {

@@ -183,9 +183,7 @@ extension SimulatedWorld {
     /// The connection between nodes `a` and `b` broke: a continuing side's DEALER tells its pairs
     /// (they wait to resume; an open still unanswered fails).
     func streamsDisconnected(_ a: Int, _ b: Int) {
-        for stream in streams where endHeld(stream, .continuer) {
-            let continuer = stream[.continuer]!.node, origin = streamOrigins[stream.number]
-            guard (continuer, origin) == (a, b) || (continuer, origin) == (b, a) else { continue }
+        for stream in continuingEnds(between: a, b) {
             let unanswered = HandoffError(.connectionUnavailable, "the originator disconnected before answering the open")
             let (actions, _) = stream.pairDo(.continuer) { $0.connectionDropped(failingOpenWith: unanswered, now: instant) }
             perform(stream, .continuer, actions)
@@ -195,11 +193,19 @@ extension SimulatedWorld {
     /// The connection between nodes `a` and `b` is back: a continuing side's DEALER tells its pairs
     /// (an interrupted one asks to resume at once).
     func streamsReconnected(_ a: Int, _ b: Int) {
-        for stream in streams where endHeld(stream, .continuer) {
-            let continuer = stream[.continuer]!.node, origin = streamOrigins[stream.number]
-            // A stopped process reads the event when it goes on, and its tick resumes then.
-            guard (continuer, origin) == (a, b) || (continuer, origin) == (b, a), running(continuer) else { continue }
+        // A stopped process reads the event when it goes on, and its tick resumes then.
+        for stream in continuingEnds(between: a, b) where running(stream[.continuer]!.node) {
             perform(stream, .continuer, stream.pairDo(.continuer) { $0.connectionReturned(now: instant) })
+        }
+    }
+
+    /// The streams whose continuing end is held on one of nodes `a` and `b` and whose originator
+    /// is the other: the pairs that ride the DEALER between them.
+    private func continuingEnds(between a: Int, _ b: Int) -> [SimulatedStream] {
+        streams.filter { stream in
+            guard endHeld(stream, .continuer) else { return false }
+            let continuer = stream[.continuer]!.node, origin = streamOrigins[stream.number]
+            return (continuer, origin) == (a, b) || (continuer, origin) == (b, a)
         }
     }
 

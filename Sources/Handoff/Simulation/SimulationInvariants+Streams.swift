@@ -95,7 +95,7 @@ extension SimulationInvariants {
         var bound = streamSilenceBound
         if stream.stuck, let stall = stream.stallTimeout {
             var turn = peersTurnSince
-            if stream.endDo(side.other, { _ in true }) == true {
+            if stream[side.other] != nil {
                 turn = max(turn, stream.pairDo(side.other) { $0.peersTurnSince })
             }
             anchor = max(anchor, turn - world.origin)
